@@ -1,0 +1,578 @@
+//! Building descriptors: a tree of [`NodeSpec`]s that [`TensorBuilder::build`] encodes and
+//! validates with exactly the rules of decoding, so a built descriptor equals its decode.
+//!
+//! Buffers left empty are filled in with handles of the exact required size (on the
+//! builder's device template) for every layout whose sizes follow from the descriptor;
+//! CSF and private extensions take their handles explicitly (see [`NodeSpec::csf`]).
+//!
+//! ```
+//! use tensordesc::{ElementType, NodeSpec, RegionSpec, TensorBuilder};
+//! // An 8 x 8 tensor: a dense left half and a CSR right half.
+//! let d = TensorBuilder::subpaving(ElementType::Float32, &[8, 8], vec![
+//!     RegionSpec::new(&[0, 0], &[8, 4], NodeSpec::row_major()),
+//!     RegionSpec::new(&[0, 4], &[8, 4], NodeSpec::csr(5, 3)),
+//! ]).build().unwrap();
+//! assert_eq!(d.region_count(), 2);
+//! assert_eq!(d.effective_buffers().len(), 4);
+//! ```
+
+use crate::descriptor::{decode, flags, Descriptor, MAGIC, VERSION_MAJOR};
+use crate::device::BufferHandle;
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH};
+use crate::quant::{QuantScheme, Quantization};
+use crate::sections::{ExtensionType, Shard, Statistics};
+use crate::wire::Writer;
+use crate::Mode;
+
+/// One tiling level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TileSpec {
+    /// Tile extents.
+    pub tile_shape: Vec<u64>,
+    /// Order of tiles in this level's grid.
+    pub order: TileOrder,
+}
+
+/// A layout with its fields, as given to the builder.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayoutSpec {
+    /// Row-major.
+    RowMajor,
+    /// Column-major.
+    ColMajor,
+    /// Strided, strides in elements.
+    Strided(Vec<i64>),
+    /// Tiled: levels outermost first; `inner` (ROW_MAJOR or COL_MAJOR tag) orders elements
+    /// inside the innermost tile.
+    Tiled {
+        /// Tiling levels.
+        levels: Vec<TileSpec>,
+        /// Innermost element order tag.
+        inner: u8,
+    },
+    /// Dim-ordered.
+    DimOrder(Vec<u8>),
+    /// Subpaving.
+    Subpaving(Vec<RegionSpec>),
+    /// COO.
+    Coo {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSR.
+    Csr {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSC.
+    Csc {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSF.
+    Csf {
+        /// Stored entries.
+        nnz: u64,
+        /// Axis of each level.
+        axis_order: Vec<u8>,
+    },
+    /// Block-paged.
+    BlockPaged {
+        /// Positions per block.
+        block_size: u64,
+        /// Number of page pools.
+        pool_count: u8,
+    },
+    /// Splat.
+    Splat,
+    /// Private extension (tag 0xF0–0xFE).
+    Extension {
+        /// The tag.
+        tag: u8,
+        /// Opaque ext bytes.
+        data: Vec<u8>,
+    },
+}
+
+impl LayoutSpec {
+    fn tag(&self) -> u8 {
+        match self {
+            LayoutSpec::RowMajor => tag::ROW_MAJOR,
+            LayoutSpec::ColMajor => tag::COL_MAJOR,
+            LayoutSpec::Strided(_) => tag::STRIDED,
+            LayoutSpec::Tiled { .. } => tag::TILED,
+            LayoutSpec::DimOrder(_) => tag::DIM_ORDER,
+            LayoutSpec::Subpaving(_) => tag::SUBPAVING,
+            LayoutSpec::Coo { .. } => tag::COO,
+            LayoutSpec::Csr { .. } => tag::CSR,
+            LayoutSpec::Csc { .. } => tag::CSC,
+            LayoutSpec::Csf { .. } => tag::CSF,
+            LayoutSpec::BlockPaged { .. } => tag::BLOCK_PAGED,
+            LayoutSpec::Splat => tag::SPLAT,
+            LayoutSpec::Extension { tag, .. } => *tag,
+        }
+    }
+}
+
+/// A node: the tensor itself or a region body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    /// Layout and fields.
+    pub layout: LayoutSpec,
+    /// byte_offset.
+    pub byte_offset: u64,
+    /// The sub-table; empty = fill in exact sizes automatically.
+    pub buffers: Vec<BufferHandle>,
+    /// Optional quantization.
+    pub quantization: Option<Quantization>,
+}
+
+/// A region: origin (relative to the enclosing region), extent and body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionSpec {
+    /// Start, relative to the enclosing region.
+    pub origin: Vec<u64>,
+    /// Extent.
+    pub shape: Vec<u64>,
+    /// The body.
+    pub node: NodeSpec,
+}
+
+impl RegionSpec {
+    /// A region at `origin` with `shape`.
+    pub fn new(origin: &[u64], shape: &[u64], node: NodeSpec) -> RegionSpec {
+        RegionSpec {
+            origin: origin.to_vec(),
+            shape: shape.to_vec(),
+            node,
+        }
+    }
+}
+
+impl NodeSpec {
+    /// A node with `layout` and automatic buffers.
+    pub fn new(layout: LayoutSpec) -> NodeSpec {
+        NodeSpec {
+            layout,
+            byte_offset: 0,
+            buffers: Vec::new(),
+            quantization: None,
+        }
+    }
+    /// Row-major.
+    pub fn row_major() -> NodeSpec {
+        NodeSpec::new(LayoutSpec::RowMajor)
+    }
+    /// Column-major.
+    pub fn col_major() -> NodeSpec {
+        NodeSpec::new(LayoutSpec::ColMajor)
+    }
+    /// Strided.
+    pub fn strided(strides: &[i64]) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Strided(strides.to_vec()))
+    }
+    /// Single-level tiling, row-major grid and row-major tiles.
+    pub fn tiled(tile_shape: &[u64]) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Tiled {
+            levels: vec![TileSpec {
+                tile_shape: tile_shape.to_vec(),
+                order: TileOrder::RowMajor,
+            }],
+            inner: tag::ROW_MAJOR,
+        })
+    }
+    /// Dim-ordered.
+    pub fn dim_order(order: &[u8]) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::DimOrder(order.to_vec()))
+    }
+    /// Splat (fill value).
+    pub fn splat() -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Splat)
+    }
+    /// COO with `nnz` entries and sparse flags.
+    pub fn coo(nnz: u64, flags: u8) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Coo { nnz, flags })
+    }
+    /// CSR with `nnz` entries and sparse flags.
+    pub fn csr(nnz: u64, flags: u8) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Csr { nnz, flags })
+    }
+    /// CSC with `nnz` entries and sparse flags.
+    pub fn csc(nnz: u64, flags: u8) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Csc { nnz, flags })
+    }
+    /// CSF whose level `l` holds `level_nodes[l]` nodes (the last equals nnz); buffers are
+    /// sized from those counts and `et`.
+    pub fn csf(et: ElementType, axis_order: &[u8], level_nodes: &[u64]) -> Result<NodeSpec> {
+        let rank = level_nodes.len();
+        let nnz = *level_nodes.last().ok_or_else(|| {
+            Error::new(ErrorKind::InvalidArgument, "CSF needs at least one level")
+        })?;
+        let mut buffers = Vec::with_capacity(2 * rank + 1);
+        for l in 0..rank {
+            let n = if l == 0 { 2 } else { level_nodes[l - 1].checked_add(1).ok_or_else(|| Error::new(ErrorKind::Overflow, "CSF indptr"))? };
+            buffers.push(BufferHandle::cpu(mul(n, 8, "CSF indptr")?));
+        }
+        for &n in level_nodes {
+            buffers.push(BufferHandle::cpu(mul(n, 8, "CSF indices")?));
+        }
+        buffers.push(BufferHandle::cpu(et.checked_bytes_for(nnz, "CSF values")?));
+        Ok(NodeSpec {
+            buffers,
+            ..NodeSpec::new(LayoutSpec::Csf {
+                nnz,
+                axis_order: axis_order.to_vec(),
+            })
+        })
+    }
+    /// Block-paged; automatic buffers give every block a page.
+    pub fn block_paged(block_size: u64, pool_count: u8) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::BlockPaged {
+            block_size,
+            pool_count,
+        })
+    }
+    /// Private extension with explicit buffers.
+    pub fn extension(tag: u8, data: &[u8], buffers: Vec<BufferHandle>) -> NodeSpec {
+        NodeSpec {
+            buffers,
+            ..NodeSpec::new(LayoutSpec::Extension {
+                tag,
+                data: data.to_vec(),
+            })
+        }
+    }
+    /// Subpaving of `regions`.
+    pub fn subpaving(regions: Vec<RegionSpec>) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::Subpaving(regions))
+    }
+    /// Set explicit buffers.
+    pub fn with_buffers(mut self, buffers: Vec<BufferHandle>) -> NodeSpec {
+        self.buffers = buffers;
+        self
+    }
+    /// Set the quantization.
+    pub fn with_quantization(mut self, q: Quantization) -> NodeSpec {
+        self.quantization = Some(q);
+        self
+    }
+    /// Set byte_offset.
+    pub fn with_byte_offset(mut self, off: u64) -> NodeSpec {
+        self.byte_offset = off;
+        self
+    }
+}
+
+/// Builds a [`Descriptor`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorBuilder {
+    /// Element type.
+    pub element_type: ElementType,
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// The top-level node.
+    pub node: NodeSpec,
+    /// Shard section.
+    pub shard: Option<Shard>,
+    /// Statistics section.
+    pub statistics: Option<Statistics>,
+    /// extension_type section.
+    pub extension_type: Option<ExtensionType>,
+    /// Template (device, memory class, alignment, flags) for automatic buffers.
+    pub template: BufferHandle,
+}
+
+impl TensorBuilder {
+    /// A tensor of `et` and `shape` laid out by `node`.
+    pub fn new(et: ElementType, shape: &[u64], node: NodeSpec) -> TensorBuilder {
+        TensorBuilder {
+            element_type: et,
+            shape: shape.to_vec(),
+            node,
+            shard: None,
+            statistics: None,
+            extension_type: None,
+            template: BufferHandle::cpu(0),
+        }
+    }
+    /// Row-major dense tensor.
+    pub fn row_major(et: ElementType, shape: &[u64]) -> TensorBuilder {
+        TensorBuilder::new(et, shape, NodeSpec::row_major())
+    }
+    /// Subpaving tensor.
+    pub fn subpaving(et: ElementType, shape: &[u64], regions: Vec<RegionSpec>) -> TensorBuilder {
+        TensorBuilder::new(et, shape, NodeSpec::subpaving(regions))
+    }
+    /// Set the top-level quantization.
+    pub fn quantization(mut self, q: Quantization) -> TensorBuilder {
+        self.node.quantization = Some(q);
+        self
+    }
+    /// Set explicit top-level buffers.
+    pub fn buffers(mut self, b: Vec<BufferHandle>) -> TensorBuilder {
+        self.node.buffers = b;
+        self
+    }
+    /// Set the top-level byte_offset.
+    pub fn byte_offset(mut self, off: u64) -> TensorBuilder {
+        self.node.byte_offset = off;
+        self
+    }
+    /// Set the shard section.
+    pub fn shard(mut self, s: Shard) -> TensorBuilder {
+        self.shard = Some(s);
+        self
+    }
+    /// Set the statistics section.
+    pub fn statistics(mut self, s: Statistics) -> TensorBuilder {
+        self.statistics = Some(s);
+        self
+    }
+    /// Set the extension_type section.
+    pub fn extension_type(mut self, e: ExtensionType) -> TensorBuilder {
+        self.extension_type = Some(e);
+        self
+    }
+    /// Device template for automatic buffers.
+    pub fn device(mut self, template: BufferHandle) -> TensorBuilder {
+        self.template = template;
+        self
+    }
+
+    /// Encode to bytes, checking nesting depth; the result is validated by [`build`](Self::build).
+    pub fn encode_unchecked(&self) -> Result<Vec<u8>> {
+        let rank = self.shape.len();
+        if rank > crate::MAX_RANK {
+            return Err(Error::new(ErrorKind::RankTooLarge, format!("rank {rank} exceeds 64")));
+        }
+        let mut w = Writer::new();
+        w.bytes(&MAGIC);
+        w.u8(VERSION_MAJOR);
+        w.u8(0);
+        let mut f = 0u16;
+        if self.node.quantization.is_some() {
+            f |= flags::HAS_QUANTIZATION;
+        }
+        if self.shard.is_some() {
+            f |= flags::HAS_SHARD;
+        }
+        if self.statistics.is_some() {
+            f |= flags::HAS_STATISTICS;
+        }
+        if self.extension_type.is_some() {
+            f |= flags::HAS_EXTENSION_TYPE;
+        }
+        w.u16(f);
+        w.u64(0);
+        w.u8(self.element_type.code());
+        w.u8(rank as u8);
+        w.u8(self.node.layout.tag());
+        w.u8(0);
+        for &e in &self.shape {
+            w.u64(e);
+        }
+        self.write_node(&mut w, &self.node, &self.shape, 1)?;
+        if let Some(s) = &self.shard {
+            s.write(&mut w)?;
+        }
+        if let Some(s) = &self.statistics {
+            s.write(&mut w)?;
+        }
+        if let Some(s) = &self.extension_type {
+            s.write(&mut w)?;
+        }
+        let len = w.len() as u64;
+        w.buf[8..16].copy_from_slice(&len.to_le_bytes());
+        Ok(w.buf)
+    }
+
+    /// Validate and build the descriptor.
+    pub fn build(&self) -> Result<Descriptor> {
+        decode(&self.encode_unchecked()?, Mode::Strict)
+    }
+
+    /// Validate and encode.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let b = self.encode_unchecked()?;
+        decode(&b, Mode::Strict)?;
+        Ok(b)
+    }
+
+    fn write_node(&self, w: &mut Writer, node: &NodeSpec, shape: &[u64], level: u8) -> Result<()> {
+        let rank = shape.len();
+        w.u64(node.byte_offset);
+        match &node.layout {
+            LayoutSpec::Subpaving(regions) => {
+                if level > MAX_SUBPAVING_DEPTH {
+                    return Err(Error::new(
+                        ErrorKind::SubpavingTooDeep,
+                        format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}"),
+                    ));
+                }
+                let n = u32::try_from(regions.len())
+                    .map_err(|_| Error::new(ErrorKind::Overflow, "more than 2^32 - 1 regions"))?;
+                w.u32(n);
+                for (k, r) in regions.iter().enumerate() {
+                    if r.origin.len() != rank || r.shape.len() != rank {
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            format!("region {k} at level {level}: origin/shape must have rank {rank}"),
+                        ));
+                    }
+                    r.origin.iter().for_each(|&v| w.u64(v));
+                    r.shape.iter().for_each(|&v| w.u64(v));
+                    w.u8(r.node.layout.tag());
+                    w.u8(r.node.quantization.is_some() as u8);
+                    w.u16(0);
+                    let at = w.u32_slot();
+                    self.write_node(w, &r.node, &r.shape, level + 1)?;
+                    w.patch_u32_len(at)?;
+                }
+            }
+            LayoutSpec::Strided(s) => s.iter().for_each(|&v| w.i64(v)),
+            LayoutSpec::Tiled { levels, inner } => {
+                for (i, l) in levels.iter().enumerate() {
+                    l.tile_shape.iter().for_each(|&v| w.u64(v));
+                    w.u8(l.order as u8);
+                    w.u8(if i + 1 < levels.len() { tag::TILED } else { *inner });
+                }
+            }
+            LayoutSpec::DimOrder(p) => w.bytes(p),
+            LayoutSpec::Coo { nnz, flags } | LayoutSpec::Csr { nnz, flags } | LayoutSpec::Csc { nnz, flags } => {
+                w.u64(*nnz);
+                w.u8(*flags);
+            }
+            LayoutSpec::Csf { nnz, axis_order } => {
+                w.u64(*nnz);
+                w.bytes(axis_order);
+            }
+            LayoutSpec::BlockPaged { block_size, pool_count } => {
+                w.u64(*block_size);
+                w.u8(*pool_count);
+            }
+            LayoutSpec::Extension { data, .. } => {
+                let n = u32::try_from(data.len())
+                    .map_err(|_| Error::new(ErrorKind::Overflow, "extension data exceeds u32"))?;
+                w.u32(n);
+                w.bytes(data);
+            }
+            LayoutSpec::RowMajor | LayoutSpec::ColMajor | LayoutSpec::Splat => {}
+        }
+        if matches!(node.layout, LayoutSpec::Subpaving(_)) {
+            w.u8(node.buffers.len().min(255) as u8);
+            node.buffers.iter().for_each(|h| h.write(w));
+        } else {
+            let auto;
+            let bufs = if node.buffers.is_empty() {
+                auto = self.auto_buffers(node, shape)?;
+                &auto
+            } else {
+                &node.buffers
+            };
+            let n = u8::try_from(bufs.len()).map_err(|_| {
+                Error::new(ErrorKind::BufferCountMismatch, format!("{} buffers exceed the 255 a sub-table holds", bufs.len()))
+            })?;
+            w.u8(n);
+            bufs.iter().for_each(|h| h.write(w));
+        }
+        if let Some(q) = &node.quantization {
+            q.write(w)?;
+        }
+        Ok(())
+    }
+
+    /// Exact-size handles for a node whose sizes follow from the descriptor.
+    fn auto_buffers(&self, node: &NodeSpec, shape: &[u64]) -> Result<Vec<BufferHandle>> {
+        let et = self.element_type;
+        let t = self.template;
+        let count = element_count(shape)?;
+        let off = node.byte_offset;
+        let rank = shape.len() as u64;
+        let mut sizes: Vec<u64> = match &node.layout {
+            LayoutSpec::RowMajor | LayoutSpec::ColMajor | LayoutSpec::DimOrder(_) => {
+                vec![off.saturating_add(et.checked_bytes_for(count, "data")?)]
+            }
+            LayoutSpec::Splat => vec![off.saturating_add(et.storage_bytes())],
+            LayoutSpec::Tiled { levels, .. } => {
+                let tile = levels.first().map(|l| l.tile_shape.as_slice()).unwrap_or(&[]);
+                let mut n = 1u64;
+                for (a, &s) in shape.iter().enumerate() {
+                    let t = tile.get(a).copied().unwrap_or(1).max(1);
+                    n = mul(n, mul(s.div_ceil(t), t, "tiles")?, "tiles")?;
+                }
+                vec![off.saturating_add(et.checked_bytes_for(n, "tiled data")?)]
+            }
+            LayoutSpec::Strided(strides) => {
+                let mut hi: i128 = 0;
+                for (&s, &e) in strides.iter().zip(shape) {
+                    if e > 0 && s > 0 {
+                        hi += s as i128 * (e as i128 - 1);
+                    }
+                }
+                let end = off as i128 + (hi + 1) * et.storage_bytes() as i128;
+                vec![u64::try_from(end).map_err(|_| Error::new(ErrorKind::Overflow, "strided extent"))?]
+            }
+            LayoutSpec::Coo { nnz, .. } => vec![mul(mul(*nnz, rank, "COO")?, 8, "COO")?, et.checked_bytes_for(*nnz, "COO values")?],
+            LayoutSpec::Csr { nnz, .. } | LayoutSpec::Csc { nnz, .. } => {
+                let major = if matches!(node.layout, LayoutSpec::Csr { .. }) { shape.first() } else { shape.get(1) };
+                let major = major.copied().unwrap_or(0);
+                vec![
+                    mul(major.saturating_add(1), 8, "indptr")?,
+                    mul(*nnz, 8, "indices")?,
+                    et.checked_bytes_for(*nnz, "values")?,
+                ]
+            }
+            LayoutSpec::BlockPaged { block_size, pool_count } => {
+                if shape.len() < 2 || *block_size == 0 || *pool_count == 0 {
+                    vec![0] // the layout rules reject this shape; let decode say why
+                } else {
+                    let g = PagedGeometry::new(*block_size, et, shape)?;
+                    let blocks = mul(g.rows, g.max_blocks, "blocks")?;
+                    let pages = blocks.div_ceil(*pool_count as u64).max(1);
+                    let mut v = vec![mul(blocks, 8, "block_table")?, mul(g.rows, 8, "row_lengths")?];
+                    for _ in 0..*pool_count {
+                        v.push(mul(pages, g.page_bytes, "pool")?);
+                    }
+                    v
+                }
+            }
+            LayoutSpec::Csf { .. } | LayoutSpec::Extension { .. } => {
+                return Err(Error::new(
+                    ErrorKind::EmptyBufferTable,
+                    "CSF and extension layouts need explicit buffers (see NodeSpec::csf / NodeSpec::extension)",
+                ))
+            }
+            LayoutSpec::Subpaving(_) => Vec::new(),
+        };
+        if let Some(q) = &node.quantization {
+            if shape.len() > 0 || matches!(q.scheme, QuantScheme::Codebook { .. }) {
+                let axis_ok = match q.scheme {
+                    QuantScheme::PerAxisAffine { axis, .. } | QuantScheme::Blockwise { axis, .. } => (axis as usize) < shape.len(),
+                    _ => true,
+                };
+                if axis_ok && q.validate(et, shape).is_ok() {
+                    let n = q.param_entries(shape)?;
+                    match q.scheme {
+                        QuantScheme::PerAxisAffine { scale_type, .. } | QuantScheme::Blockwise { scale_type, .. } => {
+                            sizes.push(scale_type.checked_bytes_for(n, "scales")?);
+                            if q.has_zero_point {
+                                sizes.push(et.checked_bytes_for(n, "zero points")?);
+                            }
+                        }
+                        QuantScheme::Codebook { .. } => sizes.push(q.expressed_type.checked_bytes_for(n, "codebook")?),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(sizes.into_iter().map(|s| t.with_size(s)).collect())
+    }
+}

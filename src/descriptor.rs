@@ -1,0 +1,937 @@
+//! The decoded descriptor: header, the root node, and — for subpavings — every region in a
+//! flat arena, with the effective buffer list produced by the single decoding pass.
+
+use crate::device::{BufferHandle, HANDLE_BYTES};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{
+    self, check_rank, classify, dense, element_count, tag, Arena, BufferRole, Layout, LayoutClass,
+    LayoutRef, MAX_RANK, MAX_SUBPAVING_DEPTH,
+};
+use crate::quant::Quantization;
+use crate::regions::{Boxes, LevelIndex};
+use crate::sections::{ExtensionType, Shard, Statistics};
+use crate::wire::{Reader, Writer};
+use crate::Mode;
+
+/// The descriptor magic, `TDSC`.
+pub const MAGIC: [u8; 4] = *b"TDSC";
+/// Header bytes before the shape.
+pub const HEADER_BYTES: usize = 20;
+/// The wire version this library writes.
+pub const VERSION_MAJOR: u8 = 1;
+/// The newest minor version this library understands.
+pub const VERSION_MINOR: u8 = 0;
+
+/// Header flag bits.
+pub mod flags {
+    /// A quantization section follows the buffer table.
+    pub const HAS_QUANTIZATION: u16 = 1;
+    /// A shard section is present.
+    pub const HAS_SHARD: u16 = 2;
+    /// A statistics section is present.
+    pub const HAS_STATISTICS: u16 = 4;
+    /// An extension_type section is present.
+    pub const HAS_EXTENSION_TYPE: u16 = 8;
+}
+
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// One node of the layout tree: the tensor itself or a region.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Node {
+    pub layout: Layout,
+    pub byte_offset: u64,
+    /// First effective buffer of this node (leaf) or subtree (subpaving).
+    pub first_buffer: u32,
+    /// Sub-table size (leaf) or effective buffers of the subtree (subpaving).
+    pub buffer_count: u32,
+    /// Index into `quants`, or NONE.
+    pub quant: u32,
+}
+
+/// A region record: its node and its parent region (NONE at the top level). 40 bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RegionRecord {
+    pub node: Node,
+    pub parent: u32,
+}
+
+/// A validated tensor descriptor. Built only by [`decode`](crate::decode) or the
+/// [builder](crate::builder), so every value reachable from it obeys the format's rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Descriptor {
+    pub(crate) version_minor: u8,
+    pub(crate) element_type: ElementType,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) root: Node,
+    pub(crate) shard: Option<Shard>,
+    pub(crate) statistics: Option<Statistics>,
+    pub(crate) extension_type: Option<ExtensionType>,
+    /// Opaque bytes of a newer minor version, or of an unknown top-level layout.
+    pub(crate) trailing: Vec<u8>,
+    pub(crate) encoded_len: u64,
+    pub(crate) regions: Vec<RegionRecord>,
+    pub(crate) coords: Vec<u64>,
+    pub(crate) buffers: Vec<BufferHandle>,
+    pub(crate) quants: Vec<Quantization>,
+    pub(crate) arena: Arena,
+    pub(crate) indexes: Vec<LevelIndex>,
+    pub(crate) opaque_parts: u32,
+}
+
+/// Decode one descriptor from the start of `bytes`. Bytes after `descriptor_length` are
+/// not read; [`Descriptor::encoded_len`] says how many were consumed.
+pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+    Decoder::run(bytes, mode)
+}
+
+struct Decoder {
+    mode: Mode,
+    et: ElementType,
+    rank: usize,
+    d: Descriptor,
+}
+
+fn err(kind: ErrorKind, msg: String) -> Error {
+    Error::new(kind, msg)
+}
+
+impl Decoder {
+    fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+        if bytes.len() < 4 {
+            return Err(err(ErrorKind::Truncated, format!("{} bytes cannot hold the 4-byte magic", bytes.len())));
+        }
+        if bytes[..4] != MAGIC {
+            return Err(err(ErrorKind::BadMagic, format!("magic {:02X?} is not \"TDSC\"", &bytes[..4])));
+        }
+        if bytes.len() < HEADER_BYTES {
+            return Err(err(ErrorKind::Truncated, format!("{} bytes cannot hold the 20-byte header", bytes.len())));
+        }
+        let major = bytes[4];
+        let minor = bytes[5];
+        if major != VERSION_MAJOR {
+            return Err(err(ErrorKind::UnsupportedVersion, format!("version {major}.{minor}: only major version 1 is supported")));
+        }
+        if minor > VERSION_MINOR && mode == Mode::Strict {
+            return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")));
+        }
+        let hflags = u16::from_le_bytes([bytes[6], bytes[7]]);
+        if hflags & !0xF != 0 {
+            return Err(err(ErrorKind::ReservedNonzero, format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set")));
+        }
+        let mut len8 = [0u8; 8];
+        len8.copy_from_slice(&bytes[8..16]);
+        let dlen = u64::from_le_bytes(len8);
+        if dlen < HEADER_BYTES as u64 {
+            return Err(err(ErrorKind::LengthMismatch, format!("descriptor_length {dlen} is below the 20-byte header")));
+        }
+        if dlen > bytes.len() as u64 {
+            return Err(err(ErrorKind::Truncated, format!("descriptor_length {dlen} exceeds the {} input bytes", bytes.len())));
+        }
+        let mut r = Reader::new(&bytes[..dlen as usize]);
+        r.bytes(8, "header")?;
+        r.u64("descriptor_length")?;
+        let et = ElementType::from_code(r.u8("element_type")?).map_err(|e| e.context("element_type at byte 16"))?;
+        let rank = r.u8("rank")? as usize;
+        if rank > MAX_RANK {
+            return Err(err(ErrorKind::RankTooLarge, format!("rank {rank} at byte 17 exceeds {MAX_RANK}")));
+        }
+        let ltag = r.u8("layout_tag")?;
+        let class = classify(ltag);
+        if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict) {
+            return Err(err(ErrorKind::UnknownLayout, format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout")));
+        }
+        let reserved = r.u8("_reserved")?;
+        if reserved != 0 {
+            return Err(err(ErrorKind::ReservedNonzero, format!("reserved byte 19 is {reserved}")));
+        }
+        r.check_fits(rank as u64, 8, "shape")?;
+        let shape = (0..rank).map(|_| r.u64("shape")).collect::<Result<Vec<u64>>>()?;
+        let count = element_count(&shape)?;
+
+        let mut dec = Decoder {
+            mode,
+            et,
+            rank,
+            d: Descriptor {
+                version_minor: minor,
+                element_type: et,
+                shape,
+                root: Node {
+                    layout: Layout::RowMajor,
+                    byte_offset: 0,
+                    first_buffer: 0,
+                    buffer_count: 0,
+                    quant: NONE,
+                },
+                shard: None,
+                statistics: None,
+                extension_type: None,
+                trailing: Vec::new(),
+                encoded_len: dlen,
+                regions: Vec::new(),
+                coords: Vec::new(),
+                buffers: Vec::new(),
+                quants: Vec::new(),
+                arena: Arena::default(),
+                indexes: Vec::new(),
+                opaque_parts: 0,
+            },
+        };
+        if class == LayoutClass::Unknown {
+            let data = r.rest();
+            let span = dec.d.arena.push_small(data)?;
+            dec.d.root.layout = Layout::Unknown { tag: ltag, data: span };
+            dec.d.opaque_parts = 1;
+            return Ok(dec.d);
+        }
+        let mut shp = [0u64; MAX_RANK];
+        shp[..rank].copy_from_slice(&dec.d.shape);
+        let zero = [0u64; MAX_RANK];
+        dec.d.root = dec.tail(&mut r, ltag, &shp[..rank], &zero[..rank], hflags & flags::HAS_QUANTIZATION != 0, 1, NONE)?;
+        if hflags & flags::HAS_SHARD != 0 {
+            dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
+        }
+        if hflags & flags::HAS_STATISTICS != 0 {
+            dec.d.statistics = Some(Statistics::read(&mut r, count)?);
+        }
+        if hflags & flags::HAS_EXTENSION_TYPE != 0 {
+            dec.d.extension_type = Some(ExtensionType::read(&mut r)?);
+        }
+        if !r.is_empty() {
+            if mode == Mode::Permissive && minor > VERSION_MINOR {
+                dec.d.trailing = r.rest().to_vec();
+            } else {
+                r.expect_end("descriptor")?;
+            }
+        }
+        dec.d.buffers.shrink_to_fit();
+        Ok(dec.d)
+    }
+
+    /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)
+    /// for a node of `tag` with extent `shape` at global `base`. `level` is the subpaving
+    /// level a SUBPAVING node here would be; `region` the node's region id (NONE: root).
+    #[allow(clippy::too_many_arguments)]
+    fn tail(
+        &mut self,
+        r: &mut Reader<'_>,
+        ltag: u8,
+        shape: &[u64],
+        base: &[u64],
+        has_quant: bool,
+        level: u8,
+        region: u32,
+    ) -> Result<Node> {
+        let at = r.pos();
+        let byte_offset = r.u64("byte_offset")?;
+        check_rank(ltag, self.rank)?;
+        if ltag == tag::STRIDED && self.et.is_packed() {
+            return Err(err(ErrorKind::LayoutConstraint, format!("STRIDED cannot hold the 4-bit type {}", self.et)));
+        }
+        let first = self.d.buffers.len();
+        let layout = if ltag == tag::SUBPAVING {
+            if level > MAX_SUBPAVING_DEPTH {
+                return Err(err(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
+            }
+            if byte_offset != 0 {
+                return Err(err(ErrorKind::ByteOffsetInvalid, format!("SUBPAVING byte_offset at byte {at} is {byte_offset}; it must be 0")));
+            }
+            self.regions(r, shape, base, level, region)?
+        } else {
+            layout::read_fields(r, ltag, self.rank, &mut self.d.arena)?
+        };
+        let count_at = r.pos();
+        let count = r.u8("buffer_count")? as usize;
+        r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
+        for i in 0..count {
+            let h = BufferHandle::read(r)?;
+            if let Some(f) = self.d.buffers.first() {
+                if !h.colocated_with(f) {
+                    return Err(err(
+                        ErrorKind::DeviceMismatch,
+                        format!(
+                            "effective buffer {} (sub-table entry {i}) is on {}:{} / {} but effective buffer 0 is on {}:{} / {}",
+                            self.d.buffers.len(),
+                            h.device_type.name(), h.device_id, h.memory_class.name(),
+                            f.device_type.name(), f.device_id, f.memory_class.name()
+                        ),
+                    ));
+                }
+            }
+            if self.d.buffers.len() >= u32::MAX as usize {
+                return Err(err(ErrorKind::Overflow, "more than 2^32 - 1 effective buffers".into()));
+            }
+            self.d.buffers.push(h);
+        }
+        let quant = if has_quant {
+            if ltag == tag::SUBPAVING {
+                return Err(err(ErrorKind::QuantizationInvalid, "a subpaving carries no quantization of its own; quantize its regions".into()));
+            }
+            Some(Quantization::read(r, self.mode, self.et, shape)?)
+        } else {
+            None
+        };
+        let rank = self.rank;
+        let layout_buffers = match layout.required_buffers(rank) {
+            Some(0) => {
+                if count != 0 {
+                    return Err(err(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
+                }
+                0
+            }
+            req => {
+                if count == 0 {
+                    return Err(err(ErrorKind::EmptyBufferTable, format!("{} buffer_count at byte {count_at} is 0", layout::tag_name(ltag))));
+                }
+                let params = quant.as_ref().map(|q| q.param_buffer_count());
+                let n = match (req, params) {
+                    (Some(n), Some(Some(p))) => {
+                        if count != n + p {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (Some(n), None) => {
+                        if count != n {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (Some(n), Some(None)) => {
+                        if count < n {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout alone needs {n}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (None, p) => {
+                        let p = p.flatten().unwrap_or(0);
+                        if count < p + 1 {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
+                        }
+                        count - p
+                    }
+                };
+                let bufs = &self.d.buffers[first..first + count];
+                layout::check_buffers(&layout, &self.d.arena, self.et, shape, byte_offset, &bufs[..n])?;
+                if let Some(q) = &quant {
+                    q.check_param_buffers(self.et, shape, &bufs[n..], n)?;
+                }
+                n
+            }
+        };
+        let _ = layout_buffers;
+        let quant = match quant {
+            Some(q) => {
+                self.d.quants.push(q);
+                (self.d.quants.len() - 1) as u32
+            }
+            None => NONE,
+        };
+        Ok(Node {
+            layout,
+            byte_offset,
+            first_buffer: first as u32,
+            buffer_count: (self.d.buffers.len() - first) as u32,
+            quant,
+        })
+    }
+
+    /// Decode `region_count` and the regions of a subpaving at `level`, then index and
+    /// validate the level.
+    fn regions(&mut self, r: &mut Reader<'_>, extent: &[u64], base: &[u64], level: u8, parent: u32) -> Result<Layout> {
+        let rank = self.rank;
+        let at = r.pos();
+        let count = r.u32("region_count")?;
+        if count == 0 {
+            return Err(err(ErrorKind::LayoutConstraint, format!("region_count at byte {at} is 0")));
+        }
+        // Every region needs at least its prefix: bound all allocation by the input.
+        r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
+        if self.d.regions.len() as u64 + count as u64 >= u32::MAX as u64 {
+            return Err(err(ErrorKind::Overflow, "more than 2^32 - 2 regions".into()));
+        }
+        self.d.regions.reserve(count as usize);
+        self.d.coords.reserve(count as usize * 2 * rank);
+        if level == 1 {
+            self.d.buffers.reserve(count as usize);
+        }
+        let mut children: Vec<u32> = Vec::with_capacity(count as usize);
+        let mut origin = [0u64; MAX_RANK];
+        let mut rshape = [0u64; MAX_RANK];
+        let mut global = [0u64; MAX_RANK];
+        for k in 0..count {
+            let id = self.d.regions.len() as u32;
+            let ctx = |e: Error| e.context(format!("region {id} (level {level}, child {k})"));
+            let pat = r.pos();
+            for o in origin.iter_mut().take(rank) {
+                *o = r.u64("region origin").map_err(ctx)?;
+            }
+            for s in rshape.iter_mut().take(rank) {
+                *s = r.u64("region_shape").map_err(ctx)?;
+            }
+            for a in 0..rank {
+                if rshape[a] == 0 {
+                    return Err(ctx(err(ErrorKind::LayoutConstraint, format!("region_shape at byte {pat} has a zero extent on axis {a}"))));
+                }
+                match origin[a].checked_add(rshape[a]) {
+                    Some(end) if end <= extent[a] => {}
+                    _ => {
+                        return Err(ctx(err(
+                            ErrorKind::RegionOutOfBounds,
+                            format!("axis {a}: origin {} + extent {} exceeds the enclosing extent {}", origin[a], rshape[a], extent[a]),
+                        )))
+                    }
+                }
+                global[a] = base[a] + origin[a];
+            }
+            let rtag = r.u8("region_layout_tag").map_err(ctx)?;
+            let rflags = r.u8("region_flags").map_err(ctx)?;
+            let res = r.u16("region _reserved").map_err(ctx)?;
+            let body_len = r.u32("region_body_length").map_err(ctx)?;
+            let class = classify(rtag);
+            if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && self.mode == Mode::Strict) {
+                return Err(ctx(err(ErrorKind::UnknownLayout, format!("region_layout_tag 0x{rtag:02X} is not a known layout"))));
+            }
+            if rflags & !1 != 0 {
+                return Err(ctx(err(ErrorKind::ReservedNonzero, format!("region_flags 0x{rflags:02X} have reserved bits set"))));
+            }
+            if res != 0 {
+                return Err(ctx(err(ErrorKind::ReservedNonzero, format!("region reserved bytes are 0x{res:04X}"))));
+            }
+            let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
+            self.d.coords.extend_from_slice(&global[..rank]);
+            self.d.coords.extend_from_slice(&rshape[..rank]);
+            let first_buffer = self.d.buffers.len() as u32;
+            self.d.regions.push(RegionRecord {
+                node: Node {
+                    layout: Layout::RowMajor,
+                    byte_offset: 0,
+                    first_buffer,
+                    buffer_count: 0,
+                    quant: NONE,
+                },
+                parent,
+            });
+            children.push(id);
+            let node = if class == LayoutClass::Unknown {
+                self.d.opaque_parts += 1;
+                let data = body.rest();
+                let span = self.d.arena.push_small(data)?;
+                Node {
+                    layout: Layout::Unknown { tag: rtag, data: span },
+                    byte_offset: 0,
+                    first_buffer,
+                    buffer_count: 0,
+                    quant: NONE,
+                }
+            } else {
+                let (g, s) = (global, rshape);
+                let node = self
+                    .tail(&mut body, rtag, &s[..rank], &g[..rank], rflags & 1 != 0, level + 1, id)
+                    .map_err(ctx)?;
+                body.expect_end("region body").map_err(ctx)?;
+                node
+            };
+            self.d.regions[id as usize].node = node;
+        }
+        let end = self.d.regions.len() as u32;
+        let boxes = Boxes { coords: &self.d.coords, rank };
+        let index = LevelIndex::build(boxes, base, extent, children).map_err(|e| {
+            if parent == NONE {
+                e.context(format!("level {level} (tensor)"))
+            } else {
+                e.context(format!("level {level} (inside region {parent})"))
+            }
+        })?;
+        self.d.indexes.push(index);
+        Ok(Layout::Subpaving {
+            count,
+            end,
+            index: (self.d.indexes.len() - 1) as u32,
+        })
+    }
+}
+
+/// Where an element lives, as far as the descriptor alone can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// A dense element: its bytes are at `byte_offset` in effective buffer `buffer`
+    /// (4-bit types: at bit `bit_shift` of that byte).
+    Dense {
+        /// The leaf region, or `None` for a non-subpaving tensor.
+        region: Option<u32>,
+        /// Effective buffer index.
+        buffer: u32,
+        /// Byte offset inside that buffer.
+        byte_offset: u64,
+        /// 0, or 4 for the high nibble of a packed 4-bit element.
+        bit_shift: u8,
+    },
+    /// A sparse, indirect or extension element: the buffers must be read to find it.
+    Lookup {
+        /// The leaf region, or `None` for a non-subpaving tensor.
+        region: Option<u32>,
+        /// The layout tag of that region (or tensor).
+        layout_tag: u8,
+        /// First effective buffer of its sub-table.
+        first_buffer: u32,
+        /// Sub-table size.
+        buffer_count: u32,
+        /// Index relative to the region origin (first `rank` entries meaningful).
+        local_index: [u64; MAX_RANK],
+    },
+}
+
+/// What an effective buffer is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferInfo {
+    /// The handle.
+    pub handle: BufferHandle,
+    /// Its role in its node's sub-table.
+    pub role: BufferRole,
+    /// CSF level, pool number, or extension ordinal (0 otherwise).
+    pub level: u32,
+    /// The owning leaf region, or `None` for a non-subpaving tensor.
+    pub region: Option<u32>,
+    /// Position inside the owner's sub-table.
+    pub index_in_table: u32,
+}
+
+/// A view of one region.
+#[derive(Debug, Clone, Copy)]
+pub struct RegionView<'a> {
+    d: &'a Descriptor,
+    index: u32,
+}
+
+impl<'a> RegionView<'a> {
+    fn rec(&self) -> &'a RegionRecord {
+        &self.d.regions[self.index as usize]
+    }
+    /// Pre-order index of this region.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+    /// Parent region, or `None` at the top level.
+    pub fn parent(&self) -> Option<u32> {
+        let p = self.rec().parent;
+        (p != NONE).then_some(p)
+    }
+    /// Depth: 1 for regions of the tensor-level subpaving.
+    pub fn depth(&self) -> u8 {
+        let mut d = 1;
+        let mut p = self.rec().parent;
+        while p != NONE {
+            d += 1;
+            p = self.d.regions[p as usize].parent;
+        }
+        d
+    }
+    /// The region's layout tag.
+    pub fn layout_tag(&self) -> u8 {
+        self.rec().node.layout.tag()
+    }
+    /// The region's layout and its fields.
+    pub fn layout(&self) -> LayoutRef<'a> {
+        self.rec().node.layout.view(&self.d.arena, self.d.rank())
+    }
+    /// region_flags as on the wire.
+    pub fn flags(&self) -> u8 {
+        (self.rec().node.quant != NONE) as u8
+    }
+    /// Origin in tensor coordinates.
+    pub fn global_origin(&self) -> &'a [u64] {
+        Boxes { coords: &self.d.coords, rank: self.d.rank() }.origin(self.index)
+    }
+    /// Extent.
+    pub fn shape(&self) -> &'a [u64] {
+        Boxes { coords: &self.d.coords, rank: self.d.rank() }.shape(self.index)
+    }
+    /// Origin as on the wire (relative to the parent region) written to `out[..rank]`.
+    pub fn origin_into(&self, out: &mut [u64]) {
+        let g = self.global_origin();
+        match self.parent() {
+            None => out[..g.len()].copy_from_slice(g),
+            Some(p) => {
+                let pg = self.d.region(p).global_origin();
+                for a in 0..g.len() {
+                    out[a] = g[a] - pg[a];
+                }
+            }
+        }
+    }
+    /// Origin as on the wire (relative to the parent region).
+    pub fn origin(&self) -> Vec<u64> {
+        let mut v = vec![0; self.d.rank()];
+        self.origin_into(&mut v);
+        v
+    }
+    /// byte_offset of the region body.
+    pub fn byte_offset(&self) -> u64 {
+        self.rec().node.byte_offset
+    }
+    /// First effective buffer of this region (or of its subtree, for a subpaving region).
+    pub fn first_buffer(&self) -> u32 {
+        self.rec().node.first_buffer
+    }
+    /// Sub-table size (or effective buffers of its subtree, for a subpaving region).
+    pub fn buffer_count(&self) -> u32 {
+        self.rec().node.buffer_count
+    }
+    /// The region's own quantization.
+    pub fn quantization(&self) -> Option<&'a Quantization> {
+        let q = self.rec().node.quant;
+        (q != NONE).then(|| &self.d.quants[q as usize])
+    }
+}
+
+impl Descriptor {
+    /// Minor version as decoded (0 when built).
+    pub fn version_minor(&self) -> u8 {
+        self.version_minor
+    }
+    /// The element type.
+    pub fn element_type(&self) -> ElementType {
+        self.element_type
+    }
+    /// The rank.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+    /// The shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+    /// Number of elements (product of the shape; validated not to overflow).
+    pub fn element_count(&self) -> u64 {
+        self.shape.iter().product()
+    }
+    /// The top-level layout tag.
+    pub fn layout_tag(&self) -> u8 {
+        self.root.layout.tag()
+    }
+    /// The top-level layout and its fields.
+    pub fn layout(&self) -> LayoutRef<'_> {
+        self.root.layout.view(&self.arena, self.rank())
+    }
+    /// Top-level byte_offset.
+    pub fn byte_offset(&self) -> u64 {
+        self.root.byte_offset
+    }
+    /// Top-level quantization.
+    pub fn quantization(&self) -> Option<&Quantization> {
+        (self.root.quant != NONE).then(|| &self.quants[self.root.quant as usize])
+    }
+    /// Shard section.
+    pub fn shard(&self) -> Option<&Shard> {
+        self.shard.as_ref()
+    }
+    /// Statistics section.
+    pub fn statistics(&self) -> Option<&Statistics> {
+        self.statistics.as_ref()
+    }
+    /// extension_type section.
+    pub fn extension_type(&self) -> Option<&ExtensionType> {
+        self.extension_type.as_ref()
+    }
+    /// Bytes of the encoded descriptor (descriptor_length).
+    pub fn encoded_len(&self) -> u64 {
+        self.encoded_len
+    }
+    /// False when a part of the descriptor (an unknown layout, an unknown region) was kept
+    /// opaque by permissive decoding: such a descriptor can be inspected, never bound.
+    pub fn is_bindable(&self) -> bool {
+        self.opaque_parts == 0
+    }
+    /// The effective buffer list, in transport order.
+    pub fn effective_buffers(&self) -> &[BufferHandle] {
+        &self.buffers
+    }
+    /// Number of regions over all levels (0 for a non-subpaving tensor).
+    pub fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+    /// Region `i` in depth-first pre-order. Panics if out of range; see [`Descriptor::get_region`].
+    pub fn region(&self, i: u32) -> RegionView<'_> {
+        assert!((i as usize) < self.regions.len(), "region index out of range");
+        RegionView { d: self, index: i }
+    }
+    /// Region `i`, or `None` when out of range.
+    pub fn get_region(&self, i: usize) -> Option<RegionView<'_>> {
+        (i < self.regions.len()).then_some(RegionView { d: self, index: i as u32 })
+    }
+    /// All regions in depth-first pre-order.
+    pub fn regions(&self) -> impl ExactSizeIterator<Item = RegionView<'_>> + '_ {
+        (0..self.regions.len() as u32).map(move |index| RegionView { d: self, index })
+    }
+
+    fn owner_of_buffer(&self, i: u32) -> Option<u32> {
+        if self.regions.is_empty() {
+            return None;
+        }
+        // Leaf regions own disjoint, increasing buffer ranges in pre-order; a subpaving
+        // region's range is its subtree's, so take the last region starting at or before
+        // `i` whose own sub-table contains it.
+        let mut k = self.regions.partition_point(|r| r.node.first_buffer <= i);
+        while k > 0 {
+            k -= 1;
+            let n = &self.regions[k].node;
+            if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count {
+                return Some(k as u32);
+            }
+        }
+        None
+    }
+
+    /// Role, level and owner of effective buffer `i`.
+    pub fn buffer_info(&self, i: usize) -> Option<BufferInfo> {
+        let handle = *self.buffers.get(i)?;
+        let i = i as u32;
+        let region = self.owner_of_buffer(i);
+        let node = match region {
+            Some(r) => &self.regions[r as usize].node,
+            None => &self.root,
+        };
+        let k = (i - node.first_buffer) as usize;
+        let rank = self.rank();
+        let layout_n = match node.layout.required_buffers(rank) {
+            Some(n) => n,
+            None => {
+                let p = if node.quant == NONE { 0 } else { self.quants[node.quant as usize].param_buffer_count().unwrap_or(0) };
+                node.buffer_count as usize - p
+            }
+        };
+        let (role, level) = if k < layout_n {
+            layout::layout_buffer_role(&node.layout, rank, k)
+        } else {
+            let q = &self.quants[node.quant as usize];
+            (q.param_role(k - layout_n), 0)
+        };
+        Some(BufferInfo {
+            handle,
+            role,
+            level,
+            region,
+            index_in_table: k as u32,
+        })
+    }
+
+    fn check_index(&self, index: &[u64]) -> Result<()> {
+        if index.len() != self.rank() {
+            return Err(Error::new(ErrorKind::InvalidArgument, format!("index has {} coordinates, the tensor has rank {}", index.len(), self.rank())));
+        }
+        for (a, (&i, &e)) in index.iter().zip(&self.shape).enumerate() {
+            if i >= e {
+                return Err(Error::new(ErrorKind::IndexOutOfBounds, format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
+    pub fn element_offset(&self, index: &[u64]) -> Result<(u64, u8)> {
+        self.check_index(index)?;
+        dense::element_offset(&self.root.layout, &self.arena, self.element_type, &self.shape, self.root.byte_offset, index)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::LayoutRequiresMultiBuffer,
+                    format!("{} cannot address an element by arithmetic alone; use locate()", layout::tag_name(self.layout_tag())),
+                )
+            })
+    }
+
+    /// Resolve `index` to its leaf node: (region or NONE, node, local index).
+    pub(crate) fn resolve(&self, index: &[u64], local: &mut [u64; MAX_RANK]) -> Result<(u32, &Node)> {
+        self.check_index(index)?;
+        let rank = self.rank();
+        let boxes = Boxes { coords: &self.coords, rank };
+        let mut node = &self.root;
+        let mut region = NONE;
+        while let Layout::Subpaving { index: ix, .. } = node.layout {
+            let r = self.indexes[ix as usize].find(boxes, index).ok_or_else(|| {
+                Error::new(ErrorKind::Internal, format!("index {index:?} is in no region of a validated subpaving"))
+            })?;
+            region = r;
+            node = &self.regions[r as usize].node;
+        }
+        if region == NONE {
+            local[..rank].copy_from_slice(index);
+        } else {
+            let o = boxes.origin(region);
+            for a in 0..rank {
+                local[a] = index[a] - o[a];
+            }
+        }
+        Ok((region, node))
+    }
+
+    /// The extent of the node resolved for `region` (NONE: the tensor).
+    pub(crate) fn node_shape(&self, region: u32) -> &[u64] {
+        if region == NONE {
+            &self.shape
+        } else {
+            Boxes { coords: &self.coords, rank: self.rank() }.shape(region)
+        }
+    }
+
+    /// Where element `index` lives: a dense location, or what to look up for sparse,
+    /// indirect and extension regions. Works for every layout, subpaving or not.
+    pub fn locate(&self, index: &[u64]) -> Result<Location> {
+        let mut local = [0u64; MAX_RANK];
+        let (region, node) = self.resolve(index, &mut local)?;
+        let rank = self.rank();
+        let reg = (region != NONE).then_some(region);
+        if let Layout::Unknown { tag, .. } = node.layout {
+            return Err(Error::new(ErrorKind::NotBindable, format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}")));
+        }
+        match dense::element_offset(&node.layout, &self.arena, self.element_type, self.node_shape(region), node.byte_offset, &local[..rank]) {
+            Some((byte_offset, bit_shift)) => Ok(Location::Dense {
+                region: reg,
+                buffer: node.first_buffer,
+                byte_offset,
+                bit_shift,
+            }),
+            None => Ok(Location::Lookup {
+                region: reg,
+                layout_tag: node.layout.tag(),
+                first_buffer: node.first_buffer,
+                buffer_count: node.buffer_count,
+                local_index: local,
+            }),
+        }
+    }
+
+    /// Encode to bytes.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut w = Writer { buf: Vec::with_capacity(self.encoded_len as usize) };
+        self.encode_into(&mut w)?;
+        Ok(w.buf)
+    }
+
+    /// Encode, appending to `w`.
+    pub(crate) fn encode_into(&self, w: &mut Writer) -> Result<()> {
+        let start = w.len();
+        w.bytes(&MAGIC);
+        w.u8(VERSION_MAJOR);
+        w.u8(self.version_minor);
+        let mut f = 0u16;
+        if self.root.quant != NONE {
+            f |= flags::HAS_QUANTIZATION;
+        }
+        if self.shard.is_some() {
+            f |= flags::HAS_SHARD;
+        }
+        if self.statistics.is_some() {
+            f |= flags::HAS_STATISTICS;
+        }
+        if self.extension_type.is_some() {
+            f |= flags::HAS_EXTENSION_TYPE;
+        }
+        w.u16(f);
+        w.u64(0); // descriptor_length, patched below
+        w.u8(self.element_type.code());
+        w.u8(self.rank() as u8);
+        w.u8(self.layout_tag());
+        w.u8(0);
+        for &e in &self.shape {
+            w.u64(e);
+        }
+        if let Layout::Unknown { data, .. } = self.root.layout {
+            w.bytes(&self.arena.small[data.range()]);
+        } else {
+            self.write_tail(w, &self.root, NONE)?;
+            if let Some(s) = &self.shard {
+                s.write(w)?;
+            }
+            if let Some(s) = &self.statistics {
+                s.write(w)?;
+            }
+            if let Some(s) = &self.extension_type {
+                s.write(w)?;
+            }
+            w.bytes(&self.trailing);
+        }
+        let len = (w.len() - start) as u64;
+        w.buf[start + 8..start + 16].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+
+    fn write_tail(&self, w: &mut Writer, node: &Node, region: u32) -> Result<()> {
+        let rank = self.rank();
+        w.u64(node.byte_offset);
+        if let Layout::Subpaving { count, .. } = node.layout {
+            w.u32(count);
+            let mut c = if region == NONE { 0 } else { region + 1 };
+            for _ in 0..count {
+                self.write_region(w, c)?;
+                c = match self.regions[c as usize].node.layout {
+                    Layout::Subpaving { end, .. } => end,
+                    _ => c + 1,
+                };
+            }
+            w.u8(0);
+        } else {
+            layout::write_fields(w, &node.layout, &self.arena, rank);
+            w.u8(node.buffer_count as u8);
+            let s = node.first_buffer as usize;
+            for h in &self.buffers[s..s + node.buffer_count as usize] {
+                h.write(w);
+            }
+        }
+        if node.quant != NONE {
+            self.quants[node.quant as usize].write(w)?;
+        }
+        Ok(())
+    }
+
+    fn write_region(&self, w: &mut Writer, id: u32) -> Result<()> {
+        let v = self.region(id);
+        let mut origin = [0u64; MAX_RANK];
+        let rank = self.rank();
+        v.origin_into(&mut origin[..rank]);
+        for &o in &origin[..rank] {
+            w.u64(o);
+        }
+        for &e in v.shape() {
+            w.u64(e);
+        }
+        let node = &self.regions[id as usize].node;
+        w.u8(node.layout.tag());
+        w.u8(v.flags());
+        w.u16(0);
+        let at = w.u32_slot();
+        if let Layout::Unknown { data, .. } = node.layout {
+            w.bytes(&self.arena.small[data.range()]);
+        } else {
+            self.write_tail(w, node, id)?;
+        }
+        w.patch_u32_len(at)
+    }
+
+    /// Heap bytes held by the decoded form, index included.
+    pub fn heap_bytes(&self) -> usize {
+        self.shape.capacity() * 8
+            + self.regions.capacity() * std::mem::size_of::<RegionRecord>()
+            + self.coords.capacity() * 8
+            + self.buffers.capacity() * std::mem::size_of::<BufferHandle>()
+            + self.quants.capacity() * std::mem::size_of::<Quantization>()
+            + self.arena.words.capacity() * 8
+            + self.arena.ints.capacity() * 8
+            + self.arena.small.capacity()
+            + self.trailing.capacity()
+            + self.indexes.iter().map(|i| i.heap_bytes()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_record_is_compact() {
+        assert_eq!(std::mem::size_of::<Layout>(), 16);
+        assert_eq!(std::mem::size_of::<RegionRecord>(), 40);
+    }
+}

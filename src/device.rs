@@ -1,0 +1,262 @@
+//! Buffer handles (FORMAT §3): size, device, memory class, alignment and flags.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::{Reader, Writer};
+
+/// Device types, numbered as DLPack's `DLDeviceType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+#[allow(missing_docs)]
+pub enum DeviceType {
+    Cpu = 1,
+    Cuda = 2,
+    CudaHost = 3,
+    OpenCl = 4,
+    Vulkan = 7,
+    Metal = 8,
+    Vpi = 9,
+    Rocm = 10,
+    RocmHost = 11,
+    ExtDev = 12,
+    CudaManaged = 13,
+    OneApi = 14,
+    WebGpu = 15,
+    Hexagon = 16,
+    Maia = 17,
+    Trn = 18,
+}
+
+impl DeviceType {
+    /// The device type for a wire value; 0 and unassigned values are `DEVICE_INVALID`.
+    pub fn from_code(v: u16) -> Result<DeviceType> {
+        use DeviceType::*;
+        Ok(match v {
+            1 => Cpu,
+            2 => Cuda,
+            3 => CudaHost,
+            4 => OpenCl,
+            7 => Vulkan,
+            8 => Metal,
+            9 => Vpi,
+            10 => Rocm,
+            11 => RocmHost,
+            12 => ExtDev,
+            13 => CudaManaged,
+            14 => OneApi,
+            15 => WebGpu,
+            16 => Hexagon,
+            17 => Maia,
+            18 => Trn,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::DeviceInvalid,
+                    format!("device_type {v} is not assigned"),
+                ))
+            }
+        })
+    }
+
+    /// The wire value.
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// True when the host CPU can read memory of this device type directly.
+    pub fn is_host_accessible(self) -> bool {
+        matches!(
+            self,
+            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost | DeviceType::CudaManaged
+        )
+    }
+
+    /// Upper-case name, e.g. `"CUDA_HOST"`.
+    pub fn name(self) -> &'static str {
+        use DeviceType::*;
+        match self {
+            Cpu => "CPU",
+            Cuda => "CUDA",
+            CudaHost => "CUDA_HOST",
+            OpenCl => "OPENCL",
+            Vulkan => "VULKAN",
+            Metal => "METAL",
+            Vpi => "VPI",
+            Rocm => "ROCM",
+            RocmHost => "ROCM_HOST",
+            ExtDev => "EXT_DEV",
+            CudaManaged => "CUDA_MANAGED",
+            OneApi => "ONEAPI",
+            WebGpu => "WEBGPU",
+            Hexagon => "HEXAGON",
+            Maia => "MAIA",
+            Trn => "TRN",
+        }
+    }
+}
+
+/// The memory class of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum MemoryClass {
+    Default = 0,
+    Pageable = 1,
+    Pinned = 2,
+    DeviceLocal = 3,
+    Unified = 4,
+}
+
+impl MemoryClass {
+    /// The memory class for a wire value; others are `DEVICE_INVALID`.
+    pub fn from_code(v: u8) -> Result<MemoryClass> {
+        use MemoryClass::*;
+        Ok(match v {
+            0 => Default,
+            1 => Pageable,
+            2 => Pinned,
+            3 => DeviceLocal,
+            4 => Unified,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::DeviceInvalid,
+                    format!("memory_class {v} is not assigned"),
+                ))
+            }
+        })
+    }
+
+    /// The wire value.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Upper-case name.
+    pub fn name(self) -> &'static str {
+        use MemoryClass::*;
+        match self {
+            Default => "DEFAULT",
+            Pageable => "PAGEABLE",
+            Pinned => "PINNED",
+            DeviceLocal => "DEVICE_LOCAL",
+            Unified => "UNIFIED",
+        }
+    }
+}
+
+/// Smallest allowed alignment_log2 (64 bytes).
+pub const MIN_ALIGNMENT_LOG2: u8 = 6;
+/// Largest allowed alignment_log2 (1 GiB).
+pub const MAX_ALIGNMENT_LOG2: u8 = 30;
+/// Size of a buffer handle on the wire.
+pub const HANDLE_BYTES: u64 = 16;
+
+/// The properties of one buffer; its location is supplied by the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferHandle {
+    /// Byte length of the buffer.
+    pub size_bytes: u64,
+    /// Device type.
+    pub device_type: DeviceType,
+    /// Ordinal on that device type.
+    pub device_id: u16,
+    /// Memory class.
+    pub memory_class: MemoryClass,
+    /// log2 of the start alignment (6..=30).
+    pub alignment_log2: u8,
+    /// The READ_ONLY flag.
+    pub read_only: bool,
+}
+
+impl BufferHandle {
+    /// A CPU, default-class, 64-byte aligned, writable buffer of `size_bytes`.
+    pub fn cpu(size_bytes: u64) -> BufferHandle {
+        BufferHandle {
+            size_bytes,
+            device_type: DeviceType::Cpu,
+            device_id: 0,
+            memory_class: MemoryClass::Default,
+            alignment_log2: MIN_ALIGNMENT_LOG2,
+            read_only: false,
+        }
+    }
+
+    /// The same handle with another size.
+    pub fn with_size(mut self, size_bytes: u64) -> BufferHandle {
+        self.size_bytes = size_bytes;
+        self
+    }
+
+    /// The start alignment in bytes.
+    pub fn alignment(&self) -> u64 {
+        1u64 << self.alignment_log2
+    }
+
+    /// True when the host CPU may read this buffer (host device types, or pinned,
+    /// unified or pageable memory).
+    pub fn is_host_readable(&self) -> bool {
+        self.device_type.is_host_accessible()
+            || matches!(
+                self.memory_class,
+                MemoryClass::Pinned | MemoryClass::Unified | MemoryClass::Pageable
+            )
+    }
+
+    /// True when `other` shares device type, id and memory class.
+    pub fn colocated_with(&self, other: &BufferHandle) -> bool {
+        self.device_type == other.device_type
+            && self.device_id == other.device_id
+            && self.memory_class == other.memory_class
+    }
+
+    /// Decode one 16-byte handle.
+    pub fn read(r: &mut Reader<'_>) -> Result<BufferHandle> {
+        let at = r.pos();
+        let size_bytes = r.u64("buffer_handle.size_bytes")?;
+        let device_type = DeviceType::from_code(r.u16("buffer_handle.device_type")?)
+            .map_err(|e| e.context(format!("buffer handle at byte {at}")))?;
+        let device_id = r.u16("buffer_handle.device_id")?;
+        let memory_class = MemoryClass::from_code(r.u8("buffer_handle.memory_class")?)
+            .map_err(|e| e.context(format!("buffer handle at byte {at}")))?;
+        let alignment_log2 = r.u8("buffer_handle.alignment_log2")?;
+        if !(MIN_ALIGNMENT_LOG2..=MAX_ALIGNMENT_LOG2).contains(&alignment_log2) {
+            return Err(Error::new(
+                ErrorKind::AlignmentInvalid,
+                format!(
+                    "buffer handle at byte {at}: alignment_log2 {alignment_log2} outside 6..=30"
+                ),
+            ));
+        }
+        let flags = r.u8("buffer_handle.buffer_flags")?;
+        if flags & !1 != 0 {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("buffer handle at byte {at}: buffer_flags 0x{flags:02X} has reserved bits set"),
+            ));
+        }
+        let reserved = r.u8("buffer_handle._reserved")?;
+        if reserved != 0 {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("buffer handle at byte {at}: reserved byte is {reserved}"),
+            ));
+        }
+        Ok(BufferHandle {
+            size_bytes,
+            device_type,
+            device_id,
+            memory_class,
+            alignment_log2,
+            read_only: flags & 1 != 0,
+        })
+    }
+
+    /// Encode the 16-byte handle.
+    pub fn write(&self, w: &mut Writer) {
+        w.u64(self.size_bytes);
+        w.u16(self.device_type.code());
+        w.u16(self.device_id);
+        w.u8(self.memory_class.code());
+        w.u8(self.alignment_log2);
+        w.u8(self.read_only as u8);
+        w.u8(0);
+    }
+}

@@ -1,0 +1,774 @@
+//! The layout tag table — the single source of layout facts (class, rank rules, buffer
+//! requirements and roles, byte_offset rule) — and the codec of layout-specific fields.
+//!
+//! Decoded layouts are compact ([`Layout`], `Copy`, 16 bytes): variable-length fields
+//! (strides, tile shapes, permutations, extension bytes) live in a shared [`Arena`] of
+//! the descriptor, so a million regions cost no allocation each. [`LayoutRef`] is the
+//! borrowed, public view.
+
+pub(crate) mod dense;
+pub(crate) mod paged;
+pub(crate) mod sparse;
+
+use crate::device::BufferHandle;
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::{Reader, Writer};
+
+/// Layout tag values (FORMAT §4).
+pub mod tag {
+    /// Dense, row-major (C order).
+    pub const ROW_MAJOR: u8 = 0x01;
+    /// Dense, column-major (Fortran order).
+    pub const COL_MAJOR: u8 = 0x02;
+    /// Dense with per-axis element strides.
+    pub const STRIDED: u8 = 0x03;
+    /// Dense tiles in a grid, optionally nested.
+    pub const TILED: u8 = 0x04;
+    /// Dense with an axis permutation.
+    pub const DIM_ORDER: u8 = 0x05;
+    /// General subpaving: a container of regions.
+    pub const SUBPAVING: u8 = 0x06;
+    /// Sparse coordinate list.
+    pub const COO: u8 = 0x07;
+    /// Compressed sparse rows.
+    pub const CSR: u8 = 0x08;
+    /// Compressed sparse columns.
+    pub const CSC: u8 = 0x09;
+    /// Compressed sparse fibers.
+    pub const CSF: u8 = 0x0A;
+    /// Block table over page pools.
+    pub const BLOCK_PAGED: u8 = 0x0B;
+    /// One fill value for every element.
+    pub const SPLAT: u8 = 0x40;
+    /// First private extension tag.
+    pub const EXTENSION_FIRST: u8 = 0xF0;
+    /// Last private extension tag.
+    pub const EXTENSION_LAST: u8 = 0xFE;
+}
+
+/// Largest rank a descriptor may have.
+pub const MAX_RANK: usize = 64;
+/// Deepest subpaving nesting level (the tensor-level subpaving is level 1).
+pub const MAX_SUBPAVING_DEPTH: u8 = 8;
+/// Deepest TILED nesting.
+pub const MAX_TILED_DEPTH: usize = 8;
+
+/// What a tag is, as far as this version knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutClass {
+    /// Addressed by arithmetic alone.
+    Dense,
+    /// A container of regions (subpaving).
+    Container,
+    /// Needs index/pointer buffer contents (COO, CSR, CSC, CSF).
+    Sparse,
+    /// Needs a block table (BLOCK_PAGED).
+    Indirect,
+    /// Private extension 0xF0–0xFE.
+    Extension,
+    /// Unassigned in this version (permissive decode only).
+    Unknown,
+    /// 0x00 or 0xFF: never valid.
+    Invalid,
+}
+
+/// Classify a layout tag.
+pub fn classify(t: u8) -> LayoutClass {
+    match t {
+        tag::ROW_MAJOR | tag::COL_MAJOR | tag::STRIDED | tag::TILED | tag::DIM_ORDER
+        | tag::SPLAT => LayoutClass::Dense,
+        tag::SUBPAVING => LayoutClass::Container,
+        tag::COO | tag::CSR | tag::CSC | tag::CSF => LayoutClass::Sparse,
+        tag::BLOCK_PAGED => LayoutClass::Indirect,
+        tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => LayoutClass::Extension,
+        0x00 | 0xFF => LayoutClass::Invalid,
+        _ => LayoutClass::Unknown,
+    }
+}
+
+/// The name of a layout tag, e.g. `"CSR"`.
+pub fn tag_name(t: u8) -> &'static str {
+    match t {
+        tag::ROW_MAJOR => "ROW_MAJOR",
+        tag::COL_MAJOR => "COL_MAJOR",
+        tag::STRIDED => "STRIDED",
+        tag::TILED => "TILED",
+        tag::DIM_ORDER => "DIM_ORDER",
+        tag::SUBPAVING => "SUBPAVING",
+        tag::COO => "COO",
+        tag::CSR => "CSR",
+        tag::CSC => "CSC",
+        tag::CSF => "CSF",
+        tag::BLOCK_PAGED => "BLOCK_PAGED",
+        tag::SPLAT => "SPLAT",
+        tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => "EXTENSION",
+        _ => "UNKNOWN",
+    }
+}
+
+/// Rank rule per tag (LAYOUT_CONSTRAINT).
+pub(crate) fn check_rank(t: u8, rank: usize) -> Result<()> {
+    let ok = match t {
+        tag::CSR | tag::CSC => rank == 2,
+        tag::BLOCK_PAGED => rank >= 2,
+        tag::TILED | tag::SUBPAVING | tag::COO | tag::CSF => rank >= 1,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        let rule = match t {
+            tag::CSR | tag::CSC => "exactly 2",
+            tag::BLOCK_PAGED => "at least 2",
+            _ => "at least 1",
+        };
+        Err(Error::new(
+            ErrorKind::LayoutConstraint,
+            format!("{} needs rank {rule}, the shape has rank {rank}", tag_name(t)),
+        ))
+    }
+}
+
+/// A span into one of the arena vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Span {
+    pub start: u32,
+    pub len: u32,
+}
+
+impl Span {
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+}
+
+/// Storage for variable-length layout fields of every node of a descriptor.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Arena {
+    /// Tile shapes.
+    pub words: Vec<u64>,
+    /// Strides.
+    pub ints: Vec<i64>,
+    /// Permutations, tile order/inner-tag pairs, extension and opaque bytes.
+    pub small: Vec<u8>,
+}
+
+fn span_of(start: usize, len: usize) -> Result<Span> {
+    match (u32::try_from(start), u32::try_from(len)) {
+        (Ok(start), Ok(len)) if start.checked_add(len).is_some() => Ok(Span { start, len }),
+        _ => Err(Error::new(
+            ErrorKind::Overflow,
+            "descriptor field storage exceeds 4 GiB",
+        )),
+    }
+}
+
+impl Arena {
+    pub fn push_small(&mut self, b: &[u8]) -> Result<Span> {
+        let s = span_of(self.small.len(), b.len())?;
+        self.small.extend_from_slice(b);
+        Ok(s)
+    }
+}
+
+/// Sparse flag bits.
+pub mod sparse_flags {
+    /// Entries sorted (COO: lexicographic; CSR/CSC: within each row/column).
+    pub const SORTED: u8 = 1;
+    /// No duplicate coordinates.
+    pub const UNIQUE: u8 = 2;
+}
+
+/// A decoded layout in compact form; variable parts live in the [`Arena`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    RowMajor,
+    ColMajor,
+    Strided { strides: u32 },
+    Tiled { shapes: u32, meta: u32, levels: u8 },
+    DimOrder { order: u32 },
+    /// `end` is the pre-order index after the last region of this subpaving's subtree;
+    /// `index` is the level index (locate) of its children.
+    Subpaving { count: u32, end: u32, index: u32 },
+    Coo { nnz: u64, flags: u8 },
+    Csr { nnz: u64, flags: u8 },
+    Csc { nnz: u64, flags: u8 },
+    Csf { nnz: u64, axis_order: u32 },
+    BlockPaged { block_size: u64, pool_count: u8 },
+    Splat,
+    Extension { tag: u8, data: Span },
+    Unknown { tag: u8, data: Span },
+}
+
+/// Order of tiles in a TILED grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileOrder {
+    /// Row-major grid (last grid axis fastest).
+    RowMajor = 0,
+    /// Column-major grid (first grid axis fastest).
+    ColMajor = 1,
+}
+
+/// One level of a TILED layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileLevel<'a> {
+    /// The tile extents, one per axis.
+    pub tile_shape: &'a [u64],
+    /// How tiles of this level are ordered in their grid.
+    pub tile_order: TileOrder,
+    /// The tag that lays out each tile: ROW_MAJOR, COL_MAJOR or TILED (a nested level follows).
+    pub inner_tag: u8,
+}
+
+/// A borrowed view of a node's layout and its layout-specific fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayoutRef<'a> {
+    /// Row-major.
+    RowMajor,
+    /// Column-major.
+    ColMajor,
+    /// Strided, strides in elements.
+    Strided {
+        /// One stride per axis.
+        strides: &'a [i64],
+    },
+    /// Tiled, outermost level first.
+    Tiled {
+        /// The tiling levels.
+        levels: Vec<TileLevel<'a>>,
+    },
+    /// Dim-ordered; `order[0]` is the outermost axis.
+    DimOrder {
+        /// The permutation.
+        order: &'a [u8],
+    },
+    /// A subpaving with `region_count` direct child regions.
+    Subpaving {
+        /// Number of direct child regions.
+        region_count: u32,
+    },
+    /// COO.
+    Coo {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSR.
+    Csr {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSC.
+    Csc {
+        /// Stored entries.
+        nnz: u64,
+        /// SORTED / UNIQUE bits.
+        flags: u8,
+    },
+    /// CSF.
+    Csf {
+        /// Stored entries (leaves).
+        nnz: u64,
+        /// Axis of each level, outermost first.
+        axis_order: &'a [u8],
+    },
+    /// Block-paged.
+    BlockPaged {
+        /// Positions per block (page).
+        block_size: u64,
+        /// Number of page pools.
+        pool_count: u8,
+    },
+    /// Splat.
+    Splat,
+    /// Private extension.
+    Extension {
+        /// The tag, 0xF0–0xFE.
+        tag: u8,
+        /// The opaque ext bytes.
+        data: &'a [u8],
+    },
+    /// Unassigned tag kept opaque by permissive decoding.
+    Unknown {
+        /// The tag.
+        tag: u8,
+        /// The opaque bytes (the region body or the descriptor rest).
+        data: &'a [u8],
+    },
+}
+
+impl Layout {
+    /// The wire tag.
+    pub fn tag(&self) -> u8 {
+        match self {
+            Layout::RowMajor => tag::ROW_MAJOR,
+            Layout::ColMajor => tag::COL_MAJOR,
+            Layout::Strided { .. } => tag::STRIDED,
+            Layout::Tiled { .. } => tag::TILED,
+            Layout::DimOrder { .. } => tag::DIM_ORDER,
+            Layout::Subpaving { .. } => tag::SUBPAVING,
+            Layout::Coo { .. } => tag::COO,
+            Layout::Csr { .. } => tag::CSR,
+            Layout::Csc { .. } => tag::CSC,
+            Layout::Csf { .. } => tag::CSF,
+            Layout::BlockPaged { .. } => tag::BLOCK_PAGED,
+            Layout::Splat => tag::SPLAT,
+            Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => *tag,
+        }
+    }
+
+    pub fn view<'a>(&self, arena: &'a Arena, rank: usize) -> LayoutRef<'a> {
+        match *self {
+            Layout::RowMajor => LayoutRef::RowMajor,
+            Layout::ColMajor => LayoutRef::ColMajor,
+            Layout::Strided { strides } => LayoutRef::Strided {
+                strides: &arena.ints[rng(strides, rank)],
+            },
+            Layout::Tiled { shapes, meta, levels } => LayoutRef::Tiled {
+                levels: tiled_levels(arena, shapes, meta, levels, rank),
+            },
+            Layout::DimOrder { order } => LayoutRef::DimOrder {
+                order: &arena.small[rng(order, rank)],
+            },
+            Layout::Subpaving { count, .. } => LayoutRef::Subpaving {
+                region_count: count,
+            },
+            Layout::Coo { nnz, flags } => LayoutRef::Coo { nnz, flags },
+            Layout::Csr { nnz, flags } => LayoutRef::Csr { nnz, flags },
+            Layout::Csc { nnz, flags } => LayoutRef::Csc { nnz, flags },
+            Layout::Csf { nnz, axis_order } => LayoutRef::Csf {
+                nnz,
+                axis_order: &arena.small[rng(axis_order, rank)],
+            },
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            } => LayoutRef::BlockPaged {
+                block_size,
+                pool_count,
+            },
+            Layout::Splat => LayoutRef::Splat,
+            Layout::Extension { tag, data } => LayoutRef::Extension {
+                tag,
+                data: &arena.small[data.range()],
+            },
+            Layout::Unknown { tag, data } => LayoutRef::Unknown {
+                tag,
+                data: &arena.small[data.range()],
+            },
+        }
+    }
+
+    /// Number of layout (non-quantization) buffers the layout requires; `None` for private
+    /// extensions (the table is authoritative) and unknown tags.
+    pub fn required_buffers(&self, rank: usize) -> Option<usize> {
+        match self {
+            Layout::RowMajor
+            | Layout::ColMajor
+            | Layout::Strided { .. }
+            | Layout::Tiled { .. }
+            | Layout::DimOrder { .. }
+            | Layout::Splat => Some(1),
+            Layout::Subpaving { .. } => Some(0),
+            Layout::Coo { .. } => Some(2),
+            Layout::Csr { .. } | Layout::Csc { .. } => Some(3),
+            Layout::Csf { .. } => Some(2 * rank + 1),
+            Layout::BlockPaged { pool_count, .. } => Some(2 + *pool_count as usize),
+            Layout::Extension { .. } | Layout::Unknown { .. } => None,
+        }
+    }
+
+    /// True when byte_offset must be 0.
+    pub fn byte_offset_must_be_zero(&self) -> bool {
+        !matches!(classify(self.tag()), LayoutClass::Dense)
+    }
+}
+
+/// The arena range of a rank-sized field starting at `start`.
+pub(crate) fn rng(start: u32, len: usize) -> std::ops::Range<usize> {
+    start as usize..start as usize + len
+}
+
+pub(crate) fn tiled_levels<'a>(
+    arena: &'a Arena,
+    shapes: u32,
+    meta: u32,
+    levels: u8,
+    rank: usize,
+) -> Vec<TileLevel<'a>> {
+    let shapes = &arena.words[rng(shapes, levels as usize * rank)];
+    let meta = &arena.small[rng(meta, levels as usize * 2)];
+    meta.chunks_exact(2)
+        .enumerate()
+        .map(|(i, m)| TileLevel {
+            tile_shape: &shapes[i * rank..(i + 1) * rank],
+            tile_order: if m[0] == 0 {
+                TileOrder::RowMajor
+            } else {
+                TileOrder::ColMajor
+            },
+            inner_tag: m[1],
+        })
+        .collect()
+}
+
+fn check_permutation(p: &[u8], rank: usize, what: &str) -> Result<()> {
+    let mut seen = [false; MAX_RANK];
+    for (i, &a) in p.iter().enumerate() {
+        if a as usize >= rank || seen[a as usize] {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("{what} {p:?} is not a permutation of 0..{rank} (entry {i} = {a})"),
+            ));
+        }
+        seen[a as usize] = true;
+    }
+    Ok(())
+}
+
+/// Read the layout-specific fields of every tag but SUBPAVING (whose regions the
+/// descriptor decoder reads itself) and unknown tags.
+pub(crate) fn read_fields(
+    r: &mut Reader<'_>,
+    t: u8,
+    rank: usize,
+    arena: &mut Arena,
+) -> Result<Layout> {
+    Ok(match t {
+        tag::ROW_MAJOR => Layout::RowMajor,
+        tag::COL_MAJOR => Layout::ColMajor,
+        tag::SPLAT => Layout::Splat,
+        tag::STRIDED => {
+            r.check_fits(rank as u64, 8, "strides")?;
+            let start = arena.ints.len();
+            for _ in 0..rank {
+                arena.ints.push(r.i64("strides")?);
+            }
+            Layout::Strided {
+                strides: span_of(start, rank)?.start,
+            }
+        }
+        tag::TILED => {
+            let ws = arena.words.len();
+            let ms = arena.small.len();
+            let mut levels = 0usize;
+            loop {
+                levels += 1;
+                if levels > MAX_TILED_DEPTH {
+                    return Err(Error::new(
+                        ErrorKind::LayoutConstraint,
+                        format!("TILED nesting deeper than {MAX_TILED_DEPTH} levels"),
+                    ));
+                }
+                r.check_fits(rank as u64, 8, "tile_shape")?;
+                let at = r.pos();
+                for a in 0..rank {
+                    let t = r.u64("tile_shape")?;
+                    if t == 0 {
+                        return Err(Error::new(
+                            ErrorKind::LayoutConstraint,
+                            format!("tile_shape at byte {at} (level {levels}): axis {a} is 0"),
+                        ));
+                    }
+                    if levels > 1 {
+                        let outer = arena.words[arena.words.len() - rank];
+                        if outer % t != 0 {
+                            return Err(Error::new(
+                                ErrorKind::LayoutConstraint,
+                                format!("tile_shape at byte {at} (level {levels}): axis {a} extent {t} does not divide the outer tile extent {outer}"),
+                            ));
+                        }
+                    }
+                    arena.words.push(t);
+                }
+                let order = r.u8("tile_order")?;
+                if order > 1 {
+                    return Err(Error::new(
+                        ErrorKind::LayoutConstraint,
+                        format!("tile_order {order} at byte {} is not 0 or 1", r.pos() - 1),
+                    ));
+                }
+                let inner = r.u8("inner_tag")?;
+                if !matches!(inner, tag::ROW_MAJOR | tag::COL_MAJOR | tag::TILED) {
+                    return Err(Error::new(
+                        ErrorKind::LayoutConstraint,
+                        format!(
+                            "inner_tag 0x{inner:02X} at byte {} is not ROW_MAJOR, COL_MAJOR or TILED",
+                            r.pos() - 1
+                        ),
+                    ));
+                }
+                arena.small.push(order);
+                arena.small.push(inner);
+                if inner != tag::TILED {
+                    break;
+                }
+            }
+            Layout::Tiled {
+                shapes: span_of(ws, levels * rank)?.start,
+                meta: span_of(ms, levels * 2)?.start,
+                levels: levels as u8,
+            }
+        }
+        tag::DIM_ORDER => {
+            let p = r.bytes(rank, "dim_order")?;
+            check_permutation(p, rank, "dim_order")?;
+            Layout::DimOrder {
+                order: arena.push_small(p)?.start,
+            }
+        }
+        tag::COO | tag::CSR | tag::CSC => {
+            let nnz = r.u64("nnz")?;
+            let flags = r.u8("sparse_flags")?;
+            if flags & !3 != 0 {
+                return Err(Error::new(
+                    ErrorKind::ReservedNonzero,
+                    format!("sparse_flags 0x{flags:02X} at byte {} has reserved bits set", r.pos() - 1),
+                ));
+            }
+            match t {
+                tag::COO => Layout::Coo { nnz, flags },
+                tag::CSR => Layout::Csr { nnz, flags },
+                _ => Layout::Csc { nnz, flags },
+            }
+        }
+        tag::CSF => {
+            let nnz = r.u64("nnz")?;
+            let p = r.bytes(rank, "axis_order")?;
+            check_permutation(p, rank, "axis_order")?;
+            Layout::Csf {
+                nnz,
+                axis_order: arena.push_small(p)?.start,
+            }
+        }
+        tag::BLOCK_PAGED => {
+            let at = r.pos();
+            let block_size = r.u64("block_size")?;
+            if block_size == 0 {
+                return Err(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!("block_size at byte {at} is 0"),
+                ));
+            }
+            let pool_count = r.u8("pool_count")?;
+            if pool_count == 0 {
+                return Err(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!("pool_count at byte {} is 0", at + 8),
+                ));
+            }
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            }
+        }
+        tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => {
+            let len = r.u32("ext_length")?;
+            let data = r.bytes(r.check_fits(len as u64, 1, "extension bytes")?, "extension bytes")?;
+            Layout::Extension {
+                tag: t,
+                data: arena.push_small(data)?,
+            }
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!("read_fields called for tag 0x{t:02X}"),
+            ))
+        }
+    })
+}
+
+/// Write the layout-specific fields (not for SUBPAVING or unknown tags).
+pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank: usize) {
+    match *layout {
+        Layout::RowMajor | Layout::ColMajor | Layout::Splat => {}
+        Layout::Strided { strides } => {
+            for &s in &arena.ints[rng(strides, rank)] {
+                w.i64(s);
+            }
+        }
+        Layout::Tiled { shapes, meta, levels } => {
+            let levels = levels as usize;
+            let shapes = &arena.words[rng(shapes, levels * rank)];
+            let meta = &arena.small[rng(meta, levels * 2)];
+            for l in 0..levels {
+                for &t in &shapes[l * rank..(l + 1) * rank] {
+                    w.u64(t);
+                }
+                w.u8(meta[2 * l]);
+                w.u8(meta[2 * l + 1]);
+            }
+        }
+        Layout::DimOrder { order } => w.bytes(&arena.small[rng(order, rank)]),
+        Layout::Coo { nnz, flags } | Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
+            w.u64(nnz);
+            w.u8(flags);
+        }
+        Layout::Csf { nnz, axis_order } => {
+            w.u64(nnz);
+            w.bytes(&arena.small[rng(axis_order, rank)]);
+        }
+        Layout::BlockPaged {
+            block_size,
+            pool_count,
+        } => {
+            w.u64(block_size);
+            w.u8(pool_count);
+        }
+        Layout::Extension { data, .. } => {
+            w.u32(data.len);
+            w.bytes(&arena.small[data.range()]);
+        }
+        Layout::Subpaving { .. } | Layout::Unknown { .. } => {}
+    }
+}
+
+/// Checked product of extents.
+pub(crate) fn element_count(shape: &[u64]) -> Result<u64> {
+    shape.iter().try_fold(1u64, |acc, &e| {
+        acc.checked_mul(e).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Overflow,
+                format!("the product of the extents {shape:?} overflows u64"),
+            )
+        })
+    })
+}
+
+/// The role of a buffer in its node's sub-table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum BufferRole {
+    /// Dense element data (also a splat's fill value).
+    Data = 0,
+    /// Sparse values.
+    Values = 1,
+    /// Sparse indices / coordinates.
+    Indices = 2,
+    /// Sparse pointers.
+    Indptr = 3,
+    /// Block table of a block-paged layout.
+    BlockTable = 4,
+    /// Row lengths of a block-paged layout.
+    RowLengths = 5,
+    /// A page pool.
+    PagePool = 6,
+    /// Quantization scales.
+    QuantScales = 7,
+    /// Quantization zero points.
+    QuantZeroPoints = 8,
+    /// Quantization codebook.
+    QuantCodebook = 9,
+    /// A private-extension buffer.
+    Extension = 10,
+}
+
+impl BufferRole {
+    /// Upper-case name.
+    pub fn name(self) -> &'static str {
+        use BufferRole::*;
+        match self {
+            Data => "DATA",
+            Values => "VALUES",
+            Indices => "INDICES",
+            Indptr => "INDPTR",
+            BlockTable => "BLOCK_TABLE",
+            RowLengths => "ROW_LENGTHS",
+            PagePool => "PAGE_POOL",
+            QuantScales => "QUANT_SCALES",
+            QuantZeroPoints => "QUANT_ZERO_POINTS",
+            QuantCodebook => "QUANT_CODEBOOK",
+            Extension => "EXTENSION",
+        }
+    }
+}
+
+/// Role and level (CSF level, pool number, extension ordinal) of layout buffer `i`.
+pub(crate) fn layout_buffer_role(layout: &Layout, rank: usize, i: usize) -> (BufferRole, u32) {
+    match layout {
+        Layout::Coo { .. } => {
+            if i == 0 {
+                (BufferRole::Indices, 0)
+            } else {
+                (BufferRole::Values, 0)
+            }
+        }
+        Layout::Csr { .. } | Layout::Csc { .. } => match i {
+            0 => (BufferRole::Indptr, 0),
+            1 => (BufferRole::Indices, 0),
+            _ => (BufferRole::Values, 0),
+        },
+        Layout::Csf { .. } => {
+            if i < rank {
+                (BufferRole::Indptr, i as u32)
+            } else if i < 2 * rank {
+                (BufferRole::Indices, (i - rank) as u32)
+            } else {
+                (BufferRole::Values, 0)
+            }
+        }
+        Layout::BlockPaged { .. } => match i {
+            0 => (BufferRole::BlockTable, 0),
+            1 => (BufferRole::RowLengths, 0),
+            _ => (BufferRole::PagePool, (i - 2) as u32),
+        },
+        Layout::Extension { .. } | Layout::Unknown { .. } => (BufferRole::Extension, i as u32),
+        _ => (BufferRole::Data, 0),
+    }
+}
+
+/// Validate the layout buffers of one node against its shape and byte_offset.
+pub(crate) fn check_buffers(
+    layout: &Layout,
+    arena: &Arena,
+    et: ElementType,
+    shape: &[u64],
+    byte_offset: u64,
+    bufs: &[BufferHandle],
+) -> Result<()> {
+    if layout.byte_offset_must_be_zero() && byte_offset != 0 {
+        return Err(Error::new(
+            ErrorKind::ByteOffsetInvalid,
+            format!(
+                "byte_offset is {byte_offset}; {} requires 0",
+                tag_name(layout.tag())
+            ),
+        ));
+    }
+    match layout {
+        Layout::Coo { .. } | Layout::Csr { .. } | Layout::Csc { .. } | Layout::Csf { .. } => {
+            sparse::check_buffers(layout, arena, et, shape, bufs)
+        }
+        Layout::BlockPaged { .. } => paged::check_buffers(layout, et, shape, bufs),
+        Layout::Extension { .. } | Layout::Subpaving { .. } | Layout::Unknown { .. } => Ok(()),
+        _ => dense::check_buffers(layout, arena, et, shape, byte_offset, &bufs[0]),
+    }
+}
+
+/// Exact-size check shared by the sparse, paged and quantization rules.
+pub(crate) fn expect_size(buf: &BufferHandle, need: u64, what: &str) -> Result<()> {
+    if buf.size_bytes != need {
+        return Err(Error::new(
+            ErrorKind::BufferSizeMismatch,
+            format!("{what} is {} bytes, expected exactly {need}", buf.size_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// Checked multiply with an OVERFLOW error naming `what`.
+pub(crate) fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::new(ErrorKind::Overflow, format!("{what}: {a} x {b} overflows u64")))
+}
+
+/// Checked add with an OVERFLOW error naming `what`.
+pub(crate) fn add(a: u64, b: u64, what: &str) -> Result<u64> {
+    a.checked_add(b)
+        .ok_or_else(|| Error::new(ErrorKind::Overflow, format!("{what}: {a} + {b} overflows u64")))
+}

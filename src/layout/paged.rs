@@ -1,0 +1,64 @@
+//! BLOCK_PAGED: block table, row lengths and page pools.
+
+use super::{element_count, expect_size, mul, Layout};
+use crate::device::BufferHandle;
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Geometry of a block-paged node derived from its shape and block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PagedGeometry {
+    pub rows: u64,
+    pub positions: u64,
+    pub max_blocks: u64,
+    /// Elements in one page: block_size × prod(inner).
+    pub page_elements: u64,
+    /// Bytes in one page (4-bit rounded up).
+    pub page_bytes: u64,
+    /// prod(inner extents).
+    pub inner: u64,
+}
+
+impl PagedGeometry {
+    pub fn new(block_size: u64, et: ElementType, shape: &[u64]) -> Result<PagedGeometry> {
+        let inner = element_count(&shape[2..])?;
+        let page_elements = mul(block_size, inner, "BLOCK_PAGED page")?;
+        Ok(PagedGeometry {
+            rows: shape[0],
+            positions: shape[1],
+            max_blocks: shape[1].div_ceil(block_size),
+            page_elements,
+            page_bytes: et.checked_bytes_for(page_elements, "BLOCK_PAGED page")?,
+            inner,
+        })
+    }
+}
+
+pub(crate) fn check_buffers(
+    layout: &Layout,
+    et: ElementType,
+    shape: &[u64],
+    bufs: &[BufferHandle],
+) -> Result<()> {
+    let Layout::BlockPaged { block_size, .. } = *layout else {
+        return Ok(());
+    };
+    let g = PagedGeometry::new(block_size, et, shape)?;
+    let table = mul(mul(g.rows, g.max_blocks, "block_table")?, 8, "block_table")?;
+    expect_size(&bufs[0], table, "BLOCK_PAGED block_table (buffer 0)")?;
+    expect_size(&bufs[1], mul(g.rows, 8, "row_lengths")?, "BLOCK_PAGED row_lengths (buffer 1)")?;
+    for (p, b) in bufs[2..].iter().enumerate() {
+        if g.page_bytes == 0 || b.size_bytes == 0 || b.size_bytes % g.page_bytes != 0 {
+            return Err(Error::new(
+                ErrorKind::BufferSizeMismatch,
+                format!(
+                    "BLOCK_PAGED pool_{p} (buffer {}) is {} bytes, not a non-zero whole number of {}-byte pages",
+                    p + 2,
+                    b.size_bytes,
+                    g.page_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

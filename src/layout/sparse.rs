@@ -1,0 +1,89 @@
+//! Sparse layouts (COO, CSR, CSC, CSF): exact buffer sizes from shape, nnz and handles.
+
+use super::{element_count, expect_size, mul, sparse_flags, Arena, Layout};
+use crate::device::BufferHandle;
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+
+fn check_nnz_unique(nnz: u64, shape: &[u64], unique: bool, what: &str) -> Result<()> {
+    if unique {
+        let count = element_count(shape)?;
+        if nnz > count {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("{what} nnz {nnz} exceeds the {count} elements of shape {shape:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn check_buffers(
+    layout: &Layout,
+    arena: &Arena,
+    et: ElementType,
+    shape: &[u64],
+    bufs: &[BufferHandle],
+) -> Result<()> {
+    let rank = shape.len() as u64;
+    match *layout {
+        Layout::Coo { nnz, flags } => {
+            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, "COO")?;
+            let idx = mul(mul(nnz, rank, "COO indices")?, 8, "COO indices")?;
+            expect_size(&bufs[0], idx, "COO indices (buffer 0)")?;
+            let vals = et.checked_bytes_for(nnz, "COO values")?;
+            expect_size(&bufs[1], vals, "COO values (buffer 1)")
+        }
+        Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
+            let (name, major) = if matches!(layout, Layout::Csr { .. }) {
+                ("CSR", shape[0])
+            } else {
+                ("CSC", shape[1])
+            };
+            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, name)?;
+            let ptr = mul(super::add(major, 1, "indptr")?, 8, "indptr")?;
+            expect_size(&bufs[0], ptr, &format!("{name} indptr (buffer 0)"))?;
+            expect_size(&bufs[1], mul(nnz, 8, "indices")?, &format!("{name} indices (buffer 1)"))?;
+            let vals = et.checked_bytes_for(nnz, "values")?;
+            expect_size(&bufs[2], vals, &format!("{name} values (buffer 2)"))
+        }
+        Layout::Csf { nnz, .. } => {
+            let count = element_count(shape)?;
+            if nnz > count {
+                return Err(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!("CSF nnz {nnz} exceeds the {count} elements of shape {shape:?}"),
+                ));
+            }
+            let _ = arena;
+            let r = shape.len();
+            // Node counts per level come from the indices handles; the leaf level has nnz.
+            let mut prev_nodes = 1u64; // level -1 is the single root
+            for l in 0..r {
+                let isz = bufs[r + l].size_bytes;
+                if isz % 8 != 0 {
+                    return Err(Error::new(
+                        ErrorKind::BufferSizeMismatch,
+                        format!("CSF indices_{l} (buffer {}) is {isz} bytes, not a whole number of u64", r + l),
+                    ));
+                }
+                let nodes = isz / 8;
+                if l + 1 == r && nodes != nnz {
+                    return Err(Error::new(
+                        ErrorKind::BufferSizeMismatch,
+                        format!("CSF indices_{l} (buffer {}) holds {nodes} coordinates, the leaf level must hold nnz = {nnz}", r + l),
+                    ));
+                }
+                let ptr_need = if l == 0 { 16 } else { mul(prev_nodes + 1, 8, "CSF indptr")? };
+                if l > 0 && prev_nodes == u64::MAX {
+                    return Err(Error::new(ErrorKind::Overflow, "CSF indptr length overflows"));
+                }
+                expect_size(&bufs[l], ptr_need, &format!("CSF indptr_{l} (buffer {l})"))?;
+                prev_nodes = nodes;
+            }
+            let vals = et.checked_bytes_for(nnz, "CSF values")?;
+            expect_size(&bufs[2 * r], vals, &format!("CSF values (buffer {})", 2 * r))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,53 @@
+//! # tensordesc
+//!
+//! Encode, decode, validate and address compact binary *tensor descriptors*: one logical
+//! tensor however it is stored — dense (row/column-major, strided, tiled, dim-ordered,
+//! splat), sparse (COO, CSR, CSC, CSF), block-paged, private extensions, and the general
+//! subpaving (a tensor cut into box regions, each with its own layout, buffers and
+//! quantization, nested up to 8 levels).
+//!
+//! ```
+//! use tensordesc::{builder::TensorBuilder, decode, ElementType, Location, Mode};
+//!
+//! let d = TensorBuilder::row_major(ElementType::Float32, &[4, 8]).build().unwrap();
+//! let bytes = d.encode().unwrap();
+//! let back = decode(&bytes, Mode::Strict).unwrap();
+//! assert_eq!(back, d);
+//! assert!(matches!(back.locate(&[1, 2]).unwrap(), Location::Dense { byte_offset: 40, .. }));
+//! ```
+//!
+//! The wire format is specified in `docs/spec/`.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod builder;
+pub mod descriptor;
+pub mod device;
+pub mod element;
+pub mod error;
+pub mod layout;
+pub mod quant;
+mod regions;
+pub mod sections;
+pub mod wire;
+
+pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
+pub use descriptor::{decode, BufferInfo, Descriptor, Location, RegionView};
+pub use device::{BufferHandle, DeviceType, MemoryClass};
+pub use element::ElementType;
+pub use error::{Error, ErrorKind, Result};
+pub use layout::{BufferRole, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBPAVING_DEPTH};
+pub use quant::{QuantScheme, Quantization};
+pub use sections::{ExtensionType, Shard, Statistics};
+
+/// How strictly to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Mode {
+    /// Reject anything this version does not know.
+    Strict = 0,
+    /// Read what is known; keep unknown layouts, regions, schemes and newer-minor trailing
+    /// bytes opaque.
+    Permissive = 1,
+}

@@ -1,0 +1,491 @@
+//! Subpaving levels: the spatial index built once per level, which also proves that the
+//! regions of the level exactly cover their enclosing extent without overlap.
+//!
+//! Three index kinds, tried in order:
+//! 1. a *uniform grid* (all regions are cells of one tile size, edge cells clipped): locate
+//!    is one division per axis; validation is O(n);
+//! 2. a *rectilinear grid* (cells between per-axis cut points): locate is a binary search
+//!    per axis; validation O(n log n);
+//! 3. a *k-d tree* over arbitrary boxes that prefers "clean" cuts no region crosses (so
+//!    guillotine partitions need no overlap tests at all) and otherwise splits at the
+//!    median and tests only the regions crossing the split against the other side.
+//!    Overlap is thus found without pairwise comparison; coverage then follows from the
+//!    volume sum of disjoint in-bounds regions.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Region coordinates: for region `r`, `coords[r*2*rank ..][..rank]` is its global origin
+/// and the next `rank` values its shape.
+#[derive(Clone, Copy)]
+pub(crate) struct Boxes<'a> {
+    pub coords: &'a [u64],
+    pub rank: usize,
+}
+
+impl<'a> Boxes<'a> {
+    #[inline]
+    pub fn origin(&self, r: u32) -> &'a [u64] {
+        let s = r as usize * 2 * self.rank;
+        &self.coords[s..s + self.rank]
+    }
+    #[inline]
+    pub fn shape(&self, r: u32) -> &'a [u64] {
+        let s = r as usize * 2 * self.rank + self.rank;
+        &self.coords[s..s + self.rank]
+    }
+    #[inline]
+    fn lo(&self, r: u32, a: usize) -> u64 {
+        self.coords[r as usize * 2 * self.rank + a]
+    }
+    #[inline]
+    fn hi(&self, r: u32, a: usize) -> u64 {
+        let s = r as usize * 2 * self.rank;
+        self.coords[s + a] + self.coords[s + self.rank + a]
+    }
+    #[inline]
+    fn contains(&self, r: u32, p: &[u64]) -> bool {
+        (0..self.rank).all(|a| p[a] >= self.lo(r, a) && p[a] < self.hi(r, a))
+    }
+    #[inline]
+    fn intersects(&self, r: u32, s: u32) -> bool {
+        (0..self.rank).all(|a| self.lo(r, a).max(self.lo(s, a)) < self.hi(r, a).min(self.hi(s, a)))
+    }
+    fn volume(&self, r: u32) -> u128 {
+        self.shape(r).iter().fold(1u128, |v, &e| v * e as u128)
+    }
+    fn describe(&self, r: u32) -> String {
+        format!("region {r} (origin {:?}, shape {:?})", self.origin(r), self.shape(r))
+    }
+}
+
+fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
+    let (r, s) = (r.min(s), r.max(s));
+    Error::new(
+        ErrorKind::RegionOverlap,
+        format!("{} overlaps {}", b.describe(r), b.describe(s)),
+    )
+}
+
+/// One axis of a grid index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GridAxis {
+    /// Uniform cell size, or 0 for cut points.
+    step: u64,
+    /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
+    /// `[cuts[k], cuts[k+1])`, local coordinates.
+    cuts_start: u32,
+    /// Number of cells along the axis.
+    cells: u64,
+}
+
+/// The index of one subpaving level.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LevelIndex {
+    /// A (uniform or rectilinear) grid: `cells` maps row-major cell number to region.
+    Grid {
+        base: Vec<u64>,
+        axes: Vec<GridAxis>,
+        cuts: Vec<u64>,
+        cells: Vec<u32>,
+    },
+    /// A k-d tree over arbitrary boxes.
+    Tree {
+        nodes: Vec<KdNode>,
+        items: Vec<u32>,
+        bounds: Vec<u64>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct KdNode {
+    start: u32,
+    len: u32,
+    left: u32,
+    right: u32,
+    cut: u64,
+    axis: u8,
+    clean: bool,
+}
+
+const LEAF: usize = 8;
+const NO_NODE: u32 = u32::MAX;
+
+impl LevelIndex {
+    /// Build the index for `children` (region ids) of an enclosing box and check that they
+    /// partition it exactly: REGION_OVERLAP, then REGION_COVERAGE_GAP. Bounds were checked
+    /// by the decoder. `children` is consumed as scratch.
+    pub fn build(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        mut children: Vec<u32>,
+    ) -> Result<LevelIndex> {
+        if let Some(ix) = Self::uniform_grid(b, base, extent, &children)? {
+            return Ok(ix);
+        }
+        if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
+            return Ok(ix);
+        }
+        let ix = Self::tree(b, &mut children)?;
+        let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
+        let covered: u128 = children.iter().map(|&r| b.volume(r)).sum();
+        if covered != total {
+            return Err(Error::new(
+                ErrorKind::RegionCoverageGap,
+                format!(
+                    "{} regions cover {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}",
+                    children.len()
+                ),
+            ));
+        }
+        Ok(ix)
+    }
+
+    fn fill_cells(
+        b: Boxes<'_>,
+        base: &[u64],
+        axes: &[GridAxis],
+        cuts: &[u64],
+        children: &[u32],
+        total: usize,
+    ) -> Result<Vec<u32>> {
+        let mut cells = vec![u32::MAX; total];
+        for &r in children {
+            let o = b.origin(r);
+            let mut cell = 0u64;
+            for (a, ax) in axes.iter().enumerate() {
+                cell = cell * ax.cells + axis_cell(ax, cuts, o[a] - base[a]);
+            }
+            let slot = &mut cells[cell as usize];
+            if *slot != u32::MAX {
+                return Err(overlap(&b, *slot, r));
+            }
+            *slot = r;
+        }
+        Ok(cells)
+    }
+
+    fn uniform_grid(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+    ) -> Result<Option<LevelIndex>> {
+        let rank = b.rank;
+        let mut axes = Vec::with_capacity(rank);
+        let mut total = 1u64;
+        for a in 0..rank {
+            let step = children.iter().map(|&r| b.shape(r)[a]).max().unwrap_or(1);
+            let cells = extent[a].div_ceil(step);
+            total = match total.checked_mul(cells) {
+                Some(t) if t <= children.len() as u64 => t,
+                _ => return Ok(None),
+            };
+            axes.push(GridAxis {
+                step,
+                cuts_start: 0,
+                cells,
+            });
+        }
+        if total != children.len() as u64 {
+            return Ok(None);
+        }
+        for &r in children {
+            let (o, s) = (b.origin(r), b.shape(r));
+            for a in 0..rank {
+                let l = o[a] - base[a];
+                let st = axes[a].step;
+                if l % st != 0 || s[a] != st.min(extent[a] - l) {
+                    return Ok(None);
+                }
+            }
+        }
+        let cells = Self::fill_cells(b, base, &axes, &[], children, total as usize)?;
+        Ok(Some(LevelIndex::Grid {
+            base: base.to_vec(),
+            axes,
+            cuts: Vec::new(),
+            cells,
+        }))
+    }
+
+    fn rectilinear_grid(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+    ) -> Result<Option<LevelIndex>> {
+        let rank = b.rank;
+        let mut axes = Vec::with_capacity(rank);
+        let mut cuts: Vec<u64> = Vec::new();
+        let mut total = 1u64;
+        let mut scratch: Vec<u64> = Vec::with_capacity(children.len());
+        for a in 0..rank {
+            scratch.clear();
+            scratch.extend(children.iter().map(|&r| b.origin(r)[a] - base[a]));
+            scratch.sort_unstable();
+            scratch.dedup();
+            let cells = scratch.len() as u64;
+            total = match total.checked_mul(cells) {
+                Some(t) if t <= children.len() as u64 => t,
+                _ => return Ok(None),
+            };
+            let start = cuts.len() as u32;
+            cuts.extend_from_slice(&scratch);
+            cuts.push(extent[a]);
+            axes.push(GridAxis {
+                step: 0,
+                cuts_start: start,
+                cells,
+            });
+        }
+        if total != children.len() as u64 {
+            return Ok(None);
+        }
+        for &r in children {
+            let (o, s) = (b.origin(r), b.shape(r));
+            for a in 0..rank {
+                let ax = &axes[a];
+                let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
+                let k = axis_cell(ax, &cuts, o[a] - base[a]) as usize;
+                if c[k] != o[a] - base[a] || c[k + 1] != o[a] - base[a] + s[a] {
+                    return Ok(None);
+                }
+            }
+        }
+        let cells = Self::fill_cells(b, base, &axes, &cuts, children, total as usize)?;
+        Ok(Some(LevelIndex::Grid {
+            base: base.to_vec(),
+            axes,
+            cuts,
+            cells,
+        }))
+    }
+
+    fn tree(b: Boxes<'_>, items: &mut [u32]) -> Result<LevelIndex> {
+        let mut t = TreeBuild {
+            b,
+            nodes: Vec::with_capacity(items.len() / 4 + 1),
+            bounds: Vec::new(),
+        };
+        t.build(items, 0)?;
+        Ok(LevelIndex::Tree {
+            nodes: t.nodes,
+            items: items.to_vec(),
+            bounds: t.bounds,
+        })
+    }
+
+    /// The child region containing global point `p`, if any.
+    pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
+        match self {
+            LevelIndex::Grid {
+                base,
+                axes,
+                cuts,
+                cells,
+            } => {
+                let mut cell = 0u64;
+                for (a, ax) in axes.iter().enumerate() {
+                    let l = p[a].checked_sub(base[a])?;
+                    let k = axis_cell(ax, cuts, l);
+                    if k >= ax.cells {
+                        return None;
+                    }
+                    cell = cell * ax.cells + k;
+                }
+                let r = *cells.get(cell as usize)?;
+                b.contains(r, p).then_some(r)
+            }
+            LevelIndex::Tree {
+                nodes,
+                items,
+                bounds,
+            } => {
+                let rank = b.rank;
+                let mut stack: Vec<u32> = Vec::new();
+                let mut n = 0u32;
+                loop {
+                    let node = &nodes[n as usize];
+                    if node.left == NO_NODE {
+                        let s = node.start as usize;
+                        if let Some(&r) = items[s..s + node.len as usize]
+                            .iter()
+                            .find(|&&r| b.contains(r, p))
+                        {
+                            return Some(r);
+                        }
+                    } else if node.clean {
+                        n = if p[node.axis as usize] < node.cut {
+                            node.left
+                        } else {
+                            node.right
+                        };
+                        continue;
+                    } else {
+                        for c in [node.right, node.left] {
+                            let bb = &bounds[c as usize * 2 * rank..(c as usize + 1) * 2 * rank];
+                            if (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]) {
+                                stack.push(c);
+                            }
+                        }
+                    }
+                    n = stack.pop()?;
+                }
+            }
+        }
+    }
+
+    /// Bytes held by the index (for memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            LevelIndex::Grid {
+                base, axes, cuts, cells,
+            } => base.capacity() * 8 + axes.capacity() * 24 + cuts.capacity() * 8 + cells.capacity() * 4,
+            LevelIndex::Tree {
+                nodes, items, bounds,
+            } => nodes.capacity() * std::mem::size_of::<KdNode>() + items.capacity() * 4 + bounds.capacity() * 8,
+        }
+    }
+}
+
+#[inline]
+fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
+    if ax.step != 0 {
+        l / ax.step
+    } else {
+        let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
+        // Last cut point <= l.
+        (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
+    }
+}
+
+struct TreeBuild<'a> {
+    b: Boxes<'a>,
+    nodes: Vec<KdNode>,
+    bounds: Vec<u64>,
+}
+
+impl TreeBuild<'_> {
+    /// Build the subtree over `items` (whose first element sits at `start` in the final
+    /// item array); returns its node number. Fails on the first overlap found.
+    fn build(&mut self, items: &mut [u32], start: usize) -> Result<u32> {
+        let b = self.b;
+        let rank = b.rank;
+        let id = self.nodes.len() as u32;
+        let m = items.len();
+        // Bounding box.
+        let mut lo = vec![u64::MAX; rank];
+        let mut hi = vec![0u64; rank];
+        for &r in items.iter() {
+            for a in 0..rank {
+                lo[a] = lo[a].min(b.lo(r, a));
+                hi[a] = hi[a].max(b.hi(r, a));
+            }
+        }
+        self.bounds.extend_from_slice(&lo);
+        self.bounds.extend_from_slice(&hi);
+        self.nodes.push(KdNode {
+            start: start as u32,
+            len: m as u32,
+            left: NO_NODE,
+            right: NO_NODE,
+            cut: 0,
+            axis: 0,
+            clean: false,
+        });
+        if m <= LEAF {
+            for i in 0..m {
+                for j in i + 1..m {
+                    if b.intersects(items[i], items[j]) {
+                        return Err(overlap(&b, items[i], items[j]));
+                    }
+                }
+            }
+            return Ok(id);
+        }
+        // Axes by decreasing spread of the bounding box.
+        let mut order: Vec<usize> = (0..rank).collect();
+        order.sort_by_key(|&a| std::cmp::Reverse(hi[a] - lo[a]));
+        let mut chosen: Option<(usize, usize)> = None; // (axis, split position)
+        for &a in &order {
+            items.sort_unstable_by_key(|&r| b.lo(r, a));
+            let mut max_end = 0u64;
+            let mut best: Option<usize> = None;
+            for k in 1..m {
+                max_end = max_end.max(b.hi(items[k - 1], a));
+                if max_end <= b.lo(items[k], a) {
+                    let better = match best {
+                        None => true,
+                        Some(bk) => k.abs_diff(m / 2) < bk.abs_diff(m / 2),
+                    };
+                    if better {
+                        best = Some(k);
+                    }
+                }
+            }
+            if let Some(k) = best {
+                if k.min(m - k) >= m / 16 {
+                    chosen = Some((a, k));
+                    break;
+                }
+            }
+        }
+        let (axis, k, clean) = match chosen {
+            Some((a, k)) => (a, k, true),
+            None => {
+                let a = order[0];
+                items.sort_unstable_by_key(|&r| b.lo(r, a));
+                (a, m / 2, false)
+            }
+        };
+        let cut = b.lo(items[k], axis);
+        let (left_items, right_items) = items.split_at_mut(k);
+        let left = self.build(left_items, start)?;
+        let right = self.build(right_items, start + k)?;
+        let node = &mut self.nodes[id as usize];
+        node.left = left;
+        node.right = right;
+        node.axis = axis as u8;
+        node.cut = cut;
+        node.clean = clean;
+        if !clean {
+            // Only left regions reaching past the right side's first origin can overlap it.
+            for &x in left_items.iter() {
+                if b.hi(x, axis) > cut {
+                    if let Some(y) = self.query_box(right, right_items, start + k, x) {
+                        return Err(overlap(&b, x, y));
+                    }
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    /// First region in subtree `n` intersecting region `x`.
+    fn query_box(&self, n: u32, items: &[u32], items_start: usize, x: u32) -> Option<u32> {
+        let b = self.b;
+        let rank = b.rank;
+        let mut stack = vec![n];
+        while let Some(n) = stack.pop() {
+            let bb = &self.bounds[n as usize * 2 * rank..(n as usize + 1) * 2 * rank];
+            if !(0..rank).all(|a| b.lo(x, a).max(bb[a]) < b.hi(x, a).min(bb[rank + a])) {
+                continue;
+            }
+            let node = &self.nodes[n as usize];
+            if node.left == NO_NODE {
+                let s = node.start as usize - items_start;
+                if let Some(&y) = items[s..s + node.len as usize]
+                    .iter()
+                    .find(|&&y| b.intersects(x, y))
+                {
+                    return Some(y);
+                }
+            } else {
+                stack.push(node.left);
+                stack.push(node.right);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,239 @@
+//! Bounded little-endian reader and writer: the only code that touches raw descriptor bytes.
+//!
+//! A [`Reader`] reads inside a window `[start, end)` of its input; every read is checked
+//! against the window and a read past it is `LENGTH_MISMATCH` naming the field and the
+//! absolute byte offset. Sub-windows (sections, region bodies) are carved with [`Reader::window`].
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A bounded cursor over a byte window.
+#[derive(Clone, Debug)]
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over the whole of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader {
+            bytes,
+            pos: 0,
+            end: bytes.len(),
+        }
+    }
+
+    /// Absolute offset of the next byte to read.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes left in the window.
+    pub fn remaining(&self) -> usize {
+        self.end - self.pos
+    }
+
+    /// True when the window is exhausted.
+    pub fn is_empty(&self) -> bool {
+        self.pos == self.end
+    }
+
+    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "{field} at byte {} needs {n} bytes but its window ends at byte {}",
+                    self.pos, self.end
+                ),
+            ));
+        }
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// Read `n` raw bytes.
+    pub fn bytes(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
+        self.take(n, field)
+    }
+
+    /// Read a u8.
+    pub fn u8(&mut self, field: &str) -> Result<u8> {
+        Ok(self.take(1, field)?[0])
+    }
+
+    /// Read a little-endian u16.
+    pub fn u16(&mut self, field: &str) -> Result<u16> {
+        let b = self.take(2, field)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    /// Read a little-endian u32.
+    pub fn u32(&mut self, field: &str) -> Result<u32> {
+        let b = self.take(4, field)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Read a little-endian u64.
+    pub fn u64(&mut self, field: &str) -> Result<u64> {
+        let b = self.take(8, field)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// Read a little-endian i64.
+    pub fn i64(&mut self, field: &str) -> Result<i64> {
+        Ok(self.u64(field)? as i64)
+    }
+
+    /// Read a little-endian f64.
+    pub fn f64(&mut self, field: &str) -> Result<f64> {
+        Ok(f64::from_bits(self.u64(field)?))
+    }
+
+    /// Check that `count` items of `item_size` bytes fit in the window before anything is
+    /// allocated for them.
+    pub fn check_fits(&self, count: u64, item_size: u64, field: &str) -> Result<usize> {
+        let need = count.checked_mul(item_size).ok_or_else(|| {
+            Error::new(
+                ErrorKind::LengthMismatch,
+                format!("{field} at byte {}: {count} items of {item_size} bytes overflow", self.pos),
+            )
+        })?;
+        if need > self.remaining() as u64 {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "{field} at byte {}: {count} items of {item_size} bytes need {need} bytes but only {} remain in the window",
+                    self.pos,
+                    self.remaining()
+                ),
+            ));
+        }
+        Ok(need as usize)
+    }
+
+    /// Carve a sub-window of `len` bytes starting at the current position and advance past it.
+    pub fn window(&mut self, len: u64, field: &str) -> Result<Reader<'a>> {
+        let n = self.check_fits(len, 1, field)?;
+        let sub = Reader {
+            bytes: self.bytes,
+            pos: self.pos,
+            end: self.pos + n,
+        };
+        self.pos += n;
+        Ok(sub)
+    }
+
+    /// Fail with `LENGTH_MISMATCH` when bytes are left in the window.
+    pub fn expect_end(&self, what: &str) -> Result<()> {
+        if self.pos != self.end {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "{what}: {} bytes left over at byte {} (window ends at byte {})",
+                    self.end - self.pos,
+                    self.pos,
+                    self.end
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rest of the window, consumed.
+    pub fn rest(&mut self) -> &'a [u8] {
+        let s = &self.bytes[self.pos..self.end];
+        self.pos = self.end;
+        s
+    }
+}
+
+/// A little-endian writer appending to a `Vec<u8>`.
+#[derive(Default, Debug)]
+pub struct Writer {
+    /// The bytes written so far.
+    pub buf: Vec<u8>,
+}
+
+impl Writer {
+    /// An empty writer.
+    pub fn new() -> Writer {
+        Writer { buf: Vec::new() }
+    }
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+    /// True when nothing has been written.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+    /// Append a u8.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    /// Append a u16.
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Append a u32.
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Append a u64.
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Append an i64.
+    pub fn i64(&mut self, v: i64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Append an f64.
+    pub fn f64(&mut self, v: f64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Append raw bytes.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+    /// Reserve a u32 length slot; returns its position for [`Writer::patch_u32_len`].
+    pub fn u32_slot(&mut self) -> usize {
+        let at = self.buf.len();
+        self.u32(0);
+        at
+    }
+    /// Write into the slot at `at` the number of bytes written after it.
+    pub fn patch_u32_len(&mut self, at: usize) -> Result<()> {
+        let len = self.buf.len() - at - 4;
+        let len = u32::try_from(len).map_err(|_| {
+            Error::new(ErrorKind::Overflow, format!("section of {len} bytes exceeds u32"))
+        })?;
+        self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_bounded_by_window() {
+        let data = [1u8, 0, 2, 0, 0, 0, 9, 9];
+        let mut r = Reader::new(&data);
+        assert_eq!(r.u16("a").unwrap(), 1);
+        let mut w = r.window(4, "w").unwrap();
+        assert_eq!(w.u32("b").unwrap(), 2);
+        assert_eq!(w.u8("c").unwrap_err().kind, ErrorKind::LengthMismatch);
+        assert_eq!(r.remaining(), 2);
+        assert_eq!(r.window(3, "x").unwrap_err().kind, ErrorKind::LengthMismatch);
+        assert_eq!(
+            r.check_fits(u64::MAX, 16, "n").unwrap_err().kind,
+            ErrorKind::LengthMismatch
+        );
+    }
+}
