@@ -20,7 +20,9 @@ use crate::descriptor::{decode, flags, Descriptor, MAGIC, VERSION_MAJOR};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH};
+use crate::layout::{
+    element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
+};
 use crate::quant::{QuantScheme, Quantization};
 use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::Writer;
@@ -218,7 +220,13 @@ impl NodeSpec {
         })?;
         let mut buffers = Vec::with_capacity(2 * rank + 1);
         for l in 0..rank {
-            let n = if l == 0 { 2 } else { level_nodes[l - 1].checked_add(1).ok_or_else(|| Error::new(ErrorKind::Overflow, "CSF indptr"))? };
+            let n = if l == 0 {
+                2
+            } else {
+                level_nodes[l - 1]
+                    .checked_add(1)
+                    .ok_or_else(|| Error::new(ErrorKind::Overflow, "CSF indptr"))?
+            };
             buffers.push(BufferHandle::cpu(mul(n, 8, "CSF indptr")?));
         }
         for &n in level_nodes {
@@ -351,7 +359,10 @@ impl TensorBuilder {
     pub fn encode_unchecked(&self) -> Result<Vec<u8>> {
         let rank = self.shape.len();
         if rank > crate::MAX_RANK {
-            return Err(Error::new(ErrorKind::RankTooLarge, format!("rank {rank} exceeds 64")));
+            return Err(Error::new(
+                ErrorKind::RankTooLarge,
+                format!("rank {rank} exceeds 64"),
+            ));
         }
         let mut w = Writer::new();
         w.bytes(&MAGIC);
@@ -424,7 +435,9 @@ impl TensorBuilder {
                     if r.origin.len() != rank || r.shape.len() != rank {
                         return Err(Error::new(
                             ErrorKind::InvalidArgument,
-                            format!("region {k} at level {level}: origin/shape must have rank {rank}"),
+                            format!(
+                                "region {k} at level {level}: origin/shape must have rank {rank}"
+                            ),
                         ));
                     }
                     r.origin.iter().for_each(|&v| w.u64(v));
@@ -442,11 +455,17 @@ impl TensorBuilder {
                 for (i, l) in levels.iter().enumerate() {
                     l.tile_shape.iter().for_each(|&v| w.u64(v));
                     w.u8(l.order as u8);
-                    w.u8(if i + 1 < levels.len() { tag::TILED } else { *inner });
+                    w.u8(if i + 1 < levels.len() {
+                        tag::TILED
+                    } else {
+                        *inner
+                    });
                 }
             }
             LayoutSpec::DimOrder(p) => w.bytes(p),
-            LayoutSpec::Coo { nnz, flags } | LayoutSpec::Csr { nnz, flags } | LayoutSpec::Csc { nnz, flags } => {
+            LayoutSpec::Coo { nnz, flags }
+            | LayoutSpec::Csr { nnz, flags }
+            | LayoutSpec::Csc { nnz, flags } => {
                 w.u64(*nnz);
                 w.u8(*flags);
             }
@@ -454,7 +473,10 @@ impl TensorBuilder {
                 w.u64(*nnz);
                 w.bytes(axis_order);
             }
-            LayoutSpec::BlockPaged { block_size, pool_count } => {
+            LayoutSpec::BlockPaged {
+                block_size,
+                pool_count,
+            } => {
                 w.u64(*block_size);
                 w.u8(*pool_count);
             }
@@ -478,7 +500,10 @@ impl TensorBuilder {
                 &node.buffers
             };
             let n = u8::try_from(bufs.len()).map_err(|_| {
-                Error::new(ErrorKind::BufferCountMismatch, format!("{} buffers exceed the 255 a sub-table holds", bufs.len()))
+                Error::new(
+                    ErrorKind::BufferCountMismatch,
+                    format!("{} buffers exceed the 255 a sub-table holds", bufs.len()),
+                )
             })?;
             w.u8(n);
             bufs.iter().for_each(|h| h.write(w));
@@ -555,19 +580,23 @@ impl TensorBuilder {
         if let Some(q) = &node.quantization {
             if shape.len() > 0 || matches!(q.scheme, QuantScheme::Codebook { .. }) {
                 let axis_ok = match q.scheme {
-                    QuantScheme::PerAxisAffine { axis, .. } | QuantScheme::Blockwise { axis, .. } => (axis as usize) < shape.len(),
+                    QuantScheme::PerAxisAffine { axis, .. }
+                    | QuantScheme::Blockwise { axis, .. } => (axis as usize) < shape.len(),
                     _ => true,
                 };
                 if axis_ok && q.validate(et, shape).is_ok() {
                     let n = q.param_entries(shape)?;
                     match q.scheme {
-                        QuantScheme::PerAxisAffine { scale_type, .. } | QuantScheme::Blockwise { scale_type, .. } => {
+                        QuantScheme::PerAxisAffine { scale_type, .. }
+                        | QuantScheme::Blockwise { scale_type, .. } => {
                             sizes.push(scale_type.checked_bytes_for(n, "scales")?);
                             if q.has_zero_point {
                                 sizes.push(et.checked_bytes_for(n, "zero points")?);
                             }
                         }
-                        QuantScheme::Codebook { .. } => sizes.push(q.expressed_type.checked_bytes_for(n, "codebook")?),
+                        QuantScheme::Codebook { .. } => {
+                            sizes.push(q.expressed_type.checked_bytes_for(n, "codebook")?)
+                        }
                         _ => {}
                     }
                 }

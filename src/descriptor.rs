@@ -100,54 +100,91 @@ fn err(kind: ErrorKind, msg: String) -> Error {
 impl Decoder {
     fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         if bytes.len() < 4 {
-            return Err(err(ErrorKind::Truncated, format!("{} bytes cannot hold the 4-byte magic", bytes.len())));
+            return Err(err(
+                ErrorKind::Truncated,
+                format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
+            ));
         }
         if bytes[..4] != MAGIC {
-            return Err(err(ErrorKind::BadMagic, format!("magic {:02X?} is not \"TDSC\"", &bytes[..4])));
+            return Err(err(
+                ErrorKind::BadMagic,
+                format!("magic {:02X?} is not \"TDSC\"", &bytes[..4]),
+            ));
         }
         if bytes.len() < HEADER_BYTES {
-            return Err(err(ErrorKind::Truncated, format!("{} bytes cannot hold the 20-byte header", bytes.len())));
+            return Err(err(
+                ErrorKind::Truncated,
+                format!("{} bytes cannot hold the 20-byte header", bytes.len()),
+            ));
         }
         let major = bytes[4];
         let minor = bytes[5];
         if major != VERSION_MAJOR {
-            return Err(err(ErrorKind::UnsupportedVersion, format!("version {major}.{minor}: only major version 1 is supported")));
+            return Err(err(
+                ErrorKind::UnsupportedVersion,
+                format!("version {major}.{minor}: only major version 1 is supported"),
+            ));
         }
         if minor > VERSION_MINOR && mode == Mode::Strict {
             return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")));
         }
         let hflags = u16::from_le_bytes([bytes[6], bytes[7]]);
         if hflags & !0xF != 0 {
-            return Err(err(ErrorKind::ReservedNonzero, format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set")));
+            return Err(err(
+                ErrorKind::ReservedNonzero,
+                format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set"),
+            ));
         }
         let mut len8 = [0u8; 8];
         len8.copy_from_slice(&bytes[8..16]);
         let dlen = u64::from_le_bytes(len8);
         if dlen < HEADER_BYTES as u64 {
-            return Err(err(ErrorKind::LengthMismatch, format!("descriptor_length {dlen} is below the 20-byte header")));
+            return Err(err(
+                ErrorKind::LengthMismatch,
+                format!("descriptor_length {dlen} is below the 20-byte header"),
+            ));
         }
         if dlen > bytes.len() as u64 {
-            return Err(err(ErrorKind::Truncated, format!("descriptor_length {dlen} exceeds the {} input bytes", bytes.len())));
+            return Err(err(
+                ErrorKind::Truncated,
+                format!(
+                    "descriptor_length {dlen} exceeds the {} input bytes",
+                    bytes.len()
+                ),
+            ));
         }
         let mut r = Reader::new(&bytes[..dlen as usize]);
         r.bytes(8, "header")?;
         r.u64("descriptor_length")?;
-        let et = ElementType::from_code(r.u8("element_type")?).map_err(|e| e.context("element_type at byte 16"))?;
+        let et = ElementType::from_code(r.u8("element_type")?)
+            .map_err(|e| e.context("element_type at byte 16"))?;
         let rank = r.u8("rank")? as usize;
         if rank > MAX_RANK {
-            return Err(err(ErrorKind::RankTooLarge, format!("rank {rank} at byte 17 exceeds {MAX_RANK}")));
+            return Err(err(
+                ErrorKind::RankTooLarge,
+                format!("rank {rank} at byte 17 exceeds {MAX_RANK}"),
+            ));
         }
         let ltag = r.u8("layout_tag")?;
         let class = classify(ltag);
-        if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict) {
-            return Err(err(ErrorKind::UnknownLayout, format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout")));
+        if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict)
+        {
+            return Err(err(
+                ErrorKind::UnknownLayout,
+                format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout"),
+            ));
         }
         let reserved = r.u8("_reserved")?;
         if reserved != 0 {
-            return Err(err(ErrorKind::ReservedNonzero, format!("reserved byte 19 is {reserved}")));
+            return Err(err(
+                ErrorKind::ReservedNonzero,
+                format!("reserved byte 19 is {reserved}"),
+            ));
         }
         r.check_fits(rank as u64, 8, "shape")?;
-        let shape = (0..rank).map(|_| r.u64("shape")).collect::<Result<Vec<u64>>>()?;
+        let shape = (0..rank)
+            .map(|_| r.u64("shape"))
+            .collect::<Result<Vec<u64>>>()?;
         let count = element_count(&shape)?;
 
         let mut dec = Decoder {
@@ -182,14 +219,25 @@ impl Decoder {
         if class == LayoutClass::Unknown {
             let data = r.rest();
             let span = dec.d.arena.push_small(data)?;
-            dec.d.root.layout = Layout::Unknown { tag: ltag, data: span };
+            dec.d.root.layout = Layout::Unknown {
+                tag: ltag,
+                data: span,
+            };
             dec.d.opaque_parts = 1;
             return Ok(dec.d);
         }
         let mut shp = [0u64; MAX_RANK];
         shp[..rank].copy_from_slice(&dec.d.shape);
         let zero = [0u64; MAX_RANK];
-        dec.d.root = dec.tail(&mut r, ltag, &shp[..rank], &zero[..rank], hflags & flags::HAS_QUANTIZATION != 0, 1, NONE)?;
+        dec.d.root = dec.tail(
+            &mut r,
+            ltag,
+            &shp[..rank],
+            &zero[..rank],
+            hflags & flags::HAS_QUANTIZATION != 0,
+            1,
+            NONE,
+        )?;
         if hflags & flags::HAS_SHARD != 0 {
             dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
         }
@@ -228,7 +276,10 @@ impl Decoder {
         let byte_offset = r.u64("byte_offset")?;
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
-            return Err(err(ErrorKind::LayoutConstraint, format!("STRIDED cannot hold the 4-bit type {}", self.et)));
+            return Err(err(
+                ErrorKind::LayoutConstraint,
+                format!("STRIDED cannot hold the 4-bit type {}", self.et),
+            ));
         }
         let first = self.d.buffers.len();
         let layout = if ltag == tag::SUBPAVING {
@@ -236,7 +287,10 @@ impl Decoder {
                 return Err(err(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
             }
             if byte_offset != 0 {
-                return Err(err(ErrorKind::ByteOffsetInvalid, format!("SUBPAVING byte_offset at byte {at} is {byte_offset}; it must be 0")));
+                return Err(err(
+                    ErrorKind::ByteOffsetInvalid,
+                    format!("SUBPAVING byte_offset at byte {at} is {byte_offset}; it must be 0"),
+                ));
             }
             self.regions(r, shape, base, level, region)?
         } else {
@@ -261,13 +315,19 @@ impl Decoder {
                 }
             }
             if self.d.buffers.len() >= u32::MAX as usize {
-                return Err(err(ErrorKind::Overflow, "more than 2^32 - 1 effective buffers".into()));
+                return Err(err(
+                    ErrorKind::Overflow,
+                    "more than 2^32 - 1 effective buffers".into(),
+                ));
             }
             self.d.buffers.push(h);
         }
         let quant = if has_quant {
             if ltag == tag::SUBPAVING {
-                return Err(err(ErrorKind::QuantizationInvalid, "a subpaving carries no quantization of its own; quantize its regions".into()));
+                return Err(err(
+                    ErrorKind::QuantizationInvalid,
+                    "a subpaving carries no quantization of its own; quantize its regions".into(),
+                ));
             }
             Some(Quantization::read(r, self.mode, self.et, shape)?)
         } else {
@@ -283,7 +343,13 @@ impl Decoder {
             }
             req => {
                 if count == 0 {
-                    return Err(err(ErrorKind::EmptyBufferTable, format!("{} buffer_count at byte {count_at} is 0", layout::tag_name(ltag))));
+                    return Err(err(
+                        ErrorKind::EmptyBufferTable,
+                        format!(
+                            "{} buffer_count at byte {count_at} is 0",
+                            layout::tag_name(ltag)
+                        ),
+                    ));
                 }
                 let params = quant.as_ref().map(|q| q.param_buffer_count());
                 let n = match (req, params) {
@@ -314,7 +380,14 @@ impl Decoder {
                     }
                 };
                 let bufs = &self.d.buffers[first..first + count];
-                layout::check_buffers(&layout, &self.d.arena, self.et, shape, byte_offset, &bufs[..n])?;
+                layout::check_buffers(
+                    &layout,
+                    &self.d.arena,
+                    self.et,
+                    shape,
+                    byte_offset,
+                    &bufs[..n],
+                )?;
                 if let Some(q) = &quant {
                     q.check_param_buffers(self.et, shape, &bufs[n..], n)?;
                 }
@@ -340,17 +413,30 @@ impl Decoder {
 
     /// Decode `region_count` and the regions of a subpaving at `level`, then index and
     /// validate the level.
-    fn regions(&mut self, r: &mut Reader<'_>, extent: &[u64], base: &[u64], level: u8, parent: u32) -> Result<Layout> {
+    fn regions(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        level: u8,
+        parent: u32,
+    ) -> Result<Layout> {
         let rank = self.rank;
         let at = r.pos();
         let count = r.u32("region_count")?;
         if count == 0 {
-            return Err(err(ErrorKind::LayoutConstraint, format!("region_count at byte {at} is 0")));
+            return Err(err(
+                ErrorKind::LayoutConstraint,
+                format!("region_count at byte {at} is 0"),
+            ));
         }
         // Every region needs at least its prefix: bound all allocation by the input.
         r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
         if self.d.regions.len() as u64 + count as u64 >= u32::MAX as u64 {
-            return Err(err(ErrorKind::Overflow, "more than 2^32 - 2 regions".into()));
+            return Err(err(
+                ErrorKind::Overflow,
+                "more than 2^32 - 2 regions".into(),
+            ));
         }
         self.d.regions.reserve(count as usize);
         self.d.coords.reserve(count as usize * 2 * rank);
@@ -373,14 +459,20 @@ impl Decoder {
             }
             for a in 0..rank {
                 if rshape[a] == 0 {
-                    return Err(ctx(err(ErrorKind::LayoutConstraint, format!("region_shape at byte {pat} has a zero extent on axis {a}"))));
+                    return Err(ctx(err(
+                        ErrorKind::LayoutConstraint,
+                        format!("region_shape at byte {pat} has a zero extent on axis {a}"),
+                    )));
                 }
                 match origin[a].checked_add(rshape[a]) {
                     Some(end) if end <= extent[a] => {}
                     _ => {
                         return Err(ctx(err(
                             ErrorKind::RegionOutOfBounds,
-                            format!("axis {a}: origin {} + extent {} exceeds the enclosing extent {}", origin[a], rshape[a], extent[a]),
+                            format!(
+                                "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
+                                origin[a], rshape[a], extent[a]
+                            ),
                         )))
                     }
                 }
@@ -391,14 +483,25 @@ impl Decoder {
             let res = r.u16("region _reserved").map_err(ctx)?;
             let body_len = r.u32("region_body_length").map_err(ctx)?;
             let class = classify(rtag);
-            if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && self.mode == Mode::Strict) {
-                return Err(ctx(err(ErrorKind::UnknownLayout, format!("region_layout_tag 0x{rtag:02X} is not a known layout"))));
+            if class == LayoutClass::Invalid
+                || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
+            {
+                return Err(ctx(err(
+                    ErrorKind::UnknownLayout,
+                    format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
+                )));
             }
             if rflags & !1 != 0 {
-                return Err(ctx(err(ErrorKind::ReservedNonzero, format!("region_flags 0x{rflags:02X} have reserved bits set"))));
+                return Err(ctx(err(
+                    ErrorKind::ReservedNonzero,
+                    format!("region_flags 0x{rflags:02X} have reserved bits set"),
+                )));
             }
             if res != 0 {
-                return Err(ctx(err(ErrorKind::ReservedNonzero, format!("region reserved bytes are 0x{res:04X}"))));
+                return Err(ctx(err(
+                    ErrorKind::ReservedNonzero,
+                    format!("region reserved bytes are 0x{res:04X}"),
+                )));
             }
             let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
             self.d.coords.extend_from_slice(&global[..rank]);
@@ -420,7 +523,10 @@ impl Decoder {
                 let data = body.rest();
                 let span = self.d.arena.push_small(data)?;
                 Node {
-                    layout: Layout::Unknown { tag: rtag, data: span },
+                    layout: Layout::Unknown {
+                        tag: rtag,
+                        data: span,
+                    },
                     byte_offset: 0,
                     first_buffer,
                     buffer_count: 0,
@@ -429,7 +535,15 @@ impl Decoder {
             } else {
                 let (g, s) = (global, rshape);
                 let node = self
-                    .tail(&mut body, rtag, &s[..rank], &g[..rank], rflags & 1 != 0, level + 1, id)
+                    .tail(
+                        &mut body,
+                        rtag,
+                        &s[..rank],
+                        &g[..rank],
+                        rflags & 1 != 0,
+                        level + 1,
+                        id,
+                    )
                     .map_err(ctx)?;
                 body.expect_end("region body").map_err(ctx)?;
                 node
@@ -437,7 +551,10 @@ impl Decoder {
             self.d.regions[id as usize].node = node;
         }
         let end = self.d.regions.len() as u32;
-        let boxes = Boxes { coords: &self.d.coords, rank };
+        let boxes = Boxes {
+            coords: &self.d.coords,
+            rank,
+        };
         let index = LevelIndex::build(boxes, base, extent, children).map_err(|e| {
             if parent == NONE {
                 e.context(format!("level {level} (tensor)"))
@@ -543,11 +660,19 @@ impl<'a> RegionView<'a> {
     }
     /// Origin in tensor coordinates.
     pub fn global_origin(&self) -> &'a [u64] {
-        Boxes { coords: &self.d.coords, rank: self.d.rank() }.origin(self.index)
+        Boxes {
+            coords: &self.d.coords,
+            rank: self.d.rank(),
+        }
+        .origin(self.index)
     }
     /// Extent.
     pub fn shape(&self) -> &'a [u64] {
-        Boxes { coords: &self.d.coords, rank: self.d.rank() }.shape(self.index)
+        Boxes {
+            coords: &self.d.coords,
+            rank: self.d.rank(),
+        }
+        .shape(self.index)
     }
     /// Origin as on the wire (relative to the parent region) written to `out[..rank]`.
     pub fn origin_into(&self, out: &mut [u64]) {
@@ -655,12 +780,18 @@ impl Descriptor {
     }
     /// Region `i` in depth-first pre-order. Panics if out of range; see [`Descriptor::get_region`].
     pub fn region(&self, i: u32) -> RegionView<'_> {
-        assert!((i as usize) < self.regions.len(), "region index out of range");
+        assert!(
+            (i as usize) < self.regions.len(),
+            "region index out of range"
+        );
         RegionView { d: self, index: i }
     }
     /// Region `i`, or `None` when out of range.
     pub fn get_region(&self, i: usize) -> Option<RegionView<'_>> {
-        (i < self.regions.len()).then_some(RegionView { d: self, index: i as u32 })
+        (i < self.regions.len()).then_some(RegionView {
+            d: self,
+            index: i as u32,
+        })
     }
     /// All regions in depth-first pre-order.
     pub fn regions(&self) -> impl ExactSizeIterator<Item = RegionView<'_>> + '_ {
@@ -678,7 +809,8 @@ impl Descriptor {
         while k > 0 {
             k -= 1;
             let n = &self.regions[k].node;
-            if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count {
+            if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count
+            {
                 return Some(k as u32);
             }
         }
@@ -699,7 +831,13 @@ impl Descriptor {
         let layout_n = match node.layout.required_buffers(rank) {
             Some(n) => n,
             None => {
-                let p = if node.quant == NONE { 0 } else { self.quants[node.quant as usize].param_buffer_count().unwrap_or(0) };
+                let p = if node.quant == NONE {
+                    0
+                } else {
+                    self.quants[node.quant as usize]
+                        .param_buffer_count()
+                        .unwrap_or(0)
+                };
                 node.buffer_count as usize - p
             }
         };
@@ -720,11 +858,21 @@ impl Descriptor {
 
     fn check_index(&self, index: &[u64]) -> Result<()> {
         if index.len() != self.rank() {
-            return Err(Error::new(ErrorKind::InvalidArgument, format!("index has {} coordinates, the tensor has rank {}", index.len(), self.rank())));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "index has {} coordinates, the tensor has rank {}",
+                    index.len(),
+                    self.rank()
+                ),
+            ));
         }
         for (a, (&i, &e)) in index.iter().zip(&self.shape).enumerate() {
             if i >= e {
-                return Err(Error::new(ErrorKind::IndexOutOfBounds, format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}")));
+                return Err(Error::new(
+                    ErrorKind::IndexOutOfBounds,
+                    format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
+                ));
             }
         }
         Ok(())
@@ -733,26 +881,48 @@ impl Descriptor {
     /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
     pub fn element_offset(&self, index: &[u64]) -> Result<(u64, u8)> {
         self.check_index(index)?;
-        dense::element_offset(&self.root.layout, &self.arena, self.element_type, &self.shape, self.root.byte_offset, index)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::LayoutRequiresMultiBuffer,
-                    format!("{} cannot address an element by arithmetic alone; use locate()", layout::tag_name(self.layout_tag())),
-                )
-            })
+        dense::element_offset(
+            &self.root.layout,
+            &self.arena,
+            self.element_type,
+            &self.shape,
+            self.root.byte_offset,
+            index,
+        )
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::LayoutRequiresMultiBuffer,
+                format!(
+                    "{} cannot address an element by arithmetic alone; use locate()",
+                    layout::tag_name(self.layout_tag())
+                ),
+            )
+        })
     }
 
     /// Resolve `index` to its leaf node: (region or NONE, node, local index).
-    pub(crate) fn resolve(&self, index: &[u64], local: &mut [u64; MAX_RANK]) -> Result<(u32, &Node)> {
+    pub(crate) fn resolve(
+        &self,
+        index: &[u64],
+        local: &mut [u64; MAX_RANK],
+    ) -> Result<(u32, &Node)> {
         self.check_index(index)?;
         let rank = self.rank();
-        let boxes = Boxes { coords: &self.coords, rank };
+        let boxes = Boxes {
+            coords: &self.coords,
+            rank,
+        };
         let mut node = &self.root;
         let mut region = NONE;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
-            let r = self.indexes[ix as usize].find(boxes, index).ok_or_else(|| {
-                Error::new(ErrorKind::Internal, format!("index {index:?} is in no region of a validated subpaving"))
-            })?;
+            let r = self.indexes[ix as usize]
+                .find(boxes, index)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        format!("index {index:?} is in no region of a validated subpaving"),
+                    )
+                })?;
             region = r;
             node = &self.regions[r as usize].node;
         }
@@ -772,7 +942,11 @@ impl Descriptor {
         if region == NONE {
             &self.shape
         } else {
-            Boxes { coords: &self.coords, rank: self.rank() }.shape(region)
+            Boxes {
+                coords: &self.coords,
+                rank: self.rank(),
+            }
+            .shape(region)
         }
     }
 
@@ -784,9 +958,19 @@ impl Descriptor {
         let rank = self.rank();
         let reg = (region != NONE).then_some(region);
         if let Layout::Unknown { tag, .. } = node.layout {
-            return Err(Error::new(ErrorKind::NotBindable, format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}")));
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}"),
+            ));
         }
-        match dense::element_offset(&node.layout, &self.arena, self.element_type, self.node_shape(region), node.byte_offset, &local[..rank]) {
+        match dense::element_offset(
+            &node.layout,
+            &self.arena,
+            self.element_type,
+            self.node_shape(region),
+            node.byte_offset,
+            &local[..rank],
+        ) {
             Some((byte_offset, bit_shift)) => Ok(Location::Dense {
                 region: reg,
                 buffer: node.first_buffer,
@@ -805,7 +989,9 @@ impl Descriptor {
 
     /// Encode to bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let mut w = Writer { buf: Vec::with_capacity(self.encoded_len as usize) };
+        let mut w = Writer {
+            buf: Vec::with_capacity(self.encoded_len as usize),
+        };
         self.encode_into(&mut w)?;
         Ok(w.buf)
     }

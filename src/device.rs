@@ -229,7 +229,9 @@ impl BufferHandle {
         if flags & !1 != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
-                format!("buffer handle at byte {at}: buffer_flags 0x{flags:02X} has reserved bits set"),
+                format!(
+                    "buffer handle at byte {at}: buffer_flags 0x{flags:02X} has reserved bits set"
+                ),
             ));
         }
         let reserved = r.u8("buffer_handle._reserved")?;

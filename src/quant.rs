@@ -1,9 +1,9 @@
 //! The quantization section (FORMAT §5) and the parameter buffers each scheme requires.
 
+use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{element_count, expect_size, mul, BufferRole};
-use crate::device::BufferHandle;
 use crate::wire::{Reader, Writer};
 use crate::Mode;
 
@@ -97,23 +97,38 @@ impl Quantization {
     }
 
     /// Decode a section (`u32 length` then bytes) for data of `et` with `shape`.
-    pub(crate) fn read(r: &mut Reader<'_>, mode: Mode, et: ElementType, shape: &[u64]) -> Result<Quantization> {
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        mode: Mode,
+        et: ElementType,
+        shape: &[u64],
+    ) -> Result<Quantization> {
         let len = r.u32("quantization.length")?;
         let mut s = r.window(len as u64, "quantization section")?;
         let code = s.u8("quantization.scheme")?;
-        let expressed_type = float_type(s.u8("quantization.expressed_type")?, "expressed_type", false)?;
+        let expressed_type = float_type(
+            s.u8("quantization.expressed_type")?,
+            "expressed_type",
+            false,
+        )?;
         let q_flags = s.u8("quantization.q_flags")?;
         if q_flags & !1 != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
-                format!("q_flags 0x{q_flags:02X} at byte {} has reserved bits set", s.pos() - 1),
+                format!(
+                    "q_flags 0x{q_flags:02X} at byte {} has reserved bits set",
+                    s.pos() - 1
+                ),
             ));
         }
         let reserved = s.u8("quantization._reserved")?;
         if reserved != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
-                format!("quantization reserved byte at {} is {reserved}", s.pos() - 1),
+                format!(
+                    "quantization reserved byte at {} is {reserved}",
+                    s.pos() - 1
+                ),
             ));
         }
         let has_zero_point = q_flags & 1 != 0;
@@ -136,7 +151,9 @@ impl Quantization {
             },
             other => {
                 if mode == Mode::Strict {
-                    return Err(invalid(format!("quantization scheme 0x{other:02X} is not known")));
+                    return Err(invalid(format!(
+                        "quantization scheme 0x{other:02X} is not known"
+                    )));
                 }
                 QuantScheme::Opaque {
                     scheme: other,
@@ -188,12 +205,17 @@ impl Quantization {
     /// Check the scheme against the data element type and shape.
     pub fn validate(&self, et: ElementType, shape: &[u64]) -> Result<()> {
         if !self.expressed_type.is_expressed_float() {
-            return Err(invalid(format!("expressed_type {} is not a float type", self.expressed_type)));
+            return Err(invalid(format!(
+                "expressed_type {} is not a float type",
+                self.expressed_type
+            )));
         }
         let quantizable = et.is_integer()
             || matches!(
                 et,
-                ElementType::Float8E4m3fn | ElementType::Float8E5m2 | ElementType::Float8E8m0fnu
+                ElementType::Float8E4m3fn
+                    | ElementType::Float8E5m2
+                    | ElementType::Float8E8m0fnu
                     | ElementType::Float4E2m1fn
             );
         match &self.scheme {
@@ -255,7 +277,9 @@ impl Quantization {
     pub fn param_entries(&self, shape: &[u64]) -> Result<u64> {
         match self.scheme {
             QuantScheme::PerAxisAffine { axis, .. } => Ok(shape[axis as usize]),
-            QuantScheme::Blockwise { axis, block_size, .. } => {
+            QuantScheme::Blockwise {
+                axis, block_size, ..
+            } => {
                 let a = axis as usize;
                 let mut n = shape[a].div_ceil(block_size as u64);
                 for (i, &e) in shape.iter().enumerate() {
@@ -280,22 +304,41 @@ impl Quantization {
     }
 
     /// Check the parameter buffers' exact sizes.
-    pub(crate) fn check_param_buffers(&self, et: ElementType, shape: &[u64], params: &[BufferHandle], first_index: usize) -> Result<()> {
+    pub(crate) fn check_param_buffers(
+        &self,
+        et: ElementType,
+        shape: &[u64],
+        params: &[BufferHandle],
+        first_index: usize,
+    ) -> Result<()> {
         let _ = element_count(shape)?;
         let n = self.param_entries(shape)?;
         match self.scheme {
-            QuantScheme::PerAxisAffine { scale_type, .. } | QuantScheme::Blockwise { scale_type, .. } => {
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. } => {
                 let need = scale_type.checked_bytes_for(n, "quantization scales")?;
-                expect_size(&params[0], need, &format!("quantization scales (buffer {first_index})"))?;
+                expect_size(
+                    &params[0],
+                    need,
+                    &format!("quantization scales (buffer {first_index})"),
+                )?;
                 if self.has_zero_point {
                     let need = et.checked_bytes_for(n, "quantization zero points")?;
-                    expect_size(&params[1], need, &format!("quantization zero points (buffer {})", first_index + 1))?;
+                    expect_size(
+                        &params[1],
+                        need,
+                        &format!("quantization zero points (buffer {})", first_index + 1),
+                    )?;
                 }
                 Ok(())
             }
             QuantScheme::Codebook { .. } => {
                 let need = self.expressed_type.checked_bytes_for(n, "codebook")?;
-                expect_size(&params[0], need, &format!("quantization codebook (buffer {first_index})"))
+                expect_size(
+                    &params[0],
+                    need,
+                    &format!("quantization codebook (buffer {first_index})"),
+                )
             }
             _ => Ok(()),
         }
@@ -304,7 +347,10 @@ impl Quantization {
 
 fn check_axis(axis: u8, shape: &[u64]) -> Result<()> {
     if axis as usize >= shape.len() {
-        return Err(invalid(format!("quantization axis {axis} is not below rank {}", shape.len())));
+        return Err(invalid(format!(
+            "quantization axis {axis} is not below rank {}",
+            shape.len()
+        )));
     }
     Ok(())
 }

@@ -54,7 +54,11 @@ impl<'a> Boxes<'a> {
         self.shape(r).iter().fold(1u128, |v, &e| v * e as u128)
     }
     fn describe(&self, r: u32) -> String {
-        format!("region {r} (origin {:?}, shape {:?})", self.origin(r), self.shape(r))
+        format!(
+            "region {r} (origin {:?}, shape {:?})",
+            self.origin(r),
+            self.shape(r)
+        )
     }
 }
 
@@ -246,7 +250,8 @@ impl LevelIndex {
             let (o, s) = (b.origin(r), b.shape(r));
             for a in 0..rank {
                 let ax = &axes[a];
-                let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
+                let c =
+                    &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
                 let k = axis_cell(ax, &cuts, o[a] - base[a]) as usize;
                 if c[k] != o[a] - base[a] || c[k + 1] != o[a] - base[a] + s[a] {
                     return Ok(None);
@@ -340,11 +345,25 @@ impl LevelIndex {
     pub fn heap_bytes(&self) -> usize {
         match self {
             LevelIndex::Grid {
-                base, axes, cuts, cells,
-            } => base.capacity() * 8 + axes.capacity() * 24 + cuts.capacity() * 8 + cells.capacity() * 4,
+                base,
+                axes,
+                cuts,
+                cells,
+            } => {
+                base.capacity() * 8
+                    + axes.capacity() * 24
+                    + cuts.capacity() * 8
+                    + cells.capacity() * 4
+            }
             LevelIndex::Tree {
-                nodes, items, bounds,
-            } => nodes.capacity() * std::mem::size_of::<KdNode>() + items.capacity() * 4 + bounds.capacity() * 8,
+                nodes,
+                items,
+                bounds,
+            } => {
+                nodes.capacity() * std::mem::size_of::<KdNode>()
+                    + items.capacity() * 4
+                    + bounds.capacity() * 8
+            }
         }
     }
 }

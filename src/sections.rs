@@ -46,8 +46,12 @@ impl Shard {
         let mut s = section(r, "shard section")?;
         let rank = shape.len();
         s.check_fits(2 * rank as u64 + 1, 8, "shard section")?;
-        let parent_shape = (0..rank).map(|_| s.u64("shard.parent_shape")).collect::<Result<Vec<_>>>()?;
-        let shard_origin = (0..rank).map(|_| s.u64("shard.shard_origin")).collect::<Result<Vec<_>>>()?;
+        let parent_shape = (0..rank)
+            .map(|_| s.u64("shard.parent_shape"))
+            .collect::<Result<Vec<_>>>()?;
+        let shard_origin = (0..rank)
+            .map(|_| s.u64("shard.shard_origin"))
+            .collect::<Result<Vec<_>>>()?;
         let shard_index = s.u32("shard.shard_index")?;
         let shard_count = s.u32("shard.shard_count")?;
         s.expect_end("shard section")?;
@@ -65,7 +69,10 @@ impl Shard {
     pub fn validate(&self, shape: &[u64]) -> Result<()> {
         let bad = |m: String| Err(Error::new(ErrorKind::ShardInvalid, m));
         if self.parent_shape.len() != shape.len() || self.shard_origin.len() != shape.len() {
-            return bad(format!("shard parent_shape/origin must have rank {}", shape.len()));
+            return bad(format!(
+                "shard parent_shape/origin must have rank {}",
+                shape.len()
+            ));
         }
         if self.shard_index >= self.shard_count {
             return bad(format!(
@@ -107,15 +114,27 @@ impl Statistics {
                 format!("stat_flags 0x{flags:02X} has reserved bits set"),
             ));
         }
-        let nnz = if flags & 1 != 0 { Some(s.u64("statistics.nnz")?) } else { None };
+        let nnz = if flags & 1 != 0 {
+            Some(s.u64("statistics.nnz")?)
+        } else {
+            None
+        };
         let min_max = if flags & 2 != 0 {
             Some((s.f64("statistics.min")?, s.f64("statistics.max")?))
         } else {
             None
         };
-        let nan_count = if flags & 4 != 0 { Some(s.u64("statistics.nan_count")?) } else { None };
+        let nan_count = if flags & 4 != 0 {
+            Some(s.u64("statistics.nan_count")?)
+        } else {
+            None
+        };
         s.expect_end("statistics section")?;
-        let st = Statistics { nnz, min_max, nan_count };
+        let st = Statistics {
+            nnz,
+            min_max,
+            nan_count,
+        };
         st.validate(element_count)?;
         Ok(st)
     }
@@ -130,7 +149,9 @@ impl Statistics {
         }
         if let Some(n) = self.nan_count {
             if n > element_count {
-                return bad(format!("nan_count {n} exceeds the element count {element_count}"));
+                return bad(format!(
+                    "nan_count {n} exceeds the element count {element_count}"
+                ));
             }
         }
         if let Some((lo, hi)) = self.min_max {
@@ -166,7 +187,10 @@ impl ExtensionType {
         let mut s = section(r, "extension_type section")?;
         let name_len = s.u16("extension_type.name_length")?;
         if name_len == 0 {
-            return Err(Error::new(ErrorKind::ExtensionTypeInvalid, "extension_type name is empty"));
+            return Err(Error::new(
+                ErrorKind::ExtensionTypeInvalid,
+                "extension_type name is empty",
+            ));
         }
         let at = s.pos();
         let name = s.bytes(name_len as usize, "extension_type.name")?;
@@ -179,7 +203,12 @@ impl ExtensionType {
             })?
             .to_owned();
         let meta_len = s.u32("extension_type.metadata_length")?;
-        let metadata = s.bytes(s.check_fits(meta_len as u64, 1, "extension_type.metadata")?, "extension_type.metadata")?.to_vec();
+        let metadata = s
+            .bytes(
+                s.check_fits(meta_len as u64, 1, "extension_type.metadata")?,
+                "extension_type.metadata",
+            )?
+            .to_vec();
         s.expect_end("extension_type section")?;
         Ok(ExtensionType { name, metadata })
     }
@@ -189,7 +218,10 @@ impl ExtensionType {
         if self.name.is_empty() || self.name.len() > u16::MAX as usize {
             return Err(Error::new(
                 ErrorKind::ExtensionTypeInvalid,
-                format!("extension_type name length {} not in 1..=65535", self.name.len()),
+                format!(
+                    "extension_type name length {} not in 1..=65535",
+                    self.name.len()
+                ),
             ));
         }
         Ok(())

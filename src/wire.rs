@@ -100,7 +100,10 @@ impl<'a> Reader<'a> {
         let need = count.checked_mul(item_size).ok_or_else(|| {
             Error::new(
                 ErrorKind::LengthMismatch,
-                format!("{field} at byte {}: {count} items of {item_size} bytes overflow", self.pos),
+                format!(
+                    "{field} at byte {}: {count} items of {item_size} bytes overflow",
+                    self.pos
+                ),
             )
         })?;
         if need > self.remaining() as u64 {
@@ -210,7 +213,10 @@ impl Writer {
     pub fn patch_u32_len(&mut self, at: usize) -> Result<()> {
         let len = self.buf.len() - at - 4;
         let len = u32::try_from(len).map_err(|_| {
-            Error::new(ErrorKind::Overflow, format!("section of {len} bytes exceeds u32"))
+            Error::new(
+                ErrorKind::Overflow,
+                format!("section of {len} bytes exceeds u32"),
+            )
         })?;
         self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         Ok(())
@@ -230,7 +236,10 @@ mod tests {
         assert_eq!(w.u32("b").unwrap(), 2);
         assert_eq!(w.u8("c").unwrap_err().kind, ErrorKind::LengthMismatch);
         assert_eq!(r.remaining(), 2);
-        assert_eq!(r.window(3, "x").unwrap_err().kind, ErrorKind::LengthMismatch);
+        assert_eq!(
+            r.window(3, "x").unwrap_err().kind,
+            ErrorKind::LengthMismatch
+        );
         assert_eq!(
             r.check_fits(u64::MAX, 16, "n").unwrap_err().kind,
             ErrorKind::LengthMismatch

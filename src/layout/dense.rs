@@ -14,8 +14,7 @@ fn tiled_elements(arena: &Arena, shapes: u32, shape: &[u64]) -> Result<u64> {
     let mut vol = 1u64;
     for (a, (&s, &t)) in shape.iter().zip(outer).enumerate() {
         tiles = mul(tiles, s.div_ceil(t), "TILED grid")?;
-        vol = mul(vol, t, "TILED tile volume")
-            .map_err(|e| e.context(format!("axis {a}")))?;
+        vol = mul(vol, t, "TILED tile volume").map_err(|e| e.context(format!("axis {a}")))?;
     }
     mul(tiles, vol, "TILED padded element count")
 }
@@ -113,7 +112,9 @@ pub(crate) fn check_buffers(
 
 /// Row-major linear position of `idx` in `shape` (no bounds check; caller checked).
 fn row_major(idx: &[u64], shape: &[u64]) -> u64 {
-    idx.iter().zip(shape).fold(0u64, |acc, (&i, &s)| acc * s + i)
+    idx.iter()
+        .zip(shape)
+        .fold(0u64, |acc, (&i, &s)| acc * s + i)
 }
 
 fn col_major(idx: &[u64], shape: &[u64]) -> u64 {
@@ -125,7 +126,14 @@ fn col_major(idx: &[u64], shape: &[u64]) -> u64 {
 
 /// Linear element position of `idx` inside a TILED layout (validated: no overflow possible
 /// because the padded element count fits u64).
-fn tiled_position(arena: &Arena, shapes: u32, meta: u32, levels: u8, shape: &[u64], idx: &[u64]) -> u64 {
+fn tiled_position(
+    arena: &Arena,
+    shapes: u32,
+    meta: u32,
+    levels: u8,
+    shape: &[u64],
+    idx: &[u64],
+) -> u64 {
     let rank = shape.len();
     let levels = levels as usize;
     let shapes = &arena.words[super::rng(shapes, levels * rank)];
@@ -183,7 +191,11 @@ pub(crate) fn element_offset(
                 .iter()
                 .fold(0u64, |acc, &a| acc * shape[a as usize] + idx[a as usize])
         }
-        Layout::Tiled { shapes, meta, levels } => tiled_position(arena, shapes, meta, levels, shape, idx),
+        Layout::Tiled {
+            shapes,
+            meta,
+            levels,
+        } => tiled_position(arena, shapes, meta, levels, shape, idx),
         Layout::Strided { strides } => {
             let strides = &arena.ints[super::rng(strides, shape.len())];
             let p: i128 = strides

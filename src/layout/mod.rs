@@ -76,7 +76,11 @@ pub enum LayoutClass {
 /// Classify a layout tag.
 pub fn classify(t: u8) -> LayoutClass {
     match t {
-        tag::ROW_MAJOR | tag::COL_MAJOR | tag::STRIDED | tag::TILED | tag::DIM_ORDER
+        tag::ROW_MAJOR
+        | tag::COL_MAJOR
+        | tag::STRIDED
+        | tag::TILED
+        | tag::DIM_ORDER
         | tag::SPLAT => LayoutClass::Dense,
         tag::SUBPAVING => LayoutClass::Container,
         tag::COO | tag::CSR | tag::CSC | tag::CSF => LayoutClass::Sparse,
@@ -125,7 +129,10 @@ pub(crate) fn check_rank(t: u8, rank: usize) -> Result<()> {
         };
         Err(Error::new(
             ErrorKind::LayoutConstraint,
-            format!("{} needs rank {rule}, the shape has rank {rank}", tag_name(t)),
+            format!(
+                "{} needs rank {rule}, the shape has rank {rank}",
+                tag_name(t)
+            ),
         ))
     }
 }
@@ -185,20 +192,53 @@ pub mod sparse_flags {
 pub(crate) enum Layout {
     RowMajor,
     ColMajor,
-    Strided { strides: u32 },
-    Tiled { shapes: u32, meta: u32, levels: u8 },
-    DimOrder { order: u32 },
+    Strided {
+        strides: u32,
+    },
+    Tiled {
+        shapes: u32,
+        meta: u32,
+        levels: u8,
+    },
+    DimOrder {
+        order: u32,
+    },
     /// `end` is the pre-order index after the last region of this subpaving's subtree;
     /// `index` is the level index (locate) of its children.
-    Subpaving { count: u32, end: u32, index: u32 },
-    Coo { nnz: u64, flags: u8 },
-    Csr { nnz: u64, flags: u8 },
-    Csc { nnz: u64, flags: u8 },
-    Csf { nnz: u64, axis_order: u32 },
-    BlockPaged { block_size: u64, pool_count: u8 },
+    Subpaving {
+        count: u32,
+        end: u32,
+        index: u32,
+    },
+    Coo {
+        nnz: u64,
+        flags: u8,
+    },
+    Csr {
+        nnz: u64,
+        flags: u8,
+    },
+    Csc {
+        nnz: u64,
+        flags: u8,
+    },
+    Csf {
+        nnz: u64,
+        axis_order: u32,
+    },
+    BlockPaged {
+        block_size: u64,
+        pool_count: u8,
+    },
     Splat,
-    Extension { tag: u8, data: Span },
-    Unknown { tag: u8, data: Span },
+    Extension {
+        tag: u8,
+        data: Span,
+    },
+    Unknown {
+        tag: u8,
+        data: Span,
+    },
 }
 
 /// Order of tiles in a TILED grid.
@@ -328,7 +368,11 @@ impl Layout {
             Layout::Strided { strides } => LayoutRef::Strided {
                 strides: &arena.ints[rng(strides, rank)],
             },
-            Layout::Tiled { shapes, meta, levels } => LayoutRef::Tiled {
+            Layout::Tiled {
+                shapes,
+                meta,
+                levels,
+            } => LayoutRef::Tiled {
                 levels: tiled_levels(arena, shapes, meta, levels, rank),
             },
             Layout::DimOrder { order } => LayoutRef::DimOrder {
@@ -527,7 +571,10 @@ pub(crate) fn read_fields(
             if flags & !3 != 0 {
                 return Err(Error::new(
                     ErrorKind::ReservedNonzero,
-                    format!("sparse_flags 0x{flags:02X} at byte {} has reserved bits set", r.pos() - 1),
+                    format!(
+                        "sparse_flags 0x{flags:02X} at byte {} has reserved bits set",
+                        r.pos() - 1
+                    ),
                 ));
             }
             match t {
@@ -568,7 +615,10 @@ pub(crate) fn read_fields(
         }
         tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => {
             let len = r.u32("ext_length")?;
-            let data = r.bytes(r.check_fits(len as u64, 1, "extension bytes")?, "extension bytes")?;
+            let data = r.bytes(
+                r.check_fits(len as u64, 1, "extension bytes")?,
+                "extension bytes",
+            )?;
             Layout::Extension {
                 tag: t,
                 data: arena.push_small(data)?,
@@ -592,7 +642,11 @@ pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank:
                 w.i64(s);
             }
         }
-        Layout::Tiled { shapes, meta, levels } => {
+        Layout::Tiled {
+            shapes,
+            meta,
+            levels,
+        } => {
             let levels = levels as usize;
             let shapes = &arena.words[rng(shapes, levels * rank)];
             let meta = &arena.small[rng(meta, levels * 2)];
@@ -755,7 +809,10 @@ pub(crate) fn expect_size(buf: &BufferHandle, need: u64, what: &str) -> Result<(
     if buf.size_bytes != need {
         return Err(Error::new(
             ErrorKind::BufferSizeMismatch,
-            format!("{what} is {} bytes, expected exactly {need}", buf.size_bytes),
+            format!(
+                "{what} is {} bytes, expected exactly {need}",
+                buf.size_bytes
+            ),
         ));
     }
     Ok(())
@@ -763,12 +820,20 @@ pub(crate) fn expect_size(buf: &BufferHandle, need: u64, what: &str) -> Result<(
 
 /// Checked multiply with an OVERFLOW error naming `what`.
 pub(crate) fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_mul(b)
-        .ok_or_else(|| Error::new(ErrorKind::Overflow, format!("{what}: {a} x {b} overflows u64")))
+    a.checked_mul(b).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Overflow,
+            format!("{what}: {a} x {b} overflows u64"),
+        )
+    })
 }
 
 /// Checked add with an OVERFLOW error naming `what`.
 pub(crate) fn add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b)
-        .ok_or_else(|| Error::new(ErrorKind::Overflow, format!("{what}: {a} + {b} overflows u64")))
+    a.checked_add(b).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Overflow,
+            format!("{what}: {a} + {b} overflows u64"),
+        )
+    })
 }

@@ -46,7 +46,11 @@ pub(crate) fn check_buffers(
     let g = PagedGeometry::new(block_size, et, shape)?;
     let table = mul(mul(g.rows, g.max_blocks, "block_table")?, 8, "block_table")?;
     expect_size(&bufs[0], table, "BLOCK_PAGED block_table (buffer 0)")?;
-    expect_size(&bufs[1], mul(g.rows, 8, "row_lengths")?, "BLOCK_PAGED row_lengths (buffer 1)")?;
+    expect_size(
+        &bufs[1],
+        mul(g.rows, 8, "row_lengths")?,
+        "BLOCK_PAGED row_lengths (buffer 1)",
+    )?;
     for (p, b) in bufs[2..].iter().enumerate() {
         if g.page_bytes == 0 || b.size_bytes == 0 || b.size_bytes % g.page_bytes != 0 {
             return Err(Error::new(

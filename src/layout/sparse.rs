@@ -43,7 +43,11 @@ pub(crate) fn check_buffers(
             check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, name)?;
             let ptr = mul(super::add(major, 1, "indptr")?, 8, "indptr")?;
             expect_size(&bufs[0], ptr, &format!("{name} indptr (buffer 0)"))?;
-            expect_size(&bufs[1], mul(nnz, 8, "indices")?, &format!("{name} indices (buffer 1)"))?;
+            expect_size(
+                &bufs[1],
+                mul(nnz, 8, "indices")?,
+                &format!("{name} indices (buffer 1)"),
+            )?;
             let vals = et.checked_bytes_for(nnz, "values")?;
             expect_size(&bufs[2], vals, &format!("{name} values (buffer 2)"))
         }
@@ -64,7 +68,10 @@ pub(crate) fn check_buffers(
                 if isz % 8 != 0 {
                     return Err(Error::new(
                         ErrorKind::BufferSizeMismatch,
-                        format!("CSF indices_{l} (buffer {}) is {isz} bytes, not a whole number of u64", r + l),
+                        format!(
+                            "CSF indices_{l} (buffer {}) is {isz} bytes, not a whole number of u64",
+                            r + l
+                        ),
                     ));
                 }
                 let nodes = isz / 8;
@@ -74,15 +81,26 @@ pub(crate) fn check_buffers(
                         format!("CSF indices_{l} (buffer {}) holds {nodes} coordinates, the leaf level must hold nnz = {nnz}", r + l),
                     ));
                 }
-                let ptr_need = if l == 0 { 16 } else { mul(prev_nodes + 1, 8, "CSF indptr")? };
+                let ptr_need = if l == 0 {
+                    16
+                } else {
+                    mul(prev_nodes + 1, 8, "CSF indptr")?
+                };
                 if l > 0 && prev_nodes == u64::MAX {
-                    return Err(Error::new(ErrorKind::Overflow, "CSF indptr length overflows"));
+                    return Err(Error::new(
+                        ErrorKind::Overflow,
+                        "CSF indptr length overflows",
+                    ));
                 }
                 expect_size(&bufs[l], ptr_need, &format!("CSF indptr_{l} (buffer {l})"))?;
                 prev_nodes = nodes;
             }
             let vals = et.checked_bytes_for(nnz, "CSF values")?;
-            expect_size(&bufs[2 * r], vals, &format!("CSF values (buffer {})", 2 * r))
+            expect_size(
+                &bufs[2 * r],
+                vals,
+                &format!("CSF values (buffer {})", 2 * r),
+            )
         }
         _ => Ok(()),
     }
