@@ -21,15 +21,23 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bound;
 pub mod builder;
 pub mod descriptor;
 pub mod device;
 pub mod element;
 pub mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
+#[allow(unsafe_code)]
+pub mod file;
 pub mod layout;
+pub mod lookup;
 pub mod quant;
 mod regions;
 pub mod sections;
+pub mod stream;
+pub mod value;
 pub mod wire;
 
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};

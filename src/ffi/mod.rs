@@ -1,0 +1,1 @@
+//! The C ABI (module under construction)
