@@ -1,1 +1,286 @@
-fn main() {}
+//! Subpaving benchmark (issue 3): a 1,000,000-region rank-2 subpaving, every figure measured
+//! side by side with a peer in the same run and printed as a ratio.
+//!
+//! `cargo bench --bench subpaving` (TDESC_BENCH_SMALL=1 for a 10,000-region smoke run).
+
+use rstar::primitives::Rectangle;
+use rstar::RTree;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
+use tensordesc::{decode, Location, Mode};
+
+struct Counting;
+static CUR: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+// SAFETY-free: delegates to the system allocator and only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = System.alloc(l);
+        if !p.is_null() {
+            let c = CUR.fetch_add(l.size(), Relaxed) + l.size();
+            PEAK.fetch_max(c, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        CUR.fetch_sub(l.size(), Relaxed);
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        let q = System.realloc(p, l, n);
+        if !q.is_null() {
+            if n > l.size() {
+                let c = CUR.fetch_add(n - l.size(), Relaxed) + n - l.size();
+                PEAK.fetch_max(c, Relaxed);
+            } else {
+                CUR.fetch_sub(l.size() - n, Relaxed);
+            }
+        }
+        q
+    }
+}
+#[global_allocator]
+static A: Counting = Counting;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Encode a rank-2 FLOAT32 subpaving of ROW_MAJOR regions given as (origin, shape) boxes.
+fn encode(extent: [u64; 2], boxes: &[([u64; 2], [u64; 2])]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(64 + boxes.len() * 65);
+    b.extend_from_slice(b"TDSC");
+    b.extend_from_slice(&[1, 0, 0, 0]);
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&[0x0C, 2, 0x06, 0]);
+    for e in extent {
+        b.extend_from_slice(&e.to_le_bytes());
+    }
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&(boxes.len() as u32).to_le_bytes());
+    for (o, s) in boxes {
+        for v in o.iter().chain(s) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&[0x01, 0, 0, 0]);
+        b.extend_from_slice(&25u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.push(1);
+        b.extend_from_slice(&(s[0] * s[1] * 4).to_le_bytes());
+        b.extend_from_slice(&[1, 0, 0, 0, 0, 6, 0, 0]);
+    }
+    b.push(0);
+    let len = b.len() as u64;
+    b[8..16].copy_from_slice(&len.to_le_bytes());
+    b
+}
+
+fn grid(side: u64, tile: u64) -> Vec<([u64; 2], [u64; 2])> {
+    let mut v = Vec::with_capacity((side * side) as usize);
+    for i in 0..side {
+        for j in 0..side {
+            v.push(([i * tile, j * tile], [tile, tile]));
+        }
+    }
+    v
+}
+
+/// Recursive random splits of `extent` into exactly `n` boxes.
+fn irregular(extent: [u64; 2], n: usize, rng: &mut Rng) -> Vec<([u64; 2], [u64; 2])> {
+    let mut out = Vec::with_capacity(n);
+    let mut stack = vec![([0u64, 0u64], extent, n)];
+    while let Some((o, s, k)) = stack.pop() {
+        if k == 1 {
+            out.push((o, s));
+            continue;
+        }
+        let axis = if s[0] >= s[1] { 0 } else { 1 };
+        let k1 = 1 + rng.below(k as u64 - 1) as usize;
+        let k1 = (k1 + k / 2) / 2; // keep it roughly balanced but random
+        let k1 = k1.clamp(1, k - 1);
+        let cut = ((s[axis] as u128 * k1 as u128) / k as u128) as u64;
+        let cut = cut.clamp(1, s[axis] - 1);
+        let (mut s1, mut s2, mut o2) = (s, s, o);
+        s1[axis] = cut;
+        s2[axis] = s[axis] - cut;
+        o2[axis] += cut;
+        stack.push((o, s1, k1));
+        stack.push((o2, s2, k - k1));
+    }
+    out
+}
+
+fn rects(boxes: &[([u64; 2], [u64; 2])]) -> Vec<Rectangle<[i64; 2]>> {
+    boxes
+        .iter()
+        .map(|(o, s)| {
+            Rectangle::from_corners(
+                [o[0] as i64, o[1] as i64],
+                [(o[0] + s[0] - 1) as i64, (o[1] + s[1] - 1) as i64],
+            )
+        })
+        .collect()
+}
+
+/// Median of `reps` timings of `f`, in seconds.
+fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[reps / 2]
+}
+
+fn main() {
+    let small = std::env::var("TDESC_BENCH_SMALL").is_ok();
+    let side: u64 = if small { 100 } else { 1000 };
+    let n = (side * side) as usize;
+    let reps = if small { 5 } else { 5 };
+    let queries = if small { 100_000 } else { 1_000_000 };
+    println!("subpaving benchmark: {n} regions, rank 2, FLOAT32 ROW_MAJOR tiles");
+
+    // --- grid of 16 x 16 tiles
+    let boxes = grid(side, 16);
+    let extent = [side * 16, side * 16];
+    let bytes = encode(extent, &boxes);
+    let mut copy = vec![0u8; bytes.len()];
+    let t_copy = time(reps, || copy.copy_from_slice(&bytes));
+    let t_decode = time(reps, || decode(&bytes, Mode::Strict).unwrap());
+    println!(
+        "decode + full validation: {:.1} ns/region ({:.1} MB/s); memcpy of the same {} bytes {:.2} ms -> decode/memcpy = {:.1}x",
+        t_decode * 1e9 / n as f64,
+        bytes.len() as f64 / t_decode / 1e6,
+        bytes.len(),
+        t_copy * 1e3,
+        t_decode / t_copy
+    );
+
+    CUR.store(0, Relaxed);
+    PEAK.store(0, Relaxed);
+    let base = CUR.load(Relaxed);
+    let d = decode(&bytes, Mode::Strict).unwrap();
+    let peak = PEAK.load(Relaxed) - base;
+    let held = CUR.load(Relaxed) - base;
+    println!(
+        "memory: decoded form holds {} bytes = {:.2}x the {} wire bytes (heap_bytes() {:.2}x); peak during decode {:.2}x",
+        held,
+        held as f64 / bytes.len() as f64,
+        bytes.len(),
+        d.heap_bytes() as f64 / bytes.len() as f64,
+        peak as f64 / bytes.len() as f64
+    );
+
+    let mut rng = Rng(0x2545F4914F6CDD1D);
+    let pts: Vec<[u64; 2]> = (0..queries)
+        .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
+        .collect();
+    let ipts: Vec<[i64; 2]> = pts.iter().map(|p| [p[0] as i64, p[1] as i64]).collect();
+
+    let rs = rects(&boxes);
+    let t_ours_build = time(reps, || {
+        let mut coords = Vec::with_capacity(boxes.len() * 4);
+        for (o, s) in &boxes {
+            coords.extend_from_slice(&[o[0], o[1], s[0], s[1]]);
+        }
+        tensordesc::bench_support::build_index_for_bench(&coords, 2, &extent).unwrap()
+    });
+    let t_rstar_build = time(reps.min(3), || RTree::bulk_load(rs.clone()));
+    println!(
+        "index build (grid, incl. exact-cover validation): ours {:.1} ms, rstar bulk_load {:.1} ms -> {:.1}x faster",
+        t_ours_build * 1e3,
+        t_rstar_build * 1e3,
+        t_rstar_build / t_ours_build
+    );
+
+    let tree = RTree::bulk_load(rs);
+    let t_ours = time(reps, || {
+        let mut acc = 0u64;
+        for p in &pts {
+            if let Location::Dense { byte_offset, region, .. } = d.locate(p).unwrap() {
+                acc = acc.wrapping_add(byte_offset + region.unwrap() as u64);
+            }
+        }
+        acc
+    });
+    let t_rstar = time(reps, || {
+        let mut acc = 0i64;
+        for p in &ipts {
+            acc = acc.wrapping_add(tree.locate_at_point(p).unwrap().lower()[0]);
+        }
+        acc
+    });
+    println!(
+        "locate, grid of 16x16 tiles: ours {:.1} ns/lookup, rstar locate_at_point {:.1} ns/lookup -> {:.1}x faster",
+        t_ours * 1e9 / queries as f64,
+        t_rstar * 1e9 / queries as f64,
+        t_rstar / t_ours
+    );
+    drop(tree);
+    drop(d);
+
+    // --- irregular partition by recursive random splits
+    let mut rng = Rng(0x9E3779B97F4A7C15);
+    let iext = [1u64 << 20, 1u64 << 20];
+    let iboxes = irregular(iext, n, &mut rng);
+    let ibytes = encode(iext, &iboxes);
+    let t_idecode = time(3, || decode(&ibytes, Mode::Strict).unwrap());
+    let d = decode(&ibytes, Mode::Strict).unwrap();
+    let pts: Vec<[u64; 2]> = (0..queries)
+        .map(|_| [rng.below(iext[0]), rng.below(iext[1])])
+        .collect();
+    let ipts: Vec<[i64; 2]> = pts.iter().map(|p| [p[0] as i64, p[1] as i64]).collect();
+    let irs = rects(&iboxes);
+    let t_ibuild = time(3, || {
+        let mut coords = Vec::with_capacity(iboxes.len() * 4);
+        for (o, s) in &iboxes {
+            coords.extend_from_slice(&[o[0], o[1], s[0], s[1]]);
+        }
+        tensordesc::bench_support::build_index_for_bench(&coords, 2, &iext).unwrap()
+    });
+    let t_irbuild = time(3, || RTree::bulk_load(irs.clone()));
+    let itree = RTree::bulk_load(irs);
+    let t_iours = time(reps, || {
+        let mut acc = 0u64;
+        for p in &pts {
+            if let Location::Dense { region, .. } = d.locate(p).unwrap() {
+                acc = acc.wrapping_add(region.unwrap() as u64);
+            }
+        }
+        acc
+    });
+    let t_irstar = time(reps, || {
+        let mut acc = 0i64;
+        for p in &ipts {
+            acc = acc.wrapping_add(itree.locate_at_point(p).unwrap().lower()[0]);
+        }
+        acc
+    });
+    println!(
+        "irregular partition: decode + validation {:.1} ns/region; index build ours {:.1} ms vs rstar {:.1} ms -> {:.1}x",
+        t_idecode * 1e9 / n as f64,
+        t_ibuild * 1e3,
+        t_irbuild * 1e3,
+        t_irbuild / t_ibuild
+    );
+    println!(
+        "locate, irregular partition: ours {:.1} ns/lookup, rstar {:.1} ns/lookup -> {:.1}x faster",
+        t_iours * 1e9 / queries as f64,
+        t_irstar * 1e9 / queries as f64,
+        t_irstar / t_iours
+    );
+}

@@ -40,6 +40,12 @@ pub mod stream;
 pub mod value;
 pub mod wire;
 
+/// Internals exposed for the benchmarks only; not a stable API.
+#[doc(hidden)]
+pub mod bench_support {
+    pub use crate::regions::build_index_for_bench;
+}
+
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
 pub use descriptor::{decode, BufferInfo, Descriptor, Location, RegionView};
 pub use device::{BufferHandle, DeviceType, MemoryClass};

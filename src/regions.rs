@@ -508,3 +508,13 @@ impl TreeBuild<'_> {
         None
     }
 }
+
+/// Build the level index over `boxes` (global origin + shape per region, `rank` each)
+/// partitioning `extent` at the origin — the step that decoding performs per subpaving
+/// level, exposed for benchmarks. Returns the index's heap bytes.
+pub fn build_index_for_bench(coords: &[u64], rank: usize, extent: &[u64]) -> Result<usize> {
+    let n = coords.len() / (2 * rank);
+    let base = vec![0u64; rank];
+    let ix = LevelIndex::build(Boxes { coords, rank }, &base, extent, (0..n as u32).collect())?;
+    Ok(ix.heap_bytes())
+}
