@@ -1,1 +1,38 @@
-//! The C ABI (module under construction)
+//! The C ABI of `libtensordesc`: opaque handles, status codes, a panic boundary and the
+//! builder, translating to and from the Rust API and nothing more.
+//!
+//! `include/tensordesc.h` is generated from this module by cbindgen (see `cbindgen.toml`,
+//! checked fresh by `tests/header_fresh.rs`); the conventions are written down for C users
+//! in `docs/c-api.md`. In short:
+//!
+//! * Every fallible function returns a [`tdesc_status`] (`TDESC_OK` = 0) and writes its
+//!   results through out-parameters, only on success. Out *handles* are set to NULL on
+//!   failure. The one exception is `OUTPUT_TOO_SMALL`, which reports the needed size.
+//! * [`tdesc_last_error`] gives the detail of the calling thread's last failure; never NULL.
+//! * Handles are created by one call and released by one `*_free` call that accepts NULL.
+//!   They are immutable after creation (builders and node specs excepted) and may be read
+//!   from several threads at once.
+//! * Enumerations cross the boundary as integers and are validated on entry
+//!   (`TDESC_ERR_INVALID_ARGUMENT`); null, misaligned or oversized array arguments likewise.
+//! * No Rust panic crosses the boundary: every entry point catches it and reports
+//!   `TDESC_ERR_INTERNAL`.
+//!
+//! # Safety
+//!
+//! Every function is `unsafe` for Rust callers: pointers must be NULL or point to valid,
+//! initialised memory of the stated length for the duration of the call, and handles must
+//! have been created by this library and not yet freed. NULL and misaligned pointers are
+//! detected; dangling ones cannot be.
+
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)]
+
+pub mod builder;
+pub mod descriptor;
+pub mod status;
+pub mod types;
+
+pub use builder::*;
+pub use descriptor::*;
+pub use status::*;
+pub use types::*;

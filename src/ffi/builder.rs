@@ -1,0 +1,722 @@
+//! The C builder: node specs (a layout with its fields, buffers and quantization; a
+//! subpaving node holds regions, each with a child node) and the tensor builder that
+//! validates and encodes them with exactly the rules of decoding.
+//!
+//! Ownership is in the names: `tdesc_node_new_*` creates a node the caller owns;
+//! `tdesc_node_add_region` and `tdesc_builder_new` *consume* the node passed to them
+//! (always, also on failure), so the caller frees only nodes it never handed over.
+
+use crate::builder::{LayoutSpec, NodeSpec, RegionSpec, TensorBuilder, TileSpec};
+use crate::device::BufferHandle;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{tag, TileOrder};
+use crate::sections::{ExtensionType, Shard, Statistics};
+
+use super::descriptor::{encode_out, tdesc_descriptor};
+use super::status::{
+    guard, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+};
+use super::types::*;
+
+/// A node under construction: the tensor's body or a region's body. Owned by the caller
+/// until handed to `tdesc_node_add_region` or `tdesc_builder_new`.
+pub struct tdesc_node_spec {
+    spec: NodeSpec,
+    /// Nesting levels of subpaving inside this node (0 for a leaf), kept so a tree can
+    /// never grow deeper than the format allows (and than a recursive drop can handle).
+    height: u8,
+}
+
+/// A tensor under construction: element type, shape, the top-level node and the
+/// optional sections. Building does not consume it.
+pub struct tdesc_builder {
+    b: TensorBuilder,
+}
+
+unsafe fn new_node(
+    out: *mut *mut tdesc_node_spec,
+    f: impl FnOnce() -> Result<NodeSpec>,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: `out` checked then written once.
+        unsafe { out_handle(out, "out")? };
+        let spec = f()?;
+        let h = Box::into_raw(Box::new(tdesc_node_spec { spec, height: 0 }));
+        // SAFETY: checked above.
+        unsafe { out.write(h) };
+        Ok(())
+    })
+}
+
+/// A ROW_MAJOR node (buffers sized automatically unless set).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_row_major(out: *mut *mut tdesc_node_spec) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::row_major())) }
+}
+
+/// A COL_MAJOR node.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_col_major(out: *mut *mut tdesc_node_spec) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::col_major())) }
+}
+
+/// A SPLAT node (one fill value for every element).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_splat(out: *mut *mut tdesc_node_spec) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::splat())) }
+}
+
+/// A STRIDED node with `rank` strides, in elements (may be negative or 0).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_strided(
+    strides: *const i64,
+    rank: usize,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promises on `out` and on `rank` strides at `strides`.
+    unsafe {
+        new_node(out, || {
+            let s = slice_arg(strides, rank, "strides")?;
+            Ok(NodeSpec::strided(s))
+        })
+    }
+}
+
+/// A TILED node with `levels` tiling levels, outermost first: `tile_shapes` holds
+/// `levels * rank` extents (level-major), `tile_orders` `levels` values
+/// (`TDESC_TILE_ORDER_*`), and `inner_tag` (ROW_MAJOR or COL_MAJOR) orders the elements
+/// inside the innermost tile.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_tiled(
+    tile_shapes: *const u64,
+    tile_orders: *const u8,
+    levels: usize,
+    rank: usize,
+    inner_tag: u8,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promises on `out` and on the two arrays.
+    unsafe {
+        new_node(out, || {
+            if levels == 0 {
+                return Err(invalid("a TILED node needs at least one level"));
+            }
+            let n = levels
+                .checked_mul(rank)
+                .ok_or_else(|| invalid("levels x rank overflows"))?;
+            let shapes = slice_arg(tile_shapes, n, "tile_shapes")?;
+            let orders = slice_arg(tile_orders, levels, "tile_orders")?;
+            if inner_tag != TDESC_LAYOUT_ROW_MAJOR && inner_tag != TDESC_LAYOUT_COL_MAJOR {
+                return Err(invalid(format!(
+                    "inner_tag 0x{inner_tag:02X} is neither TDESC_LAYOUT_ROW_MAJOR nor TDESC_LAYOUT_COL_MAJOR"
+                )));
+            }
+            let mut specs = Vec::with_capacity(levels);
+            for (l, &o) in orders.iter().enumerate() {
+                let order = match o {
+                    TDESC_TILE_ORDER_ROW_MAJOR => TileOrder::RowMajor,
+                    TDESC_TILE_ORDER_COL_MAJOR => TileOrder::ColMajor,
+                    _ => {
+                        return Err(invalid(format!(
+                            "tile_orders[{l}] is {o}; use TDESC_TILE_ORDER_*"
+                        )))
+                    }
+                };
+                specs.push(TileSpec {
+                    tile_shape: shapes[l * rank..(l + 1) * rank].to_vec(),
+                    order,
+                });
+            }
+            Ok(NodeSpec::new(LayoutSpec::Tiled {
+                levels: specs,
+                inner: inner_tag,
+            }))
+        })
+    }
+}
+
+/// A DIM_ORDER node: `order` is a permutation of `0..rank`, outermost axis first.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_dim_order(
+    order: *const u8,
+    rank: usize,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promises.
+    unsafe {
+        new_node(out, || {
+            Ok(NodeSpec::dim_order(slice_arg(order, rank, "order")?))
+        })
+    }
+}
+
+fn sparse_flags_arg(flags: u8) -> Result<u8> {
+    if flags & !(TDESC_SPARSE_SORTED | TDESC_SPARSE_UNIQUE) != 0 {
+        return Err(invalid(format!(
+            "sparse flags 0x{flags:02X} have bits other than TDESC_SPARSE_SORTED | TDESC_SPARSE_UNIQUE"
+        )));
+    }
+    Ok(flags)
+}
+
+/// A COO node with `nnz` entries and `TDESC_SPARSE_*` flags (buffers sized automatically).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_coo(
+    nnz: u64,
+    flags: u8,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::coo(nnz, sparse_flags_arg(flags)?))) }
+}
+
+/// A CSR node (rank 2).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_csr(
+    nnz: u64,
+    flags: u8,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::csr(nnz, sparse_flags_arg(flags)?))) }
+}
+
+/// A CSC node (rank 2).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_csc(
+    nnz: u64,
+    flags: u8,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::csc(nnz, sparse_flags_arg(flags)?))) }
+}
+
+/// A CSF node whose level `l` (axis `axis_order[l]`) holds `level_nodes[l]` nodes; the
+/// last count is nnz. Its `2 * rank + 1` buffers are sized from the counts and
+/// `element_type` (which must be the tensor's).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_csf(
+    element_type: u8,
+    axis_order: *const u8,
+    level_nodes: *const u64,
+    rank: usize,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promises.
+    unsafe {
+        new_node(out, || {
+            let et = element_type_arg(element_type, "element_type")?;
+            let axes = slice_arg(axis_order, rank, "axis_order")?;
+            let nodes = slice_arg(level_nodes, rank, "level_nodes")?;
+            if rank == 0 {
+                return Err(invalid("CSF needs rank >= 1"));
+            }
+            NodeSpec::csf(et, axes, nodes)
+        })
+    }
+}
+
+/// A BLOCK_PAGED node: `block_size` positions per block, `pool_count` page pools
+/// (automatic buffers give every block a page).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_block_paged(
+    block_size: u64,
+    pool_count: u8,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::block_paged(block_size, pool_count))) }
+}
+
+/// A private-extension node with tag 0xF0–0xFE and `len` opaque bytes; set its buffers
+/// with `tdesc_node_set_buffers` (at least one).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_extension(
+    tag: u8,
+    data: *const u8,
+    len: usize,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promises.
+    unsafe {
+        new_node(out, || {
+            if !(tag::EXTENSION_FIRST..=tag::EXTENSION_LAST).contains(&tag) {
+                return Err(invalid(format!(
+                    "extension tag 0x{tag:02X} is outside 0xF0..=0xFE"
+                )));
+            }
+            let data = slice_arg(data, len, "data")?;
+            Ok(NodeSpec::extension(tag, data, Vec::new()))
+        })
+    }
+}
+
+/// An empty SUBPAVING node; add its regions with `tdesc_node_add_region`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_subpaving(out: *mut *mut tdesc_node_spec) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::subpaving(Vec::new()))) }
+}
+
+/// Add a region to a SUBPAVING node: `origin` (relative to the node's own extent) and
+/// `shape`, `rank` entries each, with body `child`.
+///
+/// `child` is consumed in every case (do not use or free it afterwards), except when it
+/// is the same pointer as `subpaving`, which is rejected without consuming anything.
+/// A tree nested deeper than 8 subpaving levels is `TDESC_ERR_SUBPAVING_TOO_DEEP`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_add_region(
+    subpaving: *mut tdesc_node_spec,
+    origin: *const u64,
+    shape: *const u64,
+    rank: usize,
+    child: *mut tdesc_node_spec,
+) -> tdesc_status {
+    guard(|| {
+        if std::ptr::eq(subpaving, child) {
+            return Err(invalid("a node cannot be a region of itself"));
+        }
+        // Take ownership first so every later failure still frees the child.
+        let child = if child.is_null() {
+            None
+        } else {
+            // SAFETY: the caller hands over a live node created by this library.
+            Some(unsafe { Box::from_raw(child) })
+        };
+        // SAFETY: caller promises on `subpaving` and the arrays.
+        let (parent, origin, shape) = unsafe {
+            (
+                mut_arg(subpaving, "subpaving")?,
+                slice_arg(origin, rank, "origin")?,
+                slice_arg(shape, rank, "shape")?,
+            )
+        };
+        let child = child.ok_or_else(|| invalid("child is NULL"))?;
+        let LayoutSpec::Subpaving(regions) = &mut parent.spec.layout else {
+            return Err(invalid("the node is not a SUBPAVING node"));
+        };
+        let height = child.height.saturating_add(1);
+        if height > TDESC_MAX_SUBPAVING_DEPTH {
+            return Err(Error::new(
+                ErrorKind::SubpavingTooDeep,
+                format!(
+                    "adding a region whose body nests {} subpaving levels gives {height} levels; at most {TDESC_MAX_SUBPAVING_DEPTH} are allowed",
+                    child.height
+                ),
+            ));
+        }
+        if regions.len() >= u32::MAX as usize - 1 {
+            return Err(Error::new(ErrorKind::Overflow, "too many regions"));
+        }
+        regions.push(RegionSpec::new(origin, shape, child.spec));
+        parent.height = parent.height.max(height);
+        Ok(())
+    })
+}
+
+/// Set the node's byte_offset.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_byte_offset(
+    node: *mut tdesc_node_spec,
+    byte_offset: u64,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `node`.
+        unsafe { mut_arg(node, "node")? }.spec.byte_offset = byte_offset;
+        Ok(())
+    })
+}
+
+/// Set the node's buffer sub-table explicitly (`count` handles, at most 255; 0 returns
+/// to automatic sizing). Required for private extensions.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_buffers(
+    node: *mut tdesc_node_spec,
+    handles: *const tdesc_buffer_handle,
+    count: usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `node` and on `count` handles.
+        let (node, hs) = unsafe {
+            (
+                mut_arg(node, "node")?,
+                slice_arg(handles, count, "handles")?,
+            )
+        };
+        if count > 255 {
+            return Err(invalid(format!(
+                "{count} handles exceed the 255 a sub-table holds"
+            )));
+        }
+        let v = hs
+            .iter()
+            .enumerate()
+            .map(|(i, h)| h.to_rust(&format!("handles[{i}]")))
+            .collect::<Result<Vec<BufferHandle>>>()?;
+        node.spec.buffers = v;
+        Ok(())
+    })
+}
+
+/// Set (or, with NULL, clear) the node's quantization. Integer fields are checked here
+/// (`TDESC_ERR_INVALID_ARGUMENT`); the scheme's rules when the tensor is built
+/// (`TDESC_ERR_QUANTIZATION_INVALID`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_quantization(
+    node: *mut tdesc_node_spec,
+    q: *const tdesc_quantization,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `node`.
+        let node = unsafe { mut_arg(node, "node")? };
+        node.spec.quantization = if q.is_null() {
+            None
+        } else {
+            // SAFETY: caller promise on `q`.
+            Some(unsafe { ref_arg(q, "q")? }.to_rust()?)
+        };
+        Ok(())
+    })
+}
+
+/// Free a node the caller still owns. NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_free(node: *mut tdesc_node_spec) {
+    if node.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: created by Box::into_raw here, owned by the caller, freed once.
+        drop(unsafe { Box::from_raw(node) });
+    });
+}
+
+/// A builder for a tensor of `element_type` (`TDESC_ELEMENT_*`) and `shape[0, rank)`
+/// laid out by `node`, which is consumed in every case.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_new(
+    element_type: u8,
+    shape: *const u64,
+    rank: usize,
+    node: *mut tdesc_node_spec,
+    out: *mut *mut tdesc_builder,
+) -> tdesc_status {
+    guard(|| {
+        let node = if node.is_null() {
+            None
+        } else {
+            // SAFETY: the caller hands over a live node created by this library.
+            Some(unsafe { Box::from_raw(node) })
+        };
+        // SAFETY: caller promises on `out` and `shape`.
+        let shape = unsafe {
+            out_handle(out, "out")?;
+            slice_arg(shape, rank, "shape")?
+        };
+        let node = node.ok_or_else(|| invalid("node is NULL"))?;
+        let et = element_type_arg(element_type, "element_type")?;
+        if rank > TDESC_MAX_RANK {
+            return Err(Error::new(
+                ErrorKind::RankTooLarge,
+                format!("rank {rank} exceeds {TDESC_MAX_RANK}"),
+            ));
+        }
+        let b = TensorBuilder::new(et, shape, node.spec);
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(tdesc_builder { b }))) };
+        Ok(())
+    })
+}
+
+/// Set the shard section: this tensor is shard `shard_index` of `shard_count` of a
+/// parent of `parent_shape`, starting at `shard_origin` (`rank` entries each).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_set_shard(
+    b: *mut tdesc_builder,
+    parent_shape: *const u64,
+    shard_origin: *const u64,
+    rank: usize,
+    shard_index: u32,
+    shard_count: u32,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `b` and the arrays.
+        let (b, p, o) = unsafe {
+            (
+                mut_arg(b, "builder")?,
+                slice_arg(parent_shape, rank, "parent_shape")?,
+                slice_arg(shard_origin, rank, "shard_origin")?,
+            )
+        };
+        b.b.shard = Some(Shard {
+            parent_shape: p.to_vec(),
+            shard_origin: o.to_vec(),
+            shard_index,
+            shard_count,
+        });
+        Ok(())
+    })
+}
+
+/// Set (or, with NULL, clear) the statistics section; `has_*` fields other than 0 or 1
+/// are `TDESC_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_set_statistics(
+    b: *mut tdesc_builder,
+    s: *const tdesc_statistics,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `b`.
+        let b = unsafe { mut_arg(b, "builder")? };
+        if s.is_null() {
+            b.b.statistics = None;
+            return Ok(());
+        }
+        // SAFETY: caller promise on `s`.
+        let s = unsafe { ref_arg(s, "statistics")? };
+        for (v, what) in [
+            (s.has_nnz, "has_nnz"),
+            (s.has_min_max, "has_min_max"),
+            (s.has_nan_count, "has_nan_count"),
+        ] {
+            if v > 1 {
+                return Err(invalid(format!("statistics {what} is {v}; use 0 or 1")));
+            }
+        }
+        b.b.statistics = Some(Statistics {
+            nnz: (s.has_nnz == 1).then_some(s.nnz),
+            min_max: (s.has_min_max == 1).then_some((s.min, s.max)),
+            nan_count: (s.has_nan_count == 1).then_some(s.nan_count),
+        });
+        Ok(())
+    })
+}
+
+/// Set the extension_type section: a UTF-8 `name` of `name_len` bytes (no NUL needed)
+/// and `metadata_len` opaque bytes. A name that is not UTF-8 is
+/// `TDESC_ERR_INVALID_ARGUMENT`; an empty one fails the build
+/// (`TDESC_ERR_EXTENSION_TYPE_INVALID`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_set_extension_type(
+    b: *mut tdesc_builder,
+    name: *const u8,
+    name_len: usize,
+    metadata: *const u8,
+    metadata_len: usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `b` and the arrays.
+        let (b, name, meta) = unsafe {
+            (
+                mut_arg(b, "builder")?,
+                slice_arg(name, name_len, "name")?,
+                slice_arg(metadata, metadata_len, "metadata")?,
+            )
+        };
+        let name = std::str::from_utf8(name)
+            .map_err(|e| invalid(format!("extension_type name is not UTF-8: {e}")))?;
+        b.b.extension_type = Some(ExtensionType {
+            name: name.to_owned(),
+            metadata: meta.to_vec(),
+        });
+        Ok(())
+    })
+}
+
+/// Set the template (device type, id, memory class, alignment, flags) of automatically
+/// sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_set_device(
+    b: *mut tdesc_builder,
+    template_handle: *const tdesc_buffer_handle,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on both handles.
+        let (b, t) = unsafe {
+            (
+                mut_arg(b, "builder")?,
+                ref_arg(template_handle, "template_handle")?,
+            )
+        };
+        b.b.template = t.to_rust("template_handle")?;
+        Ok(())
+    })
+}
+
+/// Validate and build the descriptor (the builder stays usable). Every rule of decoding
+/// applies, with the same statuses.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_build(
+    b: *const tdesc_builder,
+    out: *mut *mut tdesc_descriptor,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `b`.
+        let b = unsafe {
+            out_handle(out, "out")?;
+            ref_arg(b, "builder")?
+        };
+        let d = b.b.build()?;
+        // SAFETY: checked above.
+        unsafe { out.write(tdesc_descriptor::into_raw(d)) };
+        Ok(())
+    })
+}
+
+/// Validate and encode into `out[0, cap)`, with the protocol of `tdesc_descriptor_encode`
+/// (`TDESC_ERR_OUTPUT_TOO_SMALL` reports the needed size in `*written`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_encode(
+    b: *const tdesc_builder,
+    out: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `b`.
+        let b = unsafe { ref_arg(b, "builder")? };
+        out_arg(written, "written")?;
+        let bytes = b.b.encode()?;
+        encode_out(&bytes, out, cap, written)
+    })
+}
+
+/// Free a builder. NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_free(b: *mut tdesc_builder) {
+    if b.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: created by Box::into_raw here and freed once.
+        drop(unsafe { Box::from_raw(b) });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::descriptor::*;
+    use std::ptr;
+
+    #[test]
+    fn nested_subpaving_and_depth_limit() {
+        // SAFETY: valid pointers to live locals; handles used per the ownership rules.
+        unsafe {
+            let mut inner = ptr::null_mut();
+            assert_eq!(tdesc_node_new_subpaving(&mut inner), tdesc_status::TDESC_OK);
+            for c in 0..2u64 {
+                let mut leaf = ptr::null_mut();
+                assert_eq!(tdesc_node_new_row_major(&mut leaf), tdesc_status::TDESC_OK);
+                let (o, s) = ([0u64, 2 * c], [4u64, 2]);
+                assert_eq!(
+                    tdesc_node_add_region(inner, o.as_ptr(), s.as_ptr(), 2, leaf),
+                    tdesc_status::TDESC_OK
+                );
+            }
+            let mut top = ptr::null_mut();
+            tdesc_node_new_subpaving(&mut top);
+            let (o, s) = ([0u64, 0], [4u64, 4]);
+            assert_eq!(
+                tdesc_node_add_region(top, o.as_ptr(), s.as_ptr(), 2, inner),
+                tdesc_status::TDESC_OK
+            );
+            let mut csr = ptr::null_mut();
+            tdesc_node_new_csr(3, TDESC_SPARSE_SORTED, &mut csr);
+            let o = [0u64, 4];
+            assert_eq!(
+                tdesc_node_add_region(top, o.as_ptr(), s.as_ptr(), 2, csr),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_node_add_region(top, o.as_ptr(), s.as_ptr(), 2, top),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            let mut b = ptr::null_mut();
+            let shape = [4u64, 8];
+            assert_eq!(
+                tdesc_builder_new(TDESC_ELEMENT_FLOAT32, shape.as_ptr(), 2, top, &mut b),
+                tdesc_status::TDESC_OK
+            );
+            let mut d = ptr::null_mut();
+            assert_eq!(tdesc_builder_build(b, &mut d), tdesc_status::TDESC_OK);
+            assert_eq!(tdesc_descriptor_region_count(d), 4);
+            assert_eq!(tdesc_descriptor_buffer_count(d), 5);
+            let mut r = std::mem::zeroed::<tdesc_region>();
+            assert_eq!(
+                tdesc_descriptor_region(d, 2, &mut r),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                (r.parent, r.depth, r.origin[1], *r.global_origin.add(1)),
+                (0, 2, 2, 2)
+            );
+            tdesc_descriptor_free(d);
+            tdesc_builder_free(b);
+
+            // Nine nested levels are refused while the tree is being made.
+            let mut node = ptr::null_mut();
+            tdesc_node_new_row_major(&mut node);
+            let (o, s) = ([0u64], [1u64]);
+            let mut st = tdesc_status::TDESC_OK;
+            for _ in 0..9 {
+                let mut sp = ptr::null_mut();
+                tdesc_node_new_subpaving(&mut sp);
+                st = tdesc_node_add_region(sp, o.as_ptr(), s.as_ptr(), 1, node);
+                node = sp;
+                if st != tdesc_status::TDESC_OK {
+                    break;
+                }
+            }
+            assert_eq!(st, tdesc_status::TDESC_ERR_SUBPAVING_TOO_DEEP);
+            tdesc_node_free(node);
+        }
+    }
+
+    #[test]
+    fn bad_integers_are_invalid_arguments() {
+        // SAFETY: valid pointers to live locals.
+        unsafe {
+            let mut n = ptr::null_mut();
+            assert_eq!(
+                tdesc_node_new_coo(1, 4, &mut n),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert!(n.is_null());
+            assert_eq!(
+                tdesc_node_new_extension(0x20, ptr::null(), 0, &mut n),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            let mut leaf = ptr::null_mut();
+            tdesc_node_new_row_major(&mut leaf);
+            let mut b = ptr::null_mut();
+            let shape = [2u64];
+            assert_eq!(
+                tdesc_builder_new(0, shape.as_ptr(), 1, leaf, &mut b),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert!(b.is_null());
+            let mut leaf = ptr::null_mut();
+            tdesc_node_new_row_major(&mut leaf);
+            let h = tdesc_buffer_handle {
+                size_bytes: 8,
+                device_type: 5,
+                device_id: 0,
+                memory_class: 0,
+                alignment_log2: 6,
+                flags: 0,
+            };
+            assert_eq!(
+                tdesc_node_set_buffers(leaf, &h, 1),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            tdesc_node_free(leaf);
+            tdesc_node_free(ptr::null_mut());
+            tdesc_builder_free(ptr::null_mut());
+        }
+    }
+}

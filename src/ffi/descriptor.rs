@@ -1,0 +1,881 @@
+//! The descriptor handle: decode, encode, properties, the effective buffer list, the
+//! region list and addressing.
+
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, OnceLock};
+
+use crate::descriptor::{decode, Descriptor, Location, RegionView};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{self, BufferRole, LayoutRef};
+use crate::Mode;
+
+use super::status::{
+    guard, guard_value, invalid, name_table, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+};
+use super::types::*;
+
+/// A decoded, validated descriptor. Immutable; share it freely between threads for
+/// reading. Created by `tdesc_descriptor_decode`, `tdesc_descriptor_clone` or
+/// `tdesc_builder_build`; released by `tdesc_descriptor_free`.
+pub struct tdesc_descriptor {
+    pub(crate) inner: Arc<Descriptor>,
+    /// NUL-terminated copy of the extension_type name, for C.
+    ext_name: Option<CString>,
+}
+
+impl tdesc_descriptor {
+    /// A new handle (owned by the C caller) for `d`.
+    pub(crate) fn into_raw(d: Descriptor) -> *mut tdesc_descriptor {
+        Self::from_arc(Arc::new(d))
+    }
+
+    fn from_arc(inner: Arc<Descriptor>) -> *mut tdesc_descriptor {
+        let ext_name = inner.extension_type().map(|e| {
+            CString::new(e.name.as_bytes().to_vec()).unwrap_or_else(|e| {
+                let mut v = e.into_vec();
+                v.retain(|&b| b != 0);
+                CString::new(v).unwrap_or_default()
+            })
+        });
+        Box::into_raw(Box::new(tdesc_descriptor { inner, ext_name }))
+    }
+
+    /// The shared descriptor (bound tensors keep a clone of it).
+    pub fn descriptor(&self) -> &Arc<Descriptor> {
+        &self.inner
+    }
+}
+
+/// Borrow the descriptor behind a handle argument.
+pub(crate) unsafe fn desc_arg<'a>(d: *const tdesc_descriptor) -> Result<&'a tdesc_descriptor> {
+    // SAFETY: forwarded caller promise: `d` is NULL or a live handle.
+    unsafe { ref_arg(d, "descriptor") }
+}
+
+fn mode_arg(mode: tdesc_mode) -> Result<Mode> {
+    match mode {
+        TDESC_MODE_STRICT => Ok(Mode::Strict),
+        TDESC_MODE_PERMISSIVE => Ok(Mode::Permissive),
+        m => Err(invalid(format!(
+            "mode {m} is neither TDESC_MODE_STRICT (0) nor TDESC_MODE_PERMISSIVE (1)"
+        ))),
+    }
+}
+
+/// Decode one descriptor from the start of `bytes[0, len)`.
+///
+/// On success `*out` is a new handle (free it with `tdesc_descriptor_free`) and, when
+/// `consumed` is not NULL, `*consumed` is the number of bytes read (`descriptor_length`;
+/// bytes after it are not looked at). On failure `*out` is NULL and `*consumed` untouched.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_decode(
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    out: *mut *mut tdesc_descriptor,
+    consumed: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: `out` is checked, then written once.
+        unsafe { out_handle(out, "out")? };
+        if !consumed.is_null() {
+            out_arg(consumed, "consumed")?;
+        }
+        let mode = mode_arg(mode)?;
+        // SAFETY: the caller promises `len` readable bytes at `bytes`.
+        let bytes = unsafe { slice_arg(bytes, len, "bytes")? };
+        let d = decode(bytes, mode)?;
+        let n = d.encoded_len() as usize;
+        // SAFETY: both out-parameters were checked above.
+        unsafe {
+            if !consumed.is_null() {
+                consumed.write(n);
+            }
+            out.write(tdesc_descriptor::into_raw(d));
+        }
+        Ok(())
+    })
+}
+
+/// Encode `d` into `out[0, cap)`. On success `*written` is the number of bytes written.
+/// When `cap` is too small the result is `TDESC_ERR_OUTPUT_TOO_SMALL` and `*written` is
+/// the number of bytes needed (so `out` = NULL, `cap` = 0 asks for the size).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_encode(
+    d: *const tdesc_descriptor,
+    out: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = unsafe { desc_arg(d)? };
+        out_arg(written, "written")?;
+        let bytes = d.inner.encode()?;
+        encode_out(&bytes, out, cap, written)
+    })
+}
+
+/// Copy encoded bytes to a caller buffer with the OUTPUT_TOO_SMALL protocol.
+pub(crate) fn encode_out(
+    bytes: &[u8],
+    out: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> Result<()> {
+    if cap < bytes.len() {
+        // SAFETY: `written` was checked by the caller of this helper.
+        unsafe { written.write(bytes.len()) };
+        return Err(Error::new(
+            ErrorKind::OutputTooSmall,
+            format!(
+                "the encoding needs {} bytes, the buffer holds {cap}",
+                bytes.len()
+            ),
+        ));
+    }
+    if out.is_null() {
+        return Err(invalid(format!("out is NULL but cap is {cap}")));
+    }
+    // SAFETY: `out` is non-null and the caller promises `cap >= bytes.len()` writable
+    // bytes there; the regions cannot overlap (ours is a fresh Vec).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len());
+        written.write(bytes.len());
+    }
+    Ok(())
+}
+
+/// Release a descriptor handle. NULL is a no-op. Tensors bound to it keep the
+/// descriptor alive on their own.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_free(d: *mut tdesc_descriptor) {
+    if d.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `d` was created by Box::into_raw in this library and is freed once.
+        drop(unsafe { Box::from_raw(d) });
+    });
+}
+
+/// A second handle to the same descriptor (no copy); free both.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_clone(
+    d: *const tdesc_descriptor,
+    out: *mut *mut tdesc_descriptor,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: `out` checked then written; caller promise on `d`.
+        unsafe {
+            out_handle(out, "out")?;
+            let d = desc_arg(d)?;
+            out.write(tdesc_descriptor::from_arc(Arc::clone(&d.inner)));
+        }
+        Ok(())
+    })
+}
+
+/// The rank (0 for a scalar, or when `d` is NULL).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_rank(d: *const tdesc_descriptor) -> u8 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.rank() as u8))
+}
+
+/// The shape: `rank` extents, borrowed from `d` (valid while `d` lives). NULL when `d`
+/// is NULL; not to be read for rank 0.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_shape(d: *const tdesc_descriptor) -> *const u64 {
+    // SAFETY: caller promise on `d`.
+    guard_value(std::ptr::null(), || {
+        Ok(unsafe { desc_arg(d)? }.inner.shape().as_ptr())
+    })
+}
+
+/// The element type code (`TDESC_ELEMENT_*`); 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_element_type(d: *const tdesc_descriptor) -> u8 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || {
+        Ok(unsafe { desc_arg(d)? }.inner.element_type().code())
+    })
+}
+
+/// The top-level layout tag (`TDESC_LAYOUT_*`); 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_layout(d: *const tdesc_descriptor) -> u8 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.layout_tag()))
+}
+
+/// The number of elements (product of the shape); 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_element_count(d: *const tdesc_descriptor) -> u64 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.element_count()))
+}
+
+/// The number of bytes of the encoded descriptor (`descriptor_length`); 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_encoded_len(d: *const tdesc_descriptor) -> u64 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.encoded_len()))
+}
+
+/// The top-level byte_offset; 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_byte_offset(d: *const tdesc_descriptor) -> u64 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.byte_offset()))
+}
+
+/// The minor wire version the descriptor was decoded from (0 when built); 0 when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_version_minor(d: *const tdesc_descriptor) -> u8 {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.version_minor()))
+}
+
+/// False when permissive decoding kept a part opaque (an unknown layout or region): such
+/// a descriptor can be inspected but not bound. False when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_is_bindable(d: *const tdesc_descriptor) -> bool {
+    // SAFETY: caller promise on `d`.
+    guard_value(false, || Ok(unsafe { desc_arg(d)? }.inner.is_bindable()))
+}
+
+/// The number of effective buffers (the flattened buffer list in transport order); 0
+/// when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_buffer_count(d: *const tdesc_descriptor) -> usize {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || {
+        Ok(unsafe { desc_arg(d)? }.inner.effective_buffers().len())
+    })
+}
+
+/// Effective buffer `i`: its handle, role, level and owning region. `i` out of range is
+/// `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_buffer(
+    d: *const tdesc_descriptor,
+    i: usize,
+    out: *mut tdesc_buffer,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let b = d.buffer_info(i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "buffer index {i} is not below the {} effective buffers",
+                    d.effective_buffers().len()
+                ),
+            )
+        })?;
+        let h = b.handle;
+        let v = tdesc_buffer {
+            size_bytes: h.size_bytes,
+            device_type: h.device_type.code(),
+            device_id: h.device_id,
+            memory_class: h.memory_class.code(),
+            alignment_log2: h.alignment_log2,
+            flags: h.read_only as u8,
+            role: b.role.into(),
+            level: b.level,
+            region: b.region.unwrap_or(TDESC_NO_REGION),
+            index_in_table: b.index_in_table,
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The number of regions over every nesting level (depth-first pre-order); 0 for a
+/// non-subpaving tensor or when `d` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_region_count(d: *const tdesc_descriptor) -> usize {
+    // SAFETY: caller promise on `d`.
+    guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.region_count()))
+}
+
+fn region_of(d: &Descriptor, i: usize) -> Result<RegionView<'_>> {
+    d.get_region(i).ok_or_else(|| {
+        Error::new(
+            ErrorKind::IndexOutOfBounds,
+            format!(
+                "region index {i} is not below the region count {}",
+                d.region_count()
+            ),
+        )
+    })
+}
+
+/// Region `i` in depth-first pre-order. `i` out of range is
+/// `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_region(
+    d: *const tdesc_descriptor,
+    i: usize,
+    out: *mut tdesc_region,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let r = region_of(d, i)?;
+        let rank = d.rank();
+        let mut v = tdesc_region {
+            index: r.index(),
+            parent: r.parent().unwrap_or(TDESC_NO_REGION),
+            depth: r.depth(),
+            layout_tag: r.layout_tag(),
+            flags: r.flags(),
+            rank: rank as u8,
+            first_buffer: r.first_buffer(),
+            buffer_count: r.buffer_count(),
+            byte_offset: r.byte_offset(),
+            global_origin: r.global_origin().as_ptr(),
+            shape: r.shape().as_ptr(),
+            origin: [0; TDESC_MAX_RANK],
+        };
+        r.origin_into(&mut v.origin[..rank]);
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// Where element `index[0, rank)` lives. `rank` must equal the tensor's rank
+/// (`TDESC_ERR_INVALID_ARGUMENT`); a coordinate outside the shape is
+/// `TDESC_ERR_INDEX_OUT_OF_BOUNDS`; an element inside a part kept opaque by permissive
+/// decoding is `TDESC_ERR_NOT_BINDABLE`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_locate(
+    d: *const tdesc_descriptor,
+    index: *const u64,
+    rank: usize,
+    out: *mut tdesc_location,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `d` and on `rank` readable coordinates at `index`.
+        let (d, index) = unsafe { (&desc_arg(d)?.inner, slice_arg(index, rank, "index")?) };
+        out_arg(out, "out")?;
+        let v = location_to_c(d.locate(index)?);
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The C form of a location.
+pub(crate) fn location_to_c(l: Location) -> tdesc_location {
+    match l {
+        Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            bit_shift,
+        } => tdesc_location::TDESC_LOCATION_DENSE {
+            region: region.unwrap_or(TDESC_NO_REGION),
+            buffer,
+            byte_offset,
+            bit_shift,
+        },
+        Location::Lookup {
+            region,
+            layout_tag,
+            first_buffer,
+            buffer_count,
+            local_index,
+        } => tdesc_location::TDESC_LOCATION_LOOKUP {
+            region: region.unwrap_or(TDESC_NO_REGION),
+            layout_tag,
+            first_buffer,
+            buffer_count,
+            local_index,
+        },
+    }
+}
+
+/// The layout and quantization of the tensor (`region` = `TDESC_NO_REGION`) or of region
+/// `region`.
+fn node_parts(
+    d: &Descriptor,
+    region: u32,
+) -> Result<(LayoutRef<'_>, u64, Option<&crate::Quantization>)> {
+    if region == TDESC_NO_REGION {
+        Ok((d.layout(), d.byte_offset(), d.quantization()))
+    } else {
+        let r = region_of(d, region as usize)?;
+        Ok((r.layout(), r.byte_offset(), r.quantization()))
+    }
+}
+
+/// Layout-specific fields of the tensor (`region` = `TDESC_NO_REGION`) or of one region.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_layout_info(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut tdesc_layout_info,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let (layout, byte_offset, _) = node_parts(d, region)?;
+        let tag = if region == TDESC_NO_REGION {
+            d.layout_tag()
+        } else {
+            region_of(d, region as usize)?.layout_tag()
+        };
+        let mut v = tdesc_layout_info {
+            tag,
+            sparse_flags: 0,
+            pool_count: 0,
+            tile_levels: 0,
+            region_count: 0,
+            nnz: 0,
+            block_size: 0,
+            byte_offset,
+            strides: std::ptr::null(),
+            axis_order: std::ptr::null(),
+            data: std::ptr::null(),
+            data_len: 0,
+        };
+        match layout {
+            LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
+            LayoutRef::Strided { strides } => v.strides = strides.as_ptr(),
+            LayoutRef::Tiled { levels } => v.tile_levels = levels.len() as u8,
+            LayoutRef::DimOrder { order } => v.axis_order = order.as_ptr(),
+            LayoutRef::Subpaving { region_count } => v.region_count = region_count,
+            LayoutRef::Coo { nnz, flags }
+            | LayoutRef::Csr { nnz, flags }
+            | LayoutRef::Csc { nnz, flags } => {
+                v.nnz = nnz;
+                v.sparse_flags = flags;
+            }
+            LayoutRef::Csf { nnz, axis_order } => {
+                v.nnz = nnz;
+                v.axis_order = axis_order.as_ptr();
+            }
+            LayoutRef::BlockPaged {
+                block_size,
+                pool_count,
+            } => {
+                v.block_size = block_size;
+                v.pool_count = pool_count;
+            }
+            LayoutRef::Extension { data, .. } | LayoutRef::Unknown { data, .. } => {
+                v.data = data.as_ptr();
+                v.data_len = data.len();
+            }
+        }
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// Tiling level `level` (outermost first) of a TILED tensor or region. Not TILED:
+/// `TDESC_ERR_INVALID_ARGUMENT`; `level` out of range: `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_tile_level(
+    d: *const tdesc_descriptor,
+    region: u32,
+    level: usize,
+    out: *mut tdesc_tile_level,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let LayoutRef::Tiled { levels } = node_parts(d, region)?.0 else {
+            return Err(invalid("the node's layout is not TILED"));
+        };
+        let l = levels.get(level).ok_or_else(|| {
+            Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "tile level {level} is not below the {} levels",
+                    levels.len()
+                ),
+            )
+        })?;
+        let v = tdesc_tile_level {
+            tile_shape: l.tile_shape.as_ptr(),
+            tile_order: l.tile_order as u8,
+            inner_tag: l.inner_tag,
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+fn not_found(what: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("the descriptor has no {what}"))
+}
+
+/// The quantization of the tensor (`region` = `TDESC_NO_REGION`) or of one region;
+/// `TDESC_ERR_NOT_FOUND` when it has none.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_quantization(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut tdesc_quantization,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let q = node_parts(d, region)?
+            .2
+            .ok_or_else(|| not_found("quantization there"))?;
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(tdesc_quantization::from_rust(q)) };
+        Ok(())
+    })
+}
+
+/// The shard section; `TDESC_ERR_NOT_FOUND` when absent.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_shard(
+    d: *const tdesc_descriptor,
+    out: *mut tdesc_shard,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let s = d.shard().ok_or_else(|| not_found("shard section"))?;
+        let v = tdesc_shard {
+            parent_shape: s.parent_shape.as_ptr(),
+            shard_origin: s.shard_origin.as_ptr(),
+            rank: s.parent_shape.len() as u8,
+            shard_index: s.shard_index,
+            shard_count: s.shard_count,
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The statistics section; `TDESC_ERR_NOT_FOUND` when absent.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_statistics(
+    d: *const tdesc_descriptor,
+    out: *mut tdesc_statistics,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let s = d
+            .statistics()
+            .ok_or_else(|| not_found("statistics section"))?;
+        let (min, max) = s.min_max.unwrap_or((0.0, 0.0));
+        let v = tdesc_statistics {
+            has_nnz: s.nnz.is_some() as u8,
+            has_min_max: s.min_max.is_some() as u8,
+            has_nan_count: s.nan_count.is_some() as u8,
+            nnz: s.nnz.unwrap_or(0),
+            min,
+            max,
+            nan_count: s.nan_count.unwrap_or(0),
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The extension_type section; `TDESC_ERR_NOT_FOUND` when absent. The strings are
+/// borrowed from `d`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_extension_type(
+    d: *const tdesc_descriptor,
+    out: *mut tdesc_extension_type,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let h = unsafe { desc_arg(d)? };
+        out_arg(out, "out")?;
+        let e = h
+            .inner
+            .extension_type()
+            .ok_or_else(|| not_found("extension_type section"))?;
+        let name = h
+            .ext_name
+            .as_ref()
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "extension_type name copy missing"))?;
+        let v = tdesc_extension_type {
+            name: name.as_ptr() as *const u8,
+            name_len: e.name.len(),
+            metadata: e.metadata.as_ptr(),
+            metadata_len: e.metadata.len(),
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The name of an element type code, e.g. `"FLOAT32"`; `"UNKNOWN"` when unassigned.
+/// Static storage.
+#[no_mangle]
+pub extern "C" fn tdesc_element_type_name(code: u8) -> *const c_char {
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    let names = name_table(&NAMES, 256, |i| {
+        ElementType::from_code(i as u8).map_or("UNKNOWN", |t| t.name())
+    });
+    names[code as usize].as_ptr()
+}
+
+/// Bits per element of an element type code (4, 8, 16, 32, 64 or 128); 0 when unassigned.
+#[no_mangle]
+pub extern "C" fn tdesc_element_type_bits(code: u8) -> u32 {
+    ElementType::from_code(code).map_or(0, |t| t.bits())
+}
+
+/// The name of a layout tag, e.g. `"CSR"`; `"EXTENSION"` for 0xF0–0xFE, `"UNKNOWN"` for
+/// unassigned tags. Static storage.
+#[no_mangle]
+pub extern "C" fn tdesc_layout_name(tag: u8) -> *const c_char {
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    let names = name_table(&NAMES, 256, |i| layout::tag_name(i as u8));
+    names[tag as usize].as_ptr()
+}
+
+/// The name of a buffer role, e.g. `"INDPTR"`; `"UNKNOWN"` for other values. Static storage.
+#[no_mangle]
+pub extern "C" fn tdesc_buffer_role_name(role: u32) -> *const c_char {
+    use BufferRole::*;
+    const ROLES: [BufferRole; 11] = [
+        Data,
+        Values,
+        Indices,
+        Indptr,
+        BlockTable,
+        RowLengths,
+        PagePool,
+        QuantScales,
+        QuantZeroPoints,
+        QuantCodebook,
+        Extension,
+    ];
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    let names = name_table(&NAMES, ROLES.len(), |i| ROLES[i].name());
+    names
+        .get(role as usize)
+        .map_or(c"UNKNOWN".as_ptr(), |s| s.as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{NodeSpec, RegionSpec, TensorBuilder};
+    use std::ffi::CStr;
+    use std::ptr;
+
+    fn handle(d: Descriptor) -> *mut tdesc_descriptor {
+        tdesc_descriptor::into_raw(d)
+    }
+
+    #[test]
+    fn decode_enumerate_locate() {
+        let d = TensorBuilder::subpaving(
+            ElementType::Float32,
+            &[8, 8],
+            vec![
+                RegionSpec::new(&[0, 0], &[8, 4], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 4], &[8, 4], NodeSpec::csr(5, 3)),
+            ],
+        )
+        .build()
+        .unwrap();
+        let bytes = d.encode().unwrap();
+        let mut h = ptr::null_mut();
+        let mut consumed = 0usize;
+        // SAFETY: valid pointers to live locals.
+        unsafe {
+            let mut long = bytes.clone();
+            long.extend_from_slice(&[9, 9, 9]);
+            assert_eq!(
+                tdesc_descriptor_decode(
+                    long.as_ptr(),
+                    long.len(),
+                    TDESC_MODE_STRICT,
+                    &mut h,
+                    &mut consumed
+                ),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(consumed, bytes.len());
+            assert_eq!(tdesc_descriptor_rank(h), 2);
+            assert_eq!(tdesc_descriptor_region_count(h), 2);
+            assert_eq!(tdesc_descriptor_buffer_count(h), 4);
+            let mut b = std::mem::zeroed::<tdesc_buffer>();
+            assert_eq!(
+                tdesc_descriptor_buffer(h, 2, &mut b),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(b.role, tdesc_buffer_role::TDESC_ROLE_INDICES);
+            assert_eq!(b.region, 1);
+            assert_eq!(
+                tdesc_descriptor_buffer(h, 4, &mut b),
+                tdesc_status::TDESC_ERR_INDEX_OUT_OF_BOUNDS
+            );
+            let mut r = std::mem::zeroed::<tdesc_region>();
+            assert_eq!(
+                tdesc_descriptor_region(h, 1, &mut r),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                (r.parent, r.depth, r.layout_tag, r.origin[1]),
+                (TDESC_NO_REGION, 1, 8, 4)
+            );
+            assert_eq!(*r.global_origin.add(1), 4);
+            let mut loc = std::mem::zeroed::<tdesc_location>();
+            let idx = [3u64, 1];
+            assert_eq!(
+                tdesc_descriptor_locate(h, idx.as_ptr(), 2, &mut loc),
+                tdesc_status::TDESC_OK
+            );
+            assert!(matches!(
+                loc,
+                tdesc_location::TDESC_LOCATION_DENSE {
+                    region: 0,
+                    buffer: 0,
+                    byte_offset: 52,
+                    bit_shift: 0
+                }
+            ));
+            let idx = [3u64, 5];
+            assert_eq!(
+                tdesc_descriptor_locate(h, idx.as_ptr(), 2, &mut loc),
+                tdesc_status::TDESC_OK
+            );
+            match loc {
+                tdesc_location::TDESC_LOCATION_LOOKUP {
+                    region,
+                    layout_tag,
+                    first_buffer,
+                    buffer_count,
+                    local_index,
+                } => {
+                    assert_eq!(
+                        (region, layout_tag, first_buffer, buffer_count),
+                        (1, 8, 1, 3)
+                    );
+                    assert_eq!(&local_index[..2], &[3, 1]);
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                tdesc_descriptor_locate(h, idx.as_ptr(), 1, &mut loc),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            let mut n = 0usize;
+            assert_eq!(
+                tdesc_descriptor_encode(h, ptr::null_mut(), 0, &mut n),
+                tdesc_status::TDESC_ERR_OUTPUT_TOO_SMALL
+            );
+            assert_eq!(n, bytes.len());
+            let mut buf = vec![0u8; n];
+            assert_eq!(
+                tdesc_descriptor_encode(h, buf.as_mut_ptr(), n, &mut n),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(buf, bytes);
+            tdesc_descriptor_free(h);
+            tdesc_descriptor_free(ptr::null_mut());
+        }
+    }
+
+    #[test]
+    fn errors_leave_out_handles_null_and_detail_set() {
+        let mut h = handle(
+            TensorBuilder::row_major(ElementType::Int8, &[2])
+                .build()
+                .unwrap(),
+        );
+        let keep = h;
+        // SAFETY: valid pointers to live locals.
+        unsafe {
+            assert_eq!(
+                tdesc_descriptor_decode(b"XXXX".as_ptr(), 4, 0, &mut h, ptr::null_mut()),
+                tdesc_status::TDESC_ERR_BAD_MAGIC
+            );
+            assert!(h.is_null());
+            let msg = CStr::from_ptr(crate::ffi::tdesc_last_error())
+                .to_str()
+                .unwrap();
+            assert!(msg.starts_with("BAD_MAGIC: magic"), "{msg}");
+            assert_eq!(
+                tdesc_descriptor_decode(b"XXXX".as_ptr(), 4, 7, &mut h, ptr::null_mut()),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                tdesc_descriptor_decode(ptr::null(), 4, 0, &mut h, ptr::null_mut()),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(tdesc_descriptor_rank(ptr::null()), 0);
+            assert!(tdesc_descriptor_shape(ptr::null()).is_null());
+            let mut loc = std::mem::zeroed::<tdesc_location>();
+            let idx = [5u64];
+            assert_eq!(
+                tdesc_descriptor_locate(keep, idx.as_ptr(), 1, &mut loc),
+                tdesc_status::TDESC_ERR_INDEX_OUT_OF_BOUNDS
+            );
+            let mut r = std::mem::zeroed::<tdesc_region>();
+            assert_eq!(
+                tdesc_descriptor_region(keep, 0, &mut r),
+                tdesc_status::TDESC_ERR_INDEX_OUT_OF_BOUNDS
+            );
+            let mut q = std::mem::zeroed::<tdesc_quantization>();
+            assert_eq!(
+                tdesc_descriptor_quantization(keep, TDESC_NO_REGION, &mut q),
+                tdesc_status::TDESC_ERR_NOT_FOUND
+            );
+            tdesc_descriptor_free(keep);
+        }
+    }
+
+    #[test]
+    fn names() {
+        // SAFETY: static NUL-terminated strings.
+        unsafe {
+            assert_eq!(
+                CStr::from_ptr(tdesc_element_type_name(0x0C))
+                    .to_str()
+                    .unwrap(),
+                "FLOAT32"
+            );
+            assert_eq!(
+                CStr::from_ptr(tdesc_element_type_name(0)).to_str().unwrap(),
+                "UNKNOWN"
+            );
+            assert_eq!(
+                CStr::from_ptr(tdesc_layout_name(0x40)).to_str().unwrap(),
+                "SPLAT"
+            );
+            assert_eq!(
+                CStr::from_ptr(tdesc_buffer_role_name(6)).to_str().unwrap(),
+                "PAGE_POOL"
+            );
+            assert_eq!(
+                CStr::from_ptr(tdesc_buffer_role_name(11)).to_str().unwrap(),
+                "UNKNOWN"
+            );
+        }
+        assert_eq!(tdesc_element_type_bits(0x13), 4);
+        assert_eq!(tdesc_element_type_bits(0x16), 0);
+    }
+}
