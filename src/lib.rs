@@ -46,6 +46,7 @@ pub mod bench_support {
     pub use crate::regions::build_index_for_bench;
 }
 
+pub use bound::BoundTensor;
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
 pub use descriptor::{decode, BufferInfo, Descriptor, Location, RegionView};
 pub use device::{BufferHandle, DeviceType, MemoryClass};
