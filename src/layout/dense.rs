@@ -76,15 +76,23 @@ pub(crate) fn check_buffers(
                 return Ok(());
             };
             let esize = et.storage_bytes() as i128;
-            let first = byte_offset as i128 + lo * esize;
-            if first < 0 {
+            // |lo|, hi < 2^127 (|stride| <= 2^63, the extents' product fits u64), but times
+            // a 16-byte element they may not fit i128: such a reach is outside any buffer.
+            let first = lo
+                .checked_mul(esize)
+                .and_then(|b| b.checked_add(byte_offset as i128));
+            if !matches!(first, Some(f) if f >= 0) {
+                let before = first.map_or("more than 2^127".to_string(), |f| (-f).to_string());
                 return Err(Error::new(
                     ErrorKind::ByteOffsetInvalid,
-                    format!("STRIDED strides {strides:?} reach element offset {lo}, {} bytes before the buffer start (byte_offset {byte_offset})", -first),
+                    format!("STRIDED strides {strides:?} reach element offset {lo}, {before} bytes before the buffer start (byte_offset {byte_offset})"),
                 ));
             }
-            let end = byte_offset as i128 + (hi + 1) * esize;
-            if end > size as i128 {
+            let end = (hi + 1)
+                .checked_mul(esize)
+                .and_then(|b| b.checked_add(byte_offset as i128));
+            if !matches!(end, Some(e) if e <= size as i128) {
+                let end = end.map_or("beyond 2^127".to_string(), |e| e.to_string());
                 return Err(Error::new(
                     ErrorKind::BufferTooSmall,
                     format!("STRIDED strides {strides:?} reach byte {end} but the data buffer is {size} bytes"),

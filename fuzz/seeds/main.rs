@@ -1,0 +1,513 @@
+//! Seed corpora for the fuzz targets: `seeds [OUT_DIR]` (default `fuzz/corpus`) writes
+//! `OUT_DIR/<target>/seed-<name>` files. Sources: descriptors built with the library's
+//! builder (every layout, every quantization scheme and section, subpavings that hit
+//! each kind of level index, nesting to the deepest level, permissive-only forms), and
+//! the golden vectors `tests/vectors/*.hex` when they exist.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use tensordesc::builder::{LayoutSpec, TileSpec};
+use tensordesc::layout::{sparse_flags, tag};
+use tensordesc::quant::QuantScheme;
+use tensordesc::*;
+
+/// Targets whose input is one descriptor (optionally followed by index bytes).
+const DESCRIPTOR_TARGETS: [&str; 4] = ["decode_strict", "decode_permissive", "roundtrip", "locate"];
+
+fn r(o: &[u64], s: &[u64], n: NodeSpec) -> RegionSpec {
+    RegionSpec::new(o, s, n)
+}
+
+fn q_tensor() -> Quantization {
+    Quantization {
+        scheme: QuantScheme::PerTensorAffine {
+            scale: 0.25,
+            zero_point: -3,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: true,
+    }
+}
+
+fn q_axis(axis: u8) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::PerAxisAffine {
+            axis,
+            scale_type: ElementType::Float16,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: true,
+    }
+}
+
+fn q_block(axis: u8) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis,
+            block_size: 4,
+            scale_type: ElementType::Float8E8m0fnu,
+        },
+        expressed_type: ElementType::Bfloat16,
+        has_zero_point: false,
+    }
+}
+
+fn q_codebook() -> Quantization {
+    Quantization {
+        scheme: QuantScheme::Codebook { codebook_size: 16 },
+        expressed_type: ElementType::Float16,
+        has_zero_point: false,
+    }
+}
+
+fn csf(et: ElementType, order: &[u8], levels: &[u64]) -> NodeSpec {
+    NodeSpec::csf(et, order, levels).expect("valid CSF seed")
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// A random guillotine partition of `shape`, leaves of varied layouts, some nested.
+fn guillotine(
+    origin: &[u64],
+    shape: &[u64],
+    seed: &mut u64,
+    depth: u32,
+    level: u8,
+    out: &mut Vec<RegionSpec>,
+) {
+    let axis = (xorshift(seed) % shape.len() as u64) as usize;
+    if depth > 0 && shape[axis] > 1 && xorshift(seed) % 6 != 0 {
+        let cut = 1 + xorshift(seed) % (shape[axis] - 1);
+        let (mut o2, mut s1, mut s2) = (origin.to_vec(), shape.to_vec(), shape.to_vec());
+        s1[axis] = cut;
+        s2[axis] = shape[axis] - cut;
+        o2[axis] += cut;
+        guillotine(origin, &s1, seed, depth - 1, level, out);
+        guillotine(&o2, &s2, seed, depth - 1, level, out);
+        return;
+    }
+    let rank = shape.len();
+    let node = match xorshift(seed) % 8 {
+        0 if level < 4 && shape.iter().product::<u64>() > 1 => {
+            let mut inner = Vec::new();
+            guillotine(&vec![0; rank], shape, seed, 3, level + 1, &mut inner);
+            NodeSpec::subpaving(inner)
+        }
+        1 => NodeSpec::col_major(),
+        2 if rank == 2 => NodeSpec::csr(1, sparse_flags::SORTED),
+        3 => NodeSpec::coo(1, sparse_flags::SORTED | sparse_flags::UNIQUE),
+        4 => NodeSpec::splat(),
+        5 => NodeSpec::tiled(&vec![2; rank]),
+        6 if rank >= 2 => NodeSpec::block_paged(2, 1),
+        _ => NodeSpec::row_major(),
+    };
+    out.push(RegionSpec::new(origin, shape, node));
+}
+
+fn pinwheel(n: u64) -> Vec<RegionSpec> {
+    let a = n / 3;
+    let b = n - a;
+    vec![
+        r(&[0, 0], &[b, a], NodeSpec::row_major()),
+        r(&[b, 0], &[a, b], NodeSpec::col_major()),
+        r(&[a, b], &[b, a], NodeSpec::splat()),
+        r(&[0, a], &[a, b], NodeSpec::row_major()),
+        r(&[a, a], &[b - a, b - a], NodeSpec::row_major()),
+    ]
+}
+
+fn nest(levels: usize) -> NodeSpec {
+    let mut node = NodeSpec::row_major();
+    for _ in 0..levels {
+        node = NodeSpec::subpaving(vec![
+            r(&[0, 0], &[4, 2], node),
+            r(&[0, 2], &[4, 2], NodeSpec::col_major()),
+        ]);
+    }
+    node
+}
+
+/// Builder-made descriptors, each valid in strict mode.
+fn built() -> Vec<(String, TensorBuilder)> {
+    use ElementType::*;
+    let mut v: Vec<(String, TensorBuilder)> = Vec::new();
+    let mut add = |name: &str, b: TensorBuilder| v.push((name.to_string(), b));
+    add("scalar", TensorBuilder::row_major(Float64, &[]));
+    add("row_major_f32", TensorBuilder::row_major(Float32, &[4, 8]));
+    add("row_major_i4_odd", TensorBuilder::row_major(Int4, &[3, 5]));
+    add(
+        "row_major_zero_extent",
+        TensorBuilder::row_major(Uint8, &[0, 7]),
+    );
+    add(
+        "row_major_offset",
+        TensorBuilder::row_major(Int16, &[2, 3, 4]).byte_offset(64),
+    );
+    add(
+        "col_major",
+        TensorBuilder::new(Complex64, &[3, 2], NodeSpec::col_major()),
+    );
+    add(
+        "strided",
+        TensorBuilder::new(Float32, &[4, 4], NodeSpec::strided(&[1, 4])),
+    );
+    add(
+        "strided_negative",
+        TensorBuilder::new(
+            Int32,
+            &[3, 3],
+            NodeSpec::strided(&[-3, 1]).with_byte_offset(24),
+        ),
+    );
+    add(
+        "strided_zero",
+        TensorBuilder::new(Int8, &[5, 2], NodeSpec::strided(&[0, 1])),
+    );
+    add(
+        "tiled",
+        TensorBuilder::new(Bfloat16, &[5, 7], NodeSpec::tiled(&[2, 4])),
+    );
+    add(
+        "tiled_nested",
+        TensorBuilder::new(
+            Uint4,
+            &[9, 8],
+            NodeSpec::new(LayoutSpec::Tiled {
+                levels: vec![
+                    TileSpec {
+                        tile_shape: vec![4, 4],
+                        order: TileOrder::ColMajor,
+                    },
+                    TileSpec {
+                        tile_shape: vec![2, 2],
+                        order: TileOrder::RowMajor,
+                    },
+                ],
+                inner: tag::COL_MAJOR,
+            }),
+        ),
+    );
+    add(
+        "dim_order",
+        TensorBuilder::new(Float16, &[2, 3, 4], NodeSpec::dim_order(&[2, 0, 1])),
+    );
+    add(
+        "splat",
+        TensorBuilder::new(Float8E4m3fn, &[100, 100], NodeSpec::splat()),
+    );
+    add(
+        "splat_i4",
+        TensorBuilder::new(Int4, &[3], NodeSpec::splat().with_byte_offset(5)),
+    );
+    add(
+        "coo",
+        TensorBuilder::new(Float32, &[10, 10, 10], NodeSpec::coo(7, 3)),
+    );
+    add(
+        "coo_unsorted",
+        TensorBuilder::new(Float64, &[6], NodeSpec::coo(3, 0)),
+    );
+    add(
+        "csr",
+        TensorBuilder::new(Float32, &[5, 6], NodeSpec::csr(9, 3)),
+    );
+    add(
+        "csc",
+        TensorBuilder::new(Int64, &[4, 3], NodeSpec::csc(2, 1)),
+    );
+    add(
+        "csf",
+        TensorBuilder::new(Float32, &[4, 5, 6], csf(Float32, &[1, 0, 2], &[2, 3, 5])),
+    );
+    add(
+        "block_paged",
+        TensorBuilder::new(Float16, &[3, 10, 4], NodeSpec::block_paged(4, 2)),
+    );
+    add(
+        "extension",
+        TensorBuilder::new(
+            Uint8,
+            &[16],
+            NodeSpec::extension(
+                0xF1,
+                b"opaque",
+                vec![BufferHandle::cpu(16), BufferHandle::cpu(3)],
+            ),
+        ),
+    );
+    add(
+        "quant_tensor",
+        TensorBuilder::row_major(Int8, &[4, 4]).quantization(q_tensor()),
+    );
+    add(
+        "quant_axis",
+        TensorBuilder::row_major(Uint8, &[3, 5]).quantization(q_axis(1)),
+    );
+    add(
+        "quant_block_i4",
+        TensorBuilder::row_major(Int4, &[6, 10]).quantization(q_block(1)),
+    );
+    add(
+        "quant_codebook",
+        TensorBuilder::row_major(Uint4, &[8, 8]).quantization(q_codebook()),
+    );
+    add(
+        "sections",
+        TensorBuilder::row_major(Float32, &[2, 3])
+            .shard(Shard {
+                parent_shape: vec![4, 6],
+                shard_origin: vec![2, 3],
+                shard_index: 3,
+                shard_count: 4,
+            })
+            .statistics(Statistics {
+                nnz: Some(5),
+                min_max: Some((-1.5, 2.0)),
+                nan_count: Some(0),
+            })
+            .extension_type(ExtensionType {
+                name: "tensordesc.test".into(),
+                metadata: vec![1, 2, 3],
+            }),
+    );
+    add(
+        "device_cuda",
+        TensorBuilder::row_major(Float32, &[8]).device(BufferHandle {
+            device_type: DeviceType::Cuda,
+            device_id: 1,
+            memory_class: MemoryClass::DeviceLocal,
+            alignment_log2: 8,
+            read_only: true,
+            ..BufferHandle::cpu(0)
+        }),
+    );
+    add(
+        "sub_grid",
+        TensorBuilder::subpaving(
+            Float32,
+            &[4, 4],
+            vec![
+                r(&[0, 0], &[2, 2], NodeSpec::row_major()),
+                r(&[0, 2], &[2, 2], NodeSpec::col_major()),
+                r(&[2, 0], &[2, 2], NodeSpec::csr(2, 3)),
+                r(&[2, 2], &[2, 2], NodeSpec::splat()),
+            ],
+        ),
+    );
+    add(
+        "sub_rectilinear",
+        TensorBuilder::subpaving(
+            Int8,
+            &[7, 5],
+            vec![
+                r(&[0, 0], &[3, 1], NodeSpec::row_major()),
+                r(
+                    &[0, 1],
+                    &[3, 4],
+                    NodeSpec::row_major().with_quantization(q_axis(0)),
+                ),
+                r(&[3, 0], &[4, 1], NodeSpec::coo(2, 0)),
+                r(&[3, 1], &[4, 4], NodeSpec::tiled(&[2, 2])),
+            ],
+        ),
+    );
+    add(
+        "sub_pinwheel",
+        TensorBuilder::subpaving(Float32, &[9, 9], pinwheel(9)),
+    );
+    add(
+        "sub_nested_8",
+        TensorBuilder::new(Float32, &[4, 4], nest(8)),
+    );
+    add(
+        "sub_mixed",
+        TensorBuilder::subpaving(
+            Int8,
+            &[16, 16],
+            vec![
+                r(&[0, 0], &[8, 8], NodeSpec::block_paged(4, 2)),
+                r(&[0, 8], &[8, 8], csf(Int8, &[0, 1], &[2, 3])),
+                r(
+                    &[8, 0],
+                    &[8, 8],
+                    NodeSpec::csc(4, 3).with_quantization(q_tensor()),
+                ),
+                r(
+                    &[8, 8],
+                    &[8, 8],
+                    NodeSpec::extension(0xFE, b"", vec![BufferHandle::cpu(1)])
+                        .with_quantization(q_block(0)),
+                ),
+            ],
+        ),
+    );
+    for (k, (shape, depth)) in [
+        (vec![12u64, 9], 5u32),
+        (vec![6, 5, 4], 6),
+        (vec![40], 7),
+        (vec![30, 30], 8),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ k as u64;
+        let mut regions = Vec::new();
+        guillotine(
+            &vec![0; shape.len()],
+            &shape,
+            &mut seed,
+            depth,
+            1,
+            &mut regions,
+        );
+        if regions.len() < 2 {
+            continue;
+        }
+        add(
+            &format!("sub_guillotine_{k}"),
+            TensorBuilder::subpaving(Float32, &shape, regions),
+        );
+    }
+    // A uniform grid with clipped edge cells, larger than the k-d tree's leaf size.
+    let mut grid = Vec::new();
+    for i in 0..5u64 {
+        for j in 0..4u64 {
+            grid.push(r(
+                &[3 * i, 4 * j],
+                &[3.min(14 - 3 * i), 4.min(15 - 4 * j)],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    add(
+        "sub_uniform_clipped",
+        TensorBuilder::subpaving(Uint16, &[14, 15], grid),
+    );
+    v
+}
+
+/// Permissive-only variants made by patching valid bytes.
+fn permissive_variants(seeds: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let find = |n: &str| seeds.iter().find(|(k, _)| k == n).map(|(_, b)| b.clone());
+    if let Some(mut b) = find("row_major_f32") {
+        // Minor version 1 with trailing bytes the permissive reader keeps opaque.
+        b[5] = 1;
+        b.extend_from_slice(&[0xAB; 9]);
+        let n = b.len() as u64;
+        b[8..16].copy_from_slice(&n.to_le_bytes());
+        out.push(("minor1_trailing".to_string(), b));
+    }
+    if let Some(mut b) = find("row_major_f32") {
+        b[18] = 0x20; // unassigned top-level tag: the rest is opaque
+        out.push(("unknown_top_layout".to_string(), b));
+    }
+    if let Some(mut b) = find("sub_grid") {
+        // First region's tag (after header 20, shape 16, byte_offset 8, count 4, origin+shape 32).
+        b[20 + 16 + 8 + 4 + 32] = 0x33;
+        out.push(("unknown_region".to_string(), b));
+    }
+    if let Some(mut b) = find("quant_tensor") {
+        // Unknown scheme: the scheme byte follows the 4-byte section length.
+        let at = b.len() - 20;
+        b[at] = 0x7E;
+        out.push(("unknown_quant_scheme".to_string(), b));
+    }
+    out
+}
+
+/// Bytes of a golden-vector file: hex digits of every line that holds only hex (comments
+/// after `#` dropped; lines with other text, e.g. expected statuses, skipped).
+fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    let mut digits = String::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let line = line.replace("0x", "");
+        if !line.is_empty()
+            && line
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c.is_whitespace() || c == ',')
+        {
+            digits.extend(line.chars().filter(|c| c.is_ascii_hexdigit()));
+        }
+    }
+    if digits.is_empty() || digits.len() % 2 != 0 {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).ok())
+        .collect()
+}
+
+fn golden(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir(root.join("tests/vectors")) else {
+        return out;
+    };
+    let mut paths: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for p in paths {
+        if p.extension().and_then(|e| e.to_str()) != Some("hex") {
+            continue;
+        }
+        if let Some(bytes) = fs::read_to_string(&p).ok().and_then(|t| parse_hex(&t)) {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            out.push((format!("golden_{stem}"), bytes));
+        }
+    }
+    out
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    fs::create_dir_all(dir).expect("create corpus dir");
+    fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("fuzz/corpus"));
+    let mut descs: Vec<(String, Vec<u8>)> = Vec::new();
+    for (name, b) in built() {
+        let bytes = b
+            .encode()
+            .unwrap_or_else(|e| panic!("seed {name} does not build: {e}"));
+        descs.push((name, bytes));
+    }
+    let extra = permissive_variants(&descs);
+    descs.extend(extra);
+    let gold = golden(&root);
+    let n_gold = gold.len();
+    descs.extend(gold);
+    for t in DESCRIPTOR_TARGETS {
+        let dir = out.join(t);
+        for (name, bytes) in &descs {
+            write(&dir, name, bytes);
+        }
+    }
+    // locate: also with index bytes after the descriptor.
+    let mut s = 0x1234_5678_9ABC_DEF1u64;
+    for (name, bytes) in &descs {
+        let mut b = bytes.clone();
+        for _ in 0..8 {
+            b.extend_from_slice(&xorshift(&mut s).to_le_bytes());
+        }
+        write(&out.join("locate"), &format!("{name}-points"), &b);
+    }
+    println!(
+        "wrote {} descriptor seeds ({} golden vectors) for {} targets into {}",
+        descs.len(),
+        n_gold,
+        DESCRIPTOR_TARGETS.len(),
+        out.display()
+    );
+}
