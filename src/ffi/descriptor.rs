@@ -381,7 +381,7 @@ pub(crate) fn location_to_c(l: Location) -> tdesc_location {
             buffer,
             byte_offset,
             bit_shift,
-        } => tdesc_location::TDESC_LOCATION_DENSE {
+        } => tdesc_location::Dense {
             region: region.unwrap_or(TDESC_NO_REGION),
             buffer,
             byte_offset,
@@ -393,7 +393,7 @@ pub(crate) fn location_to_c(l: Location) -> tdesc_location {
             first_buffer,
             buffer_count,
             local_index,
-        } => tdesc_location::TDESC_LOCATION_LOOKUP {
+        } => tdesc_location::Lookup {
             region: region.unwrap_or(TDESC_NO_REGION),
             layout_tag,
             first_buffer,
@@ -750,7 +750,7 @@ mod tests {
             );
             assert!(matches!(
                 loc,
-                tdesc_location::TDESC_LOCATION_DENSE {
+                tdesc_location::Dense {
                     region: 0,
                     buffer: 0,
                     byte_offset: 52,
@@ -763,7 +763,7 @@ mod tests {
                 tdesc_status::TDESC_OK
             );
             match loc {
-                tdesc_location::TDESC_LOCATION_LOOKUP {
+                tdesc_location::Lookup {
                     region,
                     layout_tag,
                     first_buffer,

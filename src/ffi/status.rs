@@ -18,11 +18,11 @@ pub const TDESC_VERSION_MINOR: u32 = 0;
 /// Library patch version.
 pub const TDESC_VERSION_PATCH: u32 = 0;
 /// Library version as a string.
-pub const TDESC_VERSION_STRING: &str = "1.0.0";
+pub const TDESC_VERSION_STRING: &'static str = "1.0.0";
 
 /// The result of every fallible call: `TDESC_OK` (0) or the reason of the failure.
 /// The numbers are stable and never reused; they equal the Rust `ErrorKind` discriminants.
-/// [`tdesc_status_name`] gives the name without prefix, [`tdesc_last_error`] the detail.
+/// `tdesc_status_name` gives the name without prefix, `tdesc_last_error` the detail.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum tdesc_status {

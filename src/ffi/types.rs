@@ -16,7 +16,7 @@ use super::status::invalid;
 pub const TDESC_MAX_RANK: usize = 64;
 /// The "no region" value of region fields: the tensor is not a subpaving, or the region
 /// is at the top level.
-pub const TDESC_NO_REGION: u32 = 0xFFFF_FFFF;
+pub const TDESC_NO_REGION: u32 = u32::MAX;
 /// Deepest subpaving nesting (the tensor-level subpaving is depth 1).
 pub const TDESC_MAX_SUBPAVING_DEPTH: u8 = 8;
 
@@ -335,14 +335,17 @@ pub struct tdesc_region {
     pub origin: [u64; TDESC_MAX_RANK],
 }
 
-/// Where an element lives (`tdesc_descriptor_locate`): check `tag`, then read the member
-/// of the same name.
+/// Where an element lives (`tdesc_descriptor_locate`): check `tag`
+/// (`TDESC_LOCATION_DENSE` or `TDESC_LOCATION_LOOKUP`), then read the member of the
+/// same name (`DENSE` or `LOOKUP`).
+///
+/// cbindgen:rename-all=QualifiedScreamingSnakeCase
 #[repr(C, u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum tdesc_location {
     /// A dense element: its bytes are at `byte_offset` inside effective buffer `buffer`;
     /// for 4-bit types at bit `bit_shift` (0 or 4) of that byte.
-    TDESC_LOCATION_DENSE {
+    Dense {
         /// The leaf region, or `TDESC_NO_REGION` for a non-subpaving tensor.
         region: u32,
         /// Effective buffer index.
@@ -353,7 +356,7 @@ pub enum tdesc_location {
         bit_shift: u8,
     },
     /// A sparse, block-paged or extension element: the listed buffers must be read to find it.
-    TDESC_LOCATION_LOOKUP {
+    Lookup {
         /// The leaf region, or `TDESC_NO_REGION` for a non-subpaving tensor.
         region: u32,
         /// Layout tag of that region (or of the tensor).

@@ -1,0 +1,70 @@
+//! The committed C header `include/tensordesc.h` must be exactly what cbindgen generates
+//! from `src/ffi/` with `cbindgen.toml`. `TDESC_BLESS_HEADER=1` rewrites it.
+
+use std::path::Path;
+
+#[test]
+fn committed_header_is_fresh() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
+    let bindings = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(root.join("src/ffi/mod.rs"))
+        .generate()
+        .expect("cbindgen generates the header");
+    let mut generated = Vec::new();
+    bindings.write(&mut generated);
+    let generated = String::from_utf8(generated).expect("UTF-8 header");
+    let path = root.join("include/tensordesc.h");
+    if std::env::var_os("TDESC_BLESS_HEADER").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &generated).expect("write include/tensordesc.h");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed != generated {
+        let first = committed
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(committed.lines().count().min(generated.lines().count()));
+        panic!(
+            "include/tensordesc.h is stale (first difference at line {}); regenerate with \
+             TDESC_BLESS_HEADER=1 cargo test --test header_fresh",
+            first + 1
+        );
+    }
+}
+
+#[test]
+fn header_declares_the_contract() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let h = std::fs::read_to_string(root.join("include/tensordesc.h")).expect("header");
+    for needle in [
+        "#ifndef TENSORDESC_H",
+        "extern \"C\"",
+        "#define TDESC_ABI_VERSION 1",
+        "#define TDESC_MAX_RANK 64",
+        "#define TDESC_NO_REGION 4294967295",
+        "TDESC_OK = 0,",
+        "TDESC_ERR_REGION_OVERLAP = 20,",
+        "TDESC_ERR_INTERNAL = 39,",
+        "#define TDESC_MODE_STRICT 0",
+        "#define TDESC_MODE_PERMISSIVE 1",
+        "tdesc_status tdesc_descriptor_decode(const uint8_t *bytes,",
+        "tdesc_status tdesc_descriptor_encode(const tdesc_descriptor *d,",
+        "void tdesc_descriptor_free(tdesc_descriptor *d);",
+        "uint8_t tdesc_descriptor_rank(const tdesc_descriptor *d);",
+        "const uint64_t *tdesc_descriptor_shape(const tdesc_descriptor *d);",
+        "size_t tdesc_descriptor_buffer_count(const tdesc_descriptor *d);",
+        "size_t tdesc_descriptor_region_count(const tdesc_descriptor *d);",
+        "tdesc_status tdesc_descriptor_locate(const tdesc_descriptor *d,",
+        "const char *tdesc_last_error(void);",
+        "uint32_t tdesc_abi_version(void);",
+        "TDESC_LOCATION_DENSE",
+        "TDESC_LOCATION_LOOKUP",
+        "uint64_t local_index[TDESC_MAX_RANK];",
+        "uint64_t origin[TDESC_MAX_RANK];",
+    ] {
+        assert!(h.contains(needle), "include/tensordesc.h lacks {needle:?}");
+    }
+}
