@@ -643,7 +643,7 @@ typedef struct tdesc_node_spec tdesc_node_spec;
  * The 16-byte buffer handle as the builder takes it (`tdesc_node_set_buffers`,
  * `tdesc_builder_set_device`). Every field is validated like the wire value.
  */
-typedef struct tdesc_buffer_handle {
+typedef struct {
     /**
      * Byte length of the buffer.
      */
@@ -674,7 +674,7 @@ typedef struct tdesc_buffer_handle {
  * A quantization section, both as the builder takes it and as the descriptor reports it.
  * Fields a scheme does not use are ignored on input and 0 on output.
  */
-typedef struct tdesc_quantization {
+typedef struct {
     /**
      * `TDESC_QUANT_*` (an unknown scheme kept by permissive decoding reports its code).
      */
@@ -717,7 +717,7 @@ typedef struct tdesc_quantization {
  * The statistics section, as the builder takes it and the descriptor reports it.
  * A `has_*` of 0 means the value is absent (and ignored on input).
  */
-typedef struct tdesc_statistics {
+typedef struct {
     /**
      * 1 when `nnz` is present.
      */
@@ -756,7 +756,7 @@ typedef uint32_t tdesc_mode;
 /**
  * One entry of the effective buffer list (`tdesc_descriptor_buffer`).
  */
-typedef struct tdesc_buffer {
+typedef struct {
     /**
      * Byte length of the buffer.
      */
@@ -808,7 +808,7 @@ typedef struct tdesc_buffer {
  * decoded form, so it is computed into the inline `origin` array: entries `[0, rank)`
  * are meaningful, the rest are 0.
  */
-typedef struct tdesc_region {
+typedef struct {
     /**
      * This region's pre-order index.
      */
@@ -888,7 +888,7 @@ typedef uint32_t tdesc_location_Tag;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-typedef struct tdesc_location_dense {
+typedef struct {
     /**
      * The leaf region, or `TDESC_NO_REGION` for a non-subpaving tensor.
      */
@@ -907,7 +907,7 @@ typedef struct tdesc_location_dense {
     uint8_t bit_shift;
 } tdesc_location_dense;
 
-typedef struct tdesc_location_lookup {
+typedef struct {
     /**
      * The leaf region, or `TDESC_NO_REGION` for a non-subpaving tensor.
      */
@@ -930,7 +930,7 @@ typedef struct tdesc_location_lookup {
     uint64_t local_index[TDESC_MAX_RANK];
 } tdesc_location_lookup;
 
-typedef struct tdesc_location {
+typedef struct {
     tdesc_location_Tag tag;
     union {
         tdesc_location_dense DENSE;
@@ -943,7 +943,7 @@ typedef struct tdesc_location {
  * Fields that the layout does not have are 0 / NULL. Arrays are borrowed from the
  * descriptor and hold `rank` entries.
  */
-typedef struct tdesc_layout_info {
+typedef struct {
     /**
      * The layout tag.
      */
@@ -997,7 +997,7 @@ typedef struct tdesc_layout_info {
 /**
  * One level of a TILED layout (`tdesc_descriptor_tile_level`).
  */
-typedef struct tdesc_tile_level {
+typedef struct {
     /**
      * Tile extents (`rank` entries, borrowed).
      */
@@ -1015,7 +1015,7 @@ typedef struct tdesc_tile_level {
 /**
  * The shard section (`tdesc_descriptor_shard`); arrays borrowed from the descriptor.
  */
-typedef struct tdesc_shard {
+typedef struct {
     /**
      * The parent tensor's shape (`rank` entries).
      */
@@ -1042,7 +1042,7 @@ typedef struct tdesc_shard {
  * The extension_type section (`tdesc_descriptor_extension_type`); borrowed from the
  * descriptor handle.
  */
-typedef struct tdesc_extension_type {
+typedef struct {
     /**
      * The UTF-8 name, NUL-terminated for convenience; a name may itself contain NUL
      * bytes, so `name_len` is authoritative.
@@ -1080,24 +1080,22 @@ extern "C" {
 /**
  * A ROW_MAJOR node (buffers sized automatically unless set).
  */
-tdesc_status tdesc_node_new_row_major(struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_row_major(tdesc_node_spec **out);
 
 /**
  * A COL_MAJOR node.
  */
-tdesc_status tdesc_node_new_col_major(struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_col_major(tdesc_node_spec **out);
 
 /**
  * A SPLAT node (one fill value for every element).
  */
-tdesc_status tdesc_node_new_splat(struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_splat(tdesc_node_spec **out);
 
 /**
  * A STRIDED node with `rank` strides, in elements (may be negative or 0).
  */
-tdesc_status tdesc_node_new_strided(const int64_t *strides,
-                                    size_t rank,
-                                    struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_strided(const int64_t *strides, size_t rank, tdesc_node_spec **out);
 
 /**
  * A TILED node with `levels` tiling levels, outermost first: `tile_shapes` holds
@@ -1110,29 +1108,27 @@ tdesc_status tdesc_node_new_tiled(const uint64_t *tile_shapes,
                                   size_t levels,
                                   size_t rank,
                                   uint8_t inner_tag,
-                                  struct tdesc_node_spec **out);
+                                  tdesc_node_spec **out);
 
 /**
  * A DIM_ORDER node: `order` is a permutation of `0..rank`, outermost axis first.
  */
-tdesc_status tdesc_node_new_dim_order(const uint8_t *order,
-                                      size_t rank,
-                                      struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_dim_order(const uint8_t *order, size_t rank, tdesc_node_spec **out);
 
 /**
  * A COO node with `nnz` entries and `TDESC_SPARSE_*` flags (buffers sized automatically).
  */
-tdesc_status tdesc_node_new_coo(uint64_t nnz, uint8_t flags, struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_coo(uint64_t nnz, uint8_t flags, tdesc_node_spec **out);
 
 /**
  * A CSR node (rank 2).
  */
-tdesc_status tdesc_node_new_csr(uint64_t nnz, uint8_t flags, struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_csr(uint64_t nnz, uint8_t flags, tdesc_node_spec **out);
 
 /**
  * A CSC node (rank 2).
  */
-tdesc_status tdesc_node_new_csc(uint64_t nnz, uint8_t flags, struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_csc(uint64_t nnz, uint8_t flags, tdesc_node_spec **out);
 
 /**
  * A CSF node whose level `l` (axis `axis_order[l]`) holds `level_nodes[l]` nodes; the
@@ -1143,7 +1139,7 @@ tdesc_status tdesc_node_new_csf(uint8_t element_type,
                                 const uint8_t *axis_order,
                                 const uint64_t *level_nodes,
                                 size_t rank,
-                                struct tdesc_node_spec **out);
+                                tdesc_node_spec **out);
 
 /**
  * A BLOCK_PAGED node: `block_size` positions per block, `pool_count` page pools
@@ -1151,7 +1147,7 @@ tdesc_status tdesc_node_new_csf(uint8_t element_type,
  */
 tdesc_status tdesc_node_new_block_paged(uint64_t block_size,
                                         uint8_t pool_count,
-                                        struct tdesc_node_spec **out);
+                                        tdesc_node_spec **out);
 
 /**
  * A private-extension node with tag 0xF0–0xFE and `len` opaque bytes; set its buffers
@@ -1160,12 +1156,12 @@ tdesc_status tdesc_node_new_block_paged(uint64_t block_size,
 tdesc_status tdesc_node_new_extension(uint8_t tag,
                                       const uint8_t *data,
                                       size_t len,
-                                      struct tdesc_node_spec **out);
+                                      tdesc_node_spec **out);
 
 /**
  * An empty SUBPAVING node; add its regions with `tdesc_node_add_region`.
  */
-tdesc_status tdesc_node_new_subpaving(struct tdesc_node_spec **out);
+tdesc_status tdesc_node_new_subpaving(tdesc_node_spec **out);
 
 /**
  * Add a region to a SUBPAVING node: `origin` (relative to the node's own extent) and
@@ -1175,23 +1171,23 @@ tdesc_status tdesc_node_new_subpaving(struct tdesc_node_spec **out);
  * is the same pointer as `subpaving`, which is rejected without consuming anything.
  * A tree nested deeper than 8 subpaving levels is `TDESC_ERR_SUBPAVING_TOO_DEEP`.
  */
-tdesc_status tdesc_node_add_region(struct tdesc_node_spec *subpaving,
+tdesc_status tdesc_node_add_region(tdesc_node_spec *subpaving,
                                    const uint64_t *origin,
                                    const uint64_t *shape,
                                    size_t rank,
-                                   struct tdesc_node_spec *child);
+                                   tdesc_node_spec *child);
 
 /**
  * Set the node's byte_offset.
  */
-tdesc_status tdesc_node_set_byte_offset(struct tdesc_node_spec *node, uint64_t byte_offset);
+tdesc_status tdesc_node_set_byte_offset(tdesc_node_spec *node, uint64_t byte_offset);
 
 /**
  * Set the node's buffer sub-table explicitly (`count` handles, at most 255; 0 returns
  * to automatic sizing). Required for private extensions.
  */
-tdesc_status tdesc_node_set_buffers(struct tdesc_node_spec *node,
-                                    const struct tdesc_buffer_handle *handles,
+tdesc_status tdesc_node_set_buffers(tdesc_node_spec *node,
+                                    const tdesc_buffer_handle *handles,
                                     size_t count);
 
 /**
@@ -1199,13 +1195,12 @@ tdesc_status tdesc_node_set_buffers(struct tdesc_node_spec *node,
  * (`TDESC_ERR_INVALID_ARGUMENT`); the scheme's rules when the tensor is built
  * (`TDESC_ERR_QUANTIZATION_INVALID`).
  */
-tdesc_status tdesc_node_set_quantization(struct tdesc_node_spec *node,
-                                         const struct tdesc_quantization *q);
+tdesc_status tdesc_node_set_quantization(tdesc_node_spec *node, const tdesc_quantization *q);
 
 /**
  * Free a node the caller still owns. NULL is a no-op.
  */
-void tdesc_node_free(struct tdesc_node_spec *node);
+void tdesc_node_free(tdesc_node_spec *node);
 
 /**
  * A builder for a tensor of `element_type` (`TDESC_ELEMENT_*`) and `shape[0, rank)`
@@ -1214,14 +1209,14 @@ void tdesc_node_free(struct tdesc_node_spec *node);
 tdesc_status tdesc_builder_new(uint8_t element_type,
                                const uint64_t *shape,
                                size_t rank,
-                               struct tdesc_node_spec *node,
-                               struct tdesc_builder **out);
+                               tdesc_node_spec *node,
+                               tdesc_builder **out);
 
 /**
  * Set the shard section: this tensor is shard `shard_index` of `shard_count` of a
  * parent of `parent_shape`, starting at `shard_origin` (`rank` entries each).
  */
-tdesc_status tdesc_builder_set_shard(struct tdesc_builder *b,
+tdesc_status tdesc_builder_set_shard(tdesc_builder *b,
                                      const uint64_t *parent_shape,
                                      const uint64_t *shard_origin,
                                      size_t rank,
@@ -1232,8 +1227,7 @@ tdesc_status tdesc_builder_set_shard(struct tdesc_builder *b,
  * Set (or, with NULL, clear) the statistics section; `has_*` fields other than 0 or 1
  * are `TDESC_ERR_INVALID_ARGUMENT`.
  */
-tdesc_status tdesc_builder_set_statistics(struct tdesc_builder *b,
-                                          const struct tdesc_statistics *s);
+tdesc_status tdesc_builder_set_statistics(tdesc_builder *b, const tdesc_statistics *s);
 
 /**
  * Set the extension_type section: a UTF-8 `name` of `name_len` bytes (no NUL needed)
@@ -1241,7 +1235,7 @@ tdesc_status tdesc_builder_set_statistics(struct tdesc_builder *b,
  * `TDESC_ERR_INVALID_ARGUMENT`; an empty one fails the build
  * (`TDESC_ERR_EXTENSION_TYPE_INVALID`).
  */
-tdesc_status tdesc_builder_set_extension_type(struct tdesc_builder *b,
+tdesc_status tdesc_builder_set_extension_type(tdesc_builder *b,
                                               const uint8_t *name,
                                               size_t name_len,
                                               const uint8_t *metadata,
@@ -1251,20 +1245,19 @@ tdesc_status tdesc_builder_set_extension_type(struct tdesc_builder *b,
  * Set the template (device type, id, memory class, alignment, flags) of automatically
  * sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer.
  */
-tdesc_status tdesc_builder_set_device(struct tdesc_builder *b,
-                                      const struct tdesc_buffer_handle *template_handle);
+tdesc_status tdesc_builder_set_device(tdesc_builder *b, const tdesc_buffer_handle *template_handle);
 
 /**
  * Validate and build the descriptor (the builder stays usable). Every rule of decoding
  * applies, with the same statuses.
  */
-tdesc_status tdesc_builder_build(const struct tdesc_builder *b, struct tdesc_descriptor **out);
+tdesc_status tdesc_builder_build(const tdesc_builder *b, tdesc_descriptor **out);
 
 /**
  * Validate and encode into `out[0, cap)`, with the protocol of `tdesc_descriptor_encode`
  * (`TDESC_ERR_OUTPUT_TOO_SMALL` reports the needed size in `*written`).
  */
-tdesc_status tdesc_builder_encode(const struct tdesc_builder *b,
+tdesc_status tdesc_builder_encode(const tdesc_builder *b,
                                   uint8_t *out,
                                   size_t cap,
                                   size_t *written);
@@ -1272,7 +1265,7 @@ tdesc_status tdesc_builder_encode(const struct tdesc_builder *b,
 /**
  * Free a builder. NULL is a no-op.
  */
-void tdesc_builder_free(struct tdesc_builder *b);
+void tdesc_builder_free(tdesc_builder *b);
 
 /**
  * Decode one descriptor from the start of `bytes[0, len)`.
@@ -1284,7 +1277,7 @@ void tdesc_builder_free(struct tdesc_builder *b);
 tdesc_status tdesc_descriptor_decode(const uint8_t *bytes,
                                      size_t len,
                                      tdesc_mode mode,
-                                     struct tdesc_descriptor **out,
+                                     tdesc_descriptor **out,
                                      size_t *consumed);
 
 /**
@@ -1292,7 +1285,7 @@ tdesc_status tdesc_descriptor_decode(const uint8_t *bytes,
  * When `cap` is too small the result is `TDESC_ERR_OUTPUT_TOO_SMALL` and `*written` is
  * the number of bytes needed (so `out` = NULL, `cap` = 0 asks for the size).
  */
-tdesc_status tdesc_descriptor_encode(const struct tdesc_descriptor *d,
+tdesc_status tdesc_descriptor_encode(const tdesc_descriptor *d,
                                      uint8_t *out,
                                      size_t cap,
                                      size_t *written);
@@ -1301,88 +1294,83 @@ tdesc_status tdesc_descriptor_encode(const struct tdesc_descriptor *d,
  * Release a descriptor handle. NULL is a no-op. Tensors bound to it keep the
  * descriptor alive on their own.
  */
-void tdesc_descriptor_free(struct tdesc_descriptor *d);
+void tdesc_descriptor_free(tdesc_descriptor *d);
 
 /**
  * A second handle to the same descriptor (no copy); free both.
  */
-tdesc_status tdesc_descriptor_clone(const struct tdesc_descriptor *d,
-                                    struct tdesc_descriptor **out);
+tdesc_status tdesc_descriptor_clone(const tdesc_descriptor *d, tdesc_descriptor **out);
 
 /**
  * The rank (0 for a scalar, or when `d` is NULL).
  */
-uint8_t tdesc_descriptor_rank(const struct tdesc_descriptor *d);
+uint8_t tdesc_descriptor_rank(const tdesc_descriptor *d);
 
 /**
  * The shape: `rank` extents, borrowed from `d` (valid while `d` lives). NULL when `d`
  * is NULL; not to be read for rank 0.
  */
-const uint64_t *tdesc_descriptor_shape(const struct tdesc_descriptor *d);
+const uint64_t *tdesc_descriptor_shape(const tdesc_descriptor *d);
 
 /**
  * The element type code (`TDESC_ELEMENT_*`); 0 when `d` is NULL.
  */
-uint8_t tdesc_descriptor_element_type(const struct tdesc_descriptor *d);
+uint8_t tdesc_descriptor_element_type(const tdesc_descriptor *d);
 
 /**
  * The top-level layout tag (`TDESC_LAYOUT_*`); 0 when `d` is NULL.
  */
-uint8_t tdesc_descriptor_layout(const struct tdesc_descriptor *d);
+uint8_t tdesc_descriptor_layout(const tdesc_descriptor *d);
 
 /**
  * The number of elements (product of the shape); 0 when `d` is NULL.
  */
-uint64_t tdesc_descriptor_element_count(const struct tdesc_descriptor *d);
+uint64_t tdesc_descriptor_element_count(const tdesc_descriptor *d);
 
 /**
  * The number of bytes of the encoded descriptor (`descriptor_length`); 0 when `d` is NULL.
  */
-uint64_t tdesc_descriptor_encoded_len(const struct tdesc_descriptor *d);
+uint64_t tdesc_descriptor_encoded_len(const tdesc_descriptor *d);
 
 /**
  * The top-level byte_offset; 0 when `d` is NULL.
  */
-uint64_t tdesc_descriptor_byte_offset(const struct tdesc_descriptor *d);
+uint64_t tdesc_descriptor_byte_offset(const tdesc_descriptor *d);
 
 /**
  * The minor wire version the descriptor was decoded from (0 when built); 0 when `d` is NULL.
  */
-uint8_t tdesc_descriptor_version_minor(const struct tdesc_descriptor *d);
+uint8_t tdesc_descriptor_version_minor(const tdesc_descriptor *d);
 
 /**
  * False when permissive decoding kept a part opaque (an unknown layout or region): such
  * a descriptor can be inspected but not bound. False when `d` is NULL.
  */
-bool tdesc_descriptor_is_bindable(const struct tdesc_descriptor *d);
+bool tdesc_descriptor_is_bindable(const tdesc_descriptor *d);
 
 /**
  * The number of effective buffers (the flattened buffer list in transport order); 0
  * when `d` is NULL.
  */
-size_t tdesc_descriptor_buffer_count(const struct tdesc_descriptor *d);
+size_t tdesc_descriptor_buffer_count(const tdesc_descriptor *d);
 
 /**
  * Effective buffer `i`: its handle, role, level and owning region. `i` out of range is
  * `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
  */
-tdesc_status tdesc_descriptor_buffer(const struct tdesc_descriptor *d,
-                                     size_t i,
-                                     struct tdesc_buffer *out);
+tdesc_status tdesc_descriptor_buffer(const tdesc_descriptor *d, size_t i, tdesc_buffer *out);
 
 /**
  * The number of regions over every nesting level (depth-first pre-order); 0 for a
  * non-subpaving tensor or when `d` is NULL.
  */
-size_t tdesc_descriptor_region_count(const struct tdesc_descriptor *d);
+size_t tdesc_descriptor_region_count(const tdesc_descriptor *d);
 
 /**
  * Region `i` in depth-first pre-order. `i` out of range is
  * `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
  */
-tdesc_status tdesc_descriptor_region(const struct tdesc_descriptor *d,
-                                     size_t i,
-                                     struct tdesc_region *out);
+tdesc_status tdesc_descriptor_region(const tdesc_descriptor *d, size_t i, tdesc_region *out);
 
 /**
  * Where element `index[0, rank)` lives. `rank` must equal the tensor's rank
@@ -1390,52 +1378,50 @@ tdesc_status tdesc_descriptor_region(const struct tdesc_descriptor *d,
  * `TDESC_ERR_INDEX_OUT_OF_BOUNDS`; an element inside a part kept opaque by permissive
  * decoding is `TDESC_ERR_NOT_BINDABLE`.
  */
-tdesc_status tdesc_descriptor_locate(const struct tdesc_descriptor *d,
+tdesc_status tdesc_descriptor_locate(const tdesc_descriptor *d,
                                      const uint64_t *index,
                                      size_t rank,
-                                     struct tdesc_location *out);
+                                     tdesc_location *out);
 
 /**
  * Layout-specific fields of the tensor (`region` = `TDESC_NO_REGION`) or of one region.
  */
-tdesc_status tdesc_descriptor_layout_info(const struct tdesc_descriptor *d,
+tdesc_status tdesc_descriptor_layout_info(const tdesc_descriptor *d,
                                           uint32_t region,
-                                          struct tdesc_layout_info *out);
+                                          tdesc_layout_info *out);
 
 /**
  * Tiling level `level` (outermost first) of a TILED tensor or region. Not TILED:
  * `TDESC_ERR_INVALID_ARGUMENT`; `level` out of range: `TDESC_ERR_INDEX_OUT_OF_BOUNDS`.
  */
-tdesc_status tdesc_descriptor_tile_level(const struct tdesc_descriptor *d,
+tdesc_status tdesc_descriptor_tile_level(const tdesc_descriptor *d,
                                          uint32_t region,
                                          size_t level,
-                                         struct tdesc_tile_level *out);
+                                         tdesc_tile_level *out);
 
 /**
  * The quantization of the tensor (`region` = `TDESC_NO_REGION`) or of one region;
  * `TDESC_ERR_NOT_FOUND` when it has none.
  */
-tdesc_status tdesc_descriptor_quantization(const struct tdesc_descriptor *d,
+tdesc_status tdesc_descriptor_quantization(const tdesc_descriptor *d,
                                            uint32_t region,
-                                           struct tdesc_quantization *out);
+                                           tdesc_quantization *out);
 
 /**
  * The shard section; `TDESC_ERR_NOT_FOUND` when absent.
  */
-tdesc_status tdesc_descriptor_shard(const struct tdesc_descriptor *d, struct tdesc_shard *out);
+tdesc_status tdesc_descriptor_shard(const tdesc_descriptor *d, tdesc_shard *out);
 
 /**
  * The statistics section; `TDESC_ERR_NOT_FOUND` when absent.
  */
-tdesc_status tdesc_descriptor_statistics(const struct tdesc_descriptor *d,
-                                         struct tdesc_statistics *out);
+tdesc_status tdesc_descriptor_statistics(const tdesc_descriptor *d, tdesc_statistics *out);
 
 /**
  * The extension_type section; `TDESC_ERR_NOT_FOUND` when absent. The strings are
  * borrowed from `d`.
  */
-tdesc_status tdesc_descriptor_extension_type(const struct tdesc_descriptor *d,
-                                             struct tdesc_extension_type *out);
+tdesc_status tdesc_descriptor_extension_type(const tdesc_descriptor *d, tdesc_extension_type *out);
 
 /**
  * The name of an element type code, e.g. `"FLOAT32"`; `"UNKNOWN"` when unassigned.

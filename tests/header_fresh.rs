@@ -44,7 +44,7 @@ fn header_declares_the_contract() {
         "extern \"C\"",
         "#define TDESC_ABI_VERSION 1",
         "#define TDESC_MAX_RANK 64",
-        "#define TDESC_NO_REGION 4294967295",
+        "#define TDESC_NO_REGION UINT32_MAX",
         "TDESC_OK = 0,",
         "TDESC_ERR_REGION_OVERLAP = 20,",
         "TDESC_ERR_INTERNAL = 39,",
