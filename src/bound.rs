@@ -309,8 +309,8 @@ impl<'a> BoundTensor<'a> {
             .regions
             .iter()
             .enumerate()
-            .filter(|(_, r)| !matches!(r.node.layout, Layout::Subpaving { .. }))
-            .map(|(i, r)| (i as u32, &r.node));
+            .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }))
+            .map(|(i, r)| (i as u32, r));
         root.into_iter().chain(regions)
     }
 

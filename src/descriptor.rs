@@ -48,14 +48,12 @@ pub(crate) struct Node {
     pub buffer_count: u32,
     /// Index into `quants`, or NONE.
     pub quant: u32,
-}
-
-/// A region record: its node and its parent region (NONE at the top level). 40 bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct RegionRecord {
-    pub node: Node,
+    /// Parent region (NONE for the tensor and for top-level regions).
     pub parent: u32,
 }
+
+/// A region record is a [`Node`] with its parent: 40 bytes, no allocation of its own.
+pub(crate) type RegionRecord = Node;
 
 /// A validated tensor descriptor. Built only by [`decode`](crate::decode) or the
 /// [builder](crate::builder), so every value reachable from it obeys the format's rules.
@@ -201,6 +199,7 @@ impl Decoder {
                     first_buffer: 0,
                     buffer_count: 0,
                     quant: NONE,
+                    parent: NONE,
                 },
                 shard: None,
                 statistics: None,
@@ -221,6 +220,7 @@ impl Decoder {
             let span = dec.d.arena.push_small(data)?;
             dec.d.root.layout = Layout::Unknown {
                 tag: ltag,
+                flags: hflags,
                 data: span,
             };
             dec.d.opaque_parts = 1;
@@ -273,6 +273,7 @@ impl Decoder {
         region: u32,
     ) -> Result<Node> {
         let at = r.pos();
+        let region_parent = if region == NONE { NONE } else { self.d.regions[region as usize].parent };
         let byte_offset = r.u64("byte_offset")?;
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
@@ -408,6 +409,7 @@ impl Decoder {
             first_buffer: first as u32,
             buffer_count: (self.d.buffers.len() - first) as u32,
             quant,
+            parent: region_parent,
         })
     }
 
@@ -507,14 +509,12 @@ impl Decoder {
             self.d.coords.extend_from_slice(&global[..rank]);
             self.d.coords.extend_from_slice(&rshape[..rank]);
             let first_buffer = self.d.buffers.len() as u32;
-            self.d.regions.push(RegionRecord {
-                node: Node {
-                    layout: Layout::RowMajor,
-                    byte_offset: 0,
-                    first_buffer,
-                    buffer_count: 0,
-                    quant: NONE,
-                },
+            self.d.regions.push(Node {
+                layout: Layout::RowMajor,
+                byte_offset: 0,
+                first_buffer,
+                buffer_count: 0,
+                quant: NONE,
                 parent,
             });
             children.push(id);
@@ -525,12 +525,14 @@ impl Decoder {
                 Node {
                     layout: Layout::Unknown {
                         tag: rtag,
+                        flags: rflags as u16,
                         data: span,
                     },
                     byte_offset: 0,
                     first_buffer,
                     buffer_count: 0,
                     quant: NONE,
+                    parent,
                 }
             } else {
                 let (g, s) = (global, rshape);
@@ -548,7 +550,7 @@ impl Decoder {
                 body.expect_end("region body").map_err(ctx)?;
                 node
             };
-            self.d.regions[id as usize].node = node;
+            self.d.regions[id as usize] = node;
         }
         let end = self.d.regions.len() as u32;
         let boxes = Boxes {
@@ -648,15 +650,19 @@ impl<'a> RegionView<'a> {
     }
     /// The region's layout tag.
     pub fn layout_tag(&self) -> u8 {
-        self.rec().node.layout.tag()
+        self.rec().layout.tag()
     }
     /// The region's layout and its fields.
     pub fn layout(&self) -> LayoutRef<'a> {
-        self.rec().node.layout.view(&self.d.arena, self.d.rank())
+        self.rec().layout.view(&self.d.arena, self.d.rank())
     }
     /// region_flags as on the wire.
     pub fn flags(&self) -> u8 {
-        (self.rec().node.quant != NONE) as u8
+        match self.rec().layout {
+            // An opaque region's flags are kept verbatim (its body is not decoded).
+            Layout::Unknown { flags, .. } => flags as u8,
+            _ => (self.rec().quant != NONE) as u8,
+        }
     }
     /// Origin in tensor coordinates.
     pub fn global_origin(&self) -> &'a [u64] {
@@ -695,19 +701,19 @@ impl<'a> RegionView<'a> {
     }
     /// byte_offset of the region body.
     pub fn byte_offset(&self) -> u64 {
-        self.rec().node.byte_offset
+        self.rec().byte_offset
     }
     /// First effective buffer of this region (or of its subtree, for a subpaving region).
     pub fn first_buffer(&self) -> u32 {
-        self.rec().node.first_buffer
+        self.rec().first_buffer
     }
     /// Sub-table size (or effective buffers of its subtree, for a subpaving region).
     pub fn buffer_count(&self) -> u32 {
-        self.rec().node.buffer_count
+        self.rec().buffer_count
     }
     /// The region's own quantization.
     pub fn quantization(&self) -> Option<&'a Quantization> {
-        let q = self.rec().node.quant;
+        let q = self.rec().quant;
         (q != NONE).then(|| &self.d.quants[q as usize])
     }
 }
@@ -805,10 +811,10 @@ impl Descriptor {
         // Leaf regions own disjoint, increasing buffer ranges in pre-order; a subpaving
         // region's range is its subtree's, so take the last region starting at or before
         // `i` whose own sub-table contains it.
-        let mut k = self.regions.partition_point(|r| r.node.first_buffer <= i);
+        let mut k = self.regions.partition_point(|r| r.first_buffer <= i);
         while k > 0 {
             k -= 1;
-            let n = &self.regions[k].node;
+            let n = &self.regions[k];
             if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count
             {
                 return Some(k as u32);
@@ -823,7 +829,7 @@ impl Descriptor {
         let i = i as u32;
         let region = self.owner_of_buffer(i);
         let node = match region {
-            Some(r) => &self.regions[r as usize].node,
+            Some(r) => &self.regions[r as usize],
             None => &self.root,
         };
         let k = (i - node.first_buffer) as usize;
@@ -900,17 +906,12 @@ impl Descriptor {
         })
     }
 
-    /// Resolve `index` to its leaf node: (region or NONE, node, local index).
-    pub(crate) fn resolve(
-        &self,
-        index: &[u64],
-        local: &mut [u64; MAX_RANK],
-    ) -> Result<(u32, &Node)> {
+    /// The leaf node containing `index` (checked against the shape): (region or NONE, node).
+    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(u32, &Node)> {
         self.check_index(index)?;
-        let rank = self.rank();
         let boxes = Boxes {
             coords: &self.coords,
-            rank,
+            rank: self.rank(),
         };
         let mut node = &self.root;
         let mut region = NONE;
@@ -924,16 +925,37 @@ impl Descriptor {
                     )
                 })?;
             region = r;
-            node = &self.regions[r as usize].node;
+            node = &self.regions[r as usize];
         }
+        Ok((region, node))
+    }
+
+    /// Write `index` relative to `region`'s origin into `local[..rank]`.
+    #[inline]
+    pub(crate) fn local_index(&self, region: u32, index: &[u64], local: &mut [u64]) {
+        let rank = self.rank();
         if region == NONE {
             local[..rank].copy_from_slice(index);
         } else {
-            let o = boxes.origin(region);
+            let o = Boxes {
+                coords: &self.coords,
+                rank,
+            }
+            .origin(region);
             for a in 0..rank {
                 local[a] = index[a] - o[a];
             }
         }
+    }
+
+    /// Resolve `index` to its leaf node: (region or NONE, node), and the local index.
+    pub(crate) fn resolve(
+        &self,
+        index: &[u64],
+        local: &mut [u64; MAX_RANK],
+    ) -> Result<(u32, &Node)> {
+        let (region, node) = self.leaf(index)?;
+        self.local_index(region, index, local);
         Ok((region, node))
     }
 
@@ -953,8 +975,7 @@ impl Descriptor {
     /// Where element `index` lives: a dense location, or what to look up for sparse,
     /// indirect and extension regions. Works for every layout, subpaving or not.
     pub fn locate(&self, index: &[u64]) -> Result<Location> {
-        let mut local = [0u64; MAX_RANK];
-        let (region, node) = self.resolve(index, &mut local)?;
+        let (region, node) = self.leaf(index)?;
         let rank = self.rank();
         let reg = (region != NONE).then_some(region);
         if let Layout::Unknown { tag, .. } = node.layout {
@@ -963,27 +984,44 @@ impl Descriptor {
                 format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}"),
             ));
         }
-        match dense::element_offset(
-            &node.layout,
-            &self.arena,
-            self.element_type,
-            self.node_shape(region),
-            node.byte_offset,
-            &local[..rank],
-        ) {
+        let dense_at = |local: &[u64]| {
+            dense::element_offset(
+                &node.layout,
+                &self.arena,
+                self.element_type,
+                self.node_shape(region),
+                node.byte_offset,
+                local,
+            )
+        };
+        // Small ranks (the hot path) avoid zeroing a 64-entry array per call.
+        let dense = if rank <= 8 {
+            let mut local = [0u64; 8];
+            self.local_index(region, index, &mut local);
+            dense_at(&local[..rank])
+        } else {
+            let mut local = [0u64; MAX_RANK];
+            self.local_index(region, index, &mut local);
+            dense_at(&local[..rank])
+        };
+        match dense {
             Some((byte_offset, bit_shift)) => Ok(Location::Dense {
                 region: reg,
                 buffer: node.first_buffer,
                 byte_offset,
                 bit_shift,
             }),
-            None => Ok(Location::Lookup {
-                region: reg,
-                layout_tag: node.layout.tag(),
-                first_buffer: node.first_buffer,
-                buffer_count: node.buffer_count,
-                local_index: local,
-            }),
+            None => {
+                let mut local_index = [0u64; MAX_RANK];
+                self.local_index(region, index, &mut local_index);
+                Ok(Location::Lookup {
+                    region: reg,
+                    layout_tag: node.layout.tag(),
+                    first_buffer: node.first_buffer,
+                    buffer_count: node.buffer_count,
+                    local_index,
+                })
+            }
         }
     }
 
@@ -1014,6 +1052,10 @@ impl Descriptor {
         }
         if self.extension_type.is_some() {
             f |= flags::HAS_EXTENSION_TYPE;
+        }
+        if let Layout::Unknown { flags, .. } = self.root.layout {
+            // An opaque descriptor's flags were not interpreted: write them back verbatim.
+            f = flags;
         }
         w.u16(f);
         w.u64(0); // descriptor_length, patched below
@@ -1052,7 +1094,7 @@ impl Descriptor {
             let mut c = if region == NONE { 0 } else { region + 1 };
             for _ in 0..count {
                 self.write_region(w, c)?;
-                c = match self.regions[c as usize].node.layout {
+                c = match self.regions[c as usize].layout {
                     Layout::Subpaving { end, .. } => end,
                     _ => c + 1,
                 };
@@ -1083,7 +1125,7 @@ impl Descriptor {
         for &e in v.shape() {
             w.u64(e);
         }
-        let node = &self.regions[id as usize].node;
+        let node = &self.regions[id as usize];
         w.u8(node.layout.tag());
         w.u8(v.flags());
         w.u16(0);

@@ -235,8 +235,12 @@ pub(crate) enum Layout {
         tag: u8,
         data: Span,
     },
+    /// An unassigned tag kept opaque (permissive). `flags` are the header flags (top level)
+    /// or region_flags (region) as on the wire: an opaque part is re-encoded verbatim, and its
+    /// flags cannot be re-derived from decoded fields.
     Unknown {
         tag: u8,
+        flags: u16,
         data: Span,
     },
 }
@@ -400,7 +404,7 @@ impl Layout {
                 tag,
                 data: &arena.small[data.range()],
             },
-            Layout::Unknown { tag, data } => LayoutRef::Unknown {
+            Layout::Unknown { tag, data, .. } => LayoutRef::Unknown {
                 tag,
                 data: &arena.small[data.range()],
             },
