@@ -28,6 +28,7 @@ pub enum DeviceType {
 
 impl DeviceType {
     /// The device type for a wire value; 0 and unassigned values are `DEVICE_INVALID`.
+    #[inline]
     pub fn from_code(v: u16) -> Result<DeviceType> {
         use DeviceType::*;
         Ok(match v {
@@ -107,6 +108,7 @@ pub enum MemoryClass {
 
 impl MemoryClass {
     /// The memory class for a wire value; others are `DEVICE_INVALID`.
+    #[inline]
     pub fn from_code(v: u8) -> Result<MemoryClass> {
         use MemoryClass::*;
         Ok(match v {
@@ -208,15 +210,21 @@ impl BufferHandle {
     }
 
     /// Decode one 16-byte handle.
+    #[inline]
     pub fn read(r: &mut Reader<'_>) -> Result<BufferHandle> {
         let at = r.pos();
-        let size_bytes = r.u64("buffer_handle.size_bytes")?;
-        let device_type = DeviceType::from_code(r.u16("buffer_handle.device_type")?)
+        let b: [u8; 16] = r.bytes(16, "buffer_handle")?.try_into().map_err(|_| {
+            Error::new(ErrorKind::Internal, "buffer handle slice is not 16 bytes")
+        })?;
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&b[..8]);
+        let size_bytes = u64::from_le_bytes(size);
+        let device_type = DeviceType::from_code(u16::from_le_bytes([b[8], b[9]]))
             .map_err(|e| e.context(format!("buffer handle at byte {at}")))?;
-        let device_id = r.u16("buffer_handle.device_id")?;
-        let memory_class = MemoryClass::from_code(r.u8("buffer_handle.memory_class")?)
+        let device_id = u16::from_le_bytes([b[10], b[11]]);
+        let memory_class = MemoryClass::from_code(b[12])
             .map_err(|e| e.context(format!("buffer handle at byte {at}")))?;
-        let alignment_log2 = r.u8("buffer_handle.alignment_log2")?;
+        let alignment_log2 = b[13];
         if !(MIN_ALIGNMENT_LOG2..=MAX_ALIGNMENT_LOG2).contains(&alignment_log2) {
             return Err(Error::new(
                 ErrorKind::AlignmentInvalid,
@@ -225,7 +233,7 @@ impl BufferHandle {
                 ),
             ));
         }
-        let flags = r.u8("buffer_handle.buffer_flags")?;
+        let flags = b[14];
         if flags & !1 != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
@@ -234,7 +242,7 @@ impl BufferHandle {
                 ),
             ));
         }
-        let reserved = r.u8("buffer_handle._reserved")?;
+        let reserved = b[15];
         if reserved != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,

@@ -39,57 +39,77 @@ impl<'a> Reader<'a> {
         self.pos == self.end
     }
 
+    #[cold]
+    #[inline(never)]
+    fn overrun(&self, n: usize, field: &str) -> Error {
+        Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "{field} at byte {} needs {n} bytes but its window ends at byte {}",
+                self.pos, self.end
+            ),
+        )
+    }
+
+    #[inline]
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "{field} at byte {} needs {n} bytes but its window ends at byte {}",
-                    self.pos, self.end
-                ),
-            ));
+            return Err(self.overrun(n, field));
         }
         let s = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
     }
 
+    #[inline]
+    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N]> {
+        if N > self.remaining() {
+            return Err(self.overrun(N, field));
+        }
+        let mut a = [0u8; N];
+        a.copy_from_slice(&self.bytes[self.pos..self.pos + N]);
+        self.pos += N;
+        Ok(a)
+    }
+
     /// Read `n` raw bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         self.take(n, field)
     }
 
     /// Read a u8.
+    #[inline]
     pub fn u8(&mut self, field: &str) -> Result<u8> {
-        Ok(self.take(1, field)?[0])
+        Ok(self.array::<1>(field)?[0])
     }
 
     /// Read a little-endian u16.
+    #[inline]
     pub fn u16(&mut self, field: &str) -> Result<u16> {
-        let b = self.take(2, field)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+        Ok(u16::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian u32.
+    #[inline]
     pub fn u32(&mut self, field: &str) -> Result<u32> {
-        let b = self.take(4, field)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(u32::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian u64.
+    #[inline]
     pub fn u64(&mut self, field: &str) -> Result<u64> {
-        let b = self.take(8, field)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
+        Ok(u64::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian i64.
+    #[inline]
     pub fn i64(&mut self, field: &str) -> Result<i64> {
         Ok(self.u64(field)? as i64)
     }
 
     /// Read a little-endian f64.
+    #[inline]
     pub fn f64(&mut self, field: &str) -> Result<f64> {
         Ok(f64::from_bits(self.u64(field)?))
     }
