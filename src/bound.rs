@@ -789,7 +789,7 @@ impl<'a> BoundTensor<'a> {
             ));
         }
         // Pointers: indptr_0 = [0, n_0]; indptr_l from 0, non-decreasing, to n_l.
-        for l in 0..r {
+        for (l, &count) in counts.iter().enumerate().take(r) {
             let ip = Words(self.buf(node, l)?);
             let mut prev = 0u64;
             let mut len = 0u64;
@@ -820,7 +820,7 @@ impl<'a> BoundTensor<'a> {
                 prev = v;
                 len += 1;
             }
-            if prev != counts[l] {
+            if prev != count {
                 return Err(content_error(
                     d,
                     region,
@@ -828,8 +828,7 @@ impl<'a> BoundTensor<'a> {
                     l,
                     len.saturating_sub(1),
                     format_args!(
-                        "the last pointer is {prev}, it must equal the {} level-{l} nodes",
-                        counts[l]
+                        "the last pointer is {prev}, it must equal the {count} level-{l} nodes"
                     ),
                 ));
             }
@@ -894,8 +893,8 @@ impl<'a> BoundTensor<'a> {
     fn pool_pages(&self, node: &Node, pools: usize, page_bytes: u64) -> Result<u64> {
         let mut total = 0u64;
         for j in 0..pools {
-            if page_bytes > 0 {
-                total += self.buf(node, 2 + j)?.len() as u64 / page_bytes;
+            if let Some(k) = (self.buf(node, 2 + j)?.len() as u64).checked_div(page_bytes) {
+                total += k;
             }
         }
         Ok(total)
