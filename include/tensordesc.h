@@ -640,6 +640,12 @@ typedef struct tdesc_descriptor tdesc_descriptor;
 typedef struct tdesc_node_spec tdesc_node_spec;
 
 /**
+ * A descriptor bound to host buffers. Immutable; may be read from several threads at
+ * once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
+ */
+typedef struct tdesc_tensor tdesc_tensor;
+
+/**
  * The 16-byte buffer handle as the builder takes it (`tdesc_node_set_buffers`,
  * `tdesc_builder_set_device`). Every field is validated like the wire value.
  */
@@ -1471,6 +1477,78 @@ const char *tdesc_status_name(uint32_t status);
  * next failing call on the same thread; successful calls do not change it.
  */
 const char *tdesc_last_error(void);
+
+/**
+ * Bind `count` buffers to `d`: `buffers[i]` is the start of effective buffer `i` (in
+ * the order of `tdesc_descriptor_buffer`), holding at least that buffer's `size_bytes`
+ * bytes; only those bytes are ever read. A buffer of size 0 may be NULL.
+ *
+ * Checks, in order: the descriptor is bindable (`TDESC_ERR_NOT_BINDABLE`), `count` equals
+ * the effective buffer count (`TDESC_ERR_BINDING_MISMATCH`), no pointer of a non-empty
+ * buffer is NULL (`TDESC_ERR_BINDING_MISMATCH`), each start is aligned to
+ * `2^alignment_log2` (`TDESC_ERR_ALIGNMENT_INVALID`), and no quantization parameter
+ * buffer overlaps a layout buffer of its sub-table (`TDESC_ERR_BINDING_MISMATCH`).
+ * Device buffers bind too; reading them is `TDESC_ERR_NOT_BINDABLE`.
+ *
+ * The buffers stay owned by the caller and must remain valid until `tdesc_tensor_free`.
+ * The tensor keeps the descriptor alive by itself.
+ */
+tdesc_status tdesc_tensor_bind(const tdesc_descriptor *d,
+                               const void *const *buffers,
+                               size_t count,
+                               tdesc_tensor **out);
+
+/**
+ * Validate the buffer contents (sparse index structures, block tables, quantization
+ * parameters, ...): `TDESC_ERR_CONTENT_INVALID` with the buffer and byte offset of the
+ * first problem. Host-readable buffers only (else `TDESC_ERR_NOT_BINDABLE`).
+ */
+tdesc_status tdesc_tensor_validate(const tdesc_tensor *t);
+
+/**
+ * Copy the stored bytes of element `index[0, rank)` to `out_value[0, out_size)`: the
+ * element's `bits / 8` bytes (little-endian, as stored), or for a 4-bit type one byte
+ * holding the nibble in bits 0–3; zeros for an implicit (unstored) sparse or paged
+ * element; the fill value for SPLAT. `out_size` below `tdesc_tensor_element_bytes` is
+ * `TDESC_ERR_OUTPUT_TOO_SMALL`. No dequantization (see `tdesc_tensor_get_f64`).
+ */
+tdesc_status tdesc_tensor_get(const tdesc_tensor *t,
+                              const uint64_t *index,
+                              size_t rank,
+                              void *out_value,
+                              size_t out_size);
+
+/**
+ * The value of element `index[0, rank)` as a double, dequantized by its node's
+ * quantization and rounded once to the quantization's expressed type. Complex element
+ * types are `TDESC_ERR_INVALID_ARGUMENT` (use `tdesc_tensor_get`).
+ */
+tdesc_status tdesc_tensor_get_f64(const tdesc_tensor *t,
+                                  const uint64_t *index,
+                                  size_t rank,
+                                  double *out);
+
+/**
+ * Bytes `tdesc_tensor_get` writes: the element type's storage size (1 for 4-bit
+ * types, 16 for COMPLEX128); 0 when `t` is NULL.
+ */
+size_t tdesc_tensor_element_bytes(const tdesc_tensor *t);
+
+/**
+ * True when every buffer is host-readable, so elements can be read and validated.
+ */
+bool tdesc_tensor_is_host_readable(const tdesc_tensor *t);
+
+/**
+ * The tensor's descriptor, borrowed: valid while the tensor lives, not to be freed.
+ * NULL when `t` is NULL.
+ */
+const tdesc_descriptor *tdesc_tensor_descriptor(const tdesc_tensor *t);
+
+/**
+ * Release a tensor (not its buffers). NULL is a no-op.
+ */
+void tdesc_tensor_free(tdesc_tensor *t);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -27,10 +27,11 @@ pub struct tdesc_descriptor {
 impl tdesc_descriptor {
     /// A new handle (owned by the C caller) for `d`.
     pub(crate) fn into_raw(d: Descriptor) -> *mut tdesc_descriptor {
-        Self::from_arc(Arc::new(d))
+        Box::into_raw(Box::new(Self::share(Arc::new(d))))
     }
 
-    fn from_arc(inner: Arc<Descriptor>) -> *mut tdesc_descriptor {
+    /// A handle sharing `inner`.
+    pub(crate) fn share(inner: Arc<Descriptor>) -> tdesc_descriptor {
         let ext_name = inner.extension_type().map(|e| {
             CString::new(e.name.as_bytes().to_vec()).unwrap_or_else(|e| {
                 let mut v = e.into_vec();
@@ -38,7 +39,7 @@ impl tdesc_descriptor {
                 CString::new(v).unwrap_or_default()
             })
         });
-        Box::into_raw(Box::new(tdesc_descriptor { inner, ext_name }))
+        tdesc_descriptor { inner, ext_name }
     }
 
     /// The shared descriptor (bound tensors keep a clone of it).
@@ -171,7 +172,9 @@ pub unsafe extern "C" fn tdesc_descriptor_clone(
         unsafe {
             out_handle(out, "out")?;
             let d = desc_arg(d)?;
-            out.write(tdesc_descriptor::from_arc(Arc::clone(&d.inner)));
+            out.write(Box::into_raw(Box::new(tdesc_descriptor::share(
+                Arc::clone(&d.inner),
+            ))));
         }
         Ok(())
     })

@@ -30,9 +30,11 @@
 pub mod builder;
 pub mod descriptor;
 pub mod status;
+pub mod tensor;
 pub mod types;
 
 pub use builder::*;
 pub use descriptor::*;
 pub use status::*;
+pub use tensor::*;
 pub use types::*;

@@ -1,0 +1,387 @@
+/*
+ * tensordesc.hpp -- a small header-only C++17 layer over tensordesc.h:
+ * RAII owners, range-for over regions and buffers, std::variant locations and
+ * exceptions (tdesc::error carries the status and the detail).
+ *
+ *   auto d = tdesc::descriptor::decode(bytes);            // throws tdesc::error
+ *   for (const tdesc_region &r : d.regions()) { ... }
+ *   auto loc = d.locate({3, 5});
+ *   if (auto *dense = std::get_if<tdesc::dense_location>(&loc)) { ... }
+ *
+ * Hand-written; the C header is generated. See docs/c-api.md.
+ */
+#ifndef TENSORDESC_HPP
+#define TENSORDESC_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tensordesc.h"
+
+namespace tdesc {
+
+/// A failed call: the status, its name and the library's detail (tdesc_last_error).
+class error : public std::runtime_error {
+  public:
+    error(tdesc_status status, const std::string &detail)
+        : std::runtime_error(detail), status_(status), detail_(detail) {}
+    tdesc_status status() const noexcept { return status_; }
+    const char *name() const noexcept { return tdesc_status_name(status_); }
+    const std::string &detail() const noexcept { return detail_; }
+
+  private:
+    tdesc_status status_;
+    std::string detail_;
+};
+
+/// Throw tdesc::error unless `s` is TDESC_OK.
+inline void check(tdesc_status s) {
+    if (s != TDESC_OK) {
+        throw error(s, tdesc_last_error());
+    }
+}
+
+struct descriptor_deleter {
+    void operator()(tdesc_descriptor *d) const noexcept { tdesc_descriptor_free(d); }
+};
+struct tensor_deleter {
+    void operator()(tdesc_tensor *t) const noexcept { tdesc_tensor_free(t); }
+};
+struct node_deleter {
+    void operator()(tdesc_node_spec *n) const noexcept { tdesc_node_free(n); }
+};
+struct builder_deleter {
+    void operator()(tdesc_builder *b) const noexcept { tdesc_builder_free(b); }
+};
+using descriptor_ptr = std::unique_ptr<tdesc_descriptor, descriptor_deleter>;
+using tensor_ptr = std::unique_ptr<tdesc_tensor, tensor_deleter>;
+using node_ptr = std::unique_ptr<tdesc_node_spec, node_deleter>;
+using builder_ptr = std::unique_ptr<tdesc_builder, builder_deleter>;
+
+using dense_location = tdesc_location_dense;
+using lookup_location = tdesc_location_lookup;
+/// Where an element lives.
+using location = std::variant<dense_location, lookup_location>;
+
+/// A random-access view of `count` items fetched by index (regions, buffers).
+template <class T, tdesc_status (*Fetch)(const tdesc_descriptor *, size_t, T *)>
+class index_range {
+  public:
+    class iterator {
+      public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const T *;
+        using reference = T;
+        iterator(const tdesc_descriptor *d, size_t i) : d_(d), i_(i) {}
+        T operator*() const {
+            T v;
+            check(Fetch(d_, i_, &v));
+            return v;
+        }
+        iterator &operator++() {
+            ++i_;
+            return *this;
+        }
+        iterator operator++(int) {
+            iterator old = *this;
+            ++i_;
+            return old;
+        }
+        bool operator==(const iterator &o) const { return i_ == o.i_ && d_ == o.d_; }
+        bool operator!=(const iterator &o) const { return !(*this == o); }
+
+      private:
+        const tdesc_descriptor *d_;
+        size_t i_;
+    };
+    index_range(const tdesc_descriptor *d, size_t n) : d_(d), n_(n) {}
+    iterator begin() const { return iterator(d_, 0); }
+    iterator end() const { return iterator(d_, n_); }
+    size_t size() const noexcept { return n_; }
+    bool empty() const noexcept { return n_ == 0; }
+    T operator[](size_t i) const {
+        T v;
+        check(Fetch(d_, i, &v));
+        return v;
+    }
+
+  private:
+    const tdesc_descriptor *d_;
+    size_t n_;
+};
+
+using region_range = index_range<tdesc_region, tdesc_descriptor_region>;
+using buffer_range = index_range<tdesc_buffer, tdesc_descriptor_buffer>;
+
+/// An owned, immutable descriptor handle (cheap to share with `clone()`).
+class descriptor {
+  public:
+    /// Take ownership of a handle from the C API.
+    explicit descriptor(tdesc_descriptor *owned) : h_(owned) {
+        if (!h_) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "null descriptor handle");
+        }
+    }
+
+    /// Decode from the start of `bytes`; `consumed` (optional) receives descriptor_length.
+    static descriptor decode(const void *bytes, size_t len, tdesc_mode mode = TDESC_MODE_STRICT,
+                             size_t *consumed = nullptr) {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_descriptor_decode(static_cast<const uint8_t *>(bytes), len, mode, &d,
+                                      consumed));
+        return descriptor(d);
+    }
+    static descriptor decode(const std::vector<uint8_t> &bytes,
+                             tdesc_mode mode = TDESC_MODE_STRICT) {
+        return decode(bytes.data(), bytes.size(), mode);
+    }
+
+    std::vector<uint8_t> encode() const {
+        size_t need = 0;
+        tdesc_status s = tdesc_descriptor_encode(get(), nullptr, 0, &need);
+        if (s != TDESC_ERR_OUTPUT_TOO_SMALL) {
+            check(s);
+        }
+        std::vector<uint8_t> out(need);
+        size_t written = 0;
+        check(tdesc_descriptor_encode(get(), out.data(), out.size(), &written));
+        out.resize(written);
+        return out;
+    }
+
+    /// Another owner of the same descriptor.
+    descriptor clone() const {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_descriptor_clone(get(), &d));
+        return descriptor(d);
+    }
+
+    const tdesc_descriptor *get() const noexcept { return h_.get(); }
+
+    uint8_t rank() const noexcept { return tdesc_descriptor_rank(get()); }
+    std::vector<uint64_t> shape() const {
+        const uint64_t *s = tdesc_descriptor_shape(get());
+        return std::vector<uint64_t>(s, s + rank());
+    }
+    uint8_t element_type() const noexcept { return tdesc_descriptor_element_type(get()); }
+    std::string element_type_name() const { return tdesc_element_type_name(element_type()); }
+    uint8_t layout() const noexcept { return tdesc_descriptor_layout(get()); }
+    std::string layout_name() const { return tdesc_layout_name(layout()); }
+    uint64_t element_count() const noexcept { return tdesc_descriptor_element_count(get()); }
+    uint64_t encoded_len() const noexcept { return tdesc_descriptor_encoded_len(get()); }
+    bool is_bindable() const noexcept { return tdesc_descriptor_is_bindable(get()); }
+
+    /// The effective buffers, in transport order.
+    buffer_range buffers() const {
+        return buffer_range(get(), tdesc_descriptor_buffer_count(get()));
+    }
+    /// Every region, depth-first pre-order (empty for a non-subpaving tensor).
+    region_range regions() const {
+        return region_range(get(), tdesc_descriptor_region_count(get()));
+    }
+
+    location locate(const uint64_t *index, size_t rank) const {
+        tdesc_location loc;
+        check(tdesc_descriptor_locate(get(), index, rank, &loc));
+        if (loc.tag == TDESC_LOCATION_DENSE) {
+            return loc.DENSE;
+        }
+        return loc.LOOKUP;
+    }
+    location locate(const std::vector<uint64_t> &index) const {
+        return locate(index.data(), index.size());
+    }
+    location locate(std::initializer_list<uint64_t> index) const {
+        return locate(index.begin(), index.size());
+    }
+
+    tdesc_layout_info layout_info(uint32_t region = TDESC_NO_REGION) const {
+        tdesc_layout_info li;
+        check(tdesc_descriptor_layout_info(get(), region, &li));
+        return li;
+    }
+
+  private:
+    descriptor_ptr h_;
+};
+
+/// A node under construction (see tdesc_node_new_*); moved into its parent or builder.
+class node {
+  public:
+    explicit node(tdesc_node_spec *owned) : h_(owned) {}
+
+    static node row_major() { return make(tdesc_node_new_row_major); }
+    static node col_major() { return make(tdesc_node_new_col_major); }
+    static node splat() { return make(tdesc_node_new_splat); }
+    static node subpaving() { return make(tdesc_node_new_subpaving); }
+    static node strided(const std::vector<int64_t> &strides) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_strided(strides.data(), strides.size(), &n));
+        return node(n);
+    }
+    static node dim_order(const std::vector<uint8_t> &order) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_dim_order(order.data(), order.size(), &n));
+        return node(n);
+    }
+    static node coo(uint64_t nnz, uint8_t flags) { return sparse(tdesc_node_new_coo, nnz, flags); }
+    static node csr(uint64_t nnz, uint8_t flags) { return sparse(tdesc_node_new_csr, nnz, flags); }
+    static node csc(uint64_t nnz, uint8_t flags) { return sparse(tdesc_node_new_csc, nnz, flags); }
+    static node csf(uint8_t element_type, const std::vector<uint8_t> &axis_order,
+                    const std::vector<uint64_t> &level_nodes) {
+        if (axis_order.size() != level_nodes.size()) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "axis_order and level_nodes differ in length");
+        }
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_csf(element_type, axis_order.data(), level_nodes.data(),
+                                 axis_order.size(), &n));
+        return node(n);
+    }
+    static node block_paged(uint64_t block_size, uint8_t pool_count) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_block_paged(block_size, pool_count, &n));
+        return node(n);
+    }
+    static node extension(uint8_t tag, const std::vector<uint8_t> &data) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_extension(tag, data.data(), data.size(), &n));
+        return node(n);
+    }
+
+    /// Add a region (this must be a subpaving node); `child` is consumed.
+    node &add_region(const std::vector<uint64_t> &origin, const std::vector<uint64_t> &shape,
+                     node &&child) & {
+        if (origin.size() != shape.size()) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "origin and shape differ in rank");
+        }
+        check(tdesc_node_add_region(h_.get(), origin.data(), shape.data(), origin.size(),
+                                    child.h_.release()));
+        return *this;
+    }
+    node &&add_region(const std::vector<uint64_t> &origin, const std::vector<uint64_t> &shape,
+                      node &&child) && {
+        return std::move(add_region(origin, shape, std::move(child)));
+    }
+    node &byte_offset(uint64_t off) & {
+        check(tdesc_node_set_byte_offset(h_.get(), off));
+        return *this;
+    }
+    node &&byte_offset(uint64_t off) && { return std::move(byte_offset(off)); }
+    node &buffers(const std::vector<tdesc_buffer_handle> &handles) & {
+        check(tdesc_node_set_buffers(h_.get(), handles.data(), handles.size()));
+        return *this;
+    }
+    node &&buffers(const std::vector<tdesc_buffer_handle> &handles) && {
+        return std::move(buffers(handles));
+    }
+    node &quantization(const tdesc_quantization &q) & {
+        check(tdesc_node_set_quantization(h_.get(), &q));
+        return *this;
+    }
+    node &&quantization(const tdesc_quantization &q) && { return std::move(quantization(q)); }
+
+    /// Give up ownership (for the C API).
+    tdesc_node_spec *release() noexcept { return h_.release(); }
+
+  private:
+    static node make(tdesc_status (*f)(tdesc_node_spec **)) {
+        tdesc_node_spec *n = nullptr;
+        check(f(&n));
+        return node(n);
+    }
+    static node sparse(tdesc_status (*f)(uint64_t, uint8_t, tdesc_node_spec **), uint64_t nnz,
+                       uint8_t flags) {
+        tdesc_node_spec *n = nullptr;
+        check(f(nnz, flags, &n));
+        return node(n);
+    }
+    node_ptr h_;
+};
+
+/// A tensor under construction; build() validates with the rules of decoding.
+class builder {
+  public:
+    builder(uint8_t element_type, const std::vector<uint64_t> &shape, node &&body) {
+        tdesc_builder *b = nullptr;
+        check(tdesc_builder_new(element_type, shape.data(), shape.size(), body.release(), &b));
+        h_.reset(b);
+    }
+    builder &shard(const std::vector<uint64_t> &parent_shape,
+                   const std::vector<uint64_t> &shard_origin, uint32_t index, uint32_t count) {
+        if (parent_shape.size() != shard_origin.size()) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "parent_shape and shard_origin differ in rank");
+        }
+        check(tdesc_builder_set_shard(h_.get(), parent_shape.data(), shard_origin.data(),
+                                      parent_shape.size(), index, count));
+        return *this;
+    }
+    builder &statistics(const tdesc_statistics &s) {
+        check(tdesc_builder_set_statistics(h_.get(), &s));
+        return *this;
+    }
+    builder &extension_type(const std::string &name, const std::vector<uint8_t> &metadata = {}) {
+        check(tdesc_builder_set_extension_type(
+            h_.get(), reinterpret_cast<const uint8_t *>(name.data()), name.size(),
+            metadata.data(), metadata.size()));
+        return *this;
+    }
+    builder &device(const tdesc_buffer_handle &template_handle) {
+        check(tdesc_builder_set_device(h_.get(), &template_handle));
+        return *this;
+    }
+    descriptor build() const {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_builder_build(h_.get(), &d));
+        return descriptor(d);
+    }
+    std::vector<uint8_t> encode() const { return build().encode(); }
+
+  private:
+    builder_ptr h_;
+};
+
+/// A descriptor bound to caller-owned host buffers (which must outlive the tensor).
+class tensor {
+  public:
+    tensor(const descriptor &d, const std::vector<const void *> &buffers) {
+        tdesc_tensor *t = nullptr;
+        check(tdesc_tensor_bind(d.get(), buffers.data(), buffers.size(), &t));
+        h_.reset(t);
+    }
+    void validate() const { check(tdesc_tensor_validate(h_.get())); }
+    double get_f64(const uint64_t *index, size_t rank) const {
+        double v = 0;
+        check(tdesc_tensor_get_f64(h_.get(), index, rank, &v));
+        return v;
+    }
+    double get_f64(std::initializer_list<uint64_t> index) const {
+        return get_f64(index.begin(), index.size());
+    }
+    double get_f64(const std::vector<uint64_t> &index) const {
+        return get_f64(index.data(), index.size());
+    }
+    /// The stored bytes of one element (tdesc_tensor_element_bytes of them).
+    std::vector<uint8_t> get_bytes(std::initializer_list<uint64_t> index) const {
+        std::vector<uint8_t> out(tdesc_tensor_element_bytes(h_.get()));
+        check(tdesc_tensor_get(h_.get(), index.begin(), index.size(), out.data(), out.size()));
+        return out;
+    }
+    const tdesc_tensor *get() const noexcept { return h_.get(); }
+
+  private:
+    tensor_ptr h_;
+};
+
+} // namespace tdesc
+
+#endif /* TENSORDESC_HPP */

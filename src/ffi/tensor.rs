@@ -1,0 +1,319 @@
+//! Bound tensors: a descriptor plus one caller-owned pointer per effective buffer, read
+//! element by element on the host.
+//!
+//! The library never copies or frees the caller's buffers. They must stay valid (and not
+//! be written while a call on the tensor reads them) until `tdesc_tensor_free`; the
+//! tensor keeps its own reference to the descriptor, so the descriptor handle may be
+//! freed first.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::bound::BoundTensor;
+use crate::descriptor::Descriptor;
+use crate::error::{Error, ErrorKind, Result};
+
+use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::status::{
+    guard, guard_value, invalid, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+};
+
+/// A descriptor bound to host buffers. Immutable; may be read from several threads at
+/// once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
+pub struct tdesc_tensor {
+    // Declared first so it is dropped first: it borrows from `desc` and the C buffers.
+    bound: BoundTensor<'static>,
+    // Boxed so its address (handed out by `tdesc_tensor_descriptor`) and the
+    // `Descriptor` behind its Arc never move while `bound` borrows them.
+    desc: Box<tdesc_descriptor>,
+}
+
+impl tdesc_tensor {
+    fn bind(
+        desc: &tdesc_descriptor,
+        slices: impl FnOnce(&Descriptor) -> Result<Vec<&'static [u8]>>,
+    ) -> Result<tdesc_tensor> {
+        let desc = Box::new(tdesc_descriptor::share(Arc::clone(desc.descriptor())));
+        // SAFETY: the Descriptor lives in an Arc owned by `desc`, which this struct owns
+        // and drops only after `bound`; the Arc's heap allocation never moves, so the
+        // reference stays valid for as long as `bound` exists.
+        let d: &'static Descriptor = unsafe { &*Arc::as_ptr(desc.descriptor()) };
+        let bound = BoundTensor::bind(d, slices(d)?)?;
+        Ok(tdesc_tensor { bound, desc })
+    }
+}
+
+unsafe fn tensor_arg<'a>(t: *const tdesc_tensor) -> Result<&'a tdesc_tensor> {
+    // SAFETY: forwarded caller promise: `t` is NULL or a live tensor handle.
+    unsafe { ref_arg(t, "tensor") }
+}
+
+/// Bind `count` buffers to `d`: `buffers[i]` is the start of effective buffer `i` (in
+/// the order of `tdesc_descriptor_buffer`), holding at least that buffer's `size_bytes`
+/// bytes; only those bytes are ever read. A buffer of size 0 may be NULL.
+///
+/// Checks, in order: the descriptor is bindable (`TDESC_ERR_NOT_BINDABLE`), `count` equals
+/// the effective buffer count (`TDESC_ERR_BINDING_MISMATCH`), no pointer of a non-empty
+/// buffer is NULL (`TDESC_ERR_BINDING_MISMATCH`), each start is aligned to
+/// `2^alignment_log2` (`TDESC_ERR_ALIGNMENT_INVALID`), and no quantization parameter
+/// buffer overlaps a layout buffer of its sub-table (`TDESC_ERR_BINDING_MISMATCH`).
+/// Device buffers bind too; reading them is `TDESC_ERR_NOT_BINDABLE`.
+///
+/// The buffers stay owned by the caller and must remain valid until `tdesc_tensor_free`.
+/// The tensor keeps the descriptor alive by itself.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_bind(
+    d: *const tdesc_descriptor,
+    buffers: *const *const c_void,
+    count: usize,
+    out: *mut *mut tdesc_tensor,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out`, `d` and `count` pointers at `buffers`.
+        let (d, ptrs) = unsafe {
+            out_handle(out, "out")?;
+            (desc_arg(d)?, slice_arg(buffers, count, "buffers")?)
+        };
+        let t = tdesc_tensor::bind(d, |desc| {
+            let handles = desc.effective_buffers();
+            if !desc.is_bindable() || count != handles.len() {
+                // Let the binding report the first failing rule with its usual detail
+                // (`count` pointers exist, so this allocation is bounded by the input).
+                return Ok(vec![&[][..]; count]);
+            }
+            let mut v: Vec<&'static [u8]> = Vec::with_capacity(count);
+            for (i, (&p, h)) in ptrs.iter().zip(handles).enumerate() {
+                let len = usize::try_from(h.size_bytes)
+                    .ok()
+                    .filter(|&n| n <= isize::MAX as usize)
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::BindingMismatch,
+                            format!(
+                                "effective buffer {i}: size_bytes {} exceeds the address space",
+                                h.size_bytes
+                            ),
+                        )
+                    })?;
+                if len == 0 {
+                    v.push(&[]);
+                } else if p.is_null() {
+                    return Err(Error::new(
+                        ErrorKind::BindingMismatch,
+                        format!("effective buffer {i} is NULL but holds {len} bytes"),
+                    ));
+                } else {
+                    // SAFETY: non-null, `len` fits isize; the caller promises `len`
+                    // readable bytes there for the tensor's whole lifetime (documented).
+                    v.push(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
+                }
+            }
+            Ok(v)
+        })?;
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(t))) };
+        Ok(())
+    })
+}
+
+/// Validate the buffer contents (sparse index structures, block tables, quantization
+/// parameters, ...): `TDESC_ERR_CONTENT_INVALID` with the buffer and byte offset of the
+/// first problem. Host-readable buffers only (else `TDESC_ERR_NOT_BINDABLE`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_validate(t: *const tdesc_tensor) -> tdesc_status {
+    // SAFETY: caller promise on `t`.
+    guard(|| unsafe { tensor_arg(t)? }.bound.validate())
+}
+
+/// Copy the stored bytes of element `index[0, rank)` to `out_value[0, out_size)`: the
+/// element's `bits / 8` bytes (little-endian, as stored), or for a 4-bit type one byte
+/// holding the nibble in bits 0–3; zeros for an implicit (unstored) sparse or paged
+/// element; the fill value for SPLAT. `out_size` below `tdesc_tensor_element_bytes` is
+/// `TDESC_ERR_OUTPUT_TOO_SMALL`. No dequantization (see `tdesc_tensor_get_f64`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_get(
+    t: *const tdesc_tensor,
+    index: *const u64,
+    rank: usize,
+    out_value: *mut c_void,
+    out_size: usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `t` and on `rank` coordinates at `index`.
+        let (t, index) = unsafe { (tensor_arg(t)?, slice_arg(index, rank, "index")?) };
+        let need = t.bound.element_bytes();
+        if out_size < need {
+            return Err(Error::new(
+                ErrorKind::OutputTooSmall,
+                format!("an element needs {need} bytes, out_size is {out_size}"),
+            ));
+        }
+        if out_value.is_null() {
+            return Err(invalid("out_value is NULL"));
+        }
+        // Read into a local first: the caller's memory is written only on success.
+        let mut tmp = [0u8; 16];
+        t.bound.get_bytes(index, &mut tmp[..need])?;
+        // SAFETY: `out_value` is non-null and the caller promises `out_size >= need`
+        // writable bytes there.
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), out_value as *mut u8, need) };
+        Ok(())
+    })
+}
+
+/// The value of element `index[0, rank)` as a double, dequantized by its node's
+/// quantization and rounded once to the quantization's expressed type. Complex element
+/// types are `TDESC_ERR_INVALID_ARGUMENT` (use `tdesc_tensor_get`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_get_f64(
+    t: *const tdesc_tensor,
+    index: *const u64,
+    rank: usize,
+    out: *mut f64,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `t` and on `rank` coordinates at `index`.
+        let (t, index) = unsafe { (tensor_arg(t)?, slice_arg(index, rank, "index")?) };
+        out_arg(out, "out")?;
+        let v = t.bound.get_f64(index)?;
+        // SAFETY: checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// Bytes `tdesc_tensor_get` writes: the element type's storage size (1 for 4-bit
+/// types, 16 for COMPLEX128); 0 when `t` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_element_bytes(t: *const tdesc_tensor) -> usize {
+    // SAFETY: caller promise on `t`.
+    guard_value(0, || Ok(unsafe { tensor_arg(t)? }.bound.element_bytes()))
+}
+
+/// True when every buffer is host-readable, so elements can be read and validated.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_is_host_readable(t: *const tdesc_tensor) -> bool {
+    // SAFETY: caller promise on `t`.
+    guard_value(false, || {
+        Ok(unsafe { tensor_arg(t)? }.bound.is_host_readable())
+    })
+}
+
+/// The tensor's descriptor, borrowed: valid while the tensor lives, not to be freed.
+/// NULL when `t` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_descriptor(
+    t: *const tdesc_tensor,
+) -> *const tdesc_descriptor {
+    // SAFETY: caller promise on `t`.
+    guard_value(std::ptr::null(), || {
+        Ok(&*unsafe { tensor_arg(t)? }.desc as *const tdesc_descriptor)
+    })
+}
+
+/// Release a tensor (not its buffers). NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_free(t: *mut tdesc_tensor) {
+    if t.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: created by Box::into_raw in tdesc_tensor_bind and freed once.
+        drop(unsafe { Box::from_raw(t) });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{NodeSpec, RegionSpec, TensorBuilder};
+    use crate::element::ElementType;
+    use crate::ffi::descriptor::tdesc_descriptor_free;
+    use std::ptr;
+
+    #[repr(align(64))]
+    struct Aligned([u8; 256]);
+
+    #[test]
+    fn bind_read_and_outlive_the_descriptor_handle() {
+        let d = TensorBuilder::subpaving(
+            ElementType::Int32,
+            &[2, 4],
+            vec![
+                RegionSpec::new(&[0, 0], &[2, 2], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 2], &[2, 2], NodeSpec::splat()),
+            ],
+        )
+        .build()
+        .unwrap();
+        let h = tdesc_descriptor::into_raw(d);
+        let mut a = Box::new(Aligned([0; 256]));
+        let mut b = Box::new(Aligned([0; 256]));
+        for k in 0..4i32 {
+            a.0[4 * k as usize..4 * k as usize + 4].copy_from_slice(&(10 + k).to_le_bytes());
+        }
+        b.0[..4].copy_from_slice(&(-7i32).to_le_bytes());
+        let ptrs = [a.0.as_ptr() as *const c_void, b.0.as_ptr() as *const c_void];
+        // SAFETY: live buffers and locals; handles used per the ownership rules.
+        unsafe {
+            let mut t = ptr::null_mut();
+            assert_eq!(
+                tdesc_tensor_bind(h, ptrs.as_ptr(), 1, &mut t),
+                tdesc_status::TDESC_ERR_BINDING_MISMATCH
+            );
+            assert!(t.is_null());
+            assert_eq!(
+                tdesc_tensor_bind(h, ptrs.as_ptr(), 3, &mut t),
+                tdesc_status::TDESC_ERR_BINDING_MISMATCH
+            );
+            let bad = [a.0.as_ptr().add(1) as *const c_void, ptrs[1]];
+            assert_eq!(
+                tdesc_tensor_bind(h, bad.as_ptr(), 2, &mut t),
+                tdesc_status::TDESC_ERR_ALIGNMENT_INVALID
+            );
+            let null = [ptr::null(), ptrs[1]];
+            assert_eq!(
+                tdesc_tensor_bind(h, null.as_ptr(), 2, &mut t),
+                tdesc_status::TDESC_ERR_BINDING_MISMATCH
+            );
+            assert_eq!(
+                tdesc_tensor_bind(h, ptrs.as_ptr(), 2, &mut t),
+                tdesc_status::TDESC_OK
+            );
+            tdesc_descriptor_free(h);
+            assert_eq!(tdesc_tensor_validate(t), tdesc_status::TDESC_OK);
+            let mut v = 0f64;
+            let idx = [1u64, 1];
+            assert_eq!(
+                tdesc_tensor_get_f64(t, idx.as_ptr(), 2, &mut v),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(v, 13.0);
+            let idx = [1u64, 3];
+            let mut raw = [0u8; 4];
+            assert_eq!(
+                tdesc_tensor_get(t, idx.as_ptr(), 2, raw.as_mut_ptr().cast(), 4),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(i32::from_le_bytes(raw), -7);
+            assert_eq!(
+                tdesc_tensor_get(t, idx.as_ptr(), 2, raw.as_mut_ptr().cast(), 3),
+                tdesc_status::TDESC_ERR_OUTPUT_TOO_SMALL
+            );
+            let idx = [2u64, 0];
+            assert_eq!(
+                tdesc_tensor_get_f64(t, idx.as_ptr(), 2, &mut v),
+                tdesc_status::TDESC_ERR_INDEX_OUT_OF_BOUNDS
+            );
+            assert_eq!(tdesc_tensor_element_bytes(t), 4);
+            assert!(tdesc_tensor_is_host_readable(t));
+            assert_eq!(
+                crate::ffi::tdesc_descriptor_region_count(tdesc_tensor_descriptor(t)),
+                2
+            );
+            tdesc_tensor_free(t);
+            tdesc_tensor_free(ptr::null_mut());
+        }
+        drop((a, b));
+    }
+}

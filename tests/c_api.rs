@@ -1,0 +1,281 @@
+//! The C ABI from C and C++: compiles the programs in `c_tests/` with the platform's C
+//! compiler (found by the `cc` crate) with `-Wall -Wextra -Werror -pedantic`, links them
+//! against the `libtensordesc.so` that `cargo test` just built, and runs them.
+//!
+//! The executables stay in `target/<profile>/c_tests/` (for `c_tests/run_valgrind.sh`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use tensordesc::{
+    ElementType, ExtensionType, NodeSpec, QuantScheme, Quantization, RegionSpec, Shard, Statistics,
+    TensorBuilder,
+};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>`: the test executable lives in `target/<profile>/deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// A directory holding a fresh copy of the library as the installed layout names it:
+/// `libtensordesc.so.1` (the SONAME the executables load), `libtensordesc.so` -> it, and
+/// `libtensordesc.a`. Cargo builds every crate type of the library (rlib, cdylib,
+/// staticlib) in the one compilation this test links against, so the shared library sits
+/// in `target/<profile>/`; if it does not (an unusual cargo setup), it is built into a
+/// private target directory rather than waiting on the lock this run holds. The copy keeps
+/// the executables independent of later rebuilds.
+fn library_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let mut built = profile_dir();
+        if !built.join("libtensordesc.so").exists() {
+            let private = built.join("c_tests").join("cargo");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "--lib", "--manifest-path"])
+                .arg(root().join("Cargo.toml"))
+                .env("CARGO_TARGET_DIR", &private)
+                .status()
+                .expect("run cargo build --lib");
+            assert!(status.success(), "cargo build --lib failed");
+            built = private.join("debug");
+        }
+        let staged = out_dir().join("lib");
+        std::fs::create_dir_all(&staged).expect("create c_tests/lib");
+        for (from, to) in [
+            ("libtensordesc.so", "libtensordesc.so.1"),
+            ("libtensordesc.a", "libtensordesc.a"),
+        ] {
+            let src = built.join(from);
+            assert!(src.exists(), "no {}", src.display());
+            let tmp = staged.join(format!("{to}.tmp{}", std::process::id()));
+            std::fs::copy(&src, &tmp).expect("copy the library");
+            std::fs::rename(&tmp, staged.join(to)).expect("stage the library");
+        }
+        let link = staged.join("libtensordesc.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libtensordesc.so.1", &link).expect("symlink libtensordesc.so");
+        staged
+    })
+}
+
+fn out_dir() -> PathBuf {
+    let d = profile_dir().join("c_tests");
+    std::fs::create_dir_all(&d).expect("create target/<profile>/c_tests");
+    d
+}
+
+fn compiler(cpp: bool) -> cc::Tool {
+    let target = format!(
+        "{}-unknown-{}-gnu",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    cc::Build::new()
+        .cpp(cpp)
+        .target(&target)
+        .host(&target)
+        .opt_level(0)
+        .debug(true)
+        .cargo_metadata(false)
+        .warnings(false)
+        .get_compiler()
+}
+
+fn strict_flags(cpp: bool) -> Vec<&'static str> {
+    let std = if cpp { "-std=c++17" } else { "-std=c11" };
+    vec![std, "-Wall", "-Wextra", "-Werror", "-pedantic"]
+}
+
+fn run_compiler(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the compiler for {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "compiling {what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Compile `c_tests/<source>` into an executable linked against libtensordesc.so.
+fn build_exe(source: &str, cpp: bool) -> PathBuf {
+    let lib = library_dir();
+    let exe = out_dir().join(Path::new(source).file_stem().expect("file stem"));
+    let mut cmd = compiler(cpp).to_command();
+    cmd.args(strict_flags(cpp))
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join("c_tests").join(source))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-ltensordesc")
+        .arg(format!("-Wl,-rpath,{}", lib.display()));
+    run_compiler(&mut cmd, source);
+    exe
+}
+
+fn run(exe: &Path, args: &[&Path]) -> String {
+    let out = Command::new(exe)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{stdout}{stderr}",
+        exe.display(),
+        out.status
+    );
+    stdout
+}
+
+/// The number of passed checks a C test program reports (`NAME: N passed, 0 failed`).
+fn passed(stdout: &str) -> usize {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(" passed, 0 failed"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
+    line.split_whitespace()
+        .rev()
+        .nth(3)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("malformed summary: {line}"))
+}
+
+/// Descriptors encoded by the Rust API that test_c_api.c rebuilds with the C builder and
+/// compares byte for byte.
+fn write_rust_bytes() -> PathBuf {
+    let dir = out_dir().join("rust_bytes");
+    std::fs::create_dir_all(&dir).expect("create rust_bytes");
+    let row_major = TensorBuilder::row_major(ElementType::Float32, &[4, 8]);
+    let subpaving = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[8, 8],
+        vec![
+            RegionSpec::new(&[0, 0], &[8, 4], NodeSpec::row_major()),
+            RegionSpec::new(&[0, 4], &[8, 4], NodeSpec::csr(5, 3)),
+        ],
+    );
+    let quant_sections = TensorBuilder::row_major(ElementType::Int8, &[4, 6])
+        .quantization(Quantization {
+            scheme: QuantScheme::PerAxisAffine {
+                axis: 1,
+                scale_type: ElementType::Float32,
+            },
+            expressed_type: ElementType::Float32,
+            has_zero_point: true,
+        })
+        .shard(Shard {
+            parent_shape: vec![8, 6],
+            shard_origin: vec![4, 0],
+            shard_index: 1,
+            shard_count: 2,
+        })
+        .statistics(Statistics {
+            nnz: Some(20),
+            min_max: Some((-1.5, 2.5)),
+            nan_count: None,
+        })
+        .extension_type(ExtensionType {
+            name: "org.example.temp".into(),
+            metadata: vec![1, 2, 3],
+        });
+    for (name, b) in [
+        ("rust_row_major.bin", row_major),
+        ("rust_subpaving.bin", subpaving),
+        ("rust_quant_sections.bin", quant_sections),
+    ] {
+        let bytes = b.encode().expect("encode");
+        std::fs::write(dir.join(name), bytes).expect("write Rust bytes");
+    }
+    dir
+}
+
+#[test]
+fn c_api_from_c() {
+    let dir = write_rust_bytes();
+    let exe = build_exe("test_c_api.c", false);
+    let out = run(&exe, &[&dir]);
+    assert!(passed(&out) > 500, "too few checks ran:\n{out}");
+}
+
+#[test]
+fn golden_vectors_from_c() {
+    let vectors = root().join("tests").join("vectors");
+    assert!(
+        vectors.join("manifest.txt").exists(),
+        "tests/vectors/manifest.txt is missing"
+    );
+    let exe = build_exe("test_golden.c", false);
+    let out = run(&exe, &[&vectors]);
+    assert!(passed(&out) > 100, "too few checks ran:\n{out}");
+}
+
+#[test]
+fn cpp_layer_from_cpp17() {
+    let exe = build_exe("test_cpp_api.cpp", true);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 30, "too few checks ran:\n{out}");
+}
+
+#[test]
+fn headers_compile_alone() {
+    let obj_dir = out_dir();
+    for (source, cpp, lang) in [
+        ("header_only.c", false, None),
+        ("header_only.c", true, Some("c++")),
+        ("header_only_hpp.cpp", true, None),
+    ] {
+        let mut cmd = compiler(cpp).to_command();
+        if let Some(l) = lang {
+            cmd.args(["-x", l]);
+        }
+        let obj = obj_dir.join(format!("{source}.{}.o", if cpp { "cxx" } else { "c" }));
+        cmd.args(strict_flags(cpp))
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg("-c")
+            .arg(root().join("c_tests").join(source))
+            .arg("-o")
+            .arg(&obj);
+        run_compiler(
+            &mut cmd,
+            &format!("{source} as {}", if cpp { "C++17" } else { "C11" }),
+        );
+        assert!(obj.exists());
+    }
+}
+
+#[test]
+fn static_library_links() {
+    // The same golden-vector program, linked against libtensordesc.a instead.
+    let lib = library_dir();
+    let archive = lib.join("libtensordesc.a");
+    assert!(archive.exists(), "no {}", archive.display());
+    let exe = out_dir().join("test_golden_static");
+    let mut cmd = compiler(false).to_command();
+    cmd.args(strict_flags(false))
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join("c_tests").join("test_golden.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&archive)
+        .args(["-lpthread", "-ldl", "-lm"]);
+    run_compiler(&mut cmd, "test_golden.c (static)");
+    let out = run(&exe, &[&root().join("tests").join("vectors")]);
+    assert!(passed(&out) > 100);
+}
