@@ -272,9 +272,8 @@ impl Decoder {
         level: u8,
         region: u32,
     ) -> Result<Node> {
-        let at = r.pos();
         let region_parent = if region == NONE { NONE } else { self.d.regions[region as usize].parent };
-        let byte_offset = r.u64("byte_offset")?;
+        // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
             return Err(err(
@@ -282,23 +281,44 @@ impl Decoder {
                 format!("STRIDED cannot hold the 4-bit type {}", self.et),
             ));
         }
+        let at = r.pos();
+        let byte_offset = r.u64("byte_offset")?;
+        // Sparse, indirect, extension and subpaving layouts require 0, judged when read.
+        if classify(ltag) != LayoutClass::Dense && byte_offset != 0 {
+            return Err(err(
+                ErrorKind::ByteOffsetInvalid,
+                format!(
+                    "{} byte_offset at byte {at} is {byte_offset}; it must be 0",
+                    layout::tag_name(ltag)
+                ),
+            ));
+        }
         let first = self.d.buffers.len();
         let layout = if ltag == tag::SUBPAVING {
             if level > MAX_SUBPAVING_DEPTH {
                 return Err(err(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
             }
-            if byte_offset != 0 {
-                return Err(err(
-                    ErrorKind::ByteOffsetInvalid,
-                    format!("SUBPAVING byte_offset at byte {at} is {byte_offset}; it must be 0"),
-                ));
-            }
             self.regions(r, shape, base, level, region)?
         } else {
-            layout::read_fields(r, ltag, self.rank, &mut self.d.arena)?
+            let l = layout::read_fields(r, ltag, self.rank, &mut self.d.arena)?;
+            layout::check_fields(&l, shape)?;
+            l
         };
         let count_at = r.pos();
         let count = r.u8("buffer_count")? as usize;
+        // The count's own rule comes before the handle bytes it announces.
+        if ltag == tag::SUBPAVING && count != 0 {
+            return Err(err(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
+        }
+        if ltag != tag::SUBPAVING && count == 0 {
+            return Err(err(
+                ErrorKind::EmptyBufferTable,
+                format!(
+                    "{} buffer_count at byte {count_at} is 0",
+                    layout::tag_name(ltag)
+                ),
+            ));
+        }
         r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
         for i in 0..count {
             let h = BufferHandle::read(r)?;
@@ -336,22 +356,8 @@ impl Decoder {
         };
         let rank = self.rank;
         let layout_buffers = match layout.required_buffers(rank) {
-            Some(0) => {
-                if count != 0 {
-                    return Err(err(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
-                }
-                0
-            }
+            Some(0) => 0,
             req => {
-                if count == 0 {
-                    return Err(err(
-                        ErrorKind::EmptyBufferTable,
-                        format!(
-                            "{} buffer_count at byte {count_at} is 0",
-                            layout::tag_name(ltag)
-                        ),
-                    ));
-                }
                 let params = quant.as_ref().map(|q| q.param_buffer_count());
                 let n = match (req, params) {
                     (Some(n), Some(Some(p))) => {
@@ -390,7 +396,8 @@ impl Decoder {
                     &bufs[..n],
                 )?;
                 if let Some(q) = &quant {
-                    q.check_param_buffers(self.et, shape, &bufs[n..], n)?;
+                    q.check_param_buffers(self.et, shape, &bufs[n..], n)
+                        .map_err(layout::size_overflow_is(ErrorKind::BufferSizeMismatch))?;
                 }
                 n
             }
@@ -480,10 +487,8 @@ impl Decoder {
                 }
                 global[a] = base[a] + origin[a];
             }
+            // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
             let rtag = r.u8("region_layout_tag").map_err(ctx)?;
-            let rflags = r.u8("region_flags").map_err(ctx)?;
-            let res = r.u16("region _reserved").map_err(ctx)?;
-            let body_len = r.u32("region_body_length").map_err(ctx)?;
             let class = classify(rtag);
             if class == LayoutClass::Invalid
                 || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
@@ -493,18 +498,27 @@ impl Decoder {
                     format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
                 )));
             }
+            if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
+                return Err(ctx(err(
+                    ErrorKind::SubpavingTooDeep,
+                    format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
+                )));
+            }
+            let rflags = r.u8("region_flags").map_err(ctx)?;
             if rflags & !1 != 0 {
                 return Err(ctx(err(
                     ErrorKind::ReservedNonzero,
                     format!("region_flags 0x{rflags:02X} have reserved bits set"),
                 )));
             }
+            let res = r.u16("region _reserved").map_err(ctx)?;
             if res != 0 {
                 return Err(ctx(err(
                     ErrorKind::ReservedNonzero,
                     format!("region reserved bytes are 0x{res:04X}"),
                 )));
             }
+            let body_len = r.u32("region_body_length").map_err(ctx)?;
             let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
             self.d.coords.extend_from_slice(&global[..rank]);
             self.d.coords.extend_from_slice(&rshape[..rank]);
@@ -737,7 +751,8 @@ impl Descriptor {
     }
     /// Number of elements (product of the shape; validated not to overflow).
     pub fn element_count(&self) -> u64 {
-        self.shape.iter().product()
+        // Validated on decode; exact, so 0 when an extent is 0 whatever the others are.
+        layout::element_count(&self.shape).unwrap_or(0)
     }
     /// The top-level layout tag.
     pub fn layout_tag(&self) -> u8 {

@@ -161,13 +161,14 @@ impl Quantization {
                 }
             }
         };
-        s.expect_end("quantization section")?;
         let q = Quantization {
             scheme,
             expressed_type,
             has_zero_point,
         };
+        // Value rules before the length agreement (docs/spec §5.7 steps 4-6).
         q.validate(et, shape)?;
+        s.expect_end("quantization section")?;
         Ok(q)
     }
 

@@ -43,10 +43,6 @@ impl<'a> Boxes<'a> {
         self.coords[s + a] + self.coords[s + self.rank + a]
     }
     #[inline]
-    fn contains(&self, r: u32, p: &[u64]) -> bool {
-        (0..self.rank).all(|a| p[a] >= self.lo(r, a) && p[a] < self.hi(r, a))
-    }
-    #[inline]
     fn intersects(&self, r: u32, s: u32) -> bool {
         (0..self.rank).all(|a| self.lo(r, a).max(self.lo(s, a)) < self.hi(r, a).min(self.hi(s, a)))
     }
@@ -95,11 +91,14 @@ pub(crate) enum LevelIndex {
         cells: Vec<u32>,
         first: u32,
     },
-    /// A k-d tree over arbitrary boxes.
+    /// A k-d tree over arbitrary boxes: `items` lists regions in leaf order and
+    /// `leaf_boxes` their [lo, hi) corners in the same order, so a leaf scan touches one
+    /// contiguous run instead of the region arena.
     Tree {
         nodes: Vec<KdNode>,
         items: Vec<u32>,
         bounds: Vec<u64>,
+        leaf_boxes: Vec<u64>,
     },
 }
 
@@ -114,7 +113,7 @@ pub(crate) struct KdNode {
     clean: bool,
 }
 
-const LEAF: usize = 8;
+const LEAF: usize = 6;
 const NO_NODE: u32 = u32::MAX;
 
 impl LevelIndex {
@@ -125,7 +124,7 @@ impl LevelIndex {
         b: Boxes<'_>,
         base: &[u64],
         extent: &[u64],
-        mut children: Vec<u32>,
+        children: Vec<u32>,
     ) -> Result<LevelIndex> {
         if let Some(ix) = Self::uniform_grid(b, base, extent, &children)? {
             return Ok(ix);
@@ -133,7 +132,7 @@ impl LevelIndex {
         if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
-        let ix = Self::tree(b, &mut children)?;
+        let ix = Self::tree(b, &children)?;
         let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
         let covered: u128 = children.iter().map(|&r| b.volume(r)).sum();
         if covered != total {
@@ -242,6 +241,11 @@ impl LevelIndex {
             scratch.extend(children.iter().map(|&r| b.origin(r)[a] - base[a]));
             scratch.sort_unstable();
             scratch.dedup();
+            // The cut points must start at the enclosing origin: otherwise the cells do not
+            // reach it, and a perfect match of regions to cells still leaves a gap in front.
+            if scratch.first() != Some(&0) {
+                return Ok(None);
+            }
             let cells = scratch.len() as u64;
             total = match total.checked_mul(cells) {
                 Some(t) if t <= children.len() as u64 => t,
@@ -275,17 +279,39 @@ impl LevelIndex {
         Ok(Some(Self::grid(base, axes, cuts, cells)))
     }
 
-    fn tree(b: Boxes<'_>, items: &mut [u32]) -> Result<LevelIndex> {
+    fn tree(b: Boxes<'_>, children: &[u32]) -> Result<LevelIndex> {
+        let rank = b.rank;
+        let m = children.len();
+        // One sort per axis up front; every node then splits the per-axis orders by a
+        // stable partition, so the whole build is O(rank * n log n).
+        let sorted: Vec<Vec<u32>> = (0..rank)
+            .map(|a| {
+                let mut v: Vec<u32> = (0..m as u32).collect();
+                v.sort_unstable_by_key(|&i| b.lo(children[i as usize], a));
+                v
+            })
+            .collect();
         let mut t = TreeBuild {
             b,
-            nodes: Vec::with_capacity(items.len() / 4 + 1),
+            ids: children,
+            sorted,
+            left: vec![false; m],
+            scratch: Vec::with_capacity(m),
+            nodes: Vec::with_capacity(m / 3 + 1),
             bounds: Vec::new(),
         };
-        t.build(items, 0)?;
+        t.build(0, m, 0)?;
+        let items: Vec<u32> = t.sorted[0].iter().map(|&i| children[i as usize]).collect();
+        let mut leaf_boxes = Vec::with_capacity(items.len() * 2 * rank);
+        for &r in &items {
+            leaf_boxes.extend((0..rank).map(|a| b.lo(r, a)));
+            leaf_boxes.extend((0..rank).map(|a| b.hi(r, a)));
+        }
         Ok(LevelIndex::Tree {
             nodes: t.nodes,
-            items: items.to_vec(),
+            items,
             bounds: t.bounds,
+            leaf_boxes,
         })
     }
 
@@ -320,19 +346,23 @@ impl LevelIndex {
                 nodes,
                 items,
                 bounds,
+                leaf_boxes,
             } => {
                 let rank = b.rank;
-                let mut stack: Vec<u32> = Vec::new();
+                let inside = |bb: &[u64]| (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]);
+                // Pending subtrees of non-clean nodes; the depth bound (see TreeBuild)
+                // keeps this far below its capacity.
+                let mut stack = [0u32; MAX_TREE_DEPTH];
+                let mut top = 0usize;
                 let mut n = 0u32;
                 loop {
                     let node = &nodes[n as usize];
                     if node.left == NO_NODE {
                         let s = node.start as usize;
-                        if let Some(&r) = items[s..s + node.len as usize]
-                            .iter()
-                            .find(|&&r| b.contains(r, p))
-                        {
-                            return Some(r);
+                        for k in s..s + node.len as usize {
+                            if inside(&leaf_boxes[k * 2 * rank..(k + 1) * 2 * rank]) {
+                                return Some(items[k]);
+                            }
                         }
                     } else if node.clean {
                         n = if p[node.axis as usize] < node.cut {
@@ -344,12 +374,17 @@ impl LevelIndex {
                     } else {
                         for c in [node.right, node.left] {
                             let bb = &bounds[c as usize * 2 * rank..(c as usize + 1) * 2 * rank];
-                            if (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]) {
-                                stack.push(c);
+                            if inside(bb) && top < MAX_TREE_DEPTH {
+                                stack[top] = c;
+                                top += 1;
                             }
                         }
                     }
-                    n = stack.pop()?;
+                    if top == 0 {
+                        return None;
+                    }
+                    top -= 1;
+                    n = stack[top];
                 }
             }
         }
@@ -374,10 +409,11 @@ impl LevelIndex {
                 nodes,
                 items,
                 bounds,
+                leaf_boxes,
             } => {
                 nodes.capacity() * std::mem::size_of::<KdNode>()
                     + items.capacity() * 4
-                    + bounds.capacity() * 8
+                    + (bounds.capacity() + leaf_boxes.capacity()) * 8
             }
         }
     }
@@ -394,33 +430,53 @@ fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
     }
 }
 
+/// Deepest k-d tree: every split leaves at least 1/16 of a node's regions on each side,
+/// so depth <= log(2^32) / log(16/15) < 345.
+const MAX_TREE_DEPTH: usize = 384;
+
 struct TreeBuild<'a> {
     b: Boxes<'a>,
+    /// Local item number -> region id.
+    ids: &'a [u32],
+    /// Per axis, the local items sorted by their low corner on that axis; every node owns
+    /// the same range `[s, e)` of each.
+    sorted: Vec<Vec<u32>>,
+    /// Scratch: does a local item go to the left child of the node being split?
+    left: Vec<bool>,
+    scratch: Vec<u32>,
     nodes: Vec<KdNode>,
     bounds: Vec<u64>,
 }
 
 impl TreeBuild<'_> {
-    /// Build the subtree over `items` (whose first element sits at `start` in the final
-    /// item array); returns its node number. Fails on the first overlap found.
-    fn build(&mut self, items: &mut [u32], start: usize) -> Result<u32> {
+    #[inline]
+    fn lo(&self, i: u32, a: usize) -> u64 {
+        self.b.lo(self.ids[i as usize], a)
+    }
+    #[inline]
+    fn hi(&self, i: u32, a: usize) -> u64 {
+        self.b.hi(self.ids[i as usize], a)
+    }
+
+    /// Build the subtree over the items in `[s, e)`; returns its node number. Fails on the
+    /// first overlap found.
+    fn build(&mut self, s: usize, e: usize, depth: usize) -> Result<u32> {
         let b = self.b;
         let rank = b.rank;
         let id = self.nodes.len() as u32;
-        let m = items.len();
-        // Bounding box.
-        let mut lo = vec![u64::MAX; rank];
-        let mut hi = vec![0u64; rank];
-        for &r in items.iter() {
+        let m = e - s;
+        let mut lo = [u64::MAX; crate::layout::MAX_RANK];
+        let mut hi = [0u64; crate::layout::MAX_RANK];
+        for &i in &self.sorted[0][s..e] {
             for a in 0..rank {
-                lo[a] = lo[a].min(b.lo(r, a));
-                hi[a] = hi[a].max(b.hi(r, a));
+                lo[a] = lo[a].min(self.lo(i, a));
+                hi[a] = hi[a].max(self.hi(i, a));
             }
         }
-        self.bounds.extend_from_slice(&lo);
-        self.bounds.extend_from_slice(&hi);
+        self.bounds.extend_from_slice(&lo[..rank]);
+        self.bounds.extend_from_slice(&hi[..rank]);
         self.nodes.push(KdNode {
-            start: start as u32,
+            start: s as u32,
             len: m as u32,
             left: NO_NODE,
             right: NO_NODE,
@@ -428,38 +484,42 @@ impl TreeBuild<'_> {
             axis: 0,
             clean: false,
         });
-        if m <= LEAF {
-            for i in 0..m {
-                for j in i + 1..m {
-                    if b.intersects(items[i], items[j]) {
-                        return Err(overlap(&b, items[i], items[j]));
+        if m <= LEAF || depth + 1 >= MAX_TREE_DEPTH {
+            let items = &self.sorted[0][s..e];
+            for x in 0..m {
+                for y in x + 1..m {
+                    let (rx, ry) = (self.ids[items[x] as usize], self.ids[items[y] as usize]);
+                    if b.intersects(rx, ry) {
+                        return Err(overlap(&b, rx, ry));
                     }
                 }
             }
             return Ok(id);
         }
-        // Axes by decreasing spread of the bounding box.
-        let mut order: Vec<usize> = (0..rank).collect();
-        order.sort_by_key(|&a| std::cmp::Reverse(hi[a] - lo[a]));
-        let mut chosen: Option<(usize, usize)> = None; // (axis, split position)
-        for &a in &order {
-            items.sort_unstable_by_key(|&r| b.lo(r, a));
+        // Axes by decreasing spread; prefer a clean cut (no region crosses it) closest to
+        // the middle, as long as it leaves at least 1/16 of the regions on each side.
+        let mut order = [0u8; crate::layout::MAX_RANK];
+        for (a, o) in order.iter_mut().enumerate().take(rank) {
+            *o = a as u8;
+        }
+        order[..rank].sort_by_key(|&a| std::cmp::Reverse(hi[a as usize] - lo[a as usize]));
+        let min_side = (m / 16).max(1);
+        let mut chosen: Option<(usize, usize)> = None;
+        for &a in &order[..rank] {
+            let a = a as usize;
+            let v = &self.sorted[a][s..e];
             let mut max_end = 0u64;
             let mut best: Option<usize> = None;
             for k in 1..m {
-                max_end = max_end.max(b.hi(items[k - 1], a));
-                if max_end <= b.lo(items[k], a) {
-                    let better = match best {
-                        None => true,
-                        Some(bk) => k.abs_diff(m / 2) < bk.abs_diff(m / 2),
-                    };
-                    if better {
-                        best = Some(k);
-                    }
+                max_end = max_end.max(self.hi(v[k - 1], a));
+                if max_end <= self.lo(v[k], a)
+                    && best.is_none_or(|bk| k.abs_diff(m / 2) < bk.abs_diff(m / 2))
+                {
+                    best = Some(k);
                 }
             }
             if let Some(k) = best {
-                if k.min(m - k) >= m / 16 {
+                if k.min(m - k) >= min_side {
                     chosen = Some((a, k));
                     break;
                 }
@@ -467,16 +527,32 @@ impl TreeBuild<'_> {
         }
         let (axis, k, clean) = match chosen {
             Some((a, k)) => (a, k, true),
-            None => {
-                let a = order[0];
-                items.sort_unstable_by_key(|&r| b.lo(r, a));
-                (a, m / 2, false)
-            }
+            None => (order[0] as usize, m / 2, false),
         };
-        let cut = b.lo(items[k], axis);
-        let (left_items, right_items) = items.split_at_mut(k);
-        let left = self.build(left_items, start)?;
-        let right = self.build(right_items, start + k)?;
+        let cut = self.lo(self.sorted[axis][s + k], axis);
+        // Mark the left side and split every other axis' order stably.
+        for (j, &i) in self.sorted[axis][s..e].iter().enumerate() {
+            self.left[i as usize] = j < k;
+        }
+        for a in 0..rank {
+            if a == axis {
+                continue;
+            }
+            self.scratch.clear();
+            let v = &mut self.sorted[a][s..e];
+            self.scratch.extend(v.iter().copied().filter(|&i| !self.left[i as usize]));
+            let mut w = 0;
+            for r in 0..m {
+                let i = v[r];
+                if self.left[i as usize] {
+                    v[w] = i;
+                    w += 1;
+                }
+            }
+            v[w..].copy_from_slice(&self.scratch);
+        }
+        let left = self.build(s, s + k, depth + 1)?;
+        let right = self.build(s + k, e, depth + 1)?;
         let node = &mut self.nodes[id as usize];
         node.left = left;
         node.right = right;
@@ -484,11 +560,12 @@ impl TreeBuild<'_> {
         node.cut = cut;
         node.clean = clean;
         if !clean {
-            // Only left regions reaching past the right side's first origin can overlap it.
-            for &x in left_items.iter() {
-                if b.hi(x, axis) > cut {
-                    if let Some(y) = self.query_box(right, right_items, start + k, x) {
-                        return Err(overlap(&b, x, y));
+            // Only left regions reaching past the cut can overlap the right side.
+            for j in s..s + k {
+                let x = self.sorted[0][j];
+                if self.hi(x, axis) > cut {
+                    if let Some(y) = self.query_box(right, self.ids[x as usize]) {
+                        return Err(overlap(&b, self.ids[x as usize], y));
                     }
                 }
             }
@@ -496,8 +573,8 @@ impl TreeBuild<'_> {
         Ok(id)
     }
 
-    /// First region in subtree `n` intersecting region `x`.
-    fn query_box(&self, n: u32, items: &[u32], items_start: usize, x: u32) -> Option<u32> {
+    /// First region in subtree `n` whose interior meets region `x`'s.
+    fn query_box(&self, n: u32, x: u32) -> Option<u32> {
         let b = self.b;
         let rank = b.rank;
         let mut stack = vec![n];
@@ -508,12 +585,12 @@ impl TreeBuild<'_> {
             }
             let node = &self.nodes[n as usize];
             if node.left == NO_NODE {
-                let s = node.start as usize - items_start;
-                if let Some(&y) = items[s..s + node.len as usize]
+                let s = node.start as usize;
+                if let Some(&y) = self.sorted[0][s..s + node.len as usize]
                     .iter()
-                    .find(|&&y| b.intersects(x, y))
+                    .find(|&&y| b.intersects(x, self.ids[y as usize]))
                 {
-                    return Some(y);
+                    return Some(self.ids[y as usize]);
                 }
             } else {
                 stack.push(node.left);

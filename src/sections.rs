@@ -54,14 +54,15 @@ impl Shard {
             .collect::<Result<Vec<_>>>()?;
         let shard_index = s.u32("shard.shard_index")?;
         let shard_count = s.u32("shard.shard_count")?;
-        s.expect_end("shard section")?;
         let sh = Shard {
             parent_shape,
             shard_origin,
             shard_index,
             shard_count,
         };
+        // Value rules before the length agreement (docs/spec §1.8 step 21).
         sh.validate(shape)?;
+        s.expect_end("shard section")?;
         Ok(sh)
     }
 
@@ -129,13 +130,13 @@ impl Statistics {
         } else {
             None
         };
-        s.expect_end("statistics section")?;
         let st = Statistics {
             nnz,
             min_max,
             nan_count,
         };
         st.validate(element_count)?;
+        s.expect_end("statistics section")?;
         Ok(st)
     }
 

@@ -350,7 +350,11 @@ fn nnz_near_u64_max() {
     // COO: nnz × rank × 8 overflows.
     let mut r = Raw::header(F32, tag::COO, 0, &[4, 4]);
     r.u64(0).u64(u64::MAX).u8(0).u8(2).handle(0).handle(0);
-    strict("coo_nnz_u64_max", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "coo_nnz_u64_max",
+        &r.finish(),
+        ErrorKind::BufferSizeMismatch,
+    );
     // COO, UNIQUE: more entries than elements.
     let mut r = Raw::header(F32, tag::COO, 0, &[4, 4]);
     r.u64(0).u64(u64::MAX - 1).u8(2).u8(2).handle(0).handle(0);
@@ -368,7 +372,11 @@ fn nnz_near_u64_max() {
         .handle(40)
         .handle(0)
         .handle(0);
-    strict("csr_nnz_indices_overflow", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "csr_nnz_indices_overflow",
+        &r.finish(),
+        ErrorKind::BufferSizeMismatch,
+    );
     // CSR: indices fit exactly, values (nnz × 16 for COMPLEX128) overflow.
     let nnz = u64::MAX / 8;
     let mut r = Raw::header(C128, tag::CSR, 0, &[4, 4]);
@@ -379,7 +387,11 @@ fn nnz_near_u64_max() {
         .handle(40)
         .handle(nnz * 8)
         .handle(0);
-    strict("csr_nnz_values_overflow", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "csr_nnz_values_overflow",
+        &r.finish(),
+        ErrorKind::BufferSizeMismatch,
+    );
     // CSF: nnz above the element count.
     let mut r = Raw::header(F32, tag::CSF, 0, &[4]);
     r.u64(0)
@@ -398,7 +410,11 @@ fn nnz_near_u64_max() {
         .handle(u64::MAX - 7)
         .handle(8)
         .handle(4);
-    strict("csf_level_nodes_u64_max", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "csf_level_nodes_u64_max",
+        &r.finish(),
+        ErrorKind::BufferSizeMismatch,
+    );
 }
 
 #[test]
@@ -428,7 +444,11 @@ fn buffer_sizes_whose_sum_overflows() {
     // Dense data bytes overflow: 2^62 float32 elements.
     let mut r = Raw::header(F32, tag::ROW_MAJOR, 0, &[1 << 62]);
     r.u64(0).table1(u64::MAX);
-    strict("dense_bytes_overflow", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "dense_bytes_overflow",
+        &r.finish(),
+        ErrorKind::BufferTooSmall,
+    );
     // Quantization parameter bytes overflow: 2^32 x (2^32 - 1) blockwise scales of 2 bytes.
     let mut r = Raw::header(I8, tag::ROW_MAJOR, 1, &[1 << 32, (1 << 32) - 1]);
     r.u64(0).u8(2).handle(u64::MAX).handle(0);
@@ -436,7 +456,7 @@ fn buffer_sizes_whose_sum_overflows() {
     strict(
         "blockwise_scale_bytes_overflow",
         &r.finish(),
-        ErrorKind::Overflow,
+        ErrorKind::BufferSizeMismatch,
     );
     // BLOCK_PAGED: rows × max_blocks × 8 overflows.
     let mut r = Raw::header(F32, tag::BLOCK_PAGED, 0, &[1 << 32, 1 << 31]);
@@ -450,12 +470,16 @@ fn buffer_sizes_whose_sum_overflows() {
     strict(
         "block_table_bytes_overflow",
         &r.finish(),
-        ErrorKind::Overflow,
+        ErrorKind::BufferSizeMismatch,
     );
     // TILED: padded element count overflows although the shape's product fits.
     let mut r = Raw::header(I8, tag::TILED, 0, &[(1 << 63) + 1, 1]);
     r.u64(0).u64(1 << 63).u64(1).u8(0).u8(1).table1(u64::MAX);
-    strict("tiled_padding_overflow", &r.finish(), ErrorKind::Overflow);
+    strict(
+        "tiled_padding_overflow",
+        &r.finish(),
+        ErrorKind::BufferTooSmall,
+    );
 }
 
 #[test]
@@ -853,7 +877,7 @@ fn byte_offsets_past_the_buffer() {
     strict(
         "splat_offset_at_end",
         &r.finish(),
-        ErrorKind::ByteOffsetInvalid,
+        ErrorKind::BufferTooSmall,
     );
     let mut r = Raw::header(F32, tag::SUBPAVING, 0, &[4]);
     r.u64(1).u32(1);

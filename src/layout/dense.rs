@@ -54,22 +54,9 @@ pub(crate) fn check_buffers(
     }
     let avail = size - byte_offset;
     let need = match *layout {
-        Layout::Splat => {
-            let esize = et.storage_bytes();
-            if size < esize {
-                return Err(Error::new(
-                    ErrorKind::BufferTooSmall,
-                    format!("SPLAT data buffer is {size} bytes, smaller than one {et} element"),
-                ));
-            }
-            if byte_offset > size - esize {
-                return Err(Error::new(
-                    ErrorKind::ByteOffsetInvalid,
-                    format!("SPLAT byte_offset {byte_offset} leaves no room for one {et} element in {size} bytes"),
-                ));
-            }
-            return Ok(());
-        }
+        // One element, even when the tensor has none; the common rule then applies
+        // (byte_offset past the end is BYTE_OFFSET_INVALID, too few bytes BUFFER_TOO_SMALL).
+        Layout::Splat => et.storage_bytes(),
         Layout::Strided { strides } => {
             let strides = &arena.ints[super::rng(strides, shape.len())];
             let Some((lo, hi)) = strided_reach(strides, shape) else {

@@ -686,8 +686,12 @@ pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank:
     }
 }
 
-/// Checked product of extents.
+/// Checked product of extents: the exact product, so 0 whenever an extent is 0 even if a
+/// partial product of the others would not fit (docs/spec §1.4).
 pub(crate) fn element_count(shape: &[u64]) -> Result<u64> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape.iter().try_fold(1u64, |acc, &e| {
         acc.checked_mul(e).ok_or_else(|| {
             Error::new(
@@ -780,6 +784,27 @@ pub(crate) fn layout_buffer_role(layout: &Layout, rank: usize, i: usize) -> (Buf
     }
 }
 
+/// Rules on the layout fields that need the (region) shape, checked right after the fields
+/// are read and before the buffer table (docs/spec §1.8 step 15): the nnz limits.
+pub(crate) fn check_fields(layout: &Layout, shape: &[u64]) -> Result<()> {
+    sparse::check_nnz(layout, shape)
+}
+
+/// Map an OVERFLOW met while computing a buffer size to `kind`: a size formula whose exact
+/// value exceeds u64 fails the size rule itself, since no handle can match it (§0.2.1).
+pub(crate) fn size_overflow_is(kind: ErrorKind) -> impl Fn(Error) -> Error {
+    move |e| {
+        if e.kind == ErrorKind::Overflow {
+            Error::new(
+                kind,
+                format!("{}: the required size exceeds 2^64 - 1 bytes", e.detail),
+            )
+        } else {
+            e
+        }
+    }
+}
+
 /// Validate the layout buffers of one node against its shape and byte_offset.
 pub(crate) fn check_buffers(
     layout: &Layout,
@@ -801,10 +826,13 @@ pub(crate) fn check_buffers(
     match layout {
         Layout::Coo { .. } | Layout::Csr { .. } | Layout::Csc { .. } | Layout::Csf { .. } => {
             sparse::check_buffers(layout, arena, et, shape, bufs)
+                .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch))
         }
-        Layout::BlockPaged { .. } => paged::check_buffers(layout, et, shape, bufs),
+        Layout::BlockPaged { .. } => paged::check_buffers(layout, et, shape, bufs)
+            .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch)),
         Layout::Extension { .. } | Layout::Subpaving { .. } | Layout::Unknown { .. } => Ok(()),
-        _ => dense::check_buffers(layout, arena, et, shape, byte_offset, &bufs[0]),
+        _ => dense::check_buffers(layout, arena, et, shape, byte_offset, &bufs[0])
+            .map_err(size_overflow_is(ErrorKind::BufferTooSmall)),
     }
 }
 

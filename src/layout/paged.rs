@@ -52,7 +52,13 @@ pub(crate) fn check_buffers(
         "BLOCK_PAGED row_lengths (buffer 1)",
     )?;
     for (p, b) in bufs[2..].iter().enumerate() {
-        if g.page_bytes == 0 || b.size_bytes == 0 || b.size_bytes % g.page_bytes != 0 {
+        // With an inner extent of 0 a page holds no bytes: every pool must then be empty.
+        let whole_pages = if g.page_bytes == 0 {
+            b.size_bytes == 0
+        } else {
+            b.size_bytes != 0 && b.size_bytes % g.page_bytes == 0
+        };
+        if !whole_pages {
             return Err(Error::new(
                 ErrorKind::BufferSizeMismatch,
                 format!(

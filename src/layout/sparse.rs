@@ -18,6 +18,23 @@ fn check_nnz_unique(nnz: u64, shape: &[u64], unique: bool, what: &str) -> Result
     Ok(())
 }
 
+/// The nnz limits (LAYOUT_CONSTRAINT): CSF always, COO/CSR/CSC with UNIQUE, nnz <= N(shape).
+pub(crate) fn check_nnz(layout: &Layout, shape: &[u64]) -> Result<()> {
+    match *layout {
+        Layout::Coo { nnz, flags } => {
+            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, "COO")
+        }
+        Layout::Csr { nnz, flags } => {
+            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, "CSR")
+        }
+        Layout::Csc { nnz, flags } => {
+            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, "CSC")
+        }
+        Layout::Csf { nnz, .. } => check_nnz_unique(nnz, shape, true, "CSF"),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn check_buffers(
     layout: &Layout,
     arena: &Arena,
@@ -27,20 +44,18 @@ pub(crate) fn check_buffers(
 ) -> Result<()> {
     let rank = shape.len() as u64;
     match *layout {
-        Layout::Coo { nnz, flags } => {
-            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, "COO")?;
+        Layout::Coo { nnz, .. } => {
             let idx = mul(mul(nnz, rank, "COO indices")?, 8, "COO indices")?;
             expect_size(&bufs[0], idx, "COO indices (buffer 0)")?;
             let vals = et.checked_bytes_for(nnz, "COO values")?;
             expect_size(&bufs[1], vals, "COO values (buffer 1)")
         }
-        Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
+        Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => {
             let (name, major) = if matches!(layout, Layout::Csr { .. }) {
                 ("CSR", shape[0])
             } else {
                 ("CSC", shape[1])
             };
-            check_nnz_unique(nnz, shape, flags & sparse_flags::UNIQUE != 0, name)?;
             let ptr = mul(super::add(major, 1, "indptr")?, 8, "indptr")?;
             expect_size(&bufs[0], ptr, &format!("{name} indptr (buffer 0)"))?;
             expect_size(
@@ -52,13 +67,6 @@ pub(crate) fn check_buffers(
             expect_size(&bufs[2], vals, &format!("{name} values (buffer 2)"))
         }
         Layout::Csf { nnz, .. } => {
-            let count = element_count(shape)?;
-            if nnz > count {
-                return Err(Error::new(
-                    ErrorKind::LayoutConstraint,
-                    format!("CSF nnz {nnz} exceeds the {count} elements of shape {shape:?}"),
-                ));
-            }
             let _ = arena;
             let r = shape.len();
             // Node counts per level come from the indices handles; the leaf level has nnz.
