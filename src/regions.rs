@@ -540,7 +540,8 @@ impl TreeBuild<'_> {
             }
             self.scratch.clear();
             let v = &mut self.sorted[a][s..e];
-            self.scratch.extend(v.iter().copied().filter(|&i| !self.left[i as usize]));
+            self.scratch
+                .extend(v.iter().copied().filter(|&i| !self.left[i as usize]));
             let mut w = 0;
             for r in 0..m {
                 let i = v[r];
@@ -607,6 +608,11 @@ impl TreeBuild<'_> {
 pub fn build_index_for_bench(coords: &[u64], rank: usize, extent: &[u64]) -> Result<usize> {
     let n = coords.len() / (2 * rank);
     let base = vec![0u64; rank];
-    let ix = LevelIndex::build(Boxes { coords, rank }, &base, extent, (0..n as u32).collect())?;
+    let ix = LevelIndex::build(
+        Boxes { coords, rank },
+        &base,
+        extent,
+        (0..n as u32).collect(),
+    )?;
     Ok(ix.heap_bytes())
 }
