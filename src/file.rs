@@ -1,1 +1,1656 @@
-//! (module under construction)
+//! The `.tdf` file transport (FORMAT §8, spec §8.2): named tensors, each a descriptor followed
+//! by its buffers' bytes, laid out so that a reader can map the file and hand out buffers
+//! without copying.
+//!
+//! * [`FileWriter`] streams a file to any [`Write`] without seeking: buffers from slices
+//!   ([`FileWriter::write_tensor`]) or from a callback that writes buffer `k`
+//!   ([`FileWriter::write_tensor_with`]), opaque records copied verbatim
+//!   ([`FileWriter::write_opaque`]), and the END record ([`FileWriter::finish`]).
+//! * [`FileReader`] parses a whole file once — from a memory map ([`FileReader::open`],
+//!   [`Mapping`]) or from bytes in memory ([`FileReader::from_bytes`]), with the same code — and
+//!   then hands out every tensor's name, descriptor and buffer slices, by index or by name.
+//!
+//! ```
+//! use tensordesc::file::{FileReader, FileWriter};
+//! use tensordesc::{ElementType, Mode, TensorBuilder};
+//!
+//! let d = TensorBuilder::row_major(ElementType::Uint8, &[2, 3]).build().unwrap();
+//! let mut w = FileWriter::new(Vec::new()).unwrap();
+//! w.write_tensor("weights", &d, &[&[1, 2, 3, 4, 5, 6]]).unwrap();
+//! let bytes = w.finish().unwrap();
+//!
+//! let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
+//! let t = r.get("weights").unwrap();
+//! assert_eq!(t.descriptor(), Some(&d));
+//! assert_eq!(t.buffers().unwrap(), vec![&[1u8, 2, 3, 4, 5, 6][..]]);
+//! ```
+//!
+//! # Layout of a record
+//!
+//! A TENSOR record is a 16-byte header (`record_kind`, 3 reserved bytes, `name_length`,
+//! `data_length`), the name, the descriptor, then the *data region*: it starts at the first
+//! multiple of the file's `data_buffer_alignment` A after the descriptor, every effective
+//! buffer starts at the next multiple of A after the previous buffer's end, and
+//! `data_length` runs from the data region's start to the end of the last buffer. Gaps are
+//! zero bytes; the next record starts at the next multiple of 8. See [`data_layout`].
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::fs::File;
+use std::hash::BuildHasher;
+use std::io::{self, BufWriter, Write};
+use std::ops::{Deref, Range};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use memmap2::Mmap;
+
+use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
+use crate::device::BufferHandle;
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::Writer as WireWriter;
+use crate::Mode;
+
+/// The file magic: `0x89 'T' 'D' 'F' CR LF 0x1A LF`.
+pub const FILE_MAGIC: [u8; 8] = [0x89, b'T', b'D', b'F', 0x0D, 0x0A, 0x1A, 0x0A];
+/// Bytes of the file header.
+pub const FILE_HEADER_BYTES: u64 = 16;
+/// Bytes of a record header.
+pub const RECORD_HEADER_BYTES: u64 = 16;
+/// `record_kind` of a tensor record.
+pub const RECORD_TENSOR: u8 = 1;
+/// `record_kind` of the END record.
+pub const RECORD_END: u8 = 2;
+/// The file format major version this library reads and writes.
+pub const FILE_VERSION_MAJOR: u8 = 1;
+/// The newest file format minor version this library understands.
+pub const FILE_VERSION_MINOR: u8 = 0;
+/// `data_buffer_alignment` a [`FileWriter`] uses unless told otherwise.
+pub const DEFAULT_DATA_ALIGNMENT: u32 = 64;
+/// Smallest allowed `data_buffer_alignment`.
+pub const MIN_DATA_ALIGNMENT: u32 = 64;
+/// Largest allowed `data_buffer_alignment` (1 MiB).
+pub const MAX_DATA_ALIGNMENT: u32 = 1 << 20;
+
+fn err(kind: ErrorKind, detail: impl Into<String>) -> Error {
+    Error::new(kind, detail)
+}
+
+/// Check a `data_buffer_alignment` value: a power of two in 64 ..= 1 MiB.
+pub fn check_data_alignment(alignment: u32) -> Result<()> {
+    if !alignment.is_power_of_two()
+        || !(MIN_DATA_ALIGNMENT..=MAX_DATA_ALIGNMENT).contains(&alignment)
+    {
+        return Err(err(
+            ErrorKind::AlignmentInvalid,
+            format!("data_buffer_alignment {alignment} is not a power of two in 64..=1048576"),
+        ));
+    }
+    Ok(())
+}
+
+/// `x` rounded up to a multiple of the power of two `a`; `None` on overflow.
+fn round_up(x: u64, a: u64) -> Option<u64> {
+    debug_assert!(a.is_power_of_two());
+    Some(x.checked_add(a - 1)? & !(a - 1))
+}
+
+/// Where the buffers of one tensor lie inside its data region (spec §8.2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataLayout {
+    /// Start of effective buffer `k`, relative to the data region's start.
+    pub offsets: Vec<u64>,
+    /// The record's `data_length`: from the data region's start to the end of the last
+    /// buffer (0 when there are no buffers or all are empty).
+    pub data_length: u64,
+}
+
+/// The data region layout of a tensor with `handles` (its effective buffer list) in a file
+/// with `data_buffer_alignment` `a`, calling `at(k, offset)` for every buffer. A buffer
+/// whose own alignment exceeds `a` is `ALIGNMENT_INVALID`; sizes whose offsets overflow u64
+/// are `OVERFLOW`.
+fn walk_layout(handles: &[BufferHandle], a: u64, mut at: impl FnMut(usize, u64)) -> Result<u64> {
+    let mut end = 0u64;
+    let mut data_length = 0u64;
+    for (k, h) in handles.iter().enumerate() {
+        if h.alignment() > a {
+            return Err(err(
+                ErrorKind::AlignmentInvalid,
+                format!(
+                    "effective buffer {k} needs {}-byte alignment but the file's data_buffer_alignment is {a}; choose a larger file alignment",
+                    h.alignment()
+                ),
+            ));
+        }
+        let start = round_up(end, a).ok_or_else(|| {
+            err(
+                ErrorKind::Overflow,
+                format!("effective buffer {k}: data offset overflows u64"),
+            )
+        })?;
+        at(k, start);
+        end = start.checked_add(h.size_bytes).ok_or_else(|| {
+            err(
+                ErrorKind::Overflow,
+                format!("effective buffer {k}: data offset overflows u64"),
+            )
+        })?;
+        data_length = end;
+    }
+    // Every buffer of size 0 at offset 0: data_length 0, as the formula gives.
+    Ok(data_length)
+}
+
+/// The data region layout of `d` in a file with `data_buffer_alignment` `alignment`.
+///
+/// Fails with `ALIGNMENT_INVALID` when `alignment` is not allowed or a buffer needs more
+/// alignment than it, and `NOT_BINDABLE` for an opaque descriptor (its buffers are unknown).
+pub fn data_layout(d: &Descriptor, alignment: u32) -> Result<DataLayout> {
+    check_data_alignment(alignment)?;
+    if !d.is_bindable() {
+        return Err(err(
+            ErrorKind::NotBindable,
+            "an opaque descriptor has no enumerable buffers",
+        ));
+    }
+    let handles = d.effective_buffers();
+    let mut offsets = Vec::with_capacity(handles.len());
+    let data_length = walk_layout(handles, alignment as u64, |_, o| offsets.push(o))?;
+    Ok(DataLayout {
+        offsets,
+        data_length,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Aligned owned bytes
+// ---------------------------------------------------------------------------------------
+
+/// An owned byte buffer whose first byte is aligned to a power of two (up to 1 GiB).
+///
+/// Used where a buffer must be handed out aligned but cannot point into the source: a
+/// [`FileReader`] copies a buffer into one when the source address is not aligned enough
+/// (see [`FileReader`]), and [`crate::stream::Collector`] assembles stream buffers in them.
+/// Growth keeps the alignment (it reallocates and copies itself; the memory grows with the
+/// bytes actually appended, never with a declared size).
+#[derive(Clone)]
+pub struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+    align: usize,
+}
+
+impl AlignedBuf {
+    /// An empty buffer aligned to `align` (a power of two ≤ 2^30, else `ALIGNMENT_INVALID`).
+    /// Even when empty, [`as_ptr`](Self::as_ptr) is a real, aligned address.
+    pub fn new(align: usize) -> Result<AlignedBuf> {
+        AlignedBuf::with_capacity(0, align)
+    }
+
+    /// An empty buffer aligned to `align` with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize, align: usize) -> Result<AlignedBuf> {
+        if !align.is_power_of_two() || align > 1 << 30 {
+            return Err(err(
+                ErrorKind::AlignmentInvalid,
+                format!("alignment {align} is not a power of two up to 2^30"),
+            ));
+        }
+        let (storage, start) = AlignedBuf::allocate(capacity, align)?;
+        Ok(AlignedBuf {
+            storage,
+            start,
+            len: 0,
+            align,
+        })
+    }
+
+    /// A copy of `bytes` aligned to `align`.
+    pub fn from_slice(bytes: &[u8], align: usize) -> Result<AlignedBuf> {
+        let mut b = AlignedBuf::with_capacity(bytes.len(), align)?;
+        b.extend_from_slice(bytes)?;
+        Ok(b)
+    }
+
+    /// Storage with room for `align - 1` bytes of lead-in, then `capacity` bytes, and the
+    /// offset of the first aligned byte. Never empty, so the pointer is real.
+    fn allocate(capacity: usize, align: usize) -> Result<(Vec<u8>, usize)> {
+        let total = capacity
+            .checked_add(align)
+            .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
+        let mut storage = Vec::with_capacity(total);
+        let start = (storage.as_ptr() as usize).wrapping_neg() & (align - 1);
+        storage.resize(start, 0);
+        Ok((storage, start))
+    }
+
+    /// Bytes the buffer can hold without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.storage.capacity() - self.start
+    }
+
+    /// Make room for at least `additional` more bytes (exactly that much if it must grow).
+    pub fn reserve(&mut self, additional: usize) -> Result<()> {
+        let need = self
+            .len
+            .checked_add(additional)
+            .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
+        if need > self.capacity() {
+            self.regrow(need)?;
+        }
+        Ok(())
+    }
+
+    fn regrow(&mut self, cap: usize) -> Result<()> {
+        let (mut storage, start) = AlignedBuf::allocate(cap, self.align)?;
+        storage.extend_from_slice(self.as_slice());
+        self.storage = storage;
+        self.start = start;
+        Ok(())
+    }
+
+    /// Append `bytes`, growing (doubling) and re-aligning the storage when needed.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) -> Result<()> {
+        let need = self
+            .len
+            .checked_add(bytes.len())
+            .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
+        if need > self.capacity() {
+            self.regrow(need.max(self.len.saturating_mul(2)))?;
+        }
+        // Within capacity: the Vec does not reallocate, so `start` stays aligned.
+        self.storage.extend_from_slice(bytes);
+        self.len = need;
+        Ok(())
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    /// The bytes, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    /// Address of the first byte (aligned, also when empty).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr()
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The alignment in bytes.
+    pub fn alignment(&self) -> usize {
+        self.align
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for AlignedBuf {
+    fn eq(&self, other: &AlignedBuf) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for AlignedBuf {}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("align", &self.align)
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory map
+// ---------------------------------------------------------------------------------------
+
+/// A read-only memory map of a whole file.
+///
+/// # Safety contract (not checked)
+///
+/// The mapping shares the file's pages with every other process. While a `Mapping` (or a
+/// [`FileReader`] built on it, or any slice borrowed from either) is alive, the file **must
+/// not be truncated or modified** by this or any other process: a truncation makes reads of
+/// the vanished pages fault (SIGBUS), and a modification changes bytes that were already
+/// validated and handed out as immutable slices. Write files under a temporary name and
+/// rename them into place; never rewrite a file that readers may have mapped.
+pub struct Mapping {
+    map: Option<Mmap>,
+}
+
+impl Mapping {
+    /// Map the file at `path` (see the type's safety contract).
+    pub fn open(path: impl AsRef<Path>) -> Result<Mapping> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| {
+            err(
+                ErrorKind::Io,
+                format!("cannot open {}: {e}", path.display()),
+            )
+        })?;
+        Mapping::from_file(&file).map_err(|e| e.context(format!("mapping {}", path.display())))
+    }
+
+    /// Map an open file (see the type's safety contract).
+    pub fn from_file(file: &File) -> Result<Mapping> {
+        let len = file.metadata()?.len();
+        if len == 0 {
+            // Nothing to map (and some platforms refuse zero-length mappings).
+            return Ok(Mapping { map: None });
+        }
+        // SAFETY: `Mmap::map` is unsafe because the mapped file may be truncated or modified
+        // concurrently, which would invalidate the `&[u8]` this type hands out (SIGBUS on
+        // truncation, changing bytes on modification). That cannot be checked; it is the
+        // documented contract of `Mapping` and `FileReader::open` that callers do not modify
+        // or truncate a file while it is mapped. The mapping is read-only and private to this
+        // value, and every read through it is bounds-checked against its length.
+        let map = unsafe { Mmap::map(file) }?;
+        Ok(Mapping { map: Some(map) })
+    }
+
+    /// The mapped bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => m,
+            None => &[],
+        }
+    }
+}
+
+impl Deref for Mapping {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mapping")
+            .field("len", &self.as_bytes().len())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer
+// ---------------------------------------------------------------------------------------
+
+const ZEROS: [u8; 4096] = [0; 4096];
+
+/// Checks a name for a writer: non-empty, at most u32::MAX bytes (`INVALID_ARGUMENT`).
+pub(crate) fn check_name_for_writing(name: &str) -> Result<u32> {
+    if name.is_empty() {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "a tensor name must not be empty",
+        ));
+    }
+    u32::try_from(name.len()).map_err(|_| {
+        err(
+            ErrorKind::InvalidArgument,
+            format!("a tensor name of {} bytes exceeds u32", name.len()),
+        )
+    })
+}
+
+/// Writes a `.tdf` file to any [`Write`], front to back, without seeking.
+///
+/// Output goes through an internal buffer (large buffer slices are written through
+/// directly), so passing a raw [`File`] is fine. After any failure while a record was
+/// being written the file is incomplete and every later call fails with the first error.
+/// A writer dropped without [`finish`](Self::finish) leaves a file without END record,
+/// which readers reject as `TRUNCATED`.
+pub struct FileWriter<W: Write> {
+    out: BufWriter<W>,
+    pos: u64,
+    alignment: u64,
+    names: HashSet<String>,
+    failed: Option<Error>,
+    scratch: Vec<u8>,
+}
+
+impl<W: Write> fmt::Debug for FileWriter<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileWriter")
+            .field("position", &self.pos)
+            .field("data_buffer_alignment", &self.alignment)
+            .field("tensors", &self.names.len())
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+/// The `Write` handed to a [`FileWriter::write_tensor_with`] callback: accepts exactly the
+/// buffer's `size_bytes`; writing more fails.
+struct BufferSink<'w, W: Write> {
+    out: &'w mut BufWriter<W>,
+    remaining: u64,
+    written: u64,
+    overrun: bool,
+}
+
+impl<W: Write> Write for BufferSink<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.len() as u64 > self.remaining {
+            self.overrun = true;
+            return Err(io::Error::other(
+                "more bytes written than the buffer's size_bytes",
+            ));
+        }
+        let n = self.out.write(buf)?;
+        self.remaining -= n as u64;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl<W: Write> FileWriter<W> {
+    /// A writer with the default `data_buffer_alignment` (64); writes the file header.
+    pub fn new(out: W) -> Result<FileWriter<W>> {
+        FileWriter::with_alignment(out, DEFAULT_DATA_ALIGNMENT)
+    }
+
+    /// A writer with `data_buffer_alignment` `alignment` (a power of two in 64 ..= 1 MiB,
+    /// else `ALIGNMENT_INVALID`); writes the file header.
+    pub fn with_alignment(out: W, alignment: u32) -> Result<FileWriter<W>> {
+        check_data_alignment(alignment)?;
+        let mut w = FileWriter {
+            out: BufWriter::with_capacity(256 * 1024, out),
+            pos: 0,
+            alignment: alignment as u64,
+            names: HashSet::new(),
+            failed: None,
+            scratch: Vec::new(),
+        };
+        let mut h = [0u8; 16];
+        h[..8].copy_from_slice(&FILE_MAGIC);
+        h[8] = FILE_VERSION_MAJOR;
+        h[9] = FILE_VERSION_MINOR;
+        h[12..16].copy_from_slice(&alignment.to_le_bytes());
+        w.put(&h)?;
+        Ok(w)
+    }
+
+    /// The file's `data_buffer_alignment`.
+    pub fn data_buffer_alignment(&self) -> u32 {
+        self.alignment as u32
+    }
+
+    /// Bytes written so far (the offset the next record starts at).
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Tensor records written so far.
+    pub fn tensor_count(&self) -> usize {
+        self.names.len()
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn pad_to(&mut self, target: u64) -> Result<()> {
+        while self.pos < target {
+            let n = (target - self.pos).min(ZEROS.len() as u64) as usize;
+            self.put(&ZEROS[..n])?;
+        }
+        Ok(())
+    }
+
+    fn pad_to_multiple(&mut self, a: u64) -> Result<()> {
+        let target = round_up(self.pos, a)
+            .ok_or_else(|| err(ErrorKind::Overflow, "file offset overflows u64"))?;
+        self.pad_to(target)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(err(
+                e.kind,
+                format!("the file writer failed earlier: {}", e.detail),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Remember a failure that left a record half-written.
+    fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn check_new_name(&self, name: &str) -> Result<u32> {
+        let n = check_name_for_writing(name)?;
+        if self.names.contains(name) {
+            return Err(err(
+                ErrorKind::DuplicateName,
+                format!("a tensor named {name:?} is already in the file"),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Write a tensor record whose buffers are `buffers`, one slice per effective buffer,
+    /// each exactly `size_bytes` long.
+    ///
+    /// Errors, before anything is written: `INVALID_ARGUMENT` (empty name),
+    /// `DUPLICATE_NAME`, `NOT_BINDABLE` (opaque descriptor; see
+    /// [`write_opaque`](Self::write_opaque)), `ALIGNMENT_INVALID` (a buffer needs more
+    /// alignment than the file's), `BINDING_MISMATCH` (wrong slice count or length).
+    pub fn write_tensor(&mut self, name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
+        let handles = d.effective_buffers();
+        if buffers.len() != handles.len() {
+            return Err(err(
+                ErrorKind::BindingMismatch,
+                format!(
+                    "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
+                    buffers.len(),
+                    handles.len()
+                ),
+            ));
+        }
+        for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
+            if b.len() as u64 != h.size_bytes {
+                return Err(err(
+                    ErrorKind::BindingMismatch,
+                    format!(
+                        "tensor {name:?}: buffer {k} slice has {} bytes, its handle says size_bytes {}",
+                        b.len(),
+                        h.size_bytes
+                    ),
+                ));
+            }
+        }
+        self.write_tensor_with(name, d, |k, out| {
+            out.write_all(buffers[k])?;
+            Ok(())
+        })
+    }
+
+    /// Write a tensor record whose buffer bytes come from `fill(k, out)`, called once per
+    /// effective buffer in order; it must write exactly that buffer's `size_bytes` to
+    /// `out`. Writing more fails at once and writing less is detected after the call (both
+    /// `BINDING_MISMATCH`); an error returned by `fill` is passed on. Either leaves the file
+    /// incomplete (the writer then refuses further work).
+    ///
+    /// The other errors are those of [`write_tensor`](Self::write_tensor), reported before
+    /// anything is written.
+    pub fn write_tensor_with<F>(&mut self, name: &str, d: &Descriptor, mut fill: F) -> Result<()>
+    where
+        F: FnMut(usize, &mut dyn Write) -> Result<()>,
+    {
+        self.check_usable()?;
+        let name_len = self.check_new_name(name)?;
+        if !d.is_bindable() {
+            return Err(err(
+                ErrorKind::NotBindable,
+                format!(
+                    "tensor {name:?}: an opaque descriptor's buffers are unknown; use write_opaque"
+                ),
+            ));
+        }
+        let handles = d.effective_buffers();
+        let a = self.alignment;
+        let data_length = walk_layout(handles, a, |_, _| {})
+            .map_err(|e| e.context(format!("tensor {name:?}")))?;
+        let mut desc = WireWriter {
+            buf: std::mem::take(&mut self.scratch),
+        };
+        desc.buf.clear();
+        let encoded = d.encode_into(&mut desc);
+        let desc_bytes = desc.buf;
+        let r = encoded
+            .and_then(|()| self.write_record_front(name, name_len, &desc_bytes, data_length));
+        self.scratch = desc_bytes;
+        let data_start = self.poison(r)?;
+        let r = self.write_buffers(handles, data_start, &mut fill);
+        let r = r.and_then(|()| self.pad_to_multiple(8));
+        let r = r.map_err(|e| e.context(format!("tensor {name:?}")));
+        self.poison(r)?;
+        self.names.insert(name.to_owned());
+        Ok(())
+    }
+
+    fn write_buffers<F>(
+        &mut self,
+        handles: &[BufferHandle],
+        data_start: u64,
+        fill: &mut F,
+    ) -> Result<()>
+    where
+        F: FnMut(usize, &mut dyn Write) -> Result<()>,
+    {
+        let a = self.alignment;
+        for (k, h) in handles.iter().enumerate() {
+            self.pad_to_multiple(a)?;
+            debug_assert!(k > 0 || self.pos == data_start);
+            let mut sink = BufferSink {
+                out: &mut self.out,
+                remaining: h.size_bytes,
+                written: 0,
+                overrun: false,
+            };
+            let r = fill(k, &mut sink);
+            let (written, remaining, overrun) = (sink.written, sink.remaining, sink.overrun);
+            self.pos += written;
+            if overrun {
+                return Err(err(
+                    ErrorKind::BindingMismatch,
+                    format!(
+                        "buffer {k}: the callback wrote more than size_bytes {}",
+                        h.size_bytes
+                    ),
+                ));
+            }
+            r.map_err(|e| e.context(format!("buffer {k}")))?;
+            if remaining != 0 {
+                return Err(err(
+                    ErrorKind::BindingMismatch,
+                    format!(
+                        "buffer {k}: the callback wrote {written} of size_bytes {} bytes",
+                        h.size_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Record header, name, descriptor and the padding up to the data region; returns the
+    /// data region's start.
+    fn write_record_front(
+        &mut self,
+        name: &str,
+        name_len: u32,
+        desc: &[u8],
+        data_length: u64,
+    ) -> Result<u64> {
+        let mut h = [0u8; 16];
+        h[0] = RECORD_TENSOR;
+        h[4..8].copy_from_slice(&name_len.to_le_bytes());
+        h[8..16].copy_from_slice(&data_length.to_le_bytes());
+        self.put(&h)?;
+        self.put(name.as_bytes())?;
+        self.put(desc)?;
+        self.pad_to_multiple(self.alignment)?;
+        Ok(self.pos)
+    }
+
+    /// Write a record verbatim: `descriptor` (the encoded bytes of an *opaque* descriptor,
+    /// one that decodes permissively but cannot be bound) and its data region `data` as
+    /// read from another file ([`TensorEntry::data`]). Lets a tool copy tensors it cannot
+    /// interpret; copy between files with the same `data_buffer_alignment`, since the layout
+    /// inside the data region depends on it.
+    ///
+    /// Errors: `INVALID_ARGUMENT` (empty name, or a descriptor that is bindable — write it
+    /// with [`write_tensor`](Self::write_tensor)), `DUPLICATE_NAME`, the descriptor's decode
+    /// error, `LENGTH_MISMATCH` when `descriptor` holds bytes after `descriptor_length`.
+    pub fn write_opaque(&mut self, name: &str, descriptor: &[u8], data: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let name_len = self.check_new_name(name)?;
+        let d = decode(descriptor, Mode::Permissive)
+            .map_err(|e| e.context(format!("tensor {name:?}")))?;
+        if d.encoded_len() != descriptor.len() as u64 {
+            return Err(err(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "tensor {name:?}: {} descriptor bytes given, descriptor_length is {}",
+                    descriptor.len(),
+                    d.encoded_len()
+                ),
+            ));
+        }
+        if d.is_bindable() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "tensor {name:?}: the descriptor is not opaque; write it with write_tensor"
+                ),
+            ));
+        }
+        let r = self
+            .write_record_front(name, name_len, descriptor, data.len() as u64)
+            .and_then(|_| self.put(data))
+            .and_then(|()| self.pad_to_multiple(8));
+        self.poison(r)?;
+        self.names.insert(name.to_owned());
+        Ok(())
+    }
+
+    /// Write the END record, flush, and return the output.
+    pub fn finish(mut self) -> Result<W> {
+        self.check_usable()?;
+        let mut h = [0u8; 16];
+        h[0] = RECORD_END;
+        self.put(&h)?;
+        self.out.flush()?;
+        self.out
+            .into_inner()
+            .map_err(|e| err(ErrorKind::Io, e.error().to_string()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reader
+// ---------------------------------------------------------------------------------------
+
+const NO_ENTRY: u32 = u32::MAX;
+
+/// Open-addressing name index over the entries: built once, lookups compare hash then bytes.
+/// Keys are hashed with a randomly seeded SipHash so crafted names cannot degrade it.
+struct NameTable {
+    slots: Vec<u32>,
+    hashes: Vec<u64>,
+    state: RandomState,
+}
+
+impl NameTable {
+    fn new() -> NameTable {
+        NameTable {
+            slots: vec![NO_ENTRY; 64],
+            hashes: Vec::new(),
+            state: RandomState::new(),
+        }
+    }
+
+    fn hash(&self, name: &[u8]) -> u64 {
+        self.state.hash_one(name)
+    }
+
+    fn probe<'n>(
+        &self,
+        h: u64,
+        name: &[u8],
+        name_of: &impl Fn(u32) -> &'n [u8],
+    ) -> (usize, Option<u32>) {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let id = self.slots[i];
+            if id == NO_ENTRY {
+                return (i, None);
+            }
+            if self.hashes[id as usize] == h && name_of(id) == name {
+                return (i, Some(id));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn find<'n>(&self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Option<u32> {
+        self.probe(self.hash(name), name, &name_of).1
+    }
+
+    /// Add entry `id` (the next id) named `name`; returns the existing id on a duplicate.
+    fn insert<'n>(&mut self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Result<(), u32> {
+        let id = self.hashes.len() as u32;
+        if (self.hashes.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let h = self.hash(name);
+        match self.probe(h, name, &name_of) {
+            (_, Some(existing)) => Err(existing),
+            (slot, None) => {
+                self.slots[slot] = id;
+                self.hashes.push(h);
+                Ok(())
+            }
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = self.slots.len() * 2;
+        let mut slots = vec![NO_ENTRY; n];
+        for (id, &h) in self.hashes.iter().enumerate() {
+            let mut i = h as usize & (n - 1);
+            while slots[i] != NO_ENTRY {
+                i = (i + 1) & (n - 1);
+            }
+            slots[i] = id as u32;
+        }
+        self.slots = slots;
+    }
+}
+
+/// Decoding memo: identical descriptor bytes (common in checkpoints: every layer's tensors
+/// share shapes) decode once and share the result. Direct-mapped, so a miss costs one decode
+/// and crafted input cannot make it slower than decoding every descriptor.
+struct DecodeCache {
+    slots: Vec<Option<(Range<usize>, Arc<Descriptor>)>>,
+    seed: u64,
+}
+
+impl DecodeCache {
+    const SLOTS: usize = 1024;
+
+    fn new() -> DecodeCache {
+        DecodeCache {
+            slots: vec![None; DecodeCache::SLOTS],
+            seed: RandomState::new().hash_one(0x7464_6573_635f_6d65u64),
+        }
+    }
+
+    fn slot(&self, bytes: &[u8]) -> usize {
+        let mut h = self.seed ^ bytes.len() as u64;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            h ^= h >> 29;
+        }
+        for &b in chunks.remainder() {
+            h = (h ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        h ^= h >> 32;
+        h as usize & (DecodeCache::SLOTS - 1)
+    }
+
+    fn decode(&mut self, src: &[u8], range: Range<usize>, mode: Mode) -> Result<Arc<Descriptor>> {
+        let bytes = &src[range.clone()];
+        let s = self.slot(bytes);
+        if let Some((r, d)) = &self.slots[s] {
+            if &src[r.clone()] == bytes {
+                return Ok(Arc::clone(d));
+            }
+        }
+        let d = Arc::new(decode(bytes, mode)?);
+        self.slots[s] = Some((range, Arc::clone(&d)));
+        Ok(d)
+    }
+}
+
+/// One TENSOR record as parsed.
+struct Entry {
+    name: Range<usize>,
+    descriptor_range: Range<usize>,
+    data_start: u64,
+    data_length: u64,
+    descriptor: Option<Arc<Descriptor>>,
+    /// Index of the entry's first buffer in `FileReader::offsets` (when `problem` is None).
+    first_offset: usize,
+    /// Why the buffers are not handed out (permissive mode only).
+    problem: Option<Box<Error>>,
+}
+
+enum Source<'a> {
+    Mapped(Mapping),
+    Borrowed(&'a [u8]),
+}
+
+/// A parsed `.tdf` file: every tensor's name, descriptor and buffers, found once at open.
+///
+/// Buffers are slices of the source — the memory map of [`open`](Self::open) or the bytes
+/// of [`from_bytes`](Self::from_bytes) — never copies, with one exception: a slice is only
+/// handed out at an address that satisfies its handle's `2^alignment_log2`. A mapping starts
+/// on a page boundary and every buffer starts at a multiple of the file's
+/// `data_buffer_alignment`, so in a mapped file every buffer needing at most the page size
+/// (4 KiB or more) is in place. A buffer needing more than the mapping's address provides —
+/// or any buffer of a `from_bytes` source that is not aligned enough — is copied into an
+/// aligned owned allocation ([`AlignedBuf`]) the first time it is requested, and that copy is
+/// kept for the reader's lifetime. Pass `from_bytes` a slice aligned to the file's
+/// `data_buffer_alignment` to avoid all copies.
+///
+/// Strict mode rejects the whole file on any violation. Permissive mode reads a file of a
+/// newer minor version as 1.0 and keeps tensors it cannot interpret as *opaque entries*
+/// ([`TensorEntry::problem`]): a descriptor that fails to decode (its framing — magic, major
+/// version, `descriptor_length` — must still be intact), an opaque descriptor (unknown
+/// layout or region), a buffer needing more alignment than the file provides, or buffers
+/// that do not fit in `data_length`. Such entries are skipped by `data_length`; their name,
+/// descriptor bytes and data region remain readable, their buffers are not handed out.
+///
+/// Errors at open, in both modes: `TRUNCATED` (anything past the end of the file, no END),
+/// `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `RESERVED_NONZERO` (file_flags, record `_reserved`,
+/// strict: padding), `ALIGNMENT_INVALID`, `CONTENT_INVALID` (unknown record kind, empty or
+/// non-UTF-8 name), `DUPLICATE_NAME`, `LENGTH_MISMATCH` (END with a name or data, bytes after
+/// END, strict: `data_length` not what the descriptor implies). Every read is bounds-checked
+/// against the source: a lying file never causes a read outside it.
+pub struct FileReader<'a> {
+    source: Source<'a>,
+    mode: Mode,
+    version_minor: u8,
+    alignment: u32,
+    entries: Vec<Entry>,
+    offsets: Vec<u64>,
+    names: NameTable,
+    copies: HashMap<usize, OnceLock<AlignedBuf>>,
+}
+
+impl fmt::Debug for FileReader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileReader")
+            .field("bytes", &self.as_bytes().len())
+            .field("mode", &self.mode)
+            .field("data_buffer_alignment", &self.alignment)
+            .field("tensors", &self.entries.len())
+            .finish()
+    }
+}
+
+struct Parsed {
+    version_minor: u8,
+    alignment: u32,
+    entries: Vec<Entry>,
+    offsets: Vec<u64>,
+    names: NameTable,
+    copies: HashMap<usize, OnceLock<AlignedBuf>>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// `Ok` when `b[range]` is all zero, else RESERVED_NONZERO naming the first non-zero byte.
+fn check_zero(b: &[u8], range: Range<usize>, what: &str) -> Result<()> {
+    let start = range.start;
+    match b[range].iter().position(|&x| x != 0) {
+        None => Ok(()),
+        Some(i) => Err(err(
+            ErrorKind::ReservedNonzero,
+            format!(
+                "{what}: padding byte {} is 0x{:02X}, not 0",
+                start + i,
+                b[start + i]
+            ),
+        )),
+    }
+}
+
+fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
+    let len = b.len();
+    if len < FILE_HEADER_BYTES as usize {
+        if len >= 8 && b[..8] != FILE_MAGIC {
+            return Err(err(
+                ErrorKind::BadMagic,
+                format!("file magic {:02X?} is not .tdf", &b[..8]),
+            ));
+        }
+        return Err(err(
+            ErrorKind::Truncated,
+            format!("{len} bytes cannot hold the 16-byte file header"),
+        ));
+    }
+    if b[..8] != FILE_MAGIC {
+        return Err(err(
+            ErrorKind::BadMagic,
+            format!("file magic {:02X?} is not .tdf", &b[..8]),
+        ));
+    }
+    let (major, minor) = (b[8], b[9]);
+    if major != FILE_VERSION_MAJOR {
+        return Err(err(
+            ErrorKind::UnsupportedVersion,
+            format!("file version {major}.{minor}: only major version 1 is supported"),
+        ));
+    }
+    if minor > FILE_VERSION_MINOR && mode == Mode::Strict {
+        return Err(err(
+            ErrorKind::UnsupportedVersion,
+            format!("file version 1.{minor} is newer than 1.0 (strict mode; read permissively to treat it as 1.0)"),
+        ));
+    }
+    let file_flags = u16::from_le_bytes([b[10], b[11]]);
+    if file_flags != 0 {
+        return Err(err(
+            ErrorKind::ReservedNonzero,
+            format!("file_flags at byte 10 are 0x{file_flags:04X}, not 0"),
+        ));
+    }
+    let alignment = u32_at(b, 12);
+    check_data_alignment(alignment).map_err(|e| e.context("file header byte 12"))?;
+    let a = alignment as u64;
+    let base = b.as_ptr() as usize;
+    let strict = mode == Mode::Strict;
+
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut offsets: Vec<u64> = Vec::new();
+    let mut names = NameTable::new();
+    let mut copies: HashMap<usize, OnceLock<AlignedBuf>> = HashMap::new();
+    let mut cache = DecodeCache::new();
+    let mut pos = FILE_HEADER_BYTES as usize;
+    loop {
+        let at = pos;
+        if len - pos < RECORD_HEADER_BYTES as usize {
+            return Err(err(
+                ErrorKind::Truncated,
+                if len == pos {
+                    format!("the file ends at byte {len} without an END record")
+                } else {
+                    format!("the record header at byte {at} needs 16 bytes, the file ends at byte {len}")
+                },
+            ));
+        }
+        let kind = b[pos];
+        if kind != RECORD_TENSOR && kind != RECORD_END {
+            return Err(err(
+                ErrorKind::ContentInvalid,
+                format!(
+                    "record at byte {at}: record_kind {kind} is neither TENSOR (1) nor END (2)"
+                ),
+            ));
+        }
+        if b[pos + 1..pos + 4] != [0, 0, 0] {
+            return Err(err(
+                ErrorKind::ReservedNonzero,
+                format!(
+                    "record at byte {at}: reserved bytes {:02X?} are not 0",
+                    &b[pos + 1..pos + 4]
+                ),
+            ));
+        }
+        let name_len = u32_at(b, pos + 4) as usize;
+        let data_length = u64_at(b, pos + 8);
+        if kind == RECORD_END {
+            if name_len != 0 || data_length != 0 {
+                return Err(err(
+                    ErrorKind::LengthMismatch,
+                    format!("END record at byte {at} has name_length {name_len} and data_length {data_length}; both must be 0"),
+                ));
+            }
+            let end = pos + RECORD_HEADER_BYTES as usize;
+            if end != len {
+                return Err(err(
+                    ErrorKind::LengthMismatch,
+                    format!(
+                        "{} bytes follow the END record (it ends at byte {end})",
+                        len - end
+                    ),
+                ));
+            }
+            break;
+        }
+        let index = entries.len();
+        if index >= NO_ENTRY as usize {
+            return Err(err(
+                ErrorKind::Overflow,
+                "more than 2^32 - 1 tensor records",
+            ));
+        }
+        let ctx = |e: Error| e.context(format!("tensor record {index} at byte {at}"));
+        let name_start = pos + RECORD_HEADER_BYTES as usize;
+        if name_len == 0 {
+            return Err(ctx(err(
+                ErrorKind::ContentInvalid,
+                "name_length is 0; a tensor needs a name",
+            )));
+        }
+        if name_len > len - name_start {
+            return Err(ctx(err(
+                ErrorKind::Truncated,
+                format!("the {name_len}-byte name at byte {name_start} runs past the end of the file (byte {len})"),
+            )));
+        }
+        let name_end = name_start + name_len;
+        let name_bytes = &b[name_start..name_end];
+        let name = std::str::from_utf8(name_bytes).map_err(|e| {
+            ctx(err(
+                ErrorKind::ContentInvalid,
+                format!("the name at byte {name_start} is not UTF-8 ({e})"),
+            ))
+        })?;
+        if names
+            .insert(name_bytes, |id| &b[entries[id as usize].name.clone()])
+            .is_err()
+        {
+            return Err(ctx(err(
+                ErrorKind::DuplicateName,
+                format!("the name {name:?} appears twice in the file"),
+            )));
+        }
+        let ctx = |e: Error| e.context(format!("tensor {name:?} (record {index} at byte {at})"));
+
+        // Descriptor framing: enough to skip it, needed in both modes.
+        let ds = name_end;
+        if len - ds < 4 {
+            return Err(ctx(err(
+                ErrorKind::Truncated,
+                format!("the descriptor at byte {ds} runs past the end of the file"),
+            )));
+        }
+        if b[ds..ds + 4] != DESCRIPTOR_MAGIC {
+            return Err(ctx(err(
+                ErrorKind::BadMagic,
+                format!(
+                    "the descriptor at byte {ds} starts with {:02X?}, not \"TDSC\"",
+                    &b[ds..ds + 4]
+                ),
+            )));
+        }
+        if len - ds < 16 {
+            return Err(ctx(err(
+                ErrorKind::Truncated,
+                format!("the descriptor header at byte {ds} runs past the end of the file"),
+            )));
+        }
+        if b[ds + 4] != 1 {
+            return Err(ctx(err(
+                ErrorKind::UnsupportedVersion,
+                format!(
+                    "the descriptor at byte {ds} has major version {}; only 1 is supported",
+                    b[ds + 4]
+                ),
+            )));
+        }
+        let dlen = u64_at(b, ds + 8);
+        if dlen < 20 {
+            return Err(ctx(err(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "descriptor_length {dlen} at byte {} is below the 20-byte header",
+                    ds + 8
+                ),
+            )));
+        }
+        if dlen > (len - ds) as u64 {
+            return Err(ctx(err(
+                ErrorKind::Truncated,
+                format!("descriptor_length {dlen} at byte {} runs past the end of the file (byte {len})", ds + 8),
+            )));
+        }
+        let de = ds + dlen as usize;
+        let data_start = round_up(de as u64, a).filter(|&s| s <= len as u64);
+        let data_end = data_start
+            .and_then(|s| s.checked_add(data_length))
+            .filter(|&e| e <= len as u64);
+        let next = data_end
+            .and_then(|e| round_up(e, 8))
+            .filter(|&n| n <= len as u64);
+        let (data_start, data_end, next) = match (data_start, data_end, next) {
+            (Some(s), Some(e), Some(n)) => (s, e, n),
+            _ => {
+                return Err(ctx(err(
+                    ErrorKind::Truncated,
+                    format!("the data region (data_length {data_length}) after the descriptor ending at byte {de} runs past the end of the file (byte {len})"),
+                )))
+            }
+        };
+
+        let mut entry = Entry {
+            name: name_start..name_end,
+            descriptor_range: ds..de,
+            data_start,
+            data_length,
+            descriptor: None,
+            first_offset: offsets.len(),
+            problem: None,
+        };
+        match cache.decode(b, ds..de, mode) {
+            Err(e) => {
+                if strict {
+                    return Err(ctx(e.context(format!("descriptor at byte {ds}"))));
+                }
+                entry.problem = Some(Box::new(e.context(format!("descriptor at byte {ds}"))));
+            }
+            Ok(d) => {
+                if !d.is_bindable() {
+                    entry.problem = Some(Box::new(err(
+                        ErrorKind::NotBindable,
+                        "the descriptor is opaque (unknown layout or region); its buffers cannot be enumerated",
+                    )));
+                } else {
+                    let first = offsets.len();
+                    let handles = d.effective_buffers();
+                    offsets.reserve(handles.len());
+                    let laid = walk_layout(handles, a, |_, o| offsets.push(data_start + o));
+                    let problem = match laid {
+                        Err(e) => Some(e),
+                        Ok(implied) if strict && implied != data_length => Some(err(
+                            ErrorKind::LengthMismatch,
+                            format!("data_length {data_length} at byte {} is not the {implied} bytes the descriptor implies", at + 8),
+                        )),
+                        Ok(implied) if implied > data_length => Some(err(
+                            ErrorKind::LengthMismatch,
+                            format!("the buffers need {implied} bytes but data_length is {data_length}"),
+                        )),
+                        Ok(_) => None,
+                    };
+                    if let Some(p) = problem {
+                        if strict {
+                            return Err(ctx(p));
+                        }
+                        offsets.truncate(first);
+                        entry.problem = Some(Box::new(p));
+                    } else {
+                        if strict {
+                            let mut prev = de;
+                            for (k, h) in handles.iter().enumerate() {
+                                let s = offsets[first + k] as usize;
+                                check_zero(b, prev..s, "padding before a buffer").map_err(ctx)?;
+                                prev = s + h.size_bytes as usize;
+                            }
+                            check_zero(
+                                b,
+                                prev.max(de)..next as usize,
+                                "padding after the data region",
+                            )
+                            .map_err(ctx)?;
+                        }
+                        for (k, h) in handles.iter().enumerate() {
+                            if (base + offsets[first + k] as usize) % h.alignment() as usize != 0 {
+                                copies.insert(first + k, OnceLock::new());
+                            }
+                        }
+                    }
+                }
+                entry.descriptor = Some(d);
+            }
+        }
+        debug_assert!(data_end <= next);
+        entries.push(entry);
+        pos = next as usize;
+    }
+    Ok(Parsed {
+        version_minor: minor,
+        alignment,
+        entries,
+        offsets,
+        names,
+        copies,
+    })
+}
+
+impl FileReader<'static> {
+    /// Map and parse the file at `path`.
+    ///
+    /// The file must not be truncated or modified while the reader (or any slice from it)
+    /// lives — see [`Mapping`]'s safety contract.
+    pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        let path = path.as_ref();
+        FileReader::from_mapping(Mapping::open(path)?, mode).map_err(|e| e.context(path.display()))
+    }
+
+    /// Parse a mapped file.
+    pub fn from_mapping(map: Mapping, mode: Mode) -> Result<FileReader<'static>> {
+        let p = parse(map.as_bytes(), mode)?;
+        Ok(FileReader::assemble(Source::Mapped(map), mode, p))
+    }
+}
+
+impl<'a> FileReader<'a> {
+    /// Parse a file held in memory. Buffers are slices of `bytes`, except those whose
+    /// address in `bytes` is not aligned as their handle requires (copied on first use; see
+    /// the type's documentation).
+    pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
+        let p = parse(bytes, mode)?;
+        Ok(FileReader::assemble(Source::Borrowed(bytes), mode, p))
+    }
+
+    fn assemble(source: Source<'a>, mode: Mode, p: Parsed) -> FileReader<'a> {
+        FileReader {
+            source,
+            mode,
+            version_minor: p.version_minor,
+            alignment: p.alignment,
+            entries: p.entries,
+            offsets: p.offsets,
+            names: p.names,
+            copies: p.copies,
+        }
+    }
+
+    /// The whole file.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.source {
+            Source::Mapped(m) => m.as_bytes(),
+            Source::Borrowed(b) => b,
+        }
+    }
+
+    /// The mode the file was read in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The file header's `version_minor`.
+    pub fn version_minor(&self) -> u8 {
+        self.version_minor
+    }
+
+    /// The file's `data_buffer_alignment`.
+    pub fn data_buffer_alignment(&self) -> u32 {
+        self.alignment
+    }
+
+    /// Number of tensor records (opaque entries included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the file holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Tensor record `i` (in file order), or `None` when out of range.
+    pub fn entry(&self, i: usize) -> Option<TensorEntry<'_>> {
+        (i < self.entries.len()).then_some(TensorEntry { r: self, i })
+    }
+
+    /// Every tensor record, in file order.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = TensorEntry<'_>> + '_ {
+        (0..self.entries.len()).map(move |i| TensorEntry { r: self, i })
+    }
+
+    /// The entries kept opaque by permissive reading (never any in strict mode).
+    pub fn opaque_entries(&self) -> impl Iterator<Item = TensorEntry<'_>> + '_ {
+        self.entries().filter(|e| e.is_opaque())
+    }
+
+    /// Index of the tensor named `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        let b = self.as_bytes();
+        self.names
+            .find(name.as_bytes(), |id| {
+                &b[self.entries[id as usize].name.clone()]
+            })
+            .map(|id| id as usize)
+    }
+
+    /// The tensor named `name` (`NOT_FOUND` when absent).
+    pub fn get(&self, name: &str) -> Result<TensorEntry<'_>> {
+        match self.find(name) {
+            Some(i) => Ok(TensorEntry { r: self, i }),
+            None => Err(err(
+                ErrorKind::NotFound,
+                format!("no tensor named {name:?} in the file"),
+            )),
+        }
+    }
+
+    fn entry_or_err(&self, i: usize) -> Result<TensorEntry<'_>> {
+        self.entry(i).ok_or_else(|| {
+            err(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "tensor index {i} is out of range (the file has {})",
+                    self.entries.len()
+                ),
+            )
+        })
+    }
+
+    /// The buffers of tensor `i`, one slice per effective buffer (see
+    /// [`TensorEntry::buffers`]); `INVALID_ARGUMENT` when `i` is out of range.
+    pub fn buffers(&self, i: usize) -> Result<Vec<&[u8]>> {
+        self.entry_or_err(i)?.buffers()
+    }
+
+    /// Effective buffer `k` of tensor `i` (see [`TensorEntry::buffer`]).
+    pub fn buffer(&self, i: usize, k: usize) -> Result<&[u8]> {
+        self.entry_or_err(i)?.buffer(k)
+    }
+}
+
+/// One tensor record of a [`FileReader`].
+#[derive(Clone, Copy)]
+pub struct TensorEntry<'r> {
+    r: &'r FileReader<'r>,
+    i: usize,
+}
+
+impl fmt::Debug for TensorEntry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorEntry")
+            .field("index", &self.i)
+            .field("name", &self.name())
+            .field("opaque", &self.problem())
+            .finish()
+    }
+}
+
+impl<'r> TensorEntry<'r> {
+    fn e(&self) -> &'r Entry {
+        &self.r.entries[self.i]
+    }
+
+    /// Position in file order.
+    pub fn index(&self) -> usize {
+        self.i
+    }
+
+    /// The tensor's name.
+    pub fn name(&self) -> &'r str {
+        // Validated as UTF-8 when the file was opened.
+        std::str::from_utf8(&self.r.as_bytes()[self.e().name.clone()]).unwrap_or("")
+    }
+
+    /// The decoded descriptor; `None` only for a permissive entry whose descriptor failed
+    /// to decode (see [`problem`](Self::problem)).
+    pub fn descriptor(&self) -> Option<&'r Descriptor> {
+        self.e().descriptor.as_deref()
+    }
+
+    /// The descriptor's bytes as stored in the file.
+    pub fn descriptor_bytes(&self) -> &'r [u8] {
+        &self.r.as_bytes()[self.e().descriptor_range.clone()]
+    }
+
+    /// File offsets of the descriptor.
+    pub fn descriptor_range(&self) -> Range<u64> {
+        let r = &self.e().descriptor_range;
+        r.start as u64..r.end as u64
+    }
+
+    /// File offsets of the data region (`data_start .. data_start + data_length`).
+    pub fn data_range(&self) -> Range<u64> {
+        let e = self.e();
+        e.data_start..e.data_start + e.data_length
+    }
+
+    /// The data region's bytes (buffers and the gaps between them), as stored.
+    pub fn data(&self) -> &'r [u8] {
+        let r = self.data_range();
+        &self.r.as_bytes()[r.start as usize..r.end as usize]
+    }
+
+    /// Why this entry is opaque (permissive mode only): the decode error, `NOT_BINDABLE`
+    /// for an opaque descriptor, `ALIGNMENT_INVALID` or `LENGTH_MISMATCH` for buffers that
+    /// cannot be handed out. `None` for a normal tensor.
+    pub fn problem(&self) -> Option<&'r Error> {
+        self.e().problem.as_deref()
+    }
+
+    /// True when the buffers are not available (see [`problem`](Self::problem)).
+    pub fn is_opaque(&self) -> bool {
+        self.e().problem.is_some()
+    }
+
+    fn check_usable(&self) -> Result<&'r Descriptor> {
+        let e = self.e();
+        match (&e.problem, &e.descriptor) {
+            (Some(p), _) => Err(err(
+                p.kind,
+                format!("tensor {:?} is opaque: {}", self.name(), p.detail),
+            )),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(err(
+                ErrorKind::Internal,
+                "entry without descriptor or problem",
+            )),
+        }
+    }
+
+    /// File offsets of every effective buffer (the problem's error for an opaque entry).
+    pub fn buffer_ranges(&self) -> Result<Vec<Range<u64>>> {
+        let d = self.check_usable()?;
+        let first = self.e().first_offset;
+        Ok(d.effective_buffers()
+            .iter()
+            .enumerate()
+            .map(|(k, h)| {
+                let s = self.r.offsets[first + k];
+                s..s + h.size_bytes
+            })
+            .collect())
+    }
+
+    fn slice(&self, d: &Descriptor, k: usize) -> Result<&'r [u8]> {
+        let flat = self.e().first_offset + k;
+        let s = self.r.offsets[flat] as usize;
+        let h = &d.effective_buffers()[k];
+        // In range: the data region was checked to lie inside the source at open.
+        let bytes = &self.r.as_bytes()[s..s + h.size_bytes as usize];
+        if self.r.copies.is_empty() {
+            return Ok(bytes);
+        }
+        match self.r.copies.get(&flat) {
+            // The address in the source is not aligned enough: hand out an aligned copy,
+            // made once and kept for the reader's lifetime.
+            Some(cell) => {
+                if let Some(c) = cell.get() {
+                    return Ok(c.as_slice());
+                }
+                let copy = AlignedBuf::from_slice(bytes, h.alignment() as usize)?;
+                Ok(cell.get_or_init(|| copy).as_slice())
+            }
+            None => Ok(bytes),
+        }
+    }
+
+    /// Effective buffer `k` (`INVALID_ARGUMENT` when out of range; the problem's error for
+    /// an opaque entry). The slice is aligned to the handle's `2^alignment_log2`.
+    pub fn buffer(&self, k: usize) -> Result<&'r [u8]> {
+        let d = self.check_usable()?;
+        if k >= d.effective_buffers().len() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "buffer {k} is out of range: tensor {:?} has {} effective buffers",
+                    self.name(),
+                    d.effective_buffers().len()
+                ),
+            ));
+        }
+        self.slice(d, k)
+    }
+
+    /// Every effective buffer, in effective order, each aligned to its handle's
+    /// `2^alignment_log2` (the problem's error for an opaque entry).
+    pub fn buffers(&self) -> Result<Vec<&'r [u8]>> {
+        let d = self.check_usable()?;
+        (0..d.effective_buffers().len())
+            .map(|k| self.slice(d, k))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ElementType, TensorBuilder};
+
+    #[test]
+    fn aligned_buf_keeps_alignment_while_growing() {
+        for align in [1usize, 64, 4096, 1 << 16] {
+            let mut b = AlignedBuf::new(align).unwrap();
+            assert_eq!(b.as_ptr() as usize % align, 0);
+            let mut expect = Vec::new();
+            for i in 0..200u32 {
+                let chunk: Vec<u8> = (0..i % 37).map(|j| (i + j) as u8).collect();
+                b.extend_from_slice(&chunk).unwrap();
+                expect.extend_from_slice(&chunk);
+                assert_eq!(b.as_ptr() as usize % align, 0);
+            }
+            assert_eq!(b.as_slice(), &expect[..]);
+        }
+        assert_eq!(
+            AlignedBuf::new(3).unwrap_err().kind,
+            ErrorKind::AlignmentInvalid
+        );
+    }
+
+    #[test]
+    fn data_layout_follows_the_formula() {
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[10])
+            .build()
+            .unwrap();
+        let l = data_layout(&d, 64).unwrap();
+        assert_eq!(l.offsets, vec![0]);
+        assert_eq!(l.data_length, 10);
+        assert_eq!(
+            data_layout(&d, 96).unwrap_err().kind,
+            ErrorKind::AlignmentInvalid
+        );
+        let handles = [
+            BufferHandle::cpu(10),
+            BufferHandle::cpu(0),
+            BufferHandle::cpu(64),
+            BufferHandle::cpu(1),
+        ];
+        let mut offs = Vec::new();
+        let n = walk_layout(&handles, 64, |_, o| offs.push(o)).unwrap();
+        assert_eq!(offs, vec![0, 64, 64, 128]);
+        assert_eq!(n, 129);
+        let zeros = [BufferHandle::cpu(0), BufferHandle::cpu(0)];
+        assert_eq!(walk_layout(&zeros, 64, |_, _| {}).unwrap(), 0);
+        let huge = [BufferHandle::cpu(u64::MAX - 10), BufferHandle::cpu(1)];
+        assert_eq!(
+            walk_layout(&huge, 64, |_, _| {}).unwrap_err().kind,
+            ErrorKind::Overflow
+        );
+    }
+
+    #[test]
+    fn name_table_finds_and_rejects_duplicates() {
+        let names: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
+        let mut t = NameTable::new();
+        for (i, n) in names.iter().enumerate() {
+            assert!(
+                t.insert(n.as_bytes(), |id| names[id as usize].as_bytes())
+                    .is_ok(),
+                "{i}"
+            );
+        }
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(
+                t.find(n.as_bytes(), |id| names[id as usize].as_bytes()),
+                Some(i as u32)
+            );
+        }
+        assert_eq!(t.find(b"nope", |id| names[id as usize].as_bytes()), None);
+        assert_eq!(t.insert(b"t7", |id| names[id as usize].as_bytes()), Err(7));
+    }
+}
