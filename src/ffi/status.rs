@@ -17,8 +17,6 @@ pub const TDESC_VERSION_MAJOR: u32 = 1;
 pub const TDESC_VERSION_MINOR: u32 = 0;
 /// Library patch version.
 pub const TDESC_VERSION_PATCH: u32 = 0;
-/// Library version as a string.
-pub const TDESC_VERSION_STRING: &'static str = "1.0.0";
 
 /// The result of every fallible call: `TDESC_OK` (0) or the reason of the failure.
 /// The numbers are stable and never reused; they equal the Rust `ErrorKind` discriminants.
@@ -398,7 +396,6 @@ mod tests {
 
     #[test]
     fn version_constants_follow_the_package() {
-        assert_eq!(TDESC_VERSION_STRING, env!("CARGO_PKG_VERSION"));
         assert_eq!(
             TDESC_VERSION_MAJOR.to_string(),
             env!("CARGO_PKG_VERSION_MAJOR")
@@ -414,7 +411,7 @@ mod tests {
         assert_eq!(TDESC_ABI_VERSION, TDESC_VERSION_MAJOR);
         // SAFETY: static NUL-terminated string.
         let v = unsafe { CStr::from_ptr(tdesc_version()) };
-        assert_eq!(v.to_str().unwrap(), TDESC_VERSION_STRING);
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
     }
 
     #[test]

@@ -342,6 +342,7 @@ pub struct tdesc_region {
 /// cbindgen:rename-all=QualifiedScreamingSnakeCase
 #[repr(C, u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // the C layout: one union, no boxing
 pub enum tdesc_location {
     /// A dense element: its bytes are at `byte_offset` inside effective buffer `buffer`;
     /// for 4-bit types at bit `bit_shift` (0 or 4) of that byte.
@@ -440,7 +441,7 @@ impl tdesc_quantization {
 
     /// Validate the integer fields and convert; the scheme's own rules are checked when
     /// the descriptor is built (QUANTIZATION_INVALID).
-    pub(crate) fn to_rust(&self) -> Result<Quantization> {
+    pub(crate) fn to_rust(self) -> Result<Quantization> {
         let expressed_type = element_type_arg(self.expressed_type, "quantization expressed_type")?;
         if self.has_zero_point > 1 {
             return Err(invalid(format!(
