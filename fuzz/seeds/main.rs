@@ -122,15 +122,21 @@ fn pinwheel(n: u64) -> Vec<RegionSpec> {
     ]
 }
 
-fn nest(levels: usize) -> NodeSpec {
-    let mut node = NodeSpec::row_major();
-    for _ in 0..levels {
-        node = NodeSpec::subpaving(vec![
-            r(&[0, 0], &[4, 2], node),
-            r(&[0, 2], &[4, 2], NodeSpec::col_major()),
-        ]);
+/// `levels` nested subpavings: each splits its extent in half along its longer axis; the
+/// first half nests further, the second is COL_MAJOR.
+fn nest(levels: usize, extent: &[u64]) -> NodeSpec {
+    if levels == 0 {
+        return NodeSpec::row_major();
     }
-    node
+    let axis = if extent[0] >= extent[1] { 0 } else { 1 };
+    let mut half = extent.to_vec();
+    half[axis] /= 2;
+    let mut second = vec![0; 2];
+    second[axis] = half[axis];
+    NodeSpec::subpaving(vec![
+        r(&[0, 0], &half, nest(levels - 1, &half)),
+        r(&second, &half, NodeSpec::col_major()),
+    ])
 }
 
 /// Builder-made descriptors, each valid in strict mode.
@@ -323,7 +329,7 @@ fn built() -> Vec<(String, TensorBuilder)> {
     );
     add(
         "sub_nested_8",
-        TensorBuilder::new(Float32, &[4, 4], nest(8)),
+        TensorBuilder::new(Float32, &[16, 16], nest(8, &[16, 16])),
     );
     add(
         "sub_mixed",
@@ -341,7 +347,7 @@ fn built() -> Vec<(String, TensorBuilder)> {
                 r(
                     &[8, 8],
                     &[8, 8],
-                    NodeSpec::extension(0xFE, b"", vec![BufferHandle::cpu(1)])
+                    NodeSpec::extension(0xFE, b"", vec![BufferHandle::cpu(1), BufferHandle::cpu(16)])
                         .with_quantization(q_block(0)),
                 ),
             ],

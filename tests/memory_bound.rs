@@ -1,0 +1,144 @@
+//! Bounded memory at scale: decoding a rank-2 subpaving of a 1000 × 1000 grid of 16 × 16
+//! ROW_MAJOR float32 tiles (1,000,000 regions, 65 MB on the wire) must peak at no more
+//! than twice its wire size in heap bytes, measured by a counting global allocator.
+//!
+//! The full million decodes in about 7 s in a debug build on the 2-core CI machine, so
+//! debug and release builds both run it; `TENSORDESC_MEMORY_BOUND_GRID=N` picks an N × N
+//! grid instead (e.g. 500 for a quicker local run).
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
+
+use tensordesc::{decode, Location, Mode};
+
+struct CountingAlloc;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn add_live(n: usize) {
+    let v = LIVE.fetch_add(n, Relaxed) + n;
+    PEAK.fetch_max(v, Relaxed);
+}
+
+// SAFETY: every method forwards to the system allocator unchanged; the bookkeeping is
+// two atomic counters.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            add_live(layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
+        // SAFETY: `ptr` came from `System` with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Relaxed);
+            add_live(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+const TILE: u64 = 16;
+/// Region prefix (origin, shape: 4 × u64; tag, flags, reserved: 4; body length: 4) + body
+/// (byte_offset 8, buffer_count 1, one 16-byte handle).
+const REGION_BYTES: usize = 32 + 4 + 4 + 8 + 1 + 16;
+const BODY_BYTES: u32 = 8 + 1 + 16;
+
+/// The descriptor of an `n` × `n` grid of 16 × 16 float32 ROW_MAJOR tiles, written
+/// directly (one template region, origins patched).
+fn grid_descriptor(n: u64) -> Vec<u8> {
+    let extent = n * TILE;
+    let regions = n * n;
+    let total = 20 + 16 + 8 + 4 + regions as usize * REGION_BYTES + 1;
+    let mut b = Vec::with_capacity(total);
+    b.extend_from_slice(b"TDSC");
+    b.extend_from_slice(&[1, 0, 0, 0]);
+    b.extend_from_slice(&(total as u64).to_le_bytes());
+    b.extend_from_slice(&[0x0C, 2, 0x06, 0]); // FLOAT32, rank 2, SUBPAVING
+    b.extend_from_slice(&extent.to_le_bytes());
+    b.extend_from_slice(&extent.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes()); // byte_offset
+    b.extend_from_slice(&(regions as u32).to_le_bytes());
+    let mut t = [0u8; REGION_BYTES];
+    t[16..24].copy_from_slice(&TILE.to_le_bytes());
+    t[24..32].copy_from_slice(&TILE.to_le_bytes());
+    t[32] = 0x01; // ROW_MAJOR, flags 0, reserved 0
+    t[36..40].copy_from_slice(&BODY_BYTES.to_le_bytes());
+    // body: byte_offset 0, buffer_count 1, handle: 1024 bytes, CPU 0, DEFAULT, 2^6.
+    t[48] = 1;
+    t[49..57].copy_from_slice(&(TILE * TILE * 4).to_le_bytes());
+    t[57] = 1; // device_type CPU (u16 LE)
+    t[62] = 6; // alignment_log2
+    for i in 0..n {
+        t[0..8].copy_from_slice(&(i * TILE).to_le_bytes());
+        for j in 0..n {
+            t[8..16].copy_from_slice(&(j * TILE).to_le_bytes());
+            b.extend_from_slice(&t);
+        }
+    }
+    b.push(0); // the subpaving's buffer_count
+    assert_eq!(b.len(), total);
+    b
+}
+
+#[test]
+fn million_region_decode_peaks_below_twice_the_wire_size() {
+    let n: u64 = std::env::var("TENSORDESC_MEMORY_BOUND_GRID")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1000);
+    let bytes = grid_descriptor(n);
+    let wire = bytes.len();
+
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    let t0 = Instant::now();
+    let d = decode(&bytes, Mode::Strict).expect("the grid descriptor is valid");
+    let secs = t0.elapsed().as_secs_f64();
+    let peak = PEAK.load(Relaxed) - base;
+    let held = LIVE.load(Relaxed) - base;
+
+    assert_eq!(d.region_count() as u64, n * n);
+    assert_eq!(d.effective_buffers().len() as u64, n * n);
+    let ratio = peak as f64 / wire as f64;
+    println!(
+        "{} regions ({n} x {n} grid): wire {wire} B, decode peak {peak} B ({ratio:.3}x wire), \
+         held after decode {held} B (heap_bytes() = {}), {secs:.2} s",
+        n * n,
+        d.heap_bytes()
+    );
+    assert!(
+        peak <= 2 * wire,
+        "decode peaked at {peak} B, more than twice the {wire}-byte wire size"
+    );
+    // The decoded form is usable: the last element of the last tile.
+    let last = n * TILE - 1;
+    match d.locate(&[last, last]).unwrap() {
+        Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            ..
+        } => {
+            assert_eq!(region, Some((n * n - 1) as u32));
+            assert_eq!(buffer as u64, n * n - 1);
+            assert_eq!(byte_offset, TILE * TILE * 4 - 4);
+        }
+        other => panic!("expected a dense location, got {other:?}"),
+    }
+}
