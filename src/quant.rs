@@ -299,6 +299,8 @@ impl Quantization {
     pub fn param_role(&self, i: usize) -> BufferRole {
         match self.scheme {
             QuantScheme::Codebook { .. } => BufferRole::QuantCodebook,
+            // An opaque scheme's buffers are not understood (docs/spec §3.9, §5.9).
+            QuantScheme::Opaque { .. } => BufferRole::Extension,
             _ if i == 0 => BufferRole::QuantScales,
             _ => BufferRole::QuantZeroPoints,
         }
