@@ -91,14 +91,17 @@ pub(crate) enum LevelIndex {
         cells: Vec<u32>,
         first: u32,
     },
-    /// A k-d tree over arbitrary boxes: `items` lists regions in leaf order and
-    /// `leaf_boxes` their [lo, hi) corners in the same order, so a leaf scan touches one
-    /// contiguous run instead of the region arena.
+    /// A k-d tree over arbitrary boxes. `leaf_boxes` holds, in leaf order, each region's
+    /// [lo, hi) corners followed by its id (stride 2·rank + 1), so a leaf scan touches one
+    /// contiguous run instead of the region arena. `directory` is a uniform grid of
+    /// buckets over the enclosing box, each naming the deepest node whose clean cuts
+    /// contain the whole bucket: a point query starts there, skipping the upper levels
+    /// and their cache misses.
     Tree {
         nodes: Vec<KdNode>,
-        items: Vec<u32>,
         bounds: Vec<u64>,
         leaf_boxes: Vec<u64>,
+        directory: Directory,
     },
 }
 
@@ -132,7 +135,7 @@ impl LevelIndex {
         if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
-        let ix = Self::tree(b, &children)?;
+        let ix = Self::tree(b, base, extent, &children)?;
         let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
         let covered: u128 = children.iter().map(|&r| b.volume(r)).sum();
         if covered != total {
@@ -279,7 +282,7 @@ impl LevelIndex {
         Ok(Some(Self::grid(base, axes, cuts, cells)))
     }
 
-    fn tree(b: Boxes<'_>, children: &[u32]) -> Result<LevelIndex> {
+    fn tree(b: Boxes<'_>, base: &[u64], extent: &[u64], children: &[u32]) -> Result<LevelIndex> {
         let rank = b.rank;
         let m = children.len();
         // One sort per axis up front; every node then splits the per-axis orders by a
@@ -301,17 +304,19 @@ impl LevelIndex {
             bounds: Vec::new(),
         };
         t.build(0, m, 0)?;
-        let items: Vec<u32> = t.sorted[0].iter().map(|&i| children[i as usize]).collect();
-        let mut leaf_boxes = Vec::with_capacity(items.len() * 2 * rank);
-        for &r in &items {
+        let mut leaf_boxes = Vec::with_capacity(m * (2 * rank + 1));
+        for &i in &t.sorted[0] {
+            let r = children[i as usize];
             leaf_boxes.extend((0..rank).map(|a| b.lo(r, a)));
             leaf_boxes.extend((0..rank).map(|a| b.hi(r, a)));
+            leaf_boxes.push(r as u64);
         }
+        let directory = Directory::build(&t.nodes, base, extent, m);
         Ok(LevelIndex::Tree {
             nodes: t.nodes,
-            items,
             bounds: t.bounds,
             leaf_boxes,
+            directory,
         })
     }
 
@@ -344,24 +349,27 @@ impl LevelIndex {
             }
             LevelIndex::Tree {
                 nodes,
-                items,
                 bounds,
                 leaf_boxes,
+                directory,
             } => {
                 let rank = b.rank;
+                let stride = 2 * rank + 1;
                 let inside = |bb: &[u64]| (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]);
                 // Pending subtrees of non-clean nodes; the depth bound (see TreeBuild)
                 // keeps this far below its capacity.
                 let mut stack = [0u32; MAX_TREE_DEPTH];
                 let mut top = 0usize;
-                let mut n = 0u32;
+                let mut n = directory.start(p);
                 loop {
                     let node = &nodes[n as usize];
                     if node.left == NO_NODE {
                         let s = node.start as usize;
-                        for k in s..s + node.len as usize {
-                            if inside(&leaf_boxes[k * 2 * rank..(k + 1) * 2 * rank]) {
-                                return Some(items[k]);
+                        for e in leaf_boxes[s * stride..(s + node.len as usize) * stride]
+                            .chunks_exact(stride)
+                        {
+                            if inside(e) {
+                                return Some(e[2 * rank] as u32);
                             }
                         }
                     } else if node.clean {
@@ -407,13 +415,15 @@ impl LevelIndex {
             }
             LevelIndex::Tree {
                 nodes,
-                items,
                 bounds,
                 leaf_boxes,
+                directory,
             } => {
                 nodes.capacity() * std::mem::size_of::<KdNode>()
-                    + items.capacity() * 4
-                    + (bounds.capacity() + leaf_boxes.capacity()) * 8
+                    + (bounds.capacity() + leaf_boxes.capacity() + directory.base.capacity()) * 8
+                    + directory.step.capacity() * 8
+                    + directory.cells.capacity() * 8
+                    + directory.start.capacity() * 4
             }
         }
     }
@@ -427,6 +437,92 @@ fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
         let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
         // Last cut point <= l.
         (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
+    }
+}
+
+/// Buckets of a uniform grid over the enclosing box, each with the node to start at.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Directory {
+    base: Vec<u64>,
+    step: Vec<u64>,
+    cells: Vec<u64>,
+    start: Vec<u32>,
+}
+
+impl Directory {
+    /// About one bucket per two regions, for ranks up to 4 (beyond, the root is the start).
+    fn build(nodes: &[KdNode], base: &[u64], extent: &[u64], regions: usize) -> Directory {
+        let rank = extent.len();
+        let none = Directory {
+            base: Vec::new(),
+            step: Vec::new(),
+            cells: Vec::new(),
+            start: Vec::new(),
+        };
+        if rank == 0 || rank > 4 || regions < 64 {
+            return none;
+        }
+        let per_axis = ((regions as f64 / 2.0).powf(1.0 / rank as f64).floor() as u64).max(1);
+        let step: Vec<u64> = extent
+            .iter()
+            .map(|&e| e.div_ceil(per_axis).max(1))
+            .collect();
+        let cells: Vec<u64> = extent
+            .iter()
+            .zip(&step)
+            .map(|(&e, &s)| e.div_ceil(s))
+            .collect();
+        let total: u64 = cells.iter().product();
+        let mut start = Vec::with_capacity(total as usize);
+        let mut idx = vec![0u64; rank];
+        for _ in 0..total {
+            // Descend while a clean cut leaves the whole bucket on one side.
+            let mut n = 0u32;
+            loop {
+                let node = &nodes[n as usize];
+                if node.left == NO_NODE || !node.clean {
+                    break;
+                }
+                let a = node.axis as usize;
+                let lo = base[a] + idx[a] * step[a];
+                let hi = lo.saturating_add(step[a]);
+                if hi <= node.cut {
+                    n = node.left;
+                } else if lo >= node.cut {
+                    n = node.right;
+                } else {
+                    break;
+                }
+            }
+            start.push(n);
+            for a in (0..rank).rev() {
+                idx[a] += 1;
+                if idx[a] < cells[a] {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
+        Directory {
+            base: base.to_vec(),
+            step,
+            cells,
+            start,
+        }
+    }
+
+    /// The node to start a query for point `p` at.
+    #[inline]
+    fn start(&self, p: &[u64]) -> u32 {
+        if self.start.is_empty() {
+            return 0;
+        }
+        let mut cell = 0u64;
+        for a in 0..self.step.len() {
+            let k = (p[a] - self.base[a]) / self.step[a];
+            cell = cell * self.cells[a] + k;
+        }
+        self.start[cell as usize]
     }
 }
 

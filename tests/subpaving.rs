@@ -776,6 +776,19 @@ fn locate_on_each_index_kind() {
         .build()
         .unwrap();
     check_against_brute_force(&d);
+    // Enough regions for the k-d tree's bucket directory (>= 64), rank 2 and rank 3.
+    let regions = partition(&[90, 70], &mut s, 14, 3);
+    assert!(regions.len() >= 200, "{}", regions.len());
+    let d = TensorBuilder::subpaving(et(), &[90, 70], regions)
+        .build()
+        .unwrap();
+    check_against_brute_force(&d);
+    let regions = partition(&[20, 17, 15], &mut s, 12, 3);
+    assert!(regions.len() >= 64, "{}", regions.len());
+    let d = TensorBuilder::subpaving(et(), &[20, 17, 15], regions)
+        .build()
+        .unwrap();
+    check_against_brute_force(&d);
 }
 
 #[test]
