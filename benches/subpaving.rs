@@ -150,7 +150,7 @@ fn main() {
     let small = std::env::var("TDESC_BENCH_SMALL").is_ok();
     let side: u64 = if small { 100 } else { 1000 };
     let n = (side * side) as usize;
-    let reps = if small { 5 } else { 5 };
+    let reps = 5;
     let queries = if small { 100_000 } else { 1_000_000 };
     println!("subpaving benchmark: {n} regions, rank 2, FLOAT32 ROW_MAJOR tiles");
 

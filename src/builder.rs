@@ -578,7 +578,7 @@ impl TensorBuilder {
             LayoutSpec::Subpaving(_) => Vec::new(),
         };
         if let Some(q) = &node.quantization {
-            if shape.len() > 0 || matches!(q.scheme, QuantScheme::Codebook { .. }) {
+            if !shape.is_empty() || matches!(q.scheme, QuantScheme::Codebook { .. }) {
                 let axis_ok = match q.scheme {
                     QuantScheme::PerAxisAffine { axis, .. }
                     | QuantScheme::Blockwise { axis, .. } => (axis as usize) < shape.len(),

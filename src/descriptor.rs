@@ -588,6 +588,10 @@ impl Decoder {
 }
 
 /// Where an element lives, as far as the descriptor alone can tell.
+///
+/// The lookup variant carries the local index inline (no allocation per locate), which
+/// makes it larger than the dense one; the C ABI's tagged union mirrors it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
     /// A dense element: its bytes are at `byte_offset` in effective buffer `buffer`

@@ -198,9 +198,9 @@ impl LevelIndex {
         let rank = b.rank;
         let mut axes = Vec::with_capacity(rank);
         let mut total = 1u64;
-        for a in 0..rank {
+        for (a, &e) in extent.iter().enumerate().take(rank) {
             let step = children.iter().map(|&r| b.shape(r)[a]).max().unwrap_or(1);
-            let cells = extent[a].div_ceil(step);
+            let cells = e.div_ceil(step);
             total = match total.checked_mul(cells) {
                 Some(t) if t <= children.len() as u64 => t,
                 _ => return Ok(None),
@@ -431,8 +431,8 @@ impl LevelIndex {
 
 #[inline]
 fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
-    if ax.step != 0 {
-        l / ax.step
+    if let Some(k) = l.checked_div(ax.step) {
+        k
     } else {
         let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
         // Last cut point <= l.
@@ -518,9 +518,8 @@ impl Directory {
             return 0;
         }
         let mut cell = 0u64;
-        for a in 0..self.step.len() {
-            let k = (p[a] - self.base[a]) / self.step[a];
-            cell = cell * self.cells[a] + k;
+        for (a, (&step, &cells)) in self.step.iter().zip(&self.cells).enumerate() {
+            cell = cell * cells + (p[a] - self.base[a]) / step;
         }
         self.start[cell as usize]
     }

@@ -81,13 +81,13 @@ impl Shard {
                 self.shard_index, self.shard_count
             ));
         }
-        for a in 0..shape.len() {
-            match self.shard_origin[a].checked_add(shape[a]) {
+        for (a, &e) in shape.iter().enumerate() {
+            match self.shard_origin[a].checked_add(e) {
                 Some(end) if end <= self.parent_shape[a] => {}
                 _ => {
                     return bad(format!(
-                        "axis {a}: shard origin {} + extent {} exceeds parent extent {}",
-                        self.shard_origin[a], shape[a], self.parent_shape[a]
+                        "axis {a}: shard origin {} + extent {e} exceeds parent extent {}",
+                        self.shard_origin[a], self.parent_shape[a]
                     ))
                 }
             }
