@@ -514,16 +514,19 @@ impl TensorBuilder {
         Ok(())
     }
 
-    /// Exact-size handles for a node whose sizes follow from the descriptor.
+    /// Exact-size handles for a node whose sizes follow from the descriptor. A size whose
+    /// exact value exceeds u64 saturates to u64::MAX: decoding then refuses the node with
+    /// the status the format assigns (a size rule, or an earlier layout rule), never a wrap.
     fn auto_buffers(&self, node: &NodeSpec, shape: &[u64]) -> Result<Vec<BufferHandle>> {
         let et = self.element_type;
         let t = self.template;
         let count = element_count(shape)?;
+        let bytes = |et: ElementType, n: u64| et.bytes_for(n).unwrap_or(u64::MAX);
         let off = node.byte_offset;
         let rank = shape.len() as u64;
         let mut sizes: Vec<u64> = match &node.layout {
             LayoutSpec::RowMajor | LayoutSpec::ColMajor | LayoutSpec::DimOrder(_) => {
-                vec![off.saturating_add(et.checked_bytes_for(count, "data")?)]
+                vec![off.saturating_add(bytes(et, count))]
             }
             LayoutSpec::Splat => vec![off.saturating_add(et.storage_bytes())],
             LayoutSpec::Tiled { levels, .. } => {
@@ -531,42 +534,49 @@ impl TensorBuilder {
                 let mut n = 1u64;
                 for (a, &s) in shape.iter().enumerate() {
                     let t = tile.get(a).copied().unwrap_or(1).max(1);
-                    n = mul(n, mul(s.div_ceil(t), t, "tiles")?, "tiles")?;
+                    n = n.saturating_mul(s.div_ceil(t).saturating_mul(t));
                 }
-                vec![off.saturating_add(et.checked_bytes_for(n, "tiled data")?)]
+                vec![off.saturating_add(bytes(et, n))]
             }
             LayoutSpec::Strided(strides) => {
+                // |hi| < 2^127 (each |stride| <= 2^63, the extents' product fits u64).
                 let mut hi: i128 = 0;
                 for (&s, &e) in strides.iter().zip(shape) {
                     if e > 0 && s > 0 {
                         hi += s as i128 * (e as i128 - 1);
                     }
                 }
-                let end = off as i128 + (hi + 1) * et.storage_bytes() as i128;
-                vec![u64::try_from(end).map_err(|_| Error::new(ErrorKind::Overflow, "strided extent"))?]
+                let end = (hi + 1)
+                    .checked_mul(et.storage_bytes() as i128)
+                    .and_then(|b| b.checked_add(off as i128));
+                vec![end.and_then(|e| u64::try_from(e).ok()).unwrap_or(u64::MAX)]
             }
-            LayoutSpec::Coo { nnz, .. } => vec![mul(mul(*nnz, rank, "COO")?, 8, "COO")?, et.checked_bytes_for(*nnz, "COO values")?],
+            LayoutSpec::Coo { nnz, .. } => {
+                vec![nnz.saturating_mul(rank).saturating_mul(8), bytes(et, *nnz)]
+            }
             LayoutSpec::Csr { nnz, .. } | LayoutSpec::Csc { nnz, .. } => {
                 let major = if matches!(node.layout, LayoutSpec::Csr { .. }) { shape.first() } else { shape.get(1) };
                 let major = major.copied().unwrap_or(0);
                 vec![
-                    mul(major.saturating_add(1), 8, "indptr")?,
-                    mul(*nnz, 8, "indices")?,
-                    et.checked_bytes_for(*nnz, "values")?,
+                    major.saturating_add(1).saturating_mul(8),
+                    nnz.saturating_mul(8),
+                    bytes(et, *nnz),
                 ]
             }
             LayoutSpec::BlockPaged { block_size, pool_count } => {
                 if shape.len() < 2 || *block_size == 0 || *pool_count == 0 {
                     vec![0] // the layout rules reject this shape; let decode say why
-                } else {
-                    let g = PagedGeometry::new(*block_size, et, shape)?;
-                    let blocks = mul(g.rows, g.max_blocks, "blocks")?;
+                } else if let Ok(g) = PagedGeometry::new(*block_size, et, shape) {
+                    let blocks = g.rows.saturating_mul(g.max_blocks);
                     let pages = blocks.div_ceil(*pool_count as u64).max(1);
-                    let mut v = vec![mul(blocks, 8, "block_table")?, mul(g.rows, 8, "row_lengths")?];
+                    let mut v = vec![blocks.saturating_mul(8), g.rows.saturating_mul(8)];
                     for _ in 0..*pool_count {
-                        v.push(mul(pages, g.page_bytes, "pool")?);
+                        v.push(pages.saturating_mul(g.page_bytes));
                     }
                     v
+                } else {
+                    // A page larger than u64 bytes: no pool can hold one.
+                    vec![u64::MAX; 2 + *pool_count as usize]
                 }
             }
             LayoutSpec::Csf { .. } | LayoutSpec::Extension { .. } => {
@@ -585,18 +595,16 @@ impl TensorBuilder {
                     _ => true,
                 };
                 if axis_ok && q.validate(et, shape).is_ok() {
-                    let n = q.param_entries(shape)?;
+                    let n = q.param_entries(shape).unwrap_or(u64::MAX);
                     match q.scheme {
                         QuantScheme::PerAxisAffine { scale_type, .. }
                         | QuantScheme::Blockwise { scale_type, .. } => {
-                            sizes.push(scale_type.checked_bytes_for(n, "scales")?);
+                            sizes.push(bytes(scale_type, n));
                             if q.has_zero_point {
-                                sizes.push(et.checked_bytes_for(n, "zero points")?);
+                                sizes.push(bytes(et, n));
                             }
                         }
-                        QuantScheme::Codebook { .. } => {
-                            sizes.push(q.expressed_type.checked_bytes_for(n, "codebook")?)
-                        }
+                        QuantScheme::Codebook { .. } => sizes.push(bytes(q.expressed_type, n)),
                         _ => {}
                     }
                 }

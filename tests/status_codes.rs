@@ -1558,3 +1558,68 @@ fn builder_refuses_with_the_decoder_status() {
     );
     assert_eq!(b.build().unwrap_err().kind, ErrorKind::RegionOverlap);
 }
+
+/// Regression (builder fix "automatic sizes saturate"): automatic buffer sizes whose exact
+/// value exceeds u64 no longer panic (STRIDED) or report OVERFLOW; the builder refuses with
+/// the status decoding gives (docs/spec §1.12).
+#[test]
+fn regression_builder_oversized_auto_buffers_report_decoder_status() {
+    use ErrorKind::*;
+    let et = ElementType::Float32;
+    let cases = [
+        (
+            TensorBuilder::new(et, &[4, 4], NodeSpec::csr(u64::MAX, 2)),
+            LayoutConstraint,
+        ),
+        (
+            TensorBuilder::new(et, &[4, 4], NodeSpec::coo(1 << 62, 0)),
+            BufferSizeMismatch,
+        ),
+        (
+            TensorBuilder::new(ElementType::Float64, &[1 << 62], NodeSpec::row_major()),
+            BufferTooSmall,
+        ),
+        (
+            TensorBuilder::new(
+                ElementType::Complex128,
+                &[u64::MAX],
+                NodeSpec::strided(&[i64::MAX]),
+            ),
+            BufferTooSmall,
+        ),
+        (
+            TensorBuilder::new(
+                ElementType::Complex128,
+                &[u64::MAX],
+                NodeSpec::strided(&[i64::MIN]),
+            ),
+            ByteOffsetInvalid,
+        ),
+        (
+            TensorBuilder::new(et, &[1 << 32, 1 << 32], NodeSpec::row_major()),
+            Overflow,
+        ),
+        (
+            TensorBuilder::new(ElementType::Uint8, &[u64::MAX], NodeSpec::tiled(&[1 << 63])),
+            BufferTooSmall,
+        ),
+        (
+            TensorBuilder::new(et, &[1, 2, 1 << 62], NodeSpec::block_paged(1 << 62, 1)),
+            BufferSizeMismatch,
+        ),
+        (
+            TensorBuilder::new(et, &[2], NodeSpec::splat().with_byte_offset(u64::MAX)),
+            BufferTooSmall,
+        ),
+    ];
+    for (b, k) in cases {
+        let e = b.build().unwrap_err();
+        assert_eq!(e.kind, k, "{e}");
+        // The bytes the builder would write decode to the same status (or the builder
+        // cannot even write them, for the same reason).
+        match b.encode_unchecked() {
+            Ok(bytes) => assert_eq!(decode(&bytes, Mode::Strict).unwrap_err().kind, k),
+            Err(e) => assert_eq!(e.kind, k, "{e}"),
+        }
+    }
+}
