@@ -496,6 +496,48 @@ fn check_consistent(d: &Descriptor, probe: u64) -> Result<(), TestCaseError> {
             prop_assert!((i as u32) < v.first_buffer() + v.buffer_count());
         }
     }
+    // Small tensors: every element locates, dense elements lie inside their buffers, and
+    // no two elements of a non-aliasing dense layout share storage.
+    if d.element_count() > 0 && d.element_count() <= 512 {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut index = vec![0u64; d.rank()];
+        loop {
+            match d.locate(&index) {
+                Ok(Location::Dense {
+                    region,
+                    buffer,
+                    byte_offset,
+                    bit_shift,
+                }) => {
+                    let size = eff[buffer as usize].size_bytes;
+                    prop_assert!(byte_offset + d.element_type().storage_bytes() <= size);
+                    let t = region.map_or(d.layout_tag(), |r| d.region(r).layout_tag());
+                    if t != tag::STRIDED && t != tag::SPLAT {
+                        let fresh = seen.insert((buffer, byte_offset, bit_shift));
+                        prop_assert!(fresh, "{:?} shares storage with another element", index);
+                    }
+                }
+                Ok(Location::Lookup { .. }) => {}
+                Err(e) => prop_assert!(false, "locate {:?}: {}", index, e),
+            }
+            // Next index, row-major.
+            let mut a = d.rank();
+            loop {
+                if a == 0 {
+                    return Ok(());
+                }
+                a -= 1;
+                index[a] += 1;
+                if index[a] < d.shape()[a] {
+                    break;
+                }
+                index[a] = 0;
+            }
+            if index.iter().all(|&i| i == 0) {
+                break;
+            }
+        }
+    }
     // A located dense element lies inside its buffer.
     if d.element_count() > 0 {
         let mut p = probe;
