@@ -549,13 +549,12 @@ impl Decoder {
                     parent,
                 }
             } else {
-                let (g, s) = (global, rshape);
                 let node = self
                     .tail(
                         &mut body,
                         rtag,
-                        &s[..rank],
-                        &g[..rank],
+                        &rshape[..rank],
+                        &global[..rank],
                         rflags & 1 != 0,
                         level + 1,
                         id,
