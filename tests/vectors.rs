@@ -209,3 +209,41 @@ fn hex_reader_accepts_comments_and_rejects_junk() {
     assert!(common::parse_hex("0g").is_err());
     assert!(common::parse_hex("012").is_err());
 }
+
+/// docs/spec §7.17.4: one-byte changes of the worked example and their statuses.
+#[test]
+fn spec_worked_example_one_byte_changes() {
+    let base = read_vector("subpaving_spec_example");
+    let strict = |at: usize, v: u8| {
+        let mut b = base.clone();
+        b[at] = v;
+        decode(&b, Mode::Strict)
+    };
+    let cases: [(usize, u8, ErrorKind); 12] = [
+        (0x79, 0x01, ErrorKind::RegionOverlap),
+        (0x79, 0x03, ErrorKind::RegionOutOfBounds),
+        (0x89, 0x01, ErrorKind::RegionCoverageGap),
+        (0x89, 0x00, ErrorKind::LayoutConstraint),
+        (0x91, 0x0C, ErrorKind::UnknownLayout),
+        (0x91, 0x06, ErrorKind::LengthMismatch),
+        (0x92, 0x02, ErrorKind::ReservedNonzero),
+        (0x99, 0x01, ErrorKind::ByteOffsetInvalid),
+        (0xAA, 0x02, ErrorKind::BufferCountMismatch),
+        (0xBB, 0x18, ErrorKind::BufferSizeMismatch),
+        (0xD3, 0x02, ErrorKind::DeviceMismatch),
+        (0xDB, 0x01, ErrorKind::BufferCountMismatch),
+    ];
+    for (at, v, k) in cases {
+        let e = strict(at, v).expect_err("must be rejected");
+        assert_eq!(e.kind, k, "byte 0x{at:02X} -> {v:02X}: {e}");
+    }
+    let e = strict(0x54, 0x1A).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LengthMismatch, "{e}");
+    // The unassigned region tag is accepted permissively: region 1 opaque.
+    let mut b = base.clone();
+    b[0x91] = 0x0C;
+    let d = decode(&b, Mode::Permissive).unwrap();
+    assert_eq!(d.effective_buffers().len(), 1);
+    assert!(!d.is_bindable());
+    assert_eq!(d.encode().unwrap(), b);
+}
