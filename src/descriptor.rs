@@ -905,6 +905,13 @@ impl Descriptor {
     /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
     pub fn element_offset(&self, index: &[u64]) -> Result<(u64, u8)> {
         self.check_index(index)?;
+        if let Layout::Unknown { tag, .. } = self.root.layout {
+            // An opaque descriptor has no addressing at all (docs/spec §1.11).
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("layout 0x{tag:02X} is unknown: the descriptor is opaque"),
+            ));
+        }
         dense::element_offset(
             &self.root.layout,
             &self.arena,

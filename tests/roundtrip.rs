@@ -664,6 +664,8 @@ proptest! {
         if d.element_count() > 0 {
             let zero = vec![0u64; d.rank()];
             prop_assert_eq!(d.locate(&zero).unwrap_err().kind, ErrorKind::NotBindable);
+            // Regression (codec fix "element_offset of an opaque descriptor"): no addressing.
+            prop_assert_eq!(d.element_offset(&zero).unwrap_err().kind, ErrorKind::NotBindable);
         }
     }
 }
