@@ -812,7 +812,7 @@ typedef struct {
  * `global_origin` and `shape` point into the descriptor (valid while the descriptor
  * handle lives); the wire origin (relative to the parent region) is not stored by the
  * decoded form, so it is computed into the inline `origin` array: entries `[0, rank)`
- * are meaningful, the rest are 0.
+ * are written, the entries past `rank` are left as they were.
  */
 typedef struct {
     /**
@@ -860,7 +860,8 @@ typedef struct {
      */
     const uint64_t *shape;
     /**
-     * Origin as on the wire: relative to the parent region (to the tensor at depth 1).
+     * Origin as on the wire: relative to the parent region (to the tensor at depth 1);
+     * entries `[0, rank)`.
      */
     uint64_t origin[TDESC_MAX_RANK];
 } tdesc_region;

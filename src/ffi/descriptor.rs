@@ -333,23 +333,37 @@ pub unsafe extern "C" fn tdesc_descriptor_region(
         out_arg(out, "out")?;
         let r = region_of(d, i)?;
         let rank = d.rank();
-        let mut v = tdesc_region {
-            index: r.index(),
-            parent: r.parent().unwrap_or(TDESC_NO_REGION),
-            depth: r.depth(),
-            layout_tag: r.layout_tag(),
-            flags: r.flags(),
-            rank: rank as u8,
-            first_buffer: r.first_buffer(),
-            buffer_count: r.buffer_count(),
-            byte_offset: r.byte_offset(),
-            global_origin: r.global_origin().as_ptr(),
-            shape: r.shape().as_ptr(),
-            origin: [0; TDESC_MAX_RANK],
-        };
-        r.origin_into(&mut v.origin[..rank]);
-        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(v) };
+        // Field by field through raw pointers: the caller's struct may be uninitialised,
+        // and the origin entries past `rank` are deliberately not written (writing the
+        // whole 512-byte array would double the cost of an enumeration).
+        // SAFETY: `out` was checked non-null and aligned; the caller promises it points to
+        // a writable tdesc_region. Only in-bounds fields are written (rank <= 64).
+        unsafe {
+            use std::ptr::addr_of_mut;
+            addr_of_mut!((*out).index).write(r.index());
+            addr_of_mut!((*out).parent).write(r.parent().unwrap_or(TDESC_NO_REGION));
+            addr_of_mut!((*out).depth).write(r.depth());
+            addr_of_mut!((*out).layout_tag).write(r.layout_tag());
+            addr_of_mut!((*out).flags).write(r.flags());
+            addr_of_mut!((*out).rank).write(rank as u8);
+            addr_of_mut!((*out).first_buffer).write(r.first_buffer());
+            addr_of_mut!((*out).buffer_count).write(r.buffer_count());
+            addr_of_mut!((*out).byte_offset).write(r.byte_offset());
+            addr_of_mut!((*out).global_origin).write(r.global_origin().as_ptr());
+            addr_of_mut!((*out).shape).write(r.shape().as_ptr());
+            // The wire origin: global origin minus the parent's (validated: no underflow).
+            let origin = addr_of_mut!((*out).origin) as *mut u64;
+            let g = r.global_origin();
+            match r.parent() {
+                None => std::ptr::copy_nonoverlapping(g.as_ptr(), origin, rank),
+                Some(p) => {
+                    let pg = d.region(p).global_origin();
+                    for a in 0..rank {
+                        origin.add(a).write(g[a] - pg[a]);
+                    }
+                }
+            }
+        }
         Ok(())
     })
 }

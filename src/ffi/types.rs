@@ -305,7 +305,7 @@ pub struct tdesc_buffer {
 /// `global_origin` and `shape` point into the descriptor (valid while the descriptor
 /// handle lives); the wire origin (relative to the parent region) is not stored by the
 /// decoded form, so it is computed into the inline `origin` array: entries `[0, rank)`
-/// are meaningful, the rest are 0.
+/// are written, the entries past `rank` are left as they were.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tdesc_region {
@@ -331,7 +331,8 @@ pub struct tdesc_region {
     pub global_origin: *const u64,
     /// Extent (`rank` entries, borrowed).
     pub shape: *const u64,
-    /// Origin as on the wire: relative to the parent region (to the tensor at depth 1).
+    /// Origin as on the wire: relative to the parent region (to the tensor at depth 1);
+    /// entries `[0, rank)`.
     pub origin: [u64; TDESC_MAX_RANK],
 }
 
