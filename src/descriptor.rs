@@ -420,6 +420,58 @@ impl Decoder {
         })
     }
 
+    /// The common case of a region — an unquantized ROW_MAJOR or COL_MAJOR tile with one
+    /// valid data buffer — decoded in one step. `None` whenever anything differs from that
+    /// case, valid or not: the general path then decodes the body and reports any error,
+    /// so this is purely a shortcut with identical results.
+    #[inline]
+    fn dense_region_fast(
+        &mut self,
+        body: &Reader<'_>,
+        rtag: u8,
+        rflags: u8,
+        shape: &[u64],
+        parent: u32,
+    ) -> Option<Node> {
+        let layout = match rtag {
+            tag::ROW_MAJOR => Layout::RowMajor,
+            tag::COL_MAJOR => Layout::ColMajor,
+            _ => return None,
+        };
+        if rflags != 0 || body.remaining() != 8 + 1 + HANDLE_BYTES as usize {
+            return None;
+        }
+        let mut r = body.clone();
+        let byte_offset = r.u64("byte_offset").ok()?;
+        if r.u8("buffer_count").ok()? != 1 {
+            return None;
+        }
+        let h = BufferHandle::read(&mut r).ok()?;
+        if let Some(f) = self.d.buffers.first() {
+            if !h.colocated_with(f) {
+                return None;
+            }
+        }
+        let count = shape.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e))?;
+        let need = self.et.bytes_for(count)?;
+        if byte_offset > h.size_bytes || h.size_bytes - byte_offset < need {
+            return None;
+        }
+        if self.d.buffers.len() >= u32::MAX as usize {
+            return None;
+        }
+        let first_buffer = self.d.buffers.len() as u32;
+        self.d.buffers.push(h);
+        Some(Node {
+            layout,
+            byte_offset,
+            first_buffer,
+            buffer_count: 1,
+            quant: NONE,
+            parent,
+        })
+    }
+
     /// Decode `region_count` and the regions of a subpaving at `level`, then index and
     /// validate the level.
     fn regions(
@@ -548,6 +600,10 @@ impl Decoder {
                     quant: NONE,
                     parent,
                 }
+            } else if let Some(node) =
+                self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent)
+            {
+                node
             } else {
                 let node = self
                     .tail(
