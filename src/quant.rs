@@ -105,7 +105,14 @@ impl Quantization {
     ) -> Result<Quantization> {
         let len = r.u32("quantization.length")?;
         let mut s = r.window(len as u64, "quantization section")?;
+        // Each field's rule as soon as it is read (docs/spec §5.7 steps 3-4); the element
+        // type's compatibility (step 5) and the length agreement (step 6) follow.
         let code = s.u8("quantization.scheme")?;
+        if mode == Mode::Strict && !(scheme::PER_TENSOR_AFFINE..=scheme::CODEBOOK).contains(&code) {
+            return Err(invalid(format!(
+                "quantization scheme 0x{code:02X} is not known"
+            )));
+        }
         let expressed_type = float_type(
             s.u8("quantization.expressed_type")?,
             "expressed_type",
@@ -133,33 +140,41 @@ impl Quantization {
         }
         let has_zero_point = q_flags & 1 != 0;
         let scheme = match code {
-            scheme::PER_TENSOR_AFFINE => QuantScheme::PerTensorAffine {
-                scale: s.f64("quantization.scale")?,
-                zero_point: s.i64("quantization.zero_point")?,
-            },
-            scheme::PER_AXIS_AFFINE => QuantScheme::PerAxisAffine {
-                axis: s.u8("quantization.axis")?,
-                scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
-            },
-            scheme::BLOCKWISE => QuantScheme::Blockwise {
-                axis: s.u8("quantization.axis")?,
-                block_size: s.u32("quantization.block_size")?,
-                scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
-            },
-            scheme::CODEBOOK => QuantScheme::Codebook {
-                codebook_size: s.u32("quantization.codebook_size")?,
-            },
-            other => {
-                if mode == Mode::Strict {
-                    return Err(invalid(format!(
-                        "quantization scheme 0x{other:02X} is not known"
-                    )));
-                }
-                QuantScheme::Opaque {
-                    scheme: other,
-                    fields: s.rest().to_vec(),
+            scheme::PER_TENSOR_AFFINE => {
+                let scale = s.f64("quantization.scale")?;
+                check_scale(scale)?;
+                let zero_point = s.i64("quantization.zero_point")?;
+                check_zero_point(has_zero_point, zero_point)?;
+                QuantScheme::PerTensorAffine { scale, zero_point }
+            }
+            scheme::PER_AXIS_AFFINE => {
+                let axis = s.u8("quantization.axis")?;
+                check_axis(axis, shape)?;
+                QuantScheme::PerAxisAffine {
+                    axis,
+                    scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
                 }
             }
+            scheme::BLOCKWISE => {
+                let axis = s.u8("quantization.axis")?;
+                check_axis(axis, shape)?;
+                let block_size = s.u32("quantization.block_size")?;
+                check_block_size(block_size)?;
+                QuantScheme::Blockwise {
+                    axis,
+                    block_size,
+                    scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
+                }
+            }
+            scheme::CODEBOOK => {
+                let codebook_size = s.u32("quantization.codebook_size")?;
+                check_codebook(codebook_size, has_zero_point, et)?;
+                QuantScheme::Codebook { codebook_size }
+            }
+            other => QuantScheme::Opaque {
+                scheme: other,
+                fields: s.rest().to_vec(),
+            },
         };
         let q = Quantization {
             scheme,
@@ -225,38 +240,19 @@ impl Quantization {
                 if !et.is_unsigned_integer() {
                     return Err(invalid(format!("CODEBOOK needs an unsigned integer element type, not {et}")));
                 }
-                if self.has_zero_point {
-                    return Err(invalid("CODEBOOK has no zero point but HAS_ZERO_POINT is set".into()));
-                }
-                let addressable = if et.bits() >= 32 { u64::MAX } else { 1u64 << et.bits() };
-                if *codebook_size == 0 || *codebook_size as u64 > addressable {
-                    return Err(invalid(format!(
-                        "codebook_size {codebook_size} must be in 1..={addressable} for {et} indices"
-                    )));
-                }
-                Ok(())
+                check_codebook(*codebook_size, self.has_zero_point, et)
             }
             _ if !quantizable => Err(invalid(format!(
                 "element type {et} cannot carry quantized values (integer, 8-bit float or 4-bit types only)"
             ))),
             QuantScheme::PerTensorAffine { scale, zero_point } => {
-                if !scale.is_finite() || *scale <= 0.0 {
-                    return Err(invalid(format!("per-tensor scale {scale} is not finite and positive")));
-                }
-                if !self.has_zero_point && *zero_point != 0 {
-                    return Err(invalid(format!(
-                        "zero_point {zero_point} given but HAS_ZERO_POINT is clear"
-                    )));
-                }
-                Ok(())
+                check_scale(*scale)?;
+                check_zero_point(self.has_zero_point, *zero_point)
             }
             QuantScheme::PerAxisAffine { axis, .. } => check_axis(*axis, shape),
             QuantScheme::Blockwise { axis, block_size, .. } => {
                 check_axis(*axis, shape)?;
-                if *block_size == 0 {
-                    return Err(invalid("BLOCKWISE block_size is 0".into()));
-                }
-                Ok(())
+                check_block_size(*block_size)
             }
         }
     }
@@ -346,6 +342,51 @@ impl Quantization {
             _ => Ok(()),
         }
     }
+}
+
+fn check_scale(scale: f64) -> Result<()> {
+    if !scale.is_finite() || scale <= 0.0 {
+        return Err(invalid(format!(
+            "per-tensor scale {scale} is not finite and positive"
+        )));
+    }
+    Ok(())
+}
+
+fn check_zero_point(has_zero_point: bool, zero_point: i64) -> Result<()> {
+    if !has_zero_point && zero_point != 0 {
+        return Err(invalid(format!(
+            "zero_point {zero_point} given but HAS_ZERO_POINT is clear"
+        )));
+    }
+    Ok(())
+}
+
+fn check_block_size(block_size: u32) -> Result<()> {
+    if block_size == 0 {
+        return Err(invalid("BLOCKWISE block_size is 0".into()));
+    }
+    Ok(())
+}
+
+/// codebook_size in 1..=2^bits of the index type; no zero point.
+fn check_codebook(codebook_size: u32, has_zero_point: bool, et: ElementType) -> Result<()> {
+    if has_zero_point {
+        return Err(invalid(
+            "CODEBOOK has no zero point but HAS_ZERO_POINT is set".into(),
+        ));
+    }
+    let addressable = if et.bits() >= 32 {
+        u64::MAX
+    } else {
+        1u64 << et.bits()
+    };
+    if codebook_size == 0 || codebook_size as u64 > addressable {
+        return Err(invalid(format!(
+            "codebook_size {codebook_size} must be in 1..={addressable} for {et} indices"
+        )));
+    }
+    Ok(())
 }
 
 fn check_axis(axis: u8, shape: &[u64]) -> Result<()> {

@@ -1623,3 +1623,36 @@ fn regression_builder_oversized_auto_buffers_report_decoder_status() {
         }
     }
 }
+
+/// Regression (codec fix "quantization fields judged as read"): the scheme is judged before
+/// the other head fields, and each scheme field's rule before the next field is read
+/// (docs/spec §5.7 steps 3-4).
+#[test]
+fn regression_quantization_fields_judged_as_read() {
+    // Unknown scheme (strict) with reserved q_flags bits: the scheme comes first.
+    let b = quantized(I8, &[], |b| {
+        b.u8(0x77).u8(F32).u8(0x40).u8(0);
+    });
+    assert_eq!(err(&b, Mode::Strict).kind, ErrorKind::QuantizationInvalid);
+    assert_eq!(err(&b, Mode::Permissive).kind, ErrorKind::ReservedNonzero);
+    // PER_AXIS axis >= rank in a section cut before scale_type.
+    let b = quantized(I8, &[8], |b| {
+        b.u8(2).u8(F32).u8(0).u8(0).u8(5);
+    });
+    expect_both(&b, ErrorKind::QuantizationInvalid);
+    // BLOCKWISE block_size 0 in a section cut before scale_type.
+    let b = quantized(I8, &[8], |b| {
+        b.u8(3).u8(F32).u8(0).u8(0).u8(0).u32(0);
+    });
+    expect_both(&b, ErrorKind::QuantizationInvalid);
+    // PER_TENSOR scale NaN in a section cut before zero_point.
+    let b = quantized(I8, &[], |b| {
+        b.u8(1).u8(F32).u8(0).u8(0).f64(f64::NAN);
+    });
+    expect_both(&b, ErrorKind::QuantizationInvalid);
+    // A well-formed but truncated section is still a length problem.
+    let b = quantized(I8, &[], |b| {
+        b.u8(1).u8(F32).u8(0).u8(0).f64(1.0);
+    });
+    expect_both(&b, ErrorKind::LengthMismatch);
+}
