@@ -866,6 +866,73 @@ mod tests {
     }
 
     #[test]
+    fn handles_are_shared_between_threads_and_errors_are_per_thread() {
+        let d = TensorBuilder::subpaving(
+            ElementType::Uint8,
+            &[4, 4],
+            vec![
+                RegionSpec::new(&[0, 0], &[4, 2], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 2], &[4, 2], NodeSpec::col_major()),
+            ],
+        )
+        .build()
+        .unwrap();
+        let h = handle(d) as usize; // raw pointers are not Send; the handle is Sync
+                                    // SAFETY: valid pointers; the handle outlives every thread (joined below).
+        unsafe {
+            let mut x = ptr::null_mut();
+            tdesc_descriptor_decode(b"TDS".as_ptr(), 3, 0, &mut x, ptr::null_mut());
+        }
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let h = h as *const tdesc_descriptor;
+                    let mut loc = tdesc_location::Dense { region: 0, buffer: 0, byte_offset: 0, bit_shift: 0 };
+                    for k in 0..2000u64 {
+                        let idx = [(k + t) % 4, k % 4];
+                        // SAFETY: live handle, valid locals.
+                        let s = unsafe { tdesc_descriptor_locate(h, idx.as_ptr(), 2, &mut loc) };
+                        assert_eq!(s, tdesc_status::TDESC_OK);
+                        let want_region = (idx[1] / 2) as u32;
+                        assert!(matches!(loc, tdesc_location::Dense { region, .. } if region == want_region));
+                    }
+                    // A failure of this thread's own, seen only here.
+                    let bad = [0xFFu8; 4];
+                    let mut x = ptr::null_mut();
+                    // SAFETY: valid locals.
+                    let s = unsafe {
+                        tdesc_descriptor_decode(bad.as_ptr(), 4 - (t as usize % 2), 0, &mut x, ptr::null_mut())
+                    };
+                    // SAFETY: this thread's own detail string.
+                    let msg = unsafe { CStr::from_ptr(crate::ffi::tdesc_last_error()) }.to_str().unwrap().to_owned();
+                    (s, msg)
+                })
+            })
+            .collect();
+        for (t, th) in threads.into_iter().enumerate() {
+            let (s, msg) = th.join().unwrap();
+            let want = if t % 2 == 0 { "BAD_MAGIC" } else { "TRUNCATED" };
+            assert_eq!(
+                s,
+                if t % 2 == 0 {
+                    tdesc_status::TDESC_ERR_BAD_MAGIC
+                } else {
+                    tdesc_status::TDESC_ERR_TRUNCATED
+                }
+            );
+            assert!(msg.starts_with(want), "{msg}");
+        }
+        // SAFETY: the main thread's detail string; the handle is freed once.
+        unsafe {
+            let msg = CStr::from_ptr(crate::ffi::tdesc_last_error())
+                .to_str()
+                .unwrap();
+            assert!(msg.starts_with("TRUNCATED: 3 bytes"), "{msg}");
+            tdesc_descriptor_free(h as *mut tdesc_descriptor);
+        }
+    }
+
+    #[test]
     fn names() {
         // SAFETY: static NUL-terminated strings.
         unsafe {
