@@ -115,27 +115,31 @@ impl Statistics {
                 format!("stat_flags 0x{flags:02X} has reserved bits set"),
             ));
         }
-        let nnz = if flags & 1 != 0 {
-            Some(s.u64("statistics.nnz")?)
-        } else {
-            None
+        // Each field's framing, then its value rules, in field order (docs/spec §6.1).
+        let mut st = Statistics {
+            nnz: None,
+            min_max: None,
+            nan_count: None,
         };
-        let min_max = if flags & 2 != 0 {
-            Some((s.f64("statistics.min")?, s.f64("statistics.max")?))
-        } else {
-            None
-        };
-        let nan_count = if flags & 4 != 0 {
-            Some(s.u64("statistics.nan_count")?)
-        } else {
-            None
-        };
-        let st = Statistics {
-            nnz,
-            min_max,
-            nan_count,
-        };
-        st.validate(element_count)?;
+        if flags & 1 != 0 {
+            st.nnz = Some(s.u64("statistics.nnz")?);
+            st.validate(element_count)?;
+        }
+        if flags & 2 != 0 {
+            let min = s.f64("statistics.min")?;
+            if min.is_nan() {
+                return Err(Error::new(
+                    ErrorKind::StatisticsInvalid,
+                    format!("min at byte {} is NaN", s.pos() - 8),
+                ));
+            }
+            st.min_max = Some((min, s.f64("statistics.max")?));
+            st.validate(element_count)?;
+        }
+        if flags & 4 != 0 {
+            st.nan_count = Some(s.u64("statistics.nan_count")?);
+            st.validate(element_count)?;
+        }
         s.expect_end("statistics section")?;
         Ok(st)
     }

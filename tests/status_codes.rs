@@ -1656,3 +1656,27 @@ fn regression_quantization_fields_judged_as_read() {
     });
     expect_both(&b, ErrorKind::LengthMismatch);
 }
+
+/// Regression (codec fix "statistics fields judged as read"): a statistics value rule is
+/// reported as soon as its field is read, before later fields' framing (docs/spec §6.1).
+#[test]
+fn regression_statistics_fields_judged_as_read() {
+    // nnz > N, section cut before min/max.
+    let b = desc(4, F32, tag::ROW_MAJOR, &[2, 3], |b| {
+        b.u64(0).u8(1).handle(24);
+        b.u32(9).u8(3).u64(7);
+    });
+    expect_both(&b, ErrorKind::StatisticsInvalid);
+    // min NaN, section cut before max.
+    let b = desc(4, F32, tag::ROW_MAJOR, &[2, 3], |b| {
+        b.u64(0).u8(1).handle(24);
+        b.u32(9).u8(2).f64(f64::NAN);
+    });
+    expect_both(&b, ErrorKind::StatisticsInvalid);
+    // Valid fields, cut: a length problem.
+    let b = desc(4, F32, tag::ROW_MAJOR, &[2, 3], |b| {
+        b.u64(0).u8(1).handle(24);
+        b.u32(9).u8(3).u64(6);
+    });
+    expect_both(&b, ErrorKind::LengthMismatch);
+}
