@@ -336,17 +336,18 @@ pub extern "C" fn tdesc_version() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn tdesc_status_name(status: u32) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    let names = name_table(&NAMES, ErrorKind::ALL.len() + 1, |i| {
-        if i == 0 {
-            "OK"
-        } else {
-            ErrorKind::ALL[i - 1].name()
-        }
-    });
-    match names.get(status as usize) {
-        Some(s) => s.as_ptr(),
-        None => c"UNKNOWN".as_ptr(),
-    }
+    guard_value(c"UNKNOWN".as_ptr(), || {
+        let names = name_table(&NAMES, ErrorKind::ALL.len() + 1, |i| {
+            if i == 0 {
+                "OK"
+            } else {
+                ErrorKind::ALL[i - 1].name()
+            }
+        });
+        Ok(names
+            .get(status as usize)
+            .map_or(c"UNKNOWN".as_ptr(), |s| s.as_ptr()))
+    })
 }
 
 /// A human-readable detail of the last failure on the calling thread (which field,
