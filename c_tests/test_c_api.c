@@ -579,7 +579,41 @@ static void test_nested_regions(void) {
     OK(tdesc_descriptor_locate(d, i13, 2, &loc));
     CHECK(loc.tag == TDESC_LOCATION_DENSE && loc.DENSE.region == 2 && loc.DENSE.buffer == 1);
     check_round_trip(d);
+
+    /* Bind it: dense left half k, splat 5 at depth 2, one COO entry (1, 1) = 9 at depth 2. */
+    uint8_t *bufs[4];
+    const size_t sizes[4] = {8, 1, 16, 1};
+    for (size_t k = 0; k < 4; ++k) {
+        OK(tdesc_descriptor_buffer(d, k, &b));
+        CHECK(b.size_bytes == sizes[k]);
+        bufs[k] = alloc64(sizes[k]);
+    }
+    for (uint8_t k = 0; k < 8; ++k) {
+        bufs[0][k] = k;
+    }
+    bufs[1][0] = 5;
+    const uint64_t coo_index[2] = {1, 1};
+    memcpy(bufs[2], coo_index, sizeof coo_index);
+    bufs[3][0] = 9;
+    tdesc_tensor *t = NULL;
+    OK(tdesc_tensor_bind(d, (const void *const *)bufs, 4, &t));
     tdesc_descriptor_free(d);
+    OK(tdesc_tensor_validate(t));
+    const double want[4][4] = {{0, 1, 5, 5}, {2, 3, 5, 5}, {4, 5, 0, 0}, {6, 7, 0, 9}};
+    for (uint64_t i = 0; i < 4; ++i) {
+        for (uint64_t j = 0; j < 4; ++j) {
+            const uint64_t idx[2] = {i, j};
+            double v = -1;
+            uint8_t raw = 0xFF;
+            OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+            OK(tdesc_tensor_get(t, idx, 2, &raw, 1));
+            CHECK(v == want[i][j] && raw == (uint8_t)want[i][j]);
+        }
+    }
+    tdesc_tensor_free(t);
+    for (size_t k = 0; k < 4; ++k) {
+        free(bufs[k]);
+    }
 
     /* Region errors, with their stable numbers. */
     tdesc_node_spec *a = NULL, *c = NULL;
