@@ -1,0 +1,550 @@
+//! `inspect`, `validate` and `locate`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tensordesc::layout::tag_name;
+use tensordesc::value::{element_to_f64, element_to_i128};
+use tensordesc::{BoundTensor, Descriptor, ElementType, Error, ErrorKind, Location, Mode};
+
+use crate::input::{tensor_label, Input, Kind, Parsed, TensorRef};
+use crate::text::{self, TreeOptions};
+use crate::{error_line, json, CliError, CliResult};
+
+fn mode_of(permissive: bool) -> Mode {
+    if permissive {
+        Mode::Permissive
+    } else {
+        Mode::Strict
+    }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Strict => "strict",
+        Mode::Permissive => "permissive",
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// inspect
+// ---------------------------------------------------------------------------------------
+
+/// `inspect [--json] [--permissive] FILE`.
+pub fn inspect(path: &Path, as_json: bool, permissive: bool, out: &mut dyn Write) -> CliResult<()> {
+    let mode = mode_of(permissive);
+    let input = Input::open(path)?;
+    let parsed = match input.parse(mode, false) {
+        Ok(p) => p,
+        Err(e) => {
+            if as_json {
+                json::write_error(out, e.kind, &e.detail)?;
+            }
+            return Err(e.context(path.display()).into());
+        }
+    };
+    if as_json {
+        let size = input.bytes().len() as u64;
+        json::write_document(out, &path.display().to_string(), size, mode, &parsed)?;
+    } else {
+        write_inspect_text(out, path, &input, mode, &parsed)?;
+    }
+    Ok(())
+}
+
+fn write_inspect_text(
+    out: &mut dyn Write,
+    path: &Path,
+    input: &Input,
+    mode: Mode,
+    parsed: &Parsed<'_>,
+) -> std::io::Result<()> {
+    let size = input.bytes().len() as u64;
+    let p = path.display();
+    let tensors = parsed.tensors();
+    match parsed {
+        Parsed::Descriptor { desc, trailing } => {
+            write!(
+                out,
+                "{p}: bare descriptor, descriptor_length {} ({} mode); no buffer data",
+                desc.encoded_len(),
+                mode_name(mode)
+            )?;
+            if *trailing > 0 {
+                write!(out, "; {trailing} bytes after it not read")?;
+            }
+            writeln!(out)?;
+        }
+        Parsed::File(r) => writeln!(
+            out,
+            "{p}: .tdf file, {}, version 1.{}, data_buffer_alignment {}, {} tensor{} ({} mode)",
+            text::bytes_text(size),
+            r.version_minor(),
+            r.data_buffer_alignment(),
+            r.len(),
+            if r.len() == 1 { "" } else { "s" },
+            mode_name(mode)
+        )?,
+        Parsed::Stream { version_minor, .. } => writeln!(
+            out,
+            "{p}: stream capture, {}, version 1.{version_minor}, {} tensor{} ({} mode)",
+            text::bytes_text(size),
+            tensors.len(),
+            if tensors.len() == 1 { "" } else { "s" },
+            mode_name(mode)
+        )?,
+    }
+    for t in &tensors {
+        writeln!(out)?;
+        write_tensor_text(out, t)?;
+    }
+    Ok(())
+}
+
+fn write_tensor_text(out: &mut dyn Write, t: &TensorRef<'_>) -> std::io::Result<()> {
+    let label = t
+        .name
+        .map_or_else(|| "descriptor".to_string(), |n| format!("tensor {n:?}"));
+    match t.descriptor {
+        Some(d) => writeln!(
+            out,
+            "{label}: {}, {} elements",
+            text::tensor_summary(d),
+            d.element_count()
+        )?,
+        None => writeln!(out, "{label}: descriptor not decoded")?,
+    }
+    if let Some(e) = t.problem {
+        writeln!(
+            out,
+            "  opaque entry: {}: {} (buffers not available)",
+            e.kind.name(),
+            e.detail
+        )?;
+    }
+    if let (Some(dr), Some(data)) = (&t.descriptor_range, &t.data_range) {
+        writeln!(
+            out,
+            "  descriptor: {} at file bytes {}..{}; data region: {} at file bytes {}..{}",
+            text::bytes_text(dr.end - dr.start),
+            dr.start,
+            dr.end,
+            text::bytes_text(data.end - data.start),
+            data.start,
+            data.end
+        )?;
+    }
+    if let Some(d) = t.descriptor {
+        let no_annotation = |_: u32| None;
+        text::write_descriptor_tree(
+            out,
+            d,
+            &TreeOptions {
+                buffers: true,
+                file_ranges: t.buffer_ranges.as_deref(),
+                annotate: &no_annotation,
+                indent: "  ",
+            },
+        )?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// validate
+// ---------------------------------------------------------------------------------------
+
+/// `validate [--permissive] [--contents] FILE...`: exit 0, 1 or 2.
+pub fn validate(
+    paths: &[PathBuf],
+    permissive: bool,
+    contents: bool,
+    out: &mut dyn Write,
+) -> CliResult<u8> {
+    let mode = mode_of(permissive);
+    let mut any_invalid = false;
+    let mut any_io = false;
+    for path in paths {
+        let p = path.display();
+        let input = match Input::open(path) {
+            Ok(i) => i,
+            Err(e) => {
+                any_io = true;
+                out.flush()?;
+                eprintln!("{p}: {}: {}", e.kind.name(), e.detail);
+                continue;
+            }
+        };
+        let parsed = match input.parse(mode, contents) {
+            Ok(x) => x,
+            Err(e) => {
+                if e.kind == ErrorKind::Io {
+                    any_io = true;
+                } else {
+                    any_invalid = true;
+                }
+                writeln!(out, "{p}: {}: {}", e.kind.name(), e.detail)?;
+                continue;
+            }
+        };
+        let mut failures = 0usize;
+        let mut notes = Vec::new();
+        let tensors = parsed.tensors();
+        for t in &tensors {
+            let label = tensor_label(t.name);
+            if let Some(e) = t.problem {
+                // Permissive reading keeps opaque descriptors (what permissive mode is for);
+                // anything else that made an entry unusable is a failure.
+                if e.kind == ErrorKind::NotBindable {
+                    notes.push(format!("{label} is kept opaque ({})", e.detail));
+                } else {
+                    failures += 1;
+                    writeln!(out, "{p}: {}: {label}: {}", e.kind.name(), e.detail)?;
+                }
+                continue;
+            }
+            let Some(d) = t.descriptor else { continue };
+            if !d.is_bindable() {
+                notes.push(format!(
+                    "{label} has opaque parts (kept by permissive decoding; it cannot be bound)"
+                ));
+                continue;
+            }
+            if !contents {
+                continue;
+            }
+            match &t.buffers {
+                None => {
+                    if parsed.kind() == Kind::Descriptor {
+                        notes.push(
+                            "a bare descriptor carries no data: contents not checked".to_string(),
+                        );
+                    }
+                }
+                Some(Err(e)) => {
+                    failures += 1;
+                    writeln!(out, "{p}: {}: {label}: {}", e.kind.name(), e.detail)?;
+                }
+                Some(Ok(bufs)) => {
+                    if let Err(e) = BoundTensor::bind(d, bufs.clone()).and_then(|b| b.validate()) {
+                        failures += 1;
+                        writeln!(out, "{p}: {}: {label}: {}", e.kind.name(), e.detail)?;
+                    }
+                }
+            }
+        }
+        if failures > 0 {
+            any_invalid = true;
+        } else {
+            let n = tensors.len();
+            let what = match parsed.kind() {
+                Kind::Descriptor => "descriptor".to_string(),
+                Kind::File => format!(".tdf file, {n} tensor{}", if n == 1 { "" } else { "s" }),
+                Kind::Stream => format!("stream, {n} tensor{}", if n == 1 { "" } else { "s" }),
+            };
+            let checked = if contents && parsed.kind() != Kind::Descriptor {
+                ", contents valid"
+            } else {
+                ""
+            };
+            writeln!(out, "{p}: OK ({what}{checked}, {} mode)", mode_name(mode))?;
+        }
+        for n in notes {
+            writeln!(out, "{p}: note: {n}")?;
+        }
+    }
+    Ok(if any_io {
+        2
+    } else if any_invalid {
+        1
+    } else {
+        0
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// locate
+// ---------------------------------------------------------------------------------------
+
+/// Parse `3,4,5` (or `-` / empty for a scalar).
+pub fn parse_index(s: &str) -> tensordesc::Result<Vec<u64>> {
+    let s = s.trim();
+    if s.is_empty() || s == "-" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|part| {
+            let p = part.trim();
+            p.parse::<u64>().map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "index {s:?}: {p:?} is not a non-negative integer (write I,J,... e.g. 3,4)"
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+fn pick<'t, 'a>(
+    tensors: &'t [TensorRef<'a>],
+    name: Option<&str>,
+) -> tensordesc::Result<&'t TensorRef<'a>> {
+    match name {
+        Some(n) => tensors.iter().find(|t| t.name == Some(n)).ok_or_else(|| {
+            let names: Vec<String> = tensors
+                .iter()
+                .filter_map(|t| t.name)
+                .map(|n| format!("{n:?}"))
+                .collect();
+            Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no tensor named {n:?}; the input holds {}",
+                    names.join(", ")
+                ),
+            )
+        }),
+        None if tensors.len() == 1 => Ok(&tensors[0]),
+        None => {
+            let names: Vec<String> = tensors
+                .iter()
+                .filter_map(|t| t.name)
+                .take(20)
+                .map(|n| format!("{n:?}"))
+                .collect();
+            Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the input holds {} tensors; choose one with --tensor NAME ({}{})",
+                    tensors.len(),
+                    names.join(", "),
+                    if tensors.len() > 20 { ", ..." } else { "" }
+                ),
+            ))
+        }
+    }
+}
+
+/// `region 10 [3072..4096, 2048..4096] SUBPAVING > region 14 [..] ROW_MAJOR`.
+pub fn region_path(d: &Descriptor, leaf: Option<u32>) -> Vec<u32> {
+    let mut path = Vec::new();
+    let mut cur = leaf;
+    while let Some(r) = cur {
+        path.push(r);
+        cur = d.region(r).parent();
+    }
+    path.reverse();
+    path
+}
+
+/// The stored element as text: `0x2a (INT8 42)`.
+pub fn stored_text(et: ElementType, bytes: &[u8]) -> String {
+    let hex = text::hex_text(bytes, 16);
+    let v = if let Some(i) = element_to_i128(et, bytes) {
+        i.to_string()
+    } else if let Some(f) = element_to_f64(et, bytes) {
+        text::value_text(f, et)
+    } else {
+        // Complex: two floats of half the width.
+        let half = bytes.len() / 2;
+        let part = |b: &[u8]| -> String {
+            match half {
+                4 => {
+                    let mut a = [0u8; 4];
+                    a.copy_from_slice(b);
+                    format!("{}", f32::from_le_bytes(a))
+                }
+                8 => {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(b);
+                    format!("{}", f64::from_le_bytes(a))
+                }
+                _ => "?".to_string(),
+            }
+        };
+        format!("{} + {}i", part(&bytes[..half]), part(&bytes[half..]))
+    };
+    format!("0x{hex} ({et} {v})")
+}
+
+/// `locate FILE [--tensor NAME] I,J,...`.
+pub fn locate(
+    path: &Path,
+    tensor: Option<&str>,
+    permissive: bool,
+    index: &str,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let index = parse_index(index)?;
+    let mode = mode_of(permissive);
+    let input = Input::open(path)?;
+    let parsed = input
+        .parse(mode, true)
+        .map_err(|e| e.context(path.display()))?;
+    let tensors = parsed.tensors();
+    if tensors.is_empty() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{}: the input holds no tensor", path.display()),
+        )
+        .into());
+    }
+    let t = pick(&tensors, tensor)?;
+    let label = tensor_label(t.name);
+    let d = t.descriptor.ok_or_else(|| {
+        let why = t
+            .problem
+            .map(|e| format!("{}: {}", e.kind.name(), e.detail))
+            .unwrap_or_default();
+        Error::new(
+            ErrorKind::NotBindable,
+            format!("{label}: its descriptor could not be decoded ({why})"),
+        )
+    })?;
+    let loc = d.locate(&index).map_err(|e| e.context(&label))?;
+    writeln!(out, "{label}: {}", text::tensor_summary(d))?;
+    writeln!(out, "index: {}", text::index_text(&index))?;
+    let (leaf, node_layout) = match loc {
+        Location::Dense { region, .. } | Location::Lookup { region, .. } => (
+            region,
+            region.map_or_else(|| d.layout(), |r| d.region(r).layout()),
+        ),
+    };
+    let quant = match leaf {
+        Some(r) => d.region(r).quantization(),
+        None => d.quantization(),
+    };
+    if leaf.is_some() {
+        let parts: Vec<String> = region_path(d, leaf)
+            .into_iter()
+            .map(|r| {
+                let v = d.region(r);
+                format!(
+                    "region {r} {} {}",
+                    text::box_text(v.global_origin(), v.shape()),
+                    tag_name(v.layout_tag())
+                )
+            })
+            .collect();
+        writeln!(out, "region path: {}", parts.join(" > "))?;
+    }
+    writeln!(out, "layout: {}", text::layout_text(&node_layout))?;
+    if let Some(q) = quant {
+        writeln!(out, "quantization: {}", text::quant_text(q))?;
+    }
+    match loc {
+        Location::Dense {
+            buffer,
+            byte_offset,
+            bit_shift,
+            ..
+        } => {
+            let shift = if d.element_type().is_packed() {
+                format!(", bit shift {bit_shift}")
+            } else {
+                String::new()
+            };
+            let role = d
+                .buffer_info(buffer as usize)
+                .map(|i| text::role_text(d, &i))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "location: effective buffer {buffer} ({role}), byte offset {byte_offset}{shift}"
+            )?;
+            if let Some(r) = t
+                .buffer_ranges
+                .as_ref()
+                .and_then(|r| r.get(buffer as usize))
+            {
+                writeln!(out, "file offset: {}", r.start.saturating_add(byte_offset))?;
+            }
+        }
+        Location::Lookup {
+            layout_tag,
+            first_buffer,
+            buffer_count,
+            local_index,
+            ..
+        } => {
+            let roles: Vec<String> = (first_buffer..first_buffer.saturating_add(buffer_count))
+                .filter_map(|k| d.buffer_info(k as usize).map(|i| text::role_text(d, &i)))
+                .collect();
+            writeln!(
+                out,
+                "location: {} lookup in effective buffers {}..{} ({}), local index {}",
+                tag_name(layout_tag),
+                first_buffer,
+                first_buffer.saturating_add(buffer_count),
+                roles.join(", "),
+                text::index_text(&local_index[..d.rank()])
+            )?;
+        }
+    }
+    match &t.buffers {
+        None => {
+            let why = match parsed.kind() {
+                Kind::Descriptor => "a bare descriptor carries no buffer data".to_string(),
+                _ => t.problem.map_or_else(
+                    || "the tensor's buffers are not available".to_string(),
+                    |e| format!("{}: {}", e.kind.name(), e.detail),
+                ),
+            };
+            writeln!(out, "value: not available ({why})")?;
+        }
+        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
+        Some(Ok(bufs)) => {
+            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+            let mut raw = vec![0u8; bound.element_bytes()];
+            bound
+                .get_bytes(&index, &mut raw)
+                .map_err(|e| e.context(&label))?;
+            writeln!(out, "stored: {}", stored_text(d.element_type(), &raw))?;
+            match bound.get_f64(&index) {
+                Ok(v) => {
+                    let precision = quant.map_or(d.element_type(), |q| q.expressed_type);
+                    let how = match quant {
+                        Some(q) => format!(
+                            " (dequantized {} -> {})",
+                            text::scheme_name(q),
+                            q.expressed_type
+                        ),
+                        None => String::new(),
+                    };
+                    writeln!(out, "value: {}{how}", text::value_text(v, precision))?;
+                }
+                Err(e) if e.kind == ErrorKind::InvalidArgument => {
+                    // Complex elements: the stored line already shows both parts.
+                }
+                Err(e) => writeln!(out, "value: not available ({})", error_line(&e))?,
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_indices() {
+        assert_eq!(parse_index("3, 4,5").unwrap(), vec![3, 4, 5]);
+        assert_eq!(parse_index("-").unwrap(), Vec::<u64>::new());
+        assert_eq!(
+            parse_index("3,-1").unwrap_err().kind,
+            ErrorKind::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn stored_values() {
+        assert_eq!(stored_text(ElementType::Int8, &[0xff]), "0xff (INT8 -1)");
+        assert_eq!(
+            stored_text(ElementType::Float32, &1.5f32.to_le_bytes()),
+            "0x0000c03f (FLOAT32 1.5)"
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! `tensordesc`: the command-line front door of the tensordesc library.
+//!
+//! `demo` builds a heterogeneous tensor and walks it end to end; `inspect`, `validate` and
+//! `locate` read descriptors, `.tdf` files and stream captures; `convert` turns a
+//! safetensors file into a `.tdf`. Errors are one line, `error: STATUS_NAME: detail`.
+
+mod commands;
+mod convert;
+mod demo;
+mod input;
+mod json;
+mod text;
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tensordesc::{Error, ErrorKind};
+
+const ABOUT: &str = "Encode, inspect, validate and address tensor descriptors: \
+one logical tensor however it is stored (dense, sparse, block-paged, splat, or a subpaving \
+of regions that each have their own layout, buffers and quantization).";
+
+const AFTER_HELP: &str = "\
+Inputs are recognised by their first bytes: a bare descriptor (\"TDSC\"), a .tdf file
+(89 54 44 46 0D 0A 1A 0A) or a frame-stream capture (a STREAM_START frame). Files named
+*.hex are read as annotated hex text (the format of tests/vectors/).
+
+Exit status: 0 success; 1 invalid input or a failed operation; 2 usage or I/O error.
+Errors print one line: `error: STATUS_NAME: detail`.
+
+Start here:  tensordesc demo";
+
+/// The command line.
+#[derive(Parser)]
+#[command(name = "tensordesc", version, about = ABOUT, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a 4096 x 4096 tensor stored nine ways at once, write it to a .tdf with a few
+    /// plain tensors, read it back through a memory map and read elements, checking them.
+    Demo {
+        /// Where to write the .tdf (default: tensordesc-demo.tdf in the temp directory).
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+    },
+    /// Print a descriptor, .tdf file or stream capture as a tree: tensors, regions, buffers
+    /// (roles, sizes, devices) and quantization.
+    Inspect {
+        /// Emit JSON (documented in docs/json-schema.md) instead of the tree.
+        #[arg(long)]
+        json: bool,
+        /// Decode permissively: keep unknown layouts, regions and schemes as opaque parts.
+        #[arg(long)]
+        permissive: bool,
+        /// The input.
+        file: PathBuf,
+    },
+    /// Validate inputs: prints `FILE: STATUS_NAME: detail` per failure; exits 0 when all
+    /// are valid, 1 when any is invalid, 2 on usage or I/O errors.
+    Validate {
+        /// Decode permissively (unknown layouts, regions, schemes and newer minor versions
+        /// are kept opaque instead of rejected).
+        #[arg(long)]
+        permissive: bool,
+        /// Also bind every tensor to its data and validate the buffer contents (sparse
+        /// indices, block tables, quantization parameters). Needs a file or stream.
+        #[arg(long)]
+        contents: bool,
+        /// The inputs.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Where an element lives (region path, buffer, byte offset or lookup) and, when the
+    /// input carries the data, its stored bytes and (dequantized) value.
+    Locate {
+        /// The input.
+        file: PathBuf,
+        /// The tensor to use when the input holds several.
+        #[arg(long, value_name = "NAME")]
+        tensor: Option<String>,
+        /// Decode permissively.
+        #[arg(long)]
+        permissive: bool,
+        /// The element index, comma-separated (`-` for a scalar), e.g. `3500,3000`.
+        #[arg(value_name = "I,J,...", allow_hyphen_values = true)]
+        index: String,
+    },
+    /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
+    /// descriptor with its bytes.
+    Convert {
+        /// The .safetensors input.
+        input: PathBuf,
+        /// The .tdf output (written to a temporary name, then renamed).
+        output: PathBuf,
+        /// The .tdf data_buffer_alignment (a power of two, 64 ..= 1048576).
+        #[arg(long, default_value_t = 64, value_name = "BYTES")]
+        alignment: u32,
+    },
+}
+
+/// Why a command stopped.
+pub enum CliError {
+    /// A library or tool error: printed as `error: STATUS: detail`.
+    Tool(Error),
+    /// stdout was closed by the reader (`| head`): stop quietly.
+    BrokenPipe,
+}
+
+impl From<Error> for CliError {
+    fn from(e: Error) -> CliError {
+        CliError::Tool(e)
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> CliError {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            CliError::BrokenPipe
+        } else {
+            CliError::Tool(Error::new(
+                ErrorKind::Io,
+                format!("writing output failed: {e}"),
+            ))
+        }
+    }
+}
+
+/// Result of a command: its exit status.
+pub type CliResult<T> = Result<T, CliError>;
+
+/// Exit status for an error: usage and I/O problems 2, everything else 1.
+pub fn exit_status(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Io | ErrorKind::InvalidArgument => 2,
+        _ => 1,
+    }
+}
+
+/// One line, never a backtrace: `error: STATUS_NAME: detail`.
+pub fn error_line(e: &Error) -> String {
+    // Keep it on one line whatever the detail holds.
+    let detail = e.detail.replace(['\n', '\r'], " ");
+    format!("error: {}: {detail}", e.kind.name())
+}
+
+fn main() -> ExitCode {
+    // A panic is a bug in this tool or the library: still report it as one line.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error: INTERNAL: {msg}{at} (a bug; please report it)");
+    }));
+
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = match cli.command {
+        Command::Demo { out: path } => demo::run(path.as_deref(), &mut out).map(|()| 0),
+        Command::Inspect {
+            json,
+            permissive,
+            file,
+        } => commands::inspect(&file, json, permissive, &mut out).map(|()| 0),
+        Command::Validate {
+            permissive,
+            contents,
+            files,
+        } => commands::validate(&files, permissive, contents, &mut out),
+        Command::Locate {
+            file,
+            tensor,
+            permissive,
+            index,
+        } => commands::locate(&file, tensor.as_deref(), permissive, &index, &mut out).map(|()| 0),
+        Command::Convert {
+            input,
+            output,
+            alignment,
+        } => convert::run(&input, &output, alignment, &mut out).map(|()| 0),
+    };
+    let flushed = out.flush();
+    match (result, flushed) {
+        (Err(CliError::BrokenPipe), _) => ExitCode::SUCCESS,
+        (Err(CliError::Tool(e)), _) => {
+            eprintln!("{}", error_line(&e));
+            ExitCode::from(exit_status(e.kind))
+        }
+        (Ok(_), Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        (Ok(_), Err(e)) => {
+            eprintln!("error: IO: writing output failed: {e}");
+            ExitCode::from(2)
+        }
+        (Ok(code), Ok(())) => ExitCode::from(code),
+    }
+}
