@@ -272,7 +272,11 @@ impl Decoder {
         level: u8,
         region: u32,
     ) -> Result<Node> {
-        let region_parent = if region == NONE { NONE } else { self.d.regions[region as usize].parent };
+        let region_parent = if region == NONE {
+            NONE
+        } else {
+            self.d.regions[region as usize].parent
+        };
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
@@ -438,15 +442,16 @@ impl Decoder {
             tag::COL_MAJOR => Layout::ColMajor,
             _ => return None,
         };
-        if rflags != 0 || body.remaining() != 8 + 1 + HANDLE_BYTES as usize {
+        let b: &[u8; 25] = body.peek_rest().try_into().ok()?;
+        if rflags != 0 || b[8] != 1 {
             return None;
         }
-        let mut r = body.clone();
-        let byte_offset = r.u64("byte_offset").ok()?;
-        if r.u8("buffer_count").ok()? != 1 {
-            return None;
-        }
-        let h = BufferHandle::read(&mut r).ok()?;
+        let mut off = [0u8; 8];
+        off.copy_from_slice(&b[..8]);
+        let byte_offset = u64::from_le_bytes(off);
+        let mut hb = [0u8; 16];
+        hb.copy_from_slice(&b[9..]);
+        let h = BufferHandle::from_bytes(&hb, 0).ok()?;
         if let Some(f) = self.d.buffers.first() {
             if !h.colocated_with(f) {
                 return None;

@@ -213,9 +213,15 @@ impl BufferHandle {
     #[inline]
     pub fn read(r: &mut Reader<'_>) -> Result<BufferHandle> {
         let at = r.pos();
-        let b: [u8; 16] = r.bytes(16, "buffer_handle")?.try_into().map_err(|_| {
-            Error::new(ErrorKind::Internal, "buffer handle slice is not 16 bytes")
-        })?;
+        let b = r.bytes(16, "buffer_handle")?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        BufferHandle::from_bytes(&a, at)
+    }
+
+    /// Decode a handle from its 16 bytes; `at` (its byte offset) is used in error details.
+    #[inline]
+    pub fn from_bytes(b: &[u8; 16], at: usize) -> Result<BufferHandle> {
         let mut size = [0u8; 8];
         size.copy_from_slice(&b[..8]);
         let size_bytes = u64::from_le_bytes(size);
@@ -242,11 +248,10 @@ impl BufferHandle {
                 ),
             ));
         }
-        let reserved = b[15];
-        if reserved != 0 {
+        if b[15] != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
-                format!("buffer handle at byte {at}: reserved byte is {reserved}"),
+                format!("buffer handle at byte {at}: reserved byte is {}", b[15]),
             ));
         }
         Ok(BufferHandle {

@@ -174,8 +174,14 @@ impl LevelIndex {
         Ok(cells)
     }
 
-    fn grid(base: &[u64], axes: Vec<GridAxis>, cuts: Vec<u64>, cells: Vec<u32>) -> LevelIndex {
-        let first = cells.first().copied().unwrap_or(0);
+    /// A grid index; `cells` is dropped when it is the identity (region = first + cell).
+    fn grid(
+        base: &[u64],
+        axes: Vec<GridAxis>,
+        cuts: Vec<u64>,
+        cells: Vec<u32>,
+        first: u32,
+    ) -> LevelIndex {
         let identity = cells
             .iter()
             .enumerate()
@@ -196,17 +202,23 @@ impl LevelIndex {
         children: &[u32],
     ) -> Result<Option<LevelIndex>> {
         let rank = b.rank;
+        // The cell size per axis is the largest extent on that axis.
+        let mut step = [1u64; crate::layout::MAX_RANK];
+        for &r in children {
+            for (st, &s) in step.iter_mut().zip(b.shape(r)) {
+                *st = (*st).max(s);
+            }
+        }
         let mut axes = Vec::with_capacity(rank);
         let mut total = 1u64;
         for (a, &e) in extent.iter().enumerate().take(rank) {
-            let step = children.iter().map(|&r| b.shape(r)[a]).max().unwrap_or(1);
-            let cells = e.div_ceil(step);
+            let cells = e.div_ceil(step[a]);
             total = match total.checked_mul(cells) {
                 Some(t) if t <= children.len() as u64 => t,
                 _ => return Ok(None),
             };
             axes.push(GridAxis {
-                step,
+                step: step[a],
                 cuts_start: 0,
                 cells,
             });
@@ -214,18 +226,35 @@ impl LevelIndex {
         if total != children.len() as u64 {
             return Ok(None);
         }
-        for &r in children {
+        // One pass: every region must be exactly one (edge-clipped) cell; while regions
+        // come in cell order with consecutive ids no cell table is needed.
+        let first = children.first().copied().unwrap_or(0);
+        let mut cells: Vec<u32> = Vec::new();
+        for (k, &r) in children.iter().enumerate() {
             let (o, s) = (b.origin(r), b.shape(r));
-            for a in 0..rank {
+            let mut cell = 0u64;
+            for (a, ax) in axes.iter().enumerate() {
                 let l = o[a] - base[a];
-                let st = axes[a].step;
-                if l % st != 0 || s[a] != st.min(extent[a] - l) {
+                let c = l / ax.step;
+                if c * ax.step != l || s[a] != ax.step.min(extent[a] - l) {
                     return Ok(None);
                 }
+                cell = cell * ax.cells + c;
             }
+            if cells.is_empty() {
+                if cell == k as u64 && r as u64 == first as u64 + k as u64 {
+                    continue;
+                }
+                cells = vec![u32::MAX; total as usize];
+                cells[..k].copy_from_slice(&children[..k]);
+            }
+            let slot = &mut cells[cell as usize];
+            if *slot != u32::MAX {
+                return Err(overlap(&b, *slot, r));
+            }
+            *slot = r;
         }
-        let cells = Self::fill_cells(b, base, &axes, &[], children, total as usize)?;
-        Ok(Some(Self::grid(base, axes, Vec::new(), cells)))
+        Ok(Some(Self::grid(base, axes, Vec::new(), cells, first)))
     }
 
     fn rectilinear_grid(
@@ -279,7 +308,8 @@ impl LevelIndex {
             }
         }
         let cells = Self::fill_cells(b, base, &axes, &cuts, children, total as usize)?;
-        Ok(Some(Self::grid(base, axes, cuts, cells)))
+        let first = children.first().copied().unwrap_or(0);
+        Ok(Some(Self::grid(base, axes, cuts, cells, first)))
     }
 
     fn tree(b: Boxes<'_>, base: &[u64], extent: &[u64], children: &[u32]) -> Result<LevelIndex> {

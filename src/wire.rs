@@ -167,6 +167,12 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// The rest of the window, not consumed.
+    #[inline]
+    pub fn peek_rest(&self) -> &'a [u8] {
+        &self.bytes[self.pos..self.end]
+    }
+
     /// The rest of the window, consumed.
     pub fn rest(&mut self) -> &'a [u8] {
         let s = &self.bytes[self.pos..self.end];
