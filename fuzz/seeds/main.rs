@@ -8,8 +8,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use tensordesc::builder::{LayoutSpec, TileSpec};
+use tensordesc::file::FileWriter;
 use tensordesc::layout::{sparse_flags, tag};
 use tensordesc::quant::QuantScheme;
+use tensordesc::stream::StreamWriter;
 use tensordesc::*;
 
 /// Targets whose input is one descriptor (optionally followed by index bytes).
@@ -347,8 +349,12 @@ fn built() -> Vec<(String, TensorBuilder)> {
                 r(
                     &[8, 8],
                     &[8, 8],
-                    NodeSpec::extension(0xFE, b"", vec![BufferHandle::cpu(1), BufferHandle::cpu(16)])
-                        .with_quantization(q_block(0)),
+                    NodeSpec::extension(
+                        0xFE,
+                        b"",
+                        vec![BufferHandle::cpu(1), BufferHandle::cpu(16)],
+                    )
+                    .with_quantization(q_block(0)),
                 ),
             ],
         ),
@@ -471,6 +477,192 @@ fn golden(root: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Valid contents for the effective buffers of `d`, concatenated in effective order (the
+/// input format of the `bound` target after the descriptor); `None` when they would be
+/// too large to be a useful seed.
+fn contents(d: &Descriptor) -> Option<Vec<u8>> {
+    let handles = d.effective_buffers();
+    let total: u64 = handles
+        .iter()
+        .try_fold(0u64, |a, h| a.checked_add(h.size_bytes))?;
+    if total > 1 << 16 {
+        return None;
+    }
+    let mut bufs: Vec<Vec<u8>> = handles
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            (0..h.size_bytes)
+                .map(|k| (k as u8).wrapping_mul(37).wrapping_add(i as u8))
+                .collect()
+        })
+        .collect();
+    // Leaves: the tensor itself, or every non-subpaving region.
+    let mut leaves: Vec<(LayoutRef<'_>, Vec<u64>, usize, Option<&Quantization>)> = Vec::new();
+    if d.region_count() == 0 {
+        leaves.push((d.layout(), d.shape().to_vec(), 0, d.quantization()));
+    }
+    for v in d.regions() {
+        if v.layout_tag() != tag::SUBPAVING {
+            leaves.push((
+                v.layout(),
+                v.shape().to_vec(),
+                v.first_buffer() as usize,
+                v.quantization(),
+            ));
+        }
+    }
+    let et = d.element_type();
+    let words = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+    for (layout, shape, first, q) in leaves {
+        let rank = shape.len();
+        let count: u64 = shape.iter().product();
+        let unravel = |mut k: u64, dims: &[u64]| -> Vec<u64> {
+            let mut x = vec![0; dims.len()];
+            for a in (0..dims.len()).rev() {
+                x[a] = k % dims[a];
+                k /= dims[a];
+            }
+            x
+        };
+        let n_layout = match &layout {
+            LayoutRef::Coo { nnz, .. } => {
+                let idx: Vec<u64> = (0..*nnz).flat_map(|k| unravel(k, &shape)).collect();
+                bufs[first] = words(&idx);
+                2
+            }
+            LayoutRef::Csr { nnz, .. } | LayoutRef::Csc { nnz, .. } => {
+                let csr = matches!(layout, LayoutRef::Csr { .. });
+                let (majors, minors) = if csr {
+                    (shape[0], shape[1])
+                } else {
+                    (shape[1], shape[0])
+                };
+                let ip: Vec<u64> = (0..=majors).map(|m| (m * minors).min(*nnz)).collect();
+                let ix: Vec<u64> = (0..*nnz).map(|k| k % minors).collect();
+                bufs[first] = words(&ip);
+                bufs[first + 1] = words(&ix);
+                3
+            }
+            LayoutRef::Csf { .. } => {
+                let n: Vec<u64> = (0..rank)
+                    .map(|l| handles[first + rank + l].size_bytes / 8)
+                    .collect();
+                bufs[first] = words(&[0, n[0]]);
+                bufs[first + rank] = words(&(0..n[0]).collect::<Vec<u64>>());
+                for l in 1..rank {
+                    // The first n[l-1] - 1 parents get one child each, the last the rest.
+                    let parents = n[l - 1];
+                    let mut ip = vec![0u64];
+                    let mut ix = Vec::new();
+                    for p in 0..parents {
+                        let kids = if p + 1 < parents {
+                            1
+                        } else {
+                            n[l] - (parents - 1)
+                        };
+                        ix.extend(0..kids);
+                        ip.push(ip.last().unwrap() + kids);
+                    }
+                    bufs[first + l] = words(&ip);
+                    bufs[first + rank + l] = words(&ix);
+                }
+                2 * rank + 1
+            }
+            LayoutRef::BlockPaged {
+                block_size,
+                pool_count,
+            } => {
+                let max_blocks = shape[1].div_ceil(*block_size);
+                let inner: u64 = shape[2..].iter().product();
+                let page_bytes = et.bytes_for(block_size * inner).unwrap();
+                let pages: u64 = (0..*pool_count as usize)
+                    .map(|p| handles[first + 2 + p].size_bytes / page_bytes)
+                    .sum();
+                let table: Vec<u64> = (0..shape[0] * max_blocks)
+                    .map(|i| if i % 5 == 4 { u64::MAX } else { i % pages })
+                    .collect();
+                let lens: Vec<u64> = (0..shape[0])
+                    .map(|r| shape[1] - (r % 2).min(shape[1]))
+                    .collect();
+                bufs[first] = words(&table);
+                bufs[first + 1] = words(&lens);
+                2 + *pool_count as usize
+            }
+            LayoutRef::Extension { .. } => continue,
+            _ => 1,
+        };
+        let _ = count;
+        let Some(q) = q else { continue };
+        let one = |t: ElementType| -> Vec<u8> {
+            match t {
+                ElementType::Float16 => 0x3C00u16.to_le_bytes().to_vec(),
+                ElementType::Bfloat16 => 0x3F80u16.to_le_bytes().to_vec(),
+                ElementType::Float32 => 1.0f32.to_le_bytes().to_vec(),
+                ElementType::Float64 => 1.0f64.to_le_bytes().to_vec(),
+                _ => vec![127], // FLOAT8_E8M0FNU 2^0
+            }
+        };
+        match q.scheme {
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. } => {
+                let pattern = one(scale_type);
+                let b = &mut bufs[first + n_layout];
+                for (k, byte) in b.iter_mut().enumerate() {
+                    *byte = pattern[k % pattern.len()];
+                }
+            }
+            QuantScheme::Codebook { .. } => {
+                let pattern = one(q.expressed_type);
+                let b = &mut bufs[first + n_layout];
+                for (k, byte) in b.iter_mut().enumerate() {
+                    *byte = pattern[k % pattern.len()];
+                }
+                // Codes 0: always below codebook_size.
+                for k in 0..n_layout {
+                    bufs[first + k].iter_mut().for_each(|b| *b = 0);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(bufs.concat())
+}
+
+/// Bind `contents` (laid out as the `bound` target does) and validate them.
+fn validates(d: &Descriptor, contents: &[u8]) -> bool {
+    const ALIGN: usize = 4096;
+    let handles = d.effective_buffers();
+    let mut arena = vec![0u8; contents.len() + (handles.len() + 2) * ALIGN];
+    let base = arena.as_ptr().align_offset(ALIGN);
+    let (mut off, mut from) = (0usize, 0usize);
+    let mut ranges = Vec::new();
+    for h in handles {
+        let a = h.alignment() as usize;
+        off = off.div_ceil(a) * a;
+        let (at, n) = (base + off, h.size_bytes as usize);
+        arena[at..at + n].copy_from_slice(&contents[from..from + n]);
+        ranges.push(at..at + n);
+        from += n;
+        off += n;
+    }
+    let slices: Vec<&[u8]> = ranges.iter().map(|r| &arena[r.clone()]).collect();
+    match BoundTensor::bind(d, slices) {
+        Ok(t) => match t.validate() {
+            Ok(()) => true,
+            Err(e) if e.kind == ErrorKind::NotBindable && !t.is_host_readable() => true,
+            Err(e) => {
+                eprintln!("{e}");
+                false
+            }
+        },
+        Err(e) => {
+            eprintln!("{e}");
+            false
+        }
+    }
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
     fs::create_dir_all(dir).expect("create corpus dir");
     fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
@@ -509,6 +701,88 @@ fn main() {
         }
         write(&out.join("locate"), &format!("{name}-points"), &b);
     }
+    // bound: descriptors followed by valid buffer contents, and by patterned contents.
+    let mut n_bound = 0;
+    for (name, bytes) in &descs {
+        let Ok(d) = decode(bytes, Mode::Strict) else {
+            continue;
+        };
+        let Some(c) = contents(&d) else { continue };
+        if !validates(&d, &c) {
+            panic!("seed {name}: generated contents do not validate");
+        }
+        let mut b = bytes[..d.encoded_len() as usize].to_vec();
+        b.extend_from_slice(&c);
+        write(&out.join("bound"), name, &b);
+        n_bound += 1;
+    }
+    println!("wrote {n_bound} bound-tensor seeds");
+    // file and stream: containers of the bound seeds' tensors, one per file / stream, a
+    // few together, and with a larger data alignment.
+    let mut tensors: Vec<(String, Descriptor, Vec<u8>)> = Vec::new();
+    for (name, bytes) in &descs {
+        let Ok(d) = decode(bytes, Mode::Strict) else {
+            continue;
+        };
+        let Some(c) = contents(&d) else { continue };
+        tensors.push((name.clone(), d, c));
+    }
+    let split = |d: &Descriptor, c: &[u8]| -> Vec<Vec<u8>> {
+        let mut at = 0;
+        d.effective_buffers()
+            .iter()
+            .map(|h| {
+                let b = c[at..at + h.size_bytes as usize].to_vec();
+                at += h.size_bytes as usize;
+                b
+            })
+            .collect()
+    };
+    let groups: Vec<(String, Vec<usize>, u32)> = (0..tensors.len())
+        .map(|i| (tensors[i].0.clone(), vec![i], 64))
+        .chain([
+            (
+                "several".to_string(),
+                (0..tensors.len()).step_by(7).collect(),
+                64,
+            ),
+            (
+                "several_align4096".to_string(),
+                (0..tensors.len()).step_by(5).collect(),
+                4096,
+            ),
+        ])
+        .collect();
+    let mut n_files = 0;
+    for (gname, members, align) in &groups {
+        let Ok(mut fw) = FileWriter::with_alignment(Vec::new(), *align) else {
+            continue;
+        };
+        let mut sw = StreamWriter::new(Vec::new()).expect("stream writer");
+        let mut ok = true;
+        for &i in members {
+            let (name, d, c) = &tensors[i];
+            let bufs = split(d, c);
+            let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+            ok &= fw.write_tensor(name, d, &slices).is_ok();
+            ok &= sw.write_tensor(name, d, &slices).is_ok();
+        }
+        if !ok {
+            continue;
+        }
+        write(&out.join("file"), gname, &fw.finish().expect("finish file"));
+        let stream = sw.finish().expect("finish stream");
+        for (k, chunking) in [[0u8, 0, 0, 0], [7, 1, 0, 0], [0x40, 0x13, 0x02, 0x99]]
+            .iter()
+            .enumerate()
+        {
+            let mut b = chunking.to_vec();
+            b.extend_from_slice(&stream);
+            write(&out.join("stream"), &format!("{gname}-{k}"), &b);
+        }
+        n_files += 1;
+    }
+    println!("wrote {n_files} file and {} stream seeds", 3 * n_files);
     println!(
         "wrote {} descriptor seeds ({} golden vectors) for {} targets into {}",
         descs.len(),
