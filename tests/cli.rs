@@ -1,0 +1,1200 @@
+//! End-to-end tests of the `tensordesc` command-line tool: the binary is run as a user
+//! would run it, and its output is checked against the library (and the golden vectors).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use tensordesc::file::{FileReader, FileWriter};
+use tensordesc::stream::StreamWriter;
+use tensordesc::{
+    decode, BoundTensor, ElementType, Mode, NodeSpec, QuantScheme, Quantization, RegionSpec,
+    TensorBuilder,
+};
+
+// ---------------------------------------------------------------------------------------
+// Running the binary
+// ---------------------------------------------------------------------------------------
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+        .args(args)
+        .output()
+        .expect("the tensordesc binary runs");
+    let r = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    };
+    // Never a panic or a backtrace, whatever the command.
+    assert!(
+        !r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"),
+        "{args:?} panicked:\n{}",
+        r.stderr
+    );
+    r
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("test paths are UTF-8")
+}
+
+/// A fresh directory for one test, under Cargo's per-target temporary directory.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn vector(name: &str) -> PathBuf {
+    common::vectors_dir().join(format!("{name}.hex"))
+}
+
+/// The demo's `.tdf`, made once and shared by the tests that read it.
+fn demo() -> &'static (PathBuf, String) {
+    static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
+    DEMO.get_or_init(|| {
+        let dir = scratch("demo");
+        let path = dir.join("demo.tdf");
+        let r = run(&["demo", "--out", p(&path)]);
+        assert_eq!(r.code, 0, "demo failed:\n{}\n{}", r.stdout, r.stderr);
+        (path, r.stdout)
+    })
+}
+
+/// A line of `error: STATUS: detail` on stderr and nothing else.
+fn assert_one_error_line(r: &Run, status: &str) {
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one error line, got:\n{}",
+        r.stderr
+    );
+    assert!(
+        lines[0].starts_with(&format!("error: {status}: ")),
+        "expected `error: {status}: ...`, got {:?}",
+        lines[0]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A minimal JSON parser (recursive descent), to check that `inspect --json` is JSON
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    /// The number's text, so 64-bit integers compare exactly.
+    Num(String),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn get(&self, key: &str) -> &Json {
+        match self {
+            Json::Obj(m) => m
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .unwrap_or_else(|| panic!("no member {key:?}")),
+            other => panic!("{other:?} is not an object (looking for {key:?})"),
+        }
+    }
+    fn u64(&self) -> u64 {
+        match self {
+            Json::Num(s) => s.parse().unwrap_or_else(|_| panic!("{s} is not a u64")),
+            other => panic!("{other:?} is not a number"),
+        }
+    }
+    fn str(&self) -> &str {
+        match self {
+            Json::Str(s) => s,
+            other => panic!("{other:?} is not a string"),
+        }
+    }
+    fn arr(&self) -> &[Json] {
+        match self {
+            Json::Arr(v) => v,
+            other => panic!("{other:?} is not an array"),
+        }
+    }
+    fn u64s(&self) -> Vec<u64> {
+        self.arr().iter().map(Json::u64).collect()
+    }
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn parse(text: &str) -> Result<Json, String> {
+        let mut p = Parser {
+            s: text.as_bytes(),
+            i: 0,
+        };
+        let v = p.value(0)?;
+        p.ws();
+        if p.i != p.s.len() {
+            return Err(format!("trailing bytes at {}", p.i));
+        }
+        Ok(v)
+    }
+    fn ws(&mut self) {
+        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) -> Result<(), String> {
+        self.ws();
+        if self.s.get(self.i) == Some(&c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected {:?} at byte {}", c as char, self.i))
+        }
+    }
+    fn lit(&mut self, word: &str, v: Json) -> Result<Json, String> {
+        if self.s[self.i..].starts_with(word.as_bytes()) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(format!("bad literal at byte {}", self.i))
+        }
+    }
+    fn value(&mut self, depth: usize) -> Result<Json, String> {
+        if depth > 64 {
+            return Err("nesting too deep".into());
+        }
+        self.ws();
+        match self.s.get(self.i) {
+            None => Err("unexpected end".into()),
+            Some(b'{') => {
+                self.i += 1;
+                let mut m = Vec::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                    return Ok(Json::Obj(m));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    if m.iter().any(|(x, _): &(String, Json)| *x == k) {
+                        return Err(format!("duplicate key {k:?}"));
+                    }
+                    self.eat(b':')?;
+                    let v = self.value(depth + 1)?;
+                    m.push((k, v));
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(Json::Obj(m));
+                        }
+                        _ => return Err(format!("expected , or }} at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut v = Vec::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                    return Ok(Json::Arr(v));
+                }
+                loop {
+                    v.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(Json::Arr(v));
+                        }
+                        _ => return Err(format!("expected , or ] at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.lit("true", Json::Bool(true)),
+            Some(b'f') => self.lit("false", Json::Bool(false)),
+            Some(b'n') => self.lit("null", Json::Null),
+            Some(_) => self.number(),
+        }
+    }
+    fn string(&mut self) -> Result<String, String> {
+        if self.s.get(self.i) != Some(&b'"') {
+            return Err(format!("expected a string at byte {}", self.i));
+        }
+        self.i += 1;
+        let mut out = String::new();
+        loop {
+            let c = *self.s.get(self.i).ok_or("unterminated string")?;
+            self.i += 1;
+            match c {
+                b'"' => return Ok(out),
+                b'\\' => {
+                    let e = *self.s.get(self.i).ok_or("bad escape")?;
+                    self.i += 1;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'n' => out.push('\n'),
+                        b't' => out.push('\t'),
+                        b'r' => out.push('\r'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'u' => {
+                            let h = self.s.get(self.i..self.i + 4).ok_or("short \\u")?;
+                            let h = std::str::from_utf8(h).map_err(|e| e.to_string())?;
+                            let v = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
+                            self.i += 4;
+                            out.push(char::from_u32(v).ok_or("surrogate escape")?);
+                        }
+                        _ => return Err(format!("bad escape at byte {}", self.i)),
+                    }
+                }
+                c if c < 0x20 => return Err(format!("raw control byte at {}", self.i)),
+                _ => {
+                    // Copy one UTF-8 sequence.
+                    let start = self.i - 1;
+                    let mut end = self.i;
+                    while end < self.s.len() && (self.s[end] & 0xC0) == 0x80 {
+                        end += 1;
+                    }
+                    out.push_str(
+                        std::str::from_utf8(&self.s[start..end]).map_err(|e| e.to_string())?,
+                    );
+                    self.i = end;
+                }
+            }
+        }
+    }
+    fn number(&mut self) -> Result<Json, String> {
+        let start = self.i;
+        let digits = |p: &mut Parser<'_>| {
+            let s = p.i;
+            while p.i < p.s.len() && p.s[p.i].is_ascii_digit() {
+                p.i += 1;
+            }
+            p.i > s
+        };
+        if self.s.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        if self.s.get(self.i) == Some(&b'0') {
+            self.i += 1;
+        } else if !digits(self) {
+            return Err(format!("bad number at byte {start}"));
+        }
+        if self.s.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            if !digits(self) {
+                return Err(format!("bad fraction at byte {start}"));
+            }
+        }
+        if matches!(self.s.get(self.i), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if !digits(self) {
+                return Err(format!("bad exponent at byte {start}"));
+            }
+        }
+        Ok(Json::Num(
+            String::from_utf8_lossy(&self.s[start..self.i]).into_owned(),
+        ))
+    }
+}
+
+#[test]
+fn the_json_checker_rejects_broken_json() {
+    assert!(Parser::parse(r#"{"a": [1, 2.5e-3, "x\n", null, true]}"#).is_ok());
+    for bad in [
+        "{",
+        r#"{"a" 1}"#,
+        "[1,]",
+        "01",
+        r#"{"a":1,"a":2}"#,
+        "\"\u{1}\"",
+        "1 2",
+        "NaN",
+    ] {
+        assert!(Parser::parse(bad).is_err(), "{bad:?} accepted");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// demo
+// ---------------------------------------------------------------------------------------
+
+const FAMILIES: [&str; 12] = [
+    "ROW_MAJOR",
+    "COL_MAJOR",
+    "STRIDED",
+    "TILED",
+    "DIM_ORDER",
+    "COO",
+    "CSR",
+    "CSC",
+    "CSF",
+    "BLOCK_PAGED",
+    "SPLAT",
+    "SUBPAVING",
+];
+
+#[test]
+fn demo_names_every_layout_family_and_writes_a_valid_file() {
+    let (path, stdout) = demo();
+    for f in FAMILIES {
+        assert!(stdout.contains(f), "demo output does not name {f}");
+    }
+    let families_line = stdout
+        .lines()
+        .find(|l| l.starts_with("Layout families in one tensor:"))
+        .expect("a summary line of the families");
+    for f in FAMILIES {
+        assert!(
+            families_line.split_whitespace().any(|w| w == f),
+            "{f} missing from {families_line:?}"
+        );
+    }
+    assert!(stdout.contains("ok"), "no located element was checked");
+    assert!(!stdout.contains("MISMATCH"));
+
+    // The file it wrote is a valid .tdf: the library reads it, every tensor binds and its
+    // contents validate.
+    let r = FileReader::open(path, Mode::Strict).unwrap();
+    assert_eq!(r.len(), 5);
+    let w = r.get("weights").unwrap();
+    let d = w.descriptor().unwrap();
+    assert_eq!(d.shape(), &[4096, 4096]);
+    assert_eq!(d.element_type(), ElementType::Int8);
+    let tags: Vec<&str> = d
+        .regions()
+        .map(|v| tensordesc::layout::tag_name(v.layout_tag()))
+        .collect();
+    for f in FAMILIES.iter().filter(|f| **f != "SUBPAVING") {
+        assert!(tags.contains(f), "no {f} region in the demo tensor");
+    }
+    for e in r.entries() {
+        let t = BoundTensor::bind(e.descriptor().unwrap(), e.buffers().unwrap()).unwrap();
+        t.validate().unwrap();
+    }
+}
+
+#[test]
+fn demo_refuses_an_unwritable_path_with_one_error_line() {
+    let r = run(&["demo", "--out", "/nonexistent-dir/x/demo.tdf"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+}
+
+// ---------------------------------------------------------------------------------------
+// inspect
+// ---------------------------------------------------------------------------------------
+
+fn inspect_json(path: &Path, extra: &[&str]) -> Json {
+    let mut args = vec!["inspect", "--json"];
+    args.extend_from_slice(extra);
+    args.push(p(path));
+    let r = run(&args);
+    assert_eq!(r.code, 0, "inspect --json {}: {}", path.display(), r.stderr);
+    let j = Parser::parse(&r.stdout).unwrap_or_else(|e| {
+        panic!(
+            "inspect --json {}: invalid JSON: {e}\n{}",
+            path.display(),
+            r.stdout
+        )
+    });
+    assert_eq!(j.get("format").str(), "tensordesc-inspect");
+    assert_eq!(j.get("format_version").u64(), 1);
+    j
+}
+
+/// The JSON `descriptor` object agrees with the decoded descriptor.
+fn check_descriptor_json(j: &Json, d: &tensordesc::Descriptor) {
+    assert_eq!(j.get("element_type").str(), d.element_type().name());
+    assert_eq!(j.get("rank").u64(), d.rank() as u64);
+    assert_eq!(j.get("shape").u64s(), d.shape());
+    assert_eq!(j.get("descriptor_length").u64(), d.encoded_len());
+    assert_eq!(j.get("layout").get("tag").u64(), d.layout_tag() as u64);
+    assert_eq!(
+        j.get("layout").get("name").str(),
+        tensordesc::layout::tag_name(d.layout_tag())
+    );
+    assert_eq!(
+        j.get("buffer_count").u64(),
+        d.effective_buffers().len() as u64
+    );
+    let bufs = j.get("buffers").arr();
+    assert_eq!(bufs.len(), d.effective_buffers().len());
+    for (k, b) in bufs.iter().enumerate() {
+        let info = d.buffer_info(k).unwrap();
+        assert_eq!(b.get("index").u64(), k as u64);
+        assert_eq!(b.get("size_bytes").u64(), info.handle.size_bytes);
+        assert_eq!(b.get("role").str(), info.role.name());
+        assert_eq!(
+            b.get("alignment_log2").u64(),
+            info.handle.alignment_log2 as u64
+        );
+        match info.region {
+            Some(r) => assert_eq!(b.get("region").u64(), r as u64),
+            None => assert_eq!(b.get("region"), &Json::Null),
+        }
+    }
+    let regions = j.get("regions").arr();
+    assert_eq!(j.get("region_count").u64(), d.region_count() as u64);
+    assert_eq!(regions.len(), d.region_count());
+    for (r, v) in regions.iter().zip(d.regions()) {
+        assert_eq!(r.get("index").u64(), v.index() as u64);
+        assert_eq!(r.get("shape").u64s(), v.shape());
+        assert_eq!(r.get("global_origin").u64s(), v.global_origin());
+        assert_eq!(r.get("origin").u64s(), v.origin());
+        assert_eq!(r.get("layout").get("tag").u64(), v.layout_tag() as u64);
+        assert_eq!(r.get("first_buffer").u64(), v.first_buffer() as u64);
+        assert_eq!(r.get("buffer_count").u64(), v.buffer_count() as u64);
+    }
+}
+
+#[test]
+fn inspect_json_parses_and_matches_every_accepted_vector() {
+    for e in common::manifest() {
+        let Ok(expect) = &e.expect else { continue };
+        let mode_flag: &[&str] = match e.mode {
+            Mode::Strict => &[],
+            Mode::Permissive => &["--permissive"],
+        };
+        let path = vector(&e.name);
+        let j = inspect_json(&path, mode_flag);
+        assert_eq!(j.get("kind").str(), "descriptor");
+        let tensors = j.get("tensors").arr();
+        assert_eq!(tensors.len(), 1);
+        let dj = tensors[0].get("descriptor");
+        // Against the manifest ...
+        assert_eq!(
+            dj.get("element_type").str(),
+            expect.element_type,
+            "{}",
+            e.name
+        );
+        assert_eq!(dj.get("shape").u64s(), expect.shape, "{}", e.name);
+        assert_eq!(
+            dj.get("layout").get("tag").u64(),
+            expect.layout as u64,
+            "{}",
+            e.name
+        );
+        assert_eq!(
+            dj.get("buffer_count").u64(),
+            expect.buffers as u64,
+            "{}",
+            e.name
+        );
+        assert_eq!(
+            dj.get("region_count").u64(),
+            expect.regions as u64,
+            "{}",
+            e.name
+        );
+        // ... and against the library, field by field.
+        let bytes = common::read_vector(&e.name);
+        let d = decode(&bytes, e.mode).unwrap();
+        check_descriptor_json(dj, &d);
+        assert_eq!(dj.get("bindable"), &Json::Bool(d.is_bindable()));
+    }
+}
+
+#[test]
+fn inspect_json_of_a_tdf_gives_names_and_file_offsets() {
+    let (path, _) = demo();
+    let j = inspect_json(path, &[]);
+    assert_eq!(j.get("kind").str(), "file");
+    assert_eq!(j.get("file").get("data_buffer_alignment").u64(), 64);
+    let r = FileReader::open(path, Mode::Strict).unwrap();
+    let tensors = j.get("tensors").arr();
+    assert_eq!(tensors.len(), r.len());
+    for (t, e) in tensors.iter().zip(r.entries()) {
+        assert_eq!(t.get("name").str(), e.name());
+        assert_eq!(t.get("descriptor_offset").u64(), e.descriptor_range().start);
+        assert_eq!(t.get("data_offset").u64(), e.data_range().start);
+        let d = e.descriptor().unwrap();
+        check_descriptor_json(t.get("descriptor"), d);
+        let offsets: Vec<u64> = t
+            .get("descriptor")
+            .get("buffers")
+            .arr()
+            .iter()
+            .map(|b| b.get("file_offset").u64())
+            .collect();
+        let want: Vec<u64> = e.buffer_ranges().unwrap().iter().map(|r| r.start).collect();
+        assert_eq!(offsets, want);
+    }
+    let w = &tensors[0];
+    assert_eq!(w.get("name").str(), "weights");
+    assert_eq!(w.get("descriptor").get("region_count").u64(), 21);
+}
+
+#[test]
+fn inspect_text_shows_the_tree_with_roles_sizes_devices_and_quantization() {
+    let r = run(&["inspect", p(&vector("subpaving_mixed"))]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for needle in [
+        "bare descriptor",
+        "FLOAT32 [4 x 6] SUBPAVING",
+        "region 0 [0..4, 0..3] ROW_MAJOR",
+        "region 1",
+        "CSR",
+        "INDPTR",
+        "INDICES",
+        "VALUES",
+        "CPU:0 DEFAULT align 64",
+    ] {
+        assert!(
+            r.stdout.contains(needle),
+            "{needle:?} missing:\n{}",
+            r.stdout
+        );
+    }
+    let r = run(&["inspect", p(&vector("quant_mxfp4"))]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("BLOCKWISE"), "{}", r.stdout);
+    assert!(r.stdout.contains("FLOAT8_E8M0FNU"), "{}", r.stdout);
+
+    let (path, _) = demo();
+    let r = run(&["inspect", p(path)]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains(".tdf file"));
+    assert!(r.stdout.contains("tensor \"weights\""));
+    assert!(r.stdout.contains("PAGE_POOL 1"));
+    assert!(r.stdout.contains("INDPTR level 1"));
+    assert!(r.stdout.contains("file bytes"));
+}
+
+#[test]
+fn inspect_reads_a_raw_descriptor_and_rejects_unknown_input_in_one_line() {
+    let dir = scratch("inspect-raw");
+    let raw = dir.join("t.tdsc");
+    std::fs::write(&raw, common::read_vector("csf_f32")).unwrap();
+    let j = inspect_json(&raw, &[]);
+    assert_eq!(j.get("kind").str(), "descriptor");
+    assert_eq!(
+        j.get("tensors").arr()[0]
+            .get("descriptor")
+            .get("layout")
+            .get("name")
+            .str(),
+        "CSF"
+    );
+
+    let junk = dir.join("junk.bin");
+    std::fs::write(&junk, b"PK\x03\x04 not a tensor").unwrap();
+    let r = run(&["inspect", p(&junk)]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "BAD_MAGIC");
+    // --json still prints a JSON document naming the status.
+    let r = run(&["inspect", "--json", p(&junk)]);
+    assert_eq!(r.code, 1);
+    let j = Parser::parse(&r.stdout).unwrap();
+    assert_eq!(j.get("error").get("status").str(), "BAD_MAGIC");
+
+    let r = run(&["inspect", p(&dir.join("missing.tdf"))]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------------------
+
+/// A two-tensor stream: a dense INT16 matrix and a CSR matrix.
+fn write_stream(path: &Path) -> Vec<i16> {
+    let d = TensorBuilder::row_major(ElementType::Int16, &[3, 4])
+        .build()
+        .unwrap();
+    let vals: Vec<i16> = (0..12).map(|k| k * 7 - 40).collect();
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let csr = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
+        .build()
+        .unwrap();
+    let indptr: Vec<u8> = [0u64, 1, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let indices: Vec<u8> = [2u64, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    w.write_tensor("dense", &d, &[&bytes]).unwrap();
+    w.write_tensor("sparse", &csr, &[&indptr, &indices, &values])
+        .unwrap();
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+    vals
+}
+
+#[test]
+fn stream_captures_are_inspected_validated_and_located() {
+    let dir = scratch("stream");
+    let path = dir.join("capture.bin");
+    let vals = write_stream(&path);
+
+    let j = inspect_json(&path, &[]);
+    assert_eq!(j.get("kind").str(), "stream");
+    let names: Vec<&str> = j
+        .get("tensors")
+        .arr()
+        .iter()
+        .map(|t| t.get("name").str())
+        .collect();
+    assert_eq!(names, ["dense", "sparse"]);
+
+    let r = run(&["validate", "--contents", p(&path)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("OK (stream, 2 tensors, contents valid"));
+
+    let r = run(&["locate", p(&path), "--tensor", "dense", "2,1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(&format!("value: {}\n", vals[9])),
+        "{}",
+        r.stdout
+    );
+    let r = run(&["locate", p(&path), "--tensor", "sparse", "0,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("CSR lookup"), "{}", r.stdout);
+    assert!(r.stdout.contains("value: 1.5\n"), "{}", r.stdout);
+
+    // A capture cut short is TRUNCATED (exit 1).
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = dir.join("cut.bin");
+    std::fs::write(&cut, &bytes[..bytes.len() - 20]).unwrap();
+    let r = run(&["validate", p(&cut)]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("cut.bin: TRUNCATED: "), "{}", r.stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// validate
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn validate_exit_codes_follow_the_golden_vectors() {
+    let manifest = common::manifest();
+    // Every vector that strict decoding accepts: exit 0.
+    let good: BTreeMap<String, PathBuf> = manifest
+        .iter()
+        .filter(|e| e.mode == Mode::Strict && e.expect.is_ok())
+        .map(|e| (e.name.clone(), vector(&e.name)))
+        .collect();
+    let mut args = vec!["validate"];
+    args.extend(good.values().map(|v| p(v)));
+    let r = run(&args);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.stdout.matches(": OK (").count(), good.len());
+
+    // Every rejected vector: exit 1 and `FILE: STATUS_NAME: detail` naming its status.
+    let bad: Vec<(PathBuf, &str)> = manifest
+        .iter()
+        .filter(|e| e.mode == Mode::Strict)
+        .filter_map(|e| e.expect.as_ref().err().map(|k| (vector(&e.name), k.name())))
+        .collect();
+    assert!(
+        bad.len() >= 20,
+        "the manifest lists {} rejected vectors",
+        bad.len()
+    );
+    let mut args = vec!["validate"];
+    args.extend(bad.iter().map(|(v, _)| p(v)));
+    let r = run(&args);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    for (v, status) in &bad {
+        let want = format!("{}: {status}: ", v.display());
+        assert!(
+            r.stdout.contains(&want),
+            "missing {want:?} in\n{}",
+            r.stdout
+        );
+    }
+
+    // One bad file among good ones still fails the run.
+    let r = run(&[
+        "validate",
+        p(&vector("row_major_f32")),
+        p(&vector("bad_region_overlap")),
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r
+        .stdout
+        .contains("bad_region_overlap.hex: REGION_OVERLAP: "));
+    assert!(r.stdout.contains("row_major_f32.hex: OK"));
+}
+
+#[test]
+fn validate_permissive_accepts_what_only_permissive_decoding_reads() {
+    let manifest = common::manifest();
+    let names: Vec<&str> = manifest
+        .iter()
+        .filter(|e| e.mode == Mode::Permissive && e.expect.is_ok())
+        .map(|e| e.name.as_str())
+        .filter(|n| n.starts_with("permissive_"))
+        .collect();
+    assert!(!names.is_empty());
+    let paths: Vec<PathBuf> = names.iter().map(|n| vector(n)).collect();
+    let mut args = vec!["validate", "--permissive"];
+    args.extend(paths.iter().map(|v| p(v)));
+    let r = run(&args);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("opaque parts"), "{}", r.stdout);
+
+    // Strictly, each fails with the manifest's status.
+    for n in names {
+        let status = manifest
+            .iter()
+            .find(|e| e.name == n && e.mode == Mode::Strict)
+            .and_then(|e| e.expect.as_ref().err())
+            .map(|k| k.name())
+            .unwrap();
+        let r = run(&["validate", p(&vector(n))]);
+        assert_eq!(r.code, 1, "{n}");
+        assert!(
+            r.stdout.contains(&format!(": {status}: ")),
+            "{n}: {}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn validate_usage_and_io_errors_exit_2() {
+    let r = run(&["validate"]);
+    assert_eq!(r.code, 2, "no file: usage error");
+    let r = run(&[
+        "validate",
+        "/nonexistent/file.tdf",
+        p(&vector("row_major_f32")),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("/nonexistent/file.tdf: IO: "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("row_major_f32.hex: OK"));
+    let r = run(&["validate", "--bogus-flag", p(&vector("row_major_f32"))]);
+    assert_eq!(r.code, 2);
+}
+
+#[test]
+fn validate_contents_finds_corrupt_buffers() {
+    let dir = scratch("validate-contents");
+    // A CSR matrix whose second column index is out of range.
+    let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
+        .build()
+        .unwrap();
+    let indptr: Vec<u8> = [0u64, 1, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bad_indices: Vec<u8> = [2u64, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("broken", &d, &[&indptr, &bad_indices, &values])
+        .unwrap();
+    let path = dir.join("broken.tdf");
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+
+    // Structurally the file is fine ...
+    let r = run(&["validate", p(&path)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    // ... its contents are not.
+    let r = run(&["validate", "--contents", p(&path)]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "{}: CONTENT_INVALID: tensor \"broken\": ",
+            path.display()
+        )),
+        "{}",
+        r.stdout
+    );
+    // A bare descriptor has no data: a note, not a failure.
+    let r = run(&["validate", "--contents", p(&vector("csr_f64"))]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("no data"), "{}", r.stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// locate
+// ---------------------------------------------------------------------------------------
+
+/// A file with a quantized subpaving: INT8 codes, a row-major region with a per-tensor
+/// scale and a CSR region with its own.
+fn write_locate_file(path: &Path) {
+    let q = |scale: f64, zero_point: i64| Quantization {
+        scheme: QuantScheme::PerTensorAffine { scale, zero_point },
+        expressed_type: ElementType::Float32,
+        has_zero_point: zero_point != 0,
+    };
+    let d = TensorBuilder::subpaving(
+        ElementType::Int8,
+        &[4, 6],
+        vec![
+            RegionSpec::new(
+                &[0, 0],
+                &[4, 3],
+                NodeSpec::row_major().with_quantization(q(0.5, 2)),
+            ),
+            RegionSpec::new(
+                &[0, 3],
+                &[4, 3],
+                NodeSpec::csr(2, 3).with_quantization(q(0.25, 0)),
+            ),
+        ],
+    )
+    .build()
+    .unwrap();
+    let dense: Vec<u8> = (0..12).map(|k| (k as i8 * 3 - 10) as u8).collect();
+    let indptr: Vec<u8> = [0u64, 0, 1, 1, 2]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let indices: Vec<u8> = [2u64, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values = [(-8i8) as u8, 12];
+    let plain = TensorBuilder::row_major(ElementType::Uint16, &[5])
+        .build()
+        .unwrap();
+    let plain_bytes: Vec<u8> = [10u16, 20, 30, 40, 50]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("mixed", &d, &[&dense, &indptr, &indices, &values])
+        .unwrap();
+    w.write_tensor("plain", &plain, &[&plain_bytes]).unwrap();
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
+
+#[test]
+fn locate_prints_the_location_and_the_dequantized_value() {
+    let dir = scratch("locate");
+    let path = dir.join("mixed.tdf");
+    write_locate_file(&path);
+
+    // Dense region: element [1, 2] is code 5*3 - 10 = 5; (5 - 2) * 0.5 = 1.5.
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "1,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("region path: region 0 [0..4, 0..3] ROW_MAJOR"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("location: effective buffer 0 (DATA), byte offset 5"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("stored: 0x05 (INT8 5)"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("value: 1.5 (dequantized PER_TENSOR_AFFINE -> FLOAT32)"),
+        "{}",
+        r.stdout
+    );
+
+    // CSR region: row 1 stores column 2 (global 5) = -8 -> -2; row 3 stores column 0 = 12 -> 3.
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "1,5"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("CSR lookup in effective buffers 1..4"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("local index [1, 2]"), "{}", r.stdout);
+    assert!(r.stdout.contains("value: -2 "), "{}", r.stdout);
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "3,3"]);
+    assert!(r.stdout.contains("value: 3 "), "{}", r.stdout);
+    // An unstored element is zero.
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "0,4"]);
+    assert!(r.stdout.contains("value: 0 "), "{}", r.stdout);
+
+    // Unquantized plain tensor, with its file offset.
+    let r = run(&["locate", p(&path), "--tensor", "plain", "3"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("value: 40\n"), "{}", r.stdout);
+    let reader = FileReader::open(&path, Mode::Strict).unwrap();
+    let start = reader.get("plain").unwrap().buffer_ranges().unwrap()[0].start;
+    assert!(
+        r.stdout.contains(&format!("file offset: {}\n", start + 6)),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn locate_agrees_with_the_library_on_the_demo_file() {
+    let (path, _) = demo();
+    let reader = FileReader::open(path, Mode::Strict).unwrap();
+    let e = reader.get("weights").unwrap();
+    let d = e.descriptor().unwrap();
+    let t = BoundTensor::bind(d, e.buffers().unwrap()).unwrap();
+    for idx in [[3500u64, 2100], [1030, 5], [2500, 3000], [3700, 3200]] {
+        let want = t.get_f64(&idx).unwrap() as f32;
+        let arg = format!("{},{}", idx[0], idx[1]);
+        let r = run(&["locate", p(path), "--tensor", "weights", &arg]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("value: "))
+            .unwrap_or_else(|| panic!("no value line:\n{}", r.stdout));
+        let got: f32 = line["value: ".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(got, want, "{idx:?}: {line}");
+    }
+}
+
+#[test]
+fn locate_errors_are_one_line_with_the_status() {
+    let dir = scratch("locate-errors");
+    let path = dir.join("mixed.tdf");
+    write_locate_file(&path);
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "4,0"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "INDEX_OUT_OF_BOUNDS");
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "1"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "INVALID_ARGUMENT");
+    let r = run(&["locate", p(&path), "--tensor", "nope", "1,1"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "NOT_FOUND");
+    // Two tensors and no --tensor: say which to choose.
+    let r = run(&["locate", p(&path), "1,1"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "INVALID_ARGUMENT");
+    assert!(r.stderr.contains("\"mixed\""));
+    let r = run(&["locate", p(&path), "--tensor", "mixed", "1,x"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "INVALID_ARGUMENT");
+    // A bare descriptor: the location, no value.
+    let r = run(&["locate", p(&vector("subpaving_mixed")), "1,4"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("CSR lookup"), "{}", r.stdout);
+    assert!(r.stdout.contains("value: not available"), "{}", r.stdout);
+    // Scalars take `-`.
+    let r = run(&["locate", p(&vector("scalar_f64")), "-"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("byte offset 0"), "{}", r.stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// convert
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn convert_round_trips_a_safetensors_file() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("convert");
+    let f32s: Vec<u8> = (0..6)
+        .flat_map(|k| (k as f32 * 0.5 - 1.0).to_le_bytes())
+        .collect();
+    let i64s: Vec<u8> = (0..4i64)
+        .flat_map(|k| (k * 1_000_000_007 - 3).to_le_bytes())
+        .collect();
+    let bf16s: Vec<u8> = (0..12u16)
+        .flat_map(|k| (0x3F80 + k).to_le_bytes())
+        .collect();
+    let bools = vec![1u8, 0, 1];
+    let tensors: Vec<(&str, TensorView<'_>)> = vec![
+        (
+            "layer.0.weight",
+            TensorView::new(Dtype::F32, vec![2, 3], &f32s).unwrap(),
+        ),
+        (
+            "layer.0.ids",
+            TensorView::new(Dtype::I64, vec![4], &i64s).unwrap(),
+        ),
+        (
+            "emb",
+            TensorView::new(Dtype::BF16, vec![3, 2, 2], &bf16s).unwrap(),
+        ),
+        (
+            "mask",
+            TensorView::new(Dtype::BOOL, vec![3], &bools).unwrap(),
+        ),
+    ];
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    let bytes = safetensors::serialize(tensors.clone(), &Some(meta)).unwrap();
+    let input = dir.join("model.safetensors");
+    std::fs::write(&input, &bytes).unwrap();
+    let output = dir.join("model.tdf");
+
+    let r = run(&["convert", p(&input), p(&output)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("converted 4 tensors"), "{}", r.stdout);
+    assert!(r.stdout.contains("__metadata__"), "{}", r.stdout);
+    assert!(!dir.join("model.tdf.partial").exists());
+
+    // Read it back with the library: same names, ROW_MAJOR descriptors, same bytes.
+    let reader = FileReader::open(&output, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), tensors.len());
+    let want_et = |dt: Dtype| match dt {
+        Dtype::F32 => ElementType::Float32,
+        Dtype::I64 => ElementType::Int64,
+        Dtype::BF16 => ElementType::Bfloat16,
+        Dtype::BOOL => ElementType::Bool,
+        other => panic!("{other:?}"),
+    };
+    for (name, view) in &tensors {
+        let e = reader.get(name).unwrap();
+        let d = e.descriptor().unwrap();
+        assert_eq!(d.layout_tag(), tensordesc::layout::tag::ROW_MAJOR);
+        assert_eq!(d.element_type(), want_et(view.dtype()));
+        let shape: Vec<u64> = view.shape().iter().map(|&x| x as u64).collect();
+        assert_eq!(d.shape(), &shape[..]);
+        assert_eq!(e.buffers().unwrap(), vec![view.data()], "{name}");
+    }
+    let r = run(&["validate", "--contents", p(&output)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let r = run(&["locate", p(&output), "--tensor", "layer.0.weight", "1,2"]);
+    assert!(r.stdout.contains("value: 1.5\n"), "{}", r.stdout);
+}
+
+#[test]
+fn convert_rejects_unsupported_dtypes_and_bad_input_clearly() {
+    let dir = scratch("convert-bad");
+    // A hand-made safetensors file with a dtype this converter does not know.
+    let header = br#"{"x":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.push(0x21);
+    let input = dir.join("f4.safetensors");
+    std::fs::write(&input, &bytes).unwrap();
+    let output = dir.join("out.tdf");
+    let r = run(&["convert", p(&input), p(&output)]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "INVALID_ELEMENT_TYPE");
+    assert!(r.stderr.contains("\"F4\""), "{}", r.stderr);
+    assert!(!output.exists());
+
+    let junk = dir.join("junk.safetensors");
+    std::fs::write(&junk, b"\x02\x00\x00\x00\x00\x00\x00\x00{x").unwrap();
+    let r = run(&["convert", p(&junk), p(&output)]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "CONTENT_INVALID");
+
+    let r = run(&["convert", p(&dir.join("missing.safetensors")), p(&output)]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+}
+
+// ---------------------------------------------------------------------------------------
+// Help
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn help_lists_every_command() {
+    let r = run(&["--help"]);
+    assert_eq!(r.code, 0);
+    for c in ["demo", "inspect", "validate", "locate", "convert"] {
+        assert!(r.stdout.contains(c), "--help does not mention {c}");
+    }
+    assert!(r.stdout.contains("Exit status"));
+    let r = run(&["locate", "--help"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("--tensor"));
+    let r = run(&["frobnicate"]);
+    assert_eq!(r.code, 2);
+}
+
+#[test]
+fn broken_pipes_end_quietly() {
+    // `tensordesc inspect big | head -c 16`: the reader goes away while the tool still has
+    // hundreds of kilobytes to write (more than a pipe buffers); no panic, no error line.
+    use std::io::Read;
+    use std::process::Stdio;
+    let dir = scratch("pipe");
+    let regions: Vec<RegionSpec> = (0..3000u64)
+        .map(|r| RegionSpec::new(&[r, 0], &[1, 4], NodeSpec::row_major()))
+        .collect();
+    let d = TensorBuilder::subpaving(ElementType::Uint8, &[3000, 4], regions)
+        .build()
+        .unwrap();
+    let path = dir.join("many.tdsc");
+    std::fs::write(&path, d.encode().unwrap()).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["inspect"];
+        if json {
+            args.push("--json");
+        }
+        args.push(p(&path));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut first)
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!stderr.contains("error:"), "{stderr}");
+        assert_eq!(out.status.code(), Some(0));
+    }
+}
+
+#[test]
+fn json_escapes_awkward_tensor_names() {
+    let dir = scratch("json-names");
+    let name = "we\"ird\\ name\n\t\u{1}é✓";
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .build()
+        .unwrap();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor(name, &d, &[&[7, 9]]).unwrap();
+    let path = dir.join("names.tdf");
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+    let j = inspect_json(&path, &[]);
+    assert_eq!(j.get("tensors").arr()[0].get("name").str(), name);
+    // The text tree quotes it on one line too.
+    let r = run(&["inspect", p(&path)]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains(r#"tensor "we\"ird\\ name\n\t\u{1}é✓""#),
+        "{}",
+        r.stdout
+    );
+}
