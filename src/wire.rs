@@ -51,7 +51,7 @@ impl<'a> Reader<'a> {
         )
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(self.overrun(n, field));
@@ -61,7 +61,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    #[inline]
+    #[inline(always)]
     fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N]> {
         if N > self.remaining() {
             return Err(self.overrun(N, field));
@@ -73,73 +73,76 @@ impl<'a> Reader<'a> {
     }
 
     /// Read `n` raw bytes.
-    #[inline]
+    #[inline(always)]
     pub fn bytes(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         self.take(n, field)
     }
 
     /// Read a u8.
-    #[inline]
+    #[inline(always)]
     pub fn u8(&mut self, field: &str) -> Result<u8> {
         Ok(self.array::<1>(field)?[0])
     }
 
     /// Read a little-endian u16.
-    #[inline]
+    #[inline(always)]
     pub fn u16(&mut self, field: &str) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian u32.
-    #[inline]
+    #[inline(always)]
     pub fn u32(&mut self, field: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian u64.
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self, field: &str) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array(field)?))
     }
 
     /// Read a little-endian i64.
-    #[inline]
+    #[inline(always)]
     pub fn i64(&mut self, field: &str) -> Result<i64> {
         Ok(self.u64(field)? as i64)
     }
 
     /// Read a little-endian f64.
-    #[inline]
+    #[inline(always)]
     pub fn f64(&mut self, field: &str) -> Result<f64> {
         Ok(f64::from_bits(self.u64(field)?))
     }
 
+    #[cold]
+    #[inline(never)]
+    fn does_not_fit(&self, count: u64, item_size: u64, field: &str) -> Error {
+        let msg = match count.checked_mul(item_size) {
+            None => format!(
+                "{field} at byte {}: {count} items of {item_size} bytes overflow",
+                self.pos
+            ),
+            Some(need) => format!(
+                "{field} at byte {}: {count} items of {item_size} bytes need {need} bytes but only {} remain in the window",
+                self.pos,
+                self.remaining()
+            ),
+        };
+        Error::new(ErrorKind::LengthMismatch, msg)
+    }
+
     /// Check that `count` items of `item_size` bytes fit in the window before anything is
     /// allocated for them.
+    #[inline]
     pub fn check_fits(&self, count: u64, item_size: u64, field: &str) -> Result<usize> {
-        let need = count.checked_mul(item_size).ok_or_else(|| {
-            Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "{field} at byte {}: {count} items of {item_size} bytes overflow",
-                    self.pos
-                ),
-            )
-        })?;
-        if need > self.remaining() as u64 {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "{field} at byte {}: {count} items of {item_size} bytes need {need} bytes but only {} remain in the window",
-                    self.pos,
-                    self.remaining()
-                ),
-            ));
+        match count.checked_mul(item_size) {
+            Some(need) if need <= self.remaining() as u64 => Ok(need as usize),
+            _ => Err(self.does_not_fit(count, item_size, field)),
         }
-        Ok(need as usize)
     }
 
     /// Carve a sub-window of `len` bytes starting at the current position and advance past it.
+    #[inline]
     pub fn window(&mut self, len: u64, field: &str) -> Result<Reader<'a>> {
         let n = self.check_fits(len, 1, field)?;
         let sub = Reader {
@@ -168,7 +171,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The rest of the window, not consumed.
-    #[inline]
+    #[inline(always)]
     pub fn peek_rest(&self) -> &'a [u8] {
         &self.bytes[self.pos..self.end]
     }
