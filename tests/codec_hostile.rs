@@ -482,13 +482,22 @@ fn random_mutations_never_panic_and_round_trip_when_accepted() {
     let mut corpus: Vec<Vec<u8>> = manifest().iter().map(|e| read_vector(&e.name)).collect();
     corpus.dedup();
     corpus.extend(generated_corpus());
-    let mut rng = Rng(0x7E57_DE5C_0DEC_0001);
+    let seed = std::env::var("TDESC_MUTATION_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x7E57_DE5C_0DEC_0001);
+    let mut rng = Rng(seed);
     let (mut tried, mut accepted) = (0usize, 0usize);
     // Every corpus entry itself, then a few thousand mutations spread over the corpus.
     for b in &corpus {
         exercise(b, &mut rng);
     }
-    for k in 0..10_000 {
+    // TDESC_MUTATIONS=n runs a longer campaign (e.g. in release mode, outside CI).
+    let rounds: usize = std::env::var("TDESC_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    for k in 0..rounds {
         let base = &corpus[k % corpus.len()];
         let m = mutate(&mut rng, base);
         accepted += exercise(&m, &mut rng);

@@ -605,8 +605,16 @@ fn round_trip(b: &TensorBuilder, probe: u64) -> Result<(), TestCaseError> {
     check_consistent(&d, probe)
 }
 
+/// Case count: `default`, or `PROPTEST_CASES` for a longer run outside CI.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(256), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_layout_round_trips(b in tensors(20), probe in any::<u64>()) {
@@ -620,7 +628,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(96), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// A newer minor version with trailing bytes: strict refuses it, permissive keeps the
     /// bytes and re-encodes them verbatim.
