@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The C and C++ test programs (c_tests/) under AddressSanitizer + UndefinedBehaviorSanitizer
+# (leak detection on), compiled with clang against libtensordesc.so and libtensordesc.a,
+# then Miri over the Rust unit tests that exercise unsafe code, when a nightly toolchain
+# with Miri is available.
+#
+#   scripts/sanitize.sh            # ASan/UBSan C tests, then Miri
+#   SANITIZE_MIRI=0 scripts/sanitize.sh   # skip Miri
+#
+# The Rust side is not instrumented: ASan's runtime replaces malloc/free for the whole
+# process, and the library allocates through the system allocator, so use-after-free,
+# double free, overflows of library-returned memory and leaks of library objects
+# (a descriptor, tensor or string never freed) are caught across the boundary. Valgrind
+# is c_tests/run_valgrind.sh.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+if ! command -v clang >/dev/null || ! command -v clang++ >/dev/null; then
+  echo "== installing clang"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang
+fi
+
+# Builds the library, compiles and runs the C tests once uninstrumented, stages the
+# library under target/debug/c_tests/lib and writes the inputs test_c_api reads.
+echo "== cargo test --test c_api"
+cargo test --quiet --test c_api
+
+target="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
+lib="$target/lib"
+out="$target/sanitize"
+mkdir -p "$out"
+[ -e "$lib/libtensordesc.so" ] || { echo "no $lib/libtensordesc.so (did tests/c_api.rs change?)" >&2; exit 1; }
+
+san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:detect_invalid_pointer_pairs=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="report_objects=1"
+
+# Arguments each program takes (see its usage line).
+args_for() {
+  case "$1" in
+    test_c_api) echo "$target/rust_bytes" ;;
+    test_golden | test_golden_static) echo "$root/tests/vectors" ;;
+    *) echo "" ;;
+  esac
+}
+
+ran=0
+run() {
+  local exe="$1" name
+  name="$(basename "$exe")"
+  echo "== $name (ASan + UBSan)"
+  # shellcheck disable=SC2046
+  "$exe" $(args_for "${name%_asan}") | tail -n 3
+  ran=$((ran + 1))
+}
+
+for src in c_tests/*.c c_tests/*.cpp; do
+  [ -e "$src" ] || continue
+  base="$(basename "$src")"
+  stem="${base%.*}"
+  if [[ "$src" == *.cpp ]]; then
+    cc=(clang++ -std=c++17)
+  else
+    cc=(clang -std=c11)
+  fi
+  flags=(-Wall -Wextra -Werror -pedantic -I "$root/include")
+  if ! grep -q 'int main' "$src"; then
+    echo "== $base: compile only"
+    "${cc[@]}" "${flags[@]}" "${san[@]}" -c "$src" -o "$out/$stem.o"
+    continue
+  fi
+  "${cc[@]}" "${flags[@]}" "${san[@]}" "$src" -o "$out/${stem}_asan" \
+    -L"$lib" -ltensordesc -Wl,-rpath,"$lib"
+  run "$out/${stem}_asan"
+  if [ "$stem" = test_golden ]; then
+    # The same program against the static library.
+    "${cc[@]}" "${flags[@]}" "${san[@]}" "$src" -o "$out/test_golden_static_asan" \
+      "$lib/libtensordesc.a" -lpthread -ldl -lm
+    run "$out/test_golden_static_asan"
+  fi
+done
+[ "$ran" -gt 0 ] || { echo "no C test programs found in c_tests/" >&2; exit 1; }
+echo "== ASan + UBSan: $ran programs clean"
+
+if [ "${SANITIZE_MIRI:-1}" != 0 ]; then
+  if cargo +nightly miri --version >/dev/null 2>&1; then
+    # Miri runs the library's unit tests that touch unsafe code: the C ABI (src/ffi) and
+    # the file transport's memory map and aligned buffers (src/file.rs). Miri cannot call
+    # mmap on a real file or foreign code, so tests needing those are #[cfg_attr(miri,
+    # ignore)] in their modules; everything else runs under Miri's UB checks.
+    echo "== cargo +nightly miri test --lib ffi:: file:: stream:: bound:: lookup::"
+    MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}" \
+      cargo +nightly miri test --quiet --lib -- ffi:: file:: stream:: bound:: lookup::
+  else
+    echo "== Miri not available (needs: rustup toolchain install nightly --component miri); skipped"
+  fi
+fi
