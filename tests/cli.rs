@@ -685,6 +685,20 @@ fn stream_captures_are_inspected_validated_and_located() {
     assert!(r.stdout.contains("CSR lookup"), "{}", r.stdout);
     assert!(r.stdout.contains("value: 1.5\n"), "{}", r.stdout);
 
+    // `-` reads standard input: `producer | tensordesc inspect -`.
+    let out = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+        .args(["inspect", "-"])
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("-: stream capture"), "{text}");
+    assert!(
+        text.contains("tensor \"sparse\": FLOAT32 [2 x 3] CSR"),
+        "{text}"
+    );
+
     // A capture cut short is TRUNCATED (exit 1).
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.join("cut.bin");

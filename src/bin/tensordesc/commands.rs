@@ -61,7 +61,7 @@ fn write_inspect_text(
 ) -> std::io::Result<()> {
     let size = input.bytes().len() as u64;
     let p = path.display();
-    let tensors = parsed.tensors();
+    let tensors = parsed.tensors(false);
     match parsed {
         Parsed::Descriptor { desc, trailing } => {
             write!(
@@ -189,7 +189,7 @@ pub fn validate(
         };
         let mut failures = 0usize;
         let mut notes = Vec::new();
-        let tensors = parsed.tensors();
+        let tensors = parsed.tensors(contents);
         for t in &tensors {
             let label = tensor_label(t.name);
             if let Some(e) = t.problem {
@@ -383,7 +383,7 @@ pub fn locate(
     let parsed = input
         .parse(mode, true)
         .map_err(|e| e.context(path.display()))?;
-    let tensors = parsed.tensors();
+    let tensors = parsed.tensors(true);
     if tensors.is_empty() {
         return Err(Error::new(
             ErrorKind::NotFound,

@@ -475,7 +475,7 @@ fn csr_leaf(b: &mut Built, origin: [u64; 2], shape: [u64; 2], seed: u64) -> Node
         shape,
         seed,
         SparseParts {
-            label: "sparse rows (CSR)",
+            label: "one row in five empty",
             entries,
             node,
             buffers: bufs,
@@ -511,7 +511,7 @@ fn csc_leaf(b: &mut Built, origin: [u64; 2], shape: [u64; 2], seed: u64) -> Node
         shape,
         seed,
         SparseParts {
-            label: "sparse columns (CSC)",
+            label: "one column in seven empty",
             entries,
             node,
             buffers: bufs,
@@ -545,7 +545,7 @@ fn coo_leaf(b: &mut Built, origin: [u64; 2], shape: [u64; 2], seed: u64) -> Node
         shape,
         seed,
         SparseParts {
-            label: "scattered entries (COO)",
+            label: "8192 scattered entries",
             entries,
             node,
             buffers: bufs,
@@ -590,7 +590,7 @@ fn csf_leaf(b: &mut Built, origin: [u64; 2], shape: [u64; 2], seed: u64) -> Resu
         shape,
         seed,
         SparseParts {
-            label: "fibres (CSF, column-major levels)",
+            label: "fibres by column",
             entries,
             node,
             buffers: bufs,
@@ -661,7 +661,7 @@ fn paged_leaf(b: &mut Built, origin: [u64; 2], shape: [u64; 2], seed: u64) -> No
         scale: 0.03,
         zero_point: 0,
     };
-    let label = "paged rows, KV-cache style (BLOCK_PAGED)";
+    let label = "KV-cache style: rows of pages, some unallocated";
     b.region_labels.push(label);
     let node = NodeSpec::block_paged(block, 2)
         .with_buffers(handles)
@@ -722,7 +722,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     // Band 1: dense tiles, four physical orders.
     let n = dense_leaf(
         &mut b,
-        "dense tile (ROW_MAJOR)",
+        "zero point 5",
         [0, 0],
         q,
         Phys::RowMajor,
@@ -733,7 +733,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     let per_col: Vec<f32> = (0..1024).map(|j| 0.01 + 0.0001 * (j % 50) as f32).collect();
     let n = dense_leaf(
         &mut b,
-        "dense tile, per-column scales (COL_MAJOR)",
+        "one scale per column",
         [0, 1024],
         q,
         Phys::ColMajor,
@@ -743,7 +743,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     top.push(RegionSpec::new(&[0, 1024], &q, n));
     let n = dense_leaf(
         &mut b,
-        "dense tile, padded row pitch 1056 (STRIDED)",
+        "rows padded to 1056",
         [0, 2048],
         q,
         Phys::Strided(1056),
@@ -753,7 +753,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     top.push(RegionSpec::new(&[0, 2048], &q, n));
     let n = dense_leaf(
         &mut b,
-        "dense tile in 64x64 tiles (TILED)",
+        "64 x 64 tiles",
         [0, 3072],
         q,
         Phys::Tiled(64),
@@ -777,18 +777,10 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     top.push(RegionSpec::new(&[2048, 2048], &half, n));
 
     // Band 4: a fill and a nested subpaving of blockwise-quantized tiles.
-    let n = splat_leaf(
-        &mut b,
-        "constant 0.5 fill (SPLAT)",
-        [3072, 0],
-        half,
-        25,
-        0.02,
-    );
+    let n = splat_leaf(&mut b, "constant 0.5", [3072, 0], half, 25, 0.02);
     top.push(RegionSpec::new(&[3072, 0], &half, n));
 
-    b.region_labels
-        .push("nested subpaving of 512x512 blockwise tiles");
+    b.region_labels.push("blockwise-quantized 512 x 512 tiles");
     let t = [512u64, 512];
     let o = [3072u64, 2048];
     let at = |di: u64, dj: u64| [o[0] + di, o[1] + dj];
@@ -797,7 +789,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     let mut inner = Vec::new();
     let n = dense_leaf(
         &mut b,
-        "Q8_0-style: blocks of 32 along rows, FLOAT16 scales",
+        "Q8_0-style",
         at(0, 0),
         t,
         Phys::RowMajor,
@@ -807,7 +799,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     inner.push(RegionSpec::new(&[0, 0], &t, n));
     let n = dense_leaf(
         &mut b,
-        "Q8_1-style: FLOAT16 scales + INT8 zero points",
+        "Q8_1-style",
         at(0, 512),
         t,
         Phys::RowMajor,
@@ -817,7 +809,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     inner.push(RegionSpec::new(&[0, 512], &t, n));
     let n = dense_leaf(
         &mut b,
-        "column-blocked scales, axis 1 outermost (DIM_ORDER)",
+        "axis 1 outermost",
         at(0, 1024),
         t,
         Phys::DimOrder10,
@@ -827,7 +819,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     inner.push(RegionSpec::new(&[0, 1024], &t, n));
     let n = dense_leaf(
         &mut b,
-        "MX-style FLOAT8_E8M0FNU scales, 32x32 tiles",
+        "MX-style",
         at(0, 1536),
         t,
         Phys::Tiled(32),
@@ -836,26 +828,18 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     );
     inner.push(RegionSpec::new(&[0, 1536], &t, n));
 
-    b.region_labels
-        .push("level-3 subpaving: a tile split in halves");
+    b.region_labels.push("nested again (level 3)");
     let h = [512u64, 256];
     let n1 = dense_leaf(
         &mut b,
-        "BFLOAT16 block scales",
+        "BFLOAT16 scales",
         at(512, 0),
         h,
         Phys::RowMajor,
         blockwise(s(18), h, 1, 32, ElementType::Bfloat16, false),
         s(19),
     );
-    let n2 = splat_leaf(
-        &mut b,
-        "pruned half: all zero (SPLAT)",
-        at(512, 256),
-        h,
-        0,
-        0.01,
-    );
+    let n2 = splat_leaf(&mut b, "pruned: all zero", at(512, 256), h, 0, 0.01);
     inner.push(RegionSpec::new(
         &[512, 0],
         &t,
@@ -866,7 +850,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     ));
     let n = dense_leaf(
         &mut b,
-        "blocks of 64 along rows",
+        "blocks of 64",
         at(512, 512),
         t,
         Phys::RowMajor,
@@ -876,7 +860,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     inner.push(RegionSpec::new(&[512, 512], &t, n));
     let n = dense_leaf(
         &mut b,
-        "column-blocked scales (COL_MAJOR)",
+        "blocks down the columns",
         at(512, 1024),
         t,
         Phys::ColMajor,
@@ -886,7 +870,7 @@ fn build_big() -> Result<(TensorBuilder, Built)> {
     inner.push(RegionSpec::new(&[512, 1024], &t, n));
     let n = dense_leaf(
         &mut b,
-        "MX-style FLOAT8_E8M0FNU scales",
+        "MX-style",
         at(512, 1536),
         t,
         Phys::RowMajor,
@@ -1222,16 +1206,18 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     let ranges = entry.buffer_ranges()?;
     let t_read = t0.elapsed();
 
+    let depth = desc.regions().map(|r| r.depth()).max().unwrap_or(0);
     let leaves = desc
         .regions()
         .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
         .count();
     writeln!(
         out,
-        "Wrote {} ({}, {} tensors). The tensor {BIG:?} is described by a {}-byte\n\
-         descriptor: {} regions ({leaves} leaves, nested 3 levels deep), {} effective buffers\n\
-         holding {}. Read back through a memory map: descriptor identical, {in_map} of {} buffers\n\
-         handed out in place (zero-copy), contents validated.\n",
+        "Wrote {}: {}, {} tensors.\n\
+         The tensor {BIG:?} is described by a {}-byte descriptor: {} regions ({leaves} leaves,\n\
+         nested {depth} levels deep) and {} effective buffers holding {}. Read back through a\n\
+         memory map: descriptor identical, {in_map} of {} buffers handed out in place\n\
+         (zero-copy), contents validated.\n",
         path.display(),
         text::short_bytes(file_bytes.len() as u64),
         reader.len(),
@@ -1292,7 +1278,8 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         let want = leaf.expected(li, lj);
         if v.to_bits() != want.to_bits() || raw[0] as i8 != leaf.code(li, lj) {
             return Err(mismatch(format!(
-                "element [{i}, {j}] in {:?}: read code {} value {v}, generated code {} value {want}",
+                "element [{i}, {j}] (leaf at {:?}, {:?}): read code {} value {v}, generated code {} value {want}",
+                leaf.origin,
                 leaf.label,
                 raw[0] as i8,
                 leaf.code(li, lj)
@@ -1334,8 +1321,8 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
             let want = leaf.expected(li, lj);
             if v.to_bits() != want.to_bits() {
                 return Err(mismatch(format!(
-                    "element {idx:?} in {:?}: read {v}, generated {want}",
-                    leaf.label
+                    "element {idx:?} (leaf at {:?}, {:?}): read {v}, generated {want}",
+                    leaf.origin, leaf.label
                 ))
                 .into());
             }

@@ -1,7 +1,8 @@
 //! Reading an input file of any of the three kinds the tool accepts, told apart by their
 //! first bytes: a bare descriptor (`TDSC`), a `.tdf` file (`89 54 44 46 0D 0A 1A 0A`) or a
 //! frame-stream capture (a STREAM_START frame header: kind 1, seven zero bytes). Files
-//! named `*.hex` are read as annotated hex text first (the format of `tests/vectors/`).
+//! named `*.hex` are read as annotated hex text first (the format of `tests/vectors/`);
+//! `-` is standard input.
 
 use std::io::Read;
 use std::ops::Range;
@@ -88,6 +89,16 @@ fn io_error(path: &Path, what: &str, e: std::io::Error) -> Error {
 impl Input {
     /// Open `path`: `IO` when it cannot be read.
     pub fn open(path: &Path) -> Result<Input> {
+        if path.as_os_str() == "-" {
+            let mut v = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut v)
+                .map_err(|e| io_error(path, "read", e))?;
+            return Ok(Input {
+                backing: Backing::Owned(v),
+            });
+        }
         let meta = std::fs::metadata(path).map_err(|e| io_error(path, "open", e))?;
         if meta.is_dir() {
             return Err(Error::new(
@@ -278,8 +289,9 @@ impl Parsed<'_> {
         }
     }
 
-    /// Every tensor, in input order.
-    pub fn tensors(&self) -> Vec<TensorRef<'_>> {
+    /// Every tensor, in input order. `with_buffers` hands out the buffers of file entries
+    /// (which may copy a buffer whose address in an in-memory input is not aligned).
+    pub fn tensors(&self, with_buffers: bool) -> Vec<TensorRef<'_>> {
         match self {
             Parsed::Descriptor { desc, .. } => vec![TensorRef {
                 name: None,
@@ -299,7 +311,7 @@ impl Parsed<'_> {
                     descriptor_range: Some(e.descriptor_range()),
                     data_range: Some(e.data_range()),
                     buffer_ranges: e.buffer_ranges().ok(),
-                    buffers: if e.is_opaque() {
+                    buffers: if e.is_opaque() || !with_buffers {
                         None
                     } else {
                         Some(e.buffers())

@@ -586,7 +586,7 @@ pub fn write_document(
     }
     j.key("tensors")?;
     j.begin_array()?;
-    for t in parsed.tensors() {
+    for t in parsed.tensors(false) {
         write_tensor(&mut j, &t)?;
     }
     j.end_array()?;

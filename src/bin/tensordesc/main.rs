@@ -25,7 +25,8 @@ of regions that each have their own layout, buffers and quantization).";
 const AFTER_HELP: &str = "\
 Inputs are recognised by their first bytes: a bare descriptor (\"TDSC\"), a .tdf file
 (89 54 44 46 0D 0A 1A 0A) or a frame-stream capture (a STREAM_START frame). Files named
-*.hex are read as annotated hex text (the format of tests/vectors/).
+*.hex are read as annotated hex text (the format of tests/vectors/); `-` reads standard
+input (e.g. a stream piped from a producer).
 
 Exit status: 0 success; 1 invalid input or a failed operation; 2 usage or I/O error.
 Errors print one line: `error: STATUS_NAME: detail`.

@@ -162,7 +162,11 @@ pub fn quant_text(q: &Quantization) -> String {
     };
     let body = match &q.scheme {
         QuantScheme::PerTensorAffine { scale, zero_point } => {
-            format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point}")
+            if q.has_zero_point {
+                format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point}")
+            } else {
+                format!("PER_TENSOR_AFFINE scale={scale}")
+            }
         }
         QuantScheme::PerAxisAffine { axis, scale_type } => {
             format!("PER_AXIS_AFFINE axis={axis} scales {scale_type}{zp}")
