@@ -1,5 +1,8 @@
 //! End-to-end tests of the `tensordesc` command-line tool: the binary is run as a user
 //! would run it, and its output is checked against the library (and the golden vectors).
+//! The binary exists only with the default feature `cli`.
+
+#![cfg(feature = "cli")]
 
 mod common;
 
@@ -1211,4 +1214,61 @@ fn json_escapes_awkward_tensor_names() {
         "{}",
         r.stdout
     );
+}
+
+#[test]
+fn permissive_files_keep_opaque_tensors() {
+    let dir = scratch("opaque");
+    let unknown = common::read_vector("permissive_unknown_layout");
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[3])
+        .build()
+        .unwrap();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("known", &d, &[&[1, 2, 3]]).unwrap();
+    w.write_opaque("from-the-future", &unknown, &[]).unwrap();
+    let path = dir.join("mixed.tdf");
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+
+    // Strictly the file is invalid; permissively it is read, the unknown tensor kept opaque.
+    let r = run(&["validate", p(&path)]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains(": UNKNOWN_LAYOUT: "), "{}", r.stdout);
+    let r = run(&["validate", "--permissive", "--contents", p(&path)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("\"from-the-future\" is kept opaque"),
+        "{}",
+        r.stdout
+    );
+
+    let j = inspect_json(&path, &["--permissive"]);
+    let t = &j.get("tensors").arr()[1];
+    assert_eq!(t.get("name").str(), "from-the-future");
+    assert_eq!(t.get("problem").get("status").str(), "NOT_BINDABLE");
+    assert_eq!(t.get("descriptor").get("bindable"), &Json::Bool(false));
+    assert_eq!(
+        t.get("descriptor").get("layout").get("name").str(),
+        "UNKNOWN"
+    );
+    let r = run(&["inspect", "--permissive", p(&path)]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("opaque entry: NOT_BINDABLE"),
+        "{}",
+        r.stdout
+    );
+    // Its elements cannot be located, the known tensor's can.
+    let r = run(&[
+        "locate",
+        "--permissive",
+        p(&path),
+        "--tensor",
+        "from-the-future",
+        "1",
+    ]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "NOT_BINDABLE");
+    let r = run(&["locate", "--permissive", p(&path), "--tensor", "known", "2"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("value: 3\n"), "{}", r.stdout);
 }
