@@ -13,6 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DLPack interop (docs/dlpack.md): the DLPack managed-tensor structs as incomplete types.
+ * Include the official dlpack.h (any 1.x; C11 or C++) to reach their fields; its
+ * definitions are compatible with these declarations. */
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+typedef struct DLManagedTensor DLManagedTensor;
+
+/**
+ * The DLPack major version this library produces and reads.
+ */
+#define TDESC_DLPACK_MAJOR_VERSION 1
+
+/**
+ * The DLPack minor version exports carry (1.1: the float8/float4 type codes). Imports
+ * accept any 1.x whose fields they can interpret.
+ */
+#define TDESC_DLPACK_MINOR_VERSION 1
+
 /**
  * The ABI major version of this library (the `.so` version); bumped only for
  * incompatible changes.
@@ -1451,6 +1468,79 @@ const char *tdesc_layout_name(uint8_t tag);
  * The name of a buffer role, e.g. `"INDPTR"`; `"UNKNOWN"` for other values. Static storage.
  */
 const char *tdesc_buffer_role_name(uint32_t role);
+
+/**
+ * Export the tensor (`region` = `TDESC_NO_REGION`) or its region `region` (depth-first
+ * pre-order index) as a DLPack 1.1 `DLManagedTensorVersioned` in `*out`. The node must
+ * be dense and unquantized: ROW_MAJOR, COL_MAJOR, STRIDED, DIM_ORDER or SPLAT (every
+ * stride 0). `data` is the start of the node's DATA buffer (as bound), `byte_offset`
+ * the node's byte_offset, strides are in elements; the device, device id and READ_ONLY
+ * flag come from the buffer handle. A node without elements exports `data` = NULL.
+ *
+ * Subpavings, TILED, sparse, paged, private-extension and quantized nodes are
+ * `TDESC_ERR_NOT_BINDABLE`; a region index past the end `TDESC_ERR_INDEX_OUT_OF_BOUNDS`;
+ * an extent or stride beyond int64 `TDESC_ERR_OVERFLOW`.
+ *
+ * Release the result by calling its `deleter` (or `tdesc_dlpack_delete_versioned`),
+ * once. The export holds its own shape and stride arrays and, for a tensor imported
+ * from DLPack, a reference to the producer's memory; buffers bound by the caller
+ * (`tdesc_tensor_bind`) must stay valid until the deleter runs. The tensor itself may
+ * be freed first.
+ */
+tdesc_status tdesc_tensor_export_dlpack(const tdesc_tensor *t,
+                                        uint32_t region,
+                                        DLManagedTensorVersioned **out);
+
+/**
+ * Import a DLPack 1.x tensor as a bound tensor in `*out`.
+ *
+ * The descriptor is ROW_MAJOR when `strides` is NULL or compact row-major (axes of extent
+ * 1 may have any stride), STRIDED otherwise (for packed 4-bit types, which STRIDED
+ * cannot hold, DIM_ORDER when the strides are a permutation of compact ones). Its one
+ * buffer starts at the lowest byte any element occupies (or at `data` when that is
+ * lower), aligned down to 64 bytes, and ends after the highest element; its
+ * `alignment_log2` is that of the start (at most 30), its device comes from `device`, its
+ * READ_ONLY flag from `flags`. `byte_offset` locates element [0, …, 0] in it. On devices
+ * whose `data` may be an opaque handle (all but CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST,
+ * CUDA_MANAGED and ONEAPI) `data` must be 64-byte aligned and no element may lie before
+ * it (`TDESC_ERR_ALIGNMENT_INVALID`). A tensor without elements gives an empty buffer.
+ *
+ * **Ownership.** On success the tensor owns `managed`: `tdesc_tensor_free` (or the
+ * deleter of the last DLPack export of the tensor, whichever comes later) calls
+ * `managed->deleter(managed)` exactly once, possibly from another thread; the caller must
+ * not touch `managed` again. On failure nothing is called or kept: `managed` stays the
+ * caller's, who must still call its deleter (e.g. with `tdesc_dlpack_delete_versioned`).
+ *
+ * Errors: `TDESC_ERR_UNSUPPORTED_VERSION` (major version not 1; DLPack allows only the
+ * deleter to be used then), `TDESC_ERR_NOT_BINDABLE` (flag bits DLPack 1.1 does not
+ * define, vector lanes, a dtype without element type here, padded 4-bit elements, 4-bit
+ * strides that are not compact), `TDESC_ERR_DEVICE_INVALID`, `TDESC_ERR_RANK_TOO_LARGE`,
+ * `TDESC_ERR_OVERFLOW`, `TDESC_ERR_INVALID_ARGUMENT` (NULL arguments, negative ndim or
+ * extents, NULL data with elements, a span outside the address space).
+ */
+tdesc_status tdesc_tensor_import_dlpack_versioned(DLManagedTensorVersioned *managed,
+                                                  tdesc_tensor **out);
+
+/**
+ * Import a legacy (unversioned) DLPack `DLManagedTensor` as a bound tensor in `*out`:
+ * as `tdesc_tensor_import_dlpack_versioned` with no version and no flags (so writable).
+ * On success the tensor owns `managed` and calls its deleter exactly once when freed; on
+ * failure `managed` stays the caller's (`tdesc_dlpack_delete` releases it).
+ */
+tdesc_status tdesc_tensor_import_dlpack(DLManagedTensor *managed, tdesc_tensor **out);
+
+/**
+ * Call `managed->deleter(managed)` when both are non-NULL (for C code that does not
+ * include `dlpack.h`): releases an export of this library or a tensor whose import
+ * failed. Reads only the deleter, so it is also right for a tensor of another major
+ * version. Call it once per tensor.
+ */
+void tdesc_dlpack_delete_versioned(DLManagedTensorVersioned *managed);
+
+/**
+ * Call `managed->deleter(managed)` of a legacy `DLManagedTensor` when both are non-NULL.
+ */
+void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
  * The ABI version of the loaded library; compare with the `TDESC_ABI_VERSION` macro of

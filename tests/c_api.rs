@@ -232,6 +232,16 @@ fn cpp_layer_from_cpp17() {
 }
 
 #[test]
+fn dlpack_from_c_and_cpp() {
+    let exe = build_exe("test_dlpack.c", false);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 300, "too few checks ran:\n{out}");
+    let exe = build_exe("test_dlpack_cpp.cpp", true);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 10, "too few checks ran:\n{out}");
+}
+
+#[test]
 fn headers_compile_alone() {
     let obj_dir = out_dir();
     for (source, cpp, lang) in [

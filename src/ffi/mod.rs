@@ -29,12 +29,18 @@
 
 pub mod builder;
 pub mod descriptor;
+pub mod dlpack;
 pub mod status;
 pub mod tensor;
 pub mod types;
 
 pub use builder::*;
 pub use descriptor::*;
+pub use dlpack::{
+    tdesc_dlpack_delete, tdesc_dlpack_delete_versioned, tdesc_tensor_export_dlpack,
+    tdesc_tensor_import_dlpack, tdesc_tensor_import_dlpack_versioned, TDESC_DLPACK_MAJOR_VERSION,
+    TDESC_DLPACK_MINOR_VERSION,
+};
 pub use status::*;
 pub use tensor::*;
 pub use types::*;

@@ -6,7 +6,9 @@
 //! tensor keeps its own reference to the descriptor, so the descriptor handle may be
 //! freed first.
 
+use std::any::Any;
 use std::ffi::c_void;
+use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 
 use crate::bound::BoundTensor;
@@ -18,6 +20,9 @@ use super::status::{
     guard, guard_value, invalid, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
 };
 
+/// Keeps library-owned buffer memory alive (an imported DLPack tensor).
+pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
+
 /// A descriptor bound to host buffers. Immutable; may be read from several threads at
 /// once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
 pub struct tdesc_tensor {
@@ -26,10 +31,13 @@ pub struct tdesc_tensor {
     // Boxed so its address (handed out by `tdesc_tensor_descriptor`) and the
     // `Descriptor` behind its Arc never move while `bound` borrows them.
     desc: Box<tdesc_descriptor>,
+    // What keeps library-owned buffer memory alive (an imported DLPack tensor); None when
+    // the caller owns the buffers. Declared last so it is dropped after `bound`.
+    owner: Option<Owner>,
 }
 
 impl tdesc_tensor {
-    fn bind(
+    pub(crate) fn bind(
         desc: &tdesc_descriptor,
         slices: impl FnOnce(&Descriptor) -> Result<Vec<&'static [u8]>>,
     ) -> Result<tdesc_tensor> {
@@ -39,7 +47,28 @@ impl tdesc_tensor {
         // reference stays valid for as long as `bound` exists.
         let d: &'static Descriptor = unsafe { &*Arc::as_ptr(desc.descriptor()) };
         let bound = BoundTensor::bind(d, slices(d)?)?;
-        Ok(tdesc_tensor { bound, desc })
+        Ok(tdesc_tensor {
+            bound,
+            desc,
+            owner: None,
+        })
+    }
+
+    /// The same tensor, keeping `owner` (the memory its buffers live in) alive until it
+    /// is freed.
+    pub(crate) fn with_owner(mut self, owner: Owner) -> tdesc_tensor {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The bound tensor.
+    pub(crate) fn bound(&self) -> &BoundTensor<'_> {
+        &self.bound
+    }
+
+    /// The owner of the buffer memory, when the library holds it.
+    pub(crate) fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
     }
 }
 
