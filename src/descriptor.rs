@@ -941,26 +941,38 @@ impl Descriptor {
         })
     }
 
+    #[inline]
     fn check_index(&self, index: &[u64]) -> Result<()> {
+        if index.len() != self.rank() || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
+            return Err(self.bad_index(index));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_index(&self, index: &[u64]) -> Error {
         if index.len() != self.rank() {
-            return Err(Error::new(
+            return Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
                     "index has {} coordinates, the tensor has rank {}",
                     index.len(),
                     self.rank()
                 ),
-            ));
+            );
         }
-        for (a, (&i, &e)) in index.iter().zip(&self.shape).enumerate() {
-            if i >= e {
-                return Err(Error::new(
-                    ErrorKind::IndexOutOfBounds,
-                    format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
-                ));
-            }
-        }
-        Ok(())
+        let (a, (i, e)) = index
+            .iter()
+            .zip(&self.shape)
+            .enumerate()
+            .find(|(_, (&i, &e))| i >= e)
+            .map(|(a, (&i, &e))| (a, (i, e)))
+            .unwrap_or((0, (0, 0)));
+        Error::new(
+            ErrorKind::IndexOutOfBounds,
+            format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
+        )
     }
 
     /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
@@ -1064,6 +1076,37 @@ impl Descriptor {
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
         let reg = (region != NONE).then_some(region);
+        // Hot path: row- or column-major leaves of a non-packed type, addressed straight
+        // from the global index without materializing the local one.
+        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
+            && !self.element_type.is_packed()
+        {
+            const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
+            let (origin, shape) = if region == NONE {
+                (&ZEROS[..rank], &self.shape[..])
+            } else {
+                let b = Boxes {
+                    coords: &self.coords,
+                    rank,
+                };
+                (b.origin(region), b.shape(region))
+            };
+            let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
+            let pos = if matches!(node.layout, Layout::RowMajor) {
+                local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
+            } else {
+                local
+                    .zip(shape)
+                    .rev()
+                    .fold(0u64, |acc, (l, &e)| acc * e + l)
+            };
+            return Ok(Location::Dense {
+                region: reg,
+                buffer: node.first_buffer,
+                byte_offset: node.byte_offset + pos * self.element_type.storage_bytes(),
+                bit_shift: 0,
+            });
+        }
         if let Layout::Unknown { tag, .. } = node.layout {
             return Err(Error::new(
                 ErrorKind::NotBindable,

@@ -74,6 +74,7 @@ impl ElementType {
     }
 
     /// Bits per element (4, 8, 16, 32, 64 or 128).
+    #[inline]
     pub fn bits(self) -> u32 {
         use ElementType::*;
         match self {
@@ -92,6 +93,7 @@ impl ElementType {
     }
 
     /// Bytes of one element, rounded up to a whole byte (1 for 4-bit types).
+    #[inline]
     pub fn storage_bytes(self) -> u64 {
         (self.bits() as u64).div_ceil(8)
     }

@@ -69,6 +69,8 @@ fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
 /// One axis of a grid index.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GridAxis {
+    /// The enclosing box's origin on this axis (global coordinates).
+    base: u64,
     /// Uniform cell size, or 0 for cut points.
     step: u64,
     /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
@@ -85,7 +87,6 @@ pub(crate) enum LevelIndex {
     /// when the regions are listed in row-major cell order (the usual case) `cells` is
     /// empty and region = `first` + cell, which saves memory and a cache miss per locate.
     Grid {
-        base: Vec<u64>,
         axes: Vec<GridAxis>,
         cuts: Vec<u64>,
         cells: Vec<u32>,
@@ -175,19 +176,12 @@ impl LevelIndex {
     }
 
     /// A grid index; `cells` is dropped when it is the identity (region = first + cell).
-    fn grid(
-        base: &[u64],
-        axes: Vec<GridAxis>,
-        cuts: Vec<u64>,
-        cells: Vec<u32>,
-        first: u32,
-    ) -> LevelIndex {
+    fn grid(axes: Vec<GridAxis>, cuts: Vec<u64>, cells: Vec<u32>, first: u32) -> LevelIndex {
         let identity = cells
             .iter()
             .enumerate()
             .all(|(k, &r)| r as u64 == first as u64 + k as u64);
         LevelIndex::Grid {
-            base: base.to_vec(),
             axes,
             cuts,
             cells: if identity { Vec::new() } else { cells },
@@ -218,6 +212,7 @@ impl LevelIndex {
                 _ => return Ok(None),
             };
             axes.push(GridAxis {
+                base: base[a],
                 step: step[a],
                 cuts_start: 0,
                 cells,
@@ -254,7 +249,7 @@ impl LevelIndex {
             }
             *slot = r;
         }
-        Ok(Some(Self::grid(base, axes, Vec::new(), cells, first)))
+        Ok(Some(Self::grid(axes, Vec::new(), cells, first)))
     }
 
     fn rectilinear_grid(
@@ -287,6 +282,7 @@ impl LevelIndex {
             cuts.extend_from_slice(&scratch);
             cuts.push(extent[a]);
             axes.push(GridAxis {
+                base: base[a],
                 step: 0,
                 cuts_start: start,
                 cells,
@@ -309,7 +305,7 @@ impl LevelIndex {
         }
         let cells = Self::fill_cells(b, base, &axes, &cuts, children, total as usize)?;
         let first = children.first().copied().unwrap_or(0);
-        Ok(Some(Self::grid(base, axes, cuts, cells, first)))
+        Ok(Some(Self::grid(axes, cuts, cells, first)))
     }
 
     fn tree(b: Boxes<'_>, base: &[u64], extent: &[u64], children: &[u32]) -> Result<LevelIndex> {
@@ -341,7 +337,7 @@ impl LevelIndex {
             leaf_boxes.extend((0..rank).map(|a| b.hi(r, a)));
             leaf_boxes.push(r as u64);
         }
-        let directory = Directory::build(&t.nodes, base, extent, m);
+        let directory = Directory::build(&t.nodes, b, base, extent, children);
         Ok(LevelIndex::Tree {
             nodes: t.nodes,
             bounds: t.bounds,
@@ -351,20 +347,21 @@ impl LevelIndex {
     }
 
     /// The child region containing global point `p`, if any.
+    #[inline]
     pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
         match self {
             LevelIndex::Grid {
-                base,
                 axes,
                 cuts,
                 cells,
                 first,
+                ..
             } => {
                 // The grid was proven an exact partition of the enclosing box, and `p` lies
                 // in that box, so the cell's region contains `p`.
                 let mut cell = 0u64;
-                for (a, ax) in axes.iter().enumerate() {
-                    let l = p[a].checked_sub(base[a])?;
+                for (ax, &x) in axes.iter().zip(p) {
+                    let l = x.checked_sub(ax.base)?;
                     let k = axis_cell(ax, cuts, l);
                     if k >= ax.cells {
                         return None;
@@ -384,6 +381,12 @@ impl LevelIndex {
                 directory,
             } => {
                 let rank = b.rank;
+                if let Some(c) = directory.candidates(p) {
+                    return c
+                        .iter()
+                        .copied()
+                        .find(|&r| (0..rank).all(|a| p[a] >= b.lo(r, a) && p[a] < b.hi(r, a)));
+                }
                 let stride = 2 * rank + 1;
                 let inside = |bb: &[u64]| (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]);
                 // Pending subtrees of non-clean nodes; the depth bound (see TreeBuild)
@@ -432,14 +435,9 @@ impl LevelIndex {
     pub fn heap_bytes(&self) -> usize {
         match self {
             LevelIndex::Grid {
-                base,
-                axes,
-                cuts,
-                cells,
-                ..
+                axes, cuts, cells, ..
             } => {
-                base.capacity() * 8
-                    + axes.capacity() * 24
+                axes.capacity() * std::mem::size_of::<GridAxis>()
                     + cuts.capacity() * 8
                     + cells.capacity() * 4
             }
@@ -453,7 +451,10 @@ impl LevelIndex {
                     + (bounds.capacity() + leaf_boxes.capacity() + directory.base.capacity()) * 8
                     + directory.step.capacity() * 8
                     + directory.cells.capacity() * 8
-                    + directory.start.capacity() * 4
+                    + (directory.start.capacity()
+                        + directory.offsets.capacity()
+                        + directory.ids.capacity())
+                        * 4
             }
         }
     }
@@ -477,17 +478,31 @@ pub(crate) struct Directory {
     step: Vec<u64>,
     cells: Vec<u64>,
     start: Vec<u32>,
+    /// Candidate lists (CSR): bucket k's regions are `ids[offsets[k]..offsets[k + 1]]`.
+    /// Built only while the lists stay small (long thin regions would touch too many
+    /// buckets); a query then checks a few candidates instead of walking the tree.
+    offsets: Vec<u32>,
+    ids: Vec<u32>,
 }
 
 impl Directory {
     /// About one bucket per two regions, for ranks up to 4 (beyond, the root is the start).
-    fn build(nodes: &[KdNode], base: &[u64], extent: &[u64], regions: usize) -> Directory {
+    fn build(
+        nodes: &[KdNode],
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+    ) -> Directory {
         let rank = extent.len();
+        let regions = children.len();
         let none = Directory {
             base: Vec::new(),
             step: Vec::new(),
             cells: Vec::new(),
             start: Vec::new(),
+            offsets: Vec::new(),
+            ids: Vec::new(),
         };
         if rank == 0 || rank > 4 || regions < 64 {
             return none;
@@ -533,12 +548,96 @@ impl Directory {
                 idx[a] = 0;
             }
         }
-        Directory {
+        let mut d = Directory {
             base: base.to_vec(),
             step,
             cells,
             start,
+            offsets: Vec::new(),
+            ids: Vec::new(),
+        };
+        d.build_lists(b, children);
+        d
+    }
+
+    /// Bucket range [first, last] of region `r` on axis `a`.
+    fn span(&self, b: Boxes<'_>, r: u32, a: usize) -> (u64, u64) {
+        let s = self.step[a];
+        (
+            (b.lo(r, a) - self.base[a]) / s,
+            (b.hi(r, a) - 1 - self.base[a]) / s,
+        )
+    }
+
+    fn build_lists(&mut self, b: Boxes<'_>, children: &[u32]) {
+        let rank = self.step.len();
+        let limit = 8 * children.len() as u64;
+        let mut entries = 0u64;
+        for &r in children {
+            let k = (0..rank).fold(1u64, |acc, a| {
+                let (f, l) = self.span(b, r, a);
+                acc.saturating_mul(l - f + 1)
+            });
+            entries = entries.saturating_add(k);
+            if entries > limit || entries > u32::MAX as u64 {
+                return;
+            }
         }
+        let total = self.start.len();
+        let mut counts = vec![0u32; total + 1];
+        let mut lo = [0u64; 4];
+        let mut hi = [0u64; 4];
+        let mut visit = |r: u32, f: &mut dyn FnMut(usize)| {
+            for a in 0..rank {
+                (lo[a], hi[a]) = self.span(b, r, a);
+            }
+            let mut idx = lo;
+            loop {
+                let mut cell = 0u64;
+                for a in 0..rank {
+                    cell = cell * self.cells[a] + idx[a];
+                }
+                f(cell as usize);
+                let mut a = rank;
+                loop {
+                    if a == 0 {
+                        return;
+                    }
+                    a -= 1;
+                    if idx[a] < hi[a] {
+                        idx[a] += 1;
+                        break;
+                    }
+                    idx[a] = lo[a];
+                }
+            }
+        };
+        for &r in children {
+            visit(r, &mut |c| counts[c + 1] += 1);
+        }
+        for k in 0..total {
+            counts[k + 1] += counts[k];
+        }
+        let mut fill = counts.clone();
+        let mut ids = vec![0u32; entries as usize];
+        for &r in children {
+            visit(r, &mut |c| {
+                ids[fill[c] as usize] = r;
+                fill[c] += 1;
+            });
+        }
+        self.offsets = counts;
+        self.ids = ids;
+    }
+
+    /// The bucket containing point `p`.
+    #[inline]
+    fn bucket(&self, p: &[u64]) -> usize {
+        let mut cell = 0u64;
+        for (a, (&step, &cells)) in self.step.iter().zip(&self.cells).enumerate() {
+            cell = cell * cells + (p[a] - self.base[a]) / step;
+        }
+        cell as usize
     }
 
     /// The node to start a query for point `p` at.
@@ -547,11 +646,17 @@ impl Directory {
         if self.start.is_empty() {
             return 0;
         }
-        let mut cell = 0u64;
-        for (a, (&step, &cells)) in self.step.iter().zip(&self.cells).enumerate() {
-            cell = cell * cells + (p[a] - self.base[a]) / step;
+        self.start[self.bucket(p)]
+    }
+
+    /// The candidate regions of `p`'s bucket, when lists were built.
+    #[inline]
+    fn candidates(&self, p: &[u64]) -> Option<&[u32]> {
+        if self.ids.is_empty() {
+            return None;
         }
-        self.start[cell as usize]
+        let k = self.bucket(p);
+        Some(&self.ids[self.offsets[k] as usize..self.offsets[k + 1] as usize])
     }
 }
 
