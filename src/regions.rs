@@ -593,10 +593,10 @@ impl Directory {
             }
             let mut idx = lo;
             loop {
-                let mut cell = 0u64;
-                for a in 0..rank {
-                    cell = cell * self.cells[a] + idx[a];
-                }
+                let cell = idx[..rank]
+                    .iter()
+                    .zip(&self.cells)
+                    .fold(0u64, |c, (&i, &n)| c * n + i);
                 f(cell as usize);
                 let mut a = rank;
                 loop {
