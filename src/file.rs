@@ -42,7 +42,7 @@ use std::hash::BuildHasher;
 use std::io::{self, BufWriter, Write};
 use std::ops::{Deref, Range};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use memmap2::Mmap;
 
@@ -769,98 +769,120 @@ impl<W: Write> FileWriter<W> {
 // Reader
 // ---------------------------------------------------------------------------------------
 
-const NO_ENTRY: u32 = u32::MAX;
-
-/// Open-addressing name index over the entries: built once, lookups compare hash then bytes.
-/// Keys are hashed with a randomly seeded SipHash so crafted names cannot degrade it.
-struct NameTable {
-    slots: Vec<u32>,
-    hashes: Vec<u64>,
+/// Name index, built once at open: (hash, entry) pairs sorted by hash. Sorting is
+/// sequential work, where a hash table of 10^5 names pays a cache miss per insert; after
+/// sorting, duplicate names sit next to each other. Names are hashed with a randomly seeded
+/// SipHash, so crafted names cannot make many entries share a hash.
+struct NameIndex {
     state: RandomState,
+    keys: Vec<(u64, u32)>,
 }
 
-impl NameTable {
-    fn new() -> NameTable {
-        NameTable {
-            slots: vec![NO_ENTRY; 64],
-            hashes: Vec::new(),
+impl NameIndex {
+    fn new() -> NameIndex {
+        NameIndex {
             state: RandomState::new(),
+            keys: Vec::new(),
         }
     }
 
-    fn hash(&self, name: &[u8]) -> u64 {
-        self.state.hash_one(name)
+    fn push(&mut self, name: &[u8], id: u32) {
+        let h = self.state.hash_one(name);
+        self.keys.push((h, id));
     }
 
-    fn probe<'n>(
-        &self,
-        h: u64,
-        name: &[u8],
-        name_of: &impl Fn(u32) -> &'n [u8],
-    ) -> (usize, Option<u32>) {
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            let id = self.slots[i];
-            if id == NO_ENTRY {
-                return (i, None);
-            }
-            if self.hashes[id as usize] == h && name_of(id) == name {
-                return (i, Some(id));
-            }
-            i = (i + 1) & mask;
+    /// Sort key: the hash's high 32 bits (equal keys are resolved by scanning).
+    fn key(h: u64) -> u32 {
+        (h >> 32) as u32
+    }
+
+    /// Stable sort by [`key`](Self::key): LSD radix sort, 4 passes of 8 bits — sequential
+    /// and cache friendly where a comparison sort of 10^5 keys is several times slower.
+    fn sort(&mut self) {
+        let n = self.keys.len();
+        if n < 256 {
+            self.keys.sort_by_key(|k| NameIndex::key(k.0));
+            return;
         }
+        let mut tmp = vec![(0u64, 0u32); n];
+        for pass in 0..4 {
+            let shift = 8 * pass;
+            let digit = |k: &(u64, u32)| (NameIndex::key(k.0) >> shift) as usize & 255;
+            let mut pos = [0usize; 256];
+            for k in &self.keys {
+                pos[digit(k)] += 1;
+            }
+            let mut sum = 0;
+            for p in pos.iter_mut() {
+                let c = *p;
+                *p = sum;
+                sum += c;
+            }
+            for k in &self.keys {
+                let d = digit(k);
+                tmp[pos[d]] = *k;
+                pos[d] += 1;
+            }
+            std::mem::swap(&mut self.keys, &mut tmp);
+        }
+    }
+
+    /// Sort the keys; returns the duplicate whose second occurrence comes first in the
+    /// file, as (first id, second id).
+    fn finish<'n>(&mut self, name_of: impl Fn(u32) -> &'n [u8]) -> Option<(u32, u32)> {
+        self.sort();
+        let mut dup: Option<(u32, u32)> = None;
+        let runs = self
+            .keys
+            .chunk_by(|a, b| NameIndex::key(a.0) == NameIndex::key(b.0));
+        for run in runs.filter(|r| r.len() > 1) {
+            // Ids ascend within a run: the sort is stable and ids were pushed in order.
+            for (j, &(h, later)) in run.iter().enumerate().skip(1) {
+                let same = |k: &&(u64, u32)| k.0 == h && name_of(k.1) == name_of(later);
+                if let Some(&(_, first)) = run[..j].iter().find(same) {
+                    if dup.is_none_or(|(_, d)| later < d) {
+                        dup = Some((first, later));
+                    }
+                }
+            }
+        }
+        dup
     }
 
     fn find<'n>(&self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Option<u32> {
-        self.probe(self.hash(name), name, &name_of).1
-    }
-
-    /// Add entry `id` (the next id) named `name`; returns the existing id on a duplicate.
-    fn insert<'n>(&mut self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Result<(), u32> {
-        let id = self.hashes.len() as u32;
-        if (self.hashes.len() + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        let h = self.hash(name);
-        match self.probe(h, name, &name_of) {
-            (_, Some(existing)) => Err(existing),
-            (slot, None) => {
-                self.slots[slot] = id;
-                self.hashes.push(h);
-                Ok(())
-            }
-        }
-    }
-
-    fn grow(&mut self) {
-        let n = self.slots.len() * 2;
-        let mut slots = vec![NO_ENTRY; n];
-        for (id, &h) in self.hashes.iter().enumerate() {
-            let mut i = h as usize & (n - 1);
-            while slots[i] != NO_ENTRY {
-                i = (i + 1) & (n - 1);
-            }
-            slots[i] = id as u32;
-        }
-        self.slots = slots;
+        let h = self.state.hash_one(name);
+        let key = NameIndex::key(h);
+        let at = self.keys.partition_point(|k| NameIndex::key(k.0) < key);
+        self.keys[at..]
+            .iter()
+            .take_while(|k| NameIndex::key(k.0) == key)
+            .find(|k| k.0 == h && name_of(k.1) == name)
+            .map(|k| k.1)
     }
 }
 
 /// Decoding memo: identical descriptor bytes (common in checkpoints: every layer's tensors
-/// share shapes) decode once and share the result. Direct-mapped, so a miss costs one decode
-/// and crafted input cannot make it slower than decoding every descriptor.
+/// share shapes) decode once and share one [`Descriptor`]. Direct-mapped and keyed by a copy
+/// of the bytes (kept hot in cache), so a miss costs one decode and crafted input cannot
+/// make it slower than decoding every descriptor.
 struct DecodeCache {
-    slots: Vec<Option<(Range<usize>, Arc<Descriptor>)>>,
+    slots: Vec<Option<(Box<[u8]>, u32)>>,
     seed: u64,
 }
 
 impl DecodeCache {
     const SLOTS: usize = 1024;
+    /// Longer descriptors are decoded every time (they are not the many-small-tensors case).
+    const MAX_KEY: usize = 512;
 
-    fn new() -> DecodeCache {
+    /// A cache for a file of `len` bytes: small files get a small table, so the reader's
+    /// memory stays proportional to its input.
+    fn new(len: usize) -> DecodeCache {
+        let slots = (len / 1024)
+            .clamp(16, DecodeCache::SLOTS)
+            .next_power_of_two();
         DecodeCache {
-            slots: vec![None; DecodeCache::SLOTS],
+            slots: vec![None; slots],
             seed: RandomState::new().hash_one(0x7464_6573_635f_6d65u64),
         }
     }
@@ -878,34 +900,75 @@ impl DecodeCache {
             h = (h ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
         h ^= h >> 32;
-        h as usize & (DecodeCache::SLOTS - 1)
+        h as usize & (self.slots.len() - 1)
     }
 
-    fn decode(&mut self, src: &[u8], range: Range<usize>, mode: Mode) -> Result<Arc<Descriptor>> {
-        let bytes = &src[range.clone()];
-        let s = self.slot(bytes);
-        if let Some((r, d)) = &self.slots[s] {
-            if &src[r.clone()] == bytes {
-                return Ok(Arc::clone(d));
+    /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
+    fn decode(&mut self, bytes: &[u8], mode: Mode, descriptors: &mut Descriptors) -> Result<u32> {
+        let cacheable = bytes.len() <= DecodeCache::MAX_KEY;
+        let s = if cacheable { self.slot(bytes) } else { 0 };
+        if cacheable {
+            if let Some((key, i)) = &self.slots[s] {
+                if **key == *bytes {
+                    return Ok(*i);
+                }
             }
         }
-        let d = Arc::new(decode(bytes, mode)?);
-        self.slots[s] = Some((range, Arc::clone(&d)));
-        Ok(d)
+        let d = decode(bytes, mode)?;
+        let i = descriptors.push(d)?;
+        if cacheable {
+            self.slots[s] = Some((bytes.into(), i));
+        }
+        Ok(i)
     }
 }
 
-/// One TENSOR record as parsed.
+const NO_DESCRIPTOR: u32 = u32::MAX;
+
+/// The distinct decoded descriptors of a file, each boxed: a `Descriptor` is several
+/// hundred bytes, and regrowing one vector of 10^5 of them would copy it over and over.
+#[derive(Default)]
+#[allow(clippy::vec_box)] // boxed on purpose: pushes move a pointer, not the descriptor
+struct Descriptors(Vec<Box<Descriptor>>);
+
+impl Descriptors {
+    fn push(&mut self, d: Descriptor) -> Result<u32> {
+        let i = u32::try_from(self.0.len())
+            .ok()
+            .filter(|&i| i != NO_DESCRIPTOR)
+            .ok_or_else(|| err(ErrorKind::Overflow, "more than 2^32 - 2 descriptors"))?;
+        self.0.push(Box::new(d));
+        Ok(i)
+    }
+
+    fn get(&self, i: u32) -> Option<&Descriptor> {
+        self.0.get(i as usize).map(|b| &**b)
+    }
+}
+
+/// One TENSOR record as parsed (file offsets).
 struct Entry {
-    name: Range<usize>,
-    descriptor_range: Range<usize>,
+    name_start: usize,
+    /// Start of the name in `FileReader::names_text`.
+    name_text: usize,
+    /// The name ends where the descriptor starts.
+    descriptor_start: usize,
+    descriptor_end: usize,
     data_start: u64,
     data_length: u64,
-    descriptor: Option<Arc<Descriptor>>,
     /// Index of the entry's first buffer in `FileReader::offsets` (when `problem` is None).
     first_offset: usize,
+    /// Index into `FileReader::descriptors`, or NO_DESCRIPTOR when decoding failed.
+    descriptor: u32,
     /// Why the buffers are not handed out (permissive mode only).
     problem: Option<Box<Error>>,
+}
+
+impl Entry {
+    /// The name's range in `FileReader::names_text`.
+    fn name(&self) -> Range<usize> {
+        self.name_text..self.name_text + (self.descriptor_start - self.name_start)
+    }
 }
 
 enum Source<'a> {
@@ -946,8 +1009,10 @@ pub struct FileReader<'a> {
     version_minor: u8,
     alignment: u32,
     entries: Vec<Entry>,
+    descriptors: Descriptors,
     offsets: Vec<u64>,
-    names: NameTable,
+    names: NameIndex,
+    names_text: String,
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
 }
 
@@ -966,8 +1031,10 @@ struct Parsed {
     version_minor: u8,
     alignment: u32,
     entries: Vec<Entry>,
+    descriptors: Descriptors,
     offsets: Vec<u64>,
-    names: NameTable,
+    names: NameIndex,
+    names_text: String,
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
 }
 
@@ -1045,11 +1112,19 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     let base = b.as_ptr() as usize;
     let strict = mode == Mode::Strict;
 
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut offsets: Vec<u64> = Vec::new();
-    let mut names = NameTable::new();
+    // A record takes at least 40 bytes, most take far more: reserve for a typical count
+    // (capped) instead of regrowing large vectors many times.
+    let guess = (len / 128).min(1 << 20);
+    let mut entries: Vec<Entry> = Vec::with_capacity(guess);
+    let mut descriptors = Descriptors::default();
+    let mut offsets: Vec<u64> = Vec::with_capacity(guess);
+    let mut names = NameIndex::new();
+    // Every name, validated and copied once: compact and cache friendly for lookups and
+    // iteration (the names in the file are scattered over the whole mapping).
+    let mut names_text = String::new();
+    names.keys.reserve(guess);
     let mut copies: HashMap<usize, OnceLock<AlignedBuf>> = HashMap::new();
-    let mut cache = DecodeCache::new();
+    let mut cache = DecodeCache::new(len);
     let mut pos = FILE_HEADER_BYTES as usize;
     loop {
         let at = pos;
@@ -1103,7 +1178,7 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
             break;
         }
         let index = entries.len();
-        if index >= NO_ENTRY as usize {
+        if index >= u32::MAX as usize {
             return Err(err(
                 ErrorKind::Overflow,
                 "more than 2^32 - 1 tensor records",
@@ -1131,15 +1206,9 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                 format!("the name at byte {name_start} is not UTF-8 ({e})"),
             ))
         })?;
-        if names
-            .insert(name_bytes, |id| &b[entries[id as usize].name.clone()])
-            .is_err()
-        {
-            return Err(ctx(err(
-                ErrorKind::DuplicateName,
-                format!("the name {name:?} appears twice in the file"),
-            )));
-        }
+        names.push(name_bytes, index as u32);
+        let name_text = names_text.len();
+        names_text.push_str(name);
         let ctx = |e: Error| e.context(format!("tensor {name:?} (record {index} at byte {at})"));
 
         // Descriptor framing: enough to skip it, needed in both modes.
@@ -1209,22 +1278,28 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         };
 
         let mut entry = Entry {
-            name: name_start..name_end,
-            descriptor_range: ds..de,
+            name_start,
+            name_text,
+            descriptor_start: ds,
+            descriptor_end: de,
             data_start,
             data_length,
-            descriptor: None,
             first_offset: offsets.len(),
+            descriptor: NO_DESCRIPTOR,
             problem: None,
         };
-        match cache.decode(b, ds..de, mode) {
+        match cache.decode(&b[ds..de], mode, &mut descriptors) {
             Err(e) => {
                 if strict {
                     return Err(ctx(e.context(format!("descriptor at byte {ds}"))));
                 }
                 entry.problem = Some(Box::new(e.context(format!("descriptor at byte {ds}"))));
             }
-            Ok(d) => {
+            Ok(di) => {
+                entry.descriptor = di;
+                let d = descriptors
+                    .get(di)
+                    .ok_or_else(|| err(ErrorKind::Internal, "a decoded descriptor went missing"))?;
                 if !d.is_bindable() {
                     entry.problem = Some(Box::new(err(
                         ErrorKind::NotBindable,
@@ -1234,7 +1309,10 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                     let first = offsets.len();
                     let handles = d.effective_buffers();
                     offsets.reserve(handles.len());
-                    let laid = walk_layout(handles, a, |_, o| offsets.push(data_start + o));
+                    // Offsets relative to the data region first: they are only made absolute
+                    // once the buffers are known to fit in data_length, which lies inside the
+                    // file, so the addition cannot overflow.
+                    let laid = walk_layout(handles, a, |_, o| offsets.push(o));
                     let problem = match laid {
                         Err(e) => Some(e),
                         Ok(implied) if strict && implied != data_length => Some(err(
@@ -1254,6 +1332,9 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                         offsets.truncate(first);
                         entry.problem = Some(Box::new(p));
                     } else {
+                        for o in &mut offsets[first..] {
+                            *o += data_start;
+                        }
                         if strict {
                             let mut prev = de;
                             for (k, h) in handles.iter().enumerate() {
@@ -1275,19 +1356,33 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                         }
                     }
                 }
-                entry.descriptor = Some(d);
             }
         }
         debug_assert!(data_end <= next);
         entries.push(entry);
         pos = next as usize;
     }
+    let name_of = |id: u32| names_text[entries[id as usize].name()].as_bytes();
+    if let Some((first, second)) = names.finish(name_of) {
+        let (e1, e2) = (&entries[first as usize], &entries[second as usize]);
+        return Err(err(
+            ErrorKind::DuplicateName,
+            format!(
+                "the name {:?} appears twice: tensor records {first} (name at byte {}) and {second} (name at byte {})",
+                String::from_utf8_lossy(name_of(first)),
+                e1.name_start,
+                e2.name_start
+            ),
+        ));
+    }
     Ok(Parsed {
         version_minor: minor,
         alignment,
         entries,
+        descriptors,
         offsets,
         names,
+        names_text,
         copies,
     })
 }
@@ -1325,8 +1420,10 @@ impl<'a> FileReader<'a> {
             version_minor: p.version_minor,
             alignment: p.alignment,
             entries: p.entries,
+            descriptors: p.descriptors,
             offsets: p.offsets,
             names: p.names,
+            names_text: p.names_text,
             copies: p.copies,
         }
     }
@@ -1381,10 +1478,9 @@ impl<'a> FileReader<'a> {
 
     /// Index of the tensor named `name`.
     pub fn find(&self, name: &str) -> Option<usize> {
-        let b = self.as_bytes();
         self.names
             .find(name.as_bytes(), |id| {
-                &b[self.entries[id as usize].name.clone()]
+                self.names_text[self.entries[id as usize].name()].as_bytes()
             })
             .map(|id| id as usize)
     }
@@ -1453,25 +1549,25 @@ impl<'r> TensorEntry<'r> {
 
     /// The tensor's name.
     pub fn name(&self) -> &'r str {
-        // Validated as UTF-8 when the file was opened.
-        std::str::from_utf8(&self.r.as_bytes()[self.e().name.clone()]).unwrap_or("")
+        &self.r.names_text[self.e().name()]
     }
 
     /// The decoded descriptor; `None` only for a permissive entry whose descriptor failed
     /// to decode (see [`problem`](Self::problem)).
     pub fn descriptor(&self) -> Option<&'r Descriptor> {
-        self.e().descriptor.as_deref()
+        self.r.descriptors.get(self.e().descriptor)
     }
 
     /// The descriptor's bytes as stored in the file.
     pub fn descriptor_bytes(&self) -> &'r [u8] {
-        &self.r.as_bytes()[self.e().descriptor_range.clone()]
+        let e = self.e();
+        &self.r.as_bytes()[e.descriptor_start..e.descriptor_end]
     }
 
     /// File offsets of the descriptor.
     pub fn descriptor_range(&self) -> Range<u64> {
-        let r = &self.e().descriptor_range;
-        r.start as u64..r.end as u64
+        let e = self.e();
+        e.descriptor_start as u64..e.descriptor_end as u64
     }
 
     /// File offsets of the data region (`data_start .. data_start + data_length`).
@@ -1500,7 +1596,7 @@ impl<'r> TensorEntry<'r> {
 
     fn check_usable(&self) -> Result<&'r Descriptor> {
         let e = self.e();
-        match (&e.problem, &e.descriptor) {
+        match (&e.problem, self.descriptor()) {
             (Some(p), _) => Err(err(
                 p.kind,
                 format!("tensor {:?} is opaque: {}", self.name(), p.detail),
@@ -1634,16 +1730,30 @@ mod tests {
     }
 
     #[test]
-    fn name_table_finds_and_rejects_duplicates() {
-        let names: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
-        let mut t = NameTable::new();
-        for (i, n) in names.iter().enumerate() {
-            assert!(
-                t.insert(n.as_bytes(), |id| names[id as usize].as_bytes())
-                    .is_ok(),
-                "{i}"
-            );
+    fn name_index_radix_sort_is_a_stable_sort_by_key() {
+        let mut t = NameIndex::new();
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for i in 0..5000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Few distinct high halves, so equal keys are common.
+            t.keys.push((x & 0x0000_0007_ffff_ffff, i));
         }
+        let mut want = t.keys.clone();
+        want.sort_by_key(|k| NameIndex::key(k.0));
+        t.sort();
+        assert_eq!(t.keys, want);
+    }
+
+    #[test]
+    fn name_index_finds_and_reports_the_first_duplicate() {
+        let mut names: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
+        let mut t = NameIndex::new();
+        for (i, n) in names.iter().enumerate() {
+            t.push(n.as_bytes(), i as u32);
+        }
+        assert_eq!(t.finish(|id| names[id as usize].as_bytes()), None);
         for (i, n) in names.iter().enumerate() {
             assert_eq!(
                 t.find(n.as_bytes(), |id| names[id as usize].as_bytes()),
@@ -1651,6 +1761,14 @@ mod tests {
             );
         }
         assert_eq!(t.find(b"nope", |id| names[id as usize].as_bytes()), None);
-        assert_eq!(t.insert(b"t7", |id| names[id as usize].as_bytes()), Err(7));
+        names.extend(["t9".to_string(), "t7".to_string(), "t7".to_string()]);
+        let mut t = NameIndex::new();
+        for (i, n) in names.iter().enumerate() {
+            t.push(n.as_bytes(), i as u32);
+        }
+        assert_eq!(
+            t.finish(|id| names[id as usize].as_bytes()),
+            Some((9, 1000))
+        );
     }
 }

@@ -102,6 +102,8 @@ impl Default for StreamOptions {
 /// What the reader found. Data events borrow the input passed to
 /// [`StreamReader::feed`] / [`StreamReader::advance`].
 #[derive(Debug, Clone, PartialEq)]
+// One Descriptor event per tensor against many Data events: not worth an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Event<'a> {
     /// The STREAM_START frame.
     StreamStart {
