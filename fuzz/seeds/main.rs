@@ -15,7 +15,13 @@ use tensordesc::stream::StreamWriter;
 use tensordesc::*;
 
 /// Targets whose input is one descriptor (optionally followed by index bytes).
-const DESCRIPTOR_TARGETS: [&str; 4] = ["decode_strict", "decode_permissive", "roundtrip", "locate"];
+const DESCRIPTOR_TARGETS: [&str; 5] = [
+    "decode_strict",
+    "decode_permissive",
+    "roundtrip",
+    "locate",
+    "ffi",
+];
 
 fn r(o: &[u64], s: &[u64], n: NodeSpec) -> RegionSpec {
     RegionSpec::new(o, s, n)
@@ -714,6 +720,7 @@ fn main() {
         let mut b = bytes[..d.encoded_len() as usize].to_vec();
         b.extend_from_slice(&c);
         write(&out.join("bound"), name, &b);
+        write(&out.join("ffi"), &format!("{name}-contents"), &b);
         n_bound += 1;
     }
     println!("wrote {n_bound} bound-tensor seeds");
