@@ -1,7 +1,7 @@
 //! Transport benchmark (harness = false), peers side by side in one run:
 //!
 //! 1. Many small tensors: open + parse + bind every tensor of a `.tdf` file (our reader over
-//!    the memory map, producing every tensor's buffers) vs `safetensors::SafeTensors::
+//!    the memory map, binding every tensor to its buffers: `TensorEntry::bound`) vs `safetensors::SafeTensors::
 //!    deserialize` over a memory map of the same tensors plus iterating them. Two shape
 //!    mixes: *repeating* (64 distinct descriptors, like the layers of a model) and
 //!    *distinct* (every descriptor unique, so no decode is shared).
@@ -123,10 +123,8 @@ fn bench_small(n: usize, reps: usize, mix: Mix) {
         let r = FileReader::open(&tdf.0, Mode::Strict).unwrap();
         let mut acc = 0usize;
         for e in r.entries() {
-            for b in e.buffers().unwrap() {
-                acc += b.len();
-            }
-            acc += e.name().len() + e.descriptor().unwrap().rank();
+            let t = e.bound().unwrap();
+            acc += t.buffers()[0].len() + e.name().len() + t.descriptor().rank();
         }
         assert_eq!(r.len(), n);
         acc

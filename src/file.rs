@@ -46,6 +46,7 @@ use std::sync::OnceLock;
 
 use memmap2::Mmap;
 
+use crate::bound::BoundTensor;
 use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
@@ -1053,7 +1054,17 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// `Ok` when `b[range]` is all zero, else RESERVED_NONZERO naming the first non-zero byte.
 fn check_zero(b: &[u8], range: Range<usize>, what: &str) -> Result<()> {
     let start = range.start;
-    match b[range].iter().position(|&x| x != 0) {
+    let bytes = &b[range];
+    // Fast path: OR the bytes together a word at a time; locate the culprit only on failure.
+    let mut words = bytes.chunks_exact(8);
+    let mut acc = words.by_ref().fold(0u64, |a, w| {
+        a | u64::from_ne_bytes(w.try_into().unwrap_or([0xFF; 8]))
+    });
+    acc |= words.remainder().iter().fold(0u64, |a, &x| a | x as u64);
+    if acc == 0 {
+        return Ok(());
+    }
+    match bytes.iter().position(|&x| x != 0) {
         None => Ok(()),
         Some(i) => Err(err(
             ErrorKind::ReservedNonzero,
@@ -1514,6 +1525,11 @@ impl<'a> FileReader<'a> {
         self.entry_or_err(i)?.buffers()
     }
 
+    /// Tensor `i` bound to its buffers (see [`TensorEntry::bound`]).
+    pub fn bound(&self, i: usize) -> Result<BoundTensor<'_>> {
+        self.entry_or_err(i)?.bound()
+    }
+
     /// Effective buffer `k` of tensor `i` (see [`TensorEntry::buffer`]).
     pub fn buffer(&self, i: usize, k: usize) -> Result<&[u8]> {
         self.entry_or_err(i)?.buffer(k)
@@ -1661,6 +1677,14 @@ impl<'r> TensorEntry<'r> {
             ));
         }
         self.slice(d, k)
+    }
+
+    /// The tensor bound to its buffers, ready for element reads and content validation
+    /// ([`BoundTensor`]); the problem's error for an opaque entry.
+    pub fn bound(&self) -> Result<BoundTensor<'r>> {
+        let d = self.check_usable()?;
+        BoundTensor::bind(d, self.buffers()?)
+            .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
 
     /// Every effective buffer, in effective order, each aligned to its handle's

@@ -52,6 +52,7 @@ pub use descriptor::{decode, BufferInfo, Descriptor, Location, RegionView};
 pub use device::{BufferHandle, DeviceType, MemoryClass};
 pub use element::ElementType;
 pub use error::{Error, ErrorKind, Result};
+pub use file::{FileReader, FileWriter};
 pub use layout::{BufferRole, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBPAVING_DEPTH};
 pub use quant::{QuantScheme, Quantization};
 pub use sections::{ExtensionType, Shard, Statistics};

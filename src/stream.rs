@@ -39,6 +39,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::io::{BufWriter, Read, Write};
 
+use crate::bound::BoundTensor;
 use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{check_name_for_writing, AlignedBuf};
@@ -824,6 +825,13 @@ impl StreamTensor {
     /// The buffers as slices, in effective order.
     pub fn buffer_slices(&self) -> Vec<&[u8]> {
         self.buffers.iter().map(|b| b.as_slice()).collect()
+    }
+
+    /// The tensor bound to its buffers ([`BoundTensor`]): `NOT_BINDABLE` for an opaque
+    /// tensor, `BINDING_MISMATCH` while buffers are still incomplete.
+    pub fn bound(&self) -> Result<BoundTensor<'_>> {
+        BoundTensor::bind(&self.descriptor, self.buffer_slices())
+            .map_err(|e| e.context(format!("tensor {:?}", self.name)))
     }
 }
 

@@ -265,6 +265,8 @@ fn check_file(r: &FileReader<'_>, tensors: &Tensors) {
                 "tensor {name} buffer {k} misaligned"
             );
         }
+        let t = e.bound().unwrap();
+        assert_eq!(t.buffers(), &bufs[..]);
     }
     assert_eq!(
         r.get("no such tensor").unwrap_err().kind,
@@ -306,6 +308,7 @@ fn check_stream(got: &[StreamTensor], tensors: &Tensors) {
             let align = d.effective_buffers()[k].alignment() as usize;
             assert_eq!(buf.as_ptr() as usize % align, 0);
         }
+        assert_eq!(t.bound().unwrap().buffers(), &t.buffer_slices()[..]);
     }
 }
 
@@ -1375,4 +1378,43 @@ fn advance_makes_progress_one_byte_at_a_time() {
     assert!(r.is_finished());
     assert_eq!(r.position(), s.len() as u64);
     assert!(events >= 2 + 3 * 2);
+}
+
+#[test]
+fn spec_example_values_read_through_file_and_stream() {
+    // The buffers of spec §7.17.2: region 0 dense [1, 2; 3, 4], region 1 CSR with 5.0 at
+    // (0, 1) and 7.0 at (1, 0) (local coordinates).
+    let d = decode(&hex(EXAMPLE_DESCRIPTOR), Mode::Strict).unwrap();
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let u64s = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let buffers = vec![
+        f32s(&[1.0, 2.0, 3.0, 4.0]),
+        u64s(&[0, 1, 2]),
+        u64s(&[1, 0]),
+        f32s(&[5.0, 7.0]),
+    ];
+    let tensors = vec![("grid".to_string(), d, buffers)];
+    let expect = [[1.0, 2.0, 0.0, 5.0], [3.0, 4.0, 7.0, 0.0]];
+    let check = |t: &tensordesc::BoundTensor<'_>| {
+        t.validate().unwrap();
+        for (r, row) in expect.iter().enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                assert_eq!(t.get_f64(&[r as u64, c as u64]).unwrap(), v, "[{r}, {c}]");
+            }
+        }
+    };
+    let file = write_file(&tensors, 64);
+    let path = TempPath::new("example");
+    std::fs::write(&path.0, &file).unwrap();
+    let r = FileReader::open(&path.0, Mode::Strict).unwrap();
+    check(&r.bound(0).unwrap());
+    check(&r.get("grid").unwrap().bound().unwrap());
+    assert_eq!(r.bound(1).unwrap_err().kind, ErrorKind::InvalidArgument);
+    let s = read_stream_chunked(
+        &write_stream(&tensors),
+        &[3, 1, 8],
+        StreamOptions::default(),
+    )
+    .unwrap();
+    check(&s[0].bound().unwrap());
 }
