@@ -36,7 +36,7 @@ const MAX_ALIGN: u64 = 4096;
 
 fuzz_target!(|data: &[u8]| {
     // The mode from the input's length parity (the first byte is the magic's).
-    let (rust_mode, c_mode) = if data.len() % 2 == 0 {
+    let (rust_mode, c_mode) = if data.len().is_multiple_of(2) {
         (Mode::Strict, TDESC_MODE_STRICT)
     } else {
         (Mode::Permissive, TDESC_MODE_PERMISSIVE)

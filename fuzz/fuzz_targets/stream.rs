@@ -108,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
             s ^= s >> 7;
             s ^= s << 17;
             // Mostly small pieces (splitting headers and varints), sometimes large ones.
-            if s % 4 == 0 {
+            if s.is_multiple_of(4) {
                 (s >> 8) as usize % 4096 + 1
             } else {
                 (s >> 8) as usize % 24 + 1
