@@ -1418,3 +1418,19 @@ fn spec_example_values_read_through_file_and_stream() {
     .unwrap();
     check(&s[0].bound().unwrap());
 }
+
+#[test]
+fn readers_can_be_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<FileReader<'static>>();
+    send_sync::<StreamReader>();
+    send_sync::<Mapping>();
+    let tensors = random_tensors(17, 4, 6);
+    let file = write_file(&tensors, 64);
+    let r = FileReader::from_bytes(&file, Mode::Strict).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| check_file(&r, &tensors));
+        }
+    });
+}
