@@ -53,11 +53,11 @@ pub const TDESC_DLPACK_MAJOR_VERSION: u32 = 1;
 /// accept any 1.x whose fields they can interpret.
 pub const TDESC_DLPACK_MINOR_VERSION: u32 = 1;
 
-/// cbindgen:ignore
-///
 /// The DLPack 1.1 ABI as defined by the official `dlpack.h` (dmlc/dlpack), for Rust
 /// callers. C and C++ callers use the official header instead; `tensordesc.h` declares
-/// only the incomplete managed-tensor types.
+/// only the incomplete managed-tensor types (the marker below keeps cbindgen out).
+///
+/// cbindgen:ignore
 pub mod abi {
     use std::ffi::c_void;
 
