@@ -1124,8 +1124,9 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     let strict = mode == Mode::Strict;
 
     // A record takes at least 40 bytes, most take far more: reserve for a typical count
-    // (capped) instead of regrowing large vectors many times.
-    let guess = (len / 128).min(1 << 20);
+    // (capped, so a file of a few huge tensors does not reserve much) instead of regrowing
+    // the vectors many times.
+    let guess = (len / 256).min(1 << 16);
     let mut entries: Vec<Entry> = Vec::with_capacity(guess);
     let mut descriptors = Descriptors::default();
     let mut offsets: Vec<u64> = Vec::with_capacity(guess);
@@ -1683,7 +1684,7 @@ impl<'r> TensorEntry<'r> {
     /// ([`BoundTensor`]); the problem's error for an opaque entry.
     pub fn bound(&self) -> Result<BoundTensor<'r>> {
         let d = self.check_usable()?;
-        BoundTensor::bind(d, self.buffers()?)
+        BoundTensor::bind(d, self.slices(d)?)
             .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
 
@@ -1691,9 +1692,16 @@ impl<'r> TensorEntry<'r> {
     /// `2^alignment_log2` (the problem's error for an opaque entry).
     pub fn buffers(&self) -> Result<Vec<&'r [u8]>> {
         let d = self.check_usable()?;
-        (0..d.effective_buffers().len())
-            .map(|k| self.slice(d, k))
-            .collect()
+        self.slices(d)
+    }
+
+    fn slices(&self, d: &Descriptor) -> Result<Vec<&'r [u8]>> {
+        let n = d.effective_buffers().len();
+        let mut v = Vec::with_capacity(n);
+        for k in 0..n {
+            v.push(self.slice(d, k)?);
+        }
+        Ok(v)
     }
 }
 
