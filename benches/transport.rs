@@ -3,7 +3,7 @@
 //! 1. Many small tensors: open + parse + bind every tensor of a `.tdf` file (our reader over
 //!    the memory map, binding every tensor to its buffers: `TensorEntry::bound`) vs `safetensors::SafeTensors::
 //!    deserialize` over a memory map of the same tensors plus iterating them. Two shape
-//!    mixes: *repeating* (64 distinct descriptors, like the layers of a model) and
+//!    mixes: *repeating* (128 distinct descriptors, like the layers of a model) and
 //!    *distinct* (every descriptor unique, so no decode is shared).
 //! 2. A large file of large buffers: reading every byte through the mapping vs a `memcpy`
 //!    of the same amount between two warm heap buffers, and writing the file with
@@ -150,7 +150,7 @@ fn bench_small(n: usize, reps: usize, mix: Mix) {
     };
     let (ours, theirs) = best_pair(reps, ours, theirs);
     let label = match mix {
-        Mix::Repeating => "repeating shapes (64 descriptors)",
+        Mix::Repeating => "repeating shapes (128 descriptors)",
         Mix::Distinct => "distinct descriptors",
     };
     println!(

@@ -863,32 +863,37 @@ impl NameIndex {
 }
 
 /// Decoding memo: identical descriptor bytes (common in checkpoints: every layer's tensors
-/// share shapes) decode once and share one [`Descriptor`]. Direct-mapped and keyed by a copy
-/// of the bytes (kept hot in cache), so a miss costs one decode and crafted input cannot
-/// make it slower than decoding every descriptor.
+/// share shapes) decode once and share one [`Descriptor`]. A fixed-size, 4-way
+/// set-associative table keyed by a copy of the bytes (kept hot in cache): a miss costs one
+/// decode, and crafted input cannot make it slower than decoding every descriptor.
 struct DecodeCache {
     slots: Vec<Option<(Box<[u8]>, u32)>>,
+    /// Round-robin victim of each set.
+    victim: Vec<u8>,
     seed: u64,
 }
 
 impl DecodeCache {
-    const SLOTS: usize = 1024;
+    const WAYS: usize = 4;
+    const MAX_SLOTS: usize = 4096;
     /// Longer descriptors are decoded every time (they are not the many-small-tensors case).
     const MAX_KEY: usize = 512;
 
     /// A cache for a file of `len` bytes: small files get a small table, so the reader's
     /// memory stays proportional to its input.
     fn new(len: usize) -> DecodeCache {
-        let slots = (len / 1024)
-            .clamp(16, DecodeCache::SLOTS)
+        let slots = (len / 512)
+            .clamp(16, DecodeCache::MAX_SLOTS)
             .next_power_of_two();
         DecodeCache {
             slots: vec![None; slots],
+            victim: vec![0; slots / DecodeCache::WAYS],
             seed: RandomState::new().hash_one(0x7464_6573_635f_6d65u64),
         }
     }
 
-    fn slot(&self, bytes: &[u8]) -> usize {
+    /// The set `bytes` belong to.
+    fn set(&self, bytes: &[u8]) -> usize {
         let mut h = self.seed ^ bytes.len() as u64;
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
@@ -901,24 +906,31 @@ impl DecodeCache {
             h = (h ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
         h ^= h >> 32;
-        h as usize & (self.slots.len() - 1)
+        h as usize & (self.victim.len() - 1)
     }
 
     /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
     fn decode(&mut self, bytes: &[u8], mode: Mode, descriptors: &mut Descriptors) -> Result<u32> {
-        let cacheable = bytes.len() <= DecodeCache::MAX_KEY;
-        let s = if cacheable { self.slot(bytes) } else { 0 };
-        if cacheable {
-            if let Some((key, i)) = &self.slots[s] {
-                if **key == *bytes {
-                    return Ok(*i);
-                }
+        if bytes.len() > DecodeCache::MAX_KEY {
+            return descriptors.push(decode(bytes, mode)?);
+        }
+        let set = self.set(bytes);
+        let ways = set * DecodeCache::WAYS..(set + 1) * DecodeCache::WAYS;
+        for (key, i) in self.slots[ways.clone()].iter().flatten() {
+            if **key == *bytes {
+                return Ok(*i);
             }
         }
-        let d = decode(bytes, mode)?;
-        let i = descriptors.push(d)?;
-        if cacheable {
-            self.slots[s] = Some((bytes.into(), i));
+        let i = descriptors.push(decode(bytes, mode)?)?;
+        let v = self.victim[set] as usize;
+        self.victim[set] = ((v + 1) % DecodeCache::WAYS) as u8;
+        match &mut self.slots[ways.start + v] {
+            // Reuse the evicted key's allocation when it has the same length.
+            Some((key, j)) if key.len() == bytes.len() => {
+                key.copy_from_slice(bytes);
+                *j = i;
+            }
+            slot => *slot = Some((bytes.into(), i)),
         }
         Ok(i)
     }
@@ -1759,6 +1771,28 @@ mod tests {
             walk_layout(&huge, 64, |_, _| {}).unwrap_err().kind,
             ErrorKind::Overflow
         );
+    }
+
+    #[test]
+    fn identical_descriptors_are_decoded_once() {
+        let shapes: Vec<u64> = (1..=40).collect();
+        let mut w = FileWriter::new(Vec::new()).unwrap();
+        for i in 0..2000u64 {
+            let n = shapes[(i % 40) as usize];
+            let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
+                .build()
+                .unwrap();
+            let data = vec![i as u8; n as usize];
+            w.write_tensor(&format!("t{i}"), &d, &[&data]).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
+        assert_eq!(r.descriptors.0.len(), 40);
+        for (i, e) in r.entries().enumerate() {
+            let n = shapes[i % 40];
+            assert_eq!(e.descriptor().unwrap().shape(), &[n]);
+            assert_eq!(e.buffer(0).unwrap(), &vec![i as u8; n as usize][..]);
+        }
     }
 
     #[test]
