@@ -1419,3 +1419,77 @@ fn stream_descriptor_frame_memory_grows_with_bytes_not_with_the_length() {
     assert!(peak <= bound(b.len()), "peak heap {peak} B");
     assert_eq!(r.finish().unwrap_err().kind, ErrorKind::Truncated);
 }
+
+/// Found by review while writing the stream cases: `stream::Collector` (and so
+/// `read_stream`) creates one `file::AlignedBuf` per effective buffer, and `AlignedBuf`
+/// over-allocates by the alignment and zero-fills up to it. A handle may ask for 2^30-byte
+/// alignment, so a 176-byte stream with one 1-byte buffer made `read_stream` allocate and
+/// touch about 1 GiB (measured: 0.88 GB peak RSS, 1.8 s; three buffers: 2.5 GB, 6 s).
+/// Memory must follow the bytes that arrive, not a declared alignment. Reported to the
+/// transport owner (src/file.rs `AlignedBuf::allocate`, src/stream.rs `Collector::push`);
+/// ignored until fixed.
+#[test]
+#[ignore = "reported: AlignedBuf allocates and zero-fills up to the declared alignment (see doc comment)"]
+fn finding_stream_collector_alignment_amplification() {
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[1])
+        .device(BufferHandle {
+            alignment_log2: 30,
+            ..BufferHandle::cpu(0)
+        })
+        .build()
+        .unwrap();
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    w.write_tensor("t", &d, &[&[42]]).unwrap();
+    let bytes = w.finish().unwrap();
+    let (res, peak) =
+        measure(|| tensordesc::stream::read_stream(&bytes[..], StreamOptions::default()));
+    let tensors = res.unwrap();
+    assert_eq!(tensors[0].buffer_slices(), vec![&[42u8][..]]);
+    assert!(
+        peak <= bound(bytes.len()),
+        "read_stream of {} bytes peaked at {peak} B",
+        bytes.len()
+    );
+}
+
+/// Found by review: the file reader hands out an aligned copy of every buffer whose place
+/// in the source is not aligned enough — also of empty buffers, and each copy
+/// (`AlignedBuf::from_slice`) allocates and zero-fills up to the alignment. Empty buffers
+/// take no file space (COO regions with nnz 0), so a 1 MiB file (data_buffer_alignment
+/// 2^20) with 500 such regions made `buffers()` allocate about 500 MB (measured: 0.51 GB
+/// peak RSS). Reported to the transport owner (src/file.rs); ignored until fixed.
+#[test]
+#[ignore = "reported: aligned copies of empty buffers allocate up to the alignment each (see doc comment)"]
+fn finding_file_empty_buffer_copies_amplification() {
+    let n = 16u64;
+    let regions: Vec<RegionSpec> = (0..n)
+        .map(|i| RegionSpec::new(&[i], &[1], NodeSpec::coo(0, 0)))
+        .collect();
+    let d = TensorBuilder::subpaving(ElementType::Uint8, &[n], regions)
+        .device(BufferHandle {
+            alignment_log2: 20,
+            ..BufferHandle::cpu(0)
+        })
+        .build()
+        .unwrap();
+    let empty: Vec<&[u8]> = vec![&[]; 2 * n as usize];
+    let mut w = FileWriter::with_alignment(Vec::new(), 1 << 20).unwrap();
+    w.write_tensor("t", &d, &empty).unwrap();
+    let bytes = w.finish().unwrap();
+    // Place the file at an address that is 64- but not 2^20-aligned.
+    let mut storage = vec![0u8; bytes.len() + 128];
+    let off = storage.as_ptr().align_offset(64) + 64;
+    storage[off..off + bytes.len()].copy_from_slice(&bytes);
+    let src = &storage[off..off + bytes.len()];
+    let (res, peak) = measure(|| {
+        let r = FileReader::from_bytes(src, Mode::Strict)?;
+        let n = r.entry(0).unwrap().buffers()?.len();
+        Ok::<usize, Error>(n)
+    });
+    assert_eq!(res.unwrap(), 2 * n as usize);
+    assert!(
+        peak <= bound(bytes.len()),
+        "reading a {}-byte file's empty buffers peaked at {peak} B",
+        bytes.len()
+    );
+}
