@@ -1143,8 +1143,9 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     let mut descriptors = Descriptors::default();
     let mut offsets: Vec<u64> = Vec::with_capacity(guess);
     let mut names = NameIndex::new();
-    // Every name, validated and copied once: compact and cache friendly for lookups and
-    // iteration (the names in the file are scattered over the whole mapping).
+    // Every name, validated and copied once, each followed by a NUL: compact and cache
+    // friendly for lookups and iteration (the names in the file are scattered over the
+    // whole mapping), and usable as C strings.
     let mut names_text = String::new();
     names.keys.reserve(guess);
     let mut copies: HashMap<usize, OnceLock<AlignedBuf>> = HashMap::new();
@@ -1233,6 +1234,7 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         names.push(name_bytes, index as u32);
         let name_text = names_text.len();
         names_text.push_str(name);
+        names_text.push('\0');
         let ctx = |e: Error| e.context(format!("tensor {name:?} (record {index} at byte {at})"));
 
         // Descriptor framing: enough to skip it, needed in both modes.
@@ -1579,6 +1581,14 @@ impl<'r> TensorEntry<'r> {
     /// The tensor's name.
     pub fn name(&self) -> &'r str {
         &self.r.names_text[self.e().name()]
+    }
+
+    /// The name's bytes followed by a NUL byte (for C callers; the address stays valid while
+    /// the reader lives). A name may itself contain NUL bytes: use its length, not the NUL,
+    /// when that matters.
+    pub fn name_bytes_with_nul(&self) -> &'r [u8] {
+        let r = self.e().name();
+        &self.r.names_text.as_bytes()[r.start..r.end + 1]
     }
 
     /// The decoded descriptor; `None` only for a permissive entry whose descriptor failed

@@ -249,6 +249,7 @@ fn check_file(r: &FileReader<'_>, tensors: &Tensors) {
     for (i, (name, d, b)) in tensors.iter().enumerate() {
         let e = r.entry(i).unwrap();
         assert_eq!(e.name(), name);
+        assert_eq!(e.name_bytes_with_nul(), format!("{name}\0").as_bytes());
         assert_eq!(r.find(name), Some(i));
         assert!(e.problem().is_none(), "{:?}", e.problem());
         let got = e.descriptor().unwrap();
