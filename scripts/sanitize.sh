@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The C and C++ test programs (c_tests/) under AddressSanitizer + UndefinedBehaviorSanitizer
 # (leak detection on), compiled with clang against libtensordesc.so and libtensordesc.a,
-# then Miri over the Rust unit tests that exercise unsafe code, when a nightly toolchain
-# with Miri is available.
+# then Miri over the Rust tests that exercise unsafe code, when a nightly toolchain with
+# Miri is available (it takes minutes: Miri builds the dev-dependencies first).
 #
 #   scripts/sanitize.sh            # ASan/UBSan C tests, then Miri
 #   SANITIZE_MIRI=0 scripts/sanitize.sh   # skip Miri
@@ -87,13 +87,17 @@ echo "== ASan + UBSan: $ran programs clean"
 
 if [ "${SANITIZE_MIRI:-1}" != 0 ]; then
   if cargo +nightly miri --version >/dev/null 2>&1; then
-    # Miri runs the library's unit tests that touch unsafe code: the C ABI (src/ffi) and
-    # the file transport's memory map and aligned buffers (src/file.rs). Miri cannot call
-    # mmap on a real file or foreign code, so tests needing those are #[cfg_attr(miri,
-    # ignore)] in their modules; everything else runs under Miri's UB checks.
-    echo "== cargo +nightly miri test --lib ffi:: file:: stream:: bound:: lookup::"
-    MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}" \
-      cargo +nightly miri test --quiet --lib -- ffi:: file:: stream:: bound:: lookup::
+    # Miri interprets the unit tests of the modules with unsafe code (src/ffi, src/file.rs)
+    # and of their main users, then the small end-to-end runs through the unsafe paths in
+    # tests/hostile.rs (C ABI round trip, the file reader's aligned copies, a stream fed
+    # byte by byte). Miri cannot map real files (file-backed mmap is unsupported), so the
+    # memory map itself is covered by the `file` fuzz target under ASan instead.
+    # --no-default-features: the CLI's dependencies are not needed here.
+    echo "== cargo +nightly miri test --lib (ffi, file, stream, bound, lookup)"
+    cargo +nightly miri test --quiet --no-default-features --lib -- ffi:: file:: stream:: bound:: lookup::
+    echo "== cargo +nightly miri test --test hostile unsafe_"
+    cargo +nightly miri test --quiet --no-default-features --test hostile -- unsafe_
+    echo "== Miri: clean"
   else
     echo "== Miri not available (needs: rustup toolchain install nightly --component miri); skipped"
   fi
