@@ -1580,7 +1580,7 @@ fn unsafe_c_abi_round_trip_with_hostile_and_valid_input() {
         );
         assert_eq!(out, bytes);
         for i in 0..tdesc_descriptor_region_count(h) {
-            let mut r = MaybeUninit::<tdesc_region>::uninit();
+            let mut r = MaybeUninit::<tdesc_region>::zeroed(); // origin past rank is left as it was
             assert_eq!(tdesc_descriptor_region(h, i, r.as_mut_ptr()) as u32, 0);
             let r = r.assume_init();
             assert_eq!(std::slice::from_raw_parts(r.shape, 2), &[2, 2]);

@@ -132,7 +132,7 @@ fuzz_target!(|data: &[u8]| {
         let regions = tdesc_descriptor_region_count(d);
         assert_eq!(regions, r.region_count());
         for i in 0..regions.min(4096) {
-            let mut reg = MaybeUninit::<tdesc_region>::uninit();
+            let mut reg = MaybeUninit::<tdesc_region>::zeroed(); // origin past rank is left as it was
             assert_eq!(code(tdesc_descriptor_region(d, i, reg.as_mut_ptr())), 0);
             let reg = reg.assume_init();
             let v = r.region(i as u32);
@@ -147,7 +147,7 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(&reg.origin[..rank], v.origin().as_slice());
             }
         }
-        let mut reg = MaybeUninit::<tdesc_region>::uninit();
+        let mut reg = MaybeUninit::<tdesc_region>::zeroed();
         assert_ne!(
             code(tdesc_descriptor_region(d, regions, reg.as_mut_ptr())),
             0
