@@ -74,6 +74,12 @@ pub struct BoundTensor<'a> {
     buffers: Vec<&'a [u8]>,
     /// Every buffer is host-readable.
     host_readable: bool,
+    /// The hot path for a top-level CSR/CSC or BLOCK_PAGED tensor (None otherwise, and
+    /// always None for buffers the host cannot read).
+    fast: lookup::Fast<'a>,
+    /// Storage bytes of one element, and whether elements are packed nibbles.
+    esize: usize,
+    packed: bool,
 }
 
 /// Index of the BLOCKWISE scale (and zero point) that element `index` of a node of `shape`
@@ -113,26 +119,49 @@ pub fn blockwise_param_index(
     Some(j)
 }
 
+#[inline(always)]
 fn check_index(shape: &[u64], index: &[u64]) -> Result<()> {
+    if index.len() != shape.len() || index.iter().zip(shape).any(|(&i, &e)| i >= e) {
+        return Err(index_error(shape, index));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn index_error(shape: &[u64], index: &[u64]) -> Error {
     if index.len() != shape.len() {
-        return Err(Error::new(
+        return Error::new(
             ErrorKind::InvalidArgument,
             format!(
                 "index has {} coordinates, the tensor has rank {}",
                 index.len(),
                 shape.len()
             ),
-        ));
+        );
     }
-    for (a, (&i, &e)) in index.iter().zip(shape).enumerate() {
-        if i >= e {
-            return Err(Error::new(
-                ErrorKind::IndexOutOfBounds,
-                format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
-            ));
-        }
-    }
-    Ok(())
+    let (a, (&i, &e)) = index
+        .iter()
+        .zip(shape)
+        .enumerate()
+        .find(|(_, (&i, &e))| i >= e)
+        .unwrap_or((0, (&0, &0)));
+    Error::new(
+        ErrorKind::IndexOutOfBounds,
+        format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn output_too_small(et: ElementType, have: usize) -> Error {
+    Error::new(
+        ErrorKind::OutputTooSmall,
+        format!(
+            "a {et} element needs {} bytes, the output holds {have}",
+            et.storage_bytes()
+        ),
+    )
 }
 
 /// Bytes of entry `j` of a packed run of `t` in `b` into `out` (a 4-bit entry as one byte
@@ -208,10 +237,19 @@ impl<'a> BoundTensor<'a> {
             }
             bound.push(&b[..size]);
         }
+        let host_readable = handles.iter().all(|h| h.is_host_readable());
+        let fast = if host_readable && !matches!(desc.root.layout, Layout::Subpaving { .. }) {
+            lookup::Fast::new(desc, &bound)
+        } else {
+            lookup::Fast::None
+        };
         let t = BoundTensor {
             desc,
-            host_readable: handles.iter().all(|h| h.is_host_readable()),
+            host_readable,
             buffers: bound,
+            fast,
+            esize: desc.element_type.storage_bytes() as usize,
+            packed: desc.element_type.is_packed(),
         };
         t.check_aliasing()?;
         Ok(t)
@@ -277,20 +315,30 @@ impl<'a> BoundTensor<'a> {
     /// Bytes [`get_bytes`](Self::get_bytes) writes: the element type's storage size
     /// (1 for 4-bit types).
     pub fn element_bytes(&self) -> usize {
-        self.desc.element_type.storage_bytes() as usize
+        self.esize
     }
 
+    #[inline(always)]
     fn require_host(&self) -> Result<()> {
         if self.host_readable {
-            return Ok(());
+            Ok(())
+        } else {
+            Err(self.host_error())
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn host_error(&self) -> Error {
         let handles = self.desc.effective_buffers();
-        let (i, h) = handles
+        let Some((i, h)) = handles
             .iter()
             .enumerate()
             .find(|(_, h)| !h.is_host_readable())
-            .ok_or_else(|| Error::new(ErrorKind::Internal, "host readability changed"))?;
-        Err(Error::new(
+        else {
+            return Error::new(ErrorKind::Internal, "host readability changed");
+        };
+        Error::new(
             ErrorKind::NotBindable,
             format!(
                 "effective buffer {i} is {} memory on {}:{}, which the host cannot read; element reads and content validation need host-readable buffers",
@@ -298,7 +346,7 @@ impl<'a> BoundTensor<'a> {
                 h.device_type.name(),
                 h.device_id
             ),
-        ))
+        )
     }
 
     /// Every leaf node with its region (NONE for a non-subpaving tensor).
@@ -340,24 +388,40 @@ impl<'a> BoundTensor<'a> {
     /// NOT_BINDABLE (device buffers, private extension layout), NOT_CANONICAL (COO without
     /// UNIQUE; a CSR/CSC duplicate without UNIQUE), CONTENT_INVALID (malformed contents met
     /// on the way).
-    #[inline]
+    #[inline(always)]
     pub fn get_bytes(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
-        let et = self.desc.element_type;
-        let n = et.storage_bytes() as usize;
-        if out.len() < n {
-            return Err(Error::new(
-                ErrorKind::OutputTooSmall,
-                format!(
-                    "a {et} element needs {n} bytes, the output holds {}",
-                    out.len()
-                ),
-            ));
+        if out.len() < self.esize {
+            return Err(output_too_small(self.desc.element_type, out.len()));
         }
+        if let Some(slot) = self.fast.find(&self.buffers, index) {
+            return lookup::read_slot_sized(
+                &self.buffers,
+                slot,
+                self.esize,
+                self.packed,
+                NONE,
+                out,
+            );
+        }
+        self.get_bytes_general(index, out)
+    }
+
+    /// [`get_bytes`](Self::get_bytes) by the general path: every layout, every error.
+    #[inline(never)]
+    fn get_bytes_general(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
         self.require_host()?;
-        self.with_leaf(index, |region, node, shape, x| {
-            let slot = lookup::find(self.desc, &self.buffers, region, node, shape, x)?;
-            lookup::read_slot(&self.buffers, slot, et, region, out)
-        })
+        let d = self.desc;
+        let et = d.element_type;
+        if let Layout::Subpaving { .. } = d.root.layout {
+            let mut local = [0u64; MAX_RANK];
+            let (region, node) = d.resolve(index, &mut local)?;
+            let x = &local[..d.rank()];
+            let slot = lookup::find(d, &self.buffers, region, node, d.node_shape(region), x)?;
+            return lookup::read_slot(&self.buffers, slot, et, region, out);
+        }
+        check_index(&d.shape, index)?;
+        let slot = lookup::find(d, &self.buffers, NONE, &d.root, &d.shape, index)?;
+        lookup::read_slot(&self.buffers, slot, et, NONE, out)
     }
 
     /// The value of element `index` as `f64`, dequantized by the quantization of its node
@@ -382,6 +446,14 @@ impl<'a> BoundTensor<'a> {
                 ErrorKind::InvalidArgument,
                 format!("{et} elements have no single real value; read their bytes with get_bytes"),
             ));
+        }
+        if self.desc.root.quant == NONE {
+            if let Some(slot) = self.fast.find(&self.buffers, index) {
+                let mut code = [0u8; 16];
+                lookup::read_slot(&self.buffers, slot, et, NONE, &mut code)?;
+                return value::element_to_f64(et, &code)
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
+            }
         }
         self.require_host()?;
         self.with_leaf(index, |region, node, shape, x| {

@@ -19,7 +19,7 @@
 use crate::descriptor::{Descriptor, Node, NONE};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{self, dense, paged::PagedGeometry, sparse_flags, BufferRole, Layout};
+use crate::layout::{self, dense, sparse_flags, BufferRole, Layout};
 use std::cmp::Ordering;
 
 /// Where the stored bits of one element are.
@@ -40,23 +40,34 @@ pub(crate) enum Slot {
 #[derive(Clone, Copy)]
 pub(crate) struct Words<'a>(pub &'a [u8]);
 
+/// Word `i` of `b` (u64::MAX past the end, which no caller reaches).
+#[inline(always)]
+fn word(b: &[u8], i: usize) -> u64 {
+    match b.get(i.wrapping_mul(8)..i.wrapping_mul(8).wrapping_add(8)) {
+        Some(c) => <[u8; 8]>::try_from(c).map_or(u64::MAX, u64::from_le_bytes),
+        None => u64::MAX,
+    }
+}
+
 impl<'a> Words<'a> {
     /// Number of whole words.
-    #[inline]
+    #[inline(always)]
     pub fn len(self) -> u64 {
         (self.0.len() / 8) as u64
     }
 
     /// Word `i`, or `None` past the end.
-    #[inline]
+    #[inline(always)]
     pub fn get(self, i: u64) -> Option<u64> {
-        let s = usize::try_from(i).ok()?.checked_mul(8)?;
-        let b = self.0.get(s..s.checked_add(8)?)?;
-        <[u8; 8]>::try_from(b).ok().map(u64::from_le_bytes)
+        if i >= self.len() {
+            return None;
+        }
+        // i < len / 8, so i × 8 + 8 <= len: no overflow.
+        Some(word(self.0, i as usize))
     }
 
     /// Words `[lo, hi)`, or `None` when the range is not inside the array.
-    #[inline]
+    #[inline(always)]
     pub fn range(self, lo: u64, hi: u64) -> Option<Words<'a>> {
         let lo = usize::try_from(lo).ok()?.checked_mul(8)?;
         let hi = usize::try_from(hi).ok()?.checked_mul(8)?;
@@ -71,24 +82,69 @@ impl<'a> Words<'a> {
             .map(|c| <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes))
     }
 
-    /// First position whose word is `>= key` (the array should be sorted; if it is not,
-    /// the result is some position in `0..=len`).
-    #[inline]
-    pub fn lower_bound(self, key: u64) -> u64 {
-        let mut lo = 0u64;
-        let mut len = self.len();
-        while len > 0 {
-            let half = len / 2;
-            let mid = lo + half;
-            if self.get(mid).unwrap_or(u64::MAX) < key {
-                lo = mid + 1;
-                len -= half + 1;
-            } else {
-                len = half;
-            }
+    /// Position of the first word equal to `key`, or `None` (the array should be sorted;
+    /// if it is not, the answer may be a wrong position or `None`, never a panic).
+    ///
+    /// Both ends are read first (two independent loads, so their cache misses overlap, and
+    /// a key outside `[first, last]` needs no search). Then, knowing `last >= key`, the
+    /// search runs over a virtual power-of-two array whose reads are clamped to the last
+    /// word — those entries are `>= key` like the padding they stand for — so it takes a
+    /// fixed number of steps with no data-dependent branch: up to 16 words, 5 straight-line
+    /// steps that compile to conditional moves (in a loop LLVM turns such selects back into
+    /// branches, which mispredict half the time on random keys).
+    #[inline(always)]
+    pub fn search(self, key: u64) -> Option<u64> {
+        let b = self.0;
+        let n = b.len() / 8;
+        if n == 0 {
+            return None;
         }
-        lo
+        let last = n - 1;
+        if key < word(b, 0) || key > word(b, last) {
+            return None;
+        }
+        let at = |j: usize| word(b, j.min(last));
+        let below = |j: usize| ((at(j) < key) as usize).wrapping_neg();
+        let mut base = 0usize;
+        let mut half = if n > 16 { n.next_power_of_two() / 2 } else { 8 };
+        while half > 8 {
+            if at(base + half - 1) < key {
+                base += half;
+            }
+            half /= 2;
+        }
+        base += 8 & below(base + 7);
+        base += 4 & below(base + 3);
+        base += 2 & below(base + 1);
+        base += 1 & below(base);
+        base += 1 & below(base);
+        (word(b, base) == key).then_some(base as u64)
     }
+}
+
+/// [`Words::search`] for a segment of `n` (1..=16) words at word `o` of a 16-word window
+/// `win` (`o + n <= 16`). Reads past the segment are clamped to its last word, so the
+/// lower bound over the virtual 16-entry array is the segment's (a key above the last word
+/// ends on a last word that differs from it); indexing the fixed window with `& 15` lets
+/// the compiler drop every bounds check.
+#[inline(always)]
+fn search_window(win: &[u8; 128], o: usize, n: usize, key: u64) -> Option<u64> {
+    // Absolute window positions: the segment is [o, e]; probes clamp to e. e <= 15 is
+    // visible to the compiler (the mask), so no probe needs a bounds check, and each step's
+    // dependency chain is add, min, load, compare.
+    let e = (o + n - 1) & 15;
+    let at = |k: usize| {
+        let k = k.min(e);
+        <[u8; 8]>::try_from(&win[k * 8..k * 8 + 8]).map_or(u64::MAX, u64::from_le_bytes)
+    };
+    let below = |k: usize| ((at(k) < key) as usize).wrapping_neg();
+    let mut base = o;
+    base += 8 & below(base + 7);
+    base += 4 & below(base + 3);
+    base += 2 & below(base + 1);
+    base += 1 & below(base);
+    base += 1 & below(base);
+    (base <= e && at(base) == key).then_some((base - o) as u64)
 }
 
 /// "tensor" or "region r".
@@ -156,6 +212,8 @@ pub(crate) fn content_error(
     )
 }
 
+#[cold]
+#[inline(never)]
 fn internal(region: u32, what: &str) -> Error {
     Error::new(
         ErrorKind::Internal,
@@ -168,7 +226,7 @@ fn internal(region: u32, what: &str) -> Error {
 
 /// Byte and bit shift of element `k` of a packed run of `et` starting at byte 0
 /// (saturating: a position past any buffer fails the later bounds check).
-#[inline]
+#[inline(always)]
 pub(crate) fn run_pos(et: ElementType, k: u64) -> (usize, u8) {
     if et.is_packed() {
         (
@@ -182,7 +240,7 @@ pub(crate) fn run_pos(et: ElementType, k: u64) -> (usize, u8) {
 }
 
 /// Slot of element `k` of a packed run of `et` starting at byte 0 of `buffer`.
-#[inline]
+#[inline(always)]
 fn run_slot(buffer: usize, et: ElementType, k: u64) -> Slot {
     let (byte, shift) = run_pos(et, k);
     Slot::At {
@@ -192,10 +250,140 @@ fn run_slot(buffer: usize, et: ElementType, k: u64) -> Slot {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn not_canonical_coo(region: u32) -> Error {
+    Error::new(
+        ErrorKind::NotCanonical,
+        format!(
+            "{}: COO without the UNIQUE flag: an element stored twice has no defined value",
+            owner_name(region)
+        ),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn duplicate(region: u32, major: u64, minor: u64) -> Error {
+    Error::new(
+        ErrorKind::NotCanonical,
+        format!(
+            "{}: coordinate {minor} is stored more than once in segment {major} and the UNIQUE flag is clear",
+            owner_name(region)
+        ),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn bad_segment(
+    d: &Descriptor,
+    region: u32,
+    node: &Node,
+    major: u64,
+    lo: u64,
+    hi: u64,
+    nnz: u64,
+) -> Error {
+    content_error(
+        d,
+        region,
+        node,
+        0,
+        major,
+        format_args!(
+            "segment [{lo}, {hi}) (entries {major} and {}) is not inside 0..={nnz}",
+            major + 1
+        ),
+    )
+}
+
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn bad_children(
+    d: &Descriptor,
+    region: u32,
+    node: &Node,
+    l: usize,
+    q: u64,
+    a: u64,
+    b: u64,
+    n: u64,
+) -> Error {
+    content_error(
+        d,
+        region,
+        node,
+        l + 1,
+        q,
+        format_args!("children [{a}, {b}) of level-{l} node {q} are not inside 0..={n}"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u64) -> Error {
+    content_error(
+        d,
+        region,
+        node,
+        0,
+        1,
+        format_args!("{hi} exceeds the {n0} level-0 nodes"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn bad_page(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    entry: u64,
+    page: u64,
+    page_bytes: u64,
+) -> Error {
+    let pools = bufs
+        .get(
+            node.first_buffer as usize + 2..node.first_buffer as usize + node.buffer_count as usize,
+        )
+        .unwrap_or(&[]);
+    let total: u64 = match node.layout {
+        Layout::BlockPaged { pool_count, .. } => pools
+            .iter()
+            .take(pool_count as usize)
+            .map(|p| (p.len() as u64).checked_div(page_bytes).unwrap_or(0))
+            .sum(),
+        _ => 0,
+    };
+    content_error(
+        d,
+        region,
+        node,
+        0,
+        entry,
+        format_args!("page {page} is past the {total} pages of the pools"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn no_lookup(region: u32, tag: u8) -> Error {
+    Error::new(
+        ErrorKind::NotBindable,
+        format!(
+            "{}: layout 0x{tag:02X} has no lookup algorithm this library knows",
+            owner_name(region)
+        ),
+    )
+}
+
 /// Find the stored bits of the element at local index `x` of leaf `node` (extent `shape`,
 /// owned by `region`). `bufs` are the bound effective buffers, each exactly as long as its
 /// handle's `size_bytes`.
-#[inline]
+#[inline(always)]
 pub(crate) fn find(
     d: &Descriptor,
     bufs: &[&[u8]],
@@ -204,257 +392,33 @@ pub(crate) fn find(
     shape: &[u64],
     x: &[u64],
 ) -> Result<Slot> {
-    let first = node.first_buffer as usize;
-    let et = d.element_type;
-    let buf = |k: usize| -> Result<&[u8]> {
-        bufs.get(first + k)
-            .copied()
-            .ok_or_else(|| internal(region, "a sub-table entry"))
-    };
     match node.layout {
-        Layout::Coo { nnz, flags } => {
-            if flags & sparse_flags::UNIQUE == 0 {
-                return Err(Error::new(
-                    ErrorKind::NotCanonical,
-                    format!(
-                        "{}: COO without the UNIQUE flag: an element stored twice has no defined value",
-                        owner_name(region)
-                    ),
-                ));
-            }
-            let idx = buf(0)?;
-            let rank = x.len();
-            let stride = rank * 8;
-            let tuple = |p: u64| -> Option<&[u8]> {
-                let s = usize::try_from(p).ok()?.checked_mul(stride)?;
-                idx.get(s..s.checked_add(stride)?)
-            };
-            let cmp = |t: &[u8]| -> Ordering {
-                for (c, &xk) in t.chunks_exact(8).zip(x) {
-                    let v = <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes);
-                    match v.cmp(&xk) {
-                        Ordering::Equal => {}
-                        o => return o,
-                    }
-                }
-                Ordering::Equal
-            };
-            if flags & sparse_flags::SORTED != 0 {
-                let (mut lo, mut hi) = (0u64, nnz);
-                while lo < hi {
-                    let m = lo + (hi - lo) / 2;
-                    let t = tuple(m).ok_or_else(|| internal(region, "a COO tuple"))?;
-                    match cmp(t) {
-                        Ordering::Less => lo = m + 1,
-                        Ordering::Greater => hi = m,
-                        Ordering::Equal => return Ok(run_slot(first + 1, et, m)),
-                    }
-                }
-                Ok(Slot::Zero)
-            } else {
-                let n = usize::try_from(nnz).unwrap_or(usize::MAX);
-                match idx
-                    .chunks_exact(stride.max(1))
-                    .take(n)
-                    .position(|t| cmp(t) == Ordering::Equal)
-                {
-                    Some(p) => Ok(run_slot(first + 1, et, p as u64)),
-                    None => Ok(Slot::Zero),
-                }
-            }
+        Layout::Csr { nnz, flags } => {
+            find_compressed(d, bufs, region, node, nnz, flags, x[0], x[1])
         }
-        Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
-            let (major, minor) = if matches!(node.layout, Layout::Csr { .. }) {
-                (x[0], x[1])
-            } else {
-                (x[1], x[0])
-            };
-            let ip = Words(buf(0)?);
-            let (lo, hi) = match (ip.get(major), ip.get(major.saturating_add(1))) {
-                (Some(lo), Some(hi)) => (lo, hi),
-                _ => return Err(internal(region, "an indptr entry")),
-            };
-            if lo > hi || hi > nnz {
-                return Err(content_error(
-                    d,
-                    region,
-                    node,
-                    0,
-                    major,
-                    format_args!(
-                        "segment [{lo}, {hi}) (entries {major} and {}) is not inside 0..={nnz}",
-                        major + 1
-                    ),
-                ));
-            }
-            let seg = Words(buf(1)?)
-                .range(lo, hi)
-                .ok_or_else(|| internal(region, "an indices segment"))?;
-            let unique = flags & sparse_flags::UNIQUE != 0;
-            let dup = || {
-                Error::new(
-                    ErrorKind::NotCanonical,
-                    format!(
-                        "{}: coordinate {minor} is stored more than once in segment {major} and the UNIQUE flag is clear",
-                        owner_name(region)
-                    ),
-                )
-            };
-            let p = if flags & sparse_flags::SORTED != 0 {
-                let p = seg.lower_bound(minor);
-                if seg.get(p) != Some(minor) {
-                    return Ok(Slot::Zero);
-                }
-                if !unique && seg.get(p + 1) == Some(minor) {
-                    return Err(dup());
-                }
-                p
-            } else {
-                let mut it = seg.iter().enumerate().filter(|&(_, v)| v == minor);
-                let Some((p, _)) = it.next() else {
-                    return Ok(Slot::Zero);
-                };
-                if !unique && it.next().is_some() {
-                    return Err(dup());
-                }
-                p as u64
-            };
-            Ok(run_slot(first + 2, et, lo + p))
-        }
-        Layout::Csf { axis_order, .. } => {
-            let rank = x.len();
-            let ao = d
-                .arena
-                .small
-                .get(layout::rng(axis_order, rank))
-                .ok_or_else(|| internal(region, "the axis order"))?;
-            let mut lo = 0u64;
-            let mut hi = Words(buf(0)?)
-                .get(1)
-                .ok_or_else(|| internal(region, "indptr_0"))?;
-            let n0 = Words(buf(rank)?).len();
-            if hi > n0 {
-                return Err(content_error(
-                    d,
-                    region,
-                    node,
-                    0,
-                    1,
-                    format_args!("{hi} exceeds the {n0} level-0 nodes"),
-                ));
-            }
-            for l in 0..rank {
-                let key = x[ao[l] as usize];
-                let fiber = Words(buf(rank + l)?)
-                    .range(lo, hi)
-                    .ok_or_else(|| internal(region, "a CSF fiber"))?;
-                let p = fiber.lower_bound(key);
-                if fiber.get(p) != Some(key) {
-                    return Ok(Slot::Zero);
-                }
-                let q = lo + p;
-                if l + 1 == rank {
-                    return Ok(run_slot(first + 2 * rank, et, q));
-                }
-                let ip = Words(buf(l + 1)?);
-                let next_n = Words(buf(rank + l + 1)?).len();
-                match (ip.get(q), ip.get(q + 1)) {
-                    (Some(a), Some(b)) if a <= b && b <= next_n => {
-                        lo = a;
-                        hi = b;
-                    }
-                    (Some(a), Some(b)) => return Err(content_error(
-                        d,
-                        region,
-                        node,
-                        l + 1,
-                        q,
-                        format_args!(
-                            "children [{a}, {b}) of level-{l} node {q} are not inside 0..={next_n}"
-                        ),
-                    )),
-                    _ => return Err(internal(region, "a CSF pointer")),
-                }
-            }
-            Ok(Slot::Zero)
+        Layout::Csc { nnz, flags } => {
+            find_compressed(d, bufs, region, node, nnz, flags, x[1], x[0])
         }
         Layout::BlockPaged {
             block_size,
             pool_count,
-        } => {
-            let g = PagedGeometry::new(block_size, et, shape)?;
-            let (r, pos) = (x[0], x[1]);
-            let len = Words(buf(1)?)
-                .get(r)
-                .ok_or_else(|| internal(region, "a row length"))?;
-            if pos >= len {
-                return Ok(Slot::Zero);
-            }
-            let entry = r
-                .saturating_mul(g.max_blocks)
-                .saturating_add(pos / block_size);
-            let page = Words(buf(0)?)
-                .get(entry)
-                .ok_or_else(|| internal(region, "a block table entry"))?;
-            if page == u64::MAX {
-                return Ok(Slot::Zero);
-            }
-            if g.page_bytes == 0 {
-                return Err(internal(region, "an element of an empty page"));
-            }
-            let mut base = 0u64;
-            for j in 0..pool_count as usize {
-                let k = buf(2 + j)?.len() as u64 / g.page_bytes;
-                if page - base < k {
-                    let local = page - base;
-                    let mut inner = 0u64;
-                    for (&i, &s) in x[2..].iter().zip(&shape[2..]) {
-                        inner = inner * s + i;
-                    }
-                    // e < page_elements, whose packed size (page_bytes) fits u64.
-                    let e = (pos % block_size) * g.inner + inner;
-                    let (byte, shift) = run_pos(et, e);
-                    let page_start = local * g.page_bytes;
-                    return Ok(Slot::At {
-                        buffer: first + 2 + j,
-                        byte: usize::try_from(page_start)
-                            .ok()
-                            .and_then(|s| s.checked_add(byte))
-                            .ok_or_else(|| internal(region, "a page"))?,
-                        shift,
-                    });
-                }
-                base += k;
-            }
-            Err(content_error(
-                d,
-                region,
-                node,
-                0,
-                entry,
-                format_args!("page {page} is past the {base} pages of the pools"),
-            ))
-        }
-        Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => Err(Error::new(
-            ErrorKind::NotBindable,
-            format!(
-                "{}: layout 0x{tag:02X} has no lookup algorithm this library knows",
-                owner_name(region)
-            ),
-        )),
-        Layout::Subpaving { .. } => Err(Error::new(
-            ErrorKind::Internal,
-            format!(
-                "{}: element lookup reached a subpaving node",
-                owner_name(region)
-            ),
-        )),
+        } => find_paged(d, bufs, region, node, shape, x, block_size, pool_count),
+        Layout::Coo { nnz, flags } => find_coo(d, bufs, region, node, nnz, flags, x),
+        Layout::Csf { axis_order, .. } => find_csf(d, bufs, region, node, axis_order, x),
+        Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => Err(no_lookup(region, tag)),
+        Layout::Subpaving { .. } => Err(internal(region, "a subpaving node")),
         _ => {
-            let (byte, shift) =
-                dense::element_offset(&node.layout, &d.arena, et, shape, node.byte_offset, x)
-                    .ok_or_else(|| internal(region, "a dense element"))?;
+            let (byte, shift) = dense::element_offset(
+                &node.layout,
+                &d.arena,
+                d.element_type,
+                shape,
+                node.byte_offset,
+                x,
+            )
+            .ok_or_else(|| internal(region, "a dense element"))?;
             Ok(Slot::At {
-                buffer: first,
+                buffer: node.first_buffer as usize,
                 byte: usize::try_from(byte).map_err(|_| internal(region, "a dense element"))?,
                 shift,
             })
@@ -462,9 +426,508 @@ pub(crate) fn find(
     }
 }
 
+/// Sub-table entry `k` of `node`.
+#[inline(always)]
+fn sub<'b>(bufs: &[&'b [u8]], region: u32, node: &Node, k: usize) -> Result<&'b [u8]> {
+    match bufs.get(node.first_buffer as usize + k) {
+        Some(b) => Ok(b),
+        None => Err(internal(region, "a sub-table entry")),
+    }
+}
+
+#[inline(never)]
+fn find_coo(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    nnz: u64,
+    flags: u8,
+    x: &[u64],
+) -> Result<Slot> {
+    if flags & sparse_flags::UNIQUE == 0 {
+        return Err(not_canonical_coo(region));
+    }
+    let first = node.first_buffer as usize;
+    let et = d.element_type;
+    let idx = sub(bufs, region, node, 0)?;
+    let stride = x.len() * 8;
+    let cmp = |t: &[u8]| -> Ordering {
+        for (c, &xk) in t.chunks_exact(8).zip(x) {
+            let v = <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes);
+            match v.cmp(&xk) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+        }
+        Ordering::Equal
+    };
+    if flags & sparse_flags::SORTED != 0 {
+        let (mut lo, mut hi) = (0u64, nnz);
+        while lo < hi {
+            let m = lo + (hi - lo) / 2;
+            let t = usize::try_from(m)
+                .ok()
+                .and_then(|m| m.checked_mul(stride))
+                .and_then(|s| idx.get(s..s.checked_add(stride)?))
+                .ok_or_else(|| internal(region, "a COO tuple"))?;
+            match cmp(t) {
+                Ordering::Less => lo = m + 1,
+                Ordering::Greater => hi = m,
+                Ordering::Equal => return Ok(run_slot(first + 1, et, m)),
+            }
+        }
+        Ok(Slot::Zero)
+    } else {
+        let n = usize::try_from(nnz).unwrap_or(usize::MAX);
+        match idx
+            .chunks_exact(stride.max(1))
+            .take(n)
+            .position(|t| cmp(t) == Ordering::Equal)
+        {
+            Some(p) => Ok(run_slot(first + 1, et, p as u64)),
+            None => Ok(Slot::Zero),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn find_compressed(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    nnz: u64,
+    flags: u8,
+    major: u64,
+    minor: u64,
+) -> Result<Slot> {
+    // indptr[major] and indptr[major + 1]: one 16-byte read.
+    let ip = sub(bufs, region, node, 0)?;
+    let pair = usize::try_from(major)
+        .ok()
+        .and_then(|m| m.checked_mul(8))
+        .and_then(|s| ip.get(s..s.checked_add(16)?))
+        .and_then(|c| <&[u8; 16]>::try_from(c).ok());
+    let Some(pair) = pair else {
+        return Err(internal(region, "an indptr entry"));
+    };
+    let lo = u64::from_le_bytes([
+        pair[0], pair[1], pair[2], pair[3], pair[4], pair[5], pair[6], pair[7],
+    ]);
+    let hi = u64::from_le_bytes([
+        pair[8], pair[9], pair[10], pair[11], pair[12], pair[13], pair[14], pair[15],
+    ]);
+    if lo > hi || hi > nnz {
+        return Err(bad_segment(d, region, node, major, lo, hi, nnz));
+    }
+    let seg = match Words(sub(bufs, region, node, 1)?).range(lo, hi) {
+        Some(s) => s,
+        None => return Err(internal(region, "an indices segment")),
+    };
+    let unique = flags & sparse_flags::UNIQUE != 0;
+    let p = if flags & sparse_flags::SORTED != 0 {
+        let Some(p) = seg.search(minor) else {
+            return Ok(Slot::Zero);
+        };
+        if !unique && seg.get(p + 1) == Some(minor) {
+            return Err(duplicate(region, major, minor));
+        }
+        p
+    } else {
+        let mut it = seg.iter().enumerate().filter(|&(_, v)| v == minor);
+        let Some((p, _)) = it.next() else {
+            return Ok(Slot::Zero);
+        };
+        if !unique && it.next().is_some() {
+            return Err(duplicate(region, major, minor));
+        }
+        p as u64
+    };
+    Ok(run_slot(
+        node.first_buffer as usize + 2,
+        d.element_type,
+        lo + p,
+    ))
+}
+
+#[inline(never)]
+fn find_csf(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    axis_order: u32,
+    x: &[u64],
+) -> Result<Slot> {
+    let rank = x.len();
+    let ao = d
+        .arena
+        .small
+        .get(layout::rng(axis_order, rank))
+        .ok_or_else(|| internal(region, "the axis order"))?;
+    let mut lo = 0u64;
+    let mut hi = Words(sub(bufs, region, node, 0)?)
+        .get(1)
+        .ok_or_else(|| internal(region, "indptr_0"))?;
+    let n0 = Words(sub(bufs, region, node, rank)?).len();
+    if hi > n0 {
+        return Err(bad_root(d, region, node, hi, n0));
+    }
+    for (l, &axis) in ao.iter().enumerate() {
+        let key = x[axis as usize];
+        let fiber = Words(sub(bufs, region, node, rank + l)?)
+            .range(lo, hi)
+            .ok_or_else(|| internal(region, "a CSF fiber"))?;
+        let Some(p) = fiber.search(key) else {
+            return Ok(Slot::Zero);
+        };
+        let q = lo + p;
+        if l + 1 == rank {
+            return Ok(run_slot(
+                node.first_buffer as usize + 2 * rank,
+                d.element_type,
+                q,
+            ));
+        }
+        let ip = Words(sub(bufs, region, node, l + 1)?);
+        let next_n = Words(sub(bufs, region, node, rank + l + 1)?).len();
+        match (ip.get(q), ip.get(q + 1)) {
+            (Some(a), Some(b)) if a <= b && b <= next_n => {
+                lo = a;
+                hi = b;
+            }
+            (Some(a), Some(b)) => return Err(bad_children(d, region, node, l, q, a, b, next_n)),
+            _ => return Err(internal(region, "a CSF pointer")),
+        }
+    }
+    Ok(Slot::Zero)
+}
+
+/// BLOCK_PAGED lookup. No division when `block_size` is a power of two; the pool holding
+/// a page is found by subtracting pool lengths from the page's byte offset (pools are
+/// whole pages), so no per-pool division either.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn find_paged(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    shape: &[u64],
+    x: &[u64],
+    block_size: u64,
+    pool_count: u8,
+) -> Result<Slot> {
+    let et = d.element_type;
+    let (r, pos) = (x[0], x[1]);
+    let len = Words(sub(bufs, region, node, 1)?)
+        .get(r)
+        .ok_or_else(|| internal(region, "a row length"))?;
+    if pos >= len {
+        return Ok(Slot::Zero);
+    }
+    // prod(inner) and the row-major inner offset: the extents' product was checked at
+    // decode, and x is inside the shape, so neither can overflow.
+    let mut inner = 1u64;
+    let mut inner_pos = 0u64;
+    for (&i, &s) in x[2..].iter().zip(&shape[2..]) {
+        inner *= s;
+        inner_pos = inner_pos * s + i;
+    }
+    let (max_blocks, blk, in_blk) = if block_size.is_power_of_two() {
+        let sh = block_size.trailing_zeros();
+        let m = block_size - 1;
+        (
+            (shape[1] >> sh) + ((shape[1] & m) != 0) as u64,
+            pos >> sh,
+            pos & m,
+        )
+    } else {
+        (
+            shape[1].div_ceil(block_size),
+            pos / block_size,
+            pos % block_size,
+        )
+    };
+    let entry = r.saturating_mul(max_blocks).saturating_add(blk);
+    let page = Words(sub(bufs, region, node, 0)?)
+        .get(entry)
+        .ok_or_else(|| internal(region, "a block table entry"))?;
+    if page == u64::MAX {
+        return Ok(Slot::Zero);
+    }
+    // page_elements × bits fits: the page size was checked at decode.
+    let page_elems = block_size * inner;
+    let page_bytes = if et.is_packed() {
+        page_elems.div_ceil(2)
+    } else {
+        page_elems * (et.bits() as u64 / 8)
+    };
+    let (byte, shift) = run_pos(et, in_blk * inner + inner_pos);
+    let Some(mut start) = page
+        .checked_mul(page_bytes)
+        .and_then(|s| usize::try_from(s).ok())
+    else {
+        return Err(bad_page(d, bufs, region, node, entry, page, page_bytes));
+    };
+    let first = node.first_buffer as usize + 2;
+    for (j, pool) in bufs
+        .get(first..first + pool_count as usize)
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+    {
+        if start < pool.len() {
+            return Ok(Slot::At {
+                buffer: first + j,
+                byte: start + byte,
+                shift,
+            });
+        }
+        start -= pool.len();
+    }
+    Err(bad_page(d, bufs, region, node, entry, page, page_bytes))
+}
+
+/// Copy `N` bytes at `at` of `src` to `out[..N]`; false when either is out of range.
+#[inline(always)]
+fn copy_fixed<const N: usize>(src: &[u8], at: usize, out: &mut [u8]) -> bool {
+    let s = src
+        .get(at..at.wrapping_add(N))
+        .and_then(|s| <&[u8; N]>::try_from(s).ok());
+    let o = out
+        .get_mut(..N)
+        .and_then(|o| <&mut [u8; N]>::try_from(o).ok());
+    match (s, o) {
+        (Some(s), Some(o)) => {
+            *o = *s;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Bind-time data for the common top-level cases, so the hot path reads no descriptor
+/// structure and returns through registers. A fast path answers only the well-formed
+/// common case; for anything else (another rank, an index out of bounds, malformed
+/// contents) it returns `None` and the general path produces the exact result or error.
+#[derive(Debug, Clone)]
+pub(crate) enum Fast<'a> {
+    /// No fast path: every lookup takes the general path.
+    None,
+    /// A top-level CSR or CSC with SORTED and UNIQUE.
+    Compressed(CompressedFast<'a>),
+    /// A top-level BLOCK_PAGED tensor.
+    Paged(PagedFast<'a>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CompressedFast<'a> {
+    indptr: &'a [u8],
+    indices: &'a [u8],
+    values: usize,
+    nnz: u64,
+    csr: bool,
+    extents: [u64; 2],
+    et: ElementType,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PagedFast<'a> {
+    table: &'a [u8],
+    lengths: &'a [u8],
+    shape: &'a [u64],
+    first_pool: usize,
+    pools: usize,
+    block_size: u64,
+    /// log2(block_size) when it is a power of two, else 64.
+    block_shift: u32,
+    max_blocks: u64,
+    inner: u64,
+    page_bytes: u64,
+    et: ElementType,
+}
+
+impl<'a> Fast<'a> {
+    /// The fast path for `d` bound to `bufs` (each cut to its handle's size).
+    pub(crate) fn new(d: &'a Descriptor, bufs: &[&'a [u8]]) -> Fast<'a> {
+        let node = &d.root;
+        let first = node.first_buffer as usize;
+        let et = d.element_type;
+        match node.layout {
+            Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags }
+                if flags == sparse_flags::SORTED | sparse_flags::UNIQUE =>
+            {
+                match (bufs.get(first), bufs.get(first + 1)) {
+                    (Some(&indptr), Some(&indices)) => Fast::Compressed(CompressedFast {
+                        indptr,
+                        indices,
+                        values: first + 2,
+                        nnz,
+                        csr: matches!(node.layout, Layout::Csr { .. }),
+                        extents: [d.shape[0], d.shape[1]],
+                        et,
+                    }),
+                    _ => Fast::None,
+                }
+            }
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            } => {
+                let shape = &d.shape[..];
+                let inner = shape[2..].iter().product::<u64>();
+                let page_elems = block_size.saturating_mul(inner);
+                let page_bytes = et.bytes_for(page_elems).unwrap_or(0);
+                match (bufs.get(first), bufs.get(first + 1)) {
+                    (Some(&table), Some(&lengths)) if page_bytes > 0 => Fast::Paged(PagedFast {
+                        table,
+                        lengths,
+                        shape,
+                        first_pool: first + 2,
+                        pools: pool_count as usize,
+                        block_size,
+                        block_shift: if block_size.is_power_of_two() {
+                            block_size.trailing_zeros()
+                        } else {
+                            64
+                        },
+                        max_blocks: shape[1].div_ceil(block_size),
+                        inner,
+                        page_bytes,
+                        et,
+                    }),
+                    _ => Fast::None,
+                }
+            }
+            _ => Fast::None,
+        }
+    }
+
+    /// The slot of element `index`, or `None` to take the general path.
+    #[inline(always)]
+    pub(crate) fn find(&self, bufs: &[&[u8]], index: &[u64]) -> Option<Slot> {
+        match self {
+            Fast::Compressed(c) => c.find(index),
+            Fast::Paged(p) => p.find(bufs, index),
+            Fast::None => None,
+        }
+    }
+}
+
+impl CompressedFast<'_> {
+    #[inline(always)]
+    fn find(&self, index: &[u64]) -> Option<Slot> {
+        let &[r, c] = index else {
+            return None;
+        };
+        if r >= self.extents[0] || c >= self.extents[1] {
+            return None;
+        }
+        let (major, minor) = if self.csr { (r, c) } else { (c, r) };
+        // major < extent, and indptr holds extent + 1 words: the range cannot overflow.
+        let m = usize::try_from(major).ok()?.wrapping_mul(8);
+        let pair = <&[u8; 16]>::try_from(self.indptr.get(m..m.wrapping_add(16))?).ok()?;
+        let lo = u64::from_le_bytes([
+            pair[0], pair[1], pair[2], pair[3], pair[4], pair[5], pair[6], pair[7],
+        ]);
+        let hi = u64::from_le_bytes([
+            pair[8], pair[9], pair[10], pair[11], pair[12], pair[13], pair[14], pair[15],
+        ]);
+        if lo > hi || hi > self.nnz {
+            return None;
+        }
+        // hi <= nnz = indices words: no overflow.
+        let (lo_b, hi_b) = ((lo as usize).wrapping_mul(8), (hi as usize).wrapping_mul(8));
+        let seg = self.indices.get(lo_b..hi_b)?;
+        let n = seg.len() / 8;
+        if n == 0 {
+            return Some(Slot::Zero);
+        }
+        // Short segments (the common case) are searched in a 16-word window of the indices
+        // that contains them: window start min(lo, nnz - 16), so lo - start + n <= 16.
+        let found = if n <= 16 && self.indices.len() >= 128 {
+            let ws = lo_b.min(self.indices.len() - 128);
+            let win = <&[u8; 128]>::try_from(self.indices.get(ws..ws + 128)?).ok()?;
+            search_window(win, (lo_b - ws) / 8, n, minor)
+        } else {
+            Words(seg).search(minor)
+        };
+        Some(match found {
+            Some(p) => run_slot(self.values, self.et, lo + p),
+            None => Slot::Zero,
+        })
+    }
+}
+
+impl PagedFast<'_> {
+    #[inline(always)]
+    fn find(&self, bufs: &[&[u8]], index: &[u64]) -> Option<Slot> {
+        if index.len() != self.shape.len() || index.len() < 2 {
+            return None;
+        }
+        if index.iter().zip(self.shape).any(|(&i, &e)| i >= e) {
+            return None;
+        }
+        let (r, pos) = (index[0], index[1]);
+        let len = Words(self.lengths).get(r)?;
+        if pos >= len {
+            return Some(Slot::Zero);
+        }
+        let (blk, in_blk) = if self.block_shift < 64 {
+            (pos >> self.block_shift, pos & (self.block_size - 1))
+        } else {
+            (pos / self.block_size, pos % self.block_size)
+        };
+        // r < rows and blk < max_blocks: the entry is inside the table (checked at decode).
+        let page = Words(self.table).get(r.wrapping_mul(self.max_blocks).wrapping_add(blk))?;
+        if page == u64::MAX {
+            return Some(Slot::Zero);
+        }
+        let mut inner_pos = 0u64;
+        for (&i, &s) in index[2..].iter().zip(&self.shape[2..]) {
+            inner_pos = inner_pos.wrapping_mul(s).wrapping_add(i);
+        }
+        let (byte, shift) = run_pos(
+            self.et,
+            in_blk.wrapping_mul(self.inner).wrapping_add(inner_pos),
+        );
+        let mut start = usize::try_from(page.checked_mul(self.page_bytes)?).ok()?;
+        let pools = bufs.get(self.first_pool..self.first_pool + self.pools)?;
+        for (j, pool) in pools.iter().enumerate() {
+            if start < pool.len() {
+                return Some(Slot::At {
+                    buffer: self.first_pool + j,
+                    byte: start + byte,
+                    shift,
+                });
+            }
+            start -= pool.len();
+        }
+        None
+    }
+}
+
+/// Zero `out[..N]`; false when `out` is shorter.
+#[inline(always)]
+fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
+    match out
+        .get_mut(..N)
+        .and_then(|o| <&mut [u8; N]>::try_from(o).ok())
+    {
+        Some(o) => {
+            *o = [0; N];
+            true
+        }
+        None => false,
+    }
+}
+
 /// Copy the stored bits at `slot` into `out[..storage_bytes]` (a 4-bit element as one byte
 /// holding the nibble in bits 0–3); an implicit zero writes zero bytes.
-#[inline]
+#[inline(always)]
 pub(crate) fn read_slot(
     bufs: &[&[u8]],
     slot: Slot,
@@ -472,33 +935,69 @@ pub(crate) fn read_slot(
     region: u32,
     out: &mut [u8],
 ) -> Result<()> {
-    let n = et.storage_bytes() as usize;
-    let out = out
-        .get_mut(..n)
-        .ok_or_else(|| internal(region, "the output"))?;
+    read_slot_sized(
+        bufs,
+        slot,
+        et.storage_bytes() as usize,
+        et.is_packed(),
+        region,
+        out,
+    )
+}
+
+/// [`read_slot`] with the element's storage size and packing given.
+#[inline(always)]
+pub(crate) fn read_slot_sized(
+    bufs: &[&[u8]],
+    slot: Slot,
+    n: usize,
+    packed: bool,
+    region: u32,
+    out: &mut [u8],
+) -> Result<()> {
     match slot {
-        Slot::Zero => out.fill(0),
+        Slot::Zero => {
+            // Fixed-size stores: a variable-length fill would be a memset call.
+            let ok = match n {
+                1 => zero_fixed::<1>(out),
+                2 => zero_fixed::<2>(out),
+                4 => zero_fixed::<4>(out),
+                8 => zero_fixed::<8>(out),
+                _ => zero_fixed::<16>(out),
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(internal(region, "the output"))
+            }
+        }
         Slot::At {
             buffer,
             byte,
             shift,
         } => {
-            let b = bufs
-                .get(buffer)
-                .ok_or_else(|| internal(region, "a buffer"))?;
-            if et.is_packed() {
-                let v = *b.get(byte).ok_or_else(|| internal(region, "an element"))?;
-                out[0] = (v >> shift) & 0xF;
+            let b = bufs.get(buffer).copied().unwrap_or(&[]);
+            let ok = match n {
+                _ if packed => match (b.get(byte), out.first_mut()) {
+                    (Some(&v), Some(o)) => {
+                        *o = (v >> shift) & 0xF;
+                        true
+                    }
+                    _ => false,
+                },
+                1 => copy_fixed::<1>(b, byte, out),
+                2 => copy_fixed::<2>(b, byte, out),
+                4 => copy_fixed::<4>(b, byte, out),
+                8 => copy_fixed::<8>(b, byte, out),
+                _ => copy_fixed::<16>(b, byte, out),
+            };
+            if ok {
+                Ok(())
             } else {
-                let src = byte
-                    .checked_add(n)
-                    .and_then(|end| b.get(byte..end))
-                    .ok_or_else(|| internal(region, "an element"))?;
-                out.copy_from_slice(src);
+                Err(internal(region, "an element"))
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -517,14 +1016,82 @@ mod tests {
         assert_eq!(w.get(3), Some(7));
         assert_eq!(w.get(5), None);
         assert_eq!(w.get(u64::MAX), None);
-        assert_eq!(w.lower_bound(0), 0);
-        assert_eq!(w.lower_bound(3), 1);
-        assert_eq!(w.lower_bound(4), 3);
-        assert_eq!(w.lower_bound(10), 5);
+        assert_eq!(w.search(0), None);
+        assert_eq!(w.search(1), Some(0));
+        assert_eq!(w.search(3), Some(1));
+        assert_eq!(w.search(4), None);
+        assert_eq!(w.search(9), Some(4));
+        assert_eq!(w.search(10), None);
+        assert_eq!(Words(&[]).search(0), None);
         let r = w.range(1, 4).unwrap();
         assert_eq!(r.iter().collect::<Vec<_>>(), vec![3, 3, 7]);
         assert!(w.range(4, 6).is_none());
         assert!(w.range(u64::MAX, u64::MAX).is_none());
+    }
+
+    #[test]
+    fn search_matches_a_reference() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for n in 0..100usize {
+            for _ in 0..4 {
+                let spread = 1 + next() % 40;
+                let mut v: Vec<u64> = (0..n).map(|_| next() % spread * 3).collect();
+                v.sort_unstable();
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let w = Words(&bytes);
+                for key in 0..spread * 3 + 2 {
+                    let want = v.iter().position(|&x| x == key).map(|p| p as u64);
+                    assert_eq!(w.search(key), want, "n {n} key {key} in {v:?}");
+                }
+                assert_eq!(
+                    w.search(u64::MAX),
+                    v.iter().position(|&x| x == u64::MAX).map(|p| p as u64)
+                );
+            }
+        }
+        // Unsorted contents: some answer or none, never a panic.
+        let bytes: Vec<u8> = [
+            9u64, 1, 7, 3, 30, 2, 8, 0, 5, 4, 6, 12, 11, 10, 40, 1, 99, 2,
+        ]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+        for key in 0..100 {
+            if let Some(p) = Words(&bytes).search(key) {
+                assert_eq!(Words(&bytes).get(p), Some(key));
+            }
+        }
+    }
+
+    #[test]
+    fn search_window_matches_search() {
+        let mut win_words = [0u64; 16];
+        for n in 1..=16usize {
+            for o in 0..=16 - n {
+                for (k, w) in win_words.iter_mut().enumerate() {
+                    *w = 1000 + k as u64; // garbage around the segment
+                }
+                for j in 0..n {
+                    win_words[o + j] = (j as u64 / 2) * 4 + 2; // sorted, with duplicates
+                }
+                let win: Vec<u8> = win_words.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let win: &[u8; 128] = win.as_slice().try_into().unwrap();
+                let seg = &win[o * 8..(o + n) * 8];
+                for key in 0..=word(seg, n - 1) + 2 {
+                    assert_eq!(
+                        search_window(win, o, n, key),
+                        Words(seg).search(key),
+                        "n {n} o {o} key {key}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

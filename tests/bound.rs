@@ -1743,7 +1743,7 @@ fn unquantized_type_conversions_and_complex() {
         ElementType::Complex64,
         &[1],
         NodeSpec::row_major(),
-        &[c.clone()],
+        std::slice::from_ref(&c),
         |t| {
             assert_eq!(t.element_bytes(), 8);
             let mut out = [0u8; 8];
