@@ -8,7 +8,12 @@
 //!    unallocated blocks): random lookups through `get_bytes` against a hand-written
 //!    unchecked lookup over plain `Vec`s. Target: ≤ 20 ns per lookup (cache-resident).
 //!
-//! `TDESC_BENCH_SMALL=1` shrinks every size 100× (for CI).
+//! `TDESC_BENCH_SMALL=1` shrinks every size 100× (for CI). Peers are timed round by round
+//! (best of 7 each), so a burst of load on a shared machine hits them alike.
+//!
+//! Profiling aid: `TDESC_BENCH_FOCUS=ours|sprs|ours-hits|sprs-hits` (with
+//! `TDESC_BENCH_REPS=n`, default 200) spins one CSR loop and exits, for `perf` or
+//! `valgrind --tool=callgrind`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
