@@ -80,6 +80,8 @@ pub struct BoundTensor<'a> {
     /// Storage bytes of one element, and whether elements are packed nibbles.
     esize: usize,
     packed: bool,
+    /// `get_f64` may use the fast path: the top level is unquantized and not complex.
+    fast_values: bool,
 }
 
 /// Index of the BLOCKWISE scale (and zero point) that element `index` of a node of `shape`
@@ -250,6 +252,11 @@ impl<'a> BoundTensor<'a> {
             fast,
             esize: desc.element_type.storage_bytes() as usize,
             packed: desc.element_type.is_packed(),
+            fast_values: desc.root.quant == NONE
+                && !matches!(
+                    desc.element_type,
+                    ElementType::Complex64 | ElementType::Complex128
+                ),
         };
         t.check_aliasing()?;
         Ok(t)
@@ -388,6 +395,9 @@ impl<'a> BoundTensor<'a> {
     /// NOT_BINDABLE (device buffers, private extension layout), NOT_CANONICAL (COO without
     /// UNIQUE; a CSR/CSC duplicate without UNIQUE), CONTENT_INVALID (malformed contents met
     /// on the way).
+    // Inlined into the caller so the fast path runs without a call and its result stays in
+    // registers (a random-access loop then overlaps more cache misses); the general path
+    // stays out of line.
     #[inline(always)]
     pub fn get_bytes(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
         if out.len() < self.esize {
@@ -439,21 +449,37 @@ impl<'a> BoundTensor<'a> {
     ///
     /// Errors: those of [`get_bytes`](Self::get_bytes); INVALID_ARGUMENT for complex types;
     /// NOT_BINDABLE for an opaque (unknown) quantization scheme.
+    #[inline]
     pub fn get_f64(&self, index: &[u64]) -> Result<f64> {
+        if self.fast_values {
+            if let Some(slot) = self.fast.find(&self.buffers, index) {
+                let mut code = [0u8; 16];
+                let et = self.desc.element_type;
+                let read = lookup::read_slot_sized(
+                    &self.buffers,
+                    slot,
+                    self.esize,
+                    self.packed,
+                    NONE,
+                    &mut code,
+                );
+                if let (Ok(()), Some(v)) = (read, value::element_to_f64(et, &code)) {
+                    return Ok(v);
+                }
+            }
+        }
+        self.get_f64_general(index)
+    }
+
+    /// [`get_f64`](Self::get_f64) by the general path: every layout, every error.
+    #[inline(never)]
+    fn get_f64_general(&self, index: &[u64]) -> Result<f64> {
         let et = self.desc.element_type;
         if matches!(et, ElementType::Complex64 | ElementType::Complex128) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("{et} elements have no single real value; read their bytes with get_bytes"),
             ));
-        }
-        if self.desc.root.quant == NONE {
-            if let Some(slot) = self.fast.find(&self.buffers, index) {
-                let mut code = [0u8; 16];
-                lookup::read_slot(&self.buffers, slot, et, NONE, &mut code)?;
-                return value::element_to_f64(et, &code)
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
-            }
         }
         self.require_host()?;
         self.with_leaf(index, |region, node, shape, x| {
