@@ -5,10 +5,10 @@
 #   scripts/fuzz.sh 20            # CI smoke run (.ci/run)
 #   scripts/fuzz.sh 600 locate    # ten minutes of one target
 #
-# Needs a toolchain that accepts -Z flags: `cargo +nightly` when a nightly toolchain is
-# installed, otherwise the stable toolchain with RUSTC_BOOTSTRAP=1 (cargo-fuzz only needs
-# the sanitizer and coverage flags, which stable rustc has behind the bootstrap switch).
-# Override with FUZZ_TOOLCHAIN=nightly|stable. Installs cargo-fuzz from crates.io when it
+# Needs a toolchain that accepts -Z flags: `cargo +nightly` when rustup has a nightly
+# toolchain, otherwise the default toolchain with RUSTC_BOOTSTRAP=1 (cargo-fuzz only needs
+# the sanitizer and coverage flags, which stable rustc has behind the bootstrap switch;
+# tested with stable 1.95). Override with FUZZ_TOOLCHAIN=<rustup toolchain>. Installs cargo-fuzz from crates.io when it
 # is missing. Seeds come from fuzz/seeds (builder-made descriptors, valid buffer contents,
 # files and streams, and the golden vectors tests/vectors/*.hex); findings land in
 # fuzz/artifacts/<target>/.
@@ -29,16 +29,19 @@ if ! command -v cargo-fuzz >/dev/null 2>&1 && ! cargo fuzz --version >/dev/null 
 fi
 
 toolchain="${FUZZ_TOOLCHAIN:-}"
-if [ -z "$toolchain" ]; then
-  if cargo +nightly --version >/dev/null 2>&1; then toolchain=nightly; else toolchain=stable; fi
+if [ -z "$toolchain" ] && command -v rustup >/dev/null 2>&1 && cargo +nightly --version >/dev/null 2>&1; then
+  toolchain=nightly
 fi
-if [ "$toolchain" = nightly ]; then
-  fuzz=(cargo +nightly fuzz)
-else
-  export RUSTC_BOOTSTRAP=1
+if [ -n "$toolchain" ]; then
   fuzz=(cargo "+$toolchain" fuzz)
+else
+  fuzz=(cargo fuzz)
 fi
-echo "== cargo fuzz with the $toolchain toolchain${RUSTC_BOOTSTRAP:+ (RUSTC_BOOTSTRAP=1)}"
+case "$toolchain" in
+  nightly*) ;;
+  *) export RUSTC_BOOTSTRAP=1 ;;
+esac
+echo "== cargo fuzz with the ${toolchain:-default} toolchain${RUSTC_BOOTSTRAP:+ (RUSTC_BOOTSTRAP=1)}"
 
 # -O: optimised; -a: debug assertions, which also turn on integer overflow checks, so an
 # unchecked overflow on wire values is a crash rather than a silent wrap.
