@@ -27,7 +27,7 @@
 //! - **Binding** checks, in this order: the descriptor is bindable (NOT_BINDABLE), one slice
 //!   per effective buffer (BINDING_MISMATCH), then per buffer in effective order its length
 //!   (at least `size_bytes`; BINDING_MISMATCH) and the alignment of its start to
-//!   `2^alignment_log2` (ALIGNMENT_INVALID), then that no quantization parameter buffer
+//!   `2^alignment_log2` (BINDING_MISMATCH), then that no quantization parameter buffer
 //!   overlaps in memory a layout buffer of its own sub-table (BINDING_MISMATCH). A buffer
 //!   of `size_bytes` 0 is never read, so its pointer is not checked for alignment (an empty
 //!   Rust slice has a dangling, merely type-aligned pointer). Only the first `size_bytes`
@@ -228,8 +228,9 @@ impl<'a> BoundTensor<'a> {
             let align = h.alignment() as usize;
             let addr = b.as_ptr() as usize;
             if size > 0 && addr % align != 0 {
+                // The C ABI contract: misaligned pointers are a binding mismatch.
                 return Err(Error::new(
-                    ErrorKind::AlignmentInvalid,
+                    ErrorKind::BindingMismatch,
                     format!(
                         "{}: address 0x{addr:x} is not aligned to {align} bytes (alignment_log2 {})",
                         describe(),

@@ -1832,7 +1832,7 @@ fn binding_errors_have_exact_kinds() {
     let mut s = slices(&good);
     s[1] = skewed.bytes();
     let e = BoundTensor::bind(&d, s).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::AlignmentInvalid, "{e}");
+    assert_eq!(e.kind, ErrorKind::BindingMismatch, "{e}");
     assert!(e.detail.contains("64 bytes"), "{e}");
     // A handle asking for 4096-byte alignment and a 64-aligned slice.
     let h = BufferHandle {
@@ -1848,7 +1848,7 @@ fn binding_errors_have_exact_kinds() {
     let off = Aligned::at(&[0u8; 16], 4096, 64);
     assert_eq!(
         BoundTensor::bind(&d2, vec![off.bytes()]).unwrap_err().kind,
-        ErrorKind::AlignmentInvalid
+        ErrorKind::BindingMismatch
     );
 }
 

@@ -36,7 +36,15 @@ fn profile_dir() -> PathBuf {
 fn library_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let mut built = profile_dir();
+        // `cargo test` leaves the freshly built library in target/<profile>/deps; the copy
+        // in target/<profile>/ is only refreshed by `cargo build` and may be stale.
+        let deps = profile_dir().join("deps");
+        let mut built =
+            if deps.join("libtensordesc.so").exists() && deps.join("libtensordesc.a").exists() {
+                deps
+            } else {
+                profile_dir()
+            };
         if !built.join("libtensordesc.so").exists() {
             let private = built.join("c_tests").join("cargo");
             let status = Command::new(env!("CARGO"))

@@ -84,7 +84,7 @@ unsafe fn tensor_arg<'a>(t: *const tdesc_tensor) -> Result<&'a tdesc_tensor> {
 /// Checks, in order: the descriptor is bindable (`TDESC_ERR_NOT_BINDABLE`), `count` equals
 /// the effective buffer count (`TDESC_ERR_BINDING_MISMATCH`), no pointer of a non-empty
 /// buffer is NULL (`TDESC_ERR_BINDING_MISMATCH`), each start is aligned to
-/// `2^alignment_log2` (`TDESC_ERR_ALIGNMENT_INVALID`), and no quantization parameter
+/// `2^alignment_log2` (`TDESC_ERR_BINDING_MISMATCH`), and no quantization parameter
 /// buffer overlaps a layout buffer of its sub-table (`TDESC_ERR_BINDING_MISMATCH`).
 /// Device buffers bind too; reading them is `TDESC_ERR_NOT_BINDABLE`.
 ///
@@ -298,7 +298,7 @@ mod tests {
             let bad = [a.0.as_ptr().add(1) as *const c_void, ptrs[1]];
             assert_eq!(
                 tdesc_tensor_bind(h, bad.as_ptr(), 2, &mut t),
-                tdesc_status::TDESC_ERR_ALIGNMENT_INVALID
+                tdesc_status::TDESC_ERR_BINDING_MISMATCH
             );
             let null = [ptr::null(), ptrs[1]];
             assert_eq!(
