@@ -1577,7 +1577,7 @@ const char *tdesc_last_error(void);
  * Checks, in order: the descriptor is bindable (`TDESC_ERR_NOT_BINDABLE`), `count` equals
  * the effective buffer count (`TDESC_ERR_BINDING_MISMATCH`), no pointer of a non-empty
  * buffer is NULL (`TDESC_ERR_BINDING_MISMATCH`), each start is aligned to
- * `2^alignment_log2` (`TDESC_ERR_ALIGNMENT_INVALID`), and no quantization parameter
+ * `2^alignment_log2` (`TDESC_ERR_BINDING_MISMATCH`), and no quantization parameter
  * buffer overlaps a layout buffer of its sub-table (`TDESC_ERR_BINDING_MISMATCH`).
  * Device buffers bind too; reading them is `TDESC_ERR_NOT_BINDABLE`.
  *
