@@ -198,11 +198,6 @@ impl Raw {
         self.0[8..16].copy_from_slice(&n.to_le_bytes());
         self.0
     }
-    /// Patch descriptor_length to `n`, whatever was written.
-    fn finish_with(mut self, n: u64) -> Vec<u8> {
-        self.0[8..16].copy_from_slice(&n.to_le_bytes());
-        self.0
-    }
 }
 
 const F32: u8 = 0x0C;
@@ -1093,7 +1088,7 @@ fn block_tables_pointing_past_the_pool() {
     .unwrap();
     let sizes: Vec<u64> = d.effective_buffers().iter().map(|h| h.size_bytes).collect();
     assert_eq!(sizes, vec![32, 16, 64, 64]);
-    let pools = vec![vec![0x11u8; 64], vec![0x22u8; 64]];
+    let pools = [vec![0x11u8; 64], vec![0x22u8; 64]];
     let make = |table: &[u64], lens: &[u64]| {
         let mut v = vec![words(table), words(lens)];
         v.extend(pools.iter().cloned());
@@ -1254,8 +1249,8 @@ fn file_buffer_sizes_whose_sum_overflows() {
 }
 
 /// Found by this catalogue: the file reader added the data region's file offset to each
-/// buffer's offset inside it without a check (src/file.rs, `parse`: `offsets.push(data_start
-/// + o)` in the `walk_layout` callback), before comparing the implied length with
+/// buffer's offset inside it without a check (src/file.rs, `parse`, the `walk_layout`
+/// callback pushing `data_start` plus the offset), before comparing the implied length with
 /// data_length. Two buffers of 2^64 − 65 bytes behind a small data_length overflowed: a
 /// panic in debug builds (INTERNAL through the C ABI), a wrapped, unused offset in release.
 /// Reported to the transport owner; ignored until src/file.rs is fixed.
