@@ -34,6 +34,7 @@
 //! `data_length` runs from the data region's start to the end of the last buffer. Gaps are
 //! zero bytes; the next record starts at the next multiple of 8. See [`data_layout`].
 
+use std::alloc::{self, Layout};
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -42,6 +43,7 @@ use std::hash::BuildHasher;
 use std::io::{self, BufWriter, Write};
 use std::ops::{Deref, Range};
 use std::path::Path;
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use memmap2::Mmap;
@@ -173,38 +175,53 @@ pub fn data_layout(d: &Descriptor, alignment: u32) -> Result<DataLayout> {
 /// Used where a buffer must be handed out aligned but cannot point into the source: a
 /// [`FileReader`] copies a buffer into one when the source address is not aligned enough
 /// (see [`FileReader`]), and [`crate::stream::Collector`] assembles stream buffers in them.
-/// Growth keeps the alignment (it reallocates and copies itself; the memory grows with the
-/// bytes actually appended, never with a declared size).
-#[derive(Clone)]
+///
+/// Memory follows the bytes, never the alignment: the buffer is one allocation of exactly
+/// its capacity made with the requested alignment (an empty buffer allocates nothing and
+/// still has an aligned, non-null address), and it grows — doubling, re-allocated with the
+/// same alignment — only as bytes are appended.
 pub struct AlignedBuf {
-    storage: Vec<u8>,
-    start: usize,
+    /// Start of the allocation; when `cap` is 0, a dangling pointer whose address is `align`.
+    ptr: NonNull<u8>,
     len: usize,
+    cap: usize,
     align: usize,
 }
 
-impl AlignedBuf {
-    /// An empty buffer aligned to `align` (a power of two ≤ 2^30, else `ALIGNMENT_INVALID`).
-    /// Even when empty, [`as_ptr`](Self::as_ptr) is a real, aligned address.
-    pub fn new(align: usize) -> Result<AlignedBuf> {
-        AlignedBuf::with_capacity(0, align)
-    }
+// SAFETY: an AlignedBuf owns its allocation exclusively, exactly like a Vec<u8>: no aliasing
+// handles, no interior mutability; shared references only read.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as above; `&AlignedBuf` only gives out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
 
-    /// An empty buffer aligned to `align` with room for `capacity` bytes.
-    pub fn with_capacity(capacity: usize, align: usize) -> Result<AlignedBuf> {
-        if !align.is_power_of_two() || align > 1 << 30 {
+impl AlignedBuf {
+    /// The largest alignment accepted (2^30, the largest a buffer handle can ask for).
+    pub const MAX_ALIGN: usize = 1 << 30;
+
+    /// An empty buffer aligned to `align` (a power of two ≤ 2^30, else `ALIGNMENT_INVALID`).
+    /// Allocates nothing; [`as_ptr`](Self::as_ptr) is still a non-null, aligned address.
+    pub fn new(align: usize) -> Result<AlignedBuf> {
+        if !align.is_power_of_two() || align > AlignedBuf::MAX_ALIGN {
             return Err(err(
                 ErrorKind::AlignmentInvalid,
                 format!("alignment {align} is not a power of two up to 2^30"),
             ));
         }
-        let (storage, start) = AlignedBuf::allocate(capacity, align)?;
+        let dangling = NonNull::new(std::ptr::without_provenance_mut::<u8>(align))
+            .unwrap_or(NonNull::dangling());
         Ok(AlignedBuf {
-            storage,
-            start,
+            ptr: dangling,
             len: 0,
+            cap: 0,
             align,
         })
+    }
+
+    /// An empty buffer aligned to `align` with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize, align: usize) -> Result<AlignedBuf> {
+        let mut b = AlignedBuf::new(align)?;
+        b.reserve(capacity)?;
+        Ok(b)
     }
 
     /// A copy of `bytes` aligned to `align`.
@@ -214,21 +231,41 @@ impl AlignedBuf {
         Ok(b)
     }
 
-    /// Storage with room for `align - 1` bytes of lead-in, then `capacity` bytes, and the
-    /// offset of the first aligned byte. Never empty, so the pointer is real.
-    fn allocate(capacity: usize, align: usize) -> Result<(Vec<u8>, usize)> {
-        let total = capacity
-            .checked_add(align)
-            .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
-        let mut storage = Vec::with_capacity(total);
-        let start = (storage.as_ptr() as usize).wrapping_neg() & (align - 1);
-        storage.resize(start, 0);
-        Ok((storage, start))
+    fn layout(size: usize, align: usize) -> Result<Layout> {
+        Layout::from_size_align(size, align).map_err(|_| {
+            err(
+                ErrorKind::Overflow,
+                format!("an aligned buffer of {size} bytes (alignment {align}) is too large"),
+            )
+        })
+    }
+
+    /// Reallocate to exactly `new_cap` (> `cap`) bytes, keeping the contents.
+    fn grow_to(&mut self, new_cap: usize) -> Result<()> {
+        let new_layout = AlignedBuf::layout(new_cap, self.align)?;
+        let p = if self.cap == 0 {
+            // SAFETY: `new_layout` has a non-zero size (new_cap > cap = 0).
+            unsafe { alloc::alloc(new_layout) }
+        } else {
+            let old = AlignedBuf::layout(self.cap, self.align)?;
+            // SAFETY: `ptr` was allocated by the global allocator with exactly `old` (same
+            // alignment, size `cap`); `new_cap` is non-zero and, rounded up to the alignment,
+            // fits in isize (checked by `Layout::from_size_align` above).
+            unsafe { alloc::realloc(self.ptr.as_ptr(), old, new_cap) }
+        };
+        match NonNull::new(p) {
+            Some(p) => {
+                self.ptr = p;
+                self.cap = new_cap;
+                Ok(())
+            }
+            None => alloc::handle_alloc_error(new_layout),
+        }
     }
 
     /// Bytes the buffer can hold without reallocating.
     pub fn capacity(&self) -> usize {
-        self.storage.capacity() - self.start
+        self.cap
     }
 
     /// Make room for at least `additional` more bytes (exactly that much if it must grow).
@@ -237,48 +274,54 @@ impl AlignedBuf {
             .len
             .checked_add(additional)
             .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
-        if need > self.capacity() {
-            self.regrow(need)?;
+        if need > self.cap {
+            self.grow_to(need)?;
         }
         Ok(())
     }
 
-    fn regrow(&mut self, cap: usize) -> Result<()> {
-        let (mut storage, start) = AlignedBuf::allocate(cap, self.align)?;
-        storage.extend_from_slice(self.as_slice());
-        self.storage = storage;
-        self.start = start;
-        Ok(())
-    }
-
-    /// Append `bytes`, growing (doubling) and re-aligning the storage when needed.
+    /// Append `bytes`, growing (doubling) when needed.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
         let need = self
             .len
             .checked_add(bytes.len())
             .ok_or_else(|| err(ErrorKind::Overflow, "aligned buffer size overflows"))?;
-        if need > self.capacity() {
-            self.regrow(need.max(self.len.saturating_mul(2)))?;
+        if need > self.cap {
+            self.grow_to(need.max(self.cap.saturating_mul(2)))?;
         }
-        // Within capacity: the Vec does not reallocate, so `start` stays aligned.
-        self.storage.extend_from_slice(bytes);
+        // SAFETY: need <= cap, so `len .. need` lies inside the allocation; `bytes` cannot
+        // overlap it, because `&mut self` excludes any live borrow of this buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                bytes.len(),
+            );
+        }
         self.len = need;
         Ok(())
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
+        // SAFETY: `ptr` is non-null and aligned; when `cap > 0` it points to an allocation of
+        // `cap >= len` bytes whose first `len` were written by `extend_from_slice`; when
+        // `cap == 0`, `len == 0` and a dangling aligned pointer is valid for an empty slice.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     /// The bytes, mutable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     /// Address of the first byte (aligned, also when empty).
     pub fn as_ptr(&self) -> *const u8 {
-        self.as_slice().as_ptr()
+        self.ptr.as_ptr()
     }
 
     /// Number of bytes.
@@ -294,6 +337,30 @@ impl AlignedBuf {
     /// The alignment in bytes.
     pub fn alignment(&self) -> usize {
         self.align
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.cap == 0 {
+            return;
+        }
+        if let Ok(layout) = Layout::from_size_align(self.cap, self.align) {
+            // SAFETY: `ptr` was allocated by the global allocator with exactly this layout
+            // (the one `grow_to` used) and is not used after this.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> AlignedBuf {
+        // Cannot fail: the alignment, and a layout of `len` bytes with it, were valid for
+        // `self`; an allocation failure aborts in the allocator.
+        match AlignedBuf::from_slice(self.as_slice(), self.align) {
+            Ok(b) => b,
+            Err(_) => alloc::handle_alloc_error(Layout::new::<u8>()),
+        }
     }
 }
 
@@ -1746,6 +1813,22 @@ mod tests {
             }
             assert_eq!(b.as_slice(), &expect[..]);
         }
+        // Memory follows the bytes, not the alignment.
+        let big = 1usize << 24;
+        let e = AlignedBuf::new(big).unwrap();
+        assert_eq!((e.capacity(), e.as_ptr() as usize % big), (0, 0));
+        let one = AlignedBuf::from_slice(&[7], big).unwrap();
+        assert_eq!((one.capacity(), one.as_ptr() as usize % big), (1, 0));
+        let two = one.clone();
+        assert_eq!(
+            (two.as_slice(), two.as_ptr() as usize % big),
+            (&[7u8][..], 0)
+        );
+        assert_ne!(two.as_ptr(), one.as_ptr());
+        assert_eq!(
+            AlignedBuf::new(2 << 30).unwrap_err().kind,
+            ErrorKind::AlignmentInvalid
+        );
         assert_eq!(
             AlignedBuf::new(3).unwrap_err().kind,
             ErrorKind::AlignmentInvalid
@@ -1787,7 +1870,7 @@ mod tests {
     fn identical_descriptors_are_decoded_once() {
         let shapes: Vec<u64> = (1..=40).collect();
         let mut w = FileWriter::new(Vec::new()).unwrap();
-        for i in 0..2000u64 {
+        for i in 0..400u64 {
             let n = shapes[(i % 40) as usize];
             let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
                 .build()

@@ -944,7 +944,7 @@ impl Collector {
 pub fn read_stream<R: Read>(mut input: R, opts: StreamOptions) -> Result<Vec<StreamTensor>> {
     let mut reader = StreamReader::with_options(opts);
     let mut collector = Collector::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 32 * 1024];
     loop {
         let n = match input.read(&mut buf) {
             Ok(0) => break,
