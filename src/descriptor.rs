@@ -647,6 +647,8 @@ impl Decoder {
     }
 }
 
+const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
+
 /// Where an element lives, as far as the descriptor alone can tell.
 ///
 /// The lookup variant carries the local index inline (no allocation per locate), which
@@ -1073,6 +1075,11 @@ impl Descriptor {
     /// Where element `index` lives: a dense location, or what to look up for sparse,
     /// indirect and extension regions. Works for every layout, subpaving or not.
     pub fn locate(&self, index: &[u64]) -> Result<Location> {
+        if self.rank() <= 8 {
+            if let Some(loc) = self.locate_in_grid(index) {
+                return loc;
+            }
+        }
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
         let reg = (region != NONE).then_some(region);
@@ -1081,7 +1088,6 @@ impl Descriptor {
         if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
             && !self.element_type.is_packed()
         {
-            const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
             let (origin, shape) = if region == NONE {
                 (&ZEROS[..rank], &self.shape[..])
             } else {
@@ -1091,21 +1097,7 @@ impl Descriptor {
                 };
                 (b.origin(region), b.shape(region))
             };
-            let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
-            let pos = if matches!(node.layout, Layout::RowMajor) {
-                local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
-            } else {
-                local
-                    .zip(shape)
-                    .rev()
-                    .fold(0u64, |acc, (l, &e)| acc * e + l)
-            };
-            return Ok(Location::Dense {
-                region: reg,
-                buffer: node.first_buffer,
-                byte_offset: node.byte_offset + pos * self.element_type.storage_bytes(),
-                bit_shift: 0,
-            });
+            return Ok(self.dense_location(reg, node, index, origin, shape));
         }
         if let Layout::Unknown { tag, .. } = node.layout {
             return Err(Error::new(
@@ -1152,6 +1144,78 @@ impl Descriptor {
                 })
             }
         }
+    }
+
+    /// Row-/column-major location of `index` in `node` with global `origin` and `shape`.
+    #[inline(always)]
+    fn dense_location(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        index: &[u64],
+        origin: &[u64],
+        shape: &[u64],
+    ) -> Location {
+        let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
+        let pos = if matches!(node.layout, Layout::RowMajor) {
+            local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
+        } else {
+            local
+                .zip(shape)
+                .rev()
+                .fold(0u64, |acc, (l, &e)| acc * e + l)
+        };
+        Location::Dense {
+            region,
+            buffer: node.first_buffer,
+            byte_offset: node.byte_offset + pos * self.element_type.storage_bytes(),
+            bit_shift: 0,
+        }
+    }
+
+    /// The fastest case of [`locate`](Self::locate): a subpaving whose leaf level is a
+    /// grid and whose leaf is a row-/column-major tile, addressed with the tile's box taken
+    /// from the grid (no access to the region arena but the leaf record). `None` means
+    /// "take the general path", which also reports every error.
+    #[inline]
+    fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
+        let rank = self.rank();
+        if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
+            return None;
+        }
+        if index.len() != rank || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
+            return None;
+        }
+        let boxes = Boxes {
+            coords: &self.coords,
+            rank,
+        };
+        let mut lo = [0u64; 8];
+        let mut ext = [0u64; 8];
+        let mut node = &self.root;
+        let mut region = NONE;
+        let mut known = false;
+        while let Layout::Subpaving { index: ix, .. } = node.layout {
+            let (r, k) = self.indexes[ix as usize].find_box(
+                boxes,
+                index,
+                &mut lo[..rank],
+                &mut ext[..rank],
+            )?;
+            region = r;
+            known = k;
+            node = &self.regions[r as usize];
+        }
+        if !known || !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
+            return None;
+        }
+        Some(Ok(self.dense_location(
+            Some(region),
+            node,
+            index,
+            &lo[..rank],
+            &ext[..rank],
+        )))
     }
 
     /// Encode to bytes.

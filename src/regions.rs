@@ -71,6 +71,8 @@ fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
 pub(crate) struct GridAxis {
     /// The enclosing box's origin on this axis (global coordinates).
     base: u64,
+    /// The enclosing box's extent on this axis.
+    extent: u64,
     /// Uniform cell size, or 0 for cut points.
     step: u64,
     /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
@@ -213,6 +215,7 @@ impl LevelIndex {
             };
             axes.push(GridAxis {
                 base: base[a],
+                extent: e,
                 step: step[a],
                 cuts_start: 0,
                 cells,
@@ -283,6 +286,7 @@ impl LevelIndex {
             cuts.push(extent[a]);
             axes.push(GridAxis {
                 base: base[a],
+                extent: extent[a],
                 step: 0,
                 cuts_start: start,
                 cells,
@@ -429,6 +433,52 @@ impl LevelIndex {
                 }
             }
         }
+    }
+
+    /// Like [`find`](Self::find), and for a grid also the region's global origin and extent
+    /// (written to `lo` and `ext`), derived from the grid alone so the region arena is not
+    /// touched; `Some((region, false))` when the index cannot say (k-d trees).
+    #[inline]
+    pub fn find_box(
+        &self,
+        b: Boxes<'_>,
+        p: &[u64],
+        lo: &mut [u64],
+        ext: &mut [u64],
+    ) -> Option<(u32, bool)> {
+        let LevelIndex::Grid {
+            axes,
+            cuts,
+            cells,
+            first,
+        } = self
+        else {
+            return self.find(b, p).map(|r| (r, false));
+        };
+        let mut cell = 0u64;
+        for (((ax, &x), lo), ext) in axes.iter().zip(p).zip(lo.iter_mut()).zip(ext.iter_mut()) {
+            let l = x.checked_sub(ax.base)?;
+            let k = axis_cell(ax, cuts, l);
+            if k >= ax.cells {
+                return None;
+            }
+            cell = cell * ax.cells + k;
+            let (start, len) = if ax.step != 0 {
+                let start = k * ax.step;
+                (start, ax.step.min(ax.extent - start))
+            } else {
+                let c = ax.cuts_start as usize + k as usize;
+                (cuts[c], cuts[c + 1] - cuts[c])
+            };
+            *lo = ax.base + start;
+            *ext = len;
+        }
+        let r = if cells.is_empty() {
+            first + cell as u32
+        } else {
+            *cells.get(cell as usize)?
+        };
+        Some((r, true))
     }
 
     /// Bytes held by the index (for memory accounting).
