@@ -747,6 +747,47 @@ impl<'a> BoundTensor<'a> {
         Ok(())
     }
 
+    /// A pointer array (sub-table entry `k` of `node`): it starts at 0 and never decreases
+    /// (CONTENT_INVALID otherwise). Returns its last value (0 when empty) and its length.
+    fn check_pointers(
+        &self,
+        region: u32,
+        node: &Node,
+        k: usize,
+        ip: Words<'_>,
+    ) -> Result<(u64, u64)> {
+        let mut prev = 0u64;
+        let mut len = 0u64;
+        for (e, v) in ip.iter().enumerate() {
+            if e == 0 && v != 0 {
+                return Err(content_error(
+                    self.desc,
+                    region,
+                    node,
+                    k,
+                    0,
+                    format_args!("is {v}; the first pointer must be 0"),
+                ));
+            }
+            if v < prev {
+                return Err(content_error(
+                    self.desc,
+                    region,
+                    node,
+                    k,
+                    e as u64,
+                    format_args!(
+                        "is {v}, below entry {} = {prev} (pointers must not decrease)",
+                        e - 1
+                    ),
+                ));
+            }
+            prev = v;
+            len += 1;
+        }
+        Ok((prev, len))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn validate_compressed(
         &self,
@@ -761,33 +802,7 @@ impl<'a> BoundTensor<'a> {
         let d = self.desc;
         let ip = Words(self.buf(node, 0)?);
         let ix = Words(self.buf(node, 1)?);
-        let mut prev = 0u64;
-        for (k, v) in ip.iter().enumerate() {
-            if k == 0 && v != 0 {
-                return Err(content_error(
-                    d,
-                    region,
-                    node,
-                    0,
-                    0,
-                    format_args!("is {v}; the first pointer must be 0"),
-                ));
-            }
-            if v < prev {
-                return Err(content_error(
-                    d,
-                    region,
-                    node,
-                    0,
-                    k as u64,
-                    format_args!(
-                        "is {v}, below entry {} = {prev} (pointers must not decrease)",
-                        k - 1
-                    ),
-                ));
-            }
-            prev = v;
-        }
+        let (prev, _) = self.check_pointers(region, node, 0, ip)?;
         if prev != nnz {
             return Err(content_error(
                 d,
@@ -890,35 +905,7 @@ impl<'a> BoundTensor<'a> {
         // Pointers: indptr_0 = [0, n_0]; indptr_l from 0, non-decreasing, to n_l.
         for (l, &count) in counts.iter().enumerate().take(r) {
             let ip = Words(self.buf(node, l)?);
-            let mut prev = 0u64;
-            let mut len = 0u64;
-            for (k, v) in ip.iter().enumerate() {
-                if k == 0 && v != 0 {
-                    return Err(content_error(
-                        d,
-                        region,
-                        node,
-                        l,
-                        0,
-                        format_args!("is {v}; the first pointer must be 0"),
-                    ));
-                }
-                if v < prev {
-                    return Err(content_error(
-                        d,
-                        region,
-                        node,
-                        l,
-                        k as u64,
-                        format_args!(
-                            "is {v}, below entry {} = {prev} (pointers must not decrease)",
-                            k - 1
-                        ),
-                    ));
-                }
-                prev = v;
-                len += 1;
-            }
+            let (prev, len) = self.check_pointers(region, node, l, ip)?;
             if prev != count {
                 return Err(content_error(
                     d,

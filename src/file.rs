@@ -472,6 +472,35 @@ impl fmt::Debug for Mapping {
 
 const ZEROS: [u8; 4096] = [0; 4096];
 
+/// Writers' check of a tensor's buffer slices: one per effective buffer, each exactly its
+/// handle's `size_bytes` long (`BINDING_MISMATCH`), before anything is written.
+pub(crate) fn check_buffer_slices(name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
+    let handles = d.effective_buffers();
+    if buffers.len() != handles.len() {
+        return Err(err(
+            ErrorKind::BindingMismatch,
+            format!(
+                "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
+                buffers.len(),
+                handles.len()
+            ),
+        ));
+    }
+    for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
+        if b.len() as u64 != h.size_bytes {
+            return Err(err(
+                ErrorKind::BindingMismatch,
+                format!(
+                    "tensor {name:?}: buffer {k} slice has {} bytes, its handle says size_bytes {}",
+                    b.len(),
+                    h.size_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a name for a writer: non-empty, at most u32::MAX bytes (`INVALID_ARGUMENT`).
 pub(crate) fn check_name_for_writing(name: &str) -> Result<u32> {
     if name.is_empty() {
@@ -641,29 +670,7 @@ impl<W: Write> FileWriter<W> {
     /// [`write_opaque`](Self::write_opaque)), `ALIGNMENT_INVALID` (a buffer needs more
     /// alignment than the file's), `BINDING_MISMATCH` (wrong slice count or length).
     pub fn write_tensor(&mut self, name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
-        let handles = d.effective_buffers();
-        if buffers.len() != handles.len() {
-            return Err(err(
-                ErrorKind::BindingMismatch,
-                format!(
-                    "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
-                    buffers.len(),
-                    handles.len()
-                ),
-            ));
-        }
-        for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
-            if b.len() as u64 != h.size_bytes {
-                return Err(err(
-                    ErrorKind::BindingMismatch,
-                    format!(
-                        "tensor {name:?}: buffer {k} slice has {} bytes, its handle says size_bytes {}",
-                        b.len(),
-                        h.size_bytes
-                    ),
-                ));
-            }
-        }
+        check_buffer_slices(name, d, buffers)?;
         self.write_tensor_with(name, d, |k, out| {
             out.write_all(buffers[k])?;
             Ok(())

@@ -42,7 +42,7 @@ use std::io::{BufWriter, Read, Write};
 use crate::bound::BoundTensor;
 use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
 use crate::error::{Error, ErrorKind, Result};
-use crate::file::{check_name_for_writing, AlignedBuf};
+use crate::file::{check_buffer_slices, check_name_for_writing, AlignedBuf};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
@@ -1167,29 +1167,7 @@ impl<W: Write> StreamWriter<W> {
     /// one slice per effective buffer, each exactly `size_bytes` long (`BINDING_MISMATCH`
     /// otherwise, checked before anything is written).
     pub fn write_tensor(&mut self, name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
-        let handles = d.effective_buffers();
-        if buffers.len() != handles.len() {
-            return Err(err(
-                ErrorKind::BindingMismatch,
-                format!(
-                    "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
-                    buffers.len(),
-                    handles.len()
-                ),
-            ));
-        }
-        for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
-            if b.len() as u64 != h.size_bytes {
-                return Err(err(
-                    ErrorKind::BindingMismatch,
-                    format!(
-                        "tensor {name:?}: buffer {k} slice has {} bytes, its handle says size_bytes {}",
-                        b.len(),
-                        h.size_bytes
-                    ),
-                ));
-            }
-        }
+        check_buffer_slices(name, d, buffers)?;
         self.begin_tensor(name, d)?;
         for (k, b) in buffers.iter().enumerate() {
             self.write_data(k, b)?;
