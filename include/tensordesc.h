@@ -638,6 +638,55 @@ typedef uint32_t tdesc_buffer_role;
 #endif // __cplusplus
 
 /**
+ * What `tdesc_stream_reader_poll` found.
+ */
+enum tdesc_stream_event_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * Nothing yet: every fed byte is consumed; feed more.
+     */
+    TDESC_STREAM_EVENT_NONE = 0,
+    /**
+     * The STREAM_START frame (`version_major`, `version_minor`).
+     */
+    TDESC_STREAM_EVENT_STREAM_START = 1,
+    /**
+     * A DESCRIPTOR frame: tensor `tensor_index` begins (`name`, `descriptor`).
+     */
+    TDESC_STREAM_EVENT_DESCRIPTOR = 2,
+    /**
+     * The next bytes of a buffer: `data[0, data_len)` are bytes `[offset, offset +
+     * data_len)` of effective buffer `buffer_index`. A DATA frame may arrive as several
+     * events.
+     */
+    TDESC_STREAM_EVENT_DATA = 3,
+    /**
+     * Permissive mode, after an opaque descriptor: a chunk of a DATA frame passed through
+     * unchecked; `buffer_index` is the frame's as written, `offset` is 0.
+     */
+    TDESC_STREAM_EVENT_OPAQUE_DATA = 4,
+    /**
+     * Every byte of tensor `tensor_index` has arrived (for an opaque tensor: right after
+     * its descriptor).
+     */
+    TDESC_STREAM_EVENT_TENSOR_COMPLETE = 5,
+    /**
+     * The STREAM_END frame; nothing may follow.
+     */
+    TDESC_STREAM_EVENT_STREAM_END = 6,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum tdesc_stream_event_kind tdesc_stream_event_kind;
+#else
+typedef uint32_t tdesc_stream_event_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A tensor under construction: element type, shape, the top-level node and the
  * optional sections. Building does not consume it.
  */
@@ -651,10 +700,38 @@ typedef struct tdesc_builder tdesc_builder;
 typedef struct tdesc_descriptor tdesc_descriptor;
 
 /**
+ * An open `.tdf` file: every tensor's name, descriptor and buffers, parsed once.
+ * Immutable; may be read from several threads at once. Created by `tdesc_file_open` or
+ * `tdesc_file_open_bytes`, released by `tdesc_file_free`.
+ */
+typedef struct tdesc_file tdesc_file;
+
+/**
+ * A `.tdf` file being written, to a path or into memory. Use it from one thread at a
+ * time. Created by `tdesc_file_writer_open` or `tdesc_file_writer_new_memory`, released
+ * by `tdesc_file_writer_free`.
+ */
+typedef struct tdesc_file_writer tdesc_file_writer;
+
+/**
  * A node under construction: the tensor's body or a region's body. Owned by the caller
  * until handed to `tdesc_node_add_region` or `tdesc_builder_new`.
  */
 typedef struct tdesc_node_spec tdesc_node_spec;
+
+/**
+ * A push-style stream parser: feed bytes, poll events. Use it from one thread at a time.
+ * Created by `tdesc_stream_reader_new(_with_options)`, released by
+ * `tdesc_stream_reader_free`.
+ */
+typedef struct tdesc_stream_reader tdesc_stream_reader;
+
+/**
+ * A frame stream being written, to a path or into memory. Use it from one thread at a
+ * time. Created by `tdesc_stream_writer_open` or `tdesc_stream_writer_new_memory`,
+ * released by `tdesc_stream_writer_free`.
+ */
+typedef struct tdesc_stream_writer tdesc_stream_writer;
 
 /**
  * A descriptor bound to host buffers. Immutable; may be read from several threads at
@@ -1085,6 +1162,63 @@ typedef struct {
      */
     size_t metadata_len;
 } tdesc_extension_type;
+
+/**
+ * One event of a stream reader. Fields that do not apply to the kind are 0 / NULL.
+ *
+ * Lifetimes: `data` points into the reader's input queue and is valid until the next
+ * `tdesc_stream_reader_poll` or `tdesc_stream_reader_feed` on the reader (or its free).
+ * `name` and `descriptor` are the current tensor's, borrowed from the reader: they are set
+ * for DESCRIPTOR, DATA, OPAQUE_DATA and TENSOR_COMPLETE events and stay valid until the
+ * next DESCRIPTOR event is returned or the reader is freed. Do not free `descriptor`; keep
+ * it longer with `tdesc_descriptor_clone` (or bind it: a tensor keeps its descriptor).
+ */
+typedef struct {
+    /**
+     * What happened.
+     */
+    tdesc_stream_event_kind kind;
+    /**
+     * STREAM_START: the stream's major version (1).
+     */
+    uint8_t version_major;
+    /**
+     * STREAM_START: the stream's minor version.
+     */
+    uint8_t version_minor;
+    /**
+     * Tensor number in the stream (0-based) of tensor events.
+     */
+    uint64_t tensor_index;
+    /**
+     * The tensor's name: `name_len` bytes of UTF-8 followed by a NUL byte.
+     */
+    const char *name;
+    /**
+     * Bytes of `name`, not counting the NUL.
+     */
+    size_t name_len;
+    /**
+     * The tensor's descriptor (borrowed, see above).
+     */
+    const tdesc_descriptor *descriptor;
+    /**
+     * DATA: the effective buffer; OPAQUE_DATA: the frame's `buffer_index`, unchecked.
+     */
+    uint64_t buffer_index;
+    /**
+     * DATA: the offset of `data` inside the buffer.
+     */
+    uint64_t offset;
+    /**
+     * DATA, OPAQUE_DATA: the bytes (borrowed until the next poll or feed).
+     */
+    const uint8_t *data;
+    /**
+     * Bytes at `data`.
+     */
+    size_t data_len;
+} tdesc_stream_event;
 
 /**
  * Reject anything this version does not know.
@@ -1543,6 +1677,214 @@ void tdesc_dlpack_delete_versioned(DLManagedTensorVersioned *managed);
 void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
+ * Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
+ * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`).
+ *
+ * The file must not be truncated or modified while the handle or any tensor bound into it
+ * lives (a truncation makes reads fault, a modification changes validated bytes): write
+ * files under a temporary name and rename them into place.
+ *
+ * Errors: `TDESC_ERR_IO` (cannot open or map), `TDESC_ERR_TRUNCATED` (anything past the
+ * end, no END record), `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`,
+ * `TDESC_ERR_ALIGNMENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, ... (docs/transports.md). In
+ * strict mode any invalid tensor fails the open with its status.
+ */
+tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
+
+/**
+ * Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+ *
+ * The bytes are **copied** into an allocation the handle owns, aligned to the file's
+ * `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
+ * `bytes` as soon as the call returns. Errors as for `tdesc_file_open` (no `TDESC_ERR_IO`).
+ */
+tdesc_status tdesc_file_open_bytes(const uint8_t *bytes,
+                                   size_t len,
+                                   tdesc_mode mode,
+                                   tdesc_file **out);
+
+/**
+ * Number of tensor records, opaque entries included; 0 when `f` is NULL.
+ */
+size_t tdesc_file_tensor_count(const tdesc_file *f);
+
+/**
+ * The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+ */
+uint32_t tdesc_file_data_alignment(const tdesc_file *f);
+
+/**
+ * The name of tensor `i` (file order): `*name` points to its `*len` bytes (UTF-8, not
+ * counting) followed by a NUL byte, borrowed from the file — valid until `tdesc_file_free`.
+ * `len` may be NULL. A name may itself contain NUL bytes; use `*len` when that matters.
+ * `TDESC_ERR_INDEX_OUT_OF_BOUNDS` when `i` is not below `tdesc_file_tensor_count`.
+ */
+tdesc_status tdesc_file_tensor_name(const tdesc_file *f, size_t i, const char **name, size_t *len);
+
+/**
+ * The index of the tensor named `name[0, len)` (not NUL-terminated; UTF-8):
+ * `TDESC_ERR_NOT_FOUND` when the file has no such tensor.
+ */
+tdesc_status tdesc_file_find(const tdesc_file *f, const char *name, size_t len, size_t *index);
+
+/**
+ * A new descriptor handle for tensor `i` (free it with `tdesc_descriptor_free`). An opaque
+ * entry whose descriptor decoded (unknown layout, unusable buffers) gives it; one whose
+ * descriptor failed to decode gives that decode status (e.g. `TDESC_ERR_LAYOUT_CONSTRAINT`).
+ */
+tdesc_status tdesc_file_tensor_descriptor(const tdesc_file *f, size_t i, tdesc_descriptor **out);
+
+/**
+ * Tensor `i` bound to its buffers, which point into the file's memory (no copy; a buffer
+ * whose address in the file is not aligned as its handle asks was copied once into an
+ * aligned allocation the file keeps). Free it with `tdesc_tensor_free`. The tensor keeps
+ * the file's memory alive by itself: it stays usable after `tdesc_file_free`.
+ *
+ * `TDESC_ERR_NOT_BINDABLE` for an opaque entry (the detail carries the reason, also given
+ * by `tdesc_file_tensor_problem`); `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` past the end.
+ */
+tdesc_status tdesc_file_tensor_bind(const tdesc_file *f, size_t i, tdesc_tensor **out);
+
+/**
+ * True when tensor `i` is an opaque entry (permissive reading only); false when `f` is
+ * NULL or `i` is out of range.
+ */
+bool tdesc_file_tensor_is_opaque(const tdesc_file *f, size_t i);
+
+/**
+ * Why tensor `i` is opaque: `*status` is the reason's status (`TDESC_ERR_NOT_BINDABLE`
+ * for an opaque descriptor, a decode status, `TDESC_ERR_ALIGNMENT_INVALID` or
+ * `TDESC_ERR_LENGTH_MISMATCH` for buffers that cannot be handed out) and `*reason` its
+ * detail, `"NAME: detail"`, valid until `tdesc_file_free`. For a normal tensor `*status`
+ * is `TDESC_OK` and `*reason` is `""`. `reason` may be NULL.
+ */
+tdesc_status tdesc_file_tensor_problem(const tdesc_file *f,
+                                       size_t i,
+                                       tdesc_status *status,
+                                       const char **reason);
+
+/**
+ * Effective buffer `k` of tensor `i`: `*data` points to its `*len` (= `size_bytes`)
+ * bytes, aligned to its handle's `2^alignment_log2`, borrowed from the file (valid until
+ * `tdesc_file_free`). `len` may be NULL. `TDESC_ERR_NOT_BINDABLE` for an opaque entry,
+ * `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` or `k` past the end.
+ */
+tdesc_status tdesc_file_tensor_buffer(const tdesc_file *f,
+                                      size_t i,
+                                      size_t k,
+                                      const uint8_t **data,
+                                      size_t *len);
+
+/**
+ * The encoded descriptor of tensor `i` as stored in the file (also for opaque entries):
+ * `*bytes` / `*len`, borrowed from the file. `len` may be NULL.
+ */
+tdesc_status tdesc_file_tensor_descriptor_bytes(const tdesc_file *f,
+                                                size_t i,
+                                                const uint8_t **bytes,
+                                                size_t *len);
+
+/**
+ * The data region of tensor `i` (its buffers and the zero gaps between them, as stored;
+ * also for opaque entries): `*bytes` / `*len`, borrowed from the file. With
+ * `tdesc_file_tensor_descriptor_bytes` this lets `tdesc_file_writer_add_opaque` copy an
+ * entry the library cannot interpret. `len` may be NULL.
+ */
+tdesc_status tdesc_file_tensor_data(const tdesc_file *f,
+                                    size_t i,
+                                    const uint8_t **bytes,
+                                    size_t *len);
+
+/**
+ * Release a file handle. Tensors bound into it keep its memory alive until they are
+ * freed; pointers borrowed from the handle (names, bytes, buffers) become invalid. NULL is
+ * a no-op.
+ */
+void tdesc_file_free(tdesc_file *f);
+
+/**
+ * Create (or truncate) the file at `path` (NUL-terminated) and write its header, with
+ * `data_buffer_alignment` `data_alignment` (a power of two in 64 ... 1 MiB; 0 means the
+ * default, 64; else `TDESC_ERR_ALIGNMENT_INVALID`). `TDESC_ERR_IO` when the file cannot be
+ * created.
+ *
+ * Output is buffered: the file is complete only after `tdesc_file_writer_finish`. A writer
+ * freed without finishing leaves a file without END record, which readers reject as
+ * `TDESC_ERR_TRUNCATED`.
+ */
+tdesc_status tdesc_file_writer_open(const char *path,
+                                    uint32_t data_alignment,
+                                    tdesc_file_writer **out);
+
+/**
+ * A writer that collects the file in memory; read it with `tdesc_file_writer_bytes`
+ * after `tdesc_file_writer_finish`. `data_alignment` as for `tdesc_file_writer_open`.
+ */
+tdesc_status tdesc_file_writer_new_memory(uint32_t data_alignment, tdesc_file_writer **out);
+
+/**
+ * Append tensor `name[0, name_len)` (UTF-8, non-empty, unique in the file) described by
+ * `d`, whose bytes are `buffers[0, count)`: one pointer per effective buffer in the order
+ * of `tdesc_descriptor_buffer`, buffer `k` holding exactly its `size_bytes` bytes (a
+ * buffer of size 0 may be NULL). The buffers need no particular alignment and are only
+ * read during the call.
+ *
+ * Errors, all before anything is written (the file stays valid): `TDESC_ERR_INVALID_ARGUMENT`
+ * (empty or non-UTF-8 name; a finished writer), `TDESC_ERR_BINDING_MISMATCH` (wrong
+ * `count`, NULL buffer), `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (an opaque
+ * descriptor: use `tdesc_file_writer_add_opaque`), `TDESC_ERR_ALIGNMENT_INVALID` (a buffer
+ * needs more alignment than the file's `data_alignment`). An I/O error
+ * (`TDESC_ERR_IO`) while writing leaves the file broken and the writer refuses further
+ * calls with it.
+ */
+tdesc_status tdesc_file_writer_add(tdesc_file_writer *w,
+                                   const char *name,
+                                   size_t name_len,
+                                   const tdesc_descriptor *d,
+                                   const void *const *buffers,
+                                   size_t count);
+
+/**
+ * Append an entry verbatim: `descriptor[0, descriptor_len)` — the encoded bytes of an
+ * *opaque* descriptor (one that decodes permissively but cannot be bound) — and its data
+ * region `data[0, data_len)`, as read from another file with
+ * `tdesc_file_tensor_descriptor_bytes` / `tdesc_file_tensor_data`. Copy between files with
+ * the same `data_alignment`. Errors: `TDESC_ERR_INVALID_ARGUMENT` (empty name, a bindable
+ * descriptor — use `tdesc_file_writer_add`), `TDESC_ERR_DUPLICATE_NAME`, the descriptor's
+ * permissive decode status, `TDESC_ERR_LENGTH_MISMATCH` (bytes after `descriptor_length`).
+ */
+tdesc_status tdesc_file_writer_add_opaque(tdesc_file_writer *w,
+                                          const char *name,
+                                          size_t name_len,
+                                          const uint8_t *descriptor,
+                                          size_t descriptor_len,
+                                          const uint8_t *data,
+                                          size_t data_len);
+
+/**
+ * Write the END record, flush and close the file. Afterwards the handle can only be freed
+ * (and, for a memory writer, read with `tdesc_file_writer_bytes`); a second finish or an
+ * add is `TDESC_ERR_INVALID_ARGUMENT`. A failure (e.g. `TDESC_ERR_IO`) leaves the file
+ * incomplete, and later calls repeat it.
+ */
+tdesc_status tdesc_file_writer_finish(tdesc_file_writer *w);
+
+/**
+ * The complete file of a finished memory writer: `*bytes` / `*len`, borrowed from the
+ * writer (valid until `tdesc_file_writer_free`). `len` may be NULL.
+ * `TDESC_ERR_INVALID_ARGUMENT` before finish or for a writer that wrote to a path.
+ */
+tdesc_status tdesc_file_writer_bytes(const tdesc_file_writer *w,
+                                     const uint8_t **bytes,
+                                     size_t *len);
+
+/**
+ * Release a writer. If it was not finished, what was written so far stays in the file,
+ * which then lacks its END record (readers report `TDESC_ERR_TRUNCATED`). NULL is a no-op.
+ */
+void tdesc_file_writer_free(tdesc_file_writer *w);
+
+/**
  * The ABI version of the loaded library; compare with the `TDESC_ABI_VERSION` macro of
  * the header you compiled against.
  */
@@ -1568,6 +1910,149 @@ const char *tdesc_status_name(uint32_t status);
  * next failing call on the same thread; successful calls do not change it.
  */
 const char *tdesc_last_error(void);
+
+/**
+ * Create (or truncate) the file at `path` (NUL-terminated — a regular file, a FIFO, a
+ * device) and write STREAM_START. `TDESC_ERR_IO` when it cannot be created. Output is
+ * buffered: everything is written by `tdesc_stream_writer_finish`.
+ */
+tdesc_status tdesc_stream_writer_open(const char *path, tdesc_stream_writer **out);
+
+/**
+ * A writer that collects the stream in memory; read it with `tdesc_stream_writer_bytes`
+ * after `tdesc_stream_writer_finish`.
+ */
+tdesc_status tdesc_stream_writer_new_memory(tdesc_stream_writer **out);
+
+/**
+ * A whole tensor: a DESCRIPTOR frame for `name[0, name_len)` (UTF-8, non-empty, unique in
+ * the stream) and `d`, then one DATA frame per non-empty buffer. `buffers[0, count)` holds
+ * one pointer per effective buffer, buffer `k` exactly `size_bytes` long (NULL allowed
+ * for size 0); they are only read during the call.
+ *
+ * Errors, before anything is written: `TDESC_ERR_INVALID_ARGUMENT` (bad name, finished
+ * writer), `TDESC_ERR_BINDING_MISMATCH` (count, NULL buffer), `TDESC_ERR_STREAM_ORDER`
+ * (the previous tensor begun with `tdesc_stream_writer_begin` is incomplete),
+ * `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (opaque descriptor). An I/O error
+ * breaks the stream; the writer then repeats it.
+ */
+tdesc_status tdesc_stream_writer_add(tdesc_stream_writer *w,
+                                     const char *name,
+                                     size_t name_len,
+                                     const tdesc_descriptor *d,
+                                     const void *const *buffers,
+                                     size_t count);
+
+/**
+ * Begin a tensor: write its DESCRIPTOR frame only. Its buffers' bytes follow through
+ * `tdesc_stream_writer_data`, in effective order. Errors as for `tdesc_stream_writer_add`.
+ */
+tdesc_status tdesc_stream_writer_begin(tdesc_stream_writer *w,
+                                       const char *name,
+                                       size_t name_len,
+                                       const tdesc_descriptor *d);
+
+/**
+ * The next `len` bytes of effective buffer `buffer` of the tensor begun last, as one DATA
+ * frame (nothing for `len` 0). `TDESC_ERR_STREAM_ORDER` unless `buffer` is the first
+ * buffer still lacking bytes and `len` fits in what it lacks (checked before writing).
+ */
+tdesc_status tdesc_stream_writer_data(tdesc_stream_writer *w,
+                                      size_t buffer,
+                                      const void *bytes,
+                                      size_t len);
+
+/**
+ * Write STREAM_END, flush and close. `TDESC_ERR_STREAM_ORDER` (nothing written, the writer
+ * stays open) while a tensor begun with `tdesc_stream_writer_begin` is incomplete.
+ * Afterwards the handle can only be freed (and, for a memory writer, read with
+ * `tdesc_stream_writer_bytes`).
+ */
+tdesc_status tdesc_stream_writer_finish(tdesc_stream_writer *w);
+
+/**
+ * The complete stream of a finished memory writer: `*bytes` / `*len`, borrowed from the
+ * writer (valid until `tdesc_stream_writer_free`). `len` may be NULL.
+ * `TDESC_ERR_INVALID_ARGUMENT` before finish or for a writer that wrote to a path.
+ */
+tdesc_status tdesc_stream_writer_bytes(const tdesc_stream_writer *w,
+                                       const uint8_t **bytes,
+                                       size_t *len);
+
+/**
+ * Release a writer. An unfinished stream stays without STREAM_END (readers report
+ * `TDESC_ERR_TRUNCATED`). NULL is a no-op.
+ */
+void tdesc_stream_writer_free(tdesc_stream_writer *w);
+
+/**
+ * A reader decoding descriptors in `mode` (`TDESC_MODE_STRICT` or
+ * `TDESC_MODE_PERMISSIVE`: newer minor stream versions, opaque descriptors whose DATA
+ * frames come out as OPAQUE_DATA events), with the default limits: DESCRIPTOR payloads up
+ * to 64 MiB, unique names enforced.
+ */
+tdesc_status tdesc_stream_reader_new(tdesc_mode mode, tdesc_stream_reader **out);
+
+/**
+ * A reader with limits: a DESCRIPTOR payload (name and descriptor) above
+ * `max_descriptor_bytes` is `TDESC_ERR_LENGTH_MISMATCH` before anything is allocated (0
+ * means the default, 64 MiB); `unique_names` false stops remembering names (no
+ * `TDESC_ERR_DUPLICATE_NAME`), so memory stays constant on endless streams.
+ */
+tdesc_status tdesc_stream_reader_new_with_options(tdesc_mode mode,
+                                                  uint64_t max_descriptor_bytes,
+                                                  bool unique_names,
+                                                  tdesc_stream_reader **out);
+
+/**
+ * Append `bytes[0, len)` to the reader's input (copied; the caller's memory is free again
+ * when the call returns). Parsing happens in `tdesc_stream_reader_poll`; poll until it
+ * reports `TDESC_STREAM_EVENT_NONE` before feeding more to keep memory small. Invalidates
+ * the `data` pointer of the last event. After a parse error the reader is spent: feed
+ * returns that error.
+ */
+tdesc_status tdesc_stream_reader_feed(tdesc_stream_reader *r, const uint8_t *bytes, size_t len);
+
+/**
+ * The next event: `TDESC_OK` with `out->kind` the event, or `TDESC_STREAM_EVENT_NONE`
+ * when every fed byte is consumed without completing one (feed more). A malformed stream
+ * gives its status (`TDESC_ERR_STREAM_ORDER`, `TDESC_ERR_LENGTH_MISMATCH`,
+ * `TDESC_ERR_CONTENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, a descriptor's decode status,
+ * ...) as soon as the bytes that prove it were fed; the reader is then spent and repeats
+ * the error. `*out` is written only on success.
+ */
+tdesc_status tdesc_stream_reader_poll(tdesc_stream_reader *r, tdesc_stream_event *out);
+
+/**
+ * Declare the end of input: `TDESC_OK` when STREAM_END was read, `TDESC_ERR_TRUNCATED` when
+ * the input stopped before it, the earlier error of a spent reader, and
+ * `TDESC_ERR_INVALID_ARGUMENT` while fed bytes are still unpolled (poll until
+ * `TDESC_STREAM_EVENT_NONE` first).
+ */
+tdesc_status tdesc_stream_reader_finish(const tdesc_stream_reader *r);
+
+/**
+ * Stream bytes consumed by polling so far; 0 when `r` is NULL.
+ */
+uint64_t tdesc_stream_reader_position(const tdesc_stream_reader *r);
+
+/**
+ * Fed bytes not consumed yet; 0 when `r` is NULL.
+ */
+size_t tdesc_stream_reader_pending(const tdesc_stream_reader *r);
+
+/**
+ * Heap bytes the reader holds: its input queue's capacity, the DESCRIPTOR payload being
+ * received, the current tensor's buffer sizes and the names remembered for the uniqueness
+ * rule (the current descriptor's decoded form not counted); 0 when `r` is NULL.
+ */
+size_t tdesc_stream_reader_memory(const tdesc_stream_reader *r);
+
+/**
+ * Release a reader (and the current tensor's name and descriptor it lends). NULL is a
+ * no-op.
+ */
+void tdesc_stream_reader_free(tdesc_stream_reader *r);
 
 /**
  * Bind `count` buffers to `d`: `buffers[i]` is the start of effective buffer `i` (in

@@ -249,6 +249,22 @@ fn dlpack_from_c_and_cpp() {
     assert!(passed(&out) > 10, "too few checks ran:\n{out}");
 }
 
+/// A fresh scratch directory for the transport programs' files.
+fn transport_dir(name: &str) -> PathBuf {
+    let dir = out_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the transport scratch directory");
+    dir
+}
+
+#[test]
+fn transport_from_c() {
+    let dir = transport_dir("transport_scratch");
+    let exe = build_exe("test_transport.c", false);
+    let out = run(&exe, &[&dir]);
+    assert!(passed(&out) > 400, "too few checks ran:\n{out}");
+}
+
 #[test]
 fn headers_compile_alone() {
     let obj_dir = out_dir();

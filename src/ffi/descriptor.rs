@@ -54,7 +54,7 @@ pub(crate) unsafe fn desc_arg<'a>(d: *const tdesc_descriptor) -> Result<&'a tdes
     unsafe { ref_arg(d, "descriptor") }
 }
 
-fn mode_arg(mode: tdesc_mode) -> Result<Mode> {
+pub(crate) fn mode_arg(mode: tdesc_mode) -> Result<Mode> {
     match mode {
         TDESC_MODE_STRICT => Ok(Mode::Strict),
         TDESC_MODE_PERMISSIVE => Ok(Mode::Permissive),

@@ -30,7 +30,9 @@
 pub mod builder;
 pub mod descriptor;
 pub mod dlpack;
+pub mod file;
 pub mod status;
+pub mod stream;
 pub mod tensor;
 pub mod types;
 
@@ -41,6 +43,8 @@ pub use dlpack::{
     tdesc_tensor_import_dlpack, tdesc_tensor_import_dlpack_versioned, TDESC_DLPACK_MAJOR_VERSION,
     TDESC_DLPACK_MINOR_VERSION,
 };
+pub use file::*;
 pub use status::*;
+pub use stream::*;
 pub use tensor::*;
 pub use types::*;

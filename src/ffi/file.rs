@@ -1,0 +1,861 @@
+//! `.tdf` files from C: a reader that maps (or copies) a file once and hands out every
+//! tensor's name, descriptor and bound tensor by index or by name, and a writer that takes a
+//! descriptor and one pointer per effective buffer.
+//!
+//! * `tdesc_file_open` maps the file; `tdesc_file_open_bytes` copies the caller's bytes into
+//!   an owned allocation aligned to the file's `data_buffer_alignment`, so the caller's
+//!   memory may be released right after the call.
+//! * Tensors bound by `tdesc_file_tensor_bind` point into the mapping (no copy) and keep it
+//!   alive: they stay usable after `tdesc_file_free`.
+//! * Names, descriptor bytes, data regions and buffers handed out as pointers borrow from the
+//!   file handle and stay valid until `tdesc_file_free`.
+//! * Permissive reading keeps tensors it cannot interpret as *opaque entries*
+//!   (`tdesc_file_tensor_problem` says why); binding one is `TDESC_ERR_NOT_BINDABLE`.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::descriptor::Descriptor;
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::{
+    check_data_alignment, AlignedBuf, FileReader, FileWriter, TensorEntry, DEFAULT_DATA_ALIGNMENT,
+    FILE_HEADER_BYTES,
+};
+
+use super::descriptor::{desc_arg, mode_arg, tdesc_descriptor};
+use super::status::{
+    guard, guard_value, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+};
+use super::tensor::tdesc_tensor;
+use super::types::tdesc_mode;
+
+// ---------------------------------------------------------------------------------------
+// Helpers shared with the stream transport
+// ---------------------------------------------------------------------------------------
+
+/// A NUL-terminated path argument.
+///
+/// # Safety
+/// A non-null `path` must point to a NUL-terminated string.
+pub(crate) unsafe fn path_arg(path: *const c_char) -> Result<PathBuf> {
+    if path.is_null() {
+        return Err(invalid("path is NULL"));
+    }
+    // SAFETY: non-null; NUL termination is the caller's promise.
+    let c = unsafe { CStr::from_ptr(path) };
+    if c.is_empty() {
+        return Err(invalid("path is empty"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes())))
+    }
+    #[cfg(not(unix))]
+    {
+        c.to_str()
+            .map(PathBuf::from)
+            .map_err(|e| invalid(format!("path is not UTF-8: {e}")))
+    }
+}
+
+/// A tensor name argument: `len` bytes of UTF-8 at `name` (`INVALID_ARGUMENT` otherwise).
+///
+/// # Safety
+/// A non-null `name` must point to `len` readable bytes.
+pub(crate) unsafe fn name_arg<'a>(name: *const c_char, len: usize) -> Result<&'a str> {
+    // SAFETY: forwarded caller promise.
+    let bytes = unsafe { slice_arg(name as *const u8, len, "name")? };
+    std::str::from_utf8(bytes).map_err(|e| invalid(format!("the tensor name is not UTF-8: {e}")))
+}
+
+/// One slice per effective buffer of `d` from `count` caller pointers: `BINDING_MISMATCH`
+/// for a wrong count, a NULL pointer of a non-empty buffer or a size beyond the address
+/// space.
+///
+/// # Safety
+/// `buffers` must be NULL or point to `count` pointers, each NULL or pointing to its
+/// buffer's `size_bytes` readable bytes that outlive `'a`.
+pub(crate) unsafe fn buffer_slices<'a>(
+    d: &Descriptor,
+    buffers: *const *const c_void,
+    count: usize,
+) -> Result<Vec<&'a [u8]>> {
+    let handles = d.effective_buffers();
+    if count != handles.len() {
+        return Err(Error::new(
+            ErrorKind::BindingMismatch,
+            format!(
+                "{count} buffer pointers given, the descriptor has {} effective buffers",
+                handles.len()
+            ),
+        ));
+    }
+    // SAFETY: forwarded caller promise on `count` pointers.
+    let ptrs = unsafe { slice_arg(buffers, count, "buffers")? };
+    let mut v: Vec<&'a [u8]> = Vec::with_capacity(count);
+    for (i, (&p, h)) in ptrs.iter().zip(handles).enumerate() {
+        let len = usize::try_from(h.size_bytes)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::BindingMismatch,
+                    format!(
+                        "effective buffer {i}: size_bytes {} exceeds the address space",
+                        h.size_bytes
+                    ),
+                )
+            })?;
+        if len == 0 {
+            v.push(&[]);
+        } else if p.is_null() {
+            return Err(Error::new(
+                ErrorKind::BindingMismatch,
+                format!("effective buffer {i} is NULL but holds {len} bytes"),
+            ));
+        } else {
+            // SAFETY: non-null, `len` fits isize; the caller promises `len` readable bytes.
+            v.push(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
+        }
+    }
+    Ok(v)
+}
+
+/// Where a writer's bytes go: a file on disk or a growing buffer in memory.
+pub(crate) enum Out {
+    File(File),
+    Memory(Vec<u8>),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Out::File(f) => f.write(buf),
+            Out::Memory(v) => v.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Out::File(f) => f.write_all(buf),
+            Out::Memory(v) => v.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Out::File(f) => f.flush(),
+            Out::Memory(_) => Ok(()),
+        }
+    }
+}
+
+impl Out {
+    pub(crate) fn create(path: &std::path::Path) -> Result<Out> {
+        File::create(path).map(Out::File).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot create {}: {e}", path.display()),
+            )
+        })
+    }
+}
+
+/// The life of a writer handle: open, then finished (with the bytes of a memory writer)
+/// or broken by a failed finish.
+pub(crate) enum WriterState<W> {
+    Open(W),
+    Finished(Option<Vec<u8>>),
+    Broken(Error),
+}
+
+impl<W> WriterState<W> {
+    /// The open writer, or why there is none.
+    pub(crate) fn open(&mut self, what: &str) -> Result<&mut W> {
+        match self {
+            WriterState::Open(w) => Ok(w),
+            WriterState::Finished(_) => Err(invalid(format!(
+                "the {what} is finished; only free it (or read its bytes)"
+            ))),
+            WriterState::Broken(e) => Err(Error::new(
+                e.kind,
+                format!("the {what} failed to finish: {}", e.detail),
+            )),
+        }
+    }
+
+    /// Finish the open writer with `finish` (which returns the output).
+    pub(crate) fn finish(
+        &mut self,
+        what: &str,
+        finish: impl FnOnce(W) -> Result<Out>,
+    ) -> Result<()> {
+        self.open(what)?;
+        let w = match std::mem::replace(self, WriterState::Finished(None)) {
+            WriterState::Open(w) => w,
+            _ => return Err(Error::new(ErrorKind::Internal, "writer state changed")),
+        };
+        match finish(w) {
+            Ok(Out::Memory(v)) => {
+                *self = WriterState::Finished(Some(v));
+                Ok(())
+            }
+            Ok(Out::File(f)) => {
+                drop(f);
+                Ok(())
+            }
+            Err(e) => {
+                *self = WriterState::Broken(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The bytes of a finished memory writer.
+    pub(crate) fn bytes(&self, what: &str) -> Result<&[u8]> {
+        match self {
+            WriterState::Finished(Some(v)) => Ok(v),
+            WriterState::Finished(None) => Err(invalid(format!(
+                "the {what} wrote to a file; only a memory writer has bytes"
+            ))),
+            WriterState::Open(_) => Err(invalid(format!(
+                "the {what} is not finished; its bytes are complete only after finish"
+            ))),
+            WriterState::Broken(e) => Err(Error::new(
+                e.kind,
+                format!("the {what} failed to finish: {}", e.detail),
+            )),
+        }
+    }
+}
+
+/// Hand out `bytes` through two out-parameters (pointer and optional length).
+fn bytes_out(bytes: &[u8], out: *mut *const u8, len: *mut usize) -> Result<()> {
+    out_arg(out, "bytes")?;
+    if !len.is_null() {
+        out_arg(len, "len")?;
+    }
+    // SAFETY: both checked non-null (len when given) and aligned; writable is the
+    // caller's promise.
+    unsafe {
+        out.write(bytes.as_ptr());
+        if !len.is_null() {
+            len.write(bytes.len());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Reader
+// ---------------------------------------------------------------------------------------
+
+/// The parsed file and the memory it lives in; shared by the handle and every tensor bound
+/// into it.
+struct FileData {
+    // Declared first so it is dropped first: it borrows from `_bytes` (or owns the mapping).
+    reader: FileReader<'static>,
+    /// The owned copy made by `tdesc_file_open_bytes`; None for a mapped file.
+    _bytes: Option<AlignedBuf>,
+}
+
+/// An open `.tdf` file: every tensor's name, descriptor and buffers, parsed once.
+/// Immutable; may be read from several threads at once. Created by `tdesc_file_open` or
+/// `tdesc_file_open_bytes`, released by `tdesc_file_free`.
+pub struct tdesc_file {
+    data: Arc<FileData>,
+    /// Why each opaque entry is opaque: its status and "NAME: detail" string.
+    problems: HashMap<usize, (tdesc_status, CString)>,
+    /// Shared copies of the file's descriptors (keyed by their address in the reader), made
+    /// on first use by `tdesc_file_tensor_bind` / `tdesc_file_tensor_descriptor`.
+    shared: Mutex<HashMap<usize, Arc<Descriptor>>>,
+}
+
+impl tdesc_file {
+    fn new(data: FileData) -> tdesc_file {
+        let problems = data
+            .reader
+            .opaque_entries()
+            .filter_map(|e| {
+                let p = e.problem()?;
+                let msg = CString::new(p.to_string().replace('\0', "")).unwrap_or_default();
+                Some((e.index(), (tdesc_status::from_kind(p.kind), msg)))
+            })
+            .collect();
+        tdesc_file {
+            data: Arc::new(data),
+            problems,
+            shared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {
+        self.data.reader.entry(i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "tensor index {i} is out of range (the file has {})",
+                    self.data.reader.len()
+                ),
+            )
+        })
+    }
+
+    /// The entry's descriptor in an Arc (the decode error when it failed to decode).
+    fn shared_descriptor(&self, e: &TensorEntry<'_>) -> Result<Arc<Descriptor>> {
+        let d = match e.descriptor() {
+            Some(d) => d,
+            None => {
+                let p = e.problem().map_or_else(
+                    || Error::new(ErrorKind::Internal, "entry without descriptor or problem"),
+                    Clone::clone,
+                );
+                return Err(p.context(format!("tensor {:?}: the descriptor", e.name())));
+            }
+        };
+        let key = d as *const Descriptor as usize;
+        let mut map = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Arc::clone(
+            map.entry(key).or_insert_with(|| Arc::new(d.clone())),
+        ))
+    }
+
+    /// NOT_BINDABLE (with the reason) for an opaque entry.
+    fn check_bindable(&self, e: &TensorEntry<'_>) -> Result<()> {
+        match e.problem() {
+            Some(p) => Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("tensor {:?} is opaque ({p})", e.name()),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+unsafe fn file_arg<'a>(f: *const tdesc_file) -> Result<&'a tdesc_file> {
+    // SAFETY: forwarded caller promise: `f` is NULL or a live file handle.
+    unsafe { ref_arg(f, "file") }
+}
+
+/// Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
+/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`).
+///
+/// The file must not be truncated or modified while the handle or any tensor bound into it
+/// lives (a truncation makes reads fault, a modification changes validated bytes): write
+/// files under a temporary name and rename them into place.
+///
+/// Errors: `TDESC_ERR_IO` (cannot open or map), `TDESC_ERR_TRUNCATED` (anything past the
+/// end, no END record), `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`,
+/// `TDESC_ERR_ALIGNMENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, ... (docs/transports.md). In
+/// strict mode any invalid tensor fails the open with its status.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open(
+    path: *const c_char,
+    mode: tdesc_mode,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and the NUL-terminated `path`.
+        let path = unsafe {
+            out_handle(out, "out")?;
+            path_arg(path)?
+        };
+        let mode = mode_arg(mode)?;
+        let reader = FileReader::open(&path, mode)?;
+        let f = tdesc_file::new(FileData {
+            reader,
+            _bytes: None,
+        });
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(f))) };
+        Ok(())
+    })
+}
+
+/// Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+///
+/// The bytes are **copied** into an allocation the handle owns, aligned to the file's
+/// `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
+/// `bytes` as soon as the call returns. Errors as for `tdesc_file_open` (no `TDESC_ERR_IO`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open_bytes(
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `len` readable bytes at `bytes`.
+        let bytes = unsafe {
+            out_handle(out, "out")?;
+            slice_arg(bytes, len, "bytes")?
+        };
+        let mode = mode_arg(mode)?;
+        // Align the copy as the file asks (a header too short or with a bad alignment is
+        // rejected by the parser; any alignment works for the copy then).
+        let align = if bytes.len() as u64 >= FILE_HEADER_BYTES {
+            let a = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+            if check_data_alignment(a).is_ok() {
+                a
+            } else {
+                DEFAULT_DATA_ALIGNMENT
+            }
+        } else {
+            DEFAULT_DATA_ALIGNMENT
+        };
+        let copy = AlignedBuf::from_slice(bytes, align as usize)?;
+        // SAFETY: the slice covers the initialised bytes of `copy`'s heap allocation, which
+        // does not move when `copy` is moved into `FileData` and is never written again. It
+        // is dropped only after `reader` (field order of FileData), and FileData lives in an
+        // Arc shared by the handle and every tensor that borrows from it.
+        let view: &'static [u8] = unsafe { std::slice::from_raw_parts(copy.as_ptr(), copy.len()) };
+        let reader = FileReader::from_bytes(view, mode)?;
+        let f = tdesc_file::new(FileData {
+            reader,
+            _bytes: Some(copy),
+        });
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(f))) };
+        Ok(())
+    })
+}
+
+/// Number of tensor records, opaque entries included; 0 when `f` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_count(f: *const tdesc_file) -> usize {
+    // SAFETY: caller promise on `f`.
+    guard_value(0, || Ok(unsafe { file_arg(f)? }.data.reader.len()))
+}
+
+/// The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 {
+    // SAFETY: caller promise on `f`.
+    guard_value(0, || {
+        Ok(unsafe { file_arg(f)? }.data.reader.data_buffer_alignment())
+    })
+}
+
+/// The name of tensor `i` (file order): `*name` points to its `*len` bytes (UTF-8, not
+/// counting) followed by a NUL byte, borrowed from the file — valid until `tdesc_file_free`.
+/// `len` may be NULL. A name may itself contain NUL bytes; use `*len` when that matters.
+/// `TDESC_ERR_INDEX_OUT_OF_BOUNDS` when `i` is not below `tdesc_file_tensor_count`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_name(
+    f: *const tdesc_file,
+    i: usize,
+    name: *mut *const c_char,
+    len: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        let e = unsafe { file_arg(f)? }.entry(i)?;
+        let with_nul = e.name_bytes_with_nul();
+        let n = with_nul.len() - 1;
+        bytes_out(&with_nul[..n], name as *mut *const u8, len)
+    })
+}
+
+/// The index of the tensor named `name[0, len)` (not NUL-terminated; UTF-8):
+/// `TDESC_ERR_NOT_FOUND` when the file has no such tensor.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_find(
+    f: *const tdesc_file,
+    name: *const c_char,
+    len: usize,
+    index: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `f` and `len` bytes at `name`.
+        let (f, bytes) = unsafe { (file_arg(f)?, slice_arg(name as *const u8, len, "name")?) };
+        out_arg(index, "index")?;
+        let found = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| f.data.reader.find(s));
+        match found {
+            Some(i) => {
+                // SAFETY: checked above.
+                unsafe { index.write(i) };
+                Ok(())
+            }
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no tensor named {:?} in the file",
+                    String::from_utf8_lossy(bytes)
+                ),
+            )),
+        }
+    })
+}
+
+/// A new descriptor handle for tensor `i` (free it with `tdesc_descriptor_free`). An opaque
+/// entry whose descriptor decoded (unknown layout, unusable buffers) gives it; one whose
+/// descriptor failed to decode gives that decode status (e.g. `TDESC_ERR_LAYOUT_CONSTRAINT`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_descriptor(
+    f: *const tdesc_file,
+    i: usize,
+    out: *mut *mut tdesc_descriptor,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `f`.
+        let f = unsafe {
+            out_handle(out, "out")?;
+            file_arg(f)?
+        };
+        let d = f.shared_descriptor(&f.entry(i)?)?;
+        let h = Box::new(tdesc_descriptor::share(d));
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(h)) };
+        Ok(())
+    })
+}
+
+/// Tensor `i` bound to its buffers, which point into the file's memory (no copy; a buffer
+/// whose address in the file is not aligned as its handle asks was copied once into an
+/// aligned allocation the file keeps). Free it with `tdesc_tensor_free`. The tensor keeps
+/// the file's memory alive by itself: it stays usable after `tdesc_file_free`.
+///
+/// `TDESC_ERR_NOT_BINDABLE` for an opaque entry (the detail carries the reason, also given
+/// by `tdesc_file_tensor_problem`); `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` past the end.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_bind(
+    f: *const tdesc_file,
+    i: usize,
+    out: *mut *mut tdesc_tensor,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `f`.
+        let f = unsafe {
+            out_handle(out, "out")?;
+            file_arg(f)?
+        };
+        let e = f.entry(i)?;
+        f.check_bindable(&e)?;
+        let d = tdesc_descriptor::share(f.shared_descriptor(&e)?);
+        let t = tdesc_tensor::bind(&d, |_| {
+            let slices = e.buffers()?;
+            // SAFETY: the slices point into the file's memory (the mapping, the owned copy
+            // or the reader's aligned copies), all owned by `f.data`; the tensor receives a
+            // clone of that Arc as its owner below and drops it only after its bound view.
+            Ok(slices
+                .into_iter()
+                .map(|s| unsafe { &*(s as *const [u8]) })
+                .collect())
+        })
+        .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
+        let t = t.with_owner(Arc::clone(&f.data) as super::tensor::Owner);
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(t))) };
+        Ok(())
+    })
+}
+
+/// True when tensor `i` is an opaque entry (permissive reading only); false when `f` is
+/// NULL or `i` is out of range.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_is_opaque(f: *const tdesc_file, i: usize) -> bool {
+    // SAFETY: caller promise on `f`.
+    guard_value(false, || Ok(unsafe { file_arg(f)? }.entry(i)?.is_opaque()))
+}
+
+/// Why tensor `i` is opaque: `*status` is the reason's status (`TDESC_ERR_NOT_BINDABLE`
+/// for an opaque descriptor, a decode status, `TDESC_ERR_ALIGNMENT_INVALID` or
+/// `TDESC_ERR_LENGTH_MISMATCH` for buffers that cannot be handed out) and `*reason` its
+/// detail, `"NAME: detail"`, valid until `tdesc_file_free`. For a normal tensor `*status`
+/// is `TDESC_OK` and `*reason` is `""`. `reason` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_problem(
+    f: *const tdesc_file,
+    i: usize,
+    status: *mut tdesc_status,
+    reason: *mut *const c_char,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        let f = unsafe { file_arg(f)? };
+        f.entry(i)?;
+        out_arg(status, "status")?;
+        if !reason.is_null() {
+            out_arg(reason, "reason")?;
+        }
+        let (s, r) = match f.problems.get(&i) {
+            Some((s, r)) => (*s, r.as_ptr()),
+            None => (tdesc_status::TDESC_OK, c"".as_ptr()),
+        };
+        // SAFETY: checked above.
+        unsafe {
+            status.write(s);
+            if !reason.is_null() {
+                reason.write(r);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Effective buffer `k` of tensor `i`: `*data` points to its `*len` (= `size_bytes`)
+/// bytes, aligned to its handle's `2^alignment_log2`, borrowed from the file (valid until
+/// `tdesc_file_free`). `len` may be NULL. `TDESC_ERR_NOT_BINDABLE` for an opaque entry,
+/// `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` or `k` past the end.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_buffer(
+    f: *const tdesc_file,
+    i: usize,
+    k: usize,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        let f = unsafe { file_arg(f)? };
+        let e = f.entry(i)?;
+        f.check_bindable(&e)?;
+        let n = e.descriptor().map_or(0, |d| d.effective_buffers().len());
+        if k >= n {
+            return Err(Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "buffer {k} is out of range: tensor {:?} has {n} effective buffers",
+                    e.name()
+                ),
+            ));
+        }
+        bytes_out(e.buffer(k)?, data, len)
+    })
+}
+
+/// The encoded descriptor of tensor `i` as stored in the file (also for opaque entries):
+/// `*bytes` / `*len`, borrowed from the file. `len` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_descriptor_bytes(
+    f: *const tdesc_file,
+    i: usize,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        let e = unsafe { file_arg(f)? }.entry(i)?;
+        bytes_out(e.descriptor_bytes(), bytes, len)
+    })
+}
+
+/// The data region of tensor `i` (its buffers and the zero gaps between them, as stored;
+/// also for opaque entries): `*bytes` / `*len`, borrowed from the file. With
+/// `tdesc_file_tensor_descriptor_bytes` this lets `tdesc_file_writer_add_opaque` copy an
+/// entry the library cannot interpret. `len` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_tensor_data(
+    f: *const tdesc_file,
+    i: usize,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        let e = unsafe { file_arg(f)? }.entry(i)?;
+        bytes_out(e.data(), bytes, len)
+    })
+}
+
+/// Release a file handle. Tensors bound into it keep its memory alive until they are
+/// freed; pointers borrowed from the handle (names, bytes, buffers) become invalid. NULL is
+/// a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_free(f: *mut tdesc_file) {
+    if f.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: created by Box::into_raw in tdesc_file_open(_bytes) and freed once.
+        drop(unsafe { Box::from_raw(f) });
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer
+// ---------------------------------------------------------------------------------------
+
+/// A `.tdf` file being written, to a path or into memory. Use it from one thread at a
+/// time. Created by `tdesc_file_writer_open` or `tdesc_file_writer_new_memory`, released
+/// by `tdesc_file_writer_free`.
+pub struct tdesc_file_writer {
+    state: WriterState<FileWriter<Out>>,
+}
+
+const FILE_WRITER: &str = "file writer";
+
+unsafe fn file_writer_arg<'a>(w: *mut tdesc_file_writer) -> Result<&'a mut tdesc_file_writer> {
+    // SAFETY: forwarded caller promise: `w` is NULL or a live writer handle.
+    unsafe { mut_arg(w, "writer") }
+}
+
+fn new_file_writer(out: Out, data_alignment: u32) -> Result<tdesc_file_writer> {
+    let a = if data_alignment == 0 {
+        DEFAULT_DATA_ALIGNMENT
+    } else {
+        data_alignment
+    };
+    check_data_alignment(a)?;
+    Ok(tdesc_file_writer {
+        state: WriterState::Open(FileWriter::with_alignment(out, a)?),
+    })
+}
+
+/// Create (or truncate) the file at `path` (NUL-terminated) and write its header, with
+/// `data_buffer_alignment` `data_alignment` (a power of two in 64 ... 1 MiB; 0 means the
+/// default, 64; else `TDESC_ERR_ALIGNMENT_INVALID`). `TDESC_ERR_IO` when the file cannot be
+/// created.
+///
+/// Output is buffered: the file is complete only after `tdesc_file_writer_finish`. A writer
+/// freed without finishing leaves a file without END record, which readers reject as
+/// `TDESC_ERR_TRUNCATED`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_open(
+    path: *const c_char,
+    data_alignment: u32,
+    out: *mut *mut tdesc_file_writer,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and the NUL-terminated `path`.
+        let path = unsafe {
+            out_handle(out, "out")?;
+            path_arg(path)?
+        };
+        if data_alignment != 0 {
+            check_data_alignment(data_alignment)?;
+        }
+        let w = new_file_writer(Out::create(&path)?, data_alignment)?;
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        Ok(())
+    })
+}
+
+/// A writer that collects the file in memory; read it with `tdesc_file_writer_bytes`
+/// after `tdesc_file_writer_finish`. `data_alignment` as for `tdesc_file_writer_open`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_new_memory(
+    data_alignment: u32,
+    out: *mut *mut tdesc_file_writer,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `out`.
+        unsafe { out_handle(out, "out")? };
+        let w = new_file_writer(Out::Memory(Vec::new()), data_alignment)?;
+        // SAFETY: checked above.
+        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        Ok(())
+    })
+}
+
+/// Append tensor `name[0, name_len)` (UTF-8, non-empty, unique in the file) described by
+/// `d`, whose bytes are `buffers[0, count)`: one pointer per effective buffer in the order
+/// of `tdesc_descriptor_buffer`, buffer `k` holding exactly its `size_bytes` bytes (a
+/// buffer of size 0 may be NULL). The buffers need no particular alignment and are only
+/// read during the call.
+///
+/// Errors, all before anything is written (the file stays valid): `TDESC_ERR_INVALID_ARGUMENT`
+/// (empty or non-UTF-8 name; a finished writer), `TDESC_ERR_BINDING_MISMATCH` (wrong
+/// `count`, NULL buffer), `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (an opaque
+/// descriptor: use `tdesc_file_writer_add_opaque`), `TDESC_ERR_ALIGNMENT_INVALID` (a buffer
+/// needs more alignment than the file's `data_alignment`). An I/O error
+/// (`TDESC_ERR_IO`) while writing leaves the file broken and the writer refuses further
+/// calls with it.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_add(
+    w: *mut tdesc_file_writer,
+    name: *const c_char,
+    name_len: usize,
+    d: *const tdesc_descriptor,
+    buffers: *const *const c_void,
+    count: usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `w`, `d`, the name and the buffer pointers.
+        let (w, name, d) =
+            unsafe { (file_writer_arg(w)?, name_arg(name, name_len)?, desc_arg(d)?) };
+        let fw = w.state.open(FILE_WRITER)?;
+        // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes.
+        let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
+        fw.write_tensor(name, &d.inner, &slices)
+    })
+}
+
+/// Append an entry verbatim: `descriptor[0, descriptor_len)` — the encoded bytes of an
+/// *opaque* descriptor (one that decodes permissively but cannot be bound) — and its data
+/// region `data[0, data_len)`, as read from another file with
+/// `tdesc_file_tensor_descriptor_bytes` / `tdesc_file_tensor_data`. Copy between files with
+/// the same `data_alignment`. Errors: `TDESC_ERR_INVALID_ARGUMENT` (empty name, a bindable
+/// descriptor — use `tdesc_file_writer_add`), `TDESC_ERR_DUPLICATE_NAME`, the descriptor's
+/// permissive decode status, `TDESC_ERR_LENGTH_MISMATCH` (bytes after `descriptor_length`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_add_opaque(
+    w: *mut tdesc_file_writer,
+    name: *const c_char,
+    name_len: usize,
+    descriptor: *const u8,
+    descriptor_len: usize,
+    data: *const u8,
+    data_len: usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `w`, the name and both byte ranges.
+        let (w, name, desc, data) = unsafe {
+            (
+                file_writer_arg(w)?,
+                name_arg(name, name_len)?,
+                slice_arg(descriptor, descriptor_len, "descriptor")?,
+                slice_arg(data, data_len, "data")?,
+            )
+        };
+        w.state.open(FILE_WRITER)?.write_opaque(name, desc, data)
+    })
+}
+
+/// Write the END record, flush and close the file. Afterwards the handle can only be freed
+/// (and, for a memory writer, read with `tdesc_file_writer_bytes`); a second finish or an
+/// add is `TDESC_ERR_INVALID_ARGUMENT`. A failure (e.g. `TDESC_ERR_IO`) leaves the file
+/// incomplete, and later calls repeat it.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_finish(w: *mut tdesc_file_writer) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `w`.
+        let w = unsafe { file_writer_arg(w)? };
+        w.state.finish(FILE_WRITER, |fw| fw.finish())
+    })
+}
+
+/// The complete file of a finished memory writer: `*bytes` / `*len`, borrowed from the
+/// writer (valid until `tdesc_file_writer_free`). `len` may be NULL.
+/// `TDESC_ERR_INVALID_ARGUMENT` before finish or for a writer that wrote to a path.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_bytes(
+    w: *const tdesc_file_writer,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `w`.
+        let w = unsafe { ref_arg(w, "writer")? };
+        bytes_out(w.state.bytes(FILE_WRITER)?, bytes, len)
+    })
+}
+
+/// Release a writer. If it was not finished, what was written so far stays in the file,
+/// which then lacks its END record (readers report `TDESC_ERR_TRUNCATED`). NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_writer_free(w: *mut tdesc_file_writer) {
+    if w.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: created by Box::into_raw in this module and freed once.
+        drop(unsafe { Box::from_raw(w) });
+    });
+}
