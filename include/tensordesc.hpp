@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -65,6 +66,22 @@ using descriptor_ptr = std::unique_ptr<tdesc_descriptor, descriptor_deleter>;
 using tensor_ptr = std::unique_ptr<tdesc_tensor, tensor_deleter>;
 using node_ptr = std::unique_ptr<tdesc_node_spec, node_deleter>;
 using builder_ptr = std::unique_ptr<tdesc_builder, builder_deleter>;
+struct file_deleter {
+    void operator()(tdesc_file *f) const noexcept { tdesc_file_free(f); }
+};
+struct file_writer_deleter {
+    void operator()(tdesc_file_writer *w) const noexcept { tdesc_file_writer_free(w); }
+};
+struct stream_writer_deleter {
+    void operator()(tdesc_stream_writer *w) const noexcept { tdesc_stream_writer_free(w); }
+};
+struct stream_reader_deleter {
+    void operator()(tdesc_stream_reader *r) const noexcept { tdesc_stream_reader_free(r); }
+};
+using file_ptr = std::unique_ptr<tdesc_file, file_deleter>;
+using file_writer_ptr = std::unique_ptr<tdesc_file_writer, file_writer_deleter>;
+using stream_writer_ptr = std::unique_ptr<tdesc_stream_writer, stream_writer_deleter>;
+using stream_reader_ptr = std::unique_ptr<tdesc_stream_reader, stream_reader_deleter>;
 
 using dense_location = tdesc_location_dense;
 using lookup_location = tdesc_location_lookup;
@@ -353,6 +370,12 @@ class builder {
 /// A descriptor bound to caller-owned host buffers (which must outlive the tensor).
 class tensor {
   public:
+    /// Take ownership of a handle from the C API (e.g. tdesc_file_tensor_bind).
+    explicit tensor(tdesc_tensor *owned) : h_(owned) {
+        if (!h_) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "null tensor handle");
+        }
+    }
     tensor(const descriptor &d, const std::vector<const void *> &buffers) {
         tdesc_tensor *t = nullptr;
         check(tdesc_tensor_bind(d.get(), buffers.data(), buffers.size(), &t));
@@ -380,6 +403,201 @@ class tensor {
 
   private:
     tensor_ptr h_;
+};
+
+/// An open .tdf file (tdesc_file_open / tdesc_file_open_bytes). Tensors bound from it keep
+/// its memory alive on their own.
+class file {
+  public:
+    explicit file(tdesc_file *owned) : h_(owned) {
+        if (!h_) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "null file handle");
+        }
+    }
+    /// Map and parse the file at `path`.
+    static file open(const std::string &path, tdesc_mode mode = TDESC_MODE_STRICT) {
+        tdesc_file *f = nullptr;
+        check(tdesc_file_open(path.c_str(), mode, &f));
+        return file(f);
+    }
+    /// Parse a file held in memory (the bytes are copied).
+    static file from_bytes(const void *bytes, size_t len, tdesc_mode mode = TDESC_MODE_STRICT) {
+        tdesc_file *f = nullptr;
+        check(tdesc_file_open_bytes(static_cast<const uint8_t *>(bytes), len, mode, &f));
+        return file(f);
+    }
+    static file from_bytes(const std::vector<uint8_t> &bytes,
+                           tdesc_mode mode = TDESC_MODE_STRICT) {
+        return from_bytes(bytes.data(), bytes.size(), mode);
+    }
+
+    /// Number of tensors (opaque entries included).
+    size_t size() const noexcept { return tdesc_file_tensor_count(get()); }
+    uint32_t data_alignment() const noexcept { return tdesc_file_data_alignment(get()); }
+    std::string name(size_t i) const {
+        const char *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_name(get(), i, &p, &n));
+        return std::string(p, n);
+    }
+    /// The index of the tensor named `name`, or nullopt.
+    std::optional<size_t> find(const std::string &name) const {
+        size_t i = 0;
+        tdesc_status s = tdesc_file_find(get(), name.data(), name.size(), &i);
+        if (s == TDESC_ERR_NOT_FOUND) {
+            return std::nullopt;
+        }
+        check(s);
+        return i;
+    }
+    /// The index of the tensor named `name` (throws TDESC_ERR_NOT_FOUND).
+    size_t index(const std::string &name) const {
+        size_t i = 0;
+        check(tdesc_file_find(get(), name.data(), name.size(), &i));
+        return i;
+    }
+    tdesc::descriptor tensor_descriptor(size_t i) const {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_file_tensor_descriptor(get(), i, &d));
+        return tdesc::descriptor(d);
+    }
+    /// Tensor `i` bound to the file's memory (no copy).
+    tensor bind(size_t i) const {
+        tdesc_tensor *t = nullptr;
+        check(tdesc_file_tensor_bind(get(), i, &t));
+        return tensor(t);
+    }
+    tensor bind(const std::string &name) const { return bind(index(name)); }
+    bool is_opaque(size_t i) const noexcept { return tdesc_file_tensor_is_opaque(get(), i); }
+    /// Why tensor `i` is opaque: (TDESC_OK, "") for a normal tensor.
+    std::pair<tdesc_status, std::string> problem(size_t i) const {
+        tdesc_status s = TDESC_OK;
+        const char *reason = nullptr;
+        check(tdesc_file_tensor_problem(get(), i, &s, &reason));
+        return {s, reason};
+    }
+    const tdesc_file *get() const noexcept { return h_.get(); }
+
+  private:
+    file_ptr h_;
+};
+
+/// Copy a borrowed (pointer, length) result into a vector.
+inline std::vector<uint8_t> copy_bytes(const uint8_t *p, size_t n) {
+    return n == 0 ? std::vector<uint8_t>() : std::vector<uint8_t>(p, p + n);
+}
+
+/// A .tdf file being written, to a path or into memory.
+class file_writer {
+  public:
+    explicit file_writer(tdesc_file_writer *owned) : h_(owned) {
+        if (!h_) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "null file writer handle");
+        }
+    }
+    /// Create the file at `path`; `data_alignment` 0 means 64.
+    explicit file_writer(const std::string &path, uint32_t data_alignment = 0) {
+        tdesc_file_writer *w = nullptr;
+        check(tdesc_file_writer_open(path.c_str(), data_alignment, &w));
+        h_.reset(w);
+    }
+    static file_writer memory(uint32_t data_alignment = 0) {
+        tdesc_file_writer *w = nullptr;
+        check(tdesc_file_writer_new_memory(data_alignment, &w));
+        return file_writer(w);
+    }
+    /// Append a tensor: one pointer per effective buffer, each holding its size_bytes.
+    file_writer &add(const std::string &name, const descriptor &d,
+                     const std::vector<const void *> &buffers) {
+        check(tdesc_file_writer_add(h_.get(), name.data(), name.size(), d.get(),
+                                    buffers.data(), buffers.size()));
+        return *this;
+    }
+    /// Write END, flush and close.
+    void finish() { check(tdesc_file_writer_finish(h_.get())); }
+    /// The file of a finished memory writer.
+    std::vector<uint8_t> bytes() const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_writer_bytes(h_.get(), &p, &n));
+        return copy_bytes(p, n);
+    }
+
+  private:
+    file_writer_ptr h_;
+};
+
+/// A frame stream being written, to a path or into memory.
+class stream_writer {
+  public:
+    explicit stream_writer(tdesc_stream_writer *owned) : h_(owned) {
+        if (!h_) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "null stream writer handle");
+        }
+    }
+    explicit stream_writer(const std::string &path) {
+        tdesc_stream_writer *w = nullptr;
+        check(tdesc_stream_writer_open(path.c_str(), &w));
+        h_.reset(w);
+    }
+    static stream_writer memory() {
+        tdesc_stream_writer *w = nullptr;
+        check(tdesc_stream_writer_new_memory(&w));
+        return stream_writer(w);
+    }
+    /// A whole tensor: DESCRIPTOR and one DATA frame per non-empty buffer.
+    stream_writer &add(const std::string &name, const descriptor &d,
+                       const std::vector<const void *> &buffers) {
+        check(tdesc_stream_writer_add(h_.get(), name.data(), name.size(), d.get(),
+                                      buffers.data(), buffers.size()));
+        return *this;
+    }
+    /// A DESCRIPTOR frame; the bytes follow through data().
+    stream_writer &begin(const std::string &name, const descriptor &d) {
+        check(tdesc_stream_writer_begin(h_.get(), name.data(), name.size(), d.get()));
+        return *this;
+    }
+    stream_writer &data(size_t buffer, const void *bytes, size_t len) {
+        check(tdesc_stream_writer_data(h_.get(), buffer, bytes, len));
+        return *this;
+    }
+    void finish() { check(tdesc_stream_writer_finish(h_.get())); }
+    std::vector<uint8_t> bytes() const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_stream_writer_bytes(h_.get(), &p, &n));
+        return copy_bytes(p, n);
+    }
+
+  private:
+    stream_writer_ptr h_;
+};
+
+/// A push-style stream reader: feed bytes, poll events.
+class stream_reader {
+  public:
+    explicit stream_reader(tdesc_mode mode = TDESC_MODE_STRICT, uint64_t max_descriptor_bytes = 0,
+                           bool unique_names = true) {
+        tdesc_stream_reader *r = nullptr;
+        check(tdesc_stream_reader_new_with_options(mode, max_descriptor_bytes, unique_names, &r));
+        h_.reset(r);
+    }
+    void feed(const void *bytes, size_t len) {
+        check(tdesc_stream_reader_feed(h_.get(), static_cast<const uint8_t *>(bytes), len));
+    }
+    void feed(const std::vector<uint8_t> &bytes) { feed(bytes.data(), bytes.size()); }
+    /// The next event into `ev`; false when every fed byte is consumed (feed more). Throws
+    /// on a malformed stream. Pointers in `ev` follow the lifetimes of tdesc_stream_event.
+    bool poll(tdesc_stream_event &ev) {
+        check(tdesc_stream_reader_poll(h_.get(), &ev));
+        return ev.kind != TDESC_STREAM_EVENT_NONE;
+    }
+    /// End of input: throws TDESC_ERR_TRUNCATED unless STREAM_END was read.
+    void finish() const { check(tdesc_stream_reader_finish(h_.get())); }
+    uint64_t position() const noexcept { return tdesc_stream_reader_position(h_.get()); }
+
+  private:
+    stream_reader_ptr h_;
 };
 
 } // namespace tdesc

@@ -258,11 +258,15 @@ fn transport_dir(name: &str) -> PathBuf {
 }
 
 #[test]
-fn transport_from_c() {
+fn transport_from_c_and_cpp() {
     let dir = transport_dir("transport_scratch");
     let exe = build_exe("test_transport.c", false);
     let out = run(&exe, &[&dir]);
     assert!(passed(&out) > 400, "too few checks ran:\n{out}");
+    let dir = transport_dir("transport_cpp_scratch");
+    let exe = build_exe("test_transport_cpp.cpp", true);
+    let out = run(&exe, &[&dir]);
+    assert!(passed(&out) > 15, "too few checks ran:\n{out}");
 }
 
 #[test]

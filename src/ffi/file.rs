@@ -233,7 +233,14 @@ impl<W> WriterState<W> {
 }
 
 /// Hand out `bytes` through two out-parameters (pointer and optional length).
-fn bytes_out(bytes: &[u8], out: *mut *const u8, len: *mut usize) -> Result<()> {
+pub(crate) fn bytes_out(bytes: &[u8], out: *mut *const u8, len: *mut usize) -> Result<()> {
+    prefix_out(bytes, bytes.len(), out, len)
+}
+
+/// Hand out the first `n` bytes of `bytes`: the pointer keeps the provenance of all of
+/// `bytes` (a name's NUL terminator after its `n` bytes stays readable through it).
+fn prefix_out(bytes: &[u8], n: usize, out: *mut *const u8, len: *mut usize) -> Result<()> {
+    debug_assert!(n <= bytes.len());
     out_arg(out, "bytes")?;
     if !len.is_null() {
         out_arg(len, "len")?;
@@ -243,7 +250,7 @@ fn bytes_out(bytes: &[u8], out: *mut *const u8, len: *mut usize) -> Result<()> {
     unsafe {
         out.write(bytes.as_ptr());
         if !len.is_null() {
-            len.write(bytes.len());
+            len.write(n);
         }
     }
     Ok(())
@@ -454,8 +461,7 @@ pub unsafe extern "C" fn tdesc_file_tensor_name(
         // SAFETY: caller promise on `f`.
         let e = unsafe { file_arg(f)? }.entry(i)?;
         let with_nul = e.name_bytes_with_nul();
-        let n = with_nul.len() - 1;
-        bytes_out(&with_nul[..n], name as *mut *const u8, len)
+        prefix_out(with_nul, with_nul.len() - 1, name as *mut *const u8, len)
     })
 }
 
@@ -858,4 +864,151 @@ pub unsafe extern "C" fn tdesc_file_writer_free(w: *mut tdesc_file_writer) {
         // SAFETY: created by Box::into_raw in this module and freed once.
         drop(unsafe { Box::from_raw(w) });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{NodeSpec, RegionSpec, TensorBuilder};
+    use crate::element::ElementType;
+    use crate::ffi::tdesc_descriptor_free;
+    use crate::ffi::tensor::{tdesc_tensor_free, tdesc_tensor_get_f64};
+    use std::ptr;
+
+    fn paving() -> Descriptor {
+        TensorBuilder::subpaving(
+            ElementType::Int32,
+            &[2, 4],
+            vec![
+                RegionSpec::new(&[0, 0], &[2, 2], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 2], &[2, 2], NodeSpec::splat()),
+            ],
+        )
+        .build()
+        .unwrap()
+    }
+
+    /// A memory file with tensor "p" (the paving) written through the C entry points.
+    unsafe fn memory_file(d: *const tdesc_descriptor) -> Vec<u8> {
+        let a: Vec<u8> = (10..14i32).flat_map(|v| v.to_le_bytes()).collect();
+        let b = (-7i32).to_le_bytes();
+        let ptrs = [a.as_ptr() as *const c_void, b.as_ptr() as *const c_void];
+        let mut w = ptr::null_mut();
+        // SAFETY: live locals; handles used per the ownership rules.
+        unsafe {
+            assert_eq!(
+                tdesc_file_writer_new_memory(0, &mut w),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_file_writer_add(w, c"p".as_ptr(), 1, d, ptrs.as_ptr(), 2),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_file_writer_add(w, c"p".as_ptr(), 1, d, ptrs.as_ptr(), 2),
+                tdesc_status::TDESC_ERR_DUPLICATE_NAME
+            );
+            assert_eq!(
+                tdesc_file_writer_add(w, c"q".as_ptr(), 1, d, ptrs.as_ptr(), 1),
+                tdesc_status::TDESC_ERR_BINDING_MISMATCH
+            );
+            let (mut p, mut n) = (ptr::null(), 0usize);
+            assert_eq!(
+                tdesc_file_writer_bytes(w, &mut p, &mut n),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(tdesc_file_writer_finish(w), tdesc_status::TDESC_OK);
+            assert_eq!(
+                tdesc_file_writer_finish(w),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                tdesc_file_writer_bytes(w, &mut p, &mut n),
+                tdesc_status::TDESC_OK
+            );
+            let bytes = std::slice::from_raw_parts(p, n).to_vec();
+            tdesc_file_writer_free(w);
+            bytes
+        }
+    }
+
+    #[test]
+    fn write_reopen_bind_and_outlive_the_file() {
+        let d = tdesc_descriptor::into_raw(paving());
+        // SAFETY: live locals and handles, each freed once.
+        unsafe {
+            let bytes = memory_file(d);
+            let mut f = ptr::null_mut();
+            assert_eq!(
+                tdesc_file_open_bytes(bytes.as_ptr(), bytes.len(), 2, &mut f),
+                tdesc_status::TDESC_ERR_INVALID_ARGUMENT
+            );
+            assert!(f.is_null());
+            assert_eq!(
+                tdesc_file_open_bytes(bytes.as_ptr(), bytes.len() - 1, 0, &mut f),
+                tdesc_status::TDESC_ERR_TRUNCATED
+            );
+            assert_eq!(
+                tdesc_file_open_bytes(bytes.as_ptr(), bytes.len(), 0, &mut f),
+                tdesc_status::TDESC_OK
+            );
+            drop(bytes);
+            assert_eq!(tdesc_file_tensor_count(f), 1);
+            let (mut name, mut len) = (ptr::null(), 0usize);
+            assert_eq!(
+                tdesc_file_tensor_name(f, 0, &mut name, &mut len),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(CStr::from_ptr(name).to_bytes(), b"p");
+            assert_eq!(len, 1);
+            let mut i = 9usize;
+            assert_eq!(
+                tdesc_file_find(f, c"p".as_ptr(), 1, &mut i),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(i, 0);
+            assert_eq!(
+                tdesc_file_find(f, c"x".as_ptr(), 1, &mut i),
+                tdesc_status::TDESC_ERR_NOT_FOUND
+            );
+            let mut t = ptr::null_mut();
+            assert_eq!(
+                tdesc_file_tensor_bind(f, 1, &mut t),
+                tdesc_status::TDESC_ERR_INDEX_OUT_OF_BOUNDS
+            );
+            assert_eq!(tdesc_file_tensor_bind(f, 0, &mut t), tdesc_status::TDESC_OK);
+            let mut t2 = ptr::null_mut();
+            assert_eq!(
+                tdesc_file_tensor_bind(f, 0, &mut t2),
+                tdesc_status::TDESC_OK
+            );
+            // Both tensors share one copy of the descriptor.
+            assert_eq!((*f).shared.lock().unwrap().len(), 1);
+            let mut dd = ptr::null_mut();
+            assert_eq!(
+                tdesc_file_tensor_descriptor(f, 0, &mut dd),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(*(*dd).descriptor().as_ref(), paving());
+            tdesc_descriptor_free(dd);
+            tdesc_file_free(f);
+            tdesc_descriptor_free(d);
+            let mut v = 0f64;
+            for (idx, want) in [([1u64, 1], 13.0), ([0, 0], 10.0), ([1, 3], -7.0)] {
+                assert_eq!(
+                    tdesc_tensor_get_f64(t, idx.as_ptr(), 2, &mut v),
+                    tdesc_status::TDESC_OK
+                );
+                assert_eq!(v, want);
+            }
+            tdesc_tensor_free(t);
+            assert_eq!(
+                tdesc_tensor_get_f64(t2, [0u64, 1].as_ptr(), 2, &mut v),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(v, 11.0);
+            tdesc_tensor_free(t2);
+            tdesc_file_free(ptr::null_mut());
+        }
+    }
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Event, StreamOptions, StreamReader, StreamWriter};
 
 use super::descriptor::{desc_arg, mode_arg, tdesc_descriptor};
-use super::file::{buffer_slices, name_arg, path_arg, Out, WriterState};
+use super::file::{buffer_slices, bytes_out, name_arg, path_arg, Out, WriterState};
 use super::status::{
     guard, guard_value, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
 };
@@ -198,19 +198,7 @@ pub unsafe extern "C" fn tdesc_stream_writer_bytes(
     guard(|| {
         // SAFETY: caller promise on `w`.
         let w = unsafe { ref_arg(w, "writer")? };
-        let b = w.state.bytes(STREAM_WRITER)?;
-        out_arg(bytes, "bytes")?;
-        if !len.is_null() {
-            out_arg(len, "len")?;
-        }
-        // SAFETY: checked non-null and aligned above.
-        unsafe {
-            bytes.write(b.as_ptr());
-            if !len.is_null() {
-                len.write(b.len());
-            }
-        }
-        Ok(())
+        bytes_out(w.state.bytes(STREAM_WRITER)?, bytes, len)
     })
 }
 
@@ -609,4 +597,165 @@ pub unsafe extern "C" fn tdesc_stream_reader_free(r: *mut tdesc_stream_reader) {
         // SAFETY: created by Box::into_raw in this module and freed once.
         drop(unsafe { Box::from_raw(r) });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::TensorBuilder;
+    use crate::element::ElementType;
+    use crate::ffi::tdesc_descriptor_free;
+    use std::ffi::CStr;
+    use std::ptr;
+
+    /// A stream of tensors "a" (UINT8 [5]) and "b" (INT16 [2], written in two pieces).
+    unsafe fn memory_stream() -> Vec<u8> {
+        let a = tdesc_descriptor::into_raw(
+            TensorBuilder::row_major(ElementType::Uint8, &[5])
+                .build()
+                .unwrap(),
+        );
+        let b = tdesc_descriptor::into_raw(
+            TensorBuilder::row_major(ElementType::Int16, &[2])
+                .build()
+                .unwrap(),
+        );
+        let bytes_a = [1u8, 2, 3, 4, 5];
+        let ptrs = [bytes_a.as_ptr() as *const c_void];
+        let bytes_b = [0x34u8, 0x12, 0xff, 0xff];
+        let mut w = ptr::null_mut();
+        // SAFETY: live locals and handles, each freed once.
+        unsafe {
+            assert_eq!(
+                tdesc_stream_writer_new_memory(&mut w),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_stream_writer_add(w, c"a".as_ptr(), 1, a, ptrs.as_ptr(), 1),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_stream_writer_begin(w, c"b".as_ptr(), 1, b),
+                tdesc_status::TDESC_OK
+            );
+            assert_eq!(
+                tdesc_stream_writer_finish(w),
+                tdesc_status::TDESC_ERR_STREAM_ORDER
+            );
+            for (k, piece) in [
+                (1usize, &bytes_b[..1]),
+                (0, &bytes_b[..1]),
+                (0, &bytes_b[1..]),
+            ] {
+                let want = if k == 0 {
+                    tdesc_status::TDESC_OK
+                } else {
+                    tdesc_status::TDESC_ERR_STREAM_ORDER
+                };
+                assert_eq!(
+                    tdesc_stream_writer_data(w, k, piece.as_ptr().cast(), piece.len()),
+                    want
+                );
+            }
+            assert_eq!(tdesc_stream_writer_finish(w), tdesc_status::TDESC_OK);
+            let (mut p, mut n) = (ptr::null(), 0usize);
+            assert_eq!(
+                tdesc_stream_writer_bytes(w, &mut p, &mut n),
+                tdesc_status::TDESC_OK
+            );
+            let v = std::slice::from_raw_parts(p, n).to_vec();
+            tdesc_stream_writer_free(w);
+            tdesc_descriptor_free(a);
+            tdesc_descriptor_free(b);
+            v
+        }
+    }
+
+    /// Every event of `bytes` fed in `chunk`-byte pieces, as text; data bytes appended.
+    unsafe fn events(bytes: &[u8], chunk: usize) -> (Vec<String>, Vec<u8>, tdesc_status) {
+        let mut r = ptr::null_mut();
+        let mut out = Vec::new();
+        let mut data = Vec::new();
+        // SAFETY: live locals and handles; event pointers used before the next poll.
+        unsafe {
+            assert_eq!(
+                tdesc_stream_reader_new(crate::ffi::TDESC_MODE_STRICT, &mut r),
+                tdesc_status::TDESC_OK
+            );
+            for piece in bytes.chunks(chunk) {
+                let s = tdesc_stream_reader_feed(r, piece.as_ptr(), piece.len());
+                if s != tdesc_status::TDESC_OK {
+                    tdesc_stream_reader_free(r);
+                    return (out, data, s);
+                }
+                assert!(tdesc_stream_reader_memory(r) < 4096);
+                loop {
+                    let mut ev = tdesc_stream_event::none();
+                    let s = tdesc_stream_reader_poll(r, &mut ev);
+                    if s != tdesc_status::TDESC_OK {
+                        tdesc_stream_reader_free(r);
+                        return (out, data, s);
+                    }
+                    if ev.kind == tdesc_stream_event_kind::TDESC_STREAM_EVENT_NONE {
+                        assert_eq!(tdesc_stream_reader_pending(r), 0);
+                        break;
+                    }
+                    let name = if ev.name.is_null() {
+                        String::new()
+                    } else {
+                        let n = CStr::from_ptr(ev.name).to_str().unwrap().to_owned();
+                        assert_eq!(n.len(), ev.name_len);
+                        assert!(!ev.descriptor.is_null());
+                        n
+                    };
+                    if !ev.data.is_null() {
+                        data.extend_from_slice(std::slice::from_raw_parts(ev.data, ev.data_len));
+                    }
+                    let e = format!("{:?} {} {name}", ev.kind, ev.tensor_index);
+                    if out.last() != Some(&e) {
+                        out.push(e);
+                    }
+                }
+            }
+            let s = tdesc_stream_reader_finish(r);
+            assert_eq!(tdesc_stream_reader_position(r), bytes.len() as u64);
+            tdesc_stream_reader_free(r);
+            (out, data, s)
+        }
+    }
+
+    #[test]
+    fn write_and_read_byte_by_byte() {
+        // SAFETY: test helpers over live memory.
+        unsafe {
+            let s = memory_stream();
+            let want = [
+                "TDESC_STREAM_EVENT_STREAM_START 0 ",
+                "TDESC_STREAM_EVENT_DESCRIPTOR 0 a",
+                "TDESC_STREAM_EVENT_DATA 0 a",
+                "TDESC_STREAM_EVENT_TENSOR_COMPLETE 0 a",
+                "TDESC_STREAM_EVENT_DESCRIPTOR 1 b",
+                "TDESC_STREAM_EVENT_DATA 1 b",
+                "TDESC_STREAM_EVENT_TENSOR_COMPLETE 1 b",
+                "TDESC_STREAM_EVENT_STREAM_END 0 ",
+            ];
+            for chunk in [1, 3, 17, s.len()] {
+                let (ev, data, st) = events(&s, chunk);
+                assert_eq!(st, tdesc_status::TDESC_OK);
+                assert_eq!(ev, want);
+                assert_eq!(data, [1, 2, 3, 4, 5, 0x34, 0x12, 0xff, 0xff]);
+            }
+            let (_, _, st) = events(&s[..s.len() - 1], 1);
+            assert_eq!(st, tdesc_status::TDESC_ERR_TRUNCATED);
+            // A frame kind after STREAM_START that is not 1..=4.
+            let mut bad = s.clone();
+            bad[24] = 7;
+            let (ev, _, st) = events(&bad, 1);
+            assert_eq!(st, tdesc_status::TDESC_ERR_CONTENT_INVALID);
+            assert_eq!(ev, want[..1]);
+            // DESCRIPTOR before STREAM_START.
+            let (_, _, st) = events(&s[24..], 2);
+            assert_eq!(st, tdesc_status::TDESC_ERR_STREAM_ORDER);
+        }
+    }
 }
