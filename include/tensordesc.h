@@ -1714,8 +1714,9 @@ size_t tdesc_file_tensor_count(const tdesc_file *f);
 uint32_t tdesc_file_data_alignment(const tdesc_file *f);
 
 /**
- * The name of tensor `i` (file order): `*name` points to its `*len` bytes (UTF-8, not
- * counting) followed by a NUL byte, borrowed from the file — valid until `tdesc_file_free`.
+ * The name of tensor `i` (file order): `*name` points to its `*len` bytes of UTF-8
+ * followed by a NUL byte (not counted in `*len`), borrowed from the file — valid until
+ * `tdesc_file_free`.
  * `len` may be NULL. A name may itself contain NUL bytes; use `*len` when that matters.
  * `TDESC_ERR_INDEX_OUT_OF_BOUNDS` when `i` is not below `tdesc_file_tensor_count`.
  */

@@ -446,8 +446,9 @@ pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 
     })
 }
 
-/// The name of tensor `i` (file order): `*name` points to its `*len` bytes (UTF-8, not
-/// counting) followed by a NUL byte, borrowed from the file — valid until `tdesc_file_free`.
+/// The name of tensor `i` (file order): `*name` points to its `*len` bytes of UTF-8
+/// followed by a NUL byte (not counted in `*len`), borrowed from the file — valid until
+/// `tdesc_file_free`.
 /// `len` may be NULL. A name may itself contain NUL bytes; use `*len` when that matters.
 /// `TDESC_ERR_INDEX_OUT_OF_BOUNDS` when `i` is not below `tdesc_file_tensor_count`.
 #[no_mangle]
