@@ -1194,19 +1194,17 @@ impl Descriptor {
         let mut ext = [0u64; 8];
         let mut node = &self.root;
         let mut region = NONE;
-        let mut known = false;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
-            let (r, k) = self.indexes[ix as usize].find_box(
+            let r = self.indexes[ix as usize].find_box(
                 boxes,
                 index,
                 &mut lo[..rank],
                 &mut ext[..rank],
             )?;
             region = r;
-            known = k;
             node = &self.regions[r as usize];
         }
-        if !known || !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
+        if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
             return None;
         }
         Some(Ok(self.dense_location(

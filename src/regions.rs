@@ -437,7 +437,7 @@ impl LevelIndex {
 
     /// Like [`find`](Self::find), and for a grid also the region's global origin and extent
     /// (written to `lo` and `ext`), derived from the grid alone so the region arena is not
-    /// touched; `Some((region, false))` when the index cannot say (k-d trees).
+    /// touched; `None` for k-d trees (and for points outside the grid).
     #[inline]
     pub fn find_box(
         &self,
@@ -445,7 +445,7 @@ impl LevelIndex {
         p: &[u64],
         lo: &mut [u64],
         ext: &mut [u64],
-    ) -> Option<(u32, bool)> {
+    ) -> Option<u32> {
         let LevelIndex::Grid {
             axes,
             cuts,
@@ -453,7 +453,10 @@ impl LevelIndex {
             first,
         } = self
         else {
-            return self.find(b, p).map(|r| (r, false));
+            // A k-d tree knows no boxes: let the caller take the general path, which
+            // searches the tree once.
+            let _ = b;
+            return None;
         };
         let mut cell = 0u64;
         for (((ax, &x), lo), ext) in axes.iter().zip(p).zip(lo.iter_mut()).zip(ext.iter_mut()) {
@@ -478,7 +481,7 @@ impl LevelIndex {
         } else {
             *cells.get(cell as usize)?
         };
-        Some((r, true))
+        Some(r)
     }
 
     /// Bytes held by the index (for memory accounting).
