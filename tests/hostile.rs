@@ -793,7 +793,11 @@ fn coverage_gap_and_out_of_bounds() {
     let b = boxes(&[4, 4], &[(&[1, 0], &[3, 4])]);
     strict("gap_before_single_region", &b, ErrorKind::RegionCoverageGap);
     let b = boxes(&[4, 4], &[(&[0, 1], &[2, 3]), (&[2, 1], &[2, 3])]);
-    strict("gap_before_rectilinear_grid", &b, ErrorKind::RegionCoverageGap);
+    strict(
+        "gap_before_rectilinear_grid",
+        &b,
+        ErrorKind::RegionCoverageGap,
+    );
     let b = boxes(&[4, 4], &[(&[0, 0], &[0, 4]), (&[0, 0], &[4, 4])]);
     strict("region_zero_extent", &b, ErrorKind::LayoutConstraint);
 }
