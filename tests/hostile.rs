@@ -1262,9 +1262,8 @@ fn file_buffer_sizes_whose_sum_overflows() {
 /// callback pushing `data_start` plus the offset), before comparing the implied length with
 /// data_length. Two buffers of 2^64 − 65 bytes behind a small data_length overflowed: a
 /// panic in debug builds (INTERNAL through the C ABI), a wrapped, unused offset in release.
-/// Reported to the transport owner; ignored until src/file.rs is fixed.
+/// Reported to the transport owner and fixed in src/file.rs.
 #[test]
-#[ignore = "reported: src/file.rs buffer offset addition overflows (see doc comment)"]
 fn finding_file_reader_buffer_offset_overflowed() {
     let mut r = Raw::header(I8, tag::SUBPAVING, 0, &[4, 4]);
     r.u64(0).u32(2);
@@ -1430,10 +1429,8 @@ fn stream_descriptor_frame_memory_grows_with_bytes_not_with_the_length() {
 /// alignment, so a 176-byte stream with one 1-byte buffer made `read_stream` allocate and
 /// touch about 1 GiB (measured: 0.88 GB peak RSS, 1.8 s; three buffers: 2.5 GB, 6 s).
 /// Memory must follow the bytes that arrive, not a declared alignment. Reported to the
-/// transport owner (src/file.rs `AlignedBuf::allocate`, src/stream.rs `Collector::push`);
-/// ignored until fixed.
+/// transport owner and fixed (src/file.rs `AlignedBuf`, src/stream.rs `Collector`).
 #[test]
-#[ignore = "reported: AlignedBuf allocates and zero-fills up to the declared alignment (see doc comment)"]
 fn finding_stream_collector_alignment_amplification() {
     let d = TensorBuilder::row_major(ElementType::Uint8, &[1])
         .device(BufferHandle {
@@ -1461,9 +1458,8 @@ fn finding_stream_collector_alignment_amplification() {
 /// (`AlignedBuf::from_slice`) allocates and zero-fills up to the alignment. Empty buffers
 /// take no file space (COO regions with nnz 0), so a 1 MiB file (data_buffer_alignment
 /// 2^20) with 500 such regions made `buffers()` allocate about 500 MB (measured: 0.51 GB
-/// peak RSS). Reported to the transport owner (src/file.rs); ignored until fixed.
+/// peak RSS). Reported to the transport owner and fixed in src/file.rs.
 #[test]
-#[ignore = "reported: aligned copies of empty buffers allocate up to the alignment each (see doc comment)"]
 fn finding_file_empty_buffer_copies_amplification() {
     let n = 16u64;
     let regions: Vec<RegionSpec> = (0..n)
