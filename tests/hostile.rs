@@ -1671,3 +1671,24 @@ fn unsafe_file_reader_aligned_copies_and_stream_pieces() {
     reader.finish().unwrap();
     assert_eq!(got, data);
 }
+
+/// Found by the `ffi` fuzz target: COO content validation computes each entry's row-major
+/// position (src/bound.rs, `validate_coo`: `lin = lin * shape[k] + v`, commented "Fits: the
+/// element count of the shape fits u64"). Since a zero extent makes the element count 0
+/// whatever the other extents (spec 1.4), the running product can overflow before the zero
+/// axis is reached: a panic in debug builds (INTERNAL through the C ABI), a wrapped
+/// position in release builds. Reported to the bound-tensor owner; ignored until fixed.
+#[test]
+#[ignore = "reported: src/bound.rs validate_coo position overflows with a zero extent (see doc comment)"]
+fn finding_coo_validation_position_overflowed_with_a_zero_extent() {
+    let big = 1u64 << 40;
+    let d = TensorBuilder::new(ElementType::Uint8, &[big, big, big, 0], NodeSpec::coo(1, 0))
+        .build()
+        .unwrap();
+    assert_eq!(d.element_count(), 0);
+    hostile_contents(
+        "coo_zero_extent_position_overflow",
+        &d,
+        &[words(&[1, 1, 1, 0]), vec![9]],
+    );
+}

@@ -790,6 +790,20 @@ fn main() {
         n_files += 1;
     }
     println!("wrote {n_files} file and {} stream seeds", 3 * n_files);
+    // Inputs that once found a bug, kept per target in fuzz/regressions/<target>/.
+    let mut n_reg = 0;
+    if let Ok(dirs) = fs::read_dir(root.join("fuzz/regressions")) {
+        for dir in dirs.flatten() {
+            let target = dir.file_name();
+            for f in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                let bytes = fs::read(f.path()).expect("read regression input");
+                let name = format!("regression-{}", f.file_name().to_string_lossy());
+                write(&out.join(&target), &name, &bytes);
+                n_reg += 1;
+            }
+        }
+    }
+    println!("wrote {n_reg} regression inputs");
     println!(
         "wrote {} descriptor seeds ({} golden vectors) for {} targets into {}",
         descs.len(),

@@ -151,11 +151,16 @@ pub fn check_accessors(d: &Descriptor) {
     let rank = d.rank();
     assert!(rank <= tensordesc::MAX_RANK);
     assert_eq!(d.shape().len(), rank);
-    let count = d
-        .shape()
-        .iter()
-        .try_fold(1u64, |a, &e| a.checked_mul(e))
-        .expect("a decoded shape's element count fits u64");
+    // The element count is the exact product: 0 with a zero extent, however large the
+    // other extents are (spec 1.4); otherwise it must fit u64.
+    let count = if d.shape().contains(&0) {
+        0
+    } else {
+        d.shape()
+            .iter()
+            .try_fold(1u64, |a, &e| a.checked_mul(e))
+            .expect("a decoded shape's element count fits u64")
+    };
     assert_eq!(d.element_count(), count);
     let _ = layout_summary(d.layout());
     let bufs = d.effective_buffers();
