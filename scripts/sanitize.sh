@@ -43,6 +43,8 @@ args_for() {
   case "$1" in
     test_c_api) echo "$target/rust_bytes" ;;
     test_golden | test_golden_static) echo "$root/tests/vectors" ;;
+    test_transport) mkdir -p "$out/transport_scratch" && echo "$out/transport_scratch" ;;
+    test_transport_cpp) mkdir -p "$out/transport_cpp_scratch" && echo "$out/transport_cpp_scratch" ;;
     *) echo "" ;;
   esac
 }
