@@ -291,8 +291,11 @@ mod tests {
                 tdesc_status::TDESC_ERR_BINDING_MISMATCH
             );
             assert!(t.is_null());
+            // Too many pointers: the array really holds three (a count past the array's
+            // end would be the caller's undefined behaviour, not a testable mismatch).
+            let three = [ptrs[0], ptrs[1], ptrs[1]];
             assert_eq!(
-                tdesc_tensor_bind(h, ptrs.as_ptr(), 3, &mut t),
+                tdesc_tensor_bind(h, three.as_ptr(), 3, &mut t),
                 tdesc_status::TDESC_ERR_BINDING_MISMATCH
             );
             let bad = [a.0.as_ptr().add(1) as *const c_void, ptrs[1]];
