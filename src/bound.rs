@@ -704,8 +704,11 @@ impl<'a> BoundTensor<'a> {
                         ),
                     ));
                 }
-                // Fits: the element count of the shape fits u64.
-                lin = lin * shape[k] + v;
+                // Exact when no extent is 0 (the element count then fits u64). With a zero
+                // extent the count is 0 whatever the other extents, so the product may wrap
+                // — but then this entry fails the range check on that axis before `lin`
+                // is used.
+                lin = lin.wrapping_mul(shape[k]).wrapping_add(v);
             }
             if sorted {
                 if let Some(pt) = prev {
