@@ -721,7 +721,7 @@ impl<'a> BoundTensor<'a> {
                             0,
                             (p * rank) as u64,
                             format_args!(
-                                "entry {p} {} entry {} although the SORTED{} flag is set",
+                                "entry {p} {} entry {} although the SORTED{} set",
                                 if o.is_eq() { "repeats" } else { "sorts before" },
                                 p - 1,
                                 if unique {
@@ -851,7 +851,7 @@ impl<'a> BoundTensor<'a> {
                                 1,
                                 p,
                                 format_args!(
-                                    "{minor_name} id {v} follows {l} in segment {m} although the SORTED{} flag is set",
+                                    "{minor_name} id {v} follows {l} in segment {m} although the SORTED{} set",
                                     if unique { " and UNIQUE flags are" } else { " flag is" }
                                 ),
                             ));
