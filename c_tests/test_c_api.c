@@ -21,44 +21,7 @@ _Static_assert(TDESC_MAX_RANK == 64, "rank limit");
 _Static_assert(TDESC_ABI_VERSION == 1, "ABI version");
 _Static_assert(sizeof(tdesc_buffer_handle) == 16, "handle layout");
 
-static int passed = 0;
-static int failed = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond,        \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define EXPECT(call, want)                                                                         \
-    do {                                                                                           \
-        tdesc_status got_ = (call);                                                                \
-        if (got_ == (want)) {                                                                      \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s gave %s, expected %s (last error: %s)\n", __FILE__,    \
-                    __LINE__, #call, tdesc_status_name(got_), tdesc_status_name(want),             \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define OK(call) EXPECT(call, TDESC_OK)
-
-/* A 64-byte aligned, zeroed host allocation (aligned_alloc needs a multiple of 64). */
-static void *alloc64(size_t n) {
-    size_t rounded = n == 0 ? 64 : (n + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded);
-    if (p) {
-        memset(p, 0, rounded);
-    }
-    return p;
-}
+#include "check.h"
 
 static uint8_t *read_file(const char *dir, const char *name, size_t *len) {
     char path[1024];

@@ -22,43 +22,7 @@ _Static_assert(TDESC_DLPACK_MINOR_VERSION == 1, "DLPack 1.1");
 _Static_assert(sizeof(DLTensor) == 48, "DLTensor layout (LP64)");
 _Static_assert(sizeof(DLManagedTensorVersioned) == 80, "DLManagedTensorVersioned layout (LP64)");
 
-static int passed = 0;
-static int failed = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond,        \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define EXPECT(call, want)                                                                         \
-    do {                                                                                           \
-        tdesc_status got_ = (call);                                                                \
-        if (got_ == (want)) {                                                                      \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s gave %s, expected %s (last error: %s)\n", __FILE__,    \
-                    __LINE__, #call, tdesc_status_name(got_), tdesc_status_name(want),             \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define OK(call) EXPECT(call, TDESC_OK)
-
-static void *alloc64(size_t n) {
-    size_t rounded = n == 0 ? 64 : (n + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded);
-    if (p) {
-        memset(p, 0, rounded);
-    }
-    return p;
-}
+#include "check.h"
 
 static tdesc_descriptor *build(uint8_t et, const uint64_t *shape, size_t rank, tdesc_node_spec *n) {
     tdesc_builder *b = NULL;
