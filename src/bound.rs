@@ -401,18 +401,11 @@ impl<'a> BoundTensor<'a> {
     // stays out of line.
     #[inline(always)]
     pub fn get_bytes(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
-        if out.len() < self.esize {
-            return Err(output_too_small(self.desc.element_type, out.len()));
-        }
-        if let Some(slot) = self.fast.find(&self.buffers, index) {
-            return lookup::read_slot_sized(
-                &self.buffers,
-                slot,
-                self.esize,
-                self.packed,
-                NONE,
-                out,
-            );
+        if self
+            .fast
+            .get_bytes(&self.buffers, index, out, self.esize, self.packed)
+        {
+            return Ok(());
         }
         self.get_bytes_general(index, out)
     }
@@ -420,6 +413,9 @@ impl<'a> BoundTensor<'a> {
     /// [`get_bytes`](Self::get_bytes) by the general path: every layout, every error.
     #[inline(never)]
     fn get_bytes_general(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
+        if out.len() < self.esize {
+            return Err(output_too_small(self.desc.element_type, out.len()));
+        }
         self.require_host()?;
         let d = self.desc;
         let et = d.element_type;
@@ -453,18 +449,12 @@ impl<'a> BoundTensor<'a> {
     #[inline]
     pub fn get_f64(&self, index: &[u64]) -> Result<f64> {
         if self.fast_values {
-            if let Some(slot) = self.fast.find(&self.buffers, index) {
-                let mut code = [0u8; 16];
-                let et = self.desc.element_type;
-                let read = lookup::read_slot_sized(
-                    &self.buffers,
-                    slot,
-                    self.esize,
-                    self.packed,
-                    NONE,
-                    &mut code,
-                );
-                if let (Ok(()), Some(v)) = (read, value::element_to_f64(et, &code)) {
+            let mut code = [0u8; 16];
+            if self
+                .fast
+                .get_bytes(&self.buffers, index, &mut code, self.esize, self.packed)
+            {
+                if let Some(v) = value::element_to_f64(self.desc.element_type, &code) {
                     return Ok(v);
                 }
             }

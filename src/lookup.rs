@@ -132,30 +132,6 @@ impl<'a> Words<'a> {
     }
 }
 
-/// [`Words::search`] for a segment of `n` (1..=16) words at word `o` of a 16-word window
-/// `win` (`o + n <= 16`). Reads past the segment are clamped to its last word, so the
-/// lower bound over the virtual 16-entry array is the segment's (a key above the last word
-/// ends on a last word that differs from it); indexing the fixed window with `& 15` lets
-/// the compiler drop every bounds check.
-#[inline(always)]
-fn search_window(win: &[u8; 128], o: usize, n: usize, key: u64) -> Option<u64> {
-    // Absolute window positions: the segment is [o, e]; probes clamp to e. e <= 15 is
-    // visible to the compiler (the mask), so no probe needs a bounds check, and each step's
-    // dependency chain is add, min, load, compare.
-    let e = (o + n - 1) & 15;
-    let at = |k: usize| {
-        let k = k.min(e);
-        <[u8; 8]>::try_from(&win[k * 8..k * 8 + 8]).map_or(u64::MAX, u64::from_le_bytes)
-    };
-    let below = |k: usize| ((at(k) < key) as usize).wrapping_neg();
-    let mut base = o;
-    base += 8 & below(base + 7);
-    base += 4 & below(base + 3);
-    base += 2 & below(base + 1);
-    base += 1 & below(base);
-    (base <= e && at(base) == key).then_some((base - o) as u64)
-}
-
 /// "tensor" or "region r".
 pub(crate) fn owner_name(region: u32) -> String {
     if region == NONE {
@@ -721,26 +697,47 @@ fn copy_fixed<const N: usize>(src: &[u8], at: usize, out: &mut [u8]) -> bool {
 /// Bind-time data for the common top-level cases, so the hot path reads no descriptor
 /// structure and returns through registers. A fast path answers only the well-formed
 /// common case; for anything else (another rank, an index out of bounds, malformed
-/// contents) it returns `None` and the general path produces the exact result or error.
+/// contents) it declines and the general path produces the exact result or error.
+///
+/// The compressed variants are split by element size so that writing the answer is one
+/// fixed-size store, chosen by the same dispatch that picks the variant.
+// A plain tag byte (no niche in a field) makes the dispatch one table jump.
 #[derive(Debug, Clone)]
+#[repr(u8)]
 pub(crate) enum Fast<'a> {
     /// No fast path: every lookup takes the general path.
     None,
-    /// A top-level CSR or CSC with SORTED and UNIQUE.
-    Compressed(CompressedFast<'a>),
+    /// A top-level CSR or CSC with SORTED and UNIQUE, 1-byte elements.
+    Compressed1(CompressedFast<'a>),
+    /// The same, 2-byte elements.
+    Compressed2(CompressedFast<'a>),
+    /// The same, 4-byte elements.
+    Compressed4(CompressedFast<'a>),
+    /// The same, 8-byte elements.
+    Compressed8(CompressedFast<'a>),
+    /// The same, 16-byte elements.
+    Compressed16(CompressedFast<'a>),
+    /// The same, packed 4-bit elements.
+    CompressedPacked(CompressedFast<'a>),
     /// A top-level BLOCK_PAGED tensor.
     Paged(PagedFast<'a>),
 }
 
+/// A top-level CSR/CSC whose index buffers are viewed as native `u64` words: only on a
+/// little-endian host, and only when the bound slices are 8-byte aligned (the cast is
+/// checked), so a word read is one load and the row search is the standard library's.
 #[derive(Debug, Clone)]
 pub(crate) struct CompressedFast<'a> {
-    indptr: &'a [u8],
-    indices: &'a [u8],
-    values: usize,
-    nnz: u64,
-    csr: bool,
-    extents: [u64; 2],
-    et: ElementType,
+    /// `extent + 1` words (the bound slice is exactly the handle's size).
+    indptr: &'a [u64],
+    /// `nnz` words.
+    indices: &'a [u64],
+    /// The values buffer (`nnz` elements).
+    values: &'a [u8],
+    /// The index axis of the compressed (major) dimension: 0 for CSR, 1 for CSC.
+    major: usize,
+    /// The extent of the minor dimension.
+    minor_extent: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -766,19 +763,34 @@ impl<'a> Fast<'a> {
         let first = node.first_buffer as usize;
         let et = d.element_type;
         match node.layout {
-            Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags }
-                if flags == sparse_flags::SORTED | sparse_flags::UNIQUE =>
+            Layout::Csr { flags, .. } | Layout::Csc { flags, .. }
+                if flags == sparse_flags::SORTED | sparse_flags::UNIQUE
+                    && cfg!(target_endian = "little") =>
             {
-                match (bufs.get(first), bufs.get(first + 1)) {
-                    (Some(&indptr), Some(&indices)) => Fast::Compressed(CompressedFast {
-                        indptr,
-                        indices,
-                        values: first + 2,
-                        nnz,
-                        csr: matches!(node.layout, Layout::Csr { .. }),
-                        extents: [d.shape[0], d.shape[1]],
-                        et,
-                    }),
+                let words = |k: usize| {
+                    bufs.get(k)
+                        .and_then(|&b| bytemuck::try_cast_slice::<u8, u64>(b).ok())
+                };
+                let major = usize::from(matches!(node.layout, Layout::Csc { .. }));
+                match (words(first), words(first + 1), bufs.get(first + 2)) {
+                    (Some(indptr), Some(indices), Some(&values)) => {
+                        let c = CompressedFast {
+                            indptr,
+                            indices,
+                            values,
+                            major,
+                            minor_extent: d.shape[1 - major],
+                        };
+                        match et.storage_bytes() {
+                            _ if et.is_packed() => Fast::CompressedPacked(c),
+                            1 => Fast::Compressed1(c),
+                            2 => Fast::Compressed2(c),
+                            4 => Fast::Compressed4(c),
+                            8 => Fast::Compressed8(c),
+                            16 => Fast::Compressed16(c),
+                            _ => Fast::None,
+                        }
+                    }
                     _ => Fast::None,
                 }
             }
@@ -815,59 +827,87 @@ impl<'a> Fast<'a> {
         }
     }
 
-    /// The slot of element `index`, or `None` to take the general path.
+    /// Write the stored bits of element `index` (elements of `esize` bytes, `packed`
+    /// nibbles) into `out` and return true; false leaves the lookup, and any error, to
+    /// the general path.
     #[inline(always)]
-    pub(crate) fn find(&self, bufs: &[&[u8]], index: &[u64]) -> Option<Slot> {
+    pub(crate) fn get_bytes(
+        &self,
+        bufs: &[&[u8]],
+        index: &[u64],
+        out: &mut [u8],
+        esize: usize,
+        packed: bool,
+    ) -> bool {
         match self {
-            Fast::Compressed(c) => c.find(index),
-            Fast::Paged(p) => p.find(bufs, index),
-            Fast::None => None,
+            Fast::Compressed1(c) => c.get_bytes::<1>(index, out),
+            Fast::Compressed2(c) => c.get_bytes::<2>(index, out),
+            Fast::Compressed4(c) => c.get_bytes::<4>(index, out),
+            Fast::Compressed8(c) => c.get_bytes::<8>(index, out),
+            Fast::Compressed16(c) => c.get_bytes::<16>(index, out),
+            Fast::CompressedPacked(c) => c.get_nibble(index, out),
+            Fast::Paged(p) => match p.find(bufs, index) {
+                Some(slot) => read_slot_sized(bufs, slot, esize, packed, NONE, out).is_ok(),
+                None => false,
+            },
+            Fast::None => false,
         }
     }
 }
 
 impl CompressedFast<'_> {
+    /// The entry of element `index` (`Some(None)`: not stored), or `None` to take the
+    /// general path (another rank, an index out of bounds, a malformed row range).
     #[inline(always)]
-    fn find(&self, index: &[u64]) -> Option<Slot> {
-        let &[r, c] = index else {
+    fn find(&self, index: &[u64]) -> Option<Option<usize>> {
+        let &[a, b] = index else {
             return None;
         };
-        if r >= self.extents[0] || c >= self.extents[1] {
+        let (major, minor) = if self.major == 0 { (a, b) } else { (b, a) };
+        if minor >= self.minor_extent {
             return None;
         }
-        let (major, minor) = if self.csr { (r, c) } else { (c, r) };
-        // major < extent, and indptr holds extent + 1 words: the range cannot overflow.
-        let m = usize::try_from(major).ok()?.wrapping_mul(8);
-        let pair = <&[u8; 16]>::try_from(self.indptr.get(m..m.wrapping_add(16))?).ok()?;
-        let lo = u64::from_le_bytes([
-            pair[0], pair[1], pair[2], pair[3], pair[4], pair[5], pair[6], pair[7],
-        ]);
-        let hi = u64::from_le_bytes([
-            pair[8], pair[9], pair[10], pair[11], pair[12], pair[13], pair[14], pair[15],
-        ]);
-        if lo > hi || hi > self.nnz {
-            return None;
+        // indptr holds extent + 1 words: a major index out of bounds has no pair.
+        let m = usize::try_from(major).ok()?;
+        let &[lo, hi] = <&[u64; 2]>::try_from(self.indptr.get(m..m.wrapping_add(2))?).ok()?;
+        // Contents are unvalidated: a decreasing pair or a pointer past nnz leaves the
+        // range unavailable, and the general path reports it.
+        let lo = usize::try_from(lo).ok()?;
+        let seg = self.indices.get(lo..usize::try_from(hi).ok()?)?;
+        // Little-endian host (checked at bind): the stored words are the values.
+        // The standard library's search: branch-free, no bounds checks; on unsorted
+        // contents it returns some position, never faults.
+        Some(seg.binary_search(&minor).ok().map(|p| lo + p))
+    }
+
+    /// [`Fast::get_bytes`] for elements of `N` bytes.
+    #[inline(always)]
+    fn get_bytes<const N: usize>(&self, index: &[u64], out: &mut [u8]) -> bool {
+        match self.find(index) {
+            None => false,
+            Some(None) => zero_fixed::<N>(out),
+            // k < nnz and the values buffer is nnz elements long: no overflow.
+            Some(Some(k)) => copy_fixed::<N>(self.values, k.wrapping_mul(N), out),
         }
-        // hi <= nnz = indices words: no overflow.
-        let (lo_b, hi_b) = ((lo as usize).wrapping_mul(8), (hi as usize).wrapping_mul(8));
-        let seg = self.indices.get(lo_b..hi_b)?;
-        let n = seg.len() / 8;
-        if n == 0 {
-            return Some(Slot::Zero);
+    }
+
+    /// [`Fast::get_bytes`] for packed 4-bit elements (the nibble in bits 0–3 of `out[0]`).
+    #[inline(always)]
+    fn get_nibble(&self, index: &[u64], out: &mut [u8]) -> bool {
+        match (self.find(index), out.first_mut()) {
+            (Some(None), Some(o)) => {
+                *o = 0;
+                true
+            }
+            (Some(Some(k)), Some(o)) => match self.values.get(k / 2) {
+                Some(&v) => {
+                    *o = (v >> ((k % 2) * 4)) & 0xF;
+                    true
+                }
+                None => false,
+            },
+            _ => false,
         }
-        // Short segments (the common case) are searched in a 16-word window of the indices
-        // that contains them: window start min(lo, nnz - 16), so lo - start + n <= 16.
-        let found = if n <= 16 && self.indices.len() >= 128 {
-            let ws = lo_b.min(self.indices.len() - 128);
-            let win = <&[u8; 128]>::try_from(self.indices.get(ws..ws + 128)?).ok()?;
-            search_window(win, (lo_b - ws) / 8, n, minor)
-        } else {
-            Words(seg).search(minor)
-        };
-        Some(match found {
-            Some(p) => run_slot(self.values, self.et, lo + p),
-            None => Slot::Zero,
-        })
     }
 }
 
@@ -919,6 +959,32 @@ impl PagedFast<'_> {
     }
 }
 
+/// Zero `out[..n]` for an element of `n` (1, 2, 4, 8 or 16) bytes, by fixed-size stores
+/// (a variable-length fill would be a memset call); false when `out` is shorter.
+#[inline(always)]
+fn zero_sized(n: usize, out: &mut [u8]) -> bool {
+    match n {
+        1 => zero_fixed::<1>(out),
+        2 => zero_fixed::<2>(out),
+        4 => zero_fixed::<4>(out),
+        8 => zero_fixed::<8>(out),
+        _ => zero_fixed::<16>(out),
+    }
+}
+
+/// Copy the `n`-byte (1, 2, 4, 8 or 16) element at byte `at` of `src` to `out[..n]` by a
+/// fixed-size copy; false when either is out of range.
+#[inline(always)]
+fn copy_sized(src: &[u8], at: usize, n: usize, out: &mut [u8]) -> bool {
+    match n {
+        1 => copy_fixed::<1>(src, at, out),
+        2 => copy_fixed::<2>(src, at, out),
+        4 => copy_fixed::<4>(src, at, out),
+        8 => copy_fixed::<8>(src, at, out),
+        _ => copy_fixed::<16>(src, at, out),
+    }
+}
+
 /// Zero `out[..N]`; false when `out` is shorter.
 #[inline(always)]
 fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
@@ -966,15 +1032,7 @@ pub(crate) fn read_slot_sized(
 ) -> Result<()> {
     match slot {
         Slot::Zero => {
-            // Fixed-size stores: a variable-length fill would be a memset call.
-            let ok = match n {
-                1 => zero_fixed::<1>(out),
-                2 => zero_fixed::<2>(out),
-                4 => zero_fixed::<4>(out),
-                8 => zero_fixed::<8>(out),
-                _ => zero_fixed::<16>(out),
-            };
-            if ok {
+            if zero_sized(n, out) {
                 Ok(())
             } else {
                 Err(internal(region, "the output"))
@@ -994,11 +1052,7 @@ pub(crate) fn read_slot_sized(
                     }
                     _ => false,
                 },
-                1 => copy_fixed::<1>(b, byte, out),
-                2 => copy_fixed::<2>(b, byte, out),
-                4 => copy_fixed::<4>(b, byte, out),
-                8 => copy_fixed::<8>(b, byte, out),
-                _ => copy_fixed::<16>(b, byte, out),
+                _ => copy_sized(b, byte, n, out),
             };
             if ok {
                 Ok(())
@@ -1074,31 +1128,6 @@ mod tests {
         for key in 0..100 {
             if let Some(p) = Words(&bytes).search(key) {
                 assert_eq!(Words(&bytes).get(p), Some(key));
-            }
-        }
-    }
-
-    #[test]
-    fn search_window_matches_search() {
-        let mut win_words = [0u64; 16];
-        for n in 1..=16usize {
-            for o in 0..=16 - n {
-                for (k, w) in win_words.iter_mut().enumerate() {
-                    *w = 1000 + k as u64; // garbage around the segment
-                }
-                for j in 0..n {
-                    win_words[o + j] = (j as u64 / 2) * 4 + 2; // sorted, with duplicates
-                }
-                let win: Vec<u8> = win_words.iter().flat_map(|x| x.to_le_bytes()).collect();
-                let win: &[u8; 128] = win.as_slice().try_into().unwrap();
-                let seg = &win[o * 8..(o + n) * 8];
-                for key in 0..=word(seg, n - 1) + 2 {
-                    assert_eq!(
-                        search_window(win, o, n, key),
-                        Words(seg).search(key),
-                        "n {n} o {o} key {key}"
-                    );
-                }
             }
         }
     }

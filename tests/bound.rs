@@ -680,10 +680,9 @@ fn csr_csc_read_back() {
     }
 }
 
-/// The top-level CSR/CSC fast path has three search variants (a 16-word window, the
-/// general search for long segments, and for index buffers under 16 words); the same
-/// matrices inside a subpaving region take the general path. All must agree with the
-/// dense reference.
+/// The top-level CSR/CSC fast path (rows of every length, nnz below and above 16); the
+/// same matrices inside a subpaving region take the general path. All must agree with
+/// the dense reference.
 #[test]
 fn compressed_fast_and_general_paths_agree() {
     let su = sparse_flags::SORTED | sparse_flags::UNIQUE;
@@ -710,6 +709,104 @@ fn compressed_fast_and_general_paths_agree() {
             let mut wide = Dense::zeros(&[rows, cols + 1]);
             wide.paste(&[0, 0], &dense);
             round_trip(&wrapped, ElementType::Float32, &wide);
+        }
+    }
+}
+
+/// The CSR/CSC fast path is chosen per element size (1, 2, 4, 8, 16 bytes and packed
+/// nibbles). Every variant must return the stored bytes, zeros for unstored elements,
+/// and the general path's errors; a larger handle alignment changes nothing.
+#[test]
+fn compressed_fast_path_every_element_size_and_alignment() {
+    let su = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    let (rows, cols) = (5u64, 7u64);
+    // Stored: (r, c) with (3r + c) % 4 == 0.
+    let stored = |r: u64, c: u64| (3 * r + c) % 4 == 0;
+    for et in [
+        ElementType::Int8,
+        ElementType::Int16,
+        ElementType::Float32,
+        ElementType::Float64,
+        ElementType::Complex128,
+        ElementType::Int4,
+    ] {
+        for csc in [false, true] {
+            let (major_n, minor_n) = if csc { (cols, rows) } else { (rows, cols) };
+            let mut indptr = vec![0u64];
+            let mut indices = Vec::new();
+            let mut entries = Vec::new(); // (r, c) in storage order
+            for m in 0..major_n {
+                for n in 0..minor_n {
+                    let (r, c) = if csc { (n, m) } else { (m, n) };
+                    if stored(r, c) {
+                        indices.push(n);
+                        entries.push((r, c));
+                    }
+                }
+                indptr.push(indices.len() as u64);
+            }
+            let nnz = entries.len();
+            let esize = et.storage_bytes() as usize;
+            // Element k's bytes: k + 1 in every byte (a nibble k % 15 + 1 when packed).
+            let values: Vec<u8> = if et.is_packed() {
+                (0..nnz.div_ceil(2))
+                    .map(|b| {
+                        let lo = (2 * b % 15 + 1) as u8;
+                        let hi = ((2 * b + 1) % 15 + 1) as u8;
+                        lo | (hi << 4)
+                    })
+                    .collect()
+            } else {
+                (0..nnz).flat_map(|k| vec![(k + 1) as u8; esize]).collect()
+            };
+            let want = |r: u64, c: u64| -> Vec<u8> {
+                match entries.iter().position(|&e| e == (r, c)) {
+                    None => vec![0; esize],
+                    Some(k) if et.is_packed() => vec![(k % 15 + 1) as u8],
+                    Some(k) => vec![(k + 1) as u8; esize],
+                }
+            };
+            let node = if csc {
+                NodeSpec::csc(nnz as u64, su)
+            } else {
+                NodeSpec::csr(nnz as u64, su)
+            };
+            let bufs = [u64s(&indptr), u64s(&indices), values];
+            for align_log2 in [6u8, 12] {
+                let hs: Vec<BufferHandle> = bufs
+                    .iter()
+                    .map(|b| BufferHandle {
+                        alignment_log2: align_log2,
+                        ..BufferHandle::cpu(b.len() as u64)
+                    })
+                    .collect();
+                let d = TensorBuilder::new(et, &[rows, cols], node.clone().with_buffers(hs))
+                    .build()
+                    .unwrap();
+                let al: Vec<Aligned> = bufs
+                    .iter()
+                    .map(|b| Aligned::at(b, 1 << align_log2, 0))
+                    .collect();
+                let t = BoundTensor::bind(&d, slices(&al)).unwrap();
+                t.validate().unwrap();
+                let mut out = [0xEEu8; 16];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        t.get_bytes(&[r, c], &mut out).unwrap();
+                        assert_eq!(
+                            &out[..esize],
+                            &want(r, c)[..],
+                            "{et} csc {csc} align {align_log2}: [{r}, {c}]"
+                        );
+                    }
+                }
+                let kind = |x: &[u64], out: &mut [u8]| t.get_bytes(x, out).unwrap_err().kind();
+                assert_eq!(kind(&[rows, 0], &mut out), ErrorKind::IndexOutOfBounds);
+                assert_eq!(kind(&[0, cols], &mut out), ErrorKind::IndexOutOfBounds);
+                assert_eq!(kind(&[0], &mut out), ErrorKind::InvalidArgument);
+                let mut short = vec![0u8; esize - 1];
+                assert_eq!(kind(&[0, 0], &mut short), ErrorKind::OutputTooSmall);
+            }
         }
     }
 }
