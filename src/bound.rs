@@ -66,12 +66,59 @@ use crate::lookup::{self, content_error, owner_name, Words};
 use crate::quant::QuantScheme;
 use crate::value;
 
+/// The bound slices: up to [`BufList::INLINE`] in place (a dense tensor has one, a CSR
+/// three), more on the heap — binding the many small tensors of a checkpoint then
+/// allocates nothing.
+#[derive(Debug, Clone)]
+enum BufList<'a> {
+    Inline([&'a [u8]; BufList::INLINE], u8),
+    Heap(Vec<&'a [u8]>),
+}
+
+impl<'a> BufList<'a> {
+    const INLINE: usize = 4;
+
+    fn with_capacity(n: usize) -> BufList<'a> {
+        if n <= BufList::INLINE {
+            BufList::Inline([&[]; BufList::INLINE], 0)
+        } else {
+            BufList::Heap(Vec::with_capacity(n))
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, b: &'a [u8]) {
+        match self {
+            BufList::Inline(a, n) if (*n as usize) < BufList::INLINE => {
+                a[*n as usize] = b;
+                *n += 1;
+            }
+            BufList::Inline(a, n) => {
+                let mut v = a[..*n as usize].to_vec();
+                v.push(b);
+                *self = BufList::Heap(v);
+            }
+            BufList::Heap(v) => v.push(b),
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for BufList<'a> {
+    type Target = [&'a [u8]];
+    fn deref(&self) -> &[&'a [u8]] {
+        match self {
+            BufList::Inline(a, n) => &a[..*n as usize],
+            BufList::Heap(v) => v,
+        }
+    }
+}
+
 /// A descriptor bound to one byte slice per effective buffer.
 #[derive(Debug, Clone)]
 pub struct BoundTensor<'a> {
     desc: &'a Descriptor,
     /// One slice per effective buffer, each exactly `size_bytes` long.
-    buffers: Vec<&'a [u8]>,
+    buffers: BufList<'a>,
     /// Every buffer is host-readable.
     host_readable: bool,
     /// The hot path for a top-level CSR/CSC or BLOCK_PAGED tensor (None otherwise, and
@@ -183,6 +230,17 @@ impl<'a> BoundTensor<'a> {
     /// Bind `buffers` (one per effective buffer, in effective order) to `desc`. See the
     /// [module docs](self) for the checks and their order.
     pub fn bind(desc: &'a Descriptor, buffers: Vec<&'a [u8]>) -> Result<BoundTensor<'a>> {
+        let n = buffers.len();
+        BoundTensor::bind_with(desc, n, |k| Ok(buffers[k]))
+    }
+
+    /// [`bind`](Self::bind) with the `n` buffers given by `slice(k)` for `k` in `0..n`
+    /// (its error is returned as is), without collecting them first.
+    pub(crate) fn bind_with(
+        desc: &'a Descriptor,
+        n: usize,
+        mut slice: impl FnMut(usize) -> Result<&'a [u8]>,
+    ) -> Result<BoundTensor<'a>> {
         if !desc.is_bindable() {
             return Err(Error::new(
                 ErrorKind::NotBindable,
@@ -193,18 +251,18 @@ impl<'a> BoundTensor<'a> {
             ));
         }
         let handles = desc.effective_buffers();
-        if buffers.len() != handles.len() {
+        if n != handles.len() {
             return Err(Error::new(
                 ErrorKind::BindingMismatch,
                 format!(
-                    "{} buffers given, the descriptor's effective buffer list has {}",
-                    buffers.len(),
+                    "{n} buffers given, the descriptor's effective buffer list has {}",
                     handles.len()
                 ),
             ));
         }
-        let mut bound = Vec::with_capacity(buffers.len());
-        for (i, (b, h)) in buffers.iter().zip(handles).enumerate() {
+        let mut bound = BufList::with_capacity(n);
+        for (i, h) in handles.iter().enumerate() {
+            let b = slice(i)?;
             let describe = || match desc.buffer_info(i) {
                 Some(info) => format!(
                     "effective buffer {i} ({}, {})",
@@ -266,6 +324,9 @@ impl<'a> BoundTensor<'a> {
     /// Quantization parameter buffers must not overlap a layout buffer of their sub-table.
     fn check_aliasing(&self) -> Result<()> {
         let d = self.desc;
+        if d.quants.is_empty() {
+            return Ok(()); // no quantization parameter buffers at all
+        }
         for (region, node) in self.leaves() {
             if node.quant == NONE {
                 continue;

@@ -844,46 +844,77 @@ impl<W: Write> FileWriter<W> {
 // Reader
 // ---------------------------------------------------------------------------------------
 
-/// Name index, built once at open: (hash, entry) pairs sorted by hash. Sorting is
-/// sequential work, where a hash table of 10^5 names pays a cache miss per insert; after
-/// sorting, duplicate names sit next to each other. Names are hashed with a randomly seeded
-/// SipHash, so crafted names cannot make many entries share a hash.
+/// A randomly seeded 64-bit hash of `bytes`: one folded 64×64→128-bit multiply per
+/// 8-byte word (the mixing step of the `foldhash` family). Fast on short keys such as
+/// tensor names; not cryptographic — every user below stays O(n log n) whatever collides.
+fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let fold = |a: u64, b: u64| {
+        let p = u128::from(a) * u128::from(b);
+        (p as u64) ^ ((p >> 64) as u64)
+    };
+    let mut h = fold(seed ^ bytes.len() as u64, K);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes);
+        h = fold(h ^ w, K ^ seed);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = fold(h ^ u64::from_le_bytes(w), K ^ seed);
+    }
+    fold(h, K.rotate_left(17) ^ seed)
+}
+
+/// A fresh random hash seed (from the standard library's per-process random keys).
+fn random_seed() -> u64 {
+    RandomState::new().hash_one(0x7464_6573_635f_6d65u64)
+}
+
+/// Name index, built once at open: (hash, entry) pairs sorted by the hash's high 32 bits,
+/// and within a run of equal keys by (name, entry). Sorting is sequential work, where a
+/// hash table of 10^5 names pays a cache miss per insert; after sorting, duplicate names
+/// sit next to each other. Runs are sorted by name, so even names crafted to collide cost
+/// O(k log k) to check and O(log k) to find — never quadratic.
 struct NameIndex {
-    state: RandomState,
-    keys: Vec<(u64, u32)>,
+    seed: u64,
+    /// (the hash's high 32 bits, entry id).
+    keys: Vec<(u32, u32)>,
 }
 
 impl NameIndex {
     fn new() -> NameIndex {
         NameIndex {
-            state: RandomState::new(),
+            seed: random_seed(),
             keys: Vec::new(),
         }
     }
 
     fn push(&mut self, name: &[u8], id: u32) {
-        let h = self.state.hash_one(name);
-        self.keys.push((h, id));
+        let key = NameIndex::key(hash_bytes(self.seed, name));
+        self.keys.push((key, id));
     }
 
-    /// Sort key: the hash's high 32 bits (equal keys are resolved by scanning).
+    /// Sort key: the hash's high 32 bits (runs of equal keys are sorted by name).
     fn key(h: u64) -> u32 {
         (h >> 32) as u32
     }
 
-    /// Stable sort by [`key`](Self::key): LSD radix sort, 4 passes of 8 bits — sequential
-    /// and cache friendly where a comparison sort of 10^5 keys is several times slower.
+    /// Stable sort by key: LSD radix sort, 3 passes of 11 bits — sequential and cache
+    /// friendly where a comparison sort of 10^5 keys is several times slower.
     fn sort(&mut self) {
         let n = self.keys.len();
-        if n < 256 {
-            self.keys.sort_by_key(|k| NameIndex::key(k.0));
+        if n < 4096 {
+            self.keys.sort_by_key(|k| k.0);
             return;
         }
-        let mut tmp = vec![(0u64, 0u32); n];
-        for pass in 0..4 {
-            let shift = 8 * pass;
-            let digit = |k: &(u64, u32)| (NameIndex::key(k.0) >> shift) as usize & 255;
-            let mut pos = [0usize; 256];
+        let mut tmp = vec![(0u32, 0u32); n];
+        for pass in 0..3 {
+            let shift = 11 * pass;
+            let digit = |k: &(u32, u32)| (k.0 >> shift) as usize & 0x7FF;
+            let mut pos = vec![0usize; 0x800];
             for k in &self.keys {
                 pos[digit(k)] += 1;
             }
@@ -907,14 +938,13 @@ impl NameIndex {
     fn finish<'n>(&mut self, name_of: impl Fn(u32) -> &'n [u8]) -> Option<(u32, u32)> {
         self.sort();
         let mut dup: Option<(u32, u32)> = None;
-        let runs = self
-            .keys
-            .chunk_by(|a, b| NameIndex::key(a.0) == NameIndex::key(b.0));
+        let runs = self.keys.chunk_by_mut(|a, b| a.0 == b.0);
         for run in runs.filter(|r| r.len() > 1) {
-            // Ids ascend within a run: the sort is stable and ids were pushed in order.
-            for (j, &(h, later)) in run.iter().enumerate().skip(1) {
-                let same = |k: &&(u64, u32)| k.0 == h && name_of(k.1) == name_of(later);
-                if let Some(&(_, first)) = run[..j].iter().find(same) {
+            run.sort_unstable_by(|a, b| name_of(a.1).cmp(name_of(b.1)).then(a.1.cmp(&b.1)));
+            // Equal names are adjacent, ids ascending: each group's first two are the
+            // first occurrence and the earliest repeat.
+            for group in run.chunk_by(|a, b| name_of(a.1) == name_of(b.1)) {
+                if let [(_, first), (_, later), ..] = *group {
                     if dup.is_none_or(|(_, d)| later < d) {
                         dup = Some((first, later));
                     }
@@ -925,14 +955,13 @@ impl NameIndex {
     }
 
     fn find<'n>(&self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Option<u32> {
-        let h = self.state.hash_one(name);
-        let key = NameIndex::key(h);
-        let at = self.keys.partition_point(|k| NameIndex::key(k.0) < key);
-        self.keys[at..]
-            .iter()
-            .take_while(|k| NameIndex::key(k.0) == key)
-            .find(|k| k.0 == h && name_of(k.1) == name)
-            .map(|k| k.1)
+        let key = NameIndex::key(hash_bytes(self.seed, name));
+        let at = self.keys.partition_point(|k| k.0 < key);
+        let len = self.keys[at..].iter().take_while(|k| k.0 == key).count();
+        let run = &self.keys[at..at + len];
+        run.binary_search_by(|k| name_of(k.1).cmp(name))
+            .ok()
+            .map(|i| run[i].1)
     }
 }
 
@@ -962,25 +991,13 @@ impl DecodeCache {
         DecodeCache {
             slots: vec![None; slots],
             victim: vec![0; slots / DecodeCache::WAYS],
-            seed: RandomState::new().hash_one(0x7464_6573_635f_6d65u64),
+            seed: random_seed(),
         }
     }
 
     /// The set `bytes` belong to.
     fn set(&self, bytes: &[u8]) -> usize {
-        let mut h = self.seed ^ bytes.len() as u64;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            h ^= h >> 29;
-        }
-        for &b in chunks.remainder() {
-            h = (h ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-        h ^= h >> 32;
-        h as usize & (self.victim.len() - 1)
+        hash_bytes(self.seed, bytes) as usize & (self.victim.len() - 1)
     }
 
     /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
@@ -1138,18 +1155,40 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// `Ok` when `b[range]` is all zero, else RESERVED_NONZERO naming the first non-zero byte.
+#[inline]
 fn check_zero(b: &[u8], range: Range<usize>, what: &str) -> Result<()> {
-    let start = range.start;
-    let bytes = &b[range];
-    // Fast path: OR the bytes together a word at a time; locate the culprit only on failure.
-    let mut words = bytes.chunks_exact(8);
-    let mut acc = words.by_ref().fold(0u64, |a, w| {
-        a | u64::from_ne_bytes(w.try_into().unwrap_or([0xFF; 8]))
-    });
-    acc |= words.remainder().iter().fold(0u64, |a, &x| a | x as u64);
+    // Fast path: OR the bytes together a word at a time (the last word overlapping the
+    // one before, so there is no byte loop); locate the culprit only on failure.
+    let bytes = &b[range.clone()];
+    let word = |w: &[u8]| {
+        w.first_chunk::<8>()
+            .map_or(u64::MAX, |w| u64::from_ne_bytes(*w))
+    };
+    let acc = match bytes.len() {
+        0 => 0,
+        n if n >= 8 => bytes
+            .chunks_exact(8)
+            .fold(word(&bytes[n - 8..]), |a, w| a | word(w)),
+        n if n >= 4 => {
+            let half = |w: &[u8]| {
+                w.first_chunk::<4>()
+                    .map_or(u32::MAX, |w| u32::from_ne_bytes(*w))
+            };
+            u64::from(half(bytes) | half(&bytes[n - 4..]))
+        }
+        _ => bytes.iter().fold(0u64, |a, &x| a | u64::from(x)),
+    };
     if acc == 0 {
         return Ok(());
     }
+    nonzero_padding(b, range, what)
+}
+
+#[cold]
+#[inline(never)]
+fn nonzero_padding(b: &[u8], range: Range<usize>, what: &str) -> Result<()> {
+    let start = range.start;
+    let bytes = &b[range];
     match bytes.iter().position(|&x| x != 0) {
         None => Ok(()),
         Some(i) => Err(err(
@@ -1220,7 +1259,7 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     // Every name, validated and copied once, each followed by a NUL: compact and cache
     // friendly for lookups and iteration (the names in the file are scattered over the
     // whole mapping), and usable as C strings.
-    let mut names_text = String::new();
+    let mut names_text: Vec<u8> = Vec::new();
     names.keys.reserve(guess);
     let mut copies: HashMap<usize, OnceLock<AlignedBuf>> = HashMap::new();
     let mut cache = DecodeCache::new(len);
@@ -1299,17 +1338,24 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         }
         let name_end = name_start + name_len;
         let name_bytes = &b[name_start..name_end];
-        let name = std::str::from_utf8(name_bytes).map_err(|e| {
-            ctx(err(
-                ErrorKind::ContentInvalid,
-                format!("the name at byte {name_start} is not UTF-8 ({e})"),
-            ))
-        })?;
+        // Names are nearly always ASCII: a word-at-a-time check, and the full UTF-8
+        // validation only for the others. The text is made a String once at the end.
+        if !name_bytes.is_ascii() {
+            std::str::from_utf8(name_bytes).map_err(|e| {
+                ctx(err(
+                    ErrorKind::ContentInvalid,
+                    format!("the name at byte {name_start} is not UTF-8 ({e})"),
+                ))
+            })?;
+        }
         names.push(name_bytes, index as u32);
         let name_text = names_text.len();
-        names_text.push_str(name);
-        names_text.push('\0');
-        let ctx = |e: Error| e.context(format!("tensor {name:?} (record {index} at byte {at})"));
+        names_text.extend_from_slice(name_bytes);
+        names_text.push(0);
+        let ctx = |e: Error| {
+            let name = String::from_utf8_lossy(name_bytes);
+            e.context(format!("tensor {name:?} (record {index} at byte {at})"))
+        };
 
         // Descriptor framing: enough to skip it, needed in both modes.
         let ds = name_end;
@@ -1462,6 +1508,9 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         entries.push(entry);
         pos = next as usize;
     }
+    // Every name was checked to be UTF-8.
+    let names_text = String::from_utf8(names_text)
+        .map_err(|_| err(ErrorKind::Internal, "a validated name is not UTF-8"))?;
     let name_of = |id: u32| names_text[entries[id as usize].name()].as_bytes();
     if let Some((first, second)) = names.finish(name_of) {
         let (e1, e2) = (&entries[first as usize], &entries[second as usize]);
@@ -1780,7 +1829,7 @@ impl<'r> TensorEntry<'r> {
     /// ([`BoundTensor`]); the problem's error for an opaque entry.
     pub fn bound(&self) -> Result<BoundTensor<'r>> {
         let d = self.check_usable()?;
-        BoundTensor::bind(d, self.slices(d)?)
+        BoundTensor::bind_with(d, d.effective_buffers().len(), |k| self.slice(d, k))
             .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
 
@@ -1900,19 +1949,37 @@ mod tests {
 
     #[test]
     fn name_index_radix_sort_is_a_stable_sort_by_key() {
-        let mut t = NameIndex::new();
-        let mut x = 0x1234_5678_9abc_def0u64;
-        for i in 0..5000u32 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            // Few distinct high halves, so equal keys are common.
-            t.keys.push((x & 0x0000_0007_ffff_ffff, i));
+        for n in [100u32, 5000, 70_000] {
+            let mut t = NameIndex::new();
+            let mut x = 0x1234_5678_9abc_def0u64;
+            for i in 0..n {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Few distinct keys, so equal keys are common.
+                t.keys.push(((x >> 40) as u32 & 0x8000_0FFF, i));
+            }
+            let mut want = t.keys.clone();
+            want.sort_by_key(|k| k.0);
+            t.sort();
+            assert_eq!(t.keys, want);
         }
-        let mut want = t.keys.clone();
-        want.sort_by_key(|k| NameIndex::key(k.0));
-        t.sort();
-        assert_eq!(t.keys, want);
+    }
+
+    #[test]
+    fn name_index_colliding_keys_stay_correct() {
+        // Every name with the same key (as crafted collisions would give): duplicates are
+        // still found exactly and lookups still succeed.
+        let names: Vec<String> = (0..3000)
+            .map(|i| format!("n{}", (i * 7919) % 2999))
+            .collect();
+        let mut t = NameIndex::new();
+        for i in 0..names.len() as u32 {
+            t.keys.push((42, i));
+        }
+        let name_of = |id: u32| names[id as usize].as_bytes();
+        // i and i + 2999 share a name (i * 7919 mod 2999 repeats with period 2999).
+        assert_eq!(t.finish(name_of), Some((0, 2999)));
     }
 
     #[test]
