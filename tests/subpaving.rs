@@ -791,6 +791,71 @@ fn locate_on_each_index_kind() {
     check_against_brute_force(&d);
 }
 
+/// Locate agrees with the brute-force scan at `n` pseudo-random points (for extents too
+/// large to visit every index) and at every region's corners.
+fn check_points_against_brute_force(d: &Descriptor, n: usize, seed: &mut u64) {
+    let mut pts: Vec<Vec<u64>> = (0..n)
+        .map(|_| d.shape().iter().map(|&e| next(seed) % e).collect())
+        .collect();
+    for reg in d.regions() {
+        let o = reg.global_origin();
+        pts.push(o.to_vec());
+        pts.push(
+            o.iter()
+                .zip(reg.shape())
+                .map(|(&o, &s)| o + s - 1)
+                .collect(),
+        );
+    }
+    for p in pts {
+        let (region, _) = brute_locate(d, &p).expect("a partition covers every index");
+        match d.locate(&p).unwrap() {
+            Location::Dense { region: got, .. } | Location::Lookup { region: got, .. } => {
+                assert_eq!(got, Some(region), "index {p:?}")
+            }
+        }
+    }
+}
+
+/// The bucket directory of an irregular level in its three forms: lists with 16-bit
+/// clipped boxes (small buckets), lists with 32-bit boxes (buckets wider than 65535),
+/// and no lists at all — a cluster of small regions meets one bucket more than 64
+/// times, so queries walk the tree from the bucket's start node.
+#[test]
+fn irregular_directory_forms_agree_with_brute_force() {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    // Wide: 2^33 x 2^27 (buckets far over 65535), a few hundred regions.
+    let big = [1u64 << 33, 1u64 << 27];
+    let regions = partition(&big, &mut s, 10, 3);
+    assert!(regions.len() >= 200, "{}", regions.len());
+    let d = TensorBuilder::subpaving(et(), &big, regions)
+        .build()
+        .unwrap();
+    check_points_against_brute_force(&d, 3000, &mut s);
+    // Clustered: 256 1x1 regions in one corner of a 4096 x 4096 tensor, the rest in
+    // strips. Every bucket is far wider than 16, so the corner bucket meets them all.
+    let mut regions: Vec<RegionSpec> = (0..256u64)
+        .map(|k| r(&[k / 16, k % 16], &[1, 1], NodeSpec::row_major()))
+        .collect();
+    regions.push(r(&[0, 16], &[16, 4080], NodeSpec::row_major()));
+    for k in 0..16u64 {
+        regions.push(r(&[16 + 255 * k, 0], &[255, 4096], NodeSpec::row_major()));
+    }
+    let d = TensorBuilder::subpaving(et(), &[4096, 4096], regions)
+        .build()
+        .unwrap();
+    check_points_against_brute_force(&d, 3000, &mut s);
+    for x in 0..20u64 {
+        for y in 0..20u64 {
+            let want = brute_locate(&d, &[x, y]).unwrap().0;
+            match d.locate(&[x, y]).unwrap() {
+                Location::Dense { region, .. } => assert_eq!(region, Some(want)),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn overlap_is_found_without_pairwise_checks_in_every_index_kind() {
     // Pinwheel with its centre square shifted into a neighbour: caught across a non-clean split.
