@@ -226,18 +226,35 @@ impl Decoder {
             dec.d.opaque_parts = 1;
             return Ok(dec.d);
         }
-        let mut shp = [0u64; MAX_RANK];
-        shp[..rank].copy_from_slice(&dec.d.shape);
-        let zero = [0u64; MAX_RANK];
-        dec.d.root = dec.tail(
-            &mut r,
-            ltag,
-            &shp[..rank],
-            &zero[..rank],
-            hflags & flags::HAS_QUANTIZATION != 0,
-            1,
-            NONE,
-        )?;
+        // The shape (copied: `tail` borrows the decoder mutably) and the origin; small
+        // ranks use small arrays, so the common decode zeroes 128 bytes, not 1 KiB.
+        let has_quant = hflags & flags::HAS_QUANTIZATION != 0;
+        dec.d.root = if rank <= 8 {
+            let mut shp = [0u64; 8];
+            shp[..rank].copy_from_slice(&dec.d.shape);
+            dec.tail(
+                &mut r,
+                ltag,
+                &shp[..rank],
+                &[0; 8][..rank],
+                has_quant,
+                1,
+                NONE,
+            )?
+        } else {
+            let mut shp = [0u64; MAX_RANK];
+            shp[..rank].copy_from_slice(&dec.d.shape);
+            let zero = [0u64; MAX_RANK];
+            dec.tail(
+                &mut r,
+                ltag,
+                &shp[..rank],
+                &zero[..rank],
+                has_quant,
+                1,
+                NONE,
+            )?
+        };
         if hflags & flags::HAS_SHARD != 0 {
             dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
         }

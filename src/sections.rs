@@ -36,14 +36,15 @@ pub struct ExtensionType {
     pub metadata: Vec<u8>,
 }
 
-fn section<'a>(r: &mut Reader<'a>, what: &str) -> Result<Reader<'a>> {
-    let len = r.u32(&format!("{what}.length"))?;
+/// The length-prefixed section `what` (its length field named `length_field`).
+fn section<'a>(r: &mut Reader<'a>, what: &str, length_field: &str) -> Result<Reader<'a>> {
+    let len = r.u32(length_field)?;
     r.window(len as u64, what)
 }
 
 impl Shard {
     pub(crate) fn read(r: &mut Reader<'_>, shape: &[u64]) -> Result<Shard> {
-        let mut s = section(r, "shard section")?;
+        let mut s = section(r, "shard section", "shard section.length")?;
         let rank = shape.len();
         s.check_fits(2 * rank as u64 + 1, 8, "shard section")?;
         let parent_shape = (0..rank)
@@ -107,7 +108,7 @@ impl Shard {
 
 impl Statistics {
     pub(crate) fn read(r: &mut Reader<'_>, element_count: u64) -> Result<Statistics> {
-        let mut s = section(r, "statistics section")?;
+        let mut s = section(r, "statistics section", "statistics section.length")?;
         let flags = s.u8("statistics.stat_flags")?;
         if flags & !7 != 0 {
             return Err(Error::new(
@@ -189,7 +190,7 @@ impl Statistics {
 
 impl ExtensionType {
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<ExtensionType> {
-        let mut s = section(r, "extension_type section")?;
+        let mut s = section(r, "extension_type section", "extension_type section.length")?;
         let name_len = s.u16("extension_type.name_length")?;
         if name_len == 0 {
             return Err(Error::new(
