@@ -831,9 +831,9 @@ impl<'a> Fast<'a> {
     /// nibbles) into `out` and return true; false leaves the lookup, and any error, to
     /// the general path.
     #[inline(always)]
-    pub(crate) fn get_bytes(
+    pub(crate) fn get_bytes<B: std::ops::Deref<Target = [&'a [u8]]>>(
         &self,
-        bufs: &[&[u8]],
+        bufs: &B,
         index: &[u64],
         out: &mut [u8],
         esize: usize,
@@ -846,10 +846,14 @@ impl<'a> Fast<'a> {
             Fast::Compressed8(c) => c.get_bytes::<8>(index, out),
             Fast::Compressed16(c) => c.get_bytes::<16>(index, out),
             Fast::CompressedPacked(c) => c.get_nibble(index, out),
-            Fast::Paged(p) => match p.find(bufs, index) {
-                Some(slot) => read_slot_sized(bufs, slot, esize, packed, NONE, out).is_ok(),
-                None => false,
-            },
+            // Only the paged path reads the buffer list (dereferenced here, not per call).
+            Fast::Paged(p) => {
+                let bufs: &[&[u8]] = bufs;
+                match p.find(bufs, index) {
+                    Some(slot) => read_slot_sized(bufs, slot, esize, packed, NONE, out).is_ok(),
+                    None => false,
+                }
+            }
             Fast::None => false,
         }
     }
