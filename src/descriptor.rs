@@ -9,7 +9,7 @@ use crate::layout::{
     LayoutRef, MAX_RANK, MAX_SUBPAVING_DEPTH,
 };
 use crate::quant::Quantization;
-use crate::regions::{Boxes, LevelIndex};
+use crate::regions::{Boxes, LevelIndex, UniformTiles};
 use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
@@ -273,6 +273,33 @@ impl Decoder {
         }
         dec.d.buffers.shrink_to_fit();
         Ok(dec.d)
+    }
+
+    /// Whether regions `first .. first + count` are [`UniformTiles`].
+    fn uniform_tiles(&self, first: u32, count: u32) -> Option<UniformTiles> {
+        let nodes = self
+            .d
+            .regions
+            .get(first as usize..first as usize + count as usize)?;
+        let k0 = nodes.first()?;
+        let row_major = match k0.layout {
+            Layout::RowMajor => true,
+            Layout::ColMajor => false,
+            _ => return None,
+        };
+        let regular = nodes.iter().enumerate().all(|(k, n)| {
+            matches!(
+                (n.layout, row_major),
+                (Layout::RowMajor, true) | (Layout::ColMajor, false)
+            ) && n.byte_offset == 0
+                && n.buffer_count == 1
+                && n.quant == NONE
+                && u64::from(n.first_buffer) == u64::from(k0.first_buffer) + k as u64
+        });
+        regular.then_some(UniformTiles {
+            row_major,
+            first_buffer: k0.first_buffer,
+        })
     }
 
     /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)
@@ -648,13 +675,18 @@ impl Decoder {
             coords: &self.d.coords,
             rank,
         };
-        let index = LevelIndex::build(boxes, base, extent, children).map_err(|e| {
+        let mut index = LevelIndex::build(boxes, base, extent, children).map_err(|e| {
             if parent == NONE {
                 e.context(format!("level {level} (tensor)"))
             } else {
                 e.context(format!("level {level} (inside region {parent})"))
             }
         })?;
+        if let Some(first) = index.identity_first() {
+            if let Some(u) = self.uniform_tiles(first, count) {
+                index.set_uniform(u);
+            }
+        }
         self.d.indexes.push(index);
         Ok(Layout::Subpaving {
             count,
@@ -1173,15 +1205,12 @@ impl Descriptor {
         origin: &[u64],
         shape: &[u64],
     ) -> Location {
-        let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
-        let pos = if matches!(node.layout, Layout::RowMajor) {
-            local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
-        } else {
-            local
-                .zip(shape)
-                .rev()
-                .fold(0u64, |acc, (l, &e)| acc * e + l)
-        };
+        let pos = tile_position(
+            matches!(node.layout, Layout::RowMajor),
+            index,
+            origin,
+            shape,
+        );
         Location::Dense {
             region,
             buffer: node.first_buffer,
@@ -1212,13 +1241,20 @@ impl Descriptor {
         let mut node = &self.root;
         let mut region = NONE;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
-            let r = self.indexes[ix as usize].find_box(
-                boxes,
-                index,
-                &mut lo[..rank],
-                &mut ext[..rank],
-            )?;
+            let level = &self.indexes[ix as usize];
+            let r = level.find_box(boxes, index, &mut lo[..rank], &mut ext[..rank])?;
             region = r;
+            if let Some((u, first)) = level.uniform() {
+                // A regular tiling: the tile's layout and buffer follow from its number,
+                // so the region record is not read at all.
+                let pos = tile_position(u.row_major, index, &lo[..rank], &ext[..rank]);
+                return Some(Ok(Location::Dense {
+                    region: Some(r),
+                    buffer: u.first_buffer + (r - first),
+                    byte_offset: pos * self.element_type.storage_bytes(),
+                    bit_shift: 0,
+                }));
+            }
             node = &self.regions[r as usize];
         }
         if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
@@ -1358,6 +1394,21 @@ impl Descriptor {
             + self.arena.small.capacity()
             + self.trailing.capacity()
             + self.indexes.iter().map(|i| i.heap_bytes()).sum::<usize>()
+    }
+}
+
+/// Element position of global `index` in a row- or column-major tile at `origin` with
+/// extent `shape` (the index lies in the tile).
+#[inline]
+fn tile_position(row_major: bool, index: &[u64], origin: &[u64], shape: &[u64]) -> u64 {
+    let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
+    if row_major {
+        local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
+    } else {
+        local
+            .zip(shape)
+            .rev()
+            .fold(0u64, |acc, (l, &e)| acc * e + l)
     }
 }
 

@@ -82,6 +82,15 @@ pub(crate) struct GridAxis {
     cells: u64,
 }
 
+/// Every region of a grid level is a row-major (or every one a column-major) tile with
+/// byte_offset 0, no quantization and one buffer, region `first + k` owning effective
+/// buffer `first_buffer + k` — the regular tiling of a large tensor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct UniformTiles {
+    pub row_major: bool,
+    pub first_buffer: u32,
+}
+
 /// The index of one subpaving level.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LevelIndex {
@@ -93,6 +102,9 @@ pub(crate) enum LevelIndex {
         cuts: Vec<u64>,
         cells: Vec<u32>,
         first: u32,
+        /// Set by the decoder when region = `first` + cell and every region is the same
+        /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
+        uniform: Option<UniformTiles>,
     },
     /// Arbitrary boxes: a k-d tree (built to validate the partition) and a bucket
     /// [`Directory`] over the enclosing box. When the directory holds bucket lists they
@@ -198,6 +210,7 @@ impl LevelIndex {
             cuts,
             cells: if identity { Vec::new() } else { cells },
             first,
+            uniform: None,
         }
     }
 
@@ -361,6 +374,36 @@ impl LevelIndex {
         })
     }
 
+    /// For an identity grid (region = first + cell): its first region.
+    pub fn identity_first(&self) -> Option<u32> {
+        match self {
+            LevelIndex::Grid { cells, first, .. } if cells.is_empty() => Some(*first),
+            _ => None,
+        }
+    }
+
+    /// Record that the level's regions are [`UniformTiles`] (identity grids only).
+    pub fn set_uniform(&mut self, u: UniformTiles) {
+        if let LevelIndex::Grid { cells, uniform, .. } = self {
+            if cells.is_empty() {
+                *uniform = Some(u);
+            }
+        }
+    }
+
+    /// The level's uniform tiles and its first region, when recorded.
+    #[inline]
+    pub fn uniform(&self) -> Option<(UniformTiles, u32)> {
+        match self {
+            LevelIndex::Grid {
+                uniform: Some(u),
+                first,
+                ..
+            } => Some((*u, *first)),
+            _ => None,
+        }
+    }
+
     /// The child region containing global point `p`, if any.
     #[inline]
     pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
@@ -462,6 +505,7 @@ impl LevelIndex {
             cuts,
             cells,
             first,
+            ..
         } = self
         else {
             // A k-d tree knows no boxes: let the caller take the general path, which
