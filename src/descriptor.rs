@@ -275,33 +275,6 @@ impl Decoder {
         Ok(dec.d)
     }
 
-    /// Whether regions `first .. first + count` are [`UniformTiles`].
-    fn uniform_tiles(&self, first: u32, count: u32) -> Option<UniformTiles> {
-        let nodes = self
-            .d
-            .regions
-            .get(first as usize..first as usize + count as usize)?;
-        let k0 = nodes.first()?;
-        let row_major = match k0.layout {
-            Layout::RowMajor => true,
-            Layout::ColMajor => false,
-            _ => return None,
-        };
-        let regular = nodes.iter().enumerate().all(|(k, n)| {
-            matches!(
-                (n.layout, row_major),
-                (Layout::RowMajor, true) | (Layout::ColMajor, false)
-            ) && n.byte_offset == 0
-                && n.buffer_count == 1
-                && n.quant == NONE
-                && u64::from(n.first_buffer) == u64::from(k0.first_buffer) + k as u64
-        });
-        regular.then_some(UniformTiles {
-            row_major,
-            first_buffer: k0.first_buffer,
-        })
-    }
-
     /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)
     /// for a node of `tag` with extent `shape` at global `base`. `level` is the subpaving
     /// level a SUBPAVING node here would be; `region` the node's region id (NONE: root).
@@ -554,6 +527,10 @@ impl Decoder {
             self.d.buffers.reserve(count as usize);
         }
         let mut children: Vec<u32> = Vec::with_capacity(count as usize);
+        // Whether the children so far are consecutive ids forming UniformTiles (checked
+        // as each region is decoded, while its record is at hand).
+        let mut tiles: Option<(UniformTiles, u32)> = None;
+        let mut tiles_ok = true;
         let mut origin = [0u64; MAX_RANK];
         let mut rshape = [0u64; MAX_RANK];
         let mut global = [0u64; MAX_RANK];
@@ -668,6 +645,26 @@ impl Decoder {
                 body.expect_end("region body").map_err(ctx)?;
                 node
             };
+            if tiles_ok {
+                let rm = match node.layout {
+                    Layout::RowMajor => Some(true),
+                    Layout::ColMajor => Some(false),
+                    _ => None,
+                };
+                let (u, first) = *tiles.get_or_insert((
+                    UniformTiles {
+                        row_major: rm.unwrap_or(true),
+                        first_buffer: node.first_buffer,
+                    },
+                    id,
+                ));
+                tiles_ok = rm == Some(u.row_major)
+                    && node.byte_offset == 0
+                    && node.buffer_count == 1
+                    && node.quant == NONE
+                    && u64::from(id) == u64::from(first) + u64::from(k)
+                    && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
+            }
             self.d.regions[id as usize] = node;
         }
         let end = self.d.regions.len() as u32;
@@ -682,10 +679,8 @@ impl Decoder {
                 e.context(format!("level {level} (inside region {parent})"))
             }
         })?;
-        if let Some(first) = index.identity_first() {
-            if let Some(u) = self.uniform_tiles(first, count) {
-                index.set_uniform(u);
-            }
+        if let (true, Some((u, first))) = (tiles_ok, tiles) {
+            index.set_uniform(u, first);
         }
         self.d.indexes.push(index);
         Ok(Layout::Subpaving {
@@ -1128,6 +1123,9 @@ impl Descriptor {
             if let Some(loc) = self.locate_in_grid(index) {
                 return loc;
             }
+            if let Some(loc) = self.locate_in_tiles(index) {
+                return Ok(loc);
+            }
         }
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
@@ -1267,6 +1265,37 @@ impl Descriptor {
             &lo[..rank],
             &ext[..rank],
         )))
+    }
+
+    /// A top-level partition into [`UniformTiles`] that is not a grid: the index names
+    /// the tile, whose box gives the position and whose number the buffer — the region
+    /// record is not read. `None` means "take the general path" (which reports errors).
+    #[inline]
+    fn locate_in_tiles(&self, index: &[u64]) -> Option<Location> {
+        let Layout::Subpaving { index: ix, .. } = self.root.layout else {
+            return None;
+        };
+        let level = &self.indexes[ix as usize];
+        let (u, first) = level.uniform()?;
+        let rank = self.rank();
+        if self.element_type.is_packed()
+            || index.len() != rank
+            || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e)
+        {
+            return None;
+        }
+        let boxes = Boxes {
+            coords: &self.coords,
+            rank,
+        };
+        let r = level.find(boxes, index)?;
+        let pos = tile_position(u.row_major, index, boxes.origin(r), boxes.shape(r));
+        Some(Location::Dense {
+            region: Some(r),
+            buffer: u.first_buffer + (r - first),
+            byte_offset: pos * self.element_type.storage_bytes(),
+            bit_shift: 0,
+        })
     }
 
     /// Encode to bytes.

@@ -82,9 +82,10 @@ pub(crate) struct GridAxis {
     cells: u64,
 }
 
-/// Every region of a grid level is a row-major (or every one a column-major) tile with
+/// Every region of a level is a row-major (or every one a column-major) tile with
 /// byte_offset 0, no quantization and one buffer, region `first + k` owning effective
-/// buffer `first_buffer + k` — the regular tiling of a large tensor.
+/// buffer `first_buffer + k` — the regular tiling of a large tensor, or an irregular
+/// partition of one into plain tiles.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct UniformTiles {
     pub row_major: bool,
@@ -104,7 +105,7 @@ pub(crate) enum LevelIndex {
         first: u32,
         /// Set by the decoder when region = `first` + cell and every region is the same
         /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
-        uniform: Option<UniformTiles>,
+        uniform: Option<(UniformTiles, u32)>,
     },
     /// Arbitrary boxes: a k-d tree (built to validate the partition) and a bucket
     /// [`Directory`] over the enclosing box. When the directory holds bucket lists they
@@ -118,6 +119,8 @@ pub(crate) enum LevelIndex {
         bounds: Vec<u64>,
         leaf_boxes: Vec<u64>,
         directory: Directory,
+        /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
+        uniform: Option<(UniformTiles, u32)>,
     },
 }
 
@@ -158,6 +161,7 @@ impl LevelIndex {
                 bounds: Vec::new(),
                 leaf_boxes: Vec::new(),
                 directory,
+                uniform: None,
             },
             None => Self::tree(b, base, extent, &children)?,
         };
@@ -371,22 +375,15 @@ impl LevelIndex {
             bounds: t.bounds,
             leaf_boxes,
             directory,
+            uniform: None,
         })
     }
 
-    /// For an identity grid (region = first + cell): its first region.
-    pub fn identity_first(&self) -> Option<u32> {
+    /// Record that the level's regions, ids `first..`, are [`UniformTiles`].
+    pub fn set_uniform(&mut self, u: UniformTiles, first: u32) {
         match self {
-            LevelIndex::Grid { cells, first, .. } if cells.is_empty() => Some(*first),
-            _ => None,
-        }
-    }
-
-    /// Record that the level's regions are [`UniformTiles`] (identity grids only).
-    pub fn set_uniform(&mut self, u: UniformTiles) {
-        if let LevelIndex::Grid { cells, uniform, .. } = self {
-            if cells.is_empty() {
-                *uniform = Some(u);
+            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => {
+                *uniform = Some((u, first))
             }
         }
     }
@@ -395,12 +392,7 @@ impl LevelIndex {
     #[inline]
     pub fn uniform(&self) -> Option<(UniformTiles, u32)> {
         match self {
-            LevelIndex::Grid {
-                uniform: Some(u),
-                first,
-                ..
-            } => Some((*u, *first)),
-            _ => None,
+            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => *uniform,
         }
     }
 
@@ -437,6 +429,7 @@ impl LevelIndex {
                 bounds,
                 leaf_boxes,
                 directory,
+                ..
             } => {
                 let rank = b.rank;
                 if let Some(hit) = directory.locate(p) {
@@ -554,6 +547,7 @@ impl LevelIndex {
                 bounds,
                 leaf_boxes,
                 directory,
+                ..
             } => {
                 nodes.capacity() * std::mem::size_of::<KdNode>()
                     + (bounds.capacity() + leaf_boxes.capacity() + directory.base.capacity()) * 8
