@@ -1123,9 +1123,6 @@ impl Descriptor {
             if let Some(loc) = self.locate_in_grid(index) {
                 return loc;
             }
-            if let Some(loc) = self.locate_in_tiles(index) {
-                return Ok(loc);
-            }
         }
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
@@ -1217,10 +1214,11 @@ impl Descriptor {
         }
     }
 
-    /// The fastest case of [`locate`](Self::locate): a subpaving whose leaf level is a
-    /// grid and whose leaf is a row-/column-major tile, addressed with the tile's box taken
-    /// from the grid (no access to the region arena but the leaf record). `None` means
-    /// "take the general path", which also reports every error.
+    /// The fastest case of [`locate`](Self::locate): a subpaving whose levels are grids or
+    /// bucket lists (which give the tile's box without the region arena) and whose leaf is
+    /// a row-/column-major tile. The leaf record is read only when its level is not
+    /// [`UniformTiles`]. `None` means "take the general path", which also reports every
+    /// error.
     #[inline]
     fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
         let rank = self.rank();
@@ -1265,37 +1263,6 @@ impl Descriptor {
             &lo[..rank],
             &ext[..rank],
         )))
-    }
-
-    /// A top-level partition into [`UniformTiles`] that is not a grid: the index names
-    /// the tile, whose box gives the position and whose number the buffer — the region
-    /// record is not read. `None` means "take the general path" (which reports errors).
-    #[inline]
-    fn locate_in_tiles(&self, index: &[u64]) -> Option<Location> {
-        let Layout::Subpaving { index: ix, .. } = self.root.layout else {
-            return None;
-        };
-        let level = &self.indexes[ix as usize];
-        let (u, first) = level.uniform()?;
-        let rank = self.rank();
-        if self.element_type.is_packed()
-            || index.len() != rank
-            || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e)
-        {
-            return None;
-        }
-        let boxes = Boxes {
-            coords: &self.coords,
-            rank,
-        };
-        let r = level.find(boxes, index)?;
-        let pos = tile_position(u.row_major, index, boxes.origin(r), boxes.shape(r));
-        Some(Location::Dense {
-            region: Some(r),
-            buffer: u.first_buffer + (r - first),
-            byte_offset: pos * self.element_type.storage_bytes(),
-            bit_shift: 0,
-        })
     }
 
     /// Encode to bytes.

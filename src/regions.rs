@@ -432,8 +432,8 @@ impl LevelIndex {
                 ..
             } => {
                 let rank = b.rank;
-                if let Some(hit) = directory.locate(p) {
-                    return hit;
+                if let Some(hit) = directory.locate(p, &mut [], &mut []) {
+                    return hit.map(|(r, _)| r);
                 }
                 if nodes.is_empty() {
                     return None;
@@ -482,9 +482,11 @@ impl LevelIndex {
         }
     }
 
-    /// Like [`find`](Self::find), and for a grid also the region's global origin and extent
-    /// (written to `lo` and `ext`), derived from the grid alone so the region arena is not
-    /// touched; `None` for k-d trees (and for points outside the grid).
+    /// Like [`find`](Self::find), and also the region's global origin and extent (written
+    /// to `lo` and `ext`): for a grid derived from the grid alone, for bucket lists taken
+    /// from the list, so the region arena is not touched (but for a bucket met by one
+    /// region). `None` for a k-d tree walk (the caller takes the general path, which
+    /// searches the tree once) and for points outside the grid.
     #[inline]
     pub fn find_box(
         &self,
@@ -493,18 +495,22 @@ impl LevelIndex {
         lo: &mut [u64],
         ext: &mut [u64],
     ) -> Option<u32> {
-        let LevelIndex::Grid {
-            axes,
-            cuts,
-            cells,
-            first,
-            ..
-        } = self
-        else {
-            // A k-d tree knows no boxes: let the caller take the general path, which
-            // searches the tree once.
-            let _ = b;
-            return None;
+        let (axes, cuts, cells, first) = match self {
+            LevelIndex::Grid {
+                axes,
+                cuts,
+                cells,
+                first,
+                ..
+            } => (axes, cuts, cells, first),
+            LevelIndex::Tree { directory, .. } => {
+                let (r, boxed) = directory.locate(p, lo, ext)??;
+                if !boxed {
+                    lo.copy_from_slice(b.origin(r));
+                    ext.copy_from_slice(b.shape(r));
+                }
+                return Some(r);
+            }
         };
         let mut cell = 0u64;
         for (((ax, &x), lo), ext) in axes.iter().zip(p).zip(lo.iter_mut()).zip(ext.iter_mut()) {
@@ -590,11 +596,11 @@ pub(crate) struct Directory {
     /// Per bucket: the id of the only region meeting it, or [`Directory::LIST`] | the
     /// offset of its list in `lists`. Empty when lists are not built.
     entry: Vec<u32>,
-    /// Per listed bucket: the count, then per region its id and, per axis, its extent
-    /// within the bucket relative to the bucket's low corner: `lo | hi << 16` in one
-    /// word when `narrow` (every step fits 16 bits), else `lo`, `hi` in two words.
+    /// Per listed bucket: the count, then per region its id and, per axis, its whole
+    /// box relative to the bucket's low corner — the origin as an `i32` (a region may
+    /// start before the bucket) and the extent as a `u32` — so a hit also gives the
+    /// region's box without reading the region arena.
     lists: Vec<u32>,
-    narrow: bool,
 }
 
 impl Directory {
@@ -612,7 +618,6 @@ impl Directory {
             start: Vec::new(),
             entry: Vec::new(),
             lists: Vec::new(),
-            narrow: false,
         }
     }
 
@@ -639,7 +644,6 @@ impl Directory {
             .collect();
         Some(Directory {
             base: base.to_vec(),
-            narrow: step.iter().all(|&s| s <= 0xFFFF),
             step,
             cells,
             ..Directory::none()
@@ -666,12 +670,9 @@ impl Directory {
         }
         let rank = extent.len();
         let ew = d.element_words();
-        let bounds = |e: &[u32], a: usize| -> (u32, u32) {
-            if d.narrow {
-                (e[1 + a] & 0xFFFF, e[1 + a] >> 16)
-            } else {
-                (e[1 + 2 * a], e[2 + 2 * a])
-            }
+        let bounds = |e: &[u32], a: usize| -> (i64, i64) {
+            let lo = i64::from(e[1 + 2 * a] as i32);
+            (lo, lo + i64::from(e[2 + 2 * a]))
         };
         for &v in &d.entry {
             if v & Directory::LIST == 0 {
@@ -742,19 +743,24 @@ impl Directory {
         )
     }
 
-    /// Words per list element: the id, then one word per axis (narrow) or two.
+    /// Words per list element: the id, then two words per axis.
     fn element_words(&self) -> usize {
-        1 + self.step.len() * if self.narrow { 1 } else { 2 }
+        1 + 2 * self.step.len()
     }
 
     /// Build the bucket entries and lists; false (nothing built) when the lists would be
     /// too large — more than 8 bucket memberships per region, or a bucket met by more
     /// than [`MAX_LIST`](Self::MAX_LIST) regions (a cluster of small regions, where a
-    /// tree walk beats scanning) — or cannot be encoded.
+    /// tree walk beats scanning) — or cannot be encoded: a bucket or a region extent of
+    /// 2^31 or more (relative origins are `i32`).
     fn build_lists(&mut self, b: Boxes<'_>, children: &[u32]) -> bool {
         let rank = self.step.len();
-        if self.step.iter().any(|&s| s > u32::MAX as u64)
+        let small = |v: u64| v <= i32::MAX as u64;
+        if !self.step.iter().all(|&s| small(s))
             || children.iter().any(|&r| r & Directory::LIST != 0)
+            || !children
+                .iter()
+                .all(|&r| b.shape(r).iter().all(|&e| small(e)))
         {
             return false;
         }
@@ -834,17 +840,13 @@ impl Directory {
                 fill[c] += 1;
                 lists[e] = r;
                 for a in 0..rank {
-                    // The region's extent on axis a, clipped to the bucket, relative to
-                    // the bucket's low corner: within [0, step] (step < 2^32).
+                    // The region's origin relative to the bucket's low corner: the region
+                    // meets the bucket, so it starts less than its extent (< 2^31) before
+                    // the corner and before the corner's next bucket (step < 2^31).
                     let blo = self.base[a] + idx[a] * self.step[a];
-                    let rl = b.lo(r, a).max(blo) - blo;
-                    let rh = b.hi(r, a).min(blo + self.step[a]) - blo;
-                    if self.narrow {
-                        lists[e + 1 + a] = rl as u32 | (rh as u32) << 16;
-                    } else {
-                        lists[e + 1 + 2 * a] = rl as u32;
-                        lists[e + 2 + 2 * a] = rh as u32;
-                    }
+                    let rel = (b.lo(r, a) as i64).wrapping_sub(blo as i64);
+                    lists[e + 1 + 2 * a] = rel as i32 as u32;
+                    lists[e + 2 + 2 * a] = b.shape(r)[a] as u32;
                 }
             });
         }
@@ -854,27 +856,32 @@ impl Directory {
     }
 
     /// The region containing `p` from the bucket lists: `None` when no lists were built,
-    /// `Some(None)` when no listed region contains `p`. `p` must lie in the enclosing box,
-    /// which the regions exactly cover (a bucket met by one region lies in it).
+    /// `Some(None)` when no listed region contains `p`, else the region and whether its
+    /// global box was written to `lo` and `ext` (not for a bucket met by one region
+    /// alone, which holds no box). `p` must lie in the enclosing box, which the regions
+    /// exactly cover (a bucket met by one region lies in it).
     #[inline]
-    fn locate(&self, p: &[u64]) -> Option<Option<u32>> {
+    fn locate(&self, p: &[u64], lo: &mut [u64], ext: &mut [u64]) -> Option<Option<(u32, bool)>> {
         if self.entry.is_empty() {
             return None;
         }
         let rank = self.step.len();
         let mut cell = 0u64;
-        let mut rel = [0u64; 4];
+        let mut rel = [0i64; 4];
+        let mut corner = [0u64; 4];
         for a in 0..rank {
             let off = p[a].wrapping_sub(self.base[a]);
             let i = off / self.step[a];
             cell = cell.wrapping_mul(self.cells[a]).wrapping_add(i);
-            rel[a] = off - i * self.step[a];
+            // off - i·step < step < 2^31.
+            rel[a] = (off - i * self.step[a]) as i64;
+            corner[a] = p[a] - rel[a] as u64;
         }
         let Some(&v) = self.entry.get(cell as usize) else {
             return Some(None);
         };
         if v & Directory::LIST == 0 {
-            return Some(Some(v));
+            return Some(Some((v, false)));
         }
         let at = (v & !Directory::LIST) as usize;
         let n = self.lists.get(at).copied().unwrap_or(0) as usize;
@@ -886,19 +893,21 @@ impl Directory {
         let mut hit = None;
         for e in list.chunks_exact(ew) {
             let inside = (0..rank).all(|a| {
-                let (l, h) = if self.narrow {
-                    let w = e[1 + a];
-                    (u64::from(w & 0xFFFF), u64::from(w >> 16))
-                } else {
-                    (u64::from(e[1 + 2 * a]), u64::from(e[2 + 2 * a]))
-                };
-                rel[a] >= l && rel[a] < h
+                let l = i64::from(e[1 + 2 * a] as i32);
+                rel[a] >= l && rel[a] < l + i64::from(e[2 + 2 * a])
             });
             if inside {
-                hit = Some(e[0]);
+                hit = Some(e);
             }
         }
-        Some(hit)
+        let Some(e) = hit else {
+            return Some(None);
+        };
+        for a in 0..rank.min(lo.len()).min(ext.len()) {
+            lo[a] = corner[a].wrapping_add_signed(i64::from(e[1 + 2 * a] as i32));
+            ext[a] = u64::from(e[2 + 2 * a]);
+        }
+        Some(Some((e[0], true)))
     }
 
     /// The bucket containing point `p`.
