@@ -295,6 +295,12 @@ fn main() {
         t_irbuild / t_ibuild
     );
     println!(
+        "irregular partition: decoded form holds {} bytes = {:.2}x the {} wire bytes",
+        d.heap_bytes(),
+        d.heap_bytes() as f64 / ibytes.len() as f64,
+        ibytes.len()
+    );
+    println!(
         "locate, irregular partition: ours {:.1} ns/lookup, rstar {:.1} ns/lookup -> {:.1}x faster",
         t_iours * 1e9 / queries as f64,
         t_irstar * 1e9 / queries as f64,

@@ -868,14 +868,14 @@ fn check_points_against_brute_force(d: &Descriptor, n: usize, seed: &mut u64) {
     }
 }
 
-/// The bucket directory of an irregular level in its three forms: lists with 16-bit
-/// clipped boxes (small buckets), lists with 32-bit boxes (buckets wider than 65535),
-/// and no lists at all — a cluster of small regions meets one bucket more than 64
-/// times, so queries walk the tree from the bucket's start node.
+/// The bucket directory of an irregular level where it cannot hold lists, so queries
+/// walk the k-d tree from each bucket's start node: buckets and regions too wide for the
+/// lists' 32-bit relative boxes, and a cluster of small regions meeting one bucket more
+/// than 64 times. (The list form is exercised by every other irregular test.)
 #[test]
 fn irregular_directory_forms_agree_with_brute_force() {
     let mut s = 0x2545_F491_4F6C_DD1Du64;
-    // Wide: 2^33 x 2^27 (buckets far over 65535), a few hundred regions.
+    // Wide: 2^33 x 2^27 (buckets over 2^31), a few hundred regions.
     let big = [1u64 << 33, 1u64 << 27];
     let regions = partition(&big, &mut s, 10, 3);
     assert!(regions.len() >= 200, "{}", regions.len());
