@@ -86,7 +86,7 @@ impl<'a> BufList<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, b: &'a [u8]) {
         match self {
             BufList::Inline(a, n) if (*n as usize) < BufList::INLINE => {
@@ -299,7 +299,12 @@ impl<'a> BoundTensor<'a> {
             bound.push(&b[..size]);
         }
         let host_readable = handles.iter().all(|h| h.is_host_readable());
-        let fast = if host_readable && !matches!(desc.root.layout, Layout::Subpaving { .. }) {
+        // Only top-level CSR/CSC and BLOCK_PAGED tensors have a fast path.
+        let fast = if host_readable
+            && matches!(
+                desc.root.layout,
+                Layout::Csr { .. } | Layout::Csc { .. } | Layout::BlockPaged { .. }
+            ) {
             lookup::Fast::new(desc, &bound)
         } else {
             lookup::Fast::None
@@ -317,7 +322,9 @@ impl<'a> BoundTensor<'a> {
                     ElementType::Complex64 | ElementType::Complex128
                 ),
         };
-        t.check_aliasing()?;
+        if !desc.quants.is_empty() {
+            t.check_aliasing()?;
+        }
         Ok(t)
     }
 

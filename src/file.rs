@@ -1692,6 +1692,7 @@ impl fmt::Debug for TensorEntry<'_> {
 }
 
 impl<'r> TensorEntry<'r> {
+    #[inline]
     fn e(&self) -> &'r Entry {
         &self.r.entries[self.i]
     }
@@ -1756,6 +1757,7 @@ impl<'r> TensorEntry<'r> {
         self.e().problem.is_some()
     }
 
+    #[inline]
     fn check_usable(&self) -> Result<&'r Descriptor> {
         let e = self.e();
         match (&e.problem, self.descriptor()) {
@@ -1785,6 +1787,7 @@ impl<'r> TensorEntry<'r> {
             .collect())
     }
 
+    #[inline]
     fn slice(&self, d: &Descriptor, k: usize) -> Result<&'r [u8]> {
         let flat = self.e().first_offset + k;
         let s = self.r.offsets[flat] as usize;
