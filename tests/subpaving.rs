@@ -721,6 +721,47 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Large irregular partitions (hundreds of regions: the bucket directory with lists,
+    /// or the tree where a bucket is crowded) locate like the brute-force scan, and
+    /// growing any one region by one step into its neighbour is an overlap.
+    #[test]
+    fn large_irregular_partitions_locate_and_reject_overlaps(
+        seed in any::<u64>(),
+        w in 40u64..120,
+        h in 40u64..120,
+        grow in any::<prop::sample::Index>(),
+    ) {
+        let mut s = seed | 1;
+        let regions = partition(&[w, h], &mut s, 11, 3);
+        let d = TensorBuilder::subpaving(et(), &[w, h], regions.clone())
+            .build()
+            .unwrap();
+        check_points_against_brute_force(&d, 400, &mut s);
+        // The same boxes as plain row-major tiles (uniform tiles: located from the bucket
+        // lists' boxes alone), checked at every index, buffers and offsets included.
+        if w * h <= 6400 {
+            let tiles: Vec<RegionSpec> = regions
+                .iter()
+                .map(|r| RegionSpec::new(&r.origin, &r.shape, NodeSpec::row_major()))
+                .collect();
+            let t = TensorBuilder::subpaving(et(), &[w, h], tiles).build().unwrap();
+            check_against_brute_force(&t);
+        }
+        // Grow one region towards the far side of the tensor on an axis where it is not
+        // already at the edge: it then overlaps a neighbour.
+        let k = grow.index(regions.len());
+        let mut bad = regions;
+        let (o, sh) = (bad[k].origin.clone(), bad[k].shape.clone());
+        if let Some(a) = (0..2).find(|&a| o[a] + sh[a] < [w, h][a]) {
+            bad[k].shape[a] += 1;
+            let e = TensorBuilder::subpaving(et(), &[w, h], bad).build().unwrap_err();
+            prop_assert_eq!(e.kind, ErrorKind::RegionOverlap, "{}", e);
+        }
+    }
+}
+
 #[test]
 fn locate_on_each_index_kind() {
     // Uniform grid with clipped edge tiles.
