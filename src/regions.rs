@@ -581,9 +581,8 @@ fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
 
 /// Buckets of a uniform grid over the enclosing box. Each bucket either names the one
 /// region it lies in, or points to the list of regions meeting it, each with its box
-/// clipped to the bucket and stored relative to the bucket's low corner — so a point
-/// query reads one bucket entry and at most one short list, never the region arena or
-/// the tree. When lists cannot be built (too many entries, huge buckets), each bucket
+/// stored relative to the bucket's low corner — so a point query reads one bucket entry
+/// and at most one short list, never the region arena or the tree. When lists cannot be built (too many entries, huge buckets), each bucket
 /// instead names the deepest tree node whose clean cuts contain it, where a tree walk
 /// starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -651,8 +650,7 @@ impl Directory {
     }
 
     /// Bucket lists for `children`, which must lie in the box, with the overlap check:
-    /// two regions overlap exactly when their clipped boxes overlap in a bucket both
-    /// meet, so comparing the members of each bucket's list finds every overlap in
+    /// two overlapping regions share a point, and so a bucket both meet, so comparing the members of each bucket's list finds every overlap in
     /// O(Σ list²) <= O(64 · 8 · n) — linear, no sort, no tree. `Ok(None)` when the lists
     /// cannot be built (see [`build_lists`](Self::build_lists)); the caller then builds
     /// the k-d tree, which validates by itself.
@@ -670,10 +668,6 @@ impl Directory {
         }
         let rank = extent.len();
         let ew = d.element_words();
-        let bounds = |e: &[u32], a: usize| -> (i64, i64) {
-            let lo = i64::from(e[1 + 2 * a] as i32);
-            (lo, lo + i64::from(e[2 + 2 * a]))
-        };
         for &v in &d.entry {
             if v & Directory::LIST == 0 {
                 continue;
@@ -684,7 +678,7 @@ impl Directory {
             for (i, x) in list.chunks_exact(ew).enumerate() {
                 for y in list.chunks_exact(ew).skip(i + 1) {
                     let meet = (0..rank).all(|a| {
-                        let ((xl, xh), (yl, yh)) = (bounds(x, a), bounds(y, a));
+                        let ((xl, xh), (yl, yh)) = (element_span(x, a), element_span(y, a));
                         xl.max(yl) < xh.min(yh)
                     });
                     if meet {
@@ -743,7 +737,7 @@ impl Directory {
         )
     }
 
-    /// Words per list element: the id, then two words per axis.
+    /// Words per list element: the id, then two words per axis (see [`element_span`]).
     fn element_words(&self) -> usize {
         1 + 2 * self.step.len()
     }
@@ -778,38 +772,36 @@ impl Directory {
         }
         let total: usize = self.cells.iter().product::<u64>() as usize;
         let ew = self.element_words();
-        let mut lo = [0u64; 4];
-        let mut hi = [0u64; 4];
-        let cells = self.cells.clone();
-        let visit =
-            |r: u32, lo: &mut [u64; 4], hi: &mut [u64; 4], f: &mut dyn FnMut(usize, &[u64])| {
-                for a in 0..rank {
-                    (lo[a], hi[a]) = self.span(b, r, a);
-                }
-                let mut idx = *lo;
+        // Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
+        let visit = |r: u32, f: &mut dyn FnMut(usize, &[u64])| {
+            let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+            for a in 0..rank {
+                (lo[a], hi[a]) = self.span(b, r, a);
+            }
+            let mut idx = lo;
+            loop {
+                let cell = idx[..rank]
+                    .iter()
+                    .zip(&self.cells)
+                    .fold(0u64, |c, (&i, &n)| c * n + i);
+                f(cell as usize, &idx[..rank]);
+                let mut a = rank;
                 loop {
-                    let cell = idx[..rank]
-                        .iter()
-                        .zip(&cells)
-                        .fold(0u64, |c, (&i, &n)| c * n + i);
-                    f(cell as usize, &idx[..rank]);
-                    let mut a = rank;
-                    loop {
-                        if a == 0 {
-                            return;
-                        }
-                        a -= 1;
-                        if idx[a] < hi[a] {
-                            idx[a] += 1;
-                            break;
-                        }
-                        idx[a] = lo[a];
+                    if a == 0 {
+                        return;
                     }
+                    a -= 1;
+                    if idx[a] < hi[a] {
+                        idx[a] += 1;
+                        break;
+                    }
+                    idx[a] = lo[a];
                 }
-            };
+            }
+        };
         let mut counts = vec![0u32; total];
         for &r in children {
-            visit(r, &mut lo, &mut hi, &mut |c, _| counts[c] += 1);
+            visit(r, &mut |c, _| counts[c] += 1);
         }
         if counts.iter().any(|&n| n > Directory::MAX_LIST) {
             return false;
@@ -829,7 +821,7 @@ impl Directory {
         let mut lists = vec![0u32; words as usize];
         let mut fill = vec![0u32; total];
         for &r in children {
-            visit(r, &mut lo, &mut hi, &mut |c, idx| {
+            visit(r, &mut |c, idx| {
                 if counts[c] == 1 {
                     entry[c] = r;
                     return;
@@ -893,8 +885,8 @@ impl Directory {
         let mut hit = None;
         for e in list.chunks_exact(ew) {
             let inside = (0..rank).all(|a| {
-                let l = i64::from(e[1 + 2 * a] as i32);
-                rel[a] >= l && rel[a] < l + i64::from(e[2 + 2 * a])
+                let (l, h) = element_span(e, a);
+                rel[a] >= l && rel[a] < h
             });
             if inside {
                 hit = Some(e);
@@ -904,8 +896,9 @@ impl Directory {
             return Some(None);
         };
         for a in 0..rank.min(lo.len()).min(ext.len()) {
-            lo[a] = corner[a].wrapping_add_signed(i64::from(e[1 + 2 * a] as i32));
-            ext[a] = u64::from(e[2 + 2 * a]);
+            let (l, h) = element_span(e, a);
+            lo[a] = corner[a].wrapping_add_signed(l);
+            ext[a] = (h - l) as u64;
         }
         Some(Some((e[0], true)))
     }
@@ -928,6 +921,15 @@ impl Directory {
         }
         self.start[self.bucket(p)]
     }
+}
+
+/// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
+/// corner: the origin is stored as an `i32` (a region may start before the bucket), the
+/// extent as a `u32`.
+#[inline]
+fn element_span(e: &[u32], a: usize) -> (i64, i64) {
+    let lo = i64::from(e[1 + 2 * a] as i32);
+    (lo, lo + i64::from(e[2 + 2 * a]))
 }
 
 /// Deepest k-d tree: every split leaves at least 1/16 of a node's regions on each side,
