@@ -322,9 +322,7 @@ impl<'a> BoundTensor<'a> {
                     ElementType::Complex64 | ElementType::Complex128
                 ),
         };
-        if !desc.quants.is_empty() {
-            t.check_aliasing()?;
-        }
+        t.check_aliasing()?;
         Ok(t)
     }
 

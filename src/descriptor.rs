@@ -226,35 +226,28 @@ impl Decoder {
             dec.d.opaque_parts = 1;
             return Ok(dec.d);
         }
-        // The shape (copied: `tail` borrows the decoder mutably) and the origin; small
-        // ranks use small arrays, so the common decode zeroes 128 bytes, not 1 KiB.
-        let has_quant = hflags & flags::HAS_QUANTIZATION != 0;
-        dec.d.root = if rank <= 8 {
-            let mut shp = [0u64; 8];
-            shp[..rank].copy_from_slice(&dec.d.shape);
-            dec.tail(
-                &mut r,
-                ltag,
-                &shp[..rank],
-                &[0; 8][..rank],
-                has_quant,
-                1,
-                NONE,
-            )?
+        // The shape (copied: `tail` borrows the decoder mutably) followed by the origin
+        // (zeros). Small ranks use an array, so the common decode zeroes 128 bytes, not
+        // the 1 KiB a MAX_RANK pair would take; larger ones allocate.
+        let mut small = [0u64; 16];
+        let mut large = Vec::new();
+        let shape_and_origin = if rank <= 8 {
+            &mut small[..2 * rank]
         } else {
-            let mut shp = [0u64; MAX_RANK];
-            shp[..rank].copy_from_slice(&dec.d.shape);
-            let zero = [0u64; MAX_RANK];
-            dec.tail(
-                &mut r,
-                ltag,
-                &shp[..rank],
-                &zero[..rank],
-                has_quant,
-                1,
-                NONE,
-            )?
+            large.resize(2 * rank, 0);
+            &mut large[..]
         };
+        shape_and_origin[..rank].copy_from_slice(&dec.d.shape);
+        let (shp, zero) = shape_and_origin.split_at(rank);
+        dec.d.root = dec.tail(
+            &mut r,
+            ltag,
+            shp,
+            zero,
+            hflags & flags::HAS_QUANTIZATION != 0,
+            1,
+            NONE,
+        )?;
         if hflags & flags::HAS_SHARD != 0 {
             dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
         }
