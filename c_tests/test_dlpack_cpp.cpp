@@ -11,21 +11,7 @@
 
 #include "dlpack_min.h"
 
-#include "tensordesc.hpp"
-
-static int passed = 0;
-static int failed = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            std::fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond,   \
-                         tdesc_last_error());                                                      \
-        }                                                                                          \
-    } while (0)
+#include "check.hpp"
 
 // ---- the documented example -------------------------------------------------------------
 

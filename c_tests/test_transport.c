@@ -14,41 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensordesc.h"
-
+#include "check.h"
 #include "dlpack_min.h"
 
 _Static_assert(TDESC_STREAM_EVENT_NONE == 0, "event kinds");
 _Static_assert(TDESC_STREAM_EVENT_STREAM_END == 6, "event kinds");
-
-static int passed = 0;
-static int failed = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond,        \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define EXPECT(call, want)                                                                         \
-    do {                                                                                           \
-        tdesc_status got_ = (call);                                                                \
-        if (got_ == (want)) {                                                                      \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s gave %s, expected %s (last error: %s)\n", __FILE__,    \
-                    __LINE__, #call, tdesc_status_name(got_), tdesc_status_name(want),             \
-                    tdesc_last_error());                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define OK(call) EXPECT(call, TDESC_OK)
 
 static char scratch[4096];
 
@@ -63,16 +33,6 @@ static const char *path_of(path_buf *p, const char *file) {
 }
 
 static path_buf pb1, pb2, pb3, pb4, pb5, pb6, pb7, pb8, pb9;
-
-/* A 64-byte aligned, zeroed allocation (aligned_alloc needs a multiple of 64). */
-static void *alloc64(size_t n) {
-    size_t rounded = n == 0 ? 64 : (n + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded);
-    if (p) {
-        memset(p, 0, rounded);
-    }
-    return p;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15u;
 static uint64_t next_rand(void) {

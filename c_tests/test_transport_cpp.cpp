@@ -10,29 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensordesc.hpp"
-
-static int passed = 0;
-static int failed = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            ++passed;                                                                              \
-        } else {                                                                                   \
-            ++failed;                                                                              \
-            std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                   \
-        }                                                                                          \
-    } while (0)
-
-template <class F> static tdesc_status status_of(F &&f) {
-    try {
-        f();
-    } catch (const tdesc::error &e) {
-        return e.status();
-    }
-    return TDESC_OK;
-}
+#include "check.hpp"
 
 // 6 x 6 FLOAT64: a dense left half and a CSR right half with (1, 4) = 2.5, (5, 3) = -1.
 struct sample {
