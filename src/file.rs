@@ -844,28 +844,64 @@ impl<W: Write> FileWriter<W> {
 // Reader
 // ---------------------------------------------------------------------------------------
 
-/// A randomly seeded 64-bit hash of `bytes`: one folded 64×64→128-bit multiply per
-/// 8-byte word (the mixing step of the `foldhash` family). Fast on short keys such as
-/// tensor names; not cryptographic — every user below stays O(n log n) whatever collides.
+/// A randomly seeded 64-bit hash of `bytes`, built from folded 64×64→128-bit multiplies
+/// (the mixing step of the `foldhash` family). Keys of up to 16 bytes take one multiply
+/// on two overlapping words; longer keys run four independent lanes over 32-byte blocks
+/// (so the multiplies overlap instead of forming one serial chain) and finish with the
+/// last 32 bytes, overlapping. Fast on tensor names and small descriptors; not
+/// cryptographic — every user below stays O(n log n), or bounded, whatever collides.
 fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    const K: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0x85EB_CA77_C2B2_AE63,
+    ];
     let fold = |a: u64, b: u64| {
         let p = u128::from(a) * u128::from(b);
         (p as u64) ^ ((p >> 64) as u64)
     };
-    let mut h = fold(seed ^ bytes.len() as u64, K);
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes);
-        h = fold(h ^ w, K ^ seed);
+    let word = |w: &[u8]| w.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w));
+    let n = bytes.len();
+    let len = n as u64;
+    if n <= 16 {
+        let (a, b) = if n >= 8 {
+            (word(bytes), word(&bytes[n - 8..]))
+        } else if n >= 4 {
+            let half = |w: &[u8]| w.first_chunk::<4>().map_or(0, |w| u32::from_le_bytes(*w));
+            (u64::from(half(bytes)), u64::from(half(&bytes[n - 4..])))
+        } else if n > 0 {
+            let b3 =
+                u64::from(bytes[0]) | u64::from(bytes[n / 2]) << 8 | u64::from(bytes[n - 1]) << 16;
+            (b3, 0)
+        } else {
+            (0, 0)
+        };
+        return fold(fold(a ^ seed ^ K[1], b ^ len ^ K[0]), K[2] ^ seed);
     }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = fold(h ^ u64::from_le_bytes(w), K ^ seed);
+    let mut lanes = [seed ^ len, seed ^ K[1], seed ^ K[2], seed ^ K[3]];
+    let mut blocks = bytes.chunks_exact(32);
+    for block in &mut blocks {
+        for (l, (lane, k)) in lanes.iter_mut().zip(K).enumerate() {
+            *lane = fold(*lane ^ word(&block[8 * l..]), k ^ seed);
+        }
     }
-    fold(h, K.rotate_left(17) ^ seed)
+    if !blocks.remainder().is_empty() {
+        // The last 32 bytes (overlapping what came before; n > 16 bytes are there, and
+        // a key shorter than 32 bytes reads its last 16 twice, which is harmless).
+        let tail = &bytes[n.saturating_sub(32)..];
+        let m = tail.len();
+        let last = [
+            word(tail),
+            word(&tail[8..]),
+            word(&tail[m - 16..]),
+            word(&tail[m - 8..]),
+        ];
+        for ((lane, k), w) in lanes.iter_mut().zip(K).zip(last) {
+            *lane = fold(*lane ^ w, k ^ seed);
+        }
+    }
+    fold(lanes[0] ^ lanes[2], lanes[1] ^ lanes[3] ^ K[0])
 }
 
 /// A fresh random hash seed (from the standard library's per-process random keys).
@@ -970,6 +1006,9 @@ impl NameIndex {
 /// set-associative table keyed by a copy of the bytes (kept hot in cache): a miss costs one
 /// decode, and crafted input cannot make it slower than decoding every descriptor.
 struct DecodeCache {
+    /// The full hash of each slot's key: a probe compares these (four to a set, in one
+    /// cache line) and follows a key pointer only on a match.
+    tags: Vec<u64>,
     slots: Vec<Option<(Box<[u8]>, u32)>>,
     /// Round-robin victim of each set.
     victim: Vec<u8>,
@@ -989,15 +1028,11 @@ impl DecodeCache {
             .clamp(16, DecodeCache::MAX_SLOTS)
             .next_power_of_two();
         DecodeCache {
+            tags: vec![0; slots],
             slots: vec![None; slots],
             victim: vec![0; slots / DecodeCache::WAYS],
             seed: random_seed(),
         }
-    }
-
-    /// The set `bytes` belong to.
-    fn set(&self, bytes: &[u8]) -> usize {
-        hash_bytes(self.seed, bytes) as usize & (self.victim.len() - 1)
     }
 
     /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
@@ -1005,16 +1040,23 @@ impl DecodeCache {
         if bytes.len() > DecodeCache::MAX_KEY {
             return descriptors.push(decode(bytes, mode)?);
         }
-        let set = self.set(bytes);
+        let h = hash_bytes(self.seed, bytes);
+        let set = h as usize & (self.victim.len() - 1);
         let ways = set * DecodeCache::WAYS..(set + 1) * DecodeCache::WAYS;
-        for (key, i) in self.slots[ways.clone()].iter().flatten() {
-            if **key == *bytes {
-                return Ok(*i);
+        for (&tag, slot) in self.tags[ways.clone()]
+            .iter()
+            .zip(&self.slots[ways.clone()])
+        {
+            if let (true, Some((key, i))) = (tag == h, slot) {
+                if **key == *bytes {
+                    return Ok(*i);
+                }
             }
         }
         let i = descriptors.push(decode(bytes, mode)?)?;
         let v = self.victim[set] as usize;
         self.victim[set] = ((v + 1) % DecodeCache::WAYS) as u8;
+        self.tags[ways.start + v] = h;
         match &mut self.slots[ways.start + v] {
             // Reuse the evicted key's allocation when it has the same length.
             Some((key, j)) if key.len() == bytes.len() => {

@@ -708,19 +708,19 @@ pub(crate) enum Fast<'a> {
     /// No fast path: every lookup takes the general path.
     None,
     /// A top-level CSR or CSC with SORTED and UNIQUE, 1-byte elements.
-    Compressed1(CompressedFast<'a>),
+    Compressed1(Box<CompressedFast<'a>>),
     /// The same, 2-byte elements.
-    Compressed2(CompressedFast<'a>),
+    Compressed2(Box<CompressedFast<'a>>),
     /// The same, 4-byte elements.
-    Compressed4(CompressedFast<'a>),
+    Compressed4(Box<CompressedFast<'a>>),
     /// The same, 8-byte elements.
-    Compressed8(CompressedFast<'a>),
+    Compressed8(Box<CompressedFast<'a>>),
     /// The same, 16-byte elements.
-    Compressed16(CompressedFast<'a>),
+    Compressed16(Box<CompressedFast<'a>>),
     /// The same, packed 4-bit elements.
-    CompressedPacked(CompressedFast<'a>),
+    CompressedPacked(Box<CompressedFast<'a>>),
     /// A top-level BLOCK_PAGED tensor.
-    Paged(PagedFast<'a>),
+    Paged(Box<PagedFast<'a>>),
 }
 
 /// A top-level CSR/CSC whose index buffers are viewed as native `u64` words: only on a
@@ -774,13 +774,13 @@ impl<'a> Fast<'a> {
                 let major = usize::from(matches!(node.layout, Layout::Csc { .. }));
                 match (words(first), words(first + 1), bufs.get(first + 2)) {
                     (Some(indptr), Some(indices), Some(&values)) => {
-                        let c = CompressedFast {
+                        let c = Box::new(CompressedFast {
                             indptr,
                             indices,
                             values,
                             major,
                             minor_extent: d.shape[1 - major],
-                        };
+                        });
                         match et.storage_bytes() {
                             _ if et.is_packed() => Fast::CompressedPacked(c),
                             1 => Fast::Compressed1(c),
@@ -803,23 +803,25 @@ impl<'a> Fast<'a> {
                 let page_elems = block_size.saturating_mul(inner);
                 let page_bytes = et.bytes_for(page_elems).unwrap_or(0);
                 match (bufs.get(first), bufs.get(first + 1)) {
-                    (Some(&table), Some(&lengths)) if page_bytes > 0 => Fast::Paged(PagedFast {
-                        table,
-                        lengths,
-                        shape,
-                        first_pool: first + 2,
-                        pools: pool_count as usize,
-                        block_size,
-                        block_shift: if block_size.is_power_of_two() {
-                            block_size.trailing_zeros()
-                        } else {
-                            64
-                        },
-                        max_blocks: shape[1].div_ceil(block_size),
-                        inner,
-                        page_bytes,
-                        et,
-                    }),
+                    (Some(&table), Some(&lengths)) if page_bytes > 0 => {
+                        Fast::Paged(Box::new(PagedFast {
+                            table,
+                            lengths,
+                            shape,
+                            first_pool: first + 2,
+                            pools: pool_count as usize,
+                            block_size,
+                            block_shift: if block_size.is_power_of_two() {
+                                block_size.trailing_zeros()
+                            } else {
+                                64
+                            },
+                            max_blocks: shape[1].div_ceil(block_size),
+                            inner,
+                            page_bytes,
+                            et,
+                        }))
+                    }
                     _ => Fast::None,
                 }
             }
