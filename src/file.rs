@@ -851,6 +851,14 @@ impl<W: Write> FileWriter<W> {
 /// last 32 bytes, overlapping. Fast on tensor names and small descriptors; not
 /// cryptographic — every user below stays O(n log n), or bounded, whatever collides.
 fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
+    hash_scan(seed, bytes).0
+}
+
+/// [`hash_bytes`], and the OR of every word it read: those words cover every byte of the
+/// key, so `or & 0x8080_8080_8080_8080 == 0` tells whether the key is ASCII at no extra
+/// pass over it.
+#[inline]
+fn hash_scan(seed: u64, bytes: &[u8]) -> (u64, u64) {
     const K: [u64; 4] = [
         0x9E37_79B9_7F4A_7C15,
         0xC2B2_AE3D_27D4_EB4F,
@@ -877,13 +885,19 @@ fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
         } else {
             (0, 0)
         };
-        return fold(fold(a ^ seed ^ K[1], b ^ len ^ K[0]), K[2] ^ seed);
+        return (
+            fold(fold(a ^ seed ^ K[1], b ^ len ^ K[0]), K[2] ^ seed),
+            a | b,
+        );
     }
+    let mut or = 0u64;
     let mut lanes = [seed ^ len, seed ^ K[1], seed ^ K[2], seed ^ K[3]];
     let mut blocks = bytes.chunks_exact(32);
     for block in &mut blocks {
         for (l, (lane, k)) in lanes.iter_mut().zip(K).enumerate() {
-            *lane = fold(*lane ^ word(&block[8 * l..]), k ^ seed);
+            let w = word(&block[8 * l..]);
+            or |= w;
+            *lane = fold(*lane ^ w, k ^ seed);
         }
     }
     if !blocks.remainder().is_empty() {
@@ -898,10 +912,11 @@ fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
             word(&tail[m - 8..]),
         ];
         for ((lane, k), w) in lanes.iter_mut().zip(K).zip(last) {
+            or |= w;
             *lane = fold(*lane ^ w, k ^ seed);
         }
     }
-    fold(lanes[0] ^ lanes[2], lanes[1] ^ lanes[3] ^ K[0])
+    (fold(lanes[0] ^ lanes[2], lanes[1] ^ lanes[3] ^ K[0]), or)
 }
 
 /// A fresh random hash seed (from the standard library's per-process random keys).
@@ -928,9 +943,11 @@ impl NameIndex {
         }
     }
 
-    fn push(&mut self, name: &[u8], id: u32) {
-        let key = NameIndex::key(hash_bytes(self.seed, name));
-        self.keys.push((key, id));
+    /// Index `name` as entry `id`; true when the name is ASCII (found while hashing).
+    fn push(&mut self, name: &[u8], id: u32) -> bool {
+        let (h, or) = hash_scan(self.seed, name);
+        self.keys.push((NameIndex::key(h), id));
+        or & 0x8080_8080_8080_8080 == 0
     }
 
     /// Sort key: the hash's high 32 bits (runs of equal keys are sorted by name).
@@ -1394,9 +1411,10 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         }
         let name_end = name_start + name_len;
         let name_bytes = &b[name_start..name_end];
-        // Names are nearly always ASCII: a word-at-a-time check, and the full UTF-8
-        // validation only for the others. The text is made a String once at the end.
-        if !name_bytes.is_ascii() {
+        // Names are nearly always ASCII, which hashing the name finds out on the way; the
+        // full UTF-8 validation runs only for the others. The text is made a String once
+        // at the end.
+        if !names.push(name_bytes, index as u32) {
             std::str::from_utf8(name_bytes).map_err(|e| {
                 ctx(err(
                     ErrorKind::ContentInvalid,
@@ -1404,7 +1422,6 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                 ))
             })?;
         }
-        names.push(name_bytes, index as u32);
         let name_text = names_text.len();
         names_text.extend_from_slice(name_bytes);
         names_text.push(0);
@@ -1913,6 +1930,75 @@ impl<'r> TensorEntry<'r> {
 mod tests {
     use super::*;
     use crate::{ElementType, TensorBuilder};
+
+    /// The words hashed cover every byte: a change to any one byte of a key of any length
+    /// changes the hash, and a high bit anywhere shows in the OR (the ASCII test).
+    #[test]
+    fn hash_scan_reads_every_byte() {
+        let max = if cfg!(miri) { 40 } else { 140 };
+        for n in 0..=max {
+            let key: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            let (h, or) = hash_scan(7, &key);
+            assert_eq!(or & 0x8080_8080_8080_8080, 0, "ASCII key of {n} bytes");
+            assert_eq!(hash_bytes(7, &key), h);
+            assert_ne!(
+                hash_scan(8, &key).0,
+                h,
+                "the seed changes the hash ({n} bytes)"
+            );
+            for i in 0..n {
+                for flip in [0x01u8, 0x80] {
+                    let mut k = key.clone();
+                    k[i] ^= flip;
+                    let (h2, or2) = hash_scan(7, &k);
+                    assert_ne!(h2, h, "{n}-byte key, byte {i} ^ {flip:#x}");
+                    assert_eq!(
+                        or2 & 0x8080_8080_8080_8080 != 0,
+                        flip == 0x80,
+                        "{n}-byte key, byte {i} ^ {flip:#x}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A non-ASCII name is validated as UTF-8 wherever its first non-ASCII byte sits.
+    #[test]
+    fn names_are_utf8_checked_at_every_position() {
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[1])
+            .build()
+            .unwrap();
+        let lengths: &[usize] = if cfg!(miri) {
+            &[3, 17, 33]
+        } else {
+            &[1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 40]
+        };
+        for &n in lengths {
+            let name = "x".repeat(n);
+            let mut w = FileWriter::new(Vec::new()).unwrap();
+            w.write_tensor(&name, &d, &[&[7]]).unwrap();
+            let bytes = w.finish().unwrap();
+            assert!(FileReader::from_bytes(&bytes, Mode::Strict).is_ok());
+            // The name follows the 16-byte file header and the 16-byte record header.
+            for i in 0..n {
+                let mut bad = bytes.clone();
+                bad[32 + i] = 0xFF; // never valid in UTF-8
+                let e = FileReader::from_bytes(&bad, Mode::Strict).unwrap_err();
+                assert_eq!(
+                    e.kind,
+                    ErrorKind::ContentInvalid,
+                    "{n} bytes, 0xFF at {i}: {e}"
+                );
+                assert!(e.detail.contains("not UTF-8"), "{e}");
+                // A valid two-byte character there is accepted.
+                if i + 1 < n {
+                    bad[32 + i..32 + i + 2].copy_from_slice("é".as_bytes());
+                    let r = FileReader::from_bytes(&bad, Mode::Strict).unwrap();
+                    assert_eq!(r.entry(0).unwrap().name().chars().count(), n - 1);
+                }
+            }
+        }
+    }
 
     #[test]
     fn aligned_buf_keeps_alignment_while_growing() {
