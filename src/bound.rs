@@ -113,6 +113,64 @@ impl<'a> std::ops::Deref for BufList<'a> {
     }
 }
 
+/// Quantization parameter buffers must not overlap a layout buffer of their sub-table.
+#[inline]
+fn check_aliasing(d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
+    if d.quants.is_empty() {
+        return Ok(()); // no quantization parameter buffers at all
+    }
+    for (region, node) in leaves(d) {
+        if node.quant == NONE {
+            continue;
+        }
+        let first = node.first_buffer as usize;
+        let n = lookup::layout_buffer_count(d, node);
+        let range = |k: usize| {
+            let b = buffers[first + k];
+            let s = b.as_ptr() as usize;
+            (s, s + b.len())
+        };
+        for p in n..node.buffer_count as usize {
+            let (ps, pe) = range(p);
+            if ps == pe {
+                continue;
+            }
+            for l in 0..n {
+                let (ls, le) = range(l);
+                if ls < le && ps < le && ls < pe {
+                    let (pr, _) = lookup::role_of(d, node, p);
+                    let (lr, _) = lookup::role_of(d, node, l);
+                    return Err(Error::new(
+                        ErrorKind::BindingMismatch,
+                        format!(
+                            "{}: quantization parameter buffer {} ({}) overlaps layout buffer {} ({}) in memory",
+                            owner_name(region),
+                            first + p,
+                            pr.name(),
+                            first + l,
+                            lr.name()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The leaf nodes of `d` (the root when it is not a subpaving, and every region that is
+/// not one), each with its region number (NONE for the root).
+fn leaves(d: &Descriptor) -> impl Iterator<Item = (u32, &Node)> + '_ {
+    let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((NONE, &d.root));
+    let regions = d
+        .regions
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }))
+        .map(|(i, r)| (i as u32, r));
+    root.into_iter().chain(regions)
+}
+
 /// A descriptor bound to one byte slice per effective buffer.
 #[derive(Debug, Clone)]
 pub struct BoundTensor<'a> {
@@ -309,7 +367,9 @@ impl<'a> BoundTensor<'a> {
         } else {
             lookup::Fast::None
         };
-        let t = BoundTensor {
+        check_aliasing(desc, &bound)?;
+        // Built in the return value (no intermediate copy of the buffer list).
+        Ok(BoundTensor {
             desc,
             host_readable,
             buffers: bound,
@@ -321,54 +381,7 @@ impl<'a> BoundTensor<'a> {
                     desc.element_type,
                     ElementType::Complex64 | ElementType::Complex128
                 ),
-        };
-        t.check_aliasing()?;
-        Ok(t)
-    }
-
-    /// Quantization parameter buffers must not overlap a layout buffer of their sub-table.
-    fn check_aliasing(&self) -> Result<()> {
-        let d = self.desc;
-        if d.quants.is_empty() {
-            return Ok(()); // no quantization parameter buffers at all
-        }
-        for (region, node) in self.leaves() {
-            if node.quant == NONE {
-                continue;
-            }
-            let first = node.first_buffer as usize;
-            let n = lookup::layout_buffer_count(d, node);
-            let range = |k: usize| {
-                let b = self.buffers[first + k];
-                let s = b.as_ptr() as usize;
-                (s, s + b.len())
-            };
-            for p in n..node.buffer_count as usize {
-                let (ps, pe) = range(p);
-                if ps == pe {
-                    continue;
-                }
-                for l in 0..n {
-                    let (ls, le) = range(l);
-                    if ls < le && ps < le && ls < pe {
-                        let (pr, _) = lookup::role_of(d, node, p);
-                        let (lr, _) = lookup::role_of(d, node, l);
-                        return Err(Error::new(
-                            ErrorKind::BindingMismatch,
-                            format!(
-                                "{}: quantization parameter buffer {} ({}) overlaps layout buffer {} ({}) in memory",
-                                owner_name(region),
-                                first + p,
-                                pr.name(),
-                                first + l,
-                                lr.name()
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
+        })
     }
 
     /// The descriptor.
@@ -425,15 +438,7 @@ impl<'a> BoundTensor<'a> {
 
     /// Every leaf node with its region (NONE for a non-subpaving tensor).
     fn leaves(&self) -> impl Iterator<Item = (u32, &'a Node)> + 'a {
-        let d = self.desc;
-        let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((NONE, &d.root));
-        let regions = d
-            .regions
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }))
-            .map(|(i, r)| (i as u32, r));
-        root.into_iter().chain(regions)
+        leaves(self.desc)
     }
 
     /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.
