@@ -1876,10 +1876,20 @@ impl<'r> TensorEntry<'r> {
     #[inline]
     fn slice(&self, d: &Descriptor, k: usize) -> Result<&'r [u8]> {
         let flat = self.e().first_offset + k;
-        let s = self.r.offsets[flat] as usize;
-        let h = &d.effective_buffers()[k];
-        // In range: the data region was checked to lie inside the source at open.
-        let bytes = &self.r.as_bytes()[s..s + h.size_bytes as usize];
+        // In range: open checked that every buffer lies inside the source. Should that
+        // ever not hold, this is an INTERNAL error, never a panic.
+        let found = self.r.offsets.get(flat).zip(d.effective_buffers().get(k));
+        let (h, bytes) = match found {
+            Some((&s, h)) => {
+                let s = s as usize;
+                let end = s.saturating_add(h.size_bytes as usize);
+                (h, self.r.as_bytes().get(s..end))
+            }
+            None => return Err(self.outside(k)),
+        };
+        let Some(bytes) = bytes else {
+            return Err(self.outside(k));
+        };
         if self.r.copies.is_empty() {
             return Ok(bytes);
         }
@@ -1895,6 +1905,17 @@ impl<'r> TensorEntry<'r> {
             }
             None => Ok(bytes),
         }
+    }
+
+    #[cold]
+    fn outside(&self, k: usize) -> Error {
+        err(
+            ErrorKind::Internal,
+            format!(
+                "buffer {k} of tensor {:?} lies outside the file",
+                self.name()
+            ),
+        )
     }
 
     /// Effective buffer `k` (`INVALID_ARGUMENT` when out of range; the problem's error for
