@@ -384,6 +384,38 @@ impl<'a> BoundTensor<'a> {
         })
     }
 
+    /// Bind a descriptor with exactly one effective buffer to `b`, a slice already known
+    /// to fit it: `size_bytes` long and aligned as the handle asks (what the file reader
+    /// established at open). One buffer cannot alias a quantization parameter buffer
+    /// (those sit beside a layout buffer in the same sub-table), and no single-buffer
+    /// layout has a lookup fast path, so nothing else needs checking.
+    #[inline]
+    pub(crate) fn bind_one(desc: &'a Descriptor, b: &'a [u8]) -> Option<BoundTensor<'a>> {
+        let [h] = desc.effective_buffers() else {
+            return None;
+        };
+        let with_fast_path = matches!(
+            desc.root.layout,
+            Layout::Csr { .. } | Layout::Csc { .. } | Layout::BlockPaged { .. }
+        );
+        if !desc.is_bindable() || with_fast_path || b.len() as u64 != h.size_bytes {
+            return None;
+        }
+        Some(BoundTensor {
+            desc,
+            host_readable: h.is_host_readable(),
+            buffers: BufList::Inline([b, &[], &[], &[]], 1),
+            fast: lookup::Fast::None,
+            esize: desc.element_type.storage_bytes() as usize,
+            packed: desc.element_type.is_packed(),
+            fast_values: desc.root.quant == NONE
+                && !matches!(
+                    desc.element_type,
+                    ElementType::Complex64 | ElementType::Complex128
+                ),
+        })
+    }
+
     /// The descriptor.
     pub fn descriptor(&self) -> &'a Descriptor {
         self.desc

@@ -1939,6 +1939,20 @@ impl<'r> TensorEntry<'r> {
     /// ([`BoundTensor`]); the problem's error for an opaque entry.
     pub fn bound(&self) -> Result<BoundTensor<'r>> {
         let d = self.check_usable()?;
+        // The common case — one buffer, no aligned copies in the file — skips the
+        // per-buffer checks that open already made.
+        if let ([h], true) = (d.effective_buffers(), self.r.copies.is_empty()) {
+            let first = self.e().first_offset;
+            let slice = self.r.offsets.get(first).and_then(|&s| {
+                let s = s as usize;
+                self.r
+                    .as_bytes()
+                    .get(s..s.saturating_add(h.size_bytes as usize))
+            });
+            if let Some(t) = slice.and_then(|b| BoundTensor::bind_one(d, b)) {
+                return Ok(t);
+            }
+        }
         BoundTensor::bind_with(d, d.effective_buffers().len(), |k| self.slice(d, k))
             .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
