@@ -933,14 +933,14 @@ fn random_seed() -> u64 {
     RandomState::new().hash_one(0x7464_6573_635f_6d65u64)
 }
 
-/// Name index, built once at open: (hash, entry) pairs sorted by the hash's high 22 bits,
+/// Name index, built once at open: (hash, entry) pairs sorted by the hash's high 32 bits,
 /// and within a run of equal keys by (name, entry). Sorting is sequential work, where a
 /// hash table of 10^5 names pays a cache miss per insert; after sorting, duplicate names
 /// sit next to each other. Runs are sorted by name, so even names crafted to collide cost
 /// O(k log k) to check and O(log k) to find — never quadratic.
 struct NameIndex {
     seed: u64,
-    /// (the hash's high 22 bits, entry id).
+    /// (the hash's high 32 bits, entry id).
     keys: Vec<(u32, u32)>,
 }
 
@@ -959,14 +959,15 @@ impl NameIndex {
         or & 0x8080_8080_8080_8080 == 0
     }
 
-    /// Sort key: the hash's high 22 bits (runs of equal keys are sorted by name). 22 bits
-    /// sort in two radix passes; with 10^5 names about a thousand pairs share a key, and
-    /// their short runs are sorted by name.
+    /// Sort key: the hash's high 32 bits (runs of equal keys are sorted by name).
     fn key(h: u64) -> u32 {
-        (h >> (64 - NameIndex::KEY_BITS)) as u32
+        (h >> 32) as u32
     }
 
-    const KEY_BITS: u32 = 22;
+    /// The radix sort orders by the key's top 22 bits (two passes of 11); `finish` orders
+    /// the rare runs that share those bits by the whole key, touching no name unless the
+    /// whole keys are equal too.
+    const RADIX_BITS: u32 = 22;
 
     /// Stable sort by key: LSD radix sort, 2 passes of 11 bits — sequential and cache
     /// friendly where a comparison sort of 10^5 keys is several times slower.
@@ -977,8 +978,8 @@ impl NameIndex {
             return;
         }
         let mut tmp = vec![(0u32, 0u32); n];
-        for pass in 0..NameIndex::KEY_BITS.div_ceil(11) {
-            let shift = 11 * pass;
+        for pass in 0..NameIndex::RADIX_BITS.div_ceil(11) {
+            let shift = 32 - NameIndex::RADIX_BITS + 11 * pass;
             let digit = |k: &(u32, u32)| (k.0 >> shift) as usize & 0x7FF;
             let mut pos = vec![0usize; 0x800];
             for k in &self.keys {
@@ -1004,9 +1005,14 @@ impl NameIndex {
     fn finish<'n>(&mut self, name_of: impl Fn(u32) -> &'n [u8]) -> Option<(u32, u32)> {
         self.sort();
         let mut dup: Option<(u32, u32)> = None;
-        let runs = self.keys.chunk_by_mut(|a, b| a.0 == b.0);
+        let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
+        let runs = self.keys.chunk_by_mut(|a, b| prefix(a) == prefix(b));
         for run in runs.filter(|r| r.len() > 1) {
-            run.sort_unstable_by(|a, b| name_of(a.1).cmp(name_of(b.1)).then(a.1.cmp(&b.1)));
+            run.sort_unstable_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| name_of(a.1).cmp(name_of(b.1)))
+                    .then(a.1.cmp(&b.1))
+            });
             // Equal names are adjacent, ids ascending: each group's first two are the
             // first occurrence and the earliest repeat.
             for group in run.chunk_by(|a, b| name_of(a.1) == name_of(b.1)) {
@@ -2156,13 +2162,26 @@ mod tests {
                 x = x
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                // Few distinct keys, so equal keys are common.
-                t.keys.push(((x >> 40) as u32 & 0x8000_0FFF, i));
+                // Few distinct radix prefixes (and low bits that differ within them), so
+                // equal prefixes are common.
+                t.keys.push(((x >> 32) as u32 & 0x8070_0FFF, i));
             }
             let mut want = t.keys.clone();
-            want.sort_by_key(|k| k.0);
+            let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
+            // Stable by the radix prefix; small inputs are sorted by the whole key, which
+            // refines that order.
+            if n < 4096 {
+                want.sort_by_key(|k| k.0);
+            } else {
+                want.sort_by_key(prefix);
+            }
             t.sort();
             assert_eq!(t.keys, want);
+            // finish() then orders every run of equal prefixes by the whole key, which
+            // `find` relies on.
+            let names: Vec<Vec<u8>> = (0..n).map(|i| i.to_le_bytes().to_vec()).collect();
+            assert_eq!(t.finish(|id| &names[id as usize]), None);
+            assert!(t.keys.windows(2).all(|w| w[0].0 <= w[1].0));
         }
     }
 
