@@ -846,10 +846,11 @@ impl<W: Write> FileWriter<W> {
 
 /// A randomly seeded 64-bit hash of `bytes`, built from folded 64×64→128-bit multiplies
 /// (the mixing step of the `foldhash` family). Keys of up to 16 bytes take one multiply
-/// on two overlapping words; longer keys run four independent lanes over 32-byte blocks
-/// (so the multiplies overlap instead of forming one serial chain) and finish with the
-/// last 32 bytes, overlapping. Fast on tensor names and small descriptors; not
-/// cryptographic — every user below stays O(n log n), or bounded, whatever collides.
+/// on two overlapping words; longer keys fold each 16-byte piece's two words with one
+/// multiply, the pieces of a 64-byte block independently (so their multiplies overlap),
+/// and fold each block into the running state; the last piece or block overlaps what came
+/// before. Fast on tensor names and small descriptors; not cryptographic — every user
+/// below stays O(n log n), or bounded, whatever collides.
 fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
     hash_scan(seed, bytes).0
 }
@@ -890,42 +891,72 @@ fn hash_scan(seed: u64, bytes: &[u8]) -> (u64, u64) {
             a | b,
         );
     }
-    // The four words of a 32-byte block (fixed-size reads: no bounds checks).
-    let words4 = |b: &[u8; 32]| {
-        let w = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[8 * i..8 * i + 8]);
-            u64::from_le_bytes(a)
-        };
-        [w(0), w(1), w(2), w(3)]
+    // Longer keys go by 16-byte pieces, each one folded multiply of its two words (the
+    // wyhash/foldhash step); the pieces of a 64-byte block are independent (their
+    // multiplies overlap) and each block is folded into the running state.
+    let piece = |p: &[u8; 16], k: usize| {
+        let mut x = [0u8; 8];
+        let mut y = [0u8; 8];
+        x.copy_from_slice(&p[..8]);
+        y.copy_from_slice(&p[8..]);
+        let (x, y) = (u64::from_le_bytes(x), u64::from_le_bytes(y));
+        (fold(x ^ K[k] ^ seed, y ^ K[(k + 1) % 4]), x | y)
     };
     let mut or = 0u64;
-    let mut lanes = [seed ^ len, seed ^ K[1], seed ^ K[2], seed ^ K[3]];
-    let mut mix = |w: [u64; 4]| {
-        or |= w[0] | w[1] | w[2] | w[3];
-        for l in 0..4 {
-            lanes[l] = fold(lanes[l] ^ w[l], K[l] ^ seed);
+    let mut h = seed ^ len;
+    let mut mix = |pieces: &[&[u8; 16]]| {
+        let mut acc = h;
+        for (k, p) in pieces.iter().enumerate() {
+            let (f, o) = piece(p, k % 4);
+            acc ^= f;
+            or |= o;
         }
+        h = fold(acc, K[3] ^ seed);
     };
-    let mut blocks = bytes.chunks_exact(32);
-    for block in &mut blocks {
-        if let Ok(b) = <&[u8; 32]>::try_from(block) {
-            mix(words4(b));
+    let first = bytes.first_chunk::<16>();
+    let last = bytes.last_chunk::<16>();
+    match (first, last) {
+        // 17..=32 bytes: the first and the last 16, overlapping.
+        (Some(a), Some(b)) if n <= 32 => mix(&[a, b]),
+        _ => {
+            // 64-byte blocks, then the last 64 bytes (overlapping what came before), or
+            // for 33..=63 bytes the first and the last 32.
+            fn quarter(c: &[u8], q: usize) -> Option<&[u8; 16]> {
+                c.get(16 * q..16 * q + 16)?.try_into().ok()
+            }
+            let mut blocks = bytes.chunks_exact(64);
+            for c in &mut blocks {
+                if let (Some(a), Some(b), Some(x), Some(y)) =
+                    (quarter(c, 0), quarter(c, 1), quarter(c, 2), quarter(c, 3))
+                {
+                    mix(&[a, b, x, y]);
+                }
+            }
+            let tail = if n >= 64 { bytes.get(n - 64..) } else { None };
+            match tail {
+                Some(t) if !blocks.remainder().is_empty() => {
+                    if let (Some(a), Some(b), Some(x), Some(y)) =
+                        (quarter(t, 0), quarter(t, 1), quarter(t, 2), quarter(t, 3))
+                    {
+                        mix(&[a, b, x, y]);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    if let (Some(a), Some(b)) =
+                        (bytes.first_chunk::<32>(), bytes.last_chunk::<32>())
+                    {
+                        if let (Some(a0), Some(a1), Some(b0), Some(b1)) =
+                            (quarter(a, 0), quarter(a, 1), quarter(b, 0), quarter(b, 1))
+                        {
+                            mix(&[a0, a1, b0, b1]);
+                        }
+                    }
+                }
+            }
         }
     }
-    if !blocks.remainder().is_empty() {
-        // The last 32 bytes, overlapping what came before (n > 16 bytes are there; a key
-        // shorter than 32 bytes repeats some of its bytes, which is harmless).
-        let mut tail = [0u8; 32];
-        if n >= 32 {
-            tail.copy_from_slice(&bytes[n - 32..]);
-        } else {
-            tail[..16].copy_from_slice(&bytes[..16]);
-            tail[16..].copy_from_slice(&bytes[n - 16..]);
-        }
-        mix(words4(&tail));
-    }
-    (fold(lanes[0] ^ lanes[2], lanes[1] ^ lanes[3] ^ K[0]), or)
+    (h, or)
 }
 
 /// A fresh random hash seed (from the standard library's per-process random keys).
