@@ -368,7 +368,7 @@ impl<'a> BoundTensor<'a> {
             lookup::Fast::None
         };
         check_aliasing(desc, &bound)?;
-        // Built in the return value (no intermediate copy of the buffer list).
+        // Constructed in the return expression: the buffer list is copied once, not twice.
         Ok(BoundTensor {
             desc,
             host_readable,
