@@ -368,11 +368,24 @@ impl<'a> BoundTensor<'a> {
             lookup::Fast::None
         };
         check_aliasing(desc, &bound)?;
-        // Constructed in the return expression: the buffer list is copied once, not twice.
-        Ok(BoundTensor {
+        // Built after the checks, in the return expression: the buffer list is copied
+        // once, not twice.
+        Ok(BoundTensor::assemble(desc, host_readable, bound, fast))
+    }
+
+    /// The bound tensor from checked parts; what lookups need of the element type and the
+    /// top-level quantization is found here, once.
+    #[inline(always)]
+    fn assemble(
+        desc: &'a Descriptor,
+        host_readable: bool,
+        buffers: BufList<'a>,
+        fast: lookup::Fast<'a>,
+    ) -> BoundTensor<'a> {
+        BoundTensor {
             desc,
             host_readable,
-            buffers: bound,
+            buffers,
             fast,
             esize: desc.element_type.storage_bytes() as usize,
             packed: desc.element_type.is_packed(),
@@ -381,7 +394,7 @@ impl<'a> BoundTensor<'a> {
                     desc.element_type,
                     ElementType::Complex64 | ElementType::Complex128
                 ),
-        })
+        }
     }
 
     /// Bind a descriptor with exactly one effective buffer to `b`, a slice already known
@@ -401,19 +414,12 @@ impl<'a> BoundTensor<'a> {
         if !desc.is_bindable() || with_fast_path || b.len() as u64 != h.size_bytes {
             return None;
         }
-        Some(BoundTensor {
+        Some(BoundTensor::assemble(
             desc,
-            host_readable: h.is_host_readable(),
-            buffers: BufList::Inline([b, &[], &[], &[]], 1),
-            fast: lookup::Fast::None,
-            esize: desc.element_type.storage_bytes() as usize,
-            packed: desc.element_type.is_packed(),
-            fast_values: desc.root.quant == NONE
-                && !matches!(
-                    desc.element_type,
-                    ElementType::Complex64 | ElementType::Complex128
-                ),
-        })
+            h.is_host_readable(),
+            BufList::Inline([b, &[], &[], &[]], 1),
+            lookup::Fast::None,
+        ))
     }
 
     /// The descriptor.

@@ -1910,21 +1910,26 @@ impl<'r> TensorEntry<'r> {
             .collect())
     }
 
+    /// Effective buffer `k`'s handle and its bytes where they lie in the source (which may
+    /// be less aligned than the handle asks; see [`slice`](Self::slice)). `None` only if
+    /// open's promise that every buffer lies inside the source were broken.
+    #[inline]
+    fn in_source<'d>(&self, d: &'d Descriptor, k: usize) -> Option<(&'d BufferHandle, &'r [u8])> {
+        let flat = self.e().first_offset + k;
+        let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffers().get(k))?;
+        let s = s as usize;
+        let bytes = self
+            .r
+            .as_bytes()
+            .get(s..s.saturating_add(h.size_bytes as usize))?;
+        Some((h, bytes))
+    }
+
     #[inline]
     fn slice(&self, d: &Descriptor, k: usize) -> Result<&'r [u8]> {
         let flat = self.e().first_offset + k;
-        // In range: open checked that every buffer lies inside the source. Should that
-        // ever not hold, this is an INTERNAL error, never a panic.
-        let found = self.r.offsets.get(flat).zip(d.effective_buffers().get(k));
-        let (h, bytes) = match found {
-            Some((&s, h)) => {
-                let s = s as usize;
-                let end = s.saturating_add(h.size_bytes as usize);
-                (h, self.r.as_bytes().get(s..end))
-            }
-            None => return Err(self.outside(k)),
-        };
-        let Some(bytes) = bytes else {
+        // Should open's promise ever not hold, this is an INTERNAL error, never a panic.
+        let Some((h, bytes)) = self.in_source(d, k) else {
             return Err(self.outside(k));
         };
         if self.r.copies.is_empty() {
@@ -1978,15 +1983,11 @@ impl<'r> TensorEntry<'r> {
         let d = self.check_usable()?;
         // The common case — one buffer, no aligned copies in the file — skips the
         // per-buffer checks that open already made.
-        if let ([h], true) = (d.effective_buffers(), self.r.copies.is_empty()) {
-            let first = self.e().first_offset;
-            let slice = self.r.offsets.get(first).and_then(|&s| {
-                let s = s as usize;
-                self.r
-                    .as_bytes()
-                    .get(s..s.saturating_add(h.size_bytes as usize))
-            });
-            if let Some(t) = slice.and_then(|b| BoundTensor::bind_one(d, b)) {
+        if let ([_], true) = (d.effective_buffers(), self.r.copies.is_empty()) {
+            let bound = self
+                .in_source(d, 0)
+                .and_then(|(_, b)| BoundTensor::bind_one(d, b));
+            if let Some(t) = bound {
                 return Ok(t);
             }
         }
