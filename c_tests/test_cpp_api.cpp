@@ -14,14 +14,8 @@ struct free_deleter {
 };
 using host_buffer = std::unique_ptr<void, free_deleter>;
 
-static host_buffer alloc64(size_t n) {
-    size_t rounded = n == 0 ? 64 : (n + 63) / 64 * 64;
-    void *p = std::aligned_alloc(64, rounded);
-    if (p) {
-        std::memset(p, 0, rounded);
-    }
-    return host_buffer(p);
-}
+// check.h's 64-byte aligned, zeroed allocation, owned.
+static host_buffer host_alloc64(size_t n) { return host_buffer(alloc64(n)); }
 
 static tdesc::descriptor mixed() {
     // 8 x 8: a dense left half and a nested right half (CSR on top, splat below).
@@ -135,7 +129,7 @@ static void test_builder_and_binding() {
 
     // Bind the quantized tensor: value = q * 2.
     const tdesc::descriptor &qd = all.back();
-    host_buffer data = alloc64(4);
+    host_buffer data = host_alloc64(4);
     auto *u = static_cast<uint8_t *>(data.get());
     u[0] = 1;
     u[1] = 2;
