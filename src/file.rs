@@ -1045,8 +1045,10 @@ impl NameIndex {
                     .then(a.1.cmp(&b.1))
             });
             // Equal names are adjacent, ids ascending: each group's first two are the
-            // first occurrence and the earliest repeat.
-            for group in run.chunk_by(|a, b| name_of(a.1) == name_of(b.1)) {
+            // first occurrence and the earliest repeat. Names are only compared when the
+            // whole keys are equal (names live all over `names_text`: each look is a cache
+            // miss).
+            for group in run.chunk_by(|a, b| a.0 == b.0 && name_of(a.1) == name_of(b.1)) {
                 if let [(_, first), (_, later), ..] = *group {
                     if dup.is_none_or(|(_, d)| later < d) {
                         dup = Some((first, later));
@@ -1580,7 +1582,14 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                     // Offsets relative to the data region first: they are only made absolute
                     // once the buffers are known to fit in data_length, which lies inside the
                     // file, so the addition cannot overflow.
-                    let laid = walk_layout(handles, a, |_, o| offsets.push(o));
+                    let laid = match handles {
+                        // The common single buffer: at the region's start, `size_bytes` long.
+                        [h] if h.alignment() <= a => {
+                            offsets.push(0);
+                            Ok(h.size_bytes)
+                        }
+                        _ => walk_layout(handles, a, |_, o| offsets.push(o)),
+                    };
                     let problem = match laid {
                         Err(e) => Some(e),
                         Ok(implied) if strict && implied != data_length => Some(err(
