@@ -133,11 +133,16 @@ fn rects(boxes: &[([u64; 2], [u64; 2])]) -> Vec<Rectangle<[i64; 2]>> {
         .collect()
 }
 
-/// Nanoseconds this thread has spent on a CPU (Linux schedstat), so that timings stay
-/// meaningful when other processes share the machine; `None` elsewhere.
+/// Nanoseconds this thread has spent on a CPU, so that timings stay meaningful when other
+/// processes share the machine; `None` where the clock is unavailable.
 fn cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// Median of `reps` timings of `f`, in seconds of on-CPU time (wall time when the
@@ -149,7 +154,7 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
             let c = cpu_ns();
             black_box(f());
             match (c, cpu_ns()) {
-                (Some(a), Some(b)) => (b - a) as f64 * 1e-9,
+                (Some(a), Some(b)) if b > a => (b - a) as f64 * 1e-9,
                 _ => t.elapsed().as_secs_f64(),
             }
         })
