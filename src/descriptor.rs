@@ -4,6 +4,7 @@
 use crate::device::{BufferHandle, HANDLE_BYTES};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::inline::SmallVec;
 use crate::layout::{
     self, check_rank, classify, dense, element_count, tag, Arena, BufferRole, Layout, LayoutClass,
     LayoutRef, MAX_RANK, MAX_SUBPAVING_DEPTH,
@@ -55,13 +56,14 @@ pub(crate) struct Node {
 /// A region record is a [`Node`] with its parent: 40 bytes, no allocation of its own.
 pub(crate) type RegionRecord = Node;
 
-/// A validated tensor descriptor. Built only by [`decode`](crate::decode) or the
+/// A validated tensor descriptor. Built only by [`decode`] or the
 /// [builder](crate::builder), so every value reachable from it obeys the format's rules.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Descriptor {
     pub(crate) version_minor: u8,
     pub(crate) element_type: ElementType,
-    pub(crate) shape: Vec<u64>,
+    /// Inline up to rank 4 (see [`crate::inline`]).
+    pub(crate) shape: SmallVec<u64, 4>,
     pub(crate) root: Node,
     pub(crate) shard: Option<Shard>,
     pub(crate) statistics: Option<Statistics>,
@@ -71,7 +73,8 @@ pub struct Descriptor {
     pub(crate) encoded_len: u64,
     pub(crate) regions: Vec<RegionRecord>,
     pub(crate) coords: Vec<u64>,
-    pub(crate) buffers: Vec<BufferHandle>,
+    /// The effective buffer list; inline up to 3 handles.
+    pub(crate) buffers: SmallVec<BufferHandle, 3>,
     pub(crate) quants: Vec<Quantization>,
     pub(crate) arena: Arena,
     pub(crate) indexes: Vec<LevelIndex>,
@@ -180,9 +183,11 @@ impl Decoder {
             ));
         }
         r.check_fits(rank as u64, 8, "shape")?;
-        let shape = (0..rank)
-            .map(|_| r.u64("shape"))
-            .collect::<Result<Vec<u64>>>()?;
+        let mut shape = SmallVec::new();
+        shape.reserve(rank);
+        for _ in 0..rank {
+            shape.push(r.u64("shape")?);
+        }
         let count = element_count(&shape)?;
 
         let mut dec = Decoder {
@@ -208,7 +213,7 @@ impl Decoder {
                 encoded_len: dlen,
                 regions: Vec::new(),
                 coords: Vec::new(),
-                buffers: Vec::new(),
+                buffers: SmallVec::new(),
                 quants: Vec::new(),
                 arena: Arena::default(),
                 indexes: Vec::new(),
@@ -1373,10 +1378,10 @@ impl Descriptor {
 
     /// Heap bytes held by the decoded form, index included.
     pub fn heap_bytes(&self) -> usize {
-        self.shape.capacity() * 8
+        self.shape.heap_bytes()
             + self.regions.capacity() * std::mem::size_of::<RegionRecord>()
             + self.coords.capacity() * 8
-            + self.buffers.capacity() * std::mem::size_of::<BufferHandle>()
+            + self.buffers.heap_bytes()
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
             + self.arena.words.capacity() * 8
             + self.arena.ints.capacity() * 8

@@ -31,6 +31,7 @@ pub mod error;
 pub mod ffi;
 #[allow(unsafe_code)]
 pub mod file;
+mod inline;
 pub mod layout;
 pub mod lookup;
 pub mod quant;

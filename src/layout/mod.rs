@@ -1,8 +1,8 @@
 //! The layout tag table — the single source of layout facts (class, rank rules, buffer
 //! requirements and roles, byte_offset rule) — and the codec of layout-specific fields.
 //!
-//! Decoded layouts are compact ([`Layout`], `Copy`, 16 bytes): variable-length fields
-//! (strides, tile shapes, permutations, extension bytes) live in a shared [`Arena`] of
+//! Decoded layouts are compact (`Layout`, `Copy`, 16 bytes): variable-length fields
+//! (strides, tile shapes, permutations, extension bytes) live in a shared `Arena` of
 //! the descriptor, so a million regions cost no allocation each. [`LayoutRef`] is the
 //! borrowed, public view.
 
