@@ -1426,10 +1426,10 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     let base = b.as_ptr() as usize;
     let strict = mode == Mode::Strict;
 
-    // Vectors start small (a file of a few huge tensors needs little) and, when full, grow
-    // once to what the rest of the file likely holds at the average record size so far,
-    // instead of doubling (and copying) over and over. A record takes at least 40 bytes,
-    // so no estimate exceeds a fixed fraction of the input's length.
+    // A record takes at least 40 bytes, most take far more: reserve for a typical count
+    // (capped, so a file of a few huge tensors does not reserve much) instead of regrowing
+    // the vectors many times. (Growing once to an estimate from the average record size so
+    // far measured slower than doubling; see docs/decisions.md, session 3.)
     let guess = (len / 256).min(1 << 16);
     let mut entries: Vec<Entry> = Vec::with_capacity(guess);
     let mut descriptors = Descriptors::default();
