@@ -401,19 +401,17 @@ impl<'a> BoundTensor<'a> {
     /// to fit it: `size_bytes` long and aligned as the handle asks (what the file reader
     /// established at open). One buffer cannot alias a quantization parameter buffer
     /// (those sit beside a layout buffer in the same sub-table), and no single-buffer
-    /// layout has a lookup fast path, so nothing else needs checking.
+    /// layout has a lookup fast path (CSR/CSC need three buffers, BLOCK_PAGED at least
+    /// three: decoding enforces the counts), so nothing else needs checking.
     #[inline]
     pub(crate) fn bind_one(desc: &'a Descriptor, b: &'a [u8]) -> Option<BoundTensor<'a>> {
         let [h] = desc.effective_buffers() else {
             return None;
         };
-        let with_fast_path = matches!(
-            desc.root.layout,
-            Layout::Csr { .. } | Layout::Csc { .. } | Layout::BlockPaged { .. }
-        );
-        if !desc.is_bindable() || with_fast_path || b.len() as u64 != h.size_bytes {
+        if !desc.is_bindable() || b.len() as u64 != h.size_bytes {
             return None;
         }
+        debug_assert!(matches!(lookup::Fast::new(desc, &[b]), lookup::Fast::None));
         Some(BoundTensor::assemble(
             desc,
             h.is_host_readable(),
