@@ -472,11 +472,6 @@ impl<'a> BoundTensor<'a> {
         )
     }
 
-    /// Every leaf node with its region (NONE for a non-subpaving tensor).
-    fn leaves(&self) -> impl Iterator<Item = (u32, &'a Node)> + 'a {
-        leaves(self.desc)
-    }
-
     /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.
     #[inline]
     fn with_leaf<R>(
@@ -728,7 +723,7 @@ impl<'a> BoundTensor<'a> {
     pub fn validate(&self) -> Result<()> {
         self.require_host()?;
         let d = self.desc;
-        for (region, node) in self.leaves() {
+        for (region, node) in leaves(self.desc) {
             let shape = d.node_shape(region);
             self.validate_layout(region, node, shape)?;
             if node.quant != NONE {
