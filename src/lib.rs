@@ -37,6 +37,7 @@ pub mod lookup;
 pub mod quant;
 mod regions;
 pub mod sections;
+mod split_tree;
 pub mod stream;
 pub mod value;
 pub mod wire;
@@ -44,7 +45,7 @@ pub mod wire;
 /// Internals exposed for the benchmarks only; not a stable API.
 #[doc(hidden)]
 pub mod bench_support {
-    pub use crate::regions::build_index_for_bench;
+    pub use crate::regions::{build_index_for_bench, LevelIndexProbe};
 }
 
 pub use bound::BoundTensor;

@@ -6,13 +6,16 @@
 //!    is one division per axis; validation is O(n);
 //! 2. a *rectilinear grid* (cells between per-axis cut points): locate is a binary search
 //!    per axis; validation O(n log n);
-//! 3. a *k-d tree* over arbitrary boxes that prefers "clean" cuts no region crosses (so
-//!    guillotine partitions need no overlap tests at all) and otherwise splits at the
-//!    median and tests only the regions crossing the split against the other side.
-//!    Overlap is thus found without pairwise comparison; coverage then follows from the
-//!    volume sum of disjoint in-bounds regions.
+//! 3. arbitrary boxes: bucket lists over a uniform bucket grid when they stay small (one
+//!    bucket entry and one short list per query), else a [`SplitTree`], whose point query
+//!    is polylogarithmic on any geometry. Their overlap check is the bucket lists' own,
+//!    or a transient k-d tree that prefers "clean" cuts no region crosses (so guillotine
+//!    partitions need no overlap tests at all) and otherwise splits at the median and
+//!    tests only the regions crossing the split against the other side. Coverage then
+//!    follows from the volume sum of disjoint in-bounds regions.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::split_tree::SplitTree;
 
 /// Region coordinates: for region `r`, `coords[r*2*rank ..][..rank]` is its global origin
 /// and the next `rank` values its shape.
@@ -34,11 +37,11 @@ impl<'a> Boxes<'a> {
         &self.coords[s..s + self.rank]
     }
     #[inline]
-    fn lo(&self, r: u32, a: usize) -> u64 {
+    pub fn lo(&self, r: u32, a: usize) -> u64 {
         self.coords[r as usize * 2 * self.rank + a]
     }
     #[inline]
-    fn hi(&self, r: u32, a: usize) -> u64 {
+    pub fn hi(&self, r: u32, a: usize) -> u64 {
         let s = r as usize * 2 * self.rank;
         self.coords[s + a] + self.coords[s + self.rank + a]
     }
@@ -107,27 +110,27 @@ pub(crate) enum LevelIndex {
         /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
         uniform: Option<(UniformTiles, u32)>,
     },
-    /// Arbitrary boxes: a k-d tree (built to validate the partition) and a bucket
-    /// [`Directory`] over the enclosing box. When the directory holds bucket lists they
-    /// answer every query and the tree is not kept (`nodes` empty). Otherwise
-    /// `leaf_boxes` holds, in leaf order, each region's [lo, hi) corners followed by its
-    /// id (stride 2·rank + 1), so a leaf scan touches one contiguous run instead of the
-    /// region arena, and each bucket names the deepest node whose clean cuts contain it,
-    /// where a walk starts.
+    /// Arbitrary boxes: bucket lists over the enclosing box when they could be built
+    /// (they answer every query, and `split` is empty), else a [`SplitTree`].
     Tree {
-        nodes: Vec<KdNode>,
-        bounds: Vec<u64>,
-        leaf_boxes: Vec<u64>,
+        split: SplitTree,
         directory: Directory,
         /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
         uniform: Option<(UniformTiles, u32)>,
     },
 }
 
+/// A node of the validation k-d tree: the items `[start, start + len)` of the sorted
+/// orders, and its split when it has children.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct KdNode {
+struct KdNode {
     start: u32,
     len: u32,
+    split: Option<KdSplit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct KdSplit {
     left: u32,
     right: u32,
     cut: u64,
@@ -136,7 +139,6 @@ pub(crate) struct KdNode {
 }
 
 const LEAF: usize = 6;
-const NO_NODE: u32 = u32::MAX;
 
 impl LevelIndex {
     /// Build the index for `children` (region ids) of an enclosing box and check that they
@@ -154,17 +156,10 @@ impl LevelIndex {
         if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
-        let ix = match Directory::validated(b, base, extent, &children)? {
-            // The bucket lists answer every query: no tree.
-            Some(directory) => LevelIndex::Tree {
-                nodes: Vec::new(),
-                bounds: Vec::new(),
-                leaf_boxes: Vec::new(),
-                directory,
-                uniform: None,
-            },
-            None => Self::tree(b, base, extent, &children)?,
-        };
+        let directory = Directory::validated(b, base, extent, &children)?;
+        if directory.is_none() {
+            validate_with_tree(b, &children)?;
+        }
         let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
         let covered: u128 = children.iter().map(|&r| b.volume(r)).sum();
         if covered != total {
@@ -176,7 +171,19 @@ impl LevelIndex {
                 ),
             ));
         }
-        Ok(ix)
+        Ok(match directory {
+            // The bucket lists answer every query: no split tree.
+            Some(directory) => LevelIndex::Tree {
+                split: SplitTree::default(),
+                directory,
+                uniform: None,
+            },
+            None => LevelIndex::Tree {
+                split: SplitTree::build(b, children),
+                directory: Directory::none(),
+                uniform: None,
+            },
+        })
     }
 
     fn fill_cells(
@@ -339,46 +346,6 @@ impl LevelIndex {
         Ok(Some(Self::grid(axes, cuts, cells, first)))
     }
 
-    fn tree(b: Boxes<'_>, base: &[u64], extent: &[u64], children: &[u32]) -> Result<LevelIndex> {
-        let rank = b.rank;
-        let m = children.len();
-        // One sort per axis up front; every node then splits the per-axis orders by a
-        // stable partition, so the whole build is O(rank * n log n).
-        let sorted: Vec<Vec<u32>> = (0..rank)
-            .map(|a| {
-                let mut v: Vec<u32> = (0..m as u32).collect();
-                v.sort_unstable_by_key(|&i| b.lo(children[i as usize], a));
-                v
-            })
-            .collect();
-        let mut t = TreeBuild {
-            b,
-            ids: children,
-            sorted,
-            left: vec![false; m],
-            scratch: Vec::with_capacity(m),
-            nodes: Vec::with_capacity(m / 3 + 1),
-            bounds: Vec::new(),
-        };
-        t.build(0, m, 0)?;
-        let directory = Directory::grid_for(base, extent, children.len())
-            .map_or_else(Directory::none, |d| d.with_start_nodes(&t.nodes));
-        let mut leaf_boxes = Vec::with_capacity(m * (2 * rank + 1));
-        for &i in &t.sorted[0] {
-            let r = children[i as usize];
-            leaf_boxes.extend((0..rank).map(|a| b.lo(r, a)));
-            leaf_boxes.extend((0..rank).map(|a| b.hi(r, a)));
-            leaf_boxes.push(r as u64);
-        }
-        Ok(LevelIndex::Tree {
-            nodes: t.nodes,
-            bounds: t.bounds,
-            leaf_boxes,
-            directory,
-            uniform: None,
-        })
-    }
-
     /// Record that the level's regions, ids `first..`, are [`UniformTiles`].
     pub fn set_uniform(&mut self, u: UniformTiles, first: u32) {
         match self {
@@ -425,60 +392,26 @@ impl LevelIndex {
                 }
             }
             LevelIndex::Tree {
-                nodes,
-                bounds,
-                leaf_boxes,
-                directory,
-                ..
-            } => {
-                let rank = b.rank;
-                if let Some(hit) = directory.locate(p, &mut [], &mut []) {
-                    return hit.map(|(r, _)| r);
-                }
-                if nodes.is_empty() {
-                    return None;
-                }
-                let stride = 2 * rank + 1;
-                let inside = |bb: &[u64]| (0..rank).all(|a| p[a] >= bb[a] && p[a] < bb[rank + a]);
-                // Pending subtrees of non-clean nodes; the depth bound (see TreeBuild)
-                // keeps this far below its capacity.
-                let mut stack = [0u32; MAX_TREE_DEPTH];
-                let mut top = 0usize;
-                let mut n = directory.start(p);
-                loop {
-                    let node = &nodes[n as usize];
-                    if node.left == NO_NODE {
-                        let s = node.start as usize;
-                        for e in leaf_boxes[s * stride..(s + node.len as usize) * stride]
-                            .chunks_exact(stride)
-                        {
-                            if inside(e) {
-                                return Some(e[2 * rank] as u32);
-                            }
-                        }
-                    } else if node.clean {
-                        n = if p[node.axis as usize] < node.cut {
-                            node.left
-                        } else {
-                            node.right
-                        };
-                        continue;
-                    } else {
-                        for c in [node.right, node.left] {
-                            let bb = &bounds[c as usize * 2 * rank..(c as usize + 1) * 2 * rank];
-                            if inside(bb) && top < MAX_TREE_DEPTH {
-                                stack[top] = c;
-                                top += 1;
-                            }
-                        }
-                    }
-                    if top == 0 {
-                        return None;
-                    }
-                    top -= 1;
-                    n = stack[top];
-                }
+                split, directory, ..
+            } => match directory.locate(p, &mut [], &mut []) {
+                Some(hit) => hit.map(|(r, _)| r),
+                None => split.find(b, p),
+            },
+        }
+    }
+
+    /// The nodes and list entries a point query examines, and the bound the index
+    /// promises for any point (`None` for grids and bucket lists, whose queries examine a
+    /// fixed number of entries).
+    pub fn query_cost(&self, b: Boxes<'_>, p: &[u64], regions: usize) -> Option<(u64, u64)> {
+        match self {
+            LevelIndex::Tree {
+                split, directory, ..
+            } if !directory.has_lists() => {
+                let (_, visits) = split.find_counting(b, p);
+                Some((visits, split.visit_bound(regions)))
             }
+            _ => None,
         }
     }
 
@@ -549,20 +482,14 @@ impl LevelIndex {
                     + cells.capacity() * 4
             }
             LevelIndex::Tree {
-                nodes,
-                bounds,
-                leaf_boxes,
-                directory,
-                ..
+                split, directory, ..
             } => {
-                nodes.capacity() * std::mem::size_of::<KdNode>()
-                    + (bounds.capacity() + leaf_boxes.capacity() + directory.base.capacity()) * 8
-                    + directory.step.capacity() * 8
-                    + directory.cells.capacity() * 8
-                    + (directory.start.capacity()
-                        + directory.entry.capacity()
-                        + directory.lists.capacity())
-                        * 4
+                split.heap_bytes()
+                    + (directory.base.capacity()
+                        + directory.step.capacity()
+                        + directory.cells.capacity())
+                        * 8
+                    + (directory.entry.capacity() + directory.lists.capacity()) * 4
             }
         }
     }
@@ -582,16 +509,13 @@ fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
 /// Buckets of a uniform grid over the enclosing box. Each bucket either names the one
 /// region it lies in, or points to the list of regions meeting it, each with its box
 /// stored relative to the bucket's low corner — so a point query reads one bucket entry
-/// and at most one short list, never the region arena or the tree. When lists cannot be built (too many entries, huge buckets), each bucket
-/// instead names the deepest tree node whose clean cuts contain it, where a tree walk
-/// starts.
+/// and at most one short list, never the region arena. Built only while the lists stay
+/// small (see [`Directory::build_lists`]); otherwise the level uses a [`SplitTree`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Directory {
     base: Vec<u64>,
     step: Vec<u64>,
     cells: Vec<u64>,
-    /// The node to start a tree walk at, per bucket (empty when lists are built).
-    start: Vec<u32>,
     /// Per bucket: the id of the only region meeting it, or [`Directory::LIST`] | the
     /// offset of its list in `lists`. Empty when lists are not built.
     entry: Vec<u32>,
@@ -608,13 +532,12 @@ impl Directory {
     /// Longest bucket list.
     const MAX_LIST: u32 = 64;
 
-    /// No buckets: every query walks the tree from the root.
+    /// No buckets.
     fn none() -> Directory {
         Directory {
             base: Vec::new(),
             step: Vec::new(),
             cells: Vec::new(),
-            start: Vec::new(),
             entry: Vec::new(),
             lists: Vec::new(),
         }
@@ -690,44 +613,6 @@ impl Directory {
         Ok(Some(d))
     }
 
-    /// The tree walk's start node per bucket (for a tree whose lists could not be built).
-    fn with_start_nodes(mut self, nodes: &[KdNode]) -> Directory {
-        let rank = self.step.len();
-        let total: u64 = self.cells.iter().product();
-        let mut start = Vec::with_capacity(total as usize);
-        let mut idx = vec![0u64; rank];
-        for _ in 0..total {
-            // Descend while a clean cut leaves the whole bucket on one side.
-            let mut n = 0u32;
-            loop {
-                let node = &nodes[n as usize];
-                if node.left == NO_NODE || !node.clean {
-                    break;
-                }
-                let a = node.axis as usize;
-                let lo = self.base[a] + idx[a] * self.step[a];
-                let hi = lo.saturating_add(self.step[a]);
-                if hi <= node.cut {
-                    n = node.left;
-                } else if lo >= node.cut {
-                    n = node.right;
-                } else {
-                    break;
-                }
-            }
-            start.push(n);
-            for a in (0..rank).rev() {
-                idx[a] += 1;
-                if idx[a] < self.cells[a] {
-                    break;
-                }
-                idx[a] = 0;
-            }
-        }
-        self.start = start;
-        self
-    }
-
     /// Bucket range [first, last] of region `r` on axis `a`.
     fn span(&self, b: Boxes<'_>, r: u32, a: usize) -> (u64, u64) {
         let s = self.step[a];
@@ -735,6 +620,11 @@ impl Directory {
             (b.lo(r, a) - self.base[a]) / s,
             (b.hi(r, a) - 1 - self.base[a]) / s,
         )
+    }
+
+    /// Whether bucket lists were built.
+    fn has_lists(&self) -> bool {
+        !self.entry.is_empty()
     }
 
     /// Words per list element: the id, then two words per axis (see [`element_span`]).
@@ -902,25 +792,6 @@ impl Directory {
         }
         Some(Some((e[0], true)))
     }
-
-    /// The bucket containing point `p`.
-    #[inline]
-    fn bucket(&self, p: &[u64]) -> usize {
-        let mut cell = 0u64;
-        for (a, (&step, &cells)) in self.step.iter().zip(&self.cells).enumerate() {
-            cell = cell * cells + (p[a] - self.base[a]) / step;
-        }
-        cell as usize
-    }
-
-    /// The node to start a query for point `p` at.
-    #[inline]
-    fn start(&self, p: &[u64]) -> u32 {
-        if self.start.is_empty() {
-            return 0;
-        }
-        self.start[self.bucket(p)]
-    }
 }
 
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
@@ -932,9 +803,31 @@ fn element_span(e: &[u32], a: usize) -> (i64, i64) {
     (lo, lo + i64::from(e[2 + 2 * a]))
 }
 
-/// Deepest k-d tree: every split leaves at least 1/16 of a node's regions on each side,
-/// so depth <= log(2^32) / log(16/15) < 345.
-const MAX_TREE_DEPTH: usize = 384;
+/// Check that the boxes `ids` are pairwise disjoint (REGION_OVERLAP names the first pair
+/// found) with a transient k-d tree that is dropped afterwards.
+fn validate_with_tree(b: Boxes<'_>, ids: &[u32]) -> Result<()> {
+    let rank = b.rank;
+    let m = ids.len();
+    // One sort per axis up front; every node then splits the per-axis orders by a stable
+    // partition, so the whole build is O(rank * n log n).
+    let sorted: Vec<Vec<u32>> = (0..rank)
+        .map(|a| {
+            let mut v: Vec<u32> = (0..m as u32).collect();
+            v.sort_unstable_by_key(|&i| b.lo(ids[i as usize], a));
+            v
+        })
+        .collect();
+    let mut t = TreeBuild {
+        b,
+        ids,
+        sorted,
+        left: vec![false; m],
+        scratch: Vec::new(),
+        nodes: Vec::new(),
+        bounds: Vec::new(),
+    };
+    t.build(m)
+}
 
 struct TreeBuild<'a> {
     b: Boxes<'a>,
@@ -950,6 +843,16 @@ struct TreeBuild<'a> {
     bounds: Vec<u64>,
 }
 
+/// A step of the iterative build.
+enum Step {
+    /// Compute node `n`'s bounds and split it (creating its two children), or check its
+    /// few regions pairwise.
+    Fill(u32),
+    /// Both subtrees of node `n` exist: test its regions crossing a non-clean cut against
+    /// the right subtree.
+    CheckCrossing(u32),
+}
+
 impl TreeBuild<'_> {
     #[inline]
     fn lo(&self, i: u32, a: usize) -> u64 {
@@ -960,13 +863,54 @@ impl TreeBuild<'_> {
         self.b.hi(self.ids[i as usize], a)
     }
 
-    /// Build the subtree over the items in `[s, e)`; returns its node number. Fails on the
-    /// first overlap found.
-    fn build(&mut self, s: usize, e: usize, depth: usize) -> Result<u32> {
+    fn push_node(&mut self, start: usize, len: usize) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(KdNode {
+            start: start as u32,
+            len: len as u32,
+            split: None,
+        });
+        self.bounds
+            .extend(std::iter::repeat_n(0u64, 2 * self.b.rank));
+        id
+    }
+
+    /// Build the tree over all `m` items with an explicit work stack (no recursion: every
+    /// split leaves at least 1/16 of a node's regions on each side, so the tree is at
+    /// most log(n) / log(16/15) deep, but the stack is the heap's). Fails on the first
+    /// overlap found.
+    fn build(&mut self, m: usize) -> Result<()> {
+        if m == 0 {
+            return Ok(());
+        }
+        let root = self.push_node(0, m);
+        let mut work = vec![Step::Fill(root)];
+        while let Some(step) = work.pop() {
+            match step {
+                Step::Fill(n) => {
+                    if let Some((left, right, clean)) = self.fill(n)? {
+                        // Children are filled before the crossing check runs.
+                        if !clean {
+                            work.push(Step::CheckCrossing(n));
+                        }
+                        work.push(Step::Fill(right));
+                        work.push(Step::Fill(left));
+                    }
+                }
+                Step::CheckCrossing(n) => self.check_crossing(n)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Fill node `n`: its bounds, then either the pairwise check of a small node or its
+    /// split into two new children (returned with whether the cut is clean).
+    fn fill(&mut self, n: u32) -> Result<Option<(u32, u32, bool)>> {
         let b = self.b;
         let rank = b.rank;
-        let id = self.nodes.len() as u32;
-        let m = e - s;
+        let KdNode { start, len, .. } = self.nodes[n as usize];
+        let (s, m) = (start as usize, len as usize);
+        let e = s + m;
         let mut lo = [u64::MAX; crate::layout::MAX_RANK];
         let mut hi = [0u64; crate::layout::MAX_RANK];
         for &i in &self.sorted[0][s..e] {
@@ -975,18 +919,10 @@ impl TreeBuild<'_> {
                 hi[a] = hi[a].max(self.hi(i, a));
             }
         }
-        self.bounds.extend_from_slice(&lo[..rank]);
-        self.bounds.extend_from_slice(&hi[..rank]);
-        self.nodes.push(KdNode {
-            start: s as u32,
-            len: m as u32,
-            left: NO_NODE,
-            right: NO_NODE,
-            cut: 0,
-            axis: 0,
-            clean: false,
-        });
-        if m <= LEAF || depth + 1 >= MAX_TREE_DEPTH {
+        let at = n as usize * 2 * rank;
+        self.bounds[at..at + rank].copy_from_slice(&lo[..rank]);
+        self.bounds[at + rank..at + 2 * rank].copy_from_slice(&hi[..rank]);
+        if m <= LEAF {
             let items = &self.sorted[0][s..e];
             for x in 0..m {
                 for y in x + 1..m {
@@ -996,7 +932,7 @@ impl TreeBuild<'_> {
                     }
                 }
             }
-            return Ok(id);
+            return Ok(None);
         }
         // Axes by decreasing spread; prefer a clean cut (no region crosses it) closest to
         // the middle, as long as it leaves at least 1/16 of the regions on each side.
@@ -1054,26 +990,35 @@ impl TreeBuild<'_> {
             }
             v[w..].copy_from_slice(&self.scratch);
         }
-        let left = self.build(s, s + k, depth + 1)?;
-        let right = self.build(s + k, e, depth + 1)?;
-        let node = &mut self.nodes[id as usize];
-        node.left = left;
-        node.right = right;
-        node.axis = axis as u8;
-        node.cut = cut;
-        node.clean = clean;
-        if !clean {
-            // Only left regions reaching past the cut can overlap the right side.
-            for j in s..s + k {
-                let x = self.sorted[0][j];
-                if self.hi(x, axis) > cut {
-                    if let Some(y) = self.query_box(right, self.ids[x as usize]) {
-                        return Err(overlap(&b, self.ids[x as usize], y));
-                    }
+        let left = self.push_node(s, k);
+        let right = self.push_node(s + k, m - k);
+        self.nodes[n as usize].split = Some(KdSplit {
+            left,
+            right,
+            cut,
+            axis: axis as u8,
+            clean,
+        });
+        Ok(Some((left, right, clean)))
+    }
+
+    /// Only left regions reaching past a non-clean cut can overlap the right side.
+    fn check_crossing(&self, n: u32) -> Result<()> {
+        let node = self.nodes[n as usize];
+        let Some(sp) = node.split else {
+            return Ok(());
+        };
+        let s = node.start as usize;
+        let k = self.nodes[sp.left as usize].len as usize;
+        for j in s..s + k {
+            let x = self.sorted[0][j];
+            if self.hi(x, sp.axis as usize) > sp.cut {
+                if let Some(y) = self.query_box(sp.right, self.ids[x as usize]) {
+                    return Err(overlap(&self.b, self.ids[x as usize], y));
                 }
             }
         }
-        Ok(id)
+        Ok(())
     }
 
     /// First region in subtree `n` whose interior meets region `x`'s.
@@ -1087,20 +1032,89 @@ impl TreeBuild<'_> {
                 continue;
             }
             let node = &self.nodes[n as usize];
-            if node.left == NO_NODE {
-                let s = node.start as usize;
-                if let Some(&y) = self.sorted[0][s..s + node.len as usize]
-                    .iter()
-                    .find(|&&y| b.intersects(x, self.ids[y as usize]))
-                {
-                    return Some(self.ids[y as usize]);
+            match node.split {
+                None => {
+                    let s = node.start as usize;
+                    if let Some(&y) = self.sorted[0][s..s + node.len as usize]
+                        .iter()
+                        .find(|&&y| b.intersects(x, self.ids[y as usize]))
+                    {
+                        return Some(self.ids[y as usize]);
+                    }
                 }
-            } else {
-                stack.push(node.left);
-                stack.push(node.right);
+                Some(sp) => {
+                    stack.push(sp.left);
+                    stack.push(sp.right);
+                }
             }
         }
         None
+    }
+}
+
+/// A level index over raw boxes, for tests and benchmarks of the index alone: the same
+/// build, validation and queries that decoding performs per subpaving level.
+#[derive(Debug)]
+pub struct LevelIndexProbe {
+    coords: Vec<u64>,
+    rank: usize,
+    index: LevelIndex,
+}
+
+impl LevelIndexProbe {
+    /// Index `coords` (per region: global origin, then shape, `rank` values each), which
+    /// must partition the box `[0, extent)`: the decoder's statuses otherwise.
+    pub fn build(coords: Vec<u64>, rank: usize, extent: &[u64]) -> Result<LevelIndexProbe> {
+        let n = coords.len() / (2 * rank).max(1);
+        let base = vec![0u64; rank];
+        let index = LevelIndex::build(
+            Boxes {
+                coords: &coords,
+                rank,
+            },
+            &base,
+            extent,
+            (0..n as u32).collect(),
+        )?;
+        Ok(LevelIndexProbe {
+            coords,
+            rank,
+            index,
+        })
+    }
+
+    fn boxes(&self) -> Boxes<'_> {
+        Boxes {
+            coords: &self.coords,
+            rank: self.rank,
+        }
+    }
+
+    /// The region containing `p`.
+    pub fn locate(&self, p: &[u64]) -> Option<u32> {
+        self.index.find(self.boxes(), p)
+    }
+
+    /// For a level answered by a split tree: the nodes and list entries the query for `p`
+    /// examines, and the bound promised for any query. `None` for grids and bucket lists
+    /// (a fixed number of entries per query).
+    pub fn query_cost(&self, p: &[u64]) -> Option<(u64, u64)> {
+        let n = self.coords.len() / (2 * self.rank).max(1);
+        self.index.query_cost(self.boxes(), p, n)
+    }
+
+    /// Heap bytes held by the index.
+    pub fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
+    }
+
+    /// Which index kind answers queries: "grid", "buckets" or "split tree".
+    pub fn kind(&self) -> &'static str {
+        match &self.index {
+            LevelIndex::Grid { .. } => "grid",
+            LevelIndex::Tree { directory, .. } if directory.has_lists() => "buckets",
+            LevelIndex::Tree { .. } => "split tree",
+        }
     }
 }
 

@@ -1,0 +1,259 @@
+//! Point location stays polylogarithmic on adversarial partitions.
+//!
+//! Each generator makes a valid partition that defeats the grids and the bucket lists —
+//! concentric pinwheel rings, staircases, long thin bricks, a cluster of tiny boxes beside
+//! huge ones, a deep spiral of recursive cuts — at up to 10^5 regions. The level index
+//! must accept it, answer every sampled query like a brute-force scan, and examine no
+//! more nodes and list entries than the split tree's stated bound
+//! `(LEAF + 1) · (⌊log2 n⌋ + 3)^d` (counted, not timed). Decoding and locating also run on
+//! a thread with a 64 KiB stack.
+
+use tensordesc::bench_support::LevelIndexProbe;
+use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc::{decode, ElementType, Location, Mode};
+
+type Boxes = Vec<([u64; 2], [u64; 2])>;
+
+/// Concentric rings of four thin arms around one centre cell: no cut is clean at any scale.
+fn pinwheel_rings(rings: u64) -> (Boxes, [u64; 2]) {
+    let mut v = vec![([rings, rings], [1, 1])];
+    for k in 1..=rings {
+        let lo = rings - k;
+        let len = 2 * k;
+        v.push(([lo, lo], [len, 1]));
+        v.push(([lo + len, lo], [1, len]));
+        v.push(([lo + 1, lo + len], [len, 1]));
+        v.push(([lo, lo + 1], [1, len]));
+    }
+    let side = 2 * rings + 1;
+    (v, [side, side])
+}
+
+/// A staircase: per step a vertical bar from the diagonal up and a horizontal bar right of
+/// it.
+fn staircase(steps: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for i in 0..steps {
+        v.push(([i, i], [1, steps - i]));
+        if i + 1 < steps {
+            v.push(([i + 1, i], [steps - i - 1, 1]));
+        }
+    }
+    (v, [steps, steps])
+}
+
+/// Rows of height 1, each cut into two long bricks at a different place.
+fn bricks(rows: u64, width: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for y in 0..rows {
+        let cut = 1 + (y * 7919 + 13) % (width - 1);
+        v.push(([0, y], [cut, 1]));
+        v.push(([cut, y], [width - cut, 1]));
+    }
+    (v, [width, rows])
+}
+
+/// A `k` × `k` cluster of unit cells in a corner of a huge extent, beside two huge boxes.
+fn cluster(k: u64, huge: u64) -> (Boxes, [u64; 2]) {
+    let mut v = vec![([k, 0], [huge - k, huge]), ([0, k], [k, huge - k])];
+    for x in 0..k {
+        for y in 0..k {
+            v.push(([x, y], [1, 1]));
+        }
+    }
+    (v, [huge, huge])
+}
+
+/// A spiral of recursive cuts: each step cuts a strip one unit wide off alternating sides
+/// of what remains, so the cuts nest `n` deep.
+fn spiral(n: u64) -> (Boxes, [u64; 2]) {
+    let side = n / 2 + 2;
+    let (mut x0, mut y0, mut x1, mut y1) = (0u64, 0u64, side, side);
+    let mut v = Vec::new();
+    let mut k = 0;
+    while x1 - x0 > 1 && y1 - y0 > 1 {
+        match k % 4 {
+            0 => {
+                v.push(([x0, y0], [x1 - x0, 1]));
+                y0 += 1;
+            }
+            1 => {
+                v.push(([x1 - 1, y0], [1, y1 - y0]));
+                x1 -= 1;
+            }
+            2 => {
+                v.push(([x0, y1 - 1], [x1 - x0, 1]));
+                y1 -= 1;
+            }
+            _ => {
+                v.push(([x0, y0], [1, y1 - y0]));
+                x0 += 1;
+            }
+        }
+        k += 1;
+    }
+    v.push(([x0, y0], [x1 - x0, y1 - y0]));
+    (v, [side, side])
+}
+
+fn coords(boxes: &Boxes) -> Vec<u64> {
+    boxes
+        .iter()
+        .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
+        .collect()
+}
+
+fn brute(boxes: &Boxes, p: [u64; 2]) -> Option<u32> {
+    boxes
+        .iter()
+        .position(|(o, s)| (0..2).all(|a| p[a] >= o[a] && p[a] - o[a] < s[a]))
+        .map(|i| i as u32)
+}
+
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// Index `boxes`, compare sampled queries with brute force and check the visit bound on
+/// many more. Returns (kind, most visits, bound).
+fn check(name: &str, boxes: &Boxes, extent: [u64; 2], need_split_tree: bool) {
+    let n = boxes.len();
+    let probe = LevelIndexProbe::build(coords(boxes), 2, &extent)
+        .unwrap_or_else(|e| panic!("{name}: a valid partition was refused: {e}"));
+    if need_split_tree {
+        assert_eq!(
+            probe.kind(),
+            "split tree",
+            "{name}: expected the worst-case path"
+        );
+    }
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ n as u64;
+    let centre = [extent[0] / 2, extent[1] / 2];
+    let corners = [[0, 0], [extent[0] - 1, extent[1] - 1], centre];
+    let mut points: Vec<[u64; 2]> = corners.to_vec();
+    points.extend((0..4000).map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]]));
+    let mut worst = 0u64;
+    let mut bound = 0u64;
+    for (i, &p) in points.iter().enumerate() {
+        let got = probe.locate(&p);
+        if i < 60 {
+            assert_eq!(got, brute(boxes, p), "{name}: point {p:?}");
+        } else {
+            // Every point lies in the region named (a partition has exactly one).
+            let r = got.unwrap_or_else(|| panic!("{name}: no region for {p:?}")) as usize;
+            let (o, s) = boxes[r];
+            assert!(
+                (0..2).all(|a| p[a] >= o[a] && p[a] - o[a] < s[a]),
+                "{name}: {p:?}"
+            );
+        }
+        if let Some((visits, b)) = probe.query_cost(&p) {
+            worst = worst.max(visits);
+            bound = b;
+            assert!(
+                visits <= b,
+                "{name}: {visits} visits for {p:?} exceed the bound {b} (n = {n})"
+            );
+        }
+    }
+    println!(
+        "{name}: n = {n}, index {}, {} B, most visits {worst} (bound {bound})",
+        probe.kind(),
+        probe.heap_bytes()
+    );
+}
+
+#[test]
+fn pinwheel_rings_stay_polylogarithmic() {
+    for rings in [16, 250, 25_000] {
+        let (b, e) = pinwheel_rings(rings);
+        check("pinwheel rings", &b, e, rings > 16);
+    }
+}
+
+#[test]
+fn staircases_stay_polylogarithmic() {
+    for steps in [40, 2_000, 50_000] {
+        let (b, e) = staircase(steps);
+        check("staircase", &b, e, false);
+    }
+}
+
+#[test]
+fn long_thin_bricks_stay_polylogarithmic() {
+    for rows in [50, 5_000, 50_000] {
+        let (b, e) = bricks(rows, 1 << 20);
+        check("bricks", &b, e, false);
+    }
+}
+
+#[test]
+fn tiny_clusters_beside_huge_boxes_stay_polylogarithmic() {
+    for k in [10, 100, 316] {
+        let (b, e) = cluster(k, 1 << 40);
+        check("cluster", &b, e, false);
+    }
+}
+
+#[test]
+fn deep_spirals_stay_polylogarithmic() {
+    for n in [60, 6_000, 100_000] {
+        let (b, e) = spiral(n);
+        check("spiral", &b, e, false);
+    }
+}
+
+/// The worst-case generators through the decoder: a descriptor per generator, decoded,
+/// every sampled locate equal to brute force.
+fn descriptor(boxes: &Boxes, extent: [u64; 2]) -> Vec<u8> {
+    let regions: Vec<RegionSpec> = boxes
+        .iter()
+        .map(|(o, s)| RegionSpec::new(o, s, NodeSpec::row_major()))
+        .collect();
+    TensorBuilder::new(ElementType::Uint8, &extent, NodeSpec::subpaving(regions))
+        .build()
+        .expect("valid")
+        .encode()
+        .expect("encodes")
+}
+
+fn decode_and_locate(bytes: &[u8], boxes: &Boxes, extent: [u64; 2]) {
+    let d = decode(bytes, Mode::Strict).expect("decodes");
+    let mut seed = 77u64;
+    for _ in 0..200 {
+        let p = [next(&mut seed) % extent[0], next(&mut seed) % extent[1]];
+        let want = brute(boxes, p);
+        match d.locate(&p).expect("in bounds") {
+            Location::Dense { region, .. } => assert_eq!(region, want, "{p:?}"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn decode_and_locate_on_a_64_kib_stack() {
+    let cases = [
+        pinwheel_rings(2_000),
+        staircase(4_000),
+        bricks(4_000, 1 << 20),
+        cluster(90, 1 << 30),
+        spiral(8_000),
+    ];
+    let encoded: Vec<(Vec<u8>, Boxes, [u64; 2])> = cases
+        .into_iter()
+        .map(|(b, e)| (descriptor(&b, e), b, e))
+        .collect();
+    std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            for (bytes, b, e) in &encoded {
+                decode_and_locate(bytes, b, *e);
+            }
+        })
+        .expect("thread")
+        .join()
+        .expect("decode and locate fit in a 64 KiB stack");
+}
