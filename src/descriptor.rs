@@ -92,6 +92,20 @@ struct Decoder {
     et: ElementType,
     rank: usize,
     d: Descriptor,
+    /// The most regions the whole input can hold (each needs its 16·rank + 8-byte
+    /// prefix): no region vector grows past it.
+    max_regions: usize,
+}
+
+/// Make room for `additional` more items in `v`, growing geometrically (so nested levels
+/// do not copy the vector once each) but never past `max` items in all.
+fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) {
+    let need = v.len().saturating_add(additional);
+    if need <= v.capacity() {
+        return;
+    }
+    let target = need.max(v.capacity().saturating_mul(2)).min(max.max(need));
+    v.reserve_exact(target - v.len());
 }
 
 fn err(kind: ErrorKind, msg: String) -> Error {
@@ -194,6 +208,7 @@ impl Decoder {
             mode,
             et,
             rank,
+            max_regions: bytes.len() / (16 * rank + 8),
             d: Descriptor {
                 version_minor: minor,
                 element_type: et,
@@ -519,11 +534,15 @@ impl Decoder {
                 "more than 2^32 - 2 regions".into(),
             ));
         }
-        self.d.regions.reserve(count as usize);
-        self.d.coords.reserve(count as usize * 2 * rank);
-        if level == 1 {
-            self.d.buffers.reserve(count as usize);
-        }
+        reserve_bounded(&mut self.d.regions, count as usize, self.max_regions);
+        reserve_bounded(
+            &mut self.d.coords,
+            count as usize * 2 * rank,
+            self.max_regions * 2 * rank,
+        );
+        // Buffers are reserved for the rest of the level at its first region that has
+        // any: a level of opaque regions reserves none.
+        let mut buffers_reserved = level != 1;
         let mut children: Vec<u32> = Vec::with_capacity(count as usize);
         // Whether the children so far are consecutive ids forming UniformTiles (checked
         // as each region is decoded, while its record is at hand).
@@ -608,6 +627,10 @@ impl Decoder {
                 parent,
             });
             children.push(id);
+            if !buffers_reserved && class != LayoutClass::Unknown {
+                self.d.buffers.reserve((count - k) as usize);
+                buffers_reserved = true;
+            }
             let node = if class == LayoutClass::Unknown {
                 self.d.opaque_parts += 1;
                 let data = body.rest();

@@ -121,24 +121,22 @@ pub(crate) enum LevelIndex {
 }
 
 /// A node of the validation k-d tree: the items `[start, start + len)` of the sorted
-/// orders, and its split when it has children.
+/// orders and, once split, its children `left` and `left + 1` (24 bytes: the tree is
+/// transient, but it is the peak of decoding an irregular level).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct KdNode {
     start: u32,
     len: u32,
-    split: Option<KdSplit>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct KdSplit {
-    left: u32,
-    right: u32,
+    /// The left child; the right one follows it. `None` for a leaf (the root, node 0, is
+    /// nobody's child).
+    left: Option<std::num::NonZeroU32>,
     cut: u64,
     axis: u8,
     clean: bool,
 }
 
-const LEAF: usize = 6;
+/// Nodes of at most this many regions are checked pairwise (120 pairs) rather than split.
+const LEAF: usize = 16;
 
 impl LevelIndex {
     /// Build the index for `children` (region ids) of an enclosing box and check that they
@@ -826,6 +824,11 @@ fn validate_with_tree(b: Boxes<'_>, ids: &[u32]) -> Result<()> {
         nodes: Vec::new(),
         bounds: Vec::new(),
     };
+    // Most leaves hold more than LEAF / 4 regions: reserving for that avoids regrowing
+    // (and the copy that would double the peak) on typical inputs.
+    let estimate = 1 + 8 * m / LEAF;
+    t.nodes.reserve(estimate);
+    t.bounds.reserve(estimate * 2 * rank);
     t.build(m)
 }
 
@@ -868,7 +871,10 @@ impl TreeBuild<'_> {
         self.nodes.push(KdNode {
             start: start as u32,
             len: len as u32,
-            split: None,
+            left: None,
+            cut: 0,
+            axis: 0,
+            clean: false,
         });
         self.bounds
             .extend(std::iter::repeat_n(0u64, 2 * self.b.rank));
@@ -992,28 +998,26 @@ impl TreeBuild<'_> {
         }
         let left = self.push_node(s, k);
         let right = self.push_node(s + k, m - k);
-        self.nodes[n as usize].split = Some(KdSplit {
-            left,
-            right,
-            cut,
-            axis: axis as u8,
-            clean,
-        });
+        let node = &mut self.nodes[n as usize];
+        node.left = std::num::NonZeroU32::new(left);
+        node.cut = cut;
+        node.axis = axis as u8;
+        node.clean = clean;
         Ok(Some((left, right, clean)))
     }
 
     /// Only left regions reaching past a non-clean cut can overlap the right side.
     fn check_crossing(&self, n: u32) -> Result<()> {
         let node = self.nodes[n as usize];
-        let Some(sp) = node.split else {
+        let Some(left) = node.left else {
             return Ok(());
         };
         let s = node.start as usize;
-        let k = self.nodes[sp.left as usize].len as usize;
+        let k = self.nodes[left.get() as usize].len as usize;
         for j in s..s + k {
             let x = self.sorted[0][j];
-            if self.hi(x, sp.axis as usize) > sp.cut {
-                if let Some(y) = self.query_box(sp.right, self.ids[x as usize]) {
+            if self.hi(x, node.axis as usize) > node.cut {
+                if let Some(y) = self.query_box(left.get() + 1, self.ids[x as usize]) {
                     return Err(overlap(&self.b, self.ids[x as usize], y));
                 }
             }
@@ -1032,7 +1036,7 @@ impl TreeBuild<'_> {
                 continue;
             }
             let node = &self.nodes[n as usize];
-            match node.split {
+            match node.left {
                 None => {
                     let s = node.start as usize;
                     if let Some(&y) = self.sorted[0][s..s + node.len as usize]
@@ -1042,9 +1046,9 @@ impl TreeBuild<'_> {
                         return Some(self.ids[y as usize]);
                     }
                 }
-                Some(sp) => {
-                    stack.push(sp.left);
-                    stack.push(sp.right);
+                Some(left) => {
+                    stack.push(left.get());
+                    stack.push(left.get() + 1);
                 }
             }
         }

@@ -90,7 +90,7 @@ fn bound(input_len: usize) -> usize {
 fn expect(name: &str, bytes: &[u8], mode: Mode, want: Option<ErrorKind>) -> Option<Descriptor> {
     let (res, peak) = measure(|| decode(bytes, mode));
     assert!(
-        peak <= bound(bytes.len()),
+        peak <= decode_bound(bytes.len()),
         "{name}: peak heap {peak} B for {} input bytes exceeds {}",
         bytes.len(),
         bound(bytes.len())
@@ -814,7 +814,14 @@ fn many_tiny_unknown_regions_stay_bounded() {
     }
     r.u8(0);
     let b = r.finish();
+    let base = LIVE.with(|l| l.get());
     let d = expect("many_tiny_unknown_regions", &b, Mode::Permissive, None).unwrap();
+    let kept = LIVE.with(|l| l.get()) - base;
+    assert!(
+        kept <= kept_bound(b.len()),
+        "kept {kept} B for {} B",
+        b.len()
+    );
     assert_eq!(d.region_count(), n as usize);
     expect(
         "many_tiny_unknown_regions_strict",
@@ -1695,4 +1702,101 @@ fn finding_coo_validation_position_overflowed_with_a_zero_extent() {
         &d,
         &[words(&[1, 1, 1, 0]), vec![9]],
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Decode memory on adversarial geometries.
+
+#[path = "common/geometry.rs"]
+mod geometry;
+
+/// The decode memory bounds of docs/security.md: peak heap while decoding `n` bytes, and
+/// heap kept by the decoded descriptor.
+fn decode_bound(n: usize) -> usize {
+    3 * n + 64 * 1024
+}
+fn kept_bound(n: usize) -> usize {
+    5 * n / 2 + 64 * 1024
+}
+
+/// The most a decode of an adversarial geometry may cost per byte, as a multiple of a
+/// plain grid's cost per byte (a grid takes the uniform-grid path; measured at 20,000
+/// regions: 4-10x for dense regions, up to 15x for opaque ones, which have fewer bytes per
+/// region; the margin absorbs a shared machine's noise).
+const TIME_FACTOR: f64 = 40.0;
+
+/// A rank-2 subpaving of `boxes`: ROW_MAJOR INT8 regions, or (`opaque`) regions with an
+/// unknown tag and an empty body, the cheapest the wire allows.
+fn geometry_descriptor(boxes: &geometry::Boxes, extent: [u64; 2], opaque: bool) -> Vec<u8> {
+    let mut r = Raw::header(I8, tag::SUBPAVING, 0, &extent);
+    r.u64(0).u32(boxes.len() as u32);
+    for (o, s) in boxes {
+        if opaque {
+            r.region(o, s, 0x33);
+        } else {
+            r.dense_region(o, s, s[0] * s[1]);
+        }
+    }
+    r.u8(0);
+    r.finish()
+}
+
+#[test]
+fn adversarial_geometries_decode_within_the_memory_bound() {
+    let cases = [
+        ("pinwheel", geometry::pinwheel_rings(5_000)),
+        ("staircase", geometry::staircase(10_000)),
+        ("bricks", geometry::bricks(10_000, 1 << 20)),
+        ("cluster", geometry::cluster(141, 1 << 30)),
+        ("spiral", geometry::spiral(20_000)),
+        ("strips", geometry::bricks(20_000, 2)),
+    ];
+    // Time per byte against a plain grid of about the same size, decoded in this process:
+    // best of three runs each, so a scheduler hiccup does not count.
+    let best_ns_per_byte = |bytes: &[u8], mode: Mode| {
+        (0..3)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let d = decode(bytes, mode);
+                let ns = t.elapsed().as_nanos() as f64;
+                drop(d);
+                ns / bytes.len() as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let grid: geometry::Boxes = (0..100u64)
+        .flat_map(|x| (0..200u64).map(move |y| ([x * 4, y * 4], [4, 4])))
+        .collect();
+    let grid_bytes = geometry_descriptor(&grid, [400, 800], false);
+    let grid_ns = best_ns_per_byte(&grid_bytes, Mode::Strict);
+    for (name, (boxes, extent)) in &cases {
+        for opaque in [false, true] {
+            let bytes = geometry_descriptor(boxes, *extent, opaque);
+            let mode = if opaque {
+                Mode::Permissive
+            } else {
+                Mode::Strict
+            };
+            let ns = best_ns_per_byte(&bytes, mode);
+            println!("{name}: {ns:.1} ns/B, {:.1}x the grid's", ns / grid_ns);
+            assert!(
+                ns <= TIME_FACTOR * grid_ns,
+                "{name}: decoding costs {ns:.1} ns/B, over {TIME_FACTOR}x the grid's {grid_ns:.1}"
+            );
+            let base = LIVE.with(|l| l.get());
+            let (d, peak) = measure(|| decode(&bytes, mode));
+            let d = d.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let kept = LIVE.with(|l| l.get()) - base;
+            let n = bytes.len();
+            println!(
+                "{name}{}: {} regions, {n} B: peak {:.2}x, kept {:.2}x",
+                if opaque { " (opaque)" } else { "" },
+                d.region_count(),
+                peak as f64 / n as f64,
+                kept as f64 / n as f64
+            );
+            assert!(peak <= decode_bound(n), "{name}: peak {peak} B for {n} B");
+            assert!(kept <= kept_bound(n), "{name}: kept {kept} B for {n} B");
+        }
+    }
 }

@@ -12,109 +12,15 @@ use tensordesc::bench_support::LevelIndexProbe;
 use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
 use tensordesc::{decode, ElementType, Location, Mode};
 
-type Boxes = Vec<([u64; 2], [u64; 2])>;
-
-/// Concentric rings of four thin arms around one centre cell: no cut is clean at any scale.
-fn pinwheel_rings(rings: u64) -> (Boxes, [u64; 2]) {
-    let mut v = vec![([rings, rings], [1, 1])];
-    for k in 1..=rings {
-        let lo = rings - k;
-        let len = 2 * k;
-        v.push(([lo, lo], [len, 1]));
-        v.push(([lo + len, lo], [1, len]));
-        v.push(([lo + 1, lo + len], [len, 1]));
-        v.push(([lo, lo + 1], [1, len]));
-    }
-    let side = 2 * rings + 1;
-    (v, [side, side])
-}
-
-/// A staircase: per step a vertical bar from the diagonal up and a horizontal bar right of
-/// it.
-fn staircase(steps: u64) -> (Boxes, [u64; 2]) {
-    let mut v = Vec::new();
-    for i in 0..steps {
-        v.push(([i, i], [1, steps - i]));
-        if i + 1 < steps {
-            v.push(([i + 1, i], [steps - i - 1, 1]));
-        }
-    }
-    (v, [steps, steps])
-}
-
-/// Rows of height 1, each cut into two long bricks at a different place.
-fn bricks(rows: u64, width: u64) -> (Boxes, [u64; 2]) {
-    let mut v = Vec::new();
-    for y in 0..rows {
-        let cut = 1 + (y * 7919 + 13) % (width - 1);
-        v.push(([0, y], [cut, 1]));
-        v.push(([cut, y], [width - cut, 1]));
-    }
-    (v, [width, rows])
-}
-
-/// A `k` × `k` cluster of unit cells in a corner of a huge extent, beside two huge boxes.
-fn cluster(k: u64, huge: u64) -> (Boxes, [u64; 2]) {
-    let mut v = vec![([k, 0], [huge - k, huge]), ([0, k], [k, huge - k])];
-    for x in 0..k {
-        for y in 0..k {
-            v.push(([x, y], [1, 1]));
-        }
-    }
-    (v, [huge, huge])
-}
-
-/// A spiral of recursive cuts: each step cuts a strip one unit wide off alternating sides
-/// of what remains, so the cuts nest `n` deep.
-fn spiral(n: u64) -> (Boxes, [u64; 2]) {
-    let side = n / 2 + 2;
-    let (mut x0, mut y0, mut x1, mut y1) = (0u64, 0u64, side, side);
-    let mut v = Vec::new();
-    let mut k = 0;
-    while x1 - x0 > 1 && y1 - y0 > 1 {
-        match k % 4 {
-            0 => {
-                v.push(([x0, y0], [x1 - x0, 1]));
-                y0 += 1;
-            }
-            1 => {
-                v.push(([x1 - 1, y0], [1, y1 - y0]));
-                x1 -= 1;
-            }
-            2 => {
-                v.push(([x0, y1 - 1], [x1 - x0, 1]));
-                y1 -= 1;
-            }
-            _ => {
-                v.push(([x0, y0], [1, y1 - y0]));
-                x0 += 1;
-            }
-        }
-        k += 1;
-    }
-    v.push(([x0, y0], [x1 - x0, y1 - y0]));
-    (v, [side, side])
-}
-
-fn coords(boxes: &Boxes) -> Vec<u64> {
-    boxes
-        .iter()
-        .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
-        .collect()
-}
+#[path = "common/geometry.rs"]
+mod geometry;
+use geometry::*;
 
 fn brute(boxes: &Boxes, p: [u64; 2]) -> Option<u32> {
     boxes
         .iter()
         .position(|(o, s)| (0..2).all(|a| p[a] >= o[a] && p[a] - o[a] < s[a]))
         .map(|i| i as u32)
-}
-
-fn next(seed: &mut u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed
 }
 
 /// Index `boxes`, compare sampled queries with brute force and check the visit bound on

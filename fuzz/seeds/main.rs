@@ -148,6 +148,19 @@ fn nest(levels: usize, extent: &[u64]) -> NodeSpec {
 }
 
 /// Builder-made descriptors, each valid in strict mode.
+#[path = "../../tests/common/geometry.rs"]
+mod geometry;
+
+/// A level of ROW_MAJOR INT8 regions over a generated partition.
+fn geometry_level(g: (geometry::Boxes, [u64; 2])) -> TensorBuilder {
+    let (boxes, extent) = g;
+    let regions = boxes
+        .iter()
+        .map(|(o, s)| r(o, s, NodeSpec::row_major()))
+        .collect();
+    TensorBuilder::subpaving(ElementType::Int8, &extent, regions)
+}
+
 fn built() -> Vec<(String, TensorBuilder)> {
     use ElementType::*;
     let mut v: Vec<(String, TensorBuilder)> = Vec::new();
@@ -335,6 +348,15 @@ fn built() -> Vec<(String, TensorBuilder)> {
         "sub_pinwheel",
         TensorBuilder::subpaving(Float32, &[9, 9], pinwheel(9)),
     );
+    // Levels of 64 or more regions, so the bucket lists and the split tree are reached.
+    add(
+        "sub_rings_split_tree",
+        geometry_level(geometry::pinwheel_rings(40)),
+    );
+    add("sub_bricks", geometry_level(geometry::bricks(40, 4096)));
+    add("sub_cluster", geometry_level(geometry::cluster(9, 1 << 20)));
+    add("sub_spiral", geometry_level(geometry::spiral(100)));
+    add("sub_staircase", geometry_level(geometry::staircase(40)));
     add(
         "sub_nested_8",
         TensorBuilder::new(Float32, &[16, 16], nest(8, &[16, 16])),

@@ -1,0 +1,106 @@
+//! Valid rank-2 partitions that defeat grids and bucket lists, shared by the worst-case
+//! locate tests and the hostile-input memory catalogue: `(origin, shape)` per region and
+//! the enclosing extent.
+
+#![allow(dead_code)]
+
+/// Regions as (origin, shape).
+pub type Boxes = Vec<([u64; 2], [u64; 2])>;
+
+/// Concentric rings of four thin arms around one centre cell: no cut is clean at any scale.
+pub fn pinwheel_rings(rings: u64) -> (Boxes, [u64; 2]) {
+    let mut v = vec![([rings, rings], [1, 1])];
+    for k in 1..=rings {
+        let lo = rings - k;
+        let len = 2 * k;
+        v.push(([lo, lo], [len, 1]));
+        v.push(([lo + len, lo], [1, len]));
+        v.push(([lo + 1, lo + len], [len, 1]));
+        v.push(([lo, lo + 1], [1, len]));
+    }
+    let side = 2 * rings + 1;
+    (v, [side, side])
+}
+
+/// A staircase: per step a vertical bar from the diagonal up and a horizontal bar right of
+/// it.
+pub fn staircase(steps: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for i in 0..steps {
+        v.push(([i, i], [1, steps - i]));
+        if i + 1 < steps {
+            v.push(([i + 1, i], [steps - i - 1, 1]));
+        }
+    }
+    (v, [steps, steps])
+}
+
+/// Rows of height 1, each cut into two long bricks at a different place.
+pub fn bricks(rows: u64, width: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for y in 0..rows {
+        let cut = 1 + (y * 7919 + 13) % (width - 1);
+        v.push(([0, y], [cut, 1]));
+        v.push(([cut, y], [width - cut, 1]));
+    }
+    (v, [width, rows])
+}
+
+/// A `k` × `k` cluster of unit cells in a corner of a huge extent, beside two huge boxes.
+pub fn cluster(k: u64, huge: u64) -> (Boxes, [u64; 2]) {
+    let mut v = vec![([k, 0], [huge - k, huge]), ([0, k], [k, huge - k])];
+    for x in 0..k {
+        for y in 0..k {
+            v.push(([x, y], [1, 1]));
+        }
+    }
+    (v, [huge, huge])
+}
+
+/// A spiral of recursive cuts: each step cuts a strip one unit wide off alternating sides
+/// of what remains, so the cuts nest `n` deep.
+pub fn spiral(n: u64) -> (Boxes, [u64; 2]) {
+    let side = n / 2 + 2;
+    let (mut x0, mut y0, mut x1, mut y1) = (0u64, 0u64, side, side);
+    let mut v = Vec::new();
+    let mut k = 0;
+    while x1 - x0 > 1 && y1 - y0 > 1 {
+        match k % 4 {
+            0 => {
+                v.push(([x0, y0], [x1 - x0, 1]));
+                y0 += 1;
+            }
+            1 => {
+                v.push(([x1 - 1, y0], [1, y1 - y0]));
+                x1 -= 1;
+            }
+            2 => {
+                v.push(([x0, y1 - 1], [x1 - x0, 1]));
+                y1 -= 1;
+            }
+            _ => {
+                v.push(([x0, y0], [1, y1 - y0]));
+                x0 += 1;
+            }
+        }
+        k += 1;
+    }
+    v.push(([x0, y0], [x1 - x0, y1 - y0]));
+    (v, [side, side])
+}
+
+/// Xorshift step for reproducible samples.
+pub fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// Per region: global origin, then shape.
+pub fn coords(boxes: &Boxes) -> Vec<u64> {
+    boxes
+        .iter()
+        .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
+        .collect()
+}
