@@ -693,13 +693,15 @@ impl Decoder {
             coords: &self.d.coords,
             rank,
         };
-        let mut index = LevelIndex::build(boxes, base, extent, children).map_err(|e| {
-            if parent == NONE {
-                e.context(format!("level {level} (tensor)"))
-            } else {
-                e.context(format!("level {level} (inside region {parent})"))
-            }
-        })?;
+        let wire_bytes = r.pos() - at;
+        let mut index =
+            LevelIndex::build(boxes, base, extent, children, wire_bytes).map_err(|e| {
+                if parent == NONE {
+                    e.context(format!("level {level} (tensor)"))
+                } else {
+                    e.context(format!("level {level} (inside region {parent})"))
+                }
+            })?;
         if let (true, Some((u, first))) = (tiles_ok, tiles) {
             index.set_uniform(u, first);
         }

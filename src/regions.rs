@@ -141,12 +141,14 @@ const LEAF: usize = 16;
 impl LevelIndex {
     /// Build the index for `children` (region ids) of an enclosing box and check that they
     /// partition it exactly: REGION_OVERLAP, then REGION_COVERAGE_GAP. Bounds were checked
-    /// by the decoder. `children` is consumed as scratch.
+    /// by the decoder. `children` is consumed as scratch. Bucket lists are built only
+    /// within [`list_budget`] of the level's wire bytes `wire_bytes`.
     pub fn build(
         b: Boxes<'_>,
         base: &[u64],
         extent: &[u64],
         children: Vec<u32>,
+        wire_bytes: usize,
     ) -> Result<LevelIndex> {
         if let Some(ix) = Self::uniform_grid(b, base, extent, &children)? {
             return Ok(ix);
@@ -154,7 +156,7 @@ impl LevelIndex {
         if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
-        let directory = Directory::validated(b, base, extent, &children)?;
+        let directory = Directory::validated(b, base, extent, &children, list_budget(wire_bytes))?;
         if directory.is_none() {
             validate_with_tree(b, &children)?;
         }
@@ -493,6 +495,15 @@ impl LevelIndex {
     }
 }
 
+/// The most bytes of bucket lists a level of `wire_bytes` may hold: 5/8 of its wire size.
+/// Set by the decode memory bound (docs/security.md: 2.5 bytes kept per wire byte): an
+/// opaque rank-2 region is 40 wire bytes and keeps 72 bytes of record and coordinates
+/// (1.8x), so the lists may add 0.625x; a realistic irregular partition of dense regions
+/// needs about 0.58x (1M recursive random splits: 38 MB of lists for 65 MB).
+pub(crate) fn list_budget(wire_bytes: usize) -> usize {
+    wire_bytes / 8 * 5
+}
+
 #[inline]
 fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
     if let Some(k) = l.checked_div(ax.step) {
@@ -580,11 +591,12 @@ impl Directory {
         base: &[u64],
         extent: &[u64],
         children: &[u32],
+        max_bytes: usize,
     ) -> Result<Option<Directory>> {
         let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
             return Ok(None);
         };
-        if !d.build_lists(b, children) {
+        if !d.build_lists(b, children, max_bytes) {
             return Ok(None);
         }
         let rank = extent.len();
@@ -631,11 +643,12 @@ impl Directory {
     }
 
     /// Build the bucket entries and lists; false (nothing built) when the lists would be
-    /// too large — more than 8 bucket memberships per region, or a bucket met by more
+    /// too large — more than 8 bucket memberships per region, more than `max_bytes` in
+    /// all, or a bucket met by more
     /// than [`MAX_LIST`](Self::MAX_LIST) regions (a cluster of small regions, where a
     /// tree walk beats scanning) — or cannot be encoded: a bucket or a region extent of
     /// 2^31 or more (relative origins are `i32`).
-    fn build_lists(&mut self, b: Boxes<'_>, children: &[u32]) -> bool {
+    fn build_lists(&mut self, b: Boxes<'_>, children: &[u32], max_bytes: usize) -> bool {
         let rank = self.step.len();
         let small = |v: u64| v <= i32::MAX as u64;
         if !self.step.iter().all(|&s| small(s))
@@ -646,7 +659,12 @@ impl Directory {
         {
             return false;
         }
-        let limit = 8 * children.len() as u64;
+        // At most 8 memberships per region, and lists (one element per membership, plus
+        // an entry and a count word per bucket) within the byte budget.
+        let buckets: u64 = self.cells.iter().product();
+        let element_bytes = 4 * self.element_words() as u64;
+        let limit = (8 * children.len() as u64)
+            .min((max_bytes as u64).saturating_sub(8 * buckets) / element_bytes);
         let mut entries = 0u64;
         for &r in children {
             let k = (0..rank).fold(1u64, |acc, a| {
@@ -1056,6 +1074,10 @@ impl TreeBuild<'_> {
     }
 }
 
+/// The wire bytes a probe's region is taken to have (a rank-2 ROW_MAJOR region with one
+/// buffer), for the bucket lists' budget.
+const PROBE_REGION_BYTES: usize = 65;
+
 /// A level index over raw boxes, for tests and benchmarks of the index alone: the same
 /// build, validation and queries that decoding performs per subpaving level.
 #[derive(Debug)]
@@ -1079,6 +1101,7 @@ impl LevelIndexProbe {
             &base,
             extent,
             (0..n as u32).collect(),
+            n * PROBE_REGION_BYTES,
         )?;
         Ok(LevelIndexProbe {
             coords,
@@ -1133,6 +1156,7 @@ pub fn build_index_for_bench(coords: &[u64], rank: usize, extent: &[u64]) -> Res
         &base,
         extent,
         (0..n as u32).collect(),
+        n * PROBE_REGION_BYTES,
     )?;
     Ok(ix.heap_bytes())
 }

@@ -1750,6 +1750,7 @@ fn adversarial_geometries_decode_within_the_memory_bound() {
         ("cluster", geometry::cluster(141, 1 << 30)),
         ("spiral", geometry::spiral(20_000)),
         ("strips", geometry::bricks(20_000, 2)),
+        ("random splits", geometry::random_splits(20_000, 5)),
     ];
     // Time per byte against a plain grid of about the same size, decoded in this process:
     // best of three runs each, so a scheduler hiccup does not count.

@@ -104,3 +104,30 @@ pub fn coords(boxes: &Boxes) -> Vec<u64> {
         .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
         .collect()
 }
+
+/// Recursive random guillotine splits of a 2^20 square into `n` boxes (the irregular
+/// partition the bucket lists answer).
+pub fn random_splits(n: usize, seed: u64) -> (Boxes, [u64; 2]) {
+    let side = 1u64 << 20;
+    let mut s = seed | 1;
+    let mut v: Boxes = vec![([0, 0], [side, side])];
+    let mut i = 0;
+    while v.len() < n {
+        let at = i % v.len();
+        let (o, sh) = v[at];
+        let a = (next(&mut s) % 2) as usize;
+        if sh[a] < 2 {
+            i += 1;
+            continue;
+        }
+        let cut = 1 + next(&mut s) % (sh[a] - 1);
+        let (mut o2, mut s1, mut s2) = (o, sh, sh);
+        s1[a] = cut;
+        s2[a] = sh[a] - cut;
+        o2[a] += cut;
+        v[at] = (o, s1);
+        v.push((o2, s2));
+        i += 7;
+    }
+    (v, [side, side])
+}
