@@ -105,6 +105,14 @@ fn tiny_clusters_beside_huge_boxes_stay_polylogarithmic() {
 }
 
 #[test]
+fn thick_spirals_stay_polylogarithmic() {
+    for n in [200, 20_000, 100_000] {
+        let (b, e) = thick_spiral(n);
+        check("thick spiral", &b, e, false);
+    }
+}
+
+#[test]
 fn deep_spirals_stay_polylogarithmic() {
     for n in [60, 6_000, 100_000] {
         let (b, e) = spiral(n);
@@ -147,6 +155,7 @@ fn decode_and_locate_on_a_64_kib_stack() {
         bricks(4_000, 1 << 20),
         cluster(90, 1 << 30),
         spiral(8_000),
+        thick_spiral(20_000),
     ];
     let encoded: Vec<(Vec<u8>, Boxes, [u64; 2])> = cases
         .into_iter()

@@ -131,3 +131,46 @@ pub fn random_splits(n: usize, seed: u64) -> (Boxes, [u64; 2]) {
     }
     (v, [side, side])
 }
+
+/// A spiral whose strips are cut into cells so that each strip holds a sixteenth of the
+/// regions still to come: the only clean cuts leave 1/16 of a set on one side, which drove
+/// the old k-d tree build's recursion about log(n) / log(16/15) deep.
+pub fn thick_spiral(n: u64) -> (Boxes, [u64; 2]) {
+    let side = 1u64 << 31;
+    let (mut x0, mut y0, mut x1, mut y1) = (0u64, 0u64, side, side);
+    let mut v = Vec::new();
+    let mut left = n;
+    let mut k = 0;
+    while left > 16 {
+        let cells = left.div_ceil(16);
+        left -= cells;
+        // The strip: (origin, extent) with the long axis `long`.
+        let (o, e, long) = match k % 4 {
+            0 => ([x0, y0], [x1 - x0, 1], 0),
+            1 => ([x1 - 1, y0], [1, y1 - y0], 1),
+            2 => ([x0, y1 - 1], [x1 - x0, 1], 0),
+            _ => ([x0, y0], [1, y1 - y0], 1),
+        };
+        match k % 4 {
+            0 => y0 += 1,
+            1 => x1 -= 1,
+            2 => y1 -= 1,
+            _ => x0 += 1,
+        }
+        let len = e[long] / cells;
+        for c in 0..cells {
+            let mut co = o;
+            let mut ce = e;
+            co[long] += c * len;
+            ce[long] = if c + 1 == cells {
+                e[long] - c * len
+            } else {
+                len
+            };
+            v.push((co, ce));
+        }
+        k += 1;
+    }
+    v.push(([x0, y0], [x1 - x0, y1 - y0]));
+    (v, [side, side])
+}
