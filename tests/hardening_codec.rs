@@ -389,3 +389,156 @@ proptest! {
         assert_paths_agree(et, shape, &top, &sub, &bufs);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Item: FileReader::from_bytes on a misaligned source stays within the mapped path's bound.
+
+/// A `.tdf` file of `regions` empty-buffer COO regions (one subpaving tensor: 2 empty
+/// buffers per region) and `dense` small 64-byte-aligned float32 tensors (one 12-byte
+/// buffer each): many small and empty buffers.
+fn many_buffers_file(regions: u64, dense: usize) -> Vec<u8> {
+    let specs: Vec<RegionSpec> = (0..regions)
+        .map(|i| RegionSpec::new(&[i], &[1], NodeSpec::coo(0, 0)))
+        .collect();
+    let sparse = TensorBuilder::subpaving(ElementType::Uint8, &[regions], specs)
+        .build()
+        .unwrap();
+    let small = TensorBuilder::row_major(ElementType::Float32, &[3])
+        .build()
+        .unwrap();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    let empty: Vec<&[u8]> = vec![&[]; 2 * regions as usize];
+    w.write_tensor("sparse", &sparse, &empty).unwrap();
+    let data = [7u8; 12];
+    for i in 0..dense {
+        w.write_tensor(&format!("d{i}"), &small, &[&data]).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// Open (`open` reads from `src`), then hand out every buffer of every tensor one by one,
+/// holding the reader: the peak heap of the whole, and the number of buffers.
+fn read_all<'a>(open: impl FnOnce() -> Result<FileReader<'a>>) -> (Result<usize>, usize) {
+    measure(|| {
+        let r = open()?;
+        let mut n = 0;
+        for e in r.entries() {
+            let count = e.descriptor().map_or(0, |d| d.effective_buffers().len());
+            for k in 0..count {
+                std::hint::black_box(e.buffer(k)?);
+                n += 1;
+            }
+        }
+        Ok(n)
+    })
+}
+
+/// `from_bytes` on a source whose address is not aligned to the file's
+/// data_buffer_alignment made an aligned copy of every misaligned buffer and booked a
+/// map entry for each — empty ones included: 92 MB peak heap for an 8.7 MB file. The
+/// bound is now the one the mapped path meets: peak heap ≤ 2 × file size + 64 KiB, for
+/// opening the file and handing out every buffer.
+#[test]
+fn file_from_misaligned_bytes_is_bounded_like_the_mapped_path() {
+    let regions: u64 = std::env::var("TENSORDESC_HARDENING_REGIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8_000);
+    let dense = (regions / 16) as usize;
+    let bytes = many_buffers_file(regions, dense);
+    let want = 2 * regions as usize + dense;
+    let bound = 2 * bytes.len() + 64 * 1024;
+
+    // The mapped path, for reference.
+    let path = std::env::temp_dir().join(format!(
+        "tensordesc-hardening-{}-{}.tdf",
+        std::process::id(),
+        regions
+    ));
+    std::fs::write(&path, &bytes).unwrap();
+    let (n, mapped_peak) = read_all(|| FileReader::open(&path, Mode::Strict));
+    std::fs::remove_file(&path).ok();
+    assert_eq!(n.unwrap(), want);
+
+    // The same bytes in a Vec, at an address 1 past a 64-byte boundary.
+    let mut storage = vec![0u8; bytes.len() + 128];
+    let off = storage.as_ptr().align_offset(64) + 1;
+    storage[off..off + bytes.len()].copy_from_slice(&bytes);
+    let src = &storage[off..off + bytes.len()];
+    let (n, peak) = read_all(|| FileReader::from_bytes(src, Mode::Strict));
+    assert_eq!(n.unwrap(), want);
+    println!(
+        "file of {} B ({want} buffers, {} empty): mapped peak {mapped_peak} B ({:.2}x), misaligned from_bytes peak {peak} B ({:.2}x)",
+        bytes.len(),
+        2 * regions,
+        mapped_peak as f64 / bytes.len() as f64,
+        peak as f64 / bytes.len() as f64
+    );
+    assert!(
+        mapped_peak <= bound,
+        "mapped: peak {mapped_peak} B exceeds {bound} B"
+    );
+    assert!(
+        peak <= bound,
+        "misaligned from_bytes: peak {peak} B for a {}-byte file exceeds {bound} B",
+        bytes.len()
+    );
+    // An aligned source needs no copy at all.
+    let off = storage.as_ptr().align_offset(64);
+    storage.copy_within(off + 1..off + 1 + bytes.len(), off);
+    let src = &storage[off..off + bytes.len()];
+    let (n, aligned_peak) = read_all(|| FileReader::from_bytes(src, Mode::Strict));
+    assert_eq!(n.unwrap(), want);
+    assert!(
+        aligned_peak <= mapped_peak + 64 * 1024,
+        "aligned: {aligned_peak} B"
+    );
+}
+
+/// Buffers handed out from the realigned copy hold the same bytes as in place, at aligned
+/// addresses, for tensors of one and of several non-empty buffers, and bind and read alike.
+#[test]
+fn file_from_misaligned_bytes_hands_out_the_same_buffers() {
+    let csr = TensorBuilder::new(ElementType::Float32, &[3, 4], NodeSpec::csr(3, 3))
+        .build()
+        .unwrap();
+    let dense = TensorBuilder::row_major(ElementType::Float64, &[5])
+        .build()
+        .unwrap();
+    let vals: Vec<u8> = [1.5f32, 2.5, 3.5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let d64: Vec<u8> = (0..5)
+        .flat_map(|v| (v as f64 * 0.25).to_le_bytes())
+        .collect();
+    let mut w = FileWriter::with_alignment(Vec::new(), 256).unwrap();
+    w.write_tensor("dense", &dense, &[&d64]).unwrap();
+    let ip = words(&[0, 1, 1, 3]);
+    let ix = words(&[2, 0, 3]);
+    w.write_tensor("csr", &csr, &[&ip, &ix, &vals]).unwrap();
+    let bytes = w.finish().unwrap();
+    // One copy at a 256-byte boundary, one 8 bytes past it (aligned for u64, not for the
+    // handles' 64 bytes).
+    let place = |shift: usize| {
+        let mut v = vec![0u8; bytes.len() + 512];
+        let at = v.as_ptr().align_offset(256) + shift;
+        v[at..at + bytes.len()].copy_from_slice(&bytes);
+        (v, at)
+    };
+    let ((va, a), (vs, s)) = (place(0), place(8));
+    let aligned = FileReader::from_bytes(&va[a..a + bytes.len()], Mode::Strict).unwrap();
+    let r = FileReader::from_bytes(&vs[s..s + bytes.len()], Mode::Strict).unwrap();
+    for (e, want) in r.entries().zip(aligned.entries()) {
+        let (got, want) = (e.buffers().unwrap(), want.buffers().unwrap());
+        assert_eq!(got, want, "{}", e.name());
+        for b in &got {
+            assert_eq!(b.as_ptr() as usize % 64, 0, "{}: misaligned", e.name());
+        }
+    }
+    let t = r.get("csr").unwrap().bound().unwrap();
+    assert_eq!(t.get_f64(&[2, 3]).unwrap(), 3.5);
+    assert_eq!(t.get_f64(&[2, 2]).unwrap(), 0.0);
+    let t = r.get("dense").unwrap().bound().unwrap();
+    assert_eq!(t.get_f64(&[4]).unwrap(), 1.0);
+}
