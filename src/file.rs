@@ -1263,8 +1263,8 @@ pub struct FileReader<'a> {
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
     /// `from_bytes` source whose address is not aligned to `data_buffer_alignment`: one
     /// aligned copy of every tensor's data region, made the first time a misaligned
-    /// non-empty buffer is requested.
-    realigned: Option<OnceLock<Result<Realigned>>>,
+    /// non-empty buffer is requested (boxed: most readers never need it).
+    realigned: Option<Box<OnceLock<Result<Realigned>>>>,
 }
 
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
@@ -1844,7 +1844,7 @@ impl<'a> FileReader<'a> {
     /// documentation).
     pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
         let p = parse(bytes, mode, false)?;
-        let realigned = (!p.in_place).then(OnceLock::new);
+        let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
         Ok(FileReader::assemble(
             Source::Borrowed(bytes),
             mode,
@@ -1857,7 +1857,7 @@ impl<'a> FileReader<'a> {
         source: Source<'a>,
         mode: Mode,
         p: Parsed,
-        realigned: Option<OnceLock<Result<Realigned>>>,
+        realigned: Option<Box<OnceLock<Result<Realigned>>>>,
     ) -> FileReader<'a> {
         FileReader {
             source,

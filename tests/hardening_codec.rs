@@ -306,7 +306,10 @@ fn lying_sorted_row_reads_the_same_at_top_level_and_in_a_region() {
 
 /// Random CSR/CSC contents, sorted or not, duplicated or not, any flags (SORTED|UNIQUE
 /// most often, the combination the fast path takes), malformed pointers now and then.
-fn case() -> impl Strategy<Value = (usize, [u64; 2], bool, u8, Vec<u64>, Vec<Vec<u64>>, u64)> {
+/// (element type number, shape, CSC?, flags, pointer lie, segments, seed).
+type Case = (usize, [u64; 2], bool, u8, Vec<u64>, Vec<Vec<u64>>, u64);
+
+fn case() -> impl Strategy<Value = Case> {
     let ets = 0usize..5;
     (ets, 1u64..5, 1u64..9, any::<bool>(), 0u8..8, any::<u64>()).prop_flat_map(
         |(et, rows, cols, csc, flag_pick, seed)| {
