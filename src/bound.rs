@@ -780,8 +780,9 @@ impl<'a> BoundTensor<'a> {
             HashSet::new()
         };
         let mut prev: Option<&[u8]> = None;
+        let overflow = || Error::new(ErrorKind::Internal, "a COO coordinate tuple's position");
         for (p, t) in idx.chunks_exact(8 * rank).enumerate() {
-            let mut lin = 0u64;
+            let mut lin = Some(0u64);
             for (k, v) in Words(t).iter().enumerate() {
                 if v >= shape[k] {
                     return Err(content_error(
@@ -796,11 +797,10 @@ impl<'a> BoundTensor<'a> {
                         ),
                     ));
                 }
-                // Exact when no extent is 0 (the element count then fits u64). With a zero
-                // extent the count is 0 whatever the other extents, so the product may wrap
-                // — but then this entry fails the range check on that axis before `lin`
-                // is used.
-                lin = lin.wrapping_mul(shape[k]).wrapping_add(v);
+                // Fits when no extent is 0 (the element count then fits u64), and with a
+                // zero extent this entry fails the range check above first; checked all
+                // the same (only needed for the UNIQUE set, so `None` is kept, not used).
+                lin = lin.and_then(|l| l.checked_mul(shape[k])?.checked_add(v));
             }
             if sorted {
                 if let Some(pt) = prev {
@@ -826,7 +826,7 @@ impl<'a> BoundTensor<'a> {
                     }
                 }
                 prev = Some(t);
-            } else if unique && !seen.insert(lin) {
+            } else if unique && !seen.insert(lin.ok_or_else(overflow)?) {
                 return Err(content_error(
                     d,
                     region,
@@ -950,7 +950,15 @@ impl<'a> BoundTensor<'a> {
                         }
                     }
                     last = Some(v);
-                } else if unique && !seen.insert((m as u64) * minors + v) {
+                } else if unique
+                    && !seen.insert(
+                        (m as u64)
+                            .checked_mul(minors)
+                            .and_then(|k| k.checked_add(v))
+                            // m < majors and v < minors: below the element count.
+                            .ok_or_else(|| Error::new(ErrorKind::Internal, "segment key"))?,
+                    )
+                {
                     return Err(content_error(
                         d,
                         region,
@@ -1104,10 +1112,13 @@ impl<'a> BoundTensor<'a> {
                     format_args!("row length {len} exceeds the {} positions", g.positions),
                 ));
             }
-            let start = r as u64 * g.max_blocks;
-            let blocks = table
-                .range(start, start + len.div_ceil(block_size))
-                .ok_or_else(|| Error::new(ErrorKind::Internal, "block table row"))?;
+            // Inside the table, whose size 8 × rows × max_blocks decoding checked.
+            let row = || Error::new(ErrorKind::Internal, "block table row");
+            let start = (r as u64).checked_mul(g.max_blocks).ok_or_else(row)?;
+            let end = start
+                .checked_add(len.div_ceil(block_size))
+                .ok_or_else(row)?;
+            let blocks = table.range(start, end).ok_or_else(row)?;
             for (b, page) in blocks.iter().enumerate() {
                 if page != u64::MAX && page >= total {
                     return Err(content_error(
@@ -1258,7 +1269,10 @@ impl<'a> BoundTensor<'a> {
                 let b = self.buf(node, 0)?;
                 let esize = et.storage_bytes() as i128;
                 strided_reach(strides, shape, |pos| {
-                    let byte = node.byte_offset as i128 + pos * esize;
+                    let byte = pos
+                        .checked_mul(esize)
+                        .and_then(|b| b.checked_add(node.byte_offset as i128))
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "a strided element"))?;
                     let entry = u64::try_from(byte / esize).unwrap_or(u64::MAX);
                     check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), 0, entry)
                 })
@@ -1290,11 +1304,22 @@ impl<'a> BoundTensor<'a> {
         let table = Words(self.buf(node, 0)?);
         for (r, len) in Words(self.buf(node, 1)?).iter().enumerate() {
             let len = len.min(g.positions);
-            let start = r as u64 * g.max_blocks;
+            // Unreachable overflows (the table size was checked at decode) skip the row's
+            // blocks: no page is then marked used through them.
+            let Some(start) = (r as u64).checked_mul(g.max_blocks) else {
+                continue;
+            };
             for b in 0..len.div_ceil(block_size) {
-                let page = table.get(start + b).unwrap_or(u64::MAX);
+                let page = start
+                    .checked_add(b)
+                    .and_then(|e| table.get(e))
+                    .unwrap_or(u64::MAX);
+                // b < ceil(len / block_size), so b × block_size < len.
+                let used_here = b
+                    .checked_mul(block_size)
+                    .map_or(0, |s| (len - s.min(len)).min(block_size));
                 if let Some(u) = usize::try_from(page).ok().and_then(|p| used.get_mut(p)) {
-                    *u = (*u).max((len - b * block_size).min(block_size));
+                    *u = (*u).max(used_here);
                 }
             }
         }
@@ -1305,7 +1330,12 @@ impl<'a> BoundTensor<'a> {
                 let positions = used.get(page).copied().unwrap_or(0);
                 page += 1;
                 if positions > 0 {
-                    run(2 + j, local * g.page_bytes, positions * g.inner)?;
+                    // local < k pages of this pool, positions <= block_size: both products
+                    // are below sizes decoding checked.
+                    let overflow = || Error::new(ErrorKind::Internal, "a page's position");
+                    let start = local.checked_mul(g.page_bytes).ok_or_else(overflow)?;
+                    let count = positions.checked_mul(g.inner).ok_or_else(overflow)?;
+                    run(2 + j, start, count)?;
                 }
             }
         }
@@ -1331,16 +1361,22 @@ fn strided_reach(
         .filter(|&(&s, &e)| s != 0 && e > 1)
         .map(|(&s, &e)| (s, e))
         .collect();
+    // Each term fits (|s| <= 2^63, e < 2^64); the sums fit when the element count does
+    // (decoding checked the reach), and are checked all the same.
+    let reach = || Error::new(ErrorKind::Internal, "strided reach overflows");
     let lo: i128 = axes
         .iter()
         .filter(|(s, _)| *s < 0)
-        .map(|&(s, e)| s as i128 * (e as i128 - 1))
-        .sum();
+        .try_fold(0i128, |acc, &(s, e)| {
+            acc.checked_add((s as i128).checked_mul(e as i128 - 1)?)
+        })
+        .ok_or_else(reach)?;
     let span: u128 = axes
         .iter()
-        .map(|&(s, e)| s.unsigned_abs() as u128 * (e as u128 - 1))
-        .sum::<u128>()
-        + 1;
+        .try_fold(1u128, |acc, &(s, e)| {
+            acc.checked_add((s.unsigned_abs() as u128).checked_mul(e as u128 - 1)?)
+        })
+        .ok_or_else(reach)?;
     let count = axes
         .iter()
         .try_fold(1u128, |c, &(_, e)| c.checked_mul(e as u128))
@@ -1351,8 +1387,10 @@ fn strided_reach(
             let pos: i128 = axes
                 .iter()
                 .zip(&k)
-                .map(|(&(s, _), &i)| s as i128 * i as i128)
-                .sum();
+                .try_fold(0i128, |acc, (&(s, _), &i)| {
+                    acc.checked_add((s as i128).checked_mul(i as i128)?)
+                })
+                .ok_or_else(reach)?;
             f(pos)?;
             let mut a = axes.len();
             loop {
@@ -1375,9 +1413,14 @@ fn strided_reach(
         .map_err(|_| Error::new(ErrorKind::Internal, "strided span exceeds memory"))?;
     let mut cur = vec![true];
     for &(s, e) in &axes {
-        let t = s.unsigned_abs() as usize;
-        let e = e as usize;
-        let len = cur.len() + (e - 1) * t;
+        let t = usize::try_from(s.unsigned_abs()).map_err(|_| reach())?;
+        let e = usize::try_from(e).map_err(|_| reach())?;
+        // At most `span` entries, which fit inside the data buffer.
+        let len = (e - 1)
+            .checked_mul(t)
+            .and_then(|x| x.checked_add(cur.len()))
+            .filter(|&l| l <= span)
+            .ok_or_else(reach)?;
         let mut next = vec![false; len];
         for r in 0..t.min(len) {
             let mut inside = 0usize;
@@ -1387,6 +1430,7 @@ fn strided_reach(
                 if cur.get(p).copied().unwrap_or(false) {
                     inside += 1;
                 }
+                // steps >= e: p = r + steps × t >= e × t, so no overflow or underflow.
                 if steps >= e && cur.get(p - e * t).copied().unwrap_or(false) {
                     inside -= 1;
                 }

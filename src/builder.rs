@@ -539,15 +539,17 @@ impl TensorBuilder {
                 vec![off.saturating_add(bytes(et, n))]
             }
             LayoutSpec::Strided(strides) => {
-                // |hi| < 2^127 (each |stride| <= 2^63, the extents' product fits u64).
+                // Each term is below 2^127 (|stride| <= 2^63, extent < 2^64); the sum
+                // saturates rather than wrap for a shape the build then rejects.
                 let mut hi: i128 = 0;
                 for (&s, &e) in strides.iter().zip(shape) {
                     if e > 0 && s > 0 {
-                        hi += s as i128 * (e as i128 - 1);
+                        hi = hi.saturating_add(s as i128 * (e as i128 - 1));
                     }
                 }
-                let end = (hi + 1)
-                    .checked_mul(et.storage_bytes() as i128)
+                let end = hi
+                    .checked_add(1)
+                    .and_then(|h| h.checked_mul(et.storage_bytes() as i128))
                     .and_then(|b| b.checked_add(off as i128));
                 vec![end.and_then(|e| u64::try_from(e).ok()).unwrap_or(u64::MAX)]
             }

@@ -487,7 +487,7 @@ impl Decoder {
                 return None;
             }
         }
-        let count = shape.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e))?;
+        let count = layout::exact_product(shape.iter().copied())?;
         let need = self.et.bytes_for(count)?;
         if byte_offset > h.size_bytes || h.size_bytes - byte_offset < need {
             return None;
@@ -1063,6 +1063,13 @@ impl Descriptor {
             index,
         )
         .ok_or_else(|| {
+            if layout::classify(self.layout_tag()) == layout::LayoutClass::Dense {
+                // Checked arithmetic that decoding's size checks make unreachable.
+                return Error::new(
+                    ErrorKind::Internal,
+                    format!("the position of element {index:?} overflows u64"),
+                );
+            }
             Error::new(
                 ErrorKind::LayoutRequiresMultiBuffer,
                 format!(
@@ -1164,7 +1171,7 @@ impl Descriptor {
                 };
                 (b.origin(region), b.shape(region))
             };
-            return Ok(self.dense_location(reg, node, index, origin, shape));
+            return self.dense_location(reg, node, index, origin, shape);
         }
         if let Layout::Unknown { tag, .. } = node.layout {
             return Err(Error::new(
@@ -1199,6 +1206,13 @@ impl Descriptor {
                 byte_offset,
                 bit_shift,
             }),
+            None if layout::classify(node.layout.tag()) == layout::LayoutClass::Dense => {
+                // Checked arithmetic that decoding's size checks make unreachable.
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("the position of element {index:?} overflows u64"),
+                ))
+            }
             None => {
                 let mut local_index = [0u64; MAX_RANK];
                 self.local_index(region, index, &mut local_index);
@@ -1222,19 +1236,28 @@ impl Descriptor {
         index: &[u64],
         origin: &[u64],
         shape: &[u64],
-    ) -> Location {
-        let pos = tile_position(
+    ) -> Result<Location> {
+        // Below the leaf's data size, which decoding checked; checked all the same.
+        let byte_offset = tile_position(
             matches!(node.layout, Layout::RowMajor),
             index,
             origin,
             shape,
-        );
-        Location::Dense {
+        )
+        .and_then(|pos| pos.checked_mul(self.element_type.storage_bytes()))
+        .and_then(|b| b.checked_add(node.byte_offset))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("the position of element {index:?} overflows u64"),
+            )
+        })?;
+        Ok(Location::Dense {
             region,
             buffer: node.first_buffer,
-            byte_offset: node.byte_offset + pos * self.element_type.storage_bytes(),
+            byte_offset,
             bit_shift: 0,
-        }
+        })
     }
 
     /// The fastest case of [`locate`](Self::locate): a subpaving whose levels are grids or
@@ -1266,11 +1289,12 @@ impl Descriptor {
             if let Some((u, first)) = level.uniform() {
                 // A regular tiling: the tile's layout and buffer follow from its number,
                 // so the region record is not read at all.
-                let pos = tile_position(u.row_major, index, &lo[..rank], &ext[..rank]);
+                // An overflow (impossible for a decoded tiling) takes the general path.
+                let pos = tile_position(u.row_major, index, &lo[..rank], &ext[..rank])?;
                 return Some(Ok(Location::Dense {
                     region: Some(r),
                     buffer: u.first_buffer + (r - first),
-                    byte_offset: pos * self.element_type.storage_bytes(),
+                    byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
                     bit_shift: 0,
                 }));
             }
@@ -1279,13 +1303,7 @@ impl Descriptor {
         if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
             return None;
         }
-        Some(Ok(self.dense_location(
-            Some(region),
-            node,
-            index,
-            &lo[..rank],
-            &ext[..rank],
-        )))
+        Some(self.dense_location(Some(region), node, index, &lo[..rank], &ext[..rank]))
     }
 
     /// Encode to bytes.
@@ -1417,17 +1435,16 @@ impl Descriptor {
 }
 
 /// Element position of global `index` in a row- or column-major tile at `origin` with
-/// extent `shape` (the index lies in the tile).
+/// extent `shape` (the index lies in the tile). Checked: `None` on overflow, which an
+/// index inside a decoded tile (whose element count fits u64) cannot cause.
 #[inline]
-fn tile_position(row_major: bool, index: &[u64], origin: &[u64], shape: &[u64]) -> u64 {
-    let local = index.iter().zip(origin).map(|(&i, &o)| i - o);
+fn tile_position(row_major: bool, index: &[u64], origin: &[u64], shape: &[u64]) -> Option<u64> {
+    let step = |acc: u64, (l, &e): (Option<u64>, &u64)| acc.checked_mul(e)?.checked_add(l?);
+    let local = index.iter().zip(origin).map(|(&i, &o)| i.checked_sub(o));
     if row_major {
-        local.zip(shape).fold(0u64, |acc, (l, &e)| acc * e + l)
+        local.zip(shape).try_fold(0u64, step)
     } else {
-        local
-            .zip(shape)
-            .rev()
-            .fold(0u64, |acc, (l, &e)| acc * e + l)
+        local.zip(shape).rev().try_fold(0u64, step)
     }
 }
 

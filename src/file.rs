@@ -394,6 +394,16 @@ impl fmt::Debug for AlignedBuf {
     }
 }
 
+/// An empty slice at an address aligned to `align` (a power of two): how an empty buffer
+/// is handed out when its place in the source is not aligned enough. Allocates nothing.
+fn empty_aligned(align: usize) -> &'static [u8] {
+    let p = std::ptr::without_provenance::<u8>(align.max(1));
+    // SAFETY: a zero-length slice reads no memory; it needs only a non-null pointer aligned
+    // for `u8`, and `p` is the address `align` >= 1 (non-null; any address is aligned for
+    // u8, and this one is also aligned to `align`, as the handle requires).
+    unsafe { std::slice::from_raw_parts(p, 0) }
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory map
 // ---------------------------------------------------------------------------------------
@@ -1211,11 +1221,14 @@ enum Source<'a> {
 /// handed out at an address that satisfies its handle's `2^alignment_log2`. A mapping starts
 /// on a page boundary and every buffer starts at a multiple of the file's
 /// `data_buffer_alignment`, so in a mapped file every buffer needing at most the page size
-/// (4 KiB or more) is in place. A buffer needing more than the mapping's address provides —
-/// or any buffer of a `from_bytes` source that is not aligned enough — is copied into an
-/// aligned owned allocation ([`AlignedBuf`]) the first time it is requested, and that copy is
-/// kept for the reader's lifetime. Pass `from_bytes` a slice aligned to the file's
-/// `data_buffer_alignment` to avoid all copies.
+/// (4 KiB or more) is in place; a non-empty buffer needing more is copied into an aligned
+/// owned allocation ([`AlignedBuf`]) the first time it is requested. A `from_bytes` source
+/// whose address is not aligned to `data_buffer_alignment` is instead copied whole, once,
+/// into one aligned allocation the first time a buffer needing it is requested, and every
+/// such buffer is handed out from there: at most one extra copy of the file, whatever the
+/// number of buffers. An empty buffer is never copied (it is handed out as an empty slice
+/// at an aligned address). Copies are kept for the reader's lifetime. Pass `from_bytes` a
+/// slice aligned to the file's `data_buffer_alignment` to avoid all copies.
 ///
 /// Strict mode rejects the whole file on any violation. Permissive mode reads a file of a
 /// newer minor version as 1.0 and keeps tensors it cannot interpret as *opaque entries*
@@ -1241,8 +1254,79 @@ pub struct FileReader<'a> {
     offsets: Vec<u64>,
     names: NameIndex,
     names_text: String,
+    /// Every buffer's address in the source satisfies its handle's alignment (empty
+    /// buffers included): slices are handed out as they are.
+    in_place: bool,
+    /// Mapped source only: an aligned copy, made on first use, of each non-empty buffer
+    /// whose address in the mapping is not aligned enough (booked at open; such buffers
+    /// need more than the page alignment, so they lie at least 8 KiB apart).
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
+    /// `from_bytes` source whose address is not aligned to `data_buffer_alignment`: one
+    /// aligned copy of every tensor's data region, made the first time a misaligned
+    /// non-empty buffer is requested (boxed: most readers never need it).
+    realigned: Option<Box<OnceLock<Result<Realigned>>>>,
 }
+
+/// The data regions of a `from_bytes` source, copied once into one allocation aligned to
+/// `data_buffer_alignment`, each region starting at a multiple of it — so every buffer,
+/// which starts at such a multiple inside its region, is aligned as its handle requires.
+/// Names, descriptors and record headers are not copied: the copy is at most the file's
+/// size (data regions lie at distinct multiples of the alignment in the file too).
+struct Realigned {
+    data: AlignedBuf,
+    /// Position of entry `i`'s data region in `data` (`u64::MAX`: not copied — an opaque
+    /// entry, whose buffers are not handed out, or an empty region).
+    start: Vec<u64>,
+}
+
+impl Realigned {
+    fn new(r: &FileReader<'_>) -> Result<Realigned> {
+        let a = u64::from(r.alignment.max(1));
+        let src = r.as_bytes();
+        let region = |e: &Entry| {
+            let s = e.data_start(r.alignment);
+            (e.problem.is_none() && e.data_length > 0).then(|| (s, s + e.data_length))
+        };
+        // Regions lie inside the file (checked at open), so these sums stay below its size.
+        let mut total = 0u64;
+        for e in &r.entries {
+            if let Some((s, end)) = region(e) {
+                total = round_up(total, a)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(end - s);
+            }
+        }
+        let cap = usize::try_from(total)
+            .map_err(|_| err(ErrorKind::Internal, "data regions larger than the file"))?;
+        let mut data = AlignedBuf::with_capacity(cap, a as usize)?;
+        let mut start = Vec::with_capacity(r.entries.len());
+        for e in &r.entries {
+            match region(e) {
+                Some((s, end)) => {
+                    // Within `cap`: the same rounding as the sizing pass above.
+                    let at = round_up(data.len() as u64, a)
+                        .and_then(|x| usize::try_from(x).ok())
+                        .filter(|&x| x <= cap)
+                        .ok_or_else(|| err(ErrorKind::Internal, "data region copy overflows"))?;
+                    while data.len() < at {
+                        let n = (at - data.len()).min(ZERO_PAD.len());
+                        data.extend_from_slice(&ZERO_PAD[..n])?;
+                    }
+                    let bytes = src.get(s as usize..end as usize).ok_or_else(|| {
+                        err(ErrorKind::Internal, "a data region lies outside the file")
+                    })?;
+                    data.extend_from_slice(bytes)?;
+                    start.push(at as u64);
+                }
+                None => start.push(u64::MAX),
+            }
+        }
+        Ok(Realigned { data, start })
+    }
+}
+
+/// Zero bytes for padding between copied data regions.
+static ZERO_PAD: [u8; 4096] = [0; 4096];
 
 impl fmt::Debug for FileReader<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1263,6 +1347,7 @@ struct Parsed {
     offsets: Vec<u64>,
     names: NameIndex,
     names_text: String,
+    in_place: bool,
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
 }
 
@@ -1380,7 +1465,11 @@ pub(crate) fn prefetch<T>(b: &[T], at: usize) {
     let _ = (b, at);
 }
 
-fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
+/// Parse the file `b`. With `book_copies`, each non-empty buffer whose address in `b` is
+/// not aligned as its handle requires gets an entry in `copies`; without, none does (the
+/// caller copies the whole source instead). `in_place` tells whether every buffer, empty
+/// ones included, is aligned where it lies.
+fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
     let len = b.len();
     if len < FILE_HEADER_BYTES as usize {
         if len >= 8 && b[..8] != FILE_MAGIC {
@@ -1441,6 +1530,7 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
     let mut names_text: Vec<u8> = Vec::new();
     names.keys.reserve(guess);
     let mut copies: HashMap<usize, OnceLock<AlignedBuf>> = HashMap::new();
+    let mut in_place = true;
     let mut cache = DecodeCache::new(len);
     let mut pos = FILE_HEADER_BYTES as usize;
     let mut ahead = ReadAhead { next: pos };
@@ -1684,7 +1774,12 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
                         }
                         for (k, h) in handles.iter().enumerate() {
                             if (base + offsets[first + k] as usize) % h.alignment() as usize != 0 {
-                                copies.insert(first + k, OnceLock::new());
+                                in_place = false;
+                                // An empty buffer is handed out as an empty slice at an
+                                // aligned address: nothing to copy, nothing to book.
+                                if book_copies && h.size_bytes > 0 {
+                                    copies.insert(first + k, OnceLock::new());
+                                }
                             }
                         }
                     }
@@ -1719,6 +1814,7 @@ fn parse(b: &[u8], mode: Mode) -> Result<Parsed> {
         offsets,
         names,
         names_text,
+        in_place,
         copies,
     })
 }
@@ -1735,21 +1831,34 @@ impl FileReader<'static> {
 
     /// Parse a mapped file.
     pub fn from_mapping(map: Mapping, mode: Mode) -> Result<FileReader<'static>> {
-        let p = parse(map.as_bytes(), mode)?;
-        Ok(FileReader::assemble(Source::Mapped(map), mode, p))
+        let p = parse(map.as_bytes(), mode, true)?;
+        Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
 }
 
 impl<'a> FileReader<'a> {
-    /// Parse a file held in memory. Buffers are slices of `bytes`, except those whose
-    /// address in `bytes` is not aligned as their handle requires (copied on first use; see
-    /// the type's documentation).
+    /// Parse a file held in memory. Buffers are slices of `bytes` when `bytes` starts at
+    /// an address aligned to the file's `data_buffer_alignment`; otherwise the buffers
+    /// whose address is not aligned as their handle requires come from one aligned copy of
+    /// all of `bytes`, made the first time such a buffer is requested (see the type's
+    /// documentation).
     pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
-        let p = parse(bytes, mode)?;
-        Ok(FileReader::assemble(Source::Borrowed(bytes), mode, p))
+        let p = parse(bytes, mode, false)?;
+        let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
+        Ok(FileReader::assemble(
+            Source::Borrowed(bytes),
+            mode,
+            p,
+            realigned,
+        ))
     }
 
-    fn assemble(source: Source<'a>, mode: Mode, p: Parsed) -> FileReader<'a> {
+    fn assemble(
+        source: Source<'a>,
+        mode: Mode,
+        p: Parsed,
+        realigned: Option<Box<OnceLock<Result<Realigned>>>>,
+    ) -> FileReader<'a> {
         FileReader {
             source,
             mode,
@@ -1760,7 +1869,9 @@ impl<'a> FileReader<'a> {
             offsets: p.offsets,
             names: p.names,
             names_text: p.names_text,
+            in_place: p.in_place,
             copies: p.copies,
+            realigned,
         }
     }
 
@@ -1997,20 +2108,56 @@ impl<'r> TensorEntry<'r> {
         let Some((h, bytes)) = self.in_source(d, k) else {
             return Err(self.outside(k));
         };
-        if self.r.copies.is_empty() {
+        if self.r.in_place {
             return Ok(bytes);
         }
+        let align = h.alignment() as usize;
+        if (bytes.as_ptr() as usize) % align == 0 {
+            return Ok(bytes);
+        }
+        // The address in the source is not aligned enough.
+        if bytes.is_empty() {
+            return Ok(empty_aligned(align));
+        }
+        if let Some(cell) = &self.r.realigned {
+            // One aligned copy of every data region (made once, kept for the reader's
+            // lifetime; concurrent callers wait for the first): the buffer keeps its
+            // offset from its region's start, a multiple of data_buffer_alignment, which
+            // is at least its handle's alignment.
+            let copy = cell
+                .get_or_init(|| Realigned::new(self.r))
+                .as_ref()
+                .map_err(Clone::clone)?;
+            let data_start = self.e().data_start(self.r.alignment);
+            let in_region = self
+                .r
+                .offsets
+                .get(flat)
+                .and_then(|o| o.checked_sub(data_start));
+            return copy
+                .start
+                .get(self.i)
+                .and_then(|&at| usize::try_from(at.checked_add(in_region?)?).ok())
+                .and_then(|s| copy.data.as_slice().get(s..s.checked_add(bytes.len())?))
+                .ok_or_else(|| self.outside(k));
+        }
         match self.r.copies.get(&flat) {
-            // The address in the source is not aligned enough: hand out an aligned copy,
-            // made once and kept for the reader's lifetime.
+            // Mapped: an aligned copy of this buffer, made once and kept for the reader's
+            // lifetime.
             Some(cell) => {
                 if let Some(c) = cell.get() {
                     return Ok(c.as_slice());
                 }
-                let copy = AlignedBuf::from_slice(bytes, h.alignment() as usize)?;
+                let copy = AlignedBuf::from_slice(bytes, align)?;
                 Ok(cell.get_or_init(|| copy).as_slice())
             }
-            None => Ok(bytes),
+            None => Err(err(
+                ErrorKind::Internal,
+                format!(
+                    "buffer {k} of tensor {:?} is not aligned and has no copy",
+                    self.name()
+                ),
+            )),
         }
     }
 
@@ -2048,7 +2195,7 @@ impl<'r> TensorEntry<'r> {
         let d = self.check_usable()?;
         // The common case — one buffer, no aligned copies in the file — skips the
         // per-buffer checks that open already made.
-        if let ([_], true) = (d.effective_buffers(), self.r.copies.is_empty()) {
+        if let ([_], true) = (d.effective_buffers(), self.r.in_place) {
             let bound = self
                 .in_source(d, 0)
                 .and_then(|(_, b)| BoundTensor::bind_one(d, b));

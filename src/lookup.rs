@@ -20,14 +20,16 @@
 //! UNIQUE and for a top-level BLOCK_PAGED tensor (slices, extents, block shift, page size),
 //! so the common lookup reads no descriptor structure. It answers only well-formed cases
 //! and hands anything else (a bad index, a malformed pointer, a page past the pools) to
-//! the general path, which produces the exact result or error; both use the same search,
-//! so they agree even on contents that break the SORTED promise. Sorted segments are
-//! searched with a fixed number of branch-free steps (`Words::search`); a binary search
+//! the general path, which produces the exact result or error. Both search a segment with
+//! the same routine (`search_sorted`, over native words in the fast path and over
+//! little-endian bytes in the general one), so they agree even on contents that break the
+//! SORTED / UNIQUE promise. It takes a fixed number of branch-free steps; a binary search
 //! that branches on the data mispredicts half its steps on random keys.
 
 use crate::descriptor::{Descriptor, Node, NONE};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::layout::paged::PagedGeometry;
 use crate::layout::{self, dense, sparse_flags, BufferRole, Layout};
 use std::cmp::Ordering;
 
@@ -94,42 +96,58 @@ impl<'a> Words<'a> {
     /// Position of the first word equal to `key`, or `None` (the array should be sorted;
     /// if it is not, the answer may be a wrong position or `None`, never a panic).
     ///
-    /// Both ends are read first (two independent loads, so their cache misses overlap, and
-    /// a key outside `[first, last]` needs no search). Then, knowing `last >= key`, the
-    /// search runs over a virtual power-of-two array whose reads are clamped to the last
-    /// word — those entries are `>= key` like the padding they stand for — so it takes a
-    /// fixed number of steps with no data-dependent branch: up to 16 words, 4 straight-line
-    /// steps that compile to conditional moves (in a loop LLVM turns such selects back into
-    /// branches, which mispredict half the time on random keys).
+    /// This is [`search_sorted`] over the words, the routine the bind-time fast path uses
+    /// too, so both paths give the same answer on any contents.
     #[inline(always)]
     pub fn search(self, key: u64) -> Option<u64> {
         let b = self.0;
-        let n = b.len() / 8;
-        if n == 0 {
-            return None;
-        }
-        let last = n - 1;
-        if key < word(b, 0) || key > word(b, last) {
-            return None;
-        }
-        let at = |j: usize| word(b, j.min(last));
-        let below = |j: usize| ((at(j) < key) as usize).wrapping_neg();
-        let mut base = 0usize;
-        let mut half = if n > 16 { n.next_power_of_two() / 2 } else { 8 };
-        while half > 8 {
-            if at(base + half - 1) < key {
-                base += half;
-            }
-            half /= 2;
-        }
-        // Four steps settle membership among 16 entries: the one outcome a fifth compare
-        // would separate ("every entry is below the key") is "absent" either way.
-        base += 8 & below(base + 7);
-        base += 4 & below(base + 3);
-        base += 2 & below(base + 1);
-        base += 1 & below(base);
-        (word(b, base) == key).then_some(base as u64)
+        search_sorted(b.len() / 8, |j| word(b, j), key).map(|p| p as u64)
     }
+}
+
+/// Position of an entry equal to `key` among the `n` entries `at(0) … at(n − 1)` (which
+/// should be sorted ascending), or `None`. `at` is only called with `j < n`.
+///
+/// The one search of sorted indices in the crate: [`Words::search`] (over little-endian
+/// bytes: the general lookup path and CSF) and the bind-time CSR/CSC fast path (over native
+/// `u64` words) both call it, so they agree on every input, including contents that break
+/// the SORTED promise (unsorted, duplicated). On sorted contents the answer is the first
+/// position holding `key`; on unsorted contents it is some position holding `key`, or
+/// `None` although `key` is present — never a panic or a read outside `0..n`.
+///
+/// Both ends are read first (two independent loads, so their cache misses overlap, and
+/// a key outside `[first, last]` needs no search). Then, knowing `last >= key`, the
+/// search runs over a virtual power-of-two array whose reads are clamped to the last
+/// entry — those entries are `>= key` like the padding they stand for — so it takes a
+/// fixed number of steps with no data-dependent branch: up to 16 entries, 4 straight-line
+/// steps that compile to conditional moves (in a loop LLVM turns such selects back into
+/// branches, which mispredict half the time on random keys).
+#[inline(always)]
+pub(crate) fn search_sorted(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Option<usize> {
+    if n == 0 {
+        return None;
+    }
+    let last = n - 1;
+    if key < at(0) || key > at(last) {
+        return None;
+    }
+    let at = |j: usize| at(j.min(last));
+    let below = |j: usize| ((at(j) < key) as usize).wrapping_neg();
+    let mut base = 0usize;
+    let mut half = if n > 16 { n.next_power_of_two() / 2 } else { 8 };
+    while half > 8 {
+        if at(base + half - 1) < key {
+            base += half;
+        }
+        half /= 2;
+    }
+    // Four steps settle membership among 16 entries: the one outcome a fifth compare
+    // would separate ("every entry is below the key") is "absent" either way.
+    base += 8 & below(base + 7);
+    base += 4 & below(base + 3);
+    base += 2 & below(base + 1);
+    base += 1 & below(base);
+    (at(base) == key).then_some(base)
 }
 
 /// "tensor" or "region r".
@@ -613,13 +631,17 @@ fn find_paged(
     if pos >= len {
         return Ok(Slot::Zero);
     }
-    // prod(inner) and the row-major inner offset: the extents' product was checked at
-    // decode, and x is inside the shape, so neither can overflow.
+    // prod(inner) and the row-major inner offset: x is inside the shape, so no extent is 0
+    // and both are below the element count, which fits u64 — checked all the same.
+    let overflow = || internal(region, "an element position");
     let mut inner = 1u64;
     let mut inner_pos = 0u64;
     for (&i, &s) in x[2..].iter().zip(&shape[2..]) {
-        inner *= s;
-        inner_pos = inner_pos * s + i;
+        inner = inner.checked_mul(s).ok_or_else(overflow)?;
+        inner_pos = inner_pos
+            .checked_mul(s)
+            .and_then(|p| p.checked_add(i))
+            .ok_or_else(overflow)?;
     }
     let (max_blocks, blk, in_blk) = if block_size.is_power_of_two() {
         let sh = block_size.trailing_zeros();
@@ -643,14 +665,14 @@ fn find_paged(
     if page == u64::MAX {
         return Ok(Slot::Zero);
     }
-    // page_elements × bits fits: the page size was checked at decode.
-    let page_elems = block_size * inner;
-    let page_bytes = if et.is_packed() {
-        page_elems.div_ceil(2)
-    } else {
-        page_elems * (et.bits() as u64 / 8)
-    };
-    let (byte, shift) = run_pos(et, in_blk * inner + inner_pos);
+    // page_elements × bits fits: the page size was checked at decode (checked again).
+    let page_elems = block_size.checked_mul(inner).ok_or_else(overflow)?;
+    let page_bytes = et.bytes_for(page_elems).ok_or_else(overflow)?;
+    let pos_in_page = in_blk
+        .checked_mul(inner)
+        .and_then(|p| p.checked_add(inner_pos))
+        .ok_or_else(overflow)?;
+    let (byte, shift) = run_pos(et, pos_in_page);
     let Some(mut start) = page
         .checked_mul(page_bytes)
         .and_then(|s| usize::try_from(s).ok())
@@ -667,7 +689,7 @@ fn find_paged(
         if start < pool.len() {
             return Ok(Slot::At {
                 buffer: first + j,
-                byte: start + byte,
+                byte: start.checked_add(byte).ok_or_else(overflow)?,
                 shift,
             });
         }
@@ -799,9 +821,12 @@ impl<'a> Fast<'a> {
                 pool_count,
             } => {
                 let shape = &d.shape[..];
-                let inner = shape[2..].iter().product::<u64>();
-                let page_elems = block_size.saturating_mul(inner);
-                let page_bytes = et.bytes_for(page_elems).unwrap_or(0);
+                // The exact, checked geometry decoding used: with an inner extent of 0 the
+                // page is empty (whatever the other extents), and no path is needed.
+                let Ok(g) = PagedGeometry::new(block_size, et, shape) else {
+                    return Fast::None;
+                };
+                let (inner, page_bytes) = (g.inner, g.page_bytes);
                 match (bufs.get(first), bufs.get(first + 1)) {
                     (Some(&table), Some(&lengths)) if page_bytes > 0 => {
                         Fast::Paged(Box::new(PagedFast {
@@ -816,7 +841,7 @@ impl<'a> Fast<'a> {
                             } else {
                                 64
                             },
-                            max_blocks: shape[1].div_ceil(block_size),
+                            max_blocks: g.max_blocks,
                             inner,
                             page_bytes,
                             et,
@@ -886,13 +911,15 @@ impl CompressedFast<'_> {
         // matrix with 10^7 entries: 1.05-1.08 -> 0.94-0.99 of sprs's time).
         crate::file::prefetch(seg, 0);
         crate::file::prefetch(seg, seg.len().wrapping_sub(1));
-        // Little-endian host (checked at bind): the stored words are the values.
-        // The standard library's search: branch-free, no bounds checks; on unsorted
-        // contents it returns some position, never faults. (Measured: the cost of a
-        // random lookup is the cache lines it touches — one of indptr, ~1.4 of indices
-        // for rows of 10 — so a scan of the whole row, which fetches every line of it,
-        // is twice as slow as the search.)
-        Some(seg.binary_search(&minor).ok().map(|p| lo + p))
+        // Little-endian host (checked at bind): the stored words are the values. The
+        // crate's one sorted search, as the general path uses, so both give the same
+        // answer on any contents (also unsorted ones). The accessor's index is below
+        // `seg.len()`, so its fallback is never taken. (Measured: the cost of a random
+        // lookup is the cache lines it touches — one of indptr, ~1.4 of indices for rows
+        // of 10 — so a scan of the whole row, which fetches every line of it, is twice as
+        // slow as the search.)
+        let at = |j: usize| seg.get(j).copied().unwrap_or(u64::MAX);
+        Some(search_sorted(seg.len(), at, minor).map(|p| lo + p))
     }
 
     /// [`Fast::get_bytes`] for elements of `N` bytes.
@@ -901,8 +928,11 @@ impl CompressedFast<'_> {
         match self.find(index) {
             None => false,
             Some(None) => zero_fixed::<N>(out),
-            // k < nnz and the values buffer is nnz elements long: no overflow.
-            Some(Some(k)) => copy_fixed::<N>(self.values, k.wrapping_mul(N), out),
+            // k < nnz and the values buffer is nnz elements long (checked all the same).
+            Some(Some(k)) => match k.checked_mul(N) {
+                Some(at) => copy_fixed::<N>(self.values, at, out),
+                None => false,
+            },
         }
     }
 
@@ -945,26 +975,28 @@ impl PagedFast<'_> {
         } else {
             (pos / self.block_size, pos % self.block_size)
         };
-        // r < rows and blk < max_blocks: the entry is inside the table (checked at decode).
-        let page = Words(self.table).get(r.wrapping_mul(self.max_blocks).wrapping_add(blk))?;
+        // r < rows and blk < max_blocks: the entry is inside the table (checked at decode;
+        // the arithmetic is checked all the same, an overflow takes the general path).
+        let entry = r.checked_mul(self.max_blocks)?.checked_add(blk)?;
+        let page = Words(self.table).get(entry)?;
         if page == u64::MAX {
             return Some(Slot::Zero);
         }
         let mut inner_pos = 0u64;
         for (&i, &s) in index[2..].iter().zip(&self.shape[2..]) {
-            inner_pos = inner_pos.wrapping_mul(s).wrapping_add(i);
+            inner_pos = inner_pos.checked_mul(s)?.checked_add(i)?;
         }
         let (byte, shift) = run_pos(
             self.et,
-            in_blk.wrapping_mul(self.inner).wrapping_add(inner_pos),
+            in_blk.checked_mul(self.inner)?.checked_add(inner_pos)?,
         );
         let mut start = usize::try_from(page.checked_mul(self.page_bytes)?).ok()?;
-        let pools = bufs.get(self.first_pool..self.first_pool + self.pools)?;
+        let pools = bufs.get(self.first_pool..self.first_pool.checked_add(self.pools)?)?;
         for (j, pool) in pools.iter().enumerate() {
             if start < pool.len() {
                 return Some(Slot::At {
                     buffer: self.first_pool + j,
-                    byte: start + byte,
+                    byte: start.checked_add(byte)?,
                     shift,
                 });
             }

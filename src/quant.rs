@@ -3,7 +3,7 @@
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{element_count, expect_size, mul, BufferRole};
+use crate::layout::{element_count, exact_product, expect_size, BufferRole};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
 
@@ -273,18 +273,31 @@ impl Quantization {
     /// Number of scale (and zero-point) entries of a per-axis or blockwise scheme.
     pub fn param_entries(&self, shape: &[u64]) -> Result<u64> {
         match self.scheme {
-            QuantScheme::PerAxisAffine { axis, .. } => Ok(shape[axis as usize]),
+            QuantScheme::PerAxisAffine { axis, .. } => {
+                check_axis(axis, shape)?;
+                Ok(shape[axis as usize])
+            }
             QuantScheme::Blockwise {
                 axis, block_size, ..
             } => {
+                // N(R), the exact product over the block-reduced shape: 0 when any extent
+                // is 0, even if a partial product of the others would not fit.
+                check_axis(axis, shape)?;
+                check_block_size(block_size)?;
                 let a = axis as usize;
-                let mut n = shape[a].div_ceil(block_size as u64);
-                for (i, &e) in shape.iter().enumerate() {
-                    if i != a {
-                        n = mul(n, e, "BLOCKWISE scale count")?;
+                let reduced = shape.iter().enumerate().map(|(i, &e)| {
+                    if i == a {
+                        e.div_ceil(u64::from(block_size))
+                    } else {
+                        e
                     }
-                }
-                Ok(n)
+                });
+                exact_product(reduced).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Overflow,
+                        format!("BLOCKWISE scale count over shape {shape:?} overflows u64"),
+                    )
+                })
             }
             QuantScheme::Codebook { codebook_size } => Ok(codebook_size as u64),
             _ => Ok(0),

@@ -6,8 +6,13 @@ use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 
-/// Number of elements the TILED data run holds: tiles in the grid × tile volume.
+/// Number of elements the TILED data run holds: tiles in the grid × tile volume. With an
+/// extent of 0 the grid has no tile, so the run is empty whatever the other extents and the
+/// tile volume are (docs/spec §4.6.2): a partial product must not overflow first.
 fn tiled_elements(arena: &Arena, shapes: u32, shape: &[u64]) -> Result<u64> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     let rank = shape.len();
     let outer = &arena.words[super::rng(shapes, rank)];
     let mut tiles = 1u64;
@@ -20,18 +25,20 @@ fn tiled_elements(arena: &Arena, shapes: u32, shape: &[u64]) -> Result<u64> {
 }
 
 /// Inclusive range of element positions (relative to element [0,…,0]) a STRIDED layout reaches,
-/// or `None` when the shape holds no element.
+/// or `None` when the shape holds no element or the range does not fit i128.
 fn strided_reach(strides: &[i64], shape: &[u64]) -> Option<(i128, i128)> {
     if shape.contains(&0) {
         return None;
     }
     let (mut lo, mut hi) = (0i128, 0i128);
     for (&s, &e) in strides.iter().zip(shape) {
-        let span = s as i128 * (e as i128 - 1);
+        // |s| <= 2^63 and e < 2^64: each span fits i128; the sums are checked (they fit
+        // when the element count does, but nothing here relies on that).
+        let span = (s as i128).checked_mul(e as i128 - 1)?;
         if span < 0 {
-            lo += span;
+            lo = lo.checked_add(span)?;
         } else {
-            hi += span;
+            hi = hi.checked_add(span)?;
         }
     }
     Some((lo, hi))
@@ -59,8 +66,14 @@ pub(crate) fn check_buffers(
         Layout::Splat => et.storage_bytes(),
         Layout::Strided { strides } => {
             let strides = &arena.ints[super::rng(strides, shape.len())];
-            let Some((lo, hi)) = strided_reach(strides, shape) else {
+            if shape.contains(&0) {
                 return Ok(());
+            }
+            let Some((lo, hi)) = strided_reach(strides, shape) else {
+                return Err(Error::new(
+                    ErrorKind::BufferTooSmall,
+                    format!("STRIDED strides {strides:?} reach beyond 2^127 elements"),
+                ));
             };
             let esize = et.storage_bytes() as i128;
             // |lo|, hi < 2^127 (|stride| <= 2^63, the extents' product fits u64), but times
@@ -75,8 +88,9 @@ pub(crate) fn check_buffers(
                     format!("STRIDED strides {strides:?} reach element offset {lo}, {before} bytes before the buffer start (byte_offset {byte_offset})"),
                 ));
             }
-            let end = (hi + 1)
-                .checked_mul(esize)
+            let end = hi
+                .checked_add(1)
+                .and_then(|h| h.checked_mul(esize))
                 .and_then(|b| b.checked_add(byte_offset as i128));
             if !matches!(end, Some(e) if e <= size as i128) {
                 let end = end.map_or("beyond 2^127".to_string(), |e| e.to_string());
@@ -105,22 +119,29 @@ pub(crate) fn check_buffers(
     Ok(())
 }
 
-/// Row-major linear position of `idx` in `shape` (no bounds check; caller checked).
-fn row_major(idx: &[u64], shape: &[u64]) -> u64 {
-    idx.iter()
-        .zip(shape)
-        .fold(0u64, |acc, (&i, &s)| acc * s + i)
+/// `acc × s + i`, checked (`None` when it does not fit u64).
+#[inline(always)]
+fn mul_add(acc: u64, s: u64, i: u64) -> Option<u64> {
+    acc.checked_mul(s)?.checked_add(i)
 }
 
-fn col_major(idx: &[u64], shape: &[u64]) -> u64 {
+/// Row-major linear position of `idx` in `shape` (no bounds check; caller checked).
+/// Checked: `None` on overflow (impossible for an index inside a decoded shape).
+fn row_major(idx: &[u64], shape: &[u64]) -> Option<u64> {
+    idx.iter()
+        .zip(shape)
+        .try_fold(0u64, |acc, (&i, &s)| mul_add(acc, s, i))
+}
+
+fn col_major(idx: &[u64], shape: &[u64]) -> Option<u64> {
     idx.iter()
         .zip(shape)
         .rev()
-        .fold(0u64, |acc, (&i, &s)| acc * s + i)
+        .try_fold(0u64, |acc, (&i, &s)| mul_add(acc, s, i))
 }
 
-/// Linear element position of `idx` inside a TILED layout (validated: no overflow possible
-/// because the padded element count fits u64).
+/// Linear element position of `idx` inside a TILED layout. Checked: `None` on overflow
+/// (impossible once decoding checked that the padded element count fits u64).
 fn tiled_position(
     arena: &Arena,
     shapes: u32,
@@ -128,7 +149,7 @@ fn tiled_position(
     levels: u8,
     shape: &[u64],
     idx: &[u64],
-) -> u64 {
+) -> Option<u64> {
     let rank = shape.len();
     let levels = levels as usize;
     let shapes = &arena.words[super::rng(shapes, levels * rank)];
@@ -147,24 +168,24 @@ fn tiled_position(
             grid[a] = extent[a].div_ceil(tile[a]);
             cell[a] = local[a] / tile[a];
             local[a] %= tile[a];
-            vol *= tile[a];
+            vol = vol.checked_mul(tile[a])?;
         }
         let t = if meta[2 * l] == 0 {
-            row_major(&cell[..rank], &grid[..rank])
+            row_major(&cell[..rank], &grid[..rank])?
         } else {
-            col_major(&cell[..rank], &grid[..rank])
+            col_major(&cell[..rank], &grid[..rank])?
         };
-        pos += t * vol;
+        pos = pos.checked_add(t.checked_mul(vol)?)?;
         extent[..rank].copy_from_slice(tile);
         let inner = meta[2 * l + 1];
         if inner == tag::ROW_MAJOR {
-            return pos + row_major(&local[..rank], tile);
+            return pos.checked_add(row_major(&local[..rank], tile)?);
         }
         if inner == tag::COL_MAJOR {
-            return pos + col_major(&local[..rank], tile);
+            return pos.checked_add(col_major(&local[..rank], tile)?);
         }
     }
-    pos
+    Some(pos)
 }
 
 /// Byte offset and bit shift of element `idx` of a dense node. `idx` is in bounds.
@@ -177,35 +198,36 @@ pub(crate) fn element_offset(
     idx: &[u64],
 ) -> Option<(u64, u8)> {
     let pos = match *layout {
-        Layout::RowMajor => row_major(idx, shape),
-        Layout::ColMajor => col_major(idx, shape),
+        Layout::RowMajor => row_major(idx, shape)?,
+        Layout::ColMajor => col_major(idx, shape)?,
         Layout::Splat => return Some((byte_offset, 0)),
         Layout::DimOrder { order } => {
             let order = &arena.small[super::rng(order, shape.len())];
-            order
-                .iter()
-                .fold(0u64, |acc, &a| acc * shape[a as usize] + idx[a as usize])
+            order.iter().try_fold(0u64, |acc, &a| {
+                mul_add(acc, *shape.get(a as usize)?, *idx.get(a as usize)?)
+            })?
         }
         Layout::Tiled {
             shapes,
             meta,
             levels,
-        } => tiled_position(arena, shapes, meta, levels, shape, idx),
+        } => tiled_position(arena, shapes, meta, levels, shape, idx)?,
         Layout::Strided { strides } => {
             let strides = &arena.ints[super::rng(strides, shape.len())];
-            let p: i128 = strides
-                .iter()
-                .zip(idx)
-                .map(|(&s, &i)| s as i128 * i as i128)
-                .sum();
-            let b = byte_offset as i128 + p * et.storage_bytes() as i128;
-            return Some((b as u64, 0));
+            let p = strides.iter().zip(idx).try_fold(0i128, |acc, (&s, &i)| {
+                acc.checked_add((s as i128).checked_mul(i as i128)?)
+            })?;
+            let b = p
+                .checked_mul(et.storage_bytes() as i128)?
+                .checked_add(byte_offset as i128)?;
+            return Some((u64::try_from(b).ok()?, 0));
         }
         _ => return None,
     };
     if et.is_packed() {
-        Some((byte_offset + pos / 2, ((pos % 2) * 4) as u8))
+        Some((byte_offset.checked_add(pos / 2)?, ((pos % 2) * 4) as u8))
     } else {
-        Some((byte_offset + pos * (et.bits() as u64 / 8), 0))
+        let b = pos.checked_mul(et.bits() as u64 / 8)?;
+        Some((byte_offset.checked_add(b)?, 0))
     }
 }

@@ -689,17 +689,24 @@ pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank:
 /// Checked product of extents: the exact product, so 0 whenever an extent is 0 even if a
 /// partial product of the others would not fit (docs/spec §1.4).
 pub(crate) fn element_count(shape: &[u64]) -> Result<u64> {
-    if shape.contains(&0) {
-        return Ok(0);
-    }
-    shape.iter().try_fold(1u64, |acc, &e| {
-        acc.checked_mul(e).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Overflow,
-                format!("the product of the extents {shape:?} overflows u64"),
-            )
-        })
+    exact_product(shape.iter().copied()).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Overflow,
+            format!("the product of the extents {shape:?} overflows u64"),
+        )
     })
+}
+
+/// The exact product of `factors`: 0 when any factor is 0, whatever the others are (a
+/// partial product of the others may not fit), else the checked product (`None` when it
+/// does not fit u64). Every product of wire values that counts elements goes through this.
+pub(crate) fn exact_product(factors: impl IntoIterator<Item = u64> + Clone) -> Option<u64> {
+    if factors.clone().into_iter().any(|f| f == 0) {
+        return Some(0);
+    }
+    factors
+        .into_iter()
+        .try_fold(1u64, |acc, f| acc.checked_mul(f))
 }
 
 /// The role of a buffer in its node's sub-table.

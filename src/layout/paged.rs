@@ -20,7 +20,16 @@ pub(crate) struct PagedGeometry {
 }
 
 impl PagedGeometry {
+    /// The geometry, every product checked and exact (an inner extent of 0 makes the page
+    /// empty whatever the other inner extents are). A block size of 0 or a rank below 2 —
+    /// which decoding rejects — is LAYOUT_CONSTRAINT rather than a panic.
     pub fn new(block_size: u64, et: ElementType, shape: &[u64]) -> Result<PagedGeometry> {
+        if block_size == 0 || shape.len() < 2 {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("BLOCK_PAGED needs rank >= 2 and block_size > 0 (shape {shape:?}, block_size {block_size})"),
+            ));
+        }
         let inner = element_count(&shape[2..])?;
         let page_elements = mul(block_size, inner, "BLOCK_PAGED page")?;
         Ok(PagedGeometry {

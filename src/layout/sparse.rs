@@ -97,14 +97,8 @@ pub(crate) fn check_buffers(
                 let ptr_need = if l == 0 {
                     16
                 } else {
-                    mul(prev_nodes + 1, 8, "CSF indptr")?
+                    mul(super::add(prev_nodes, 1, "CSF indptr")?, 8, "CSF indptr")?
                 };
-                if l > 0 && prev_nodes == u64::MAX {
-                    return Err(Error::new(
-                        ErrorKind::Overflow,
-                        "CSF indptr length overflows",
-                    ));
-                }
                 expect_size(&bufs[l], ptr_need, &format!("CSF indptr_{l} (buffer {l})"))?;
                 prev_nodes = nodes;
             }
