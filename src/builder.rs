@@ -16,10 +16,11 @@
 //! assert_eq!(d.effective_buffers().len(), 4);
 //! ```
 
-use crate::descriptor::{decode, flags, Descriptor, MAGIC, VERSION_MAJOR};
+use crate::descriptor::{decode, Descriptor};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::frame::{self, FrameHeader};
 use crate::layout::{
     element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
 };
@@ -365,28 +366,18 @@ impl TensorBuilder {
             ));
         }
         let mut w = Writer::new();
-        w.bytes(&MAGIC);
-        w.u8(VERSION_MAJOR);
-        w.u8(0);
-        let mut f = 0u16;
-        if self.node.quantization.is_some() {
-            f |= flags::HAS_QUANTIZATION;
-        }
-        if self.shard.is_some() {
-            f |= flags::HAS_SHARD;
-        }
-        if self.statistics.is_some() {
-            f |= flags::HAS_STATISTICS;
-        }
-        if self.extension_type.is_some() {
-            f |= flags::HAS_EXTENSION_TYPE;
-        }
-        w.u16(f);
-        w.u64(0);
-        w.u8(self.element_type.code());
-        w.u8(rank as u8);
-        w.u8(self.node.layout.tag());
-        w.u8(0);
+        let f = FrameHeader::flags_for(
+            self.node.quantization.is_some(),
+            self.shard.is_some(),
+            self.statistics.is_some(),
+            self.extension_type.is_some(),
+        );
+        let start = FrameHeader::new(0, f).write(
+            &mut w,
+            self.element_type.code(),
+            rank as u8,
+            self.node.layout.tag(),
+        );
         for &e in &self.shape {
             w.u64(e);
         }
@@ -400,8 +391,7 @@ impl TensorBuilder {
         if let Some(s) = &self.extension_type {
             s.write(&mut w)?;
         }
-        let len = w.len() as u64;
-        w.buf[8..16].copy_from_slice(&len.to_le_bytes());
+        frame::patch_length(&mut w, start);
         Ok(w.buf)
     }
 

@@ -15,26 +15,8 @@ use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
 
-/// The descriptor magic, `TDSC`.
-pub const MAGIC: [u8; 4] = *b"TDSC";
-/// Header bytes before the shape.
-pub const HEADER_BYTES: usize = 20;
-/// The wire version this library writes.
-pub const VERSION_MAJOR: u8 = 1;
-/// The newest minor version this library understands.
-pub const VERSION_MINOR: u8 = 0;
-
-/// Header flag bits.
-pub mod flags {
-    /// A quantization section follows the buffer table.
-    pub const HAS_QUANTIZATION: u16 = 1;
-    /// A shard section is present.
-    pub const HAS_SHARD: u16 = 2;
-    /// A statistics section is present.
-    pub const HAS_STATISTICS: u16 = 4;
-    /// An extension_type section is present.
-    pub const HAS_EXTENSION_TYPE: u16 = 8;
-}
+use crate::format::frame::{self, FrameHeader, Peek};
+pub use crate::format::frame::{flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -114,26 +96,32 @@ fn err(kind: ErrorKind, msg: String) -> Error {
 
 impl Decoder {
     fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
-        if bytes.len() < 4 {
-            return Err(err(
-                ErrorKind::Truncated,
-                format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
-            ));
-        }
-        if bytes[..4] != MAGIC {
-            return Err(err(
-                ErrorKind::BadMagic,
-                format!("magic {:02X?} is not \"TDSC\"", &bytes[..4]),
-            ));
-        }
-        if bytes.len() < HEADER_BYTES {
-            return Err(err(
-                ErrorKind::Truncated,
-                format!("{} bytes cannot hold the 20-byte header", bytes.len()),
-            ));
-        }
-        let major = bytes[4];
-        let minor = bytes[5];
+        let h = match frame::peek(bytes) {
+            Peek::NoMagic => {
+                return Err(err(
+                    ErrorKind::Truncated,
+                    format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
+                ))
+            }
+            Peek::BadMagic(m) => {
+                return Err(err(
+                    ErrorKind::BadMagic,
+                    format!("magic {m:02X?} is not \"TDSC\""),
+                ))
+            }
+            Peek::NoPrefix => None,
+            Peek::Header(h) => Some(h),
+        };
+        let h = match h {
+            Some(h) if bytes.len() >= HEADER_BYTES => h,
+            _ => {
+                return Err(err(
+                    ErrorKind::Truncated,
+                    format!("{} bytes cannot hold the 20-byte header", bytes.len()),
+                ))
+            }
+        };
+        let (major, minor) = (h.version_major, h.version_minor);
         if major != VERSION_MAJOR {
             return Err(err(
                 ErrorKind::UnsupportedVersion,
@@ -143,16 +131,14 @@ impl Decoder {
         if minor > VERSION_MINOR && mode == Mode::Strict {
             return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")));
         }
-        let hflags = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if hflags & !0xF != 0 {
+        let hflags = h.flags;
+        if hflags & !flags::KNOWN != 0 {
             return Err(err(
                 ErrorKind::ReservedNonzero,
                 format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set"),
             ));
         }
-        let mut len8 = [0u8; 8];
-        len8.copy_from_slice(&bytes[8..16]);
-        let dlen = u64::from_le_bytes(len8);
+        let dlen = h.descriptor_length;
         if dlen < HEADER_BYTES as u64 {
             return Err(err(
                 ErrorKind::LengthMismatch,
@@ -1317,33 +1303,22 @@ impl Descriptor {
 
     /// Encode, appending to `w`.
     pub(crate) fn encode_into(&self, w: &mut Writer) -> Result<()> {
-        let start = w.len();
-        w.bytes(&MAGIC);
-        w.u8(VERSION_MAJOR);
-        w.u8(self.version_minor);
-        let mut f = 0u16;
-        if self.root.quant != NONE {
-            f |= flags::HAS_QUANTIZATION;
-        }
-        if self.shard.is_some() {
-            f |= flags::HAS_SHARD;
-        }
-        if self.statistics.is_some() {
-            f |= flags::HAS_STATISTICS;
-        }
-        if self.extension_type.is_some() {
-            f |= flags::HAS_EXTENSION_TYPE;
-        }
+        let mut f = FrameHeader::flags_for(
+            self.root.quant != NONE,
+            self.shard.is_some(),
+            self.statistics.is_some(),
+            self.extension_type.is_some(),
+        );
         if let Layout::Unknown { flags, .. } = self.root.layout {
             // An opaque descriptor's flags were not interpreted: write them back verbatim.
             f = flags;
         }
-        w.u16(f);
-        w.u64(0); // descriptor_length, patched below
-        w.u8(self.element_type.code());
-        w.u8(self.rank() as u8);
-        w.u8(self.layout_tag());
-        w.u8(0);
+        let start = FrameHeader::new(self.version_minor, f).write(
+            w,
+            self.element_type.code(),
+            self.rank() as u8,
+            self.layout_tag(),
+        );
         for &e in &self.shape {
             w.u64(e);
         }
@@ -1362,8 +1337,7 @@ impl Descriptor {
             }
             w.bytes(&self.trailing);
         }
-        let len = (w.len() - start) as u64;
-        w.buf[start + 8..start + 16].copy_from_slice(&len.to_le_bytes());
+        frame::patch_length(w, start);
         Ok(())
     }
 

@@ -49,9 +49,10 @@ use std::sync::OnceLock;
 use memmap2::Mmap;
 
 use crate::bound::BoundTensor;
-use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
+use crate::descriptor::{decode, Descriptor};
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::frame::{self, Peek};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
@@ -1630,38 +1631,38 @@ fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
 
         // Descriptor framing: enough to skip it, needed in both modes.
         let ds = name_end;
-        if len - ds < 4 {
-            return Err(ctx(err(
-                ErrorKind::Truncated,
-                format!("the descriptor at byte {ds} runs past the end of the file"),
-            )));
-        }
-        if b[ds..ds + 4] != DESCRIPTOR_MAGIC {
-            return Err(ctx(err(
-                ErrorKind::BadMagic,
-                format!(
-                    "the descriptor at byte {ds} starts with {:02X?}, not \"TDSC\"",
-                    &b[ds..ds + 4]
-                ),
-            )));
-        }
-        if len - ds < 16 {
-            return Err(ctx(err(
-                ErrorKind::Truncated,
-                format!("the descriptor header at byte {ds} runs past the end of the file"),
-            )));
-        }
-        if b[ds + 4] != 1 {
+        let header = match frame::peek(&b[ds..]) {
+            Peek::NoMagic => {
+                return Err(ctx(err(
+                    ErrorKind::Truncated,
+                    format!("the descriptor at byte {ds} runs past the end of the file"),
+                )))
+            }
+            Peek::BadMagic(m) => {
+                return Err(ctx(err(
+                    ErrorKind::BadMagic,
+                    format!("the descriptor at byte {ds} starts with {m:02X?}, not \"TDSC\""),
+                )))
+            }
+            Peek::NoPrefix => {
+                return Err(ctx(err(
+                    ErrorKind::Truncated,
+                    format!("the descriptor header at byte {ds} runs past the end of the file"),
+                )))
+            }
+            Peek::Header(h) => h,
+        };
+        if header.version_major != frame::VERSION_MAJOR {
             return Err(ctx(err(
                 ErrorKind::UnsupportedVersion,
                 format!(
                     "the descriptor at byte {ds} has major version {}; only 1 is supported",
-                    b[ds + 4]
+                    header.version_major
                 ),
             )));
         }
-        let dlen = u64_at(b, ds + 8);
-        if dlen < 20 {
+        let dlen = header.descriptor_length;
+        if dlen < frame::HEADER_BYTES as u64 {
             return Err(ctx(err(
                 ErrorKind::LengthMismatch,
                 format!(

@@ -24,23 +24,18 @@
 pub mod bound;
 pub mod builder;
 pub mod descriptor;
-pub mod device;
-pub mod element;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
 #[allow(unsafe_code)]
 pub mod file;
+pub mod format;
 mod inline;
 pub mod layout;
 pub mod lookup;
-pub mod quant;
 mod regions;
-pub mod sections;
 mod split_tree;
 pub mod stream;
-pub mod value;
-pub mod wire;
 
 /// Internals exposed for the benchmarks only; not a stable API.
 #[doc(hidden)]
@@ -59,13 +54,6 @@ pub use layout::{BufferRole, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBP
 pub use quant::{QuantScheme, Quantization};
 pub use sections::{ExtensionType, Shard, Statistics};
 
-/// How strictly to decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Mode {
-    /// Reject anything this version does not know.
-    Strict = 0,
-    /// Read what is known; keep unknown layouts, regions, schemes and newer-minor trailing
-    /// bytes opaque.
-    Permissive = 1,
-}
+// The wire vocabulary's modules keep their paths at the crate root.
+pub use format::buffer as device;
+pub use format::{element, quant, sections, value, wire, Mode};

@@ -40,9 +40,10 @@ use std::fmt;
 use std::io::{BufWriter, Read, Write};
 
 use crate::bound::BoundTensor;
-use crate::descriptor::{decode, Descriptor, MAGIC as DESCRIPTOR_MAGIC};
+use crate::descriptor::{decode, Descriptor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{check_buffer_slices, check_name_for_writing, AlignedBuf};
+use crate::format::frame::{self, Peek};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
@@ -647,10 +648,8 @@ impl StreamReader {
         })?;
         let desc = &p[name_end..];
         // The descriptor must fill the rest of the payload exactly.
-        if desc.len() >= 16 && desc[..4] == DESCRIPTOR_MAGIC {
-            let mut l = [0u8; 8];
-            l.copy_from_slice(&desc[8..16]);
-            let dlen = u64::from_le_bytes(l);
+        if let Peek::Header(h) = frame::peek(desc) {
+            let dlen = h.descriptor_length;
             if dlen != desc.len() as u64 {
                 return Err(err(
                     ErrorKind::LengthMismatch,

@@ -13,6 +13,9 @@ pub(crate) mod sparse;
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+pub(crate) use crate::format::buffer::expect_size;
+pub use crate::format::buffer::BufferRole;
+pub(crate) use crate::format::{add, element_count, exact_product, mul};
 use crate::wire::{Reader, Writer};
 
 /// Layout tag values (FORMAT §4).
@@ -686,77 +689,6 @@ pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank:
     }
 }
 
-/// Checked product of extents: the exact product, so 0 whenever an extent is 0 even if a
-/// partial product of the others would not fit (docs/spec §1.4).
-pub(crate) fn element_count(shape: &[u64]) -> Result<u64> {
-    exact_product(shape.iter().copied()).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Overflow,
-            format!("the product of the extents {shape:?} overflows u64"),
-        )
-    })
-}
-
-/// The exact product of `factors`: 0 when any factor is 0, whatever the others are (a
-/// partial product of the others may not fit), else the checked product (`None` when it
-/// does not fit u64). Every product of wire values that counts elements goes through this.
-pub(crate) fn exact_product(factors: impl IntoIterator<Item = u64> + Clone) -> Option<u64> {
-    if factors.clone().into_iter().any(|f| f == 0) {
-        return Some(0);
-    }
-    factors
-        .into_iter()
-        .try_fold(1u64, |acc, f| acc.checked_mul(f))
-}
-
-/// The role of a buffer in its node's sub-table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum BufferRole {
-    /// Dense element data (also a splat's fill value).
-    Data = 0,
-    /// Sparse values.
-    Values = 1,
-    /// Sparse indices / coordinates.
-    Indices = 2,
-    /// Sparse pointers.
-    Indptr = 3,
-    /// Block table of a block-paged layout.
-    BlockTable = 4,
-    /// Row lengths of a block-paged layout.
-    RowLengths = 5,
-    /// A page pool.
-    PagePool = 6,
-    /// Quantization scales.
-    QuantScales = 7,
-    /// Quantization zero points.
-    QuantZeroPoints = 8,
-    /// Quantization codebook.
-    QuantCodebook = 9,
-    /// A private-extension buffer.
-    Extension = 10,
-}
-
-impl BufferRole {
-    /// Upper-case name.
-    pub fn name(self) -> &'static str {
-        use BufferRole::*;
-        match self {
-            Data => "DATA",
-            Values => "VALUES",
-            Indices => "INDICES",
-            Indptr => "INDPTR",
-            BlockTable => "BLOCK_TABLE",
-            RowLengths => "ROW_LENGTHS",
-            PagePool => "PAGE_POOL",
-            QuantScales => "QUANT_SCALES",
-            QuantZeroPoints => "QUANT_ZERO_POINTS",
-            QuantCodebook => "QUANT_CODEBOOK",
-            Extension => "EXTENSION",
-        }
-    }
-}
-
 /// Role and level (CSF level, pool number, extension ordinal) of layout buffer `i`.
 pub(crate) fn layout_buffer_role(layout: &Layout, rank: usize, i: usize) -> (BufferRole, u32) {
     match layout {
@@ -841,38 +773,4 @@ pub(crate) fn check_buffers(
         _ => dense::check_buffers(layout, arena, et, shape, byte_offset, &bufs[0])
             .map_err(size_overflow_is(ErrorKind::BufferTooSmall)),
     }
-}
-
-/// Exact-size check shared by the sparse, paged and quantization rules.
-pub(crate) fn expect_size(buf: &BufferHandle, need: u64, what: &str) -> Result<()> {
-    if buf.size_bytes != need {
-        return Err(Error::new(
-            ErrorKind::BufferSizeMismatch,
-            format!(
-                "{what} is {} bytes, expected exactly {need}",
-                buf.size_bytes
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Checked multiply with an OVERFLOW error naming `what`.
-pub(crate) fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_mul(b).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Overflow,
-            format!("{what}: {a} x {b} overflows u64"),
-        )
-    })
-}
-
-/// Checked add with an OVERFLOW error naming `what`.
-pub(crate) fn add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Overflow,
-            format!("{what}: {a} + {b} overflows u64"),
-        )
-    })
 }

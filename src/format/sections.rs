@@ -1,7 +1,7 @@
 //! Shard, statistics and extension_type sections (FORMAT §6).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::{Reader, Writer};
+use crate::format::wire::{Reader, Writer};
 
 /// This tensor is one shard of a larger parent tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]

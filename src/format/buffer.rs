@@ -1,7 +1,7 @@
 //! Buffer handles (FORMAT §3): size, device, memory class, alignment and flags.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::{Reader, Writer};
+use crate::format::wire::{Reader, Writer};
 
 /// Device types, numbered as DLPack's `DLDeviceType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -274,4 +274,66 @@ impl BufferHandle {
         w.u8(self.read_only as u8);
         w.u8(0);
     }
+}
+
+/// The role of a buffer in its node's sub-table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum BufferRole {
+    /// Dense element data (also a splat's fill value).
+    Data = 0,
+    /// Sparse values.
+    Values = 1,
+    /// Sparse indices / coordinates.
+    Indices = 2,
+    /// Sparse pointers.
+    Indptr = 3,
+    /// Block table of a block-paged layout.
+    BlockTable = 4,
+    /// Row lengths of a block-paged layout.
+    RowLengths = 5,
+    /// A page pool.
+    PagePool = 6,
+    /// Quantization scales.
+    QuantScales = 7,
+    /// Quantization zero points.
+    QuantZeroPoints = 8,
+    /// Quantization codebook.
+    QuantCodebook = 9,
+    /// A private-extension buffer.
+    Extension = 10,
+}
+
+impl BufferRole {
+    /// Upper-case name.
+    pub fn name(self) -> &'static str {
+        use BufferRole::*;
+        match self {
+            Data => "DATA",
+            Values => "VALUES",
+            Indices => "INDICES",
+            Indptr => "INDPTR",
+            BlockTable => "BLOCK_TABLE",
+            RowLengths => "ROW_LENGTHS",
+            PagePool => "PAGE_POOL",
+            QuantScales => "QUANT_SCALES",
+            QuantZeroPoints => "QUANT_ZERO_POINTS",
+            QuantCodebook => "QUANT_CODEBOOK",
+            Extension => "EXTENSION",
+        }
+    }
+}
+
+/// Exact-size check shared by the sparse, paged and quantization rules.
+pub(crate) fn expect_size(buf: &BufferHandle, need: u64, what: &str) -> Result<()> {
+    if buf.size_bytes != need {
+        return Err(Error::new(
+            ErrorKind::BufferSizeMismatch,
+            format!(
+                "{what} is {} bytes, expected exactly {need}",
+                buf.size_bytes
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -250,6 +250,11 @@ impl Writer {
         self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         Ok(())
     }
+
+    /// Overwrite the 8 bytes at `at` (written before) with `v`.
+    pub fn patch_u64(&mut self, at: usize, v: u64) {
+        self.buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
 }
 
 #[cfg(test)]

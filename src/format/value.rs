@@ -6,7 +6,7 @@
 //! float types and every integer of up to 53 significant bits is representable in `f64`.
 //! INT64 / UINT64 values beyond 2^53 are rounded to the nearest `f64` (ties to even).
 
-use crate::element::ElementType;
+use crate::format::element::ElementType;
 
 /// Value of an IEEE 754 binary16 bit pattern.
 pub fn f16_to_f64(bits: u16) -> f64 {

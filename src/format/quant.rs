@@ -1,11 +1,12 @@
 //! The quantization section (FORMAT §5) and the parameter buffers each scheme requires.
 
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{element_count, exact_product, expect_size, BufferRole};
-use crate::wire::{Reader, Writer};
-use crate::Mode;
+use crate::format::buffer::BufferHandle;
+use crate::format::buffer::{expect_size, BufferRole};
+use crate::format::element::ElementType;
+use crate::format::wire::{Reader, Writer};
+use crate::format::Mode;
+use crate::format::{element_count, exact_product};
 
 /// Scheme codes.
 pub mod scheme {
