@@ -101,13 +101,15 @@ impl Decoder {
                 return Err(err(
                     ErrorKind::Truncated,
                     format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
-                ))
+                )
+                .at(bytes.len()))
             }
             Peek::BadMagic(m) => {
                 return Err(err(
                     ErrorKind::BadMagic,
                     format!("magic {m:02X?} is not \"TDSC\""),
-                ))
+                )
+                .at(0u64))
             }
             Peek::NoPrefix => None,
             Peek::Header(h) => Some(h),
@@ -118,7 +120,8 @@ impl Decoder {
                 return Err(err(
                     ErrorKind::Truncated,
                     format!("{} bytes cannot hold the 20-byte header", bytes.len()),
-                ))
+                )
+                .at(bytes.len()))
             }
         };
         let (major, minor) = (h.version_major, h.version_minor);
@@ -126,24 +129,27 @@ impl Decoder {
             return Err(err(
                 ErrorKind::UnsupportedVersion,
                 format!("version {major}.{minor}: only major version 1 is supported"),
-            ));
+            )
+            .at(4u64));
         }
         if minor > VERSION_MINOR && mode == Mode::Strict {
-            return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")));
+            return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")).at(5u64));
         }
         let hflags = h.flags;
         if hflags & !flags::KNOWN != 0 {
             return Err(err(
                 ErrorKind::ReservedNonzero,
                 format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set"),
-            ));
+            )
+            .at(6u64));
         }
         let dlen = h.descriptor_length;
         if dlen < HEADER_BYTES as u64 {
             return Err(err(
                 ErrorKind::LengthMismatch,
                 format!("descriptor_length {dlen} is below the 20-byte header"),
-            ));
+            )
+            .at(8u64));
         }
         if dlen > bytes.len() as u64 {
             return Err(err(
@@ -152,19 +158,21 @@ impl Decoder {
                     "descriptor_length {dlen} exceeds the {} input bytes",
                     bytes.len()
                 ),
-            ));
+            )
+            .at(8u64));
         }
         let mut r = Reader::new(&bytes[..dlen as usize]);
         r.bytes(8, "header")?;
         r.u64("descriptor_length")?;
         let et = ElementType::from_code(r.u8("element_type")?)
-            .map_err(|e| e.context("element_type at byte 16"))?;
+            .map_err(|e| e.context("element_type at byte 16").at(16u64))?;
         let rank = r.u8("rank")? as usize;
         if rank > MAX_RANK {
             return Err(err(
                 ErrorKind::RankTooLarge,
                 format!("rank {rank} at byte 17 exceeds {MAX_RANK}"),
-            ));
+            )
+            .at(17u64));
         }
         let ltag = r.u8("layout_tag")?;
         let class = classify(ltag);
@@ -173,14 +181,16 @@ impl Decoder {
             return Err(err(
                 ErrorKind::UnknownLayout,
                 format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout"),
-            ));
+            )
+            .at(18u64));
         }
         let reserved = r.u8("_reserved")?;
         if reserved != 0 {
             return Err(err(
                 ErrorKind::ReservedNonzero,
                 format!("reserved byte 19 is {reserved}"),
-            ));
+            )
+            .at(19u64));
         }
         r.check_fits(rank as u64, 8, "shape")?;
         let mut shape = SmallVec::new();
@@ -539,8 +549,11 @@ impl Decoder {
         let mut global = [0u64; MAX_RANK];
         for k in 0..count {
             let id = self.d.regions.len() as u32;
-            let ctx = |e: Error| e.context(format!("region {id} (level {level}, child {k})"));
             let pat = r.pos();
+            let ctx = |e: Error| {
+                e.context(format!("region {id} (level {level}, child {k})"))
+                    .at(pat)
+            };
             for o in origin.iter_mut().take(rank) {
                 *o = r.u64("region origin").map_err(ctx)?;
             }
@@ -682,6 +695,8 @@ impl Decoder {
         let wire_bytes = r.pos() - at;
         let mut index =
             LevelIndex::build(boxes, base, extent, children, wire_bytes).map_err(|e| {
+                // At the level's region_count: the regions found wrong are in the detail.
+                let e = e.at(at);
                 if parent == NONE {
                     e.context(format!("level {level} (tensor)"))
                 } else {

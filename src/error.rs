@@ -195,7 +195,8 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// A failure: its [`ErrorKind`] and a human-readable detail.
+/// A failure: its [`ErrorKind`], a human-readable detail and, where the input's bytes
+/// locate it, the byte offset as a number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind}: {detail}")]
 pub struct Error {
@@ -203,6 +204,9 @@ pub struct Error {
     pub kind: ErrorKind,
     /// Where and why: field, region, byte offset.
     pub detail: String,
+    /// The byte offset in the input (descriptor, file or stream) of the field found
+    /// wrong, when one is known: the innermost position recorded wins.
+    pub offset: Option<u64>,
 }
 
 impl Error {
@@ -211,7 +215,29 @@ impl Error {
         Error {
             kind,
             detail: detail.into(),
+            offset: None,
         }
+    }
+
+    /// Record the byte offset of the problem, unless a more precise (inner) one is
+    /// already recorded.
+    pub fn at(mut self, offset: impl TryInto<u64>) -> Error {
+        if self.offset.is_none() {
+            self.offset = offset.try_into().ok();
+        }
+        self
+    }
+
+    /// Make a recorded offset relative to an enclosing input in which this one starts at
+    /// `base` (a descriptor inside a file or a stream).
+    pub fn within(mut self, base: u64) -> Error {
+        self.offset = self.offset.and_then(|o| o.checked_add(base));
+        self
+    }
+
+    /// The byte offset of the problem in the input, when known.
+    pub fn offset(&self) -> Option<u64> {
+        self.offset
     }
 
     /// The error's kind.
@@ -234,15 +260,6 @@ impl From<std::io::Error> for Error {
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Shorthand: `Err(Error::new(kind, format!(...)))`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! bail {
-    ($kind:ident, $($arg:tt)*) => {
-        return Err($crate::error::Error::new($crate::error::ErrorKind::$kind, format!($($arg)*)))
-    };
-}
 
 #[cfg(test)]
 mod tests {

@@ -1594,7 +1594,10 @@ fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
                 "more than 2^32 - 1 tensor records",
             ));
         }
-        let ctx = |e: Error| e.context(format!("tensor record {index} at byte {at}"));
+        let ctx = |e: Error| {
+            e.context(format!("tensor record {index} at byte {at}"))
+                .at(at)
+        };
         let name_start = pos + RECORD_HEADER_BYTES as usize;
         if name_len == 0 {
             return Err(ctx(err(
@@ -1627,6 +1630,7 @@ fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
         let ctx = |e: Error| {
             let name = String::from_utf8_lossy(name_bytes);
             e.context(format!("tensor {name:?} (record {index} at byte {at})"))
+                .at(at)
         };
 
         // Descriptor framing: enough to skip it, needed in both modes.
@@ -1707,6 +1711,7 @@ fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
         };
         match cache.decode(&b[ds..de], mode, &mut descriptors) {
             Err(e) => {
+                let e = e.within(ds as u64);
                 if strict {
                     return Err(ctx(e.context(format!("descriptor at byte {ds}"))));
                 }

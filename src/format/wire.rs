@@ -49,6 +49,7 @@ impl<'a> Reader<'a> {
                 self.pos, self.end
             ),
         )
+        .at(self.pos)
     }
 
     #[inline(always)]
@@ -128,7 +129,7 @@ impl<'a> Reader<'a> {
                 self.remaining()
             ),
         };
-        Error::new(ErrorKind::LengthMismatch, msg)
+        Error::new(ErrorKind::LengthMismatch, msg).at(self.pos)
     }
 
     /// Check that `count` items of `item_size` bytes fit in the window before anything is
@@ -165,7 +166,8 @@ impl<'a> Reader<'a> {
                     self.pos,
                     self.end
                 ),
-            ));
+            )
+            .at(self.pos));
         }
         Ok(())
     }
