@@ -33,14 +33,12 @@ pub mod format;
 mod inline;
 pub mod layout;
 pub mod lookup;
-mod regions;
-mod split_tree;
 pub mod stream;
 
 /// Internals exposed for the benchmarks only; not a stable API.
 #[doc(hidden)]
 pub mod bench_support {
-    pub use crate::regions::{build_index_for_bench, LevelIndexProbe};
+    pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
 }
 
 pub use bound::BoundTensor;

@@ -25,7 +25,7 @@
 
 use std::num::NonZeroU32;
 
-use crate::regions::Boxes;
+use super::Boxes;
 
 /// Sets of at most this many boxes are scanned, not split.
 pub(crate) const LEAF: usize = 6;

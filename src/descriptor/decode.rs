@@ -1,0 +1,656 @@
+//! Decoding: one pass over the wire bytes that checks every rule and builds the flat
+//! decoded form, indexing each subpaving level as it is read.
+
+use super::*;
+
+/// Decode one descriptor from the start of `bytes`. Bytes after `descriptor_length` are
+/// not read; [`Descriptor::encoded_len`] says how many were consumed.
+pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+    Decoder::run(bytes, mode)
+}
+
+pub(super) struct Decoder {
+    mode: Mode,
+    et: ElementType,
+    rank: usize,
+    d: Descriptor,
+    /// The most regions the whole input can hold (each needs its 16·rank + 8-byte
+    /// prefix): no region vector grows past it.
+    max_regions: usize,
+}
+
+/// Make room for `additional` more items in `v`, growing geometrically (so nested levels
+/// do not copy the vector once each) but never past `max` items in all.
+pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) {
+    let need = v.len().saturating_add(additional);
+    if need <= v.capacity() {
+        return;
+    }
+    let target = need.max(v.capacity().saturating_mul(2)).min(max.max(need));
+    v.reserve_exact(target - v.len());
+}
+
+pub(super) fn err(kind: ErrorKind, msg: String) -> Error {
+    Error::new(kind, msg)
+}
+
+impl Decoder {
+    pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+        let h = match frame::peek(bytes) {
+            Peek::NoMagic => {
+                return Err(err(
+                    ErrorKind::Truncated,
+                    format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
+                )
+                .at(bytes.len()))
+            }
+            Peek::BadMagic(m) => {
+                return Err(err(
+                    ErrorKind::BadMagic,
+                    format!("magic {m:02X?} is not \"TDSC\""),
+                )
+                .at(0u64))
+            }
+            Peek::NoPrefix => None,
+            Peek::Header(h) => Some(h),
+        };
+        let h = match h {
+            Some(h) if bytes.len() >= HEADER_BYTES => h,
+            _ => {
+                return Err(err(
+                    ErrorKind::Truncated,
+                    format!("{} bytes cannot hold the 20-byte header", bytes.len()),
+                )
+                .at(bytes.len()))
+            }
+        };
+        let (major, minor) = (h.version_major, h.version_minor);
+        if major != VERSION_MAJOR {
+            return Err(err(
+                ErrorKind::UnsupportedVersion,
+                format!("version {major}.{minor}: only major version 1 is supported"),
+            )
+            .at(4u64));
+        }
+        if minor > VERSION_MINOR && mode == Mode::Strict {
+            return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")).at(5u64));
+        }
+        let hflags = h.flags;
+        if hflags & !flags::KNOWN != 0 {
+            return Err(err(
+                ErrorKind::ReservedNonzero,
+                format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set"),
+            )
+            .at(6u64));
+        }
+        let dlen = h.descriptor_length;
+        if dlen < HEADER_BYTES as u64 {
+            return Err(err(
+                ErrorKind::LengthMismatch,
+                format!("descriptor_length {dlen} is below the 20-byte header"),
+            )
+            .at(8u64));
+        }
+        if dlen > bytes.len() as u64 {
+            return Err(err(
+                ErrorKind::Truncated,
+                format!(
+                    "descriptor_length {dlen} exceeds the {} input bytes",
+                    bytes.len()
+                ),
+            )
+            .at(8u64));
+        }
+        let mut r = Reader::new(&bytes[..dlen as usize]);
+        r.bytes(8, "header")?;
+        r.u64("descriptor_length")?;
+        let et = ElementType::from_code(r.u8("element_type")?)
+            .map_err(|e| e.context("element_type at byte 16").at(16u64))?;
+        let rank = r.u8("rank")? as usize;
+        if rank > MAX_RANK {
+            return Err(err(
+                ErrorKind::RankTooLarge,
+                format!("rank {rank} at byte 17 exceeds {MAX_RANK}"),
+            )
+            .at(17u64));
+        }
+        let ltag = r.u8("layout_tag")?;
+        let class = classify(ltag);
+        if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict)
+        {
+            return Err(err(
+                ErrorKind::UnknownLayout,
+                format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout"),
+            )
+            .at(18u64));
+        }
+        let reserved = r.u8("_reserved")?;
+        if reserved != 0 {
+            return Err(err(
+                ErrorKind::ReservedNonzero,
+                format!("reserved byte 19 is {reserved}"),
+            )
+            .at(19u64));
+        }
+        r.check_fits(rank as u64, 8, "shape")?;
+        let mut shape = SmallVec::new();
+        shape.reserve(rank);
+        for _ in 0..rank {
+            shape.push(r.u64("shape")?);
+        }
+        let count = element_count(&shape)?;
+
+        let mut dec = Decoder {
+            mode,
+            et,
+            rank,
+            max_regions: bytes.len() / (16 * rank + 8),
+            d: Descriptor {
+                version_minor: minor,
+                element_type: et,
+                shape,
+                root: Node {
+                    layout: Layout::RowMajor,
+                    byte_offset: 0,
+                    first_buffer: 0,
+                    buffer_count: 0,
+                    quant: NONE,
+                    parent: NONE,
+                },
+                shard: None,
+                statistics: None,
+                extension_type: None,
+                trailing: Vec::new(),
+                encoded_len: dlen,
+                regions: Vec::new(),
+                coords: Vec::new(),
+                buffers: SmallVec::new(),
+                quants: Vec::new(),
+                arena: Arena::default(),
+                indexes: Vec::new(),
+                opaque_parts: 0,
+            },
+        };
+        if class == LayoutClass::Unknown {
+            let data = r.rest();
+            let span = dec.d.arena.push_small(data)?;
+            dec.d.root.layout = Layout::Unknown {
+                tag: ltag,
+                flags: hflags,
+                data: span,
+            };
+            dec.d.opaque_parts = 1;
+            return Ok(dec.d);
+        }
+        // The shape (copied: `tail` borrows the decoder mutably) followed by the origin
+        // (zeros). Small ranks use an array, so the common decode zeroes 128 bytes, not
+        // the 1 KiB a MAX_RANK pair would take; larger ones allocate.
+        let mut small = [0u64; 16];
+        let mut large = Vec::new();
+        let shape_and_origin = if rank <= 8 {
+            &mut small[..2 * rank]
+        } else {
+            large.resize(2 * rank, 0);
+            &mut large[..]
+        };
+        shape_and_origin[..rank].copy_from_slice(&dec.d.shape);
+        let (shp, zero) = shape_and_origin.split_at(rank);
+        dec.d.root = dec.tail(
+            &mut r,
+            ltag,
+            shp,
+            zero,
+            hflags & flags::HAS_QUANTIZATION != 0,
+            1,
+            NONE,
+        )?;
+        if hflags & flags::HAS_SHARD != 0 {
+            dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
+        }
+        if hflags & flags::HAS_STATISTICS != 0 {
+            dec.d.statistics = Some(Statistics::read(&mut r, count)?);
+        }
+        if hflags & flags::HAS_EXTENSION_TYPE != 0 {
+            dec.d.extension_type = Some(ExtensionType::read(&mut r)?);
+        }
+        if !r.is_empty() {
+            if mode == Mode::Permissive && minor > VERSION_MINOR {
+                dec.d.trailing = r.rest().to_vec();
+            } else {
+                r.expect_end("descriptor")?;
+            }
+        }
+        dec.d.buffers.shrink_to_fit();
+        Ok(dec.d)
+    }
+
+    /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)
+    /// for a node of `tag` with extent `shape` at global `base`. `level` is the subpaving
+    /// level a SUBPAVING node here would be; `region` the node's region id (NONE: root).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn tail(
+        &mut self,
+        r: &mut Reader<'_>,
+        ltag: u8,
+        shape: &[u64],
+        base: &[u64],
+        has_quant: bool,
+        level: u8,
+        region: u32,
+    ) -> Result<Node> {
+        let region_parent = if region == NONE {
+            NONE
+        } else {
+            self.d.regions[region as usize].parent
+        };
+        // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
+        check_rank(ltag, self.rank)?;
+        if ltag == tag::STRIDED && self.et.is_packed() {
+            return Err(err(
+                ErrorKind::LayoutConstraint,
+                format!("STRIDED cannot hold the 4-bit type {}", self.et),
+            ));
+        }
+        let at = r.pos();
+        let byte_offset = r.u64("byte_offset")?;
+        // Sparse, indirect, extension and subpaving layouts require 0, judged when read.
+        if classify(ltag) != LayoutClass::Dense && byte_offset != 0 {
+            return Err(err(
+                ErrorKind::ByteOffsetInvalid,
+                format!(
+                    "{} byte_offset at byte {at} is {byte_offset}; it must be 0",
+                    layout::tag_name(ltag)
+                ),
+            ));
+        }
+        let first = self.d.buffers.len();
+        let layout = if ltag == tag::SUBPAVING {
+            if level > MAX_SUBPAVING_DEPTH {
+                return Err(err(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
+            }
+            self.regions(r, shape, base, level, region)?
+        } else {
+            let l = layout::read_fields(r, ltag, self.rank, &mut self.d.arena)?;
+            layout::check_fields(&l, shape)?;
+            l
+        };
+        let count_at = r.pos();
+        let count = r.u8("buffer_count")? as usize;
+        // The count's own rule comes before the handle bytes it announces.
+        if ltag == tag::SUBPAVING && count != 0 {
+            return Err(err(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
+        }
+        if ltag != tag::SUBPAVING && count == 0 {
+            return Err(err(
+                ErrorKind::EmptyBufferTable,
+                format!(
+                    "{} buffer_count at byte {count_at} is 0",
+                    layout::tag_name(ltag)
+                ),
+            ));
+        }
+        r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
+        for i in 0..count {
+            let h = BufferHandle::read(r)?;
+            if let Some(f) = self.d.buffers.first() {
+                if !h.colocated_with(f) {
+                    return Err(err(
+                        ErrorKind::DeviceMismatch,
+                        format!(
+                            "effective buffer {} (sub-table entry {i}) is on {}:{} / {} but effective buffer 0 is on {}:{} / {}",
+                            self.d.buffers.len(),
+                            h.device_type.name(), h.device_id, h.memory_class.name(),
+                            f.device_type.name(), f.device_id, f.memory_class.name()
+                        ),
+                    ));
+                }
+            }
+            if self.d.buffers.len() >= u32::MAX as usize {
+                return Err(err(
+                    ErrorKind::Overflow,
+                    "more than 2^32 - 1 effective buffers".into(),
+                ));
+            }
+            self.d.buffers.push(h);
+        }
+        let quant = if has_quant {
+            if ltag == tag::SUBPAVING {
+                return Err(err(
+                    ErrorKind::QuantizationInvalid,
+                    "a subpaving carries no quantization of its own; quantize its regions".into(),
+                ));
+            }
+            Some(Quantization::read(r, self.mode, self.et, shape)?)
+        } else {
+            None
+        };
+        let rank = self.rank;
+        let layout_buffers = match layout.required_buffers(rank) {
+            Some(0) => 0,
+            req => {
+                let params = quant.as_ref().map(|q| q.param_buffer_count());
+                let n = match (req, params) {
+                    (Some(n), Some(Some(p))) => {
+                        if count != n + p {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (Some(n), None) => {
+                        if count != n {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (Some(n), Some(None)) => {
+                        if count < n {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout alone needs {n}", layout::tag_name(ltag))));
+                        }
+                        n
+                    }
+                    (None, p) => {
+                        let p = p.flatten().unwrap_or(0);
+                        if count < p + 1 {
+                            return Err(err(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
+                        }
+                        count - p
+                    }
+                };
+                let bufs = &self.d.buffers[first..first + count];
+                layout::check_buffers(
+                    &layout,
+                    &self.d.arena,
+                    self.et,
+                    shape,
+                    byte_offset,
+                    &bufs[..n],
+                )?;
+                if let Some(q) = &quant {
+                    q.check_param_buffers(self.et, shape, &bufs[n..], n)
+                        .map_err(layout::size_overflow_is(ErrorKind::BufferSizeMismatch))?;
+                }
+                n
+            }
+        };
+        let _ = layout_buffers;
+        let quant = match quant {
+            Some(q) => {
+                self.d.quants.push(q);
+                (self.d.quants.len() - 1) as u32
+            }
+            None => NONE,
+        };
+        Ok(Node {
+            layout,
+            byte_offset,
+            first_buffer: first as u32,
+            buffer_count: (self.d.buffers.len() - first) as u32,
+            quant,
+            parent: region_parent,
+        })
+    }
+
+    /// The common case of a region — an unquantized ROW_MAJOR or COL_MAJOR tile with one
+    /// valid data buffer — decoded in one step. `None` whenever anything differs from that
+    /// case, valid or not: the general path then decodes the body and reports any error,
+    /// so this is purely a shortcut with identical results.
+    #[inline]
+    pub(super) fn dense_region_fast(
+        &mut self,
+        body: &Reader<'_>,
+        rtag: u8,
+        rflags: u8,
+        shape: &[u64],
+        parent: u32,
+    ) -> Option<Node> {
+        let layout = match rtag {
+            tag::ROW_MAJOR => Layout::RowMajor,
+            tag::COL_MAJOR => Layout::ColMajor,
+            _ => return None,
+        };
+        let b: &[u8; 25] = body.peek_rest().try_into().ok()?;
+        if rflags != 0 || b[8] != 1 {
+            return None;
+        }
+        let mut off = [0u8; 8];
+        off.copy_from_slice(&b[..8]);
+        let byte_offset = u64::from_le_bytes(off);
+        let mut hb = [0u8; 16];
+        hb.copy_from_slice(&b[9..]);
+        let h = BufferHandle::from_bytes(&hb, 0).ok()?;
+        if let Some(f) = self.d.buffers.first() {
+            if !h.colocated_with(f) {
+                return None;
+            }
+        }
+        let count = layout::exact_product(shape.iter().copied())?;
+        let need = self.et.bytes_for(count)?;
+        if byte_offset > h.size_bytes || h.size_bytes - byte_offset < need {
+            return None;
+        }
+        if self.d.buffers.len() >= u32::MAX as usize {
+            return None;
+        }
+        let first_buffer = self.d.buffers.len() as u32;
+        self.d.buffers.push(h);
+        Some(Node {
+            layout,
+            byte_offset,
+            first_buffer,
+            buffer_count: 1,
+            quant: NONE,
+            parent,
+        })
+    }
+
+    /// Decode `region_count` and the regions of a subpaving at `level`, then index and
+    /// validate the level.
+    pub(super) fn regions(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        level: u8,
+        parent: u32,
+    ) -> Result<Layout> {
+        let rank = self.rank;
+        let at = r.pos();
+        let count = r.u32("region_count")?;
+        if count == 0 {
+            return Err(err(
+                ErrorKind::LayoutConstraint,
+                format!("region_count at byte {at} is 0"),
+            ));
+        }
+        // Every region needs at least its prefix: bound all allocation by the input.
+        r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
+        if self.d.regions.len() as u64 + count as u64 >= u32::MAX as u64 {
+            return Err(err(
+                ErrorKind::Overflow,
+                "more than 2^32 - 2 regions".into(),
+            ));
+        }
+        reserve_bounded(&mut self.d.regions, count as usize, self.max_regions);
+        reserve_bounded(
+            &mut self.d.coords,
+            count as usize * 2 * rank,
+            self.max_regions * 2 * rank,
+        );
+        // Buffers are reserved for the rest of the level at its first region that has
+        // any: a level of opaque regions reserves none.
+        let mut buffers_reserved = level != 1;
+        let mut children: Vec<u32> = Vec::with_capacity(count as usize);
+        // Whether the children so far are consecutive ids forming UniformTiles (checked
+        // as each region is decoded, while its record is at hand).
+        let mut tiles: Option<(UniformTiles, u32)> = None;
+        let mut tiles_ok = true;
+        let mut origin = [0u64; MAX_RANK];
+        let mut rshape = [0u64; MAX_RANK];
+        let mut global = [0u64; MAX_RANK];
+        for k in 0..count {
+            let id = self.d.regions.len() as u32;
+            let pat = r.pos();
+            let ctx = |e: Error| {
+                e.context(format!("region {id} (level {level}, child {k})"))
+                    .at(pat)
+            };
+            for o in origin.iter_mut().take(rank) {
+                *o = r.u64("region origin").map_err(ctx)?;
+            }
+            for s in rshape.iter_mut().take(rank) {
+                *s = r.u64("region_shape").map_err(ctx)?;
+            }
+            for a in 0..rank {
+                if rshape[a] == 0 {
+                    return Err(ctx(err(
+                        ErrorKind::LayoutConstraint,
+                        format!("region_shape at byte {pat} has a zero extent on axis {a}"),
+                    )));
+                }
+                match origin[a].checked_add(rshape[a]) {
+                    Some(end) if end <= extent[a] => {}
+                    _ => {
+                        return Err(ctx(err(
+                            ErrorKind::RegionOutOfBounds,
+                            format!(
+                                "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
+                                origin[a], rshape[a], extent[a]
+                            ),
+                        )))
+                    }
+                }
+                global[a] = base[a] + origin[a];
+            }
+            // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
+            let rtag = r.u8("region_layout_tag").map_err(ctx)?;
+            let class = classify(rtag);
+            if class == LayoutClass::Invalid
+                || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
+            {
+                return Err(ctx(err(
+                    ErrorKind::UnknownLayout,
+                    format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
+                )));
+            }
+            if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
+                return Err(ctx(err(
+                    ErrorKind::SubpavingTooDeep,
+                    format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
+                )));
+            }
+            let rflags = r.u8("region_flags").map_err(ctx)?;
+            if rflags & !1 != 0 {
+                return Err(ctx(err(
+                    ErrorKind::ReservedNonzero,
+                    format!("region_flags 0x{rflags:02X} have reserved bits set"),
+                )));
+            }
+            let res = r.u16("region _reserved").map_err(ctx)?;
+            if res != 0 {
+                return Err(ctx(err(
+                    ErrorKind::ReservedNonzero,
+                    format!("region reserved bytes are 0x{res:04X}"),
+                )));
+            }
+            let body_len = r.u32("region_body_length").map_err(ctx)?;
+            let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
+            self.d.coords.extend_from_slice(&global[..rank]);
+            self.d.coords.extend_from_slice(&rshape[..rank]);
+            let first_buffer = self.d.buffers.len() as u32;
+            self.d.regions.push(Node {
+                layout: Layout::RowMajor,
+                byte_offset: 0,
+                first_buffer,
+                buffer_count: 0,
+                quant: NONE,
+                parent,
+            });
+            children.push(id);
+            if !buffers_reserved && class != LayoutClass::Unknown {
+                self.d.buffers.reserve((count - k) as usize);
+                buffers_reserved = true;
+            }
+            let node = if class == LayoutClass::Unknown {
+                self.d.opaque_parts += 1;
+                let data = body.rest();
+                let span = self.d.arena.push_small(data)?;
+                Node {
+                    layout: Layout::Unknown {
+                        tag: rtag,
+                        flags: rflags as u16,
+                        data: span,
+                    },
+                    byte_offset: 0,
+                    first_buffer,
+                    buffer_count: 0,
+                    quant: NONE,
+                    parent,
+                }
+            } else if let Some(node) =
+                self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent)
+            {
+                node
+            } else {
+                let node = self
+                    .tail(
+                        &mut body,
+                        rtag,
+                        &rshape[..rank],
+                        &global[..rank],
+                        rflags & 1 != 0,
+                        level + 1,
+                        id,
+                    )
+                    .map_err(ctx)?;
+                body.expect_end("region body").map_err(ctx)?;
+                node
+            };
+            if tiles_ok {
+                let rm = match node.layout {
+                    Layout::RowMajor => Some(true),
+                    Layout::ColMajor => Some(false),
+                    _ => None,
+                };
+                let (u, first) = *tiles.get_or_insert((
+                    UniformTiles {
+                        row_major: rm.unwrap_or(true),
+                        first_buffer: node.first_buffer,
+                    },
+                    id,
+                ));
+                tiles_ok = rm == Some(u.row_major)
+                    && node.byte_offset == 0
+                    && node.buffer_count == 1
+                    && node.quant == NONE
+                    && u64::from(id) == u64::from(first) + u64::from(k)
+                    && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
+            }
+            self.d.regions[id as usize] = node;
+        }
+        let end = self.d.regions.len() as u32;
+        let boxes = Boxes {
+            coords: &self.d.coords,
+            rank,
+        };
+        let wire_bytes = r.pos() - at;
+        let mut index =
+            LevelIndex::build(boxes, base, extent, children, wire_bytes).map_err(|e| {
+                // At the level's region_count: the regions found wrong are in the detail.
+                let e = e.at(at);
+                if parent == NONE {
+                    e.context(format!("level {level} (tensor)"))
+                } else {
+                    e.context(format!("level {level} (inside region {parent})"))
+                }
+            })?;
+        if let (true, Some((u, first))) = (tiles_ok, tiles) {
+            index.set_uniform(u, first);
+        }
+        self.d.indexes.push(index);
+        Ok(Layout::Subpaving {
+            count,
+            end,
+            index: (self.d.indexes.len() - 1) as u32,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! Encoding the decoded form back to its canonical bytes.
+
+use super::*;
+
+impl Descriptor {
+    /// Encode to bytes.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut w = Writer {
+            buf: Vec::with_capacity(self.encoded_len as usize),
+        };
+        self.encode_into(&mut w)?;
+        Ok(w.buf)
+    }
+
+    /// Encode, appending to `w`.
+    pub(crate) fn encode_into(&self, w: &mut Writer) -> Result<()> {
+        let mut f = FrameHeader::flags_for(
+            self.root.quant != NONE,
+            self.shard.is_some(),
+            self.statistics.is_some(),
+            self.extension_type.is_some(),
+        );
+        if let Layout::Unknown { flags, .. } = self.root.layout {
+            // An opaque descriptor's flags were not interpreted: write them back verbatim.
+            f = flags;
+        }
+        let start = FrameHeader::new(self.version_minor, f).write(
+            w,
+            self.element_type.code(),
+            self.rank() as u8,
+            self.layout_tag(),
+        );
+        for &e in &self.shape {
+            w.u64(e);
+        }
+        if let Layout::Unknown { data, .. } = self.root.layout {
+            w.bytes(&self.arena.small[data.range()]);
+        } else {
+            self.write_tail(w, &self.root, NONE)?;
+            if let Some(s) = &self.shard {
+                s.write(w)?;
+            }
+            if let Some(s) = &self.statistics {
+                s.write(w)?;
+            }
+            if let Some(s) = &self.extension_type {
+                s.write(w)?;
+            }
+            w.bytes(&self.trailing);
+        }
+        frame::patch_length(w, start);
+        Ok(())
+    }
+
+    pub(super) fn write_tail(&self, w: &mut Writer, node: &Node, region: u32) -> Result<()> {
+        let rank = self.rank();
+        w.u64(node.byte_offset);
+        if let Layout::Subpaving { count, .. } = node.layout {
+            w.u32(count);
+            let mut c = if region == NONE { 0 } else { region + 1 };
+            for _ in 0..count {
+                self.write_region(w, c)?;
+                c = match self.regions[c as usize].layout {
+                    Layout::Subpaving { end, .. } => end,
+                    _ => c + 1,
+                };
+            }
+            w.u8(0);
+        } else {
+            layout::write_fields(w, &node.layout, &self.arena, rank);
+            w.u8(node.buffer_count as u8);
+            let s = node.first_buffer as usize;
+            for h in &self.buffers[s..s + node.buffer_count as usize] {
+                h.write(w);
+            }
+        }
+        if node.quant != NONE {
+            self.quants[node.quant as usize].write(w)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn write_region(&self, w: &mut Writer, id: u32) -> Result<()> {
+        let v = self.region(id);
+        let mut origin = [0u64; MAX_RANK];
+        let rank = self.rank();
+        v.origin_into(&mut origin[..rank]);
+        for &o in &origin[..rank] {
+            w.u64(o);
+        }
+        for &e in v.shape() {
+            w.u64(e);
+        }
+        let node = &self.regions[id as usize];
+        w.u8(node.layout.tag());
+        w.u8(v.flags());
+        w.u16(0);
+        let at = w.u32_slot();
+        if let Layout::Unknown { data, .. } = node.layout {
+            w.bytes(&self.arena.small[data.range()]);
+        } else {
+            self.write_tail(w, node, id)?;
+        }
+        w.patch_u32_len(at)
+    }
+}

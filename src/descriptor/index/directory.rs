@@ -1,0 +1,322 @@
+//! Bucket lists over a uniform bucket grid: a point query reads one bucket entry and at
+//! most one short list; building them checks the level for overlaps.
+
+use super::*;
+
+/// The most bytes of bucket lists a level of `wire_bytes` may hold: 5/8 of its wire size.
+/// Set by the decode memory bound (docs/security.md: 2.5 bytes kept per wire byte): an
+/// opaque rank-2 region is 40 wire bytes and keeps 72 bytes of record and coordinates
+/// (1.8x), so the lists may add 0.625x; a realistic irregular partition of dense regions
+/// needs about 0.58x (1M recursive random splits: 38 MB of lists for 65 MB).
+pub(crate) fn list_budget(wire_bytes: usize) -> usize {
+    wire_bytes / 8 * 5
+}
+
+/// Buckets of a uniform grid over the enclosing box. Each bucket either names the one
+/// region it lies in, or points to the list of regions meeting it, each with its box
+/// stored relative to the bucket's low corner — so a point query reads one bucket entry
+/// and at most one short list, never the region arena. Built only while the lists stay
+/// small (see [`Directory::build_lists`]); otherwise the level uses a [`SplitTree`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Directory {
+    pub(super) base: Vec<u64>,
+    pub(super) step: Vec<u64>,
+    pub(super) cells: Vec<u64>,
+    /// Per bucket: the id of the only region meeting it, or [`Directory::LIST`] | the
+    /// offset of its list in `lists`. Empty when lists are not built.
+    pub(super) entry: Vec<u32>,
+    /// Per listed bucket: the count, then per region its id and, per axis, its whole
+    /// box relative to the bucket's low corner — the origin as an `i32` (a region may
+    /// start before the bucket) and the extent as a `u32` — so a hit also gives the
+    /// region's box without reading the region arena.
+    pub(super) lists: Vec<u32>,
+}
+
+impl Directory {
+    /// Tag of an [`entry`](Self::entry) that points to a list.
+    const LIST: u32 = 1 << 31;
+    /// Longest bucket list.
+    const MAX_LIST: u32 = 64;
+
+    /// No buckets.
+    pub(super) fn none() -> Directory {
+        Directory {
+            base: Vec::new(),
+            step: Vec::new(),
+            cells: Vec::new(),
+            entry: Vec::new(),
+            lists: Vec::new(),
+        }
+    }
+
+    /// The bucket grid for `regions` regions in the box `base` + `extent`: about one bucket
+    /// per eight regions, for ranks 1 to 4 and at least 64 regions (`None` otherwise).
+    /// Measured on 10^6 irregular regions (lists holding whole boxes): one bucket per two
+    /// regions locates in ~330 ns with 63 MB of lists, per four in ~255 ns with 48 MB, per
+    /// eight in ~245 ns with 38 MB — the bucket entries then stay in cache and a list is
+    /// two or three cache lines; per sixteen would crowd buckets past `MAX_LIST`.
+    pub(super) fn grid_for(base: &[u64], extent: &[u64], regions: usize) -> Option<Directory> {
+        let rank = extent.len();
+        if rank == 0 || rank > 4 || regions < 64 {
+            return None;
+        }
+        let per_axis = ((regions as f64 / 8.0).powf(1.0 / rank as f64).floor() as u64).max(1);
+        let step: Vec<u64> = extent
+            .iter()
+            .map(|&e| e.div_ceil(per_axis).max(1))
+            .collect();
+        let cells: Vec<u64> = extent
+            .iter()
+            .zip(&step)
+            .map(|(&e, &s)| e.div_ceil(s))
+            .collect();
+        Some(Directory {
+            base: base.to_vec(),
+            step,
+            cells,
+            ..Directory::none()
+        })
+    }
+
+    /// Bucket lists for `children`, which must lie in the box, with the overlap check:
+    /// two overlapping regions share a point, and so a bucket both meet, so comparing the members of each bucket's list finds every overlap in
+    /// O(Σ list²) <= O(64 · 8 · n) — linear, no sort, no tree. `Ok(None)` when the lists
+    /// cannot be built (see [`build_lists`](Self::build_lists)); the caller then builds
+    /// the k-d tree, which validates by itself.
+    pub(super) fn validated(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+        max_bytes: usize,
+    ) -> Result<Option<Directory>> {
+        let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
+            return Ok(None);
+        };
+        if !d.build_lists(b, children, max_bytes) {
+            return Ok(None);
+        }
+        let rank = extent.len();
+        let ew = d.element_words();
+        for &v in &d.entry {
+            if v & Directory::LIST == 0 {
+                continue;
+            }
+            let at = (v & !Directory::LIST) as usize;
+            let n = d.lists[at] as usize;
+            let list = &d.lists[at + 1..at + 1 + n * ew];
+            for (i, x) in list.chunks_exact(ew).enumerate() {
+                for y in list.chunks_exact(ew).skip(i + 1) {
+                    let meet = (0..rank).all(|a| {
+                        let ((xl, xh), (yl, yh)) = (element_span(x, a), element_span(y, a));
+                        xl.max(yl) < xh.min(yh)
+                    });
+                    if meet {
+                        return Err(overlap(&b, x[0], y[0]));
+                    }
+                }
+            }
+        }
+        Ok(Some(d))
+    }
+
+    /// Bucket range [first, last] of region `r` on axis `a`.
+    pub(super) fn span(&self, b: Boxes<'_>, r: u32, a: usize) -> (u64, u64) {
+        let s = self.step[a];
+        (
+            (b.lo(r, a) - self.base[a]) / s,
+            (b.hi(r, a) - 1 - self.base[a]) / s,
+        )
+    }
+
+    /// Whether bucket lists were built.
+    pub(super) fn has_lists(&self) -> bool {
+        !self.entry.is_empty()
+    }
+
+    /// Words per list element: the id, then two words per axis (see [`element_span`]).
+    pub(super) fn element_words(&self) -> usize {
+        1 + 2 * self.step.len()
+    }
+
+    /// Build the bucket entries and lists; false (nothing built) when the lists would be
+    /// too large — more than 8 bucket memberships per region, more than `max_bytes` in
+    /// all, or a bucket met by more
+    /// than [`MAX_LIST`](Self::MAX_LIST) regions (a cluster of small regions, where a
+    /// tree walk beats scanning) — or cannot be encoded: a bucket or a region extent of
+    /// 2^31 or more (relative origins are `i32`).
+    pub(super) fn build_lists(&mut self, b: Boxes<'_>, children: &[u32], max_bytes: usize) -> bool {
+        let rank = self.step.len();
+        let small = |v: u64| v <= i32::MAX as u64;
+        if !self.step.iter().all(|&s| small(s))
+            || children.iter().any(|&r| r & Directory::LIST != 0)
+            || !children
+                .iter()
+                .all(|&r| b.shape(r).iter().all(|&e| small(e)))
+        {
+            return false;
+        }
+        // At most 8 memberships per region, and lists (one element per membership, plus
+        // an entry and a count word per bucket) within the byte budget.
+        let buckets: u64 = self.cells.iter().product();
+        let element_bytes = 4 * self.element_words() as u64;
+        let limit = (8 * children.len() as u64)
+            .min((max_bytes as u64).saturating_sub(8 * buckets) / element_bytes);
+        let mut entries = 0u64;
+        for &r in children {
+            let k = (0..rank).fold(1u64, |acc, a| {
+                let (f, l) = self.span(b, r, a);
+                acc.saturating_mul(l - f + 1)
+            });
+            entries = entries.saturating_add(k);
+            if entries > limit {
+                return false;
+            }
+        }
+        let total: usize = self.cells.iter().product::<u64>() as usize;
+        let ew = self.element_words();
+        // Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
+        let visit = |r: u32, f: &mut dyn FnMut(usize, &[u64])| {
+            let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+            for a in 0..rank {
+                (lo[a], hi[a]) = self.span(b, r, a);
+            }
+            let mut idx = lo;
+            loop {
+                let cell = idx[..rank]
+                    .iter()
+                    .zip(&self.cells)
+                    .fold(0u64, |c, (&i, &n)| c * n + i);
+                f(cell as usize, &idx[..rank]);
+                let mut a = rank;
+                loop {
+                    if a == 0 {
+                        return;
+                    }
+                    a -= 1;
+                    if idx[a] < hi[a] {
+                        idx[a] += 1;
+                        break;
+                    }
+                    idx[a] = lo[a];
+                }
+            }
+        };
+        let mut counts = vec![0u32; total];
+        for &r in children {
+            visit(r, &mut |c, _| counts[c] += 1);
+        }
+        if counts.iter().any(|&n| n > Directory::MAX_LIST) {
+            return false;
+        }
+        // Lists: count word + elements, for buckets met by more than one region.
+        let mut entry = vec![0u32; total];
+        let mut words = 0u64;
+        for (e, &n) in entry.iter_mut().zip(&counts) {
+            if n > 1 {
+                if words >= Directory::LIST as u64 {
+                    return false;
+                }
+                *e = Directory::LIST | words as u32;
+                words += 1 + n as u64 * ew as u64;
+            }
+        }
+        let mut lists = vec![0u32; words as usize];
+        let mut fill = vec![0u32; total];
+        for &r in children {
+            visit(r, &mut |c, idx| {
+                if counts[c] == 1 {
+                    entry[c] = r;
+                    return;
+                }
+                let at = (entry[c] & !Directory::LIST) as usize;
+                lists[at] = counts[c];
+                let e = at + 1 + fill[c] as usize * ew;
+                fill[c] += 1;
+                lists[e] = r;
+                for a in 0..rank {
+                    // The region's origin relative to the bucket's low corner: the region
+                    // meets the bucket, so it starts less than its extent (< 2^31) before
+                    // the corner and before the corner's next bucket (step < 2^31).
+                    let blo = self.base[a] + idx[a] * self.step[a];
+                    let rel = (b.lo(r, a) as i64).wrapping_sub(blo as i64);
+                    lists[e + 1 + 2 * a] = rel as i32 as u32;
+                    lists[e + 2 + 2 * a] = b.shape(r)[a] as u32;
+                }
+            });
+        }
+        self.entry = entry;
+        self.lists = lists;
+        true
+    }
+
+    /// The region containing `p` from the bucket lists: `None` when no lists were built,
+    /// `Some(None)` when no listed region contains `p`, else the region and whether its
+    /// global box was written to `lo` and `ext` (not for a bucket met by one region
+    /// alone, which holds no box). `p` must lie in the enclosing box, which the regions
+    /// exactly cover (a bucket met by one region lies in it).
+    #[inline]
+    pub(super) fn locate(
+        &self,
+        p: &[u64],
+        lo: &mut [u64],
+        ext: &mut [u64],
+    ) -> Option<Option<(u32, bool)>> {
+        if self.entry.is_empty() {
+            return None;
+        }
+        let rank = self.step.len();
+        let mut cell = 0u64;
+        let mut rel = [0i64; 4];
+        let mut corner = [0u64; 4];
+        for a in 0..rank {
+            let off = p[a].wrapping_sub(self.base[a]);
+            let i = off / self.step[a];
+            cell = cell.wrapping_mul(self.cells[a]).wrapping_add(i);
+            // off - i·step < step < 2^31.
+            rel[a] = (off - i * self.step[a]) as i64;
+            corner[a] = p[a] - rel[a] as u64;
+        }
+        let Some(&v) = self.entry.get(cell as usize) else {
+            return Some(None);
+        };
+        if v & Directory::LIST == 0 {
+            return Some(Some((v, false)));
+        }
+        let at = (v & !Directory::LIST) as usize;
+        let n = self.lists.get(at).copied().unwrap_or(0) as usize;
+        let ew = self.element_words();
+        let Some(list) = self.lists.get(at + 1..at + 1 + n * ew) else {
+            return Some(None);
+        };
+        // Every element is checked (no early exit: the list is one or two cache lines).
+        let mut hit = None;
+        for e in list.chunks_exact(ew) {
+            let inside = (0..rank).all(|a| {
+                let (l, h) = element_span(e, a);
+                rel[a] >= l && rel[a] < h
+            });
+            if inside {
+                hit = Some(e);
+            }
+        }
+        let Some(e) = hit else {
+            return Some(None);
+        };
+        for a in 0..rank.min(lo.len()).min(ext.len()) {
+            let (l, h) = element_span(e, a);
+            lo[a] = corner[a].wrapping_add_signed(l);
+            ext[a] = (h - l) as u64;
+        }
+        Some(Some((e[0], true)))
+    }
+}
+
+/// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
+/// corner: the origin is stored as an `i32` (a region may start before the bucket), the
+/// extent as a `u32`.
+#[inline]
+pub(super) fn element_span(e: &[u32], a: usize) -> (i64, i64) {
+    let lo = i64::from(e[1 + 2 * a] as i32);
+    (lo, lo + i64::from(e[2 + 2 * a]))
+}

@@ -1,0 +1,198 @@
+//! Grid indexes: a uniform grid (one division per axis) or a rectilinear grid (a binary
+//! search per axis); each also proves its level an exact partition.
+
+use super::*;
+
+/// One axis of a grid index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GridAxis {
+    /// The enclosing box's origin on this axis (global coordinates).
+    pub(super) base: u64,
+    /// The enclosing box's extent on this axis.
+    pub(super) extent: u64,
+    /// Uniform cell size, or 0 for cut points.
+    pub(super) step: u64,
+    /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
+    /// `[cuts[k], cuts[k+1])`, local coordinates.
+    pub(super) cuts_start: u32,
+    /// Number of cells along the axis.
+    pub(super) cells: u64,
+}
+
+impl LevelIndex {
+    pub(super) fn fill_cells(
+        b: Boxes<'_>,
+        base: &[u64],
+        axes: &[GridAxis],
+        cuts: &[u64],
+        children: &[u32],
+        total: usize,
+    ) -> Result<Vec<u32>> {
+        let mut cells = vec![u32::MAX; total];
+        for &r in children {
+            let o = b.origin(r);
+            let mut cell = 0u64;
+            for (a, ax) in axes.iter().enumerate() {
+                cell = cell * ax.cells + axis_cell(ax, cuts, o[a] - base[a]);
+            }
+            let slot = &mut cells[cell as usize];
+            if *slot != u32::MAX {
+                return Err(overlap(&b, *slot, r));
+            }
+            *slot = r;
+        }
+        Ok(cells)
+    }
+
+    /// A grid index; `cells` is dropped when it is the identity (region = first + cell).
+    pub(super) fn grid(
+        axes: Vec<GridAxis>,
+        cuts: Vec<u64>,
+        cells: Vec<u32>,
+        first: u32,
+    ) -> LevelIndex {
+        let identity = cells
+            .iter()
+            .enumerate()
+            .all(|(k, &r)| r as u64 == first as u64 + k as u64);
+        LevelIndex::Grid {
+            axes,
+            cuts,
+            cells: if identity { Vec::new() } else { cells },
+            first,
+            uniform: None,
+        }
+    }
+
+    pub(super) fn uniform_grid(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+    ) -> Result<Option<LevelIndex>> {
+        let rank = b.rank;
+        // The cell size per axis is the largest extent on that axis.
+        let mut step = [1u64; crate::layout::MAX_RANK];
+        for &r in children {
+            for (st, &s) in step.iter_mut().zip(b.shape(r)) {
+                *st = (*st).max(s);
+            }
+        }
+        let mut axes = Vec::with_capacity(rank);
+        let mut total = 1u64;
+        for (a, &e) in extent.iter().enumerate().take(rank) {
+            let cells = e.div_ceil(step[a]);
+            total = match total.checked_mul(cells) {
+                Some(t) if t <= children.len() as u64 => t,
+                _ => return Ok(None),
+            };
+            axes.push(GridAxis {
+                base: base[a],
+                extent: e,
+                step: step[a],
+                cuts_start: 0,
+                cells,
+            });
+        }
+        if total != children.len() as u64 {
+            return Ok(None);
+        }
+        // One pass: every region must be exactly one (edge-clipped) cell; while regions
+        // come in cell order with consecutive ids no cell table is needed.
+        let first = children.first().copied().unwrap_or(0);
+        let mut cells: Vec<u32> = Vec::new();
+        for (k, &r) in children.iter().enumerate() {
+            let (o, s) = (b.origin(r), b.shape(r));
+            let mut cell = 0u64;
+            for (a, ax) in axes.iter().enumerate() {
+                let l = o[a] - base[a];
+                let c = l / ax.step;
+                if c * ax.step != l || s[a] != ax.step.min(extent[a] - l) {
+                    return Ok(None);
+                }
+                cell = cell * ax.cells + c;
+            }
+            if cells.is_empty() {
+                if cell == k as u64 && r as u64 == first as u64 + k as u64 {
+                    continue;
+                }
+                cells = vec![u32::MAX; total as usize];
+                cells[..k].copy_from_slice(&children[..k]);
+            }
+            let slot = &mut cells[cell as usize];
+            if *slot != u32::MAX {
+                return Err(overlap(&b, *slot, r));
+            }
+            *slot = r;
+        }
+        Ok(Some(Self::grid(axes, Vec::new(), cells, first)))
+    }
+
+    pub(super) fn rectilinear_grid(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: &[u32],
+    ) -> Result<Option<LevelIndex>> {
+        let rank = b.rank;
+        let mut axes = Vec::with_capacity(rank);
+        let mut cuts: Vec<u64> = Vec::new();
+        let mut total = 1u64;
+        let mut scratch: Vec<u64> = Vec::with_capacity(children.len());
+        for a in 0..rank {
+            scratch.clear();
+            scratch.extend(children.iter().map(|&r| b.origin(r)[a] - base[a]));
+            scratch.sort_unstable();
+            scratch.dedup();
+            // The cut points must start at the enclosing origin: otherwise the cells do not
+            // reach it, and a perfect match of regions to cells still leaves a gap in front.
+            if scratch.first() != Some(&0) {
+                return Ok(None);
+            }
+            let cells = scratch.len() as u64;
+            total = match total.checked_mul(cells) {
+                Some(t) if t <= children.len() as u64 => t,
+                _ => return Ok(None),
+            };
+            let start = cuts.len() as u32;
+            cuts.extend_from_slice(&scratch);
+            cuts.push(extent[a]);
+            axes.push(GridAxis {
+                base: base[a],
+                extent: extent[a],
+                step: 0,
+                cuts_start: start,
+                cells,
+            });
+        }
+        if total != children.len() as u64 {
+            return Ok(None);
+        }
+        for &r in children {
+            let (o, s) = (b.origin(r), b.shape(r));
+            for a in 0..rank {
+                let ax = &axes[a];
+                let c =
+                    &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
+                let k = axis_cell(ax, &cuts, o[a] - base[a]) as usize;
+                if c[k] != o[a] - base[a] || c[k + 1] != o[a] - base[a] + s[a] {
+                    return Ok(None);
+                }
+            }
+        }
+        let cells = Self::fill_cells(b, base, &axes, &cuts, children, total as usize)?;
+        let first = children.first().copied().unwrap_or(0);
+        Ok(Some(Self::grid(axes, cuts, cells, first)))
+    }
+}
+
+#[inline]
+pub(super) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
+    if let Some(k) = l.checked_div(ax.step) {
+        k
+    } else {
+        let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
+        // Last cut point <= l.
+        (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
+    }
+}

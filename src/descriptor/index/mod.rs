@@ -1,0 +1,397 @@
+//! Subpaving levels: the spatial index built once per level, which also proves that the
+//! regions of the level exactly cover their enclosing extent without overlap.
+//!
+//! Three index kinds, tried in order:
+//! 1. a *uniform grid* (all regions are cells of one tile size, edge cells clipped): locate
+//!    is one division per axis; validation is O(n);
+//! 2. a *rectilinear grid* (cells between per-axis cut points): locate is a binary search
+//!    per axis; validation O(n log n);
+//! 3. arbitrary boxes: bucket lists over a uniform bucket grid when they stay small (one
+//!    bucket entry and one short list per query), else a [`SplitTree`], whose point query
+//!    is polylogarithmic on any geometry. Their overlap check is the bucket lists' own,
+//!    or a transient k-d tree that prefers "clean" cuts no region crosses (so guillotine
+//!    partitions need no overlap tests at all) and otherwise splits at the median and
+//!    tests only the regions crossing the split against the other side. Coverage then
+//!    follows from the volume sum of disjoint in-bounds regions.
+
+use crate::error::{Error, ErrorKind, Result};
+mod directory;
+mod grid;
+mod kdtree;
+pub(crate) mod split_tree;
+
+use directory::{list_budget, Directory};
+use grid::{axis_cell, GridAxis};
+use kdtree::validate_with_tree;
+use split_tree::SplitTree;
+
+/// Region coordinates: for region `r`, `coords[r*2*rank ..][..rank]` is its global origin
+/// and the next `rank` values its shape.
+#[derive(Clone, Copy)]
+pub(crate) struct Boxes<'a> {
+    pub coords: &'a [u64],
+    pub rank: usize,
+}
+
+impl<'a> Boxes<'a> {
+    #[inline]
+    pub fn origin(&self, r: u32) -> &'a [u64] {
+        let s = r as usize * 2 * self.rank;
+        &self.coords[s..s + self.rank]
+    }
+    #[inline]
+    pub fn shape(&self, r: u32) -> &'a [u64] {
+        let s = r as usize * 2 * self.rank + self.rank;
+        &self.coords[s..s + self.rank]
+    }
+    #[inline]
+    pub fn lo(&self, r: u32, a: usize) -> u64 {
+        self.coords[r as usize * 2 * self.rank + a]
+    }
+    #[inline]
+    pub fn hi(&self, r: u32, a: usize) -> u64 {
+        let s = r as usize * 2 * self.rank;
+        self.coords[s + a] + self.coords[s + self.rank + a]
+    }
+    #[inline]
+    fn intersects(&self, r: u32, s: u32) -> bool {
+        (0..self.rank).all(|a| self.lo(r, a).max(self.lo(s, a)) < self.hi(r, a).min(self.hi(s, a)))
+    }
+    fn volume(&self, r: u32) -> u128 {
+        self.shape(r).iter().fold(1u128, |v, &e| v * e as u128)
+    }
+    fn describe(&self, r: u32) -> String {
+        format!(
+            "region {r} (origin {:?}, shape {:?})",
+            self.origin(r),
+            self.shape(r)
+        )
+    }
+}
+
+fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
+    let (r, s) = (r.min(s), r.max(s));
+    Error::new(
+        ErrorKind::RegionOverlap,
+        format!("{} overlaps {}", b.describe(r), b.describe(s)),
+    )
+}
+
+/// Every region of a level is a row-major (or every one a column-major) tile with
+/// byte_offset 0, no quantization and one buffer, region `first + k` owning effective
+/// buffer `first_buffer + k` — the regular tiling of a large tensor, or an irregular
+/// partition of one into plain tiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct UniformTiles {
+    pub row_major: bool,
+    pub first_buffer: u32,
+}
+
+/// The index of one subpaving level.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LevelIndex {
+    /// A (uniform or rectilinear) grid: `cells` maps row-major cell number to region;
+    /// when the regions are listed in row-major cell order (the usual case) `cells` is
+    /// empty and region = `first` + cell, which saves memory and a cache miss per locate.
+    Grid {
+        axes: Vec<GridAxis>,
+        cuts: Vec<u64>,
+        cells: Vec<u32>,
+        first: u32,
+        /// Set by the decoder when region = `first` + cell and every region is the same
+        /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
+        uniform: Option<(UniformTiles, u32)>,
+    },
+    /// Arbitrary boxes: bucket lists over the enclosing box when they could be built
+    /// (they answer every query, and `split` is empty), else a [`SplitTree`].
+    Tree {
+        split: SplitTree,
+        directory: Directory,
+        /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
+        uniform: Option<(UniformTiles, u32)>,
+    },
+}
+
+impl LevelIndex {
+    /// Build the index for `children` (region ids) of an enclosing box and check that they
+    /// partition it exactly: REGION_OVERLAP, then REGION_COVERAGE_GAP. Bounds were checked
+    /// by the decoder. `children` is consumed as scratch. Bucket lists are built only
+    /// within [`list_budget`] of the level's wire bytes `wire_bytes`.
+    pub fn build(
+        b: Boxes<'_>,
+        base: &[u64],
+        extent: &[u64],
+        children: Vec<u32>,
+        wire_bytes: usize,
+    ) -> Result<LevelIndex> {
+        if let Some(ix) = Self::uniform_grid(b, base, extent, &children)? {
+            return Ok(ix);
+        }
+        if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
+            return Ok(ix);
+        }
+        let directory = Directory::validated(b, base, extent, &children, list_budget(wire_bytes))?;
+        if directory.is_none() {
+            validate_with_tree(b, &children)?;
+        }
+        let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
+        let covered: u128 = children.iter().map(|&r| b.volume(r)).sum();
+        if covered != total {
+            return Err(Error::new(
+                ErrorKind::RegionCoverageGap,
+                format!(
+                    "{} regions cover {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}",
+                    children.len()
+                ),
+            ));
+        }
+        Ok(match directory {
+            // The bucket lists answer every query: no split tree.
+            Some(directory) => LevelIndex::Tree {
+                split: SplitTree::default(),
+                directory,
+                uniform: None,
+            },
+            None => LevelIndex::Tree {
+                split: SplitTree::build(b, children),
+                directory: Directory::none(),
+                uniform: None,
+            },
+        })
+    }
+
+    /// Record that the level's regions, ids `first..`, are [`UniformTiles`].
+    pub fn set_uniform(&mut self, u: UniformTiles, first: u32) {
+        match self {
+            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => {
+                *uniform = Some((u, first))
+            }
+        }
+    }
+
+    /// The level's uniform tiles and its first region, when recorded.
+    #[inline]
+    pub fn uniform(&self) -> Option<(UniformTiles, u32)> {
+        match self {
+            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => *uniform,
+        }
+    }
+
+    /// The child region containing global point `p`, if any.
+    #[inline]
+    pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
+        match self {
+            LevelIndex::Grid {
+                axes,
+                cuts,
+                cells,
+                first,
+                ..
+            } => {
+                // The grid was proven an exact partition of the enclosing box, and `p` lies
+                // in that box, so the cell's region contains `p`.
+                let mut cell = 0u64;
+                for (ax, &x) in axes.iter().zip(p) {
+                    let l = x.checked_sub(ax.base)?;
+                    let k = axis_cell(ax, cuts, l);
+                    if k >= ax.cells {
+                        return None;
+                    }
+                    cell = cell * ax.cells + k;
+                }
+                if cells.is_empty() {
+                    Some(first + cell as u32)
+                } else {
+                    cells.get(cell as usize).copied()
+                }
+            }
+            LevelIndex::Tree {
+                split, directory, ..
+            } => match directory.locate(p, &mut [], &mut []) {
+                Some(hit) => hit.map(|(r, _)| r),
+                None => split.find(b, p),
+            },
+        }
+    }
+
+    /// The nodes and list entries a point query examines, and the bound the index
+    /// promises for any point (`None` for grids and bucket lists, whose queries examine a
+    /// fixed number of entries).
+    pub fn query_cost(&self, b: Boxes<'_>, p: &[u64], regions: usize) -> Option<(u64, u64)> {
+        match self {
+            LevelIndex::Tree {
+                split, directory, ..
+            } if !directory.has_lists() => {
+                let (_, visits) = split.find_counting(b, p);
+                Some((visits, split.visit_bound(regions)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Like [`find`](Self::find), and also the region's global origin and extent (written
+    /// to `lo` and `ext`): for a grid derived from the grid alone, for bucket lists taken
+    /// from the list, so the region arena is not touched (but for a bucket met by one
+    /// region). `None` for a k-d tree walk (the caller takes the general path, which
+    /// searches the tree once) and for points outside the grid.
+    #[inline]
+    pub fn find_box(
+        &self,
+        b: Boxes<'_>,
+        p: &[u64],
+        lo: &mut [u64],
+        ext: &mut [u64],
+    ) -> Option<u32> {
+        let (axes, cuts, cells, first) = match self {
+            LevelIndex::Grid {
+                axes,
+                cuts,
+                cells,
+                first,
+                ..
+            } => (axes, cuts, cells, first),
+            LevelIndex::Tree { directory, .. } => {
+                let (r, boxed) = directory.locate(p, lo, ext)??;
+                if !boxed {
+                    lo.copy_from_slice(b.origin(r));
+                    ext.copy_from_slice(b.shape(r));
+                }
+                return Some(r);
+            }
+        };
+        let mut cell = 0u64;
+        for (((ax, &x), lo), ext) in axes.iter().zip(p).zip(lo.iter_mut()).zip(ext.iter_mut()) {
+            let l = x.checked_sub(ax.base)?;
+            let k = axis_cell(ax, cuts, l);
+            if k >= ax.cells {
+                return None;
+            }
+            cell = cell * ax.cells + k;
+            let (start, len) = if ax.step != 0 {
+                let start = k * ax.step;
+                (start, ax.step.min(ax.extent - start))
+            } else {
+                let c = ax.cuts_start as usize + k as usize;
+                (cuts[c], cuts[c + 1] - cuts[c])
+            };
+            *lo = ax.base + start;
+            *ext = len;
+        }
+        let r = if cells.is_empty() {
+            first + cell as u32
+        } else {
+            *cells.get(cell as usize)?
+        };
+        Some(r)
+    }
+
+    /// Bytes held by the index (for memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            LevelIndex::Grid {
+                axes, cuts, cells, ..
+            } => {
+                axes.capacity() * std::mem::size_of::<GridAxis>()
+                    + cuts.capacity() * 8
+                    + cells.capacity() * 4
+            }
+            LevelIndex::Tree {
+                split, directory, ..
+            } => {
+                split.heap_bytes()
+                    + (directory.base.capacity()
+                        + directory.step.capacity()
+                        + directory.cells.capacity())
+                        * 8
+                    + (directory.entry.capacity() + directory.lists.capacity()) * 4
+            }
+        }
+    }
+}
+
+/// The wire bytes a probe's region is taken to have (a rank-2 ROW_MAJOR region with one
+/// buffer), for the bucket lists' budget.
+const PROBE_REGION_BYTES: usize = 65;
+
+/// A level index over raw boxes, for tests and benchmarks of the index alone: the same
+/// build, validation and queries that decoding performs per subpaving level.
+#[derive(Debug)]
+pub struct LevelIndexProbe {
+    coords: Vec<u64>,
+    rank: usize,
+    index: LevelIndex,
+}
+
+impl LevelIndexProbe {
+    /// Index `coords` (per region: global origin, then shape, `rank` values each), which
+    /// must partition the box `[0, extent)`: the decoder's statuses otherwise.
+    pub fn build(coords: Vec<u64>, rank: usize, extent: &[u64]) -> Result<LevelIndexProbe> {
+        let n = coords.len() / (2 * rank).max(1);
+        let base = vec![0u64; rank];
+        let index = LevelIndex::build(
+            Boxes {
+                coords: &coords,
+                rank,
+            },
+            &base,
+            extent,
+            (0..n as u32).collect(),
+            n * PROBE_REGION_BYTES,
+        )?;
+        Ok(LevelIndexProbe {
+            coords,
+            rank,
+            index,
+        })
+    }
+
+    fn boxes(&self) -> Boxes<'_> {
+        Boxes {
+            coords: &self.coords,
+            rank: self.rank,
+        }
+    }
+
+    /// The region containing `p`.
+    pub fn locate(&self, p: &[u64]) -> Option<u32> {
+        self.index.find(self.boxes(), p)
+    }
+
+    /// For a level answered by a split tree: the nodes and list entries the query for `p`
+    /// examines, and the bound promised for any query. `None` for grids and bucket lists
+    /// (a fixed number of entries per query).
+    pub fn query_cost(&self, p: &[u64]) -> Option<(u64, u64)> {
+        let n = self.coords.len() / (2 * self.rank).max(1);
+        self.index.query_cost(self.boxes(), p, n)
+    }
+
+    /// Heap bytes held by the index.
+    pub fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
+    }
+
+    /// Which index kind answers queries: "grid", "buckets" or "split tree".
+    pub fn kind(&self) -> &'static str {
+        match &self.index {
+            LevelIndex::Grid { .. } => "grid",
+            LevelIndex::Tree { directory, .. } if directory.has_lists() => "buckets",
+            LevelIndex::Tree { .. } => "split tree",
+        }
+    }
+}
+
+/// Build the level index over `boxes` (global origin + shape per region, `rank` each)
+/// partitioning `extent` at the origin — the step that decoding performs per subpaving
+/// level, exposed for benchmarks. Returns the index's heap bytes.
+pub fn build_index_for_bench(coords: &[u64], rank: usize, extent: &[u64]) -> Result<usize> {
+    let n = coords.len() / (2 * rank);
+    let base = vec![0u64; rank];
+    let ix = LevelIndex::build(
+        Boxes { coords, rank },
+        &base,
+        extent,
+        (0..n as u32).collect(),
+        n * PROBE_REGION_BYTES,
+    )?;
+    Ok(ix.heap_bytes())
+}

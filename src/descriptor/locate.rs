@@ -1,0 +1,321 @@
+//! Addressing: where an element lives (`locate`, `element_offset`) and the index checks
+//! every addressing call shares.
+
+use super::*;
+
+impl Descriptor {
+    #[inline]
+    pub(super) fn check_index(&self, index: &[u64]) -> Result<()> {
+        if index.len() != self.rank() || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
+            return Err(self.bad_index(index));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn bad_index(&self, index: &[u64]) -> Error {
+        if index.len() != self.rank() {
+            return Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "index has {} coordinates, the tensor has rank {}",
+                    index.len(),
+                    self.rank()
+                ),
+            );
+        }
+        let (a, (i, e)) = index
+            .iter()
+            .zip(&self.shape)
+            .enumerate()
+            .find(|(_, (&i, &e))| i >= e)
+            .map(|(a, (&i, &e))| (a, (i, e)))
+            .unwrap_or((0, (0, 0)));
+        Error::new(
+            ErrorKind::IndexOutOfBounds,
+            format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
+        )
+    }
+
+    /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
+    pub fn element_offset(&self, index: &[u64]) -> Result<(u64, u8)> {
+        self.check_index(index)?;
+        if let Layout::Unknown { tag, .. } = self.root.layout {
+            // An opaque descriptor has no addressing at all (docs/spec §1.11).
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("layout 0x{tag:02X} is unknown: the descriptor is opaque"),
+            ));
+        }
+        dense::element_offset(
+            &self.root.layout,
+            &self.arena,
+            self.element_type,
+            &self.shape,
+            self.root.byte_offset,
+            index,
+        )
+        .ok_or_else(|| {
+            if layout::classify(self.layout_tag()) == layout::LayoutClass::Dense {
+                // Checked arithmetic that decoding's size checks make unreachable.
+                return Error::new(
+                    ErrorKind::Internal,
+                    format!("the position of element {index:?} overflows u64"),
+                );
+            }
+            Error::new(
+                ErrorKind::LayoutRequiresMultiBuffer,
+                format!(
+                    "{} cannot address an element by arithmetic alone; use locate()",
+                    layout::tag_name(self.layout_tag())
+                ),
+            )
+        })
+    }
+
+    /// The leaf node containing `index` (checked against the shape): (region or NONE, node).
+    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(u32, &Node)> {
+        self.check_index(index)?;
+        let boxes = Boxes {
+            coords: &self.coords,
+            rank: self.rank(),
+        };
+        let mut node = &self.root;
+        let mut region = NONE;
+        while let Layout::Subpaving { index: ix, .. } = node.layout {
+            let r = self.indexes[ix as usize]
+                .find(boxes, index)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        format!("index {index:?} is in no region of a validated subpaving"),
+                    )
+                })?;
+            region = r;
+            node = &self.regions[r as usize];
+        }
+        Ok((region, node))
+    }
+
+    /// Write `index` relative to `region`'s origin into `local[..rank]`.
+    #[inline]
+    pub(crate) fn local_index(&self, region: u32, index: &[u64], local: &mut [u64]) {
+        let rank = self.rank();
+        if region == NONE {
+            local[..rank].copy_from_slice(index);
+        } else {
+            let o = Boxes {
+                coords: &self.coords,
+                rank,
+            }
+            .origin(region);
+            for a in 0..rank {
+                local[a] = index[a] - o[a];
+            }
+        }
+    }
+
+    /// Resolve `index` to its leaf node: (region or NONE, node), and the local index.
+    pub(crate) fn resolve(
+        &self,
+        index: &[u64],
+        local: &mut [u64; MAX_RANK],
+    ) -> Result<(u32, &Node)> {
+        let (region, node) = self.leaf(index)?;
+        self.local_index(region, index, local);
+        Ok((region, node))
+    }
+
+    /// The extent of the node resolved for `region` (NONE: the tensor).
+    pub(crate) fn node_shape(&self, region: u32) -> &[u64] {
+        if region == NONE {
+            &self.shape
+        } else {
+            Boxes {
+                coords: &self.coords,
+                rank: self.rank(),
+            }
+            .shape(region)
+        }
+    }
+
+    /// Where element `index` lives: a dense location, or what to look up for sparse,
+    /// indirect and extension regions. Works for every layout, subpaving or not.
+    pub fn locate(&self, index: &[u64]) -> Result<Location> {
+        if self.rank() <= 8 {
+            if let Some(loc) = self.locate_in_grid(index) {
+                return loc;
+            }
+        }
+        let (region, node) = self.leaf(index)?;
+        let rank = self.rank();
+        let reg = (region != NONE).then_some(region);
+        // Hot path: row- or column-major leaves of a non-packed type, addressed straight
+        // from the global index without materializing the local one.
+        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
+            && !self.element_type.is_packed()
+        {
+            let (origin, shape) = if region == NONE {
+                (&ZEROS[..rank], &self.shape[..])
+            } else {
+                let b = Boxes {
+                    coords: &self.coords,
+                    rank,
+                };
+                (b.origin(region), b.shape(region))
+            };
+            return self.dense_location(reg, node, index, origin, shape);
+        }
+        if let Layout::Unknown { tag, .. } = node.layout {
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}"),
+            ));
+        }
+        let dense_at = |local: &[u64]| {
+            dense::element_offset(
+                &node.layout,
+                &self.arena,
+                self.element_type,
+                self.node_shape(region),
+                node.byte_offset,
+                local,
+            )
+        };
+        // Small ranks (the hot path) avoid zeroing a 64-entry array per call.
+        let dense = if rank <= 8 {
+            let mut local = [0u64; 8];
+            self.local_index(region, index, &mut local);
+            dense_at(&local[..rank])
+        } else {
+            let mut local = [0u64; MAX_RANK];
+            self.local_index(region, index, &mut local);
+            dense_at(&local[..rank])
+        };
+        match dense {
+            Some((byte_offset, bit_shift)) => Ok(Location::Dense {
+                region: reg,
+                buffer: node.first_buffer,
+                byte_offset,
+                bit_shift,
+            }),
+            None if layout::classify(node.layout.tag()) == layout::LayoutClass::Dense => {
+                // Checked arithmetic that decoding's size checks make unreachable.
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("the position of element {index:?} overflows u64"),
+                ))
+            }
+            None => {
+                let mut local_index = [0u64; MAX_RANK];
+                self.local_index(region, index, &mut local_index);
+                Ok(Location::Lookup {
+                    region: reg,
+                    layout_tag: node.layout.tag(),
+                    first_buffer: node.first_buffer,
+                    buffer_count: node.buffer_count,
+                    local_index,
+                })
+            }
+        }
+    }
+
+    /// Row-/column-major location of `index` in `node` with global `origin` and `shape`.
+    #[inline(always)]
+    pub(super) fn dense_location(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        index: &[u64],
+        origin: &[u64],
+        shape: &[u64],
+    ) -> Result<Location> {
+        // Below the leaf's data size, which decoding checked; checked all the same.
+        let byte_offset = tile_position(
+            matches!(node.layout, Layout::RowMajor),
+            index,
+            origin,
+            shape,
+        )
+        .and_then(|pos| pos.checked_mul(self.element_type.storage_bytes()))
+        .and_then(|b| b.checked_add(node.byte_offset))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("the position of element {index:?} overflows u64"),
+            )
+        })?;
+        Ok(Location::Dense {
+            region,
+            buffer: node.first_buffer,
+            byte_offset,
+            bit_shift: 0,
+        })
+    }
+
+    /// The fastest case of [`locate`](Self::locate): a subpaving whose levels are grids or
+    /// bucket lists (which give the tile's box without the region arena) and whose leaf is
+    /// a row-/column-major tile. The leaf record is read only when its level is not
+    /// [`UniformTiles`]. `None` means "take the general path", which also reports every
+    /// error.
+    #[inline]
+    pub(super) fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
+        let rank = self.rank();
+        if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
+            return None;
+        }
+        if index.len() != rank || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
+            return None;
+        }
+        let boxes = Boxes {
+            coords: &self.coords,
+            rank,
+        };
+        let mut lo = [0u64; 8];
+        let mut ext = [0u64; 8];
+        let mut node = &self.root;
+        let mut region = NONE;
+        while let Layout::Subpaving { index: ix, .. } = node.layout {
+            let level = &self.indexes[ix as usize];
+            let r = level.find_box(boxes, index, &mut lo[..rank], &mut ext[..rank])?;
+            region = r;
+            if let Some((u, first)) = level.uniform() {
+                // A regular tiling: the tile's layout and buffer follow from its number,
+                // so the region record is not read at all.
+                // An overflow (impossible for a decoded tiling) takes the general path.
+                let pos = tile_position(u.row_major, index, &lo[..rank], &ext[..rank])?;
+                return Some(Ok(Location::Dense {
+                    region: Some(r),
+                    buffer: u.first_buffer + (r - first),
+                    byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
+                    bit_shift: 0,
+                }));
+            }
+            node = &self.regions[r as usize];
+        }
+        if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
+            return None;
+        }
+        Some(self.dense_location(Some(region), node, index, &lo[..rank], &ext[..rank]))
+    }
+}
+
+/// Element position of global `index` in a row- or column-major tile at `origin` with
+/// extent `shape` (the index lies in the tile). Checked: `None` on overflow, which an
+/// index inside a decoded tile (whose element count fits u64) cannot cause.
+#[inline]
+pub(super) fn tile_position(
+    row_major: bool,
+    index: &[u64],
+    origin: &[u64],
+    shape: &[u64],
+) -> Option<u64> {
+    let step = |acc: u64, (l, &e): (Option<u64>, &u64)| acc.checked_mul(e)?.checked_add(l?);
+    let local = index.iter().zip(origin).map(|(&i, &o)| i.checked_sub(o));
+    if row_major {
+        local.zip(shape).try_fold(0u64, step)
+    } else {
+        local.zip(shape).rev().try_fold(0u64, step)
+    }
+}
