@@ -671,6 +671,11 @@ static void test_binding(void) {
     EXPECT(tdesc_tensor_bind(d, ptrs, 2, &t), TDESC_ERR_BINDING_MISMATCH);
     CHECK(t == NULL);
     EXPECT(tdesc_tensor_bind(d, ptrs, 0, &t), TDESC_ERR_BINDING_MISMATCH);
+    /* Absurd counts are refused before the pointer array is read or anything is allocated
+       (under valgrind and ASan a read past `ptrs` would be reported). */
+    EXPECT(tdesc_tensor_bind(d, ptrs, (size_t)1 << 28, &t), TDESC_ERR_BINDING_MISMATCH);
+    EXPECT(tdesc_tensor_bind(d, ptrs, SIZE_MAX, &t), TDESC_ERR_BINDING_MISMATCH);
+    CHECK(t == NULL);
     const void *misaligned[1] = {(const uint8_t *)data + 4};
     EXPECT(tdesc_tensor_bind(d, misaligned, 1, &t), TDESC_ERR_BINDING_MISMATCH);
     const void *nullbuf[1] = {NULL};

@@ -104,6 +104,22 @@ pub unsafe extern "C" fn tdesc_node_new_tiled(
             if levels == 0 {
                 return Err(invalid("a TILED node needs at least one level"));
             }
+            // Counts are checked before the arrays are read or anything is allocated.
+            if levels > crate::layout::MAX_TILED_DEPTH {
+                return Err(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!(
+                        "{levels} tile levels: TILED nesting deeper than {} levels",
+                        crate::layout::MAX_TILED_DEPTH
+                    ),
+                ));
+            }
+            if rank > crate::MAX_RANK {
+                return Err(Error::new(
+                    ErrorKind::RankTooLarge,
+                    format!("rank {rank} exceeds {}", crate::MAX_RANK),
+                ));
+            }
             let n = levels
                 .checked_mul(rank)
                 .ok_or_else(|| invalid("levels x rank overflows"))?;
@@ -341,6 +357,11 @@ pub unsafe extern "C" fn tdesc_node_set_buffers(
 ) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promises on `node` and on `count` handles.
+        if count > 255 {
+            return Err(invalid(format!(
+                "{count} handles: a buffer table holds at most 255"
+            )));
+        }
         let (node, hs) = unsafe {
             (
                 mut_arg(node, "node")?,

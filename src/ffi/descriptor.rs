@@ -11,7 +11,8 @@ use crate::layout::{self, BufferRole, LayoutRef};
 use crate::Mode;
 
 use super::status::{
-    guard, guard_value, invalid, name_table, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+    guard, guard_value, index_arg, invalid, name_table, out_arg, out_handle, ref_arg, slice_arg,
+    tdesc_status,
 };
 use super::types::*;
 
@@ -381,7 +382,9 @@ pub unsafe extern "C" fn tdesc_descriptor_locate(
 ) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promises on `d` and on `rank` readable coordinates at `index`.
-        let (d, index) = unsafe { (&desc_arg(d)?.inner, slice_arg(index, rank, "index")?) };
+        let d = unsafe { &desc_arg(d)?.inner };
+        // SAFETY: as above; the rank is checked before the coordinates are read.
+        let index = unsafe { index_arg(index, rank, d.rank())? };
         out_arg(out, "out")?;
         let v = location_to_c(d.locate(index)?);
         // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.

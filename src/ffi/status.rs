@@ -253,6 +253,26 @@ pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, what: &str) -> 
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
+/// Borrow an index argument of `rank` coordinates for a tensor of rank `want`: a wrong
+/// `rank` is `INVALID_ARGUMENT` before `index` is touched, so an absurd count never
+/// becomes a slice.
+///
+/// # Safety
+/// A non-null `index` must point to `rank` initialised coordinates that outlive `'a`.
+pub(crate) unsafe fn index_arg<'a>(
+    index: *const u64,
+    rank: usize,
+    want: usize,
+) -> Result<&'a [u64]> {
+    if rank != want {
+        return Err(invalid(format!(
+            "index has {rank} coordinates, the tensor has rank {want}"
+        )));
+    }
+    // SAFETY: forwarded caller promise.
+    unsafe { slice_arg(index, rank, "index") }
+}
+
 /// Borrow a handle argument.
 ///
 /// # Safety

@@ -16,8 +16,9 @@ use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 
 use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::file::buffer_slices;
 use super::status::{
-    guard, guard_value, invalid, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+    guard, guard_value, index_arg, invalid, out_arg, out_handle, ref_arg, tdesc_status,
 };
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor).
@@ -98,46 +99,21 @@ pub unsafe extern "C" fn tdesc_tensor_bind(
     out: *mut *mut tdesc_tensor,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `out`, `d` and `count` pointers at `buffers`.
-        let (d, ptrs) = unsafe {
+        // SAFETY: caller promises on `out` and `d`.
+        let d = unsafe {
             out_handle(out, "out")?;
-            (desc_arg(d)?, slice_arg(buffers, count, "buffers")?)
+            desc_arg(d)?
         };
         let t = tdesc_tensor::bind(d, |desc| {
-            let handles = desc.effective_buffers();
-            if !desc.is_bindable() || count != handles.len() {
-                // Let the binding report the first failing rule with its usual detail
-                // (`count` pointers exist, so this allocation is bounded by the input).
-                return Ok(vec![&[][..]; count]);
+            if !desc.is_bindable() {
+                // The binding reports NOT_BINDABLE with its usual detail.
+                return Ok(Vec::new());
             }
-            let mut v: Vec<&'static [u8]> = Vec::with_capacity(count);
-            for (i, (&p, h)) in ptrs.iter().zip(handles).enumerate() {
-                let len = usize::try_from(h.size_bytes)
-                    .ok()
-                    .filter(|&n| n <= isize::MAX as usize)
-                    .ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::BindingMismatch,
-                            format!(
-                                "effective buffer {i}: size_bytes {} exceeds the address space",
-                                h.size_bytes
-                            ),
-                        )
-                    })?;
-                if len == 0 {
-                    v.push(&[]);
-                } else if p.is_null() {
-                    return Err(Error::new(
-                        ErrorKind::BindingMismatch,
-                        format!("effective buffer {i} is NULL but holds {len} bytes"),
-                    ));
-                } else {
-                    // SAFETY: non-null, `len` fits isize; the caller promises `len`
-                    // readable bytes there for the tensor's whole lifetime (documented).
-                    v.push(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
-                }
-            }
-            Ok(v)
+            // SAFETY: caller promise: `count` pointers at `buffers`, each to its buffer's
+            // `size_bytes` readable bytes for the tensor's whole lifetime (documented).
+            // `buffer_slices` compares `count` with the effective buffer count before it
+            // reads the array or allocates anything.
+            unsafe { buffer_slices(desc, buffers, count) }
         })?;
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(t))) };
@@ -169,7 +145,9 @@ pub unsafe extern "C" fn tdesc_tensor_get(
 ) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promises on `t` and on `rank` coordinates at `index`.
-        let (t, index) = unsafe { (tensor_arg(t)?, slice_arg(index, rank, "index")?) };
+        let t = unsafe { tensor_arg(t)? };
+        // SAFETY: as above; the rank is checked before the coordinates are read.
+        let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
         let need = t.bound.element_bytes();
         if out_size < need {
             return Err(Error::new(
@@ -202,7 +180,9 @@ pub unsafe extern "C" fn tdesc_tensor_get_f64(
 ) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promises on `t` and on `rank` coordinates at `index`.
-        let (t, index) = unsafe { (tensor_arg(t)?, slice_arg(index, rank, "index")?) };
+        let t = unsafe { tensor_arg(t)? };
+        // SAFETY: as above; the rank is checked before the coordinates are read.
+        let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
         out_arg(out, "out")?;
         let v = t.bound.get_f64(index)?;
         // SAFETY: checked non-null and aligned; writable is the caller's promise.

@@ -1,0 +1,120 @@
+//! C entry points check every caller count before they read or allocate anything in
+//! proportion to it: a wrong count costs nothing, whatever its size.
+
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use tensordesc::ffi::*;
+use tensordesc::{ElementType, TensorBuilder};
+
+struct Counting;
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; records the largest request.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
+        LARGEST.fetch_max(l.size(), Relaxed);
+        // SAFETY: forwarded.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: AllocLayout) {
+        // SAFETY: forwarded.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: AllocLayout, n: usize) -> *mut u8 {
+        LARGEST.fetch_max(n, Relaxed);
+        // SAFETY: forwarded.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// A buffer at the 64-byte alignment the descriptor's handle asks for.
+#[repr(align(64))]
+struct Aligned([u8; 64]);
+
+fn descriptor() -> *mut tdesc_descriptor {
+    let bytes = TensorBuilder::row_major(ElementType::Float32, &[4, 4])
+        .encode()
+        .unwrap();
+    let mut d = ptr::null_mut();
+    // SAFETY: valid bytes and out-pointers.
+    let s = unsafe {
+        tdesc_descriptor_decode(
+            bytes.as_ptr(),
+            bytes.len(),
+            TDESC_MODE_STRICT,
+            &mut d,
+            ptr::null_mut(),
+        )
+    };
+    assert_eq!(s, tdesc_status::TDESC_OK);
+    d
+}
+
+#[test]
+fn bind_with_a_wrong_count_allocates_and_reads_nothing() {
+    let d = descriptor();
+    // A pointer to one buffer pointer: reading past it would be out of bounds, which the
+    // library must not do for any count but 1.
+    let data = Aligned([0u8; 64]);
+    let one: [*const c_void; 1] = [data.0.as_ptr() as *const c_void];
+    for count in [0usize, 2, 1 << 28, 1 << 34, usize::MAX] {
+        LARGEST.store(0, Relaxed);
+        let mut t = ptr::null_mut();
+        // SAFETY: `one` holds 1 pointer; any other count is the caller's mistake the
+        // library must catch before touching the array.
+        let s = unsafe { tdesc_tensor_bind(d, one.as_ptr(), count, &mut t) };
+        assert_eq!(s, tdesc_status::TDESC_ERR_BINDING_MISMATCH, "count {count}");
+        assert!(t.is_null());
+        let largest = LARGEST.load(Relaxed);
+        assert!(
+            largest < 4096,
+            "count {count}: an allocation of {largest} bytes before the count was checked"
+        );
+    }
+    let mut t = ptr::null_mut();
+    // SAFETY: the right count.
+    let s = unsafe { tdesc_tensor_bind(d, one.as_ptr(), 1, &mut t) };
+    assert_eq!(s, tdesc_status::TDESC_OK);
+    // SAFETY: handles from this library, freed once.
+    unsafe {
+        tdesc_tensor_free(t);
+        tdesc_descriptor_free(d);
+    }
+}
+
+#[test]
+fn a_wrong_rank_is_refused_before_the_index_is_read() {
+    let d = descriptor();
+    let data = Aligned([0u8; 64]);
+    let one: [*const c_void; 1] = [data.0.as_ptr() as *const c_void];
+    let mut t = ptr::null_mut();
+    // SAFETY: the right count.
+    assert_eq!(
+        unsafe { tdesc_tensor_bind(d, one.as_ptr(), 1, &mut t) },
+        tdesc_status::TDESC_OK
+    );
+    let index = [1u64];
+    for rank in [1usize, 3, 1 << 40, usize::MAX] {
+        let mut v = 0f64;
+        // SAFETY: `index` holds 1 coordinate; other ranks must be refused unread.
+        let s = unsafe { tdesc_tensor_get_f64(t, index.as_ptr(), rank, &mut v) };
+        assert_eq!(s, tdesc_status::TDESC_ERR_INVALID_ARGUMENT, "rank {rank}");
+        let mut loc = std::mem::MaybeUninit::<tdesc_location>::uninit();
+        // SAFETY: as above.
+        let s = unsafe { tdesc_descriptor_locate(d, index.as_ptr(), rank, loc.as_mut_ptr()) };
+        assert_eq!(s, tdesc_status::TDESC_ERR_INVALID_ARGUMENT, "rank {rank}");
+    }
+    // SAFETY: handles from this library, freed once.
+    unsafe {
+        tdesc_tensor_free(t);
+        tdesc_descriptor_free(d);
+    }
+}
