@@ -20,13 +20,15 @@ cmake --build "$work/build" --parallel 2
 cmake --install "$work/build"
 
 echo "== installed layout"
-libdir="$(dirname "$(find "$prefix" -name 'libtensordesc.so.1.0.0' | head -n1)")"
-[ -f "$libdir/libtensordesc.so.1.0.0" ] || { echo "missing libtensordesc.so.1.0.0"; exit 1; }
-[ "$(readlink "$libdir/libtensordesc.so.1")" = "libtensordesc.so.1.0.0" ] || { echo "bad libtensordesc.so.1 link"; exit 1; }
+# The version lives in Cargo.toml alone.
+ver="$(sed -n 's/^version = "\([0-9.]*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
+libdir="$(dirname "$(find "$prefix" -name "libtensordesc.so.$ver" | head -n1)")"
+[ -f "$libdir/libtensordesc.so.$ver" ] || { echo "missing libtensordesc.so.$ver"; exit 1; }
+[ "$(readlink "$libdir/libtensordesc.so.1")" = "libtensordesc.so.$ver" ] || { echo "bad libtensordesc.so.1 link"; exit 1; }
 [ "$(readlink "$libdir/libtensordesc.so")" = "libtensordesc.so.1" ] || { echo "bad libtensordesc.so link"; exit 1; }
 [ -f "$libdir/libtensordesc.a" ] || { echo "missing libtensordesc.a"; exit 1; }
 if command -v readelf >/dev/null; then
-  readelf -d "$libdir/libtensordesc.so.1.0.0" | grep 'SONAME.*\[libtensordesc.so.1\]' >/dev/null \
+  readelf -d "$libdir/libtensordesc.so.$ver" | grep 'SONAME.*\[libtensordesc.so.1\]' >/dev/null \
     || { echo "SONAME is not libtensordesc.so.1"; exit 1; }
 fi
 [ -f "$prefix/include/tensordesc.h" ] && [ -f "$prefix/include/tensordesc.hpp" ] \
@@ -36,7 +38,7 @@ fi
   || { echo "missing CMake package files"; exit 1; }
 if command -v pkg-config >/dev/null; then
   version="$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --modversion tensordesc)"
-  [ "$version" = "1.0.0" ] || { echo "pkg-config version $version"; exit 1; }
+  [ "$version" = "$ver" ] || { echo "pkg-config version $version"; exit 1; }
   # A C program built with the pkg-config flags alone.
   cc -std=c11 -Wall -Wextra -Werror -pedantic "$root/examples/consumer/main.c" -o "$work/pc_consumer" \
     $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs tensordesc) -Wl,-rpath,"$libdir"

@@ -8,7 +8,9 @@
  * The DLPack structs come from dlpack_min.h (the official layouts, written by hand), included
  * after tensordesc.h to show that its incomplete declarations agree with them.
  */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, close */
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -780,7 +782,57 @@ static void test_round_trips(void) {
     CHECK(deleted == 1);
 }
 
+/* A tensor bound from a .tdf file points into a read-only mapping: the tensor says so and
+   its export carries DLPACK_FLAG_BITMASK_READ_ONLY (a consumer writing through it would
+   fault). The same tensor bound to caller memory stays writable. */
+static void test_export_from_a_file_is_read_only(void) {
+    tdesc_node_spec *n = NULL;
+    OK(tdesc_node_new_row_major(&n));
+    const uint64_t shape[2] = {4, 8};
+    tdesc_descriptor *d = build(TDESC_ELEMENT_FLOAT32, shape, 2, n);
+    buffers bs;
+    buffers_alloc(d, &bs);
+    for (size_t k = 0; k < 4 * 8 * 4; ++k) ((uint8_t *)bs.ptr[0])[k] = (uint8_t)(k * 7 + 1);
+
+    tdesc_tensor *mine = NULL;
+    OK(tdesc_tensor_bind(d, (const void *const *)bs.ptr, bs.count, &mine));
+    CHECK(!tdesc_tensor_is_read_only(mine));
+    DLManagedTensorVersioned *m = NULL;
+    OK(tdesc_tensor_export_dlpack(mine, TDESC_NO_REGION, &m));
+    CHECK(m && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0);
+    if (m) m->deleter(m);
+    tdesc_tensor_free(mine);
+
+    char path[] = "/tmp/tdesc_dlpack_ro_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    tdesc_file_writer *w = NULL;
+    OK(tdesc_file_writer_open(path, 64, &w));
+    OK(tdesc_file_writer_add(w, "weights", 7, d, (const void *const *)bs.ptr, bs.count));
+    OK(tdesc_file_writer_finish(w));
+    tdesc_file_writer_free(w);
+
+    tdesc_file *f = NULL;
+    OK(tdesc_file_open(path, TDESC_MODE_STRICT, &f));
+    tdesc_tensor *t = NULL;
+    OK(tdesc_file_tensor_bind(f, 0, &t));
+    CHECK(tdesc_tensor_is_read_only(t));
+    m = NULL;
+    OK(tdesc_tensor_export_dlpack(t, TDESC_NO_REGION, &m));
+    CHECK(m && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+    CHECK(m && memcmp(m->dl_tensor.data, bs.ptr[0], 4 * 8 * 4) == 0);
+    if (m) m->deleter(m);
+    CHECK(!tdesc_tensor_is_read_only(NULL));
+    tdesc_tensor_free(t);
+    tdesc_file_free(f);
+    remove(path);
+    tdesc_descriptor_free(d);
+    buffers_free(&bs);
+}
+
 int main(void) {
+    test_export_from_a_file_is_read_only();
     test_export_regions();
     test_export_dtypes();
     test_export_shapes();

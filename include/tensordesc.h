@@ -44,7 +44,7 @@ typedef struct DLManagedTensor DLManagedTensor;
 /**
  * Library minor version.
  */
-#define TDESC_VERSION_MINOR 0
+#define TDESC_VERSION_MINOR 1
 
 /**
  * Library patch version.
@@ -2074,6 +2074,15 @@ tdesc_status tdesc_tensor_bind(const tdesc_descriptor *d,
                                const void *const *buffers,
                                size_t count,
                                tdesc_tensor **out);
+
+/**
+ * True when the tensor's memory must not be written: a tensor bound from a `.tdf` file
+ * (`tdesc_file_tensor_bind`: the mapping is read-only). Its DLPack exports carry
+ * `DLPACK_FLAG_BITMASK_READ_ONLY`. False for a tensor bound to caller buffers
+ * (`tdesc_tensor_bind`), whose exports follow each buffer handle's READ_ONLY flag, and
+ * for NULL.
+ */
+bool tdesc_tensor_is_read_only(const tdesc_tensor *t);
 
 /**
  * Validate the buffer contents (sparse index structures, block tables, quantization

@@ -187,6 +187,9 @@ pub struct BoundTensor<'a> {
     packed: bool,
     /// `get_f64` may use the fast path: the top level is unquantized and not complex.
     fast_values: bool,
+    /// The buffers are memory nobody may write through (a read-only file mapping, a
+    /// borrowed byte slice): everything handed out says so.
+    read_only: bool,
 }
 
 /// Index of the BLOCKWISE scale (and zero point) that element `index` of a node of `shape`
@@ -394,7 +397,23 @@ impl<'a> BoundTensor<'a> {
                     desc.element_type,
                     ElementType::Complex64 | ElementType::Complex128
                 ),
+            read_only: false,
         }
+    }
+
+    /// Whether the bound memory must not be written: true for tensors bound from a
+    /// [`FileReader`](crate::FileReader) (a read-only mapping, or bytes borrowed
+    /// immutably), in which case exports (DLPack) are marked read-only whatever the
+    /// buffer handles' own READ_ONLY flags say. A buffer handle's READ_ONLY flag is a
+    /// further, per-buffer promise ([`BufferHandle::read_only`](crate::BufferHandle)).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The same tensor, its memory marked read-only (see [`is_read_only`](Self::is_read_only)).
+    pub fn into_read_only(mut self) -> BoundTensor<'a> {
+        self.read_only = true;
+        self
     }
 
     /// Bind a descriptor with exactly one effective buffer to `b`, a slice already known

@@ -2206,10 +2206,12 @@ impl<'r> TensorEntry<'r> {
                 .in_source(d, 0)
                 .and_then(|(_, b)| BoundTensor::bind_one(d, b));
             if let Some(t) = bound {
-                return Ok(t);
+                return Ok(t.into_read_only());
             }
         }
+        // The file's memory is a read-only mapping or borrowed bytes: never writable.
         BoundTensor::bind_with(d, d.effective_buffers().len(), |k| self.slice(d, k))
+            .map(BoundTensor::into_read_only)
             .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
 

@@ -6,18 +6,26 @@
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::cell::Cell;
 
 use tensordesc::ffi::*;
 use tensordesc::{ElementType, TensorBuilder};
 
 struct Counting;
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// The largest allocation this thread asked for since it was last reset.
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
 
-// SAFETY: forwards to the system allocator unchanged; records the largest request.
+fn note(n: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(n)));
+}
+
+// SAFETY: forwards to the system allocator unchanged; records the largest request in a
+// thread-local cell (no allocation).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
-        LARGEST.fetch_max(l.size(), Relaxed);
+        note(l.size());
         // SAFETY: forwarded.
         unsafe { System.alloc(l) }
     }
@@ -26,7 +34,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: AllocLayout, n: usize) -> *mut u8 {
-        LARGEST.fetch_max(n, Relaxed);
+        note(n);
         // SAFETY: forwarded.
         unsafe { System.realloc(p, l, n) }
     }
@@ -66,14 +74,14 @@ fn bind_with_a_wrong_count_allocates_and_reads_nothing() {
     let data = Aligned([0u8; 64]);
     let one: [*const c_void; 1] = [data.0.as_ptr() as *const c_void];
     for count in [0usize, 2, 1 << 28, 1 << 34, usize::MAX] {
-        LARGEST.store(0, Relaxed);
+        LARGEST.with(|l| l.set(0));
         let mut t = ptr::null_mut();
         // SAFETY: `one` holds 1 pointer; any other count is the caller's mistake the
         // library must catch before touching the array.
         let s = unsafe { tdesc_tensor_bind(d, one.as_ptr(), count, &mut t) };
         assert_eq!(s, tdesc_status::TDESC_ERR_BINDING_MISMATCH, "count {count}");
         assert!(t.is_null());
-        let largest = LARGEST.load(Relaxed);
+        let largest = LARGEST.with(|l| l.get());
         assert!(
             largest < 4096,
             "count {count}: an allocation of {largest} bytes before the count was checked"
@@ -117,4 +125,23 @@ fn a_wrong_rank_is_refused_before_the_index_is_read() {
         tdesc_tensor_free(t);
         tdesc_descriptor_free(d);
     }
+}
+
+#[test]
+fn tensors_bound_from_a_file_are_read_only() {
+    use tensordesc::file::{FileReader, FileWriter};
+    use tensordesc::{BoundTensor, Mode};
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[8])
+        .build()
+        .unwrap();
+    let data = Aligned([3u8; 64]);
+    let direct = BoundTensor::bind(&d, vec![&data.0[..8]]).unwrap();
+    assert!(!direct.is_read_only());
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("t", &d, &[&data.0[..8]]).unwrap();
+    let bytes = w.finish().unwrap();
+    let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
+    let t = r.bound(0).unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(t.get_f64(&[5]).unwrap(), 3.0);
 }

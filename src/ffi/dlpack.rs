@@ -443,7 +443,9 @@ fn export(t: &tdesc_tensor, region: u32) -> Result<*mut DLManagedTensorVersioned
     } else {
         (data.as_ptr() as *mut c_void, node.byte_offset)
     };
-    let flags = if handle.read_only {
+    // Memory the tensor must not write (a file mapping) is exported read-only too: a
+    // consumer that writes through it would fault.
+    let flags = if handle.read_only || b.is_read_only() {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0

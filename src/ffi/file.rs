@@ -555,7 +555,10 @@ pub unsafe extern "C" fn tdesc_file_tensor_bind(
                 .collect())
         })
         .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        let t = t.with_owner(Arc::clone(&f.data) as super::tensor::Owner);
+        // File memory is a read-only mapping or borrowed bytes: exports say read-only.
+        let t = t
+            .with_owner(Arc::clone(&f.data) as super::tensor::Owner)
+            .into_read_only();
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(t))) };
         Ok(())

@@ -14,7 +14,7 @@ pub const TDESC_ABI_VERSION: u32 = 1;
 /// Library major version.
 pub const TDESC_VERSION_MAJOR: u32 = 1;
 /// Library minor version.
-pub const TDESC_VERSION_MINOR: u32 = 0;
+pub const TDESC_VERSION_MINOR: u32 = 1;
 /// Library patch version.
 pub const TDESC_VERSION_PATCH: u32 = 0;
 
@@ -344,10 +344,17 @@ pub extern "C" fn tdesc_abi_version() -> u32 {
     TDESC_ABI_VERSION
 }
 
-/// The library version, e.g. `"1.0.0"` (static storage).
+/// The library version, e.g. `"1.1.0"` (static storage): Cargo.toml's, the one place the
+/// version is kept.
 #[no_mangle]
 pub extern "C" fn tdesc_version() -> *const c_char {
-    c"1.0.0".as_ptr()
+    const VERSION: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+    ) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version contains a NUL byte"),
+    };
+    VERSION.as_ptr()
 }
 
 /// The name of a status without prefix, e.g. `"REGION_OVERLAP"` for

@@ -62,6 +62,13 @@ impl tdesc_tensor {
         self
     }
 
+    /// The same tensor over memory that must not be written
+    /// ([`BoundTensor::is_read_only`]).
+    pub(crate) fn into_read_only(mut self) -> tdesc_tensor {
+        self.bound = self.bound.into_read_only();
+        self
+    }
+
     /// The bound tensor.
     pub(crate) fn bound(&self) -> &BoundTensor<'_> {
         &self.bound
@@ -118,6 +125,20 @@ pub unsafe extern "C" fn tdesc_tensor_bind(
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(t))) };
         Ok(())
+    })
+}
+
+/// True when the tensor's memory must not be written: a tensor bound from a `.tdf` file
+/// (`tdesc_file_tensor_bind`: the mapping is read-only). Its DLPack exports carry
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`. False for a tensor bound to caller buffers
+/// (`tdesc_tensor_bind`), whose exports follow each buffer handle's READ_ONLY flag, and
+/// for NULL.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_tensor_is_read_only(t: *const tdesc_tensor) -> bool {
+    guard_value(false, || {
+        // SAFETY: caller promise on `t` (NULL is checked).
+        let t = unsafe { tensor_arg(t)? };
+        Ok(t.bound.is_read_only())
     })
 }
 
