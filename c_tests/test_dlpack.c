@@ -459,7 +459,43 @@ static void test_import_compact_misaligned(void) {
         }
     }
     OK(tdesc_tensor_validate(t));
+    /* A re-export hands on the producer's own pointer and byte_offset. */
+    DLManagedTensorVersioned *m = NULL;
+    OK(tdesc_tensor_export_dlpack(t, TDESC_NO_REGION, &m));
+    CHECK(m && m->dl_tensor.data == p->m.dl_tensor.data && m->dl_tensor.byte_offset == 0);
+    CHECK(m && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+    if (m) m->deleter(m);
     CHECK(deleted == 0);
+    tdesc_tensor_free(t);
+    CHECK(deleted == 1);
+
+    /* Data 8 bytes past a boundary and a byte_offset of 4: the elements start 12 bytes
+       in; the tensor reads them, and a re-export keeps data and byte_offset as given. */
+    p = make(kDLFloat, 32, 2, shape, NULL, 52, 8);
+    p->m.dl_tensor.byte_offset = 4;
+    for (int k = 0; k < 12; ++k) {
+        float v = (float)k - 2.5f;
+        memcpy((uint8_t *)p->m.dl_tensor.data + 4 + 4 * k, &v, 4);
+    }
+    deleted = 0;
+    OK(tdesc_tensor_import_dlpack_versioned(&p->m, &t));
+    d = tdesc_tensor_descriptor(t);
+    CHECK(tdesc_descriptor_byte_offset(d) == 12);
+    for (uint64_t k = 0; k < 12; ++k) {
+        const uint64_t idx[2] = {k / 4, k % 4};
+        double v = 0;
+        OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+        CHECK(v == (double)k - 2.5);
+    }
+    m = NULL;
+    OK(tdesc_tensor_export_dlpack(t, TDESC_NO_REGION, &m));
+    CHECK(m && m->dl_tensor.data == p->m.dl_tensor.data && m->dl_tensor.byte_offset == 4);
+    if (m) {
+        float first = 0;
+        memcpy(&first, (const uint8_t *)m->dl_tensor.data + m->dl_tensor.byte_offset, 4);
+        CHECK(first == -2.5f);
+        m->deleter(m);
+    }
     tdesc_tensor_free(t);
     CHECK(deleted == 1);
 }

@@ -300,7 +300,29 @@ impl<'a> BoundTensor<'a> {
     pub(crate) fn bind_with(
         desc: &'a Descriptor,
         n: usize,
+        slice: impl FnMut(usize) -> Result<&'a [u8]>,
+    ) -> Result<BoundTensor<'a>> {
+        BoundTensor::bind_checked(desc, n, slice, true)
+    }
+
+    /// [`bind`](Self::bind) without the check that each slice starts at its handle's
+    /// alignment: for memory handed over by a DLPack producer, whose first element need
+    /// not sit on the 64-byte boundary every buffer handle promises. Reads stay safe:
+    /// elements are read byte-wise, and the fast paths view index buffers as words only
+    /// where the cast succeeds (else the general path answers).
+    pub(crate) fn bind_unaligned(
+        desc: &'a Descriptor,
+        buffers: Vec<&'a [u8]>,
+    ) -> Result<BoundTensor<'a>> {
+        let n = buffers.len();
+        BoundTensor::bind_checked(desc, n, |k| Ok(buffers[k]), false)
+    }
+
+    fn bind_checked(
+        desc: &'a Descriptor,
+        n: usize,
         mut slice: impl FnMut(usize) -> Result<&'a [u8]>,
+        check_alignment: bool,
     ) -> Result<BoundTensor<'a>> {
         if !desc.is_bindable() {
             return Err(Error::new(
@@ -346,7 +368,7 @@ impl<'a> BoundTensor<'a> {
             };
             let align = h.alignment() as usize;
             let addr = b.as_ptr() as usize;
-            if size > 0 && addr % align != 0 {
+            if check_alignment && size > 0 && addr % align != 0 {
                 // The C ABI contract: misaligned pointers are a binding mismatch.
                 return Err(Error::new(
                     ErrorKind::BindingMismatch,

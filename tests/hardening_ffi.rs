@@ -4,9 +4,9 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
-use std::cell::Cell;
 
 use tensordesc::ffi::*;
 use tensordesc::{ElementType, TensorBuilder};

@@ -440,6 +440,9 @@ fn export(t: &tdesc_tensor, region: u32) -> Result<*mut DLManagedTensorVersioned
     // DLPack: "if the tensor is of size zero, then the data pointer should be set to NULL".
     let (data, byte_offset) = if layout::element_count(shape)? == 0 {
         (std::ptr::null_mut(), 0)
+    } else if let (Some((origin, offset)), true) = (t.dlpack_origin(), region == TDESC_NO_REGION) {
+        // An imported tensor re-exports the producer's own pointer and byte_offset.
+        (origin as *mut c_void, offset)
     } else {
         (data.as_ptr() as *mut c_void, node.byte_offset)
     };
@@ -613,6 +616,12 @@ struct Plan {
     start: usize,
     /// Buffer length in bytes.
     size: usize,
+    /// Bytes from `start` to the lowest byte an element occupies: below it lies memory
+    /// the producer did not hand over (0 on devices whose pointers are handles).
+    pad: usize,
+    /// The descriptor with its buffer starting at the lowest element byte (`pad` bytes
+    /// later, `pad` bytes shorter, byte_offset `pad` smaller), when `pad` is not 0.
+    view: Option<crate::descriptor::Descriptor>,
 }
 
 fn import_error(kind: ErrorKind, msg: impl std::fmt::Display) -> Error {
@@ -691,6 +700,8 @@ fn plan(dl: &DLTensor, flags: u64, shape: &[i64], strides: Option<&[i64]>) -> Re
             desc: build(NodeSpec::row_major(), handle)?,
             start: 0,
             size: 0,
+            pad: 0,
+            view: None,
         });
     }
     if dl.data.is_null() {
@@ -800,10 +811,30 @@ fn plan(dl: &DLTensor, flags: u64, shape: &[i64], strides: Option<&[i64]>) -> Re
     handle.size_bytes = size as u64;
     handle.alignment_log2 = (start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2);
     let byte_offset = (first - start as i128) as u64;
+    // The lowest element byte (`data` itself is not handed over unless an element lies
+    // there): on address-like devices at most 63 bytes above `start`.
+    let pad = if address_like(device_type) {
+        (low - start as i128) as usize
+    } else {
+        0
+    };
+    let view = if pad == 0 {
+        None
+    } else {
+        let mut h = handle;
+        h.size_bytes = (size - pad) as u64;
+        h.alignment_log2 = MIN_ALIGNMENT_LOG2;
+        Some(build(
+            node.clone().with_byte_offset(byte_offset - pad as u64),
+            h,
+        )?)
+    };
     Ok(Plan {
         desc: build(node.with_byte_offset(byte_offset), handle)?,
         start,
         size,
+        pad,
+        view,
     })
 }
 
@@ -842,20 +873,29 @@ unsafe fn import(dl: &DLTensor, flags: u64) -> Result<tdesc_tensor> {
         (shape, strides)
     };
     let p = plan(dl, flags, shape, strides)?;
+    let origin = (dl.data as usize, dl.byte_offset);
     let slice: &'static [u8] = if p.size == 0 {
         &[]
     } else {
-        // SAFETY: `start` is non-null and `size` fits isize (checked in `plan`). The span
-        // covers every byte an element occupies, which the producer keeps valid until its
-        // deleter runs (after this tensor is freed: the caller attaches the owner). It may
-        // also cover up to 63 bytes below the lowest element (the alignment slack, inside
-        // the same 64-byte block and therefore the same page) and, for STRIDED, the gaps
-        // between elements: the library never reads those bytes — reads go to element
-        // positions only, and only for host-readable devices.
-        unsafe { std::slice::from_raw_parts(p.start as *const u8, p.size) }
+        // SAFETY: `start + pad` is the lowest byte an element occupies (non-null), and
+        // `size - pad` bytes from there reach the end of the highest element (`size` fits
+        // isize, checked in `plan`): exactly the span the producer's elements occupy,
+        // which it keeps valid until its deleter runs (after this tensor is freed: the
+        // caller attaches the owner). For STRIDED the span includes the gaps between
+        // elements, which lie inside the producer's allocation between its elements.
+        unsafe { std::slice::from_raw_parts((p.start + p.pad) as *const u8, p.size - p.pad) }
     };
-    let desc = tdesc_descriptor::share(Arc::new(p.desc));
-    tdesc_tensor::bind(&desc, |_| Ok(vec![slice]))
+    let t = match p.view {
+        // The memory starts on the 64-byte boundary the public descriptor's handle states.
+        None => {
+            let desc = tdesc_descriptor::share(Arc::new(p.desc));
+            tdesc_tensor::bind(&desc, |_| Ok(vec![slice]))?
+        }
+        // Read through a descriptor whose buffer starts at the lowest element; the public
+        // descriptor keeps the format's 64-byte aligned start.
+        Some(view) => tdesc_tensor::bind_view(Arc::new(p.desc), Arc::new(view), vec![slice])?,
+    };
+    Ok(t.with_dlpack_origin(origin.0, origin.1))
 }
 
 /// Check `managed` (non-null, aligned) before reading it.

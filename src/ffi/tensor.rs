@@ -32,6 +32,13 @@ pub struct tdesc_tensor {
     // Boxed so its address (handed out by `tdesc_tensor_descriptor`) and the
     // `Descriptor` behind its Arc never move while `bound` borrows them.
     desc: Box<tdesc_descriptor>,
+    // The descriptor `bound` reads through when it is not `desc`'s: a DLPack import whose
+    // first element lies above the 64-byte boundary `desc`'s buffer starts at (see
+    // `bind_view`). Its Arc's allocation never moves; dropped after `bound`.
+    _view: Option<Arc<Descriptor>>,
+    // The `data` address and `byte_offset` a DLPack producer handed over, which exports of
+    // the imported tensor hand on unchanged.
+    dlpack_origin: Option<(usize, u64)>,
     // What keeps library-owned buffer memory alive (an imported DLPack tensor); None when
     // the caller owns the buffers. Declared last so it is dropped after `bound`.
     owner: Option<Owner>,
@@ -51,8 +58,44 @@ impl tdesc_tensor {
         Ok(tdesc_tensor {
             bound,
             desc,
+            _view: None,
+            dlpack_origin: None,
             owner: None,
         })
+    }
+
+    /// A tensor whose public descriptor is `public` but whose elements are read through
+    /// `view` bound to `slices` without the handle-alignment check: the same tensor with
+    /// its buffer starting where the memory handed over starts (a DLPack import), so no
+    /// slice covers bytes the producer did not hand over.
+    pub(crate) fn bind_view(
+        public: Arc<Descriptor>,
+        view: Arc<Descriptor>,
+        slices: Vec<&'static [u8]>,
+    ) -> Result<tdesc_tensor> {
+        // SAFETY: as in `bind`: the Arc is owned by this struct, dropped after `bound`, and
+        // its allocation never moves.
+        let d: &'static Descriptor = unsafe { &*Arc::as_ptr(&view) };
+        let bound = BoundTensor::bind_unaligned(d, slices)?;
+        Ok(tdesc_tensor {
+            bound,
+            desc: Box::new(tdesc_descriptor::share(public)),
+            _view: Some(view),
+            dlpack_origin: None,
+            owner: None,
+        })
+    }
+
+    /// The same tensor, remembering the DLPack producer's `data` address and
+    /// `byte_offset` for its exports.
+    pub(crate) fn with_dlpack_origin(mut self, data: usize, byte_offset: u64) -> tdesc_tensor {
+        self.dlpack_origin = Some((data, byte_offset));
+        self
+    }
+
+    /// The DLPack producer's `data` address and `byte_offset`, for an imported tensor.
+    pub(crate) fn dlpack_origin(&self) -> Option<(usize, u64)> {
+        self.dlpack_origin
     }
 
     /// The same tensor, keeping `owner` (the memory its buffers live in) alive until it
