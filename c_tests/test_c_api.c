@@ -900,13 +900,18 @@ static void test_errors(void) {
     EXPECT(tdesc_descriptor_decode(junk, 8, 2, &d, NULL), TDESC_ERR_INVALID_ARGUMENT);
     CHECK(d == NULL);
     CHECK(strstr(tdesc_last_error(), "INVALID_ARGUMENT: mode 2") == tdesc_last_error());
+    uint64_t offset = 12345;
+    CHECK(!tdesc_last_error_offset(&offset) && offset == 12345); /* an argument, no byte */
     EXPECT(tdesc_descriptor_decode(junk, 8, TDESC_MODE_STRICT, &d, NULL), TDESC_ERR_TRUNCATED);
+    CHECK(tdesc_last_error_offset(&offset) && offset == 8); /* the input ends at byte 8 */
+    CHECK(!tdesc_last_error_offset(NULL));
     EXPECT(tdesc_descriptor_decode(junk, 0, TDESC_MODE_STRICT, &d, NULL), TDESC_ERR_TRUNCATED);
     EXPECT(tdesc_descriptor_decode(NULL, 0, TDESC_MODE_STRICT, &d, NULL), TDESC_ERR_TRUNCATED);
     const uint8_t bad_magic[4] = {'X', 'D', 'S', 'C'};
     size_t consumed = 77;
     EXPECT(tdesc_descriptor_decode(bad_magic, 4, TDESC_MODE_PERMISSIVE, &d, &consumed),
            TDESC_ERR_BAD_MAGIC);
+    CHECK(tdesc_last_error_offset(&offset) && offset == 0);
     CHECK(consumed == 77 && d == NULL);
 
     /* NULL handles: zero values, INVALID_ARGUMENT, no crash. */

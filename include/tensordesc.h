@@ -1892,7 +1892,8 @@ void tdesc_file_writer_free(tdesc_file_writer *w);
 uint32_t tdesc_abi_version(void);
 
 /**
- * The library version, e.g. `"1.0.0"` (static storage).
+ * The library version, e.g. `"1.1.0"` (static storage): Cargo.toml's, the one place the
+ * version is kept.
  */
 const char *tdesc_version(void);
 
@@ -1911,6 +1912,15 @@ const char *tdesc_status_name(uint32_t status);
  * next failing call on the same thread; successful calls do not change it.
  */
 const char *tdesc_last_error(void);
+
+/**
+ * The byte offset, in the input the last failing call read (descriptor bytes, a file, a
+ * stream), of the field found wrong, as a number: true with `*out` written when the last
+ * failure on the calling thread located one; false (and `*out` untouched) before the
+ * first failure, for failures no input byte explains (a wrong argument, an index out of
+ * bounds), and when `out` is NULL. Changes with `tdesc_last_error`.
+ */
+bool tdesc_last_error_offset(uint64_t *out);
 
 /**
  * Create (or truncate) the file at `path` (NUL-terminated — a regular file, a FIFO, a

@@ -1,7 +1,7 @@
 //! Status codes, the thread-local error detail, the panic boundary and the argument
 //! checks shared by every entry point.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -162,6 +162,7 @@ impl tdesc_status {
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::from(c"no error"));
+    static LAST_OFFSET: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 fn to_cstring(s: String) -> CString {
@@ -177,6 +178,7 @@ pub(crate) fn fail(e: &Error) -> tdesc_status {
     let msg = to_cstring(e.to_string());
     // A thread being torn down has no slot any more; the status still says what happened.
     let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = msg);
+    let _ = LAST_OFFSET.try_with(|slot| slot.set(e.offset()));
     tdesc_status::from_kind(e.kind)
 }
 
@@ -387,6 +389,24 @@ pub extern "C" fn tdesc_last_error() -> *const c_char {
     LAST_ERROR
         .try_with(|slot| slot.borrow().as_ptr())
         .unwrap_or(c"the thread's error slot is gone (thread exiting)".as_ptr())
+}
+
+/// The byte offset, in the input the last failing call read (descriptor bytes, a file, a
+/// stream), of the field found wrong, as a number: true with `*out` written when the last
+/// failure on the calling thread located one; false (and `*out` untouched) before the
+/// first failure, for failures no input byte explains (a wrong argument, an index out of
+/// bounds), and when `out` is NULL. Changes with `tdesc_last_error`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_last_error_offset(out: *mut u64) -> bool {
+    let Some(offset) = LAST_OFFSET.try_with(Cell::get).ok().flatten() else {
+        return false;
+    };
+    if out.is_null() || (out as usize) % std::mem::align_of::<u64>() != 0 {
+        return false;
+    }
+    // SAFETY: non-null and aligned (checked); writable is the caller's promise.
+    unsafe { out.write(offset) };
+    true
 }
 
 #[cfg(test)]
