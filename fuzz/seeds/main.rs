@@ -544,7 +544,12 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
     let words = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
     for (layout, shape, first, q) in leaves {
         let rank = shape.len();
-        let count: u64 = shape.iter().product();
+        // Zero-element leaves (whose other extents may overflow any partial product) get no
+        // generated contents: the descriptor is seeded without them.
+        if shape.contains(&0) {
+            return None;
+        }
+        let count: u64 = shape.iter().try_fold(1u64, |a, &e| a.checked_mul(e))?;
         let unravel = |mut k: u64, dims: &[u64]| -> Vec<u64> {
             let mut x = vec![0; dims.len()];
             for a in (0..dims.len()).rev() {
