@@ -21,10 +21,10 @@
 //! so the common lookup reads no descriptor structure. It answers only well-formed cases
 //! and hands anything else (a bad index, a malformed pointer, a page past the pools) to
 //! the general path, which produces the exact result or error. Both search a segment with
-//! the same routine (`search_sorted`, over native words in the fast path and over
-//! little-endian bytes in the general one), so they agree even on contents that break the
-//! SORTED / UNIQUE promise. It takes a fixed number of branch-free steps; a binary search
-//! that branches on the data mispredicts half its steps on random keys.
+//! the same function (`search_words`, over the bound index words, which binding keeps
+//! word-aligned), so they agree even on contents that break the SORTED / UNIQUE promise.
+//! It takes a fixed number of branch-free steps; a binary search that branches on the data
+//! mispredicts half its steps on random keys.
 
 use crate::descriptor::{Descriptor, Node, NONE};
 use crate::element::ElementType;
@@ -101,6 +101,15 @@ impl<'a> Words<'a> {
     #[inline(always)]
     pub fn search(self, key: u64) -> Option<u64> {
         let b = self.0;
+        // Bound index buffers start on their handle's (>= 64-byte) boundary, so on a
+        // little-endian host the words are viewed in place and searched exactly as the
+        // fast path searches them; the byte-wise search is the same algorithm for the
+        // rest (big-endian hosts, which have no fast path).
+        if cfg!(target_endian = "little") {
+            if let Ok(words) = bytemuck::try_cast_slice::<u8, u64>(b) {
+                return search_words(words, key).map(|p| p as u64);
+            }
+        }
         search_sorted(b.len() / 8, |j| word(b, j), key).map(|p| p as u64)
     }
 }
@@ -108,12 +117,10 @@ impl<'a> Words<'a> {
 /// Position of an entry equal to `key` among the `n` entries `at(0) … at(n − 1)` (which
 /// should be sorted ascending), or `None`. `at` is only called with `j < n`.
 ///
-/// The one search of sorted indices in the crate: [`Words::search`] (over little-endian
-/// bytes: the general lookup path and CSF) and the bind-time CSR/CSC fast path (over native
-/// `u64` words) both call it, so they agree on every input, including contents that break
-/// the SORTED promise (unsorted, duplicated). On sorted contents the answer is the first
-/// position holding `key`; on unsorted contents it is some position holding `key`, or
-/// `None` although `key` is present — never a panic or a read outside `0..n`.
+/// The byte-wise form of [`search_words`], for index bytes that cannot be viewed as words
+/// (a big-endian host, which has no fast path either). On sorted contents the answer is the
+/// first position holding `key`; on unsorted contents it is some position holding `key`,
+/// or `None` although `key` is present — never a panic or a read outside `0..n`.
 ///
 /// The loop halves the candidate range with a select, not a branch (the shape of the
 /// standard library's `binary_search`, whose speed the CSR fast path was measured with):
@@ -122,6 +129,21 @@ impl<'a> Words<'a> {
 /// probes into a short row overlap their misses.
 #[inline(always)]
 pub(crate) fn search_sorted(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Option<usize> {
+    search_loop(n, at, key)
+}
+
+/// The sorted search over native words: the standard library's `partition_point` (the
+/// same select-halving loop as [`search_sorted`], without a bounds check per probe). Both
+/// the CSR/CSC fast path and the general path ([`Words::search`], whose bound index
+/// buffers are always word-aligned) call this one function, so they agree on any contents.
+#[inline(always)]
+pub(crate) fn search_words(words: &[u64], key: u64) -> Option<usize> {
+    let p = words.partition_point(|&x| x < key);
+    (words.get(p) == Some(&key)).then_some(p)
+}
+
+#[inline(always)]
+fn search_loop(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Option<usize> {
     if n == 0 {
         return None;
     }
@@ -900,13 +922,11 @@ impl CompressedFast<'_> {
         crate::file::prefetch(seg, seg.len().wrapping_sub(1));
         // Little-endian host (checked at bind): the stored words are the values. The
         // crate's one sorted search, as the general path uses, so both give the same
-        // answer on any contents (also unsorted ones). The accessor's index is below
-        // `seg.len()`, so its fallback is never taken. (Measured: the cost of a random
+        // answer on any contents (also unsorted ones). (Measured: the cost of a random
         // lookup is the cache lines it touches — one of indptr, ~1.4 of indices for rows
         // of 10 — so a scan of the whole row, which fetches every line of it, is twice as
         // slow as the search.)
-        let at = |j: usize| seg.get(j).copied().unwrap_or(u64::MAX);
-        Some(search_sorted(seg.len(), at, minor).map(|p| lo + p))
+        Some(search_words(seg, minor).map(|p| lo + p))
     }
 
     /// [`Fast::get_bytes`] for elements of `N` bytes.
