@@ -1741,6 +1741,11 @@ tdesc_status tdesc_file_tensor_descriptor(const tdesc_file *f, size_t i, tdesc_d
  * aligned allocation the file keeps). Free it with `tdesc_tensor_free`. The tensor keeps
  * the file's memory alive by itself: it stays usable after `tdesc_file_free`.
  *
+ * The tensor is read-only (`tdesc_tensor_is_read_only` is true): a mapped file is mapped
+ * read-only, and the copy `tdesc_file_open_bytes` makes is shared by every tensor bound
+ * from the handle. Its DLPack exports carry `DLPACK_FLAG_BITMASK_READ_ONLY`; a consumer
+ * that needs to write must copy first (docs/dlpack.md).
+ *
  * `TDESC_ERR_NOT_BINDABLE` for an opaque entry (the detail carries the reason, also given
  * by `tdesc_file_tensor_problem`); `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` past the end.
  */

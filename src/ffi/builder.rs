@@ -5,11 +5,17 @@
 //! Ownership is in the names: `tdesc_node_new_*` creates a node the caller owns;
 //! `tdesc_node_add_region` and `tdesc_builder_new` *consume* the node passed to them
 //! (always, also on failure), so the caller frees only nodes it never handed over.
+//!
+//! Every count is checked against the format's limit before the array it sizes is read:
+//! a `rank` above `TDESC_MAX_RANK` is `TDESC_ERR_RANK_TOO_LARGE`, more than 8 TILED levels
+//! `TDESC_ERR_LAYOUT_CONSTRAINT`, more than 255 handles `TDESC_ERR_INVALID_ARGUMENT`, an
+//! extension_type name over 65535 bytes `TDESC_ERR_EXTENSION_TYPE_INVALID`, extension data
+//! or metadata over `u32` bytes `TDESC_ERR_OVERFLOW`.
 
 use crate::builder::{LayoutSpec, NodeSpec, RegionSpec, TensorBuilder, TileSpec};
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{tag, TileOrder};
+use crate::layout::{tag, TileOrder, MAX_TILED_DEPTH};
 use crate::sections::{ExtensionType, Shard, Statistics};
 
 use super::descriptor::{encode_out, tdesc_descriptor};
@@ -31,6 +37,18 @@ pub struct tdesc_node_spec {
 /// optional sections. Building does not consume it.
 pub struct tdesc_builder {
     b: TensorBuilder,
+}
+
+/// `RANK_TOO_LARGE` for a `rank` argument above `TDESC_MAX_RANK`, checked before the
+/// arrays it sizes are read (so an absurd count never becomes a slice or an allocation).
+fn rank_arg(rank: usize, what: &str) -> Result<()> {
+    if rank > TDESC_MAX_RANK {
+        return Err(Error::new(
+            ErrorKind::RankTooLarge,
+            format!("{what}: rank {rank} exceeds {TDESC_MAX_RANK}"),
+        ));
+    }
+    Ok(())
 }
 
 unsafe fn new_node(
@@ -79,6 +97,7 @@ pub unsafe extern "C" fn tdesc_node_new_strided(
     // SAFETY: forwarded caller promises on `out` and on `rank` strides at `strides`.
     unsafe {
         new_node(out, || {
+            rank_arg(rank, "strides")?;
             let s = slice_arg(strides, rank, "strides")?;
             Ok(NodeSpec::strided(s))
         })
@@ -104,22 +123,13 @@ pub unsafe extern "C" fn tdesc_node_new_tiled(
             if levels == 0 {
                 return Err(invalid("a TILED node needs at least one level"));
             }
-            // Counts are checked before the arrays are read or anything is allocated.
-            if levels > crate::layout::MAX_TILED_DEPTH {
+            if levels > MAX_TILED_DEPTH {
                 return Err(Error::new(
                     ErrorKind::LayoutConstraint,
-                    format!(
-                        "{levels} tile levels: TILED nesting deeper than {} levels",
-                        crate::layout::MAX_TILED_DEPTH
-                    ),
+                    format!("{levels} TILED levels: at most {MAX_TILED_DEPTH} are allowed"),
                 ));
             }
-            if rank > crate::MAX_RANK {
-                return Err(Error::new(
-                    ErrorKind::RankTooLarge,
-                    format!("rank {rank} exceeds {}", crate::MAX_RANK),
-                ));
-            }
+            rank_arg(rank, "tile_shapes")?;
             let n = levels
                 .checked_mul(rank)
                 .ok_or_else(|| invalid("levels x rank overflows"))?;
@@ -164,6 +174,7 @@ pub unsafe extern "C" fn tdesc_node_new_dim_order(
     // SAFETY: forwarded caller promises.
     unsafe {
         new_node(out, || {
+            rank_arg(rank, "order")?;
             Ok(NodeSpec::dim_order(slice_arg(order, rank, "order")?))
         })
     }
@@ -226,6 +237,7 @@ pub unsafe extern "C" fn tdesc_node_new_csf(
     unsafe {
         new_node(out, || {
             let et = element_type_arg(element_type, "element_type")?;
+            rank_arg(rank, "axis_order")?;
             let axes = slice_arg(axis_order, rank, "axis_order")?;
             let nodes = slice_arg(level_nodes, rank, "level_nodes")?;
             if rank == 0 {
@@ -265,6 +277,12 @@ pub unsafe extern "C" fn tdesc_node_new_extension(
                     "extension tag 0x{tag:02X} is outside 0xF0..=0xFE"
                 )));
             }
+            if u32::try_from(len).is_err() {
+                return Err(Error::new(
+                    ErrorKind::Overflow,
+                    format!("extension data of {len} bytes exceeds u32 (ext_length)"),
+                ));
+            }
             let data = slice_arg(data, len, "data")?;
             Ok(NodeSpec::extension(tag, data, Vec::new()))
         })
@@ -303,7 +321,8 @@ pub unsafe extern "C" fn tdesc_node_add_region(
             // SAFETY: the caller hands over a live node created by this library.
             Some(unsafe { Box::from_raw(child) })
         };
-        // SAFETY: caller promises on `subpaving` and the arrays.
+        rank_arg(rank, "origin/shape")?;
+        // SAFETY: caller promises on `subpaving` and the arrays (`rank` is at most 64).
         let (parent, origin, shape) = unsafe {
             (
                 mut_arg(subpaving, "subpaving")?,
@@ -356,23 +375,15 @@ pub unsafe extern "C" fn tdesc_node_set_buffers(
     count: usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `node` and on `count` handles.
-        if count > 255 {
-            return Err(invalid(format!(
-                "{count} handles: a buffer table holds at most 255"
-            )));
-        }
-        let (node, hs) = unsafe {
-            (
-                mut_arg(node, "node")?,
-                slice_arg(handles, count, "handles")?,
-            )
-        };
+        // SAFETY: caller promise on `node`.
+        let node = unsafe { mut_arg(node, "node")? };
         if count > 255 {
             return Err(invalid(format!(
                 "{count} handles exceed the 255 a sub-table holds"
             )));
         }
+        // SAFETY: caller promise on `count` (at most 255) handles.
+        let hs = unsafe { slice_arg(handles, count, "handles")? };
         let v = hs
             .iter()
             .enumerate()
@@ -433,19 +444,13 @@ pub unsafe extern "C" fn tdesc_builder_new(
             // SAFETY: the caller hands over a live node created by this library.
             Some(unsafe { Box::from_raw(node) })
         };
-        // SAFETY: caller promises on `out` and `shape`.
-        let shape = unsafe {
-            out_handle(out, "out")?;
-            slice_arg(shape, rank, "shape")?
-        };
+        // SAFETY: caller promise on `out`.
+        unsafe { out_handle(out, "out")? };
+        rank_arg(rank, "shape")?;
+        // SAFETY: caller promise on `rank` (at most 64) extents at `shape`.
+        let shape = unsafe { slice_arg(shape, rank, "shape")? };
         let node = node.ok_or_else(|| invalid("node is NULL"))?;
         let et = element_type_arg(element_type, "element_type")?;
-        if rank > TDESC_MAX_RANK {
-            return Err(Error::new(
-                ErrorKind::RankTooLarge,
-                format!("rank {rank} exceeds {TDESC_MAX_RANK}"),
-            ));
-        }
         let b = TensorBuilder::new(et, shape, node.spec);
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(tdesc_builder { b }))) };
@@ -465,7 +470,8 @@ pub unsafe extern "C" fn tdesc_builder_set_shard(
     shard_count: u32,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `b` and the arrays.
+        rank_arg(rank, "shard")?;
+        // SAFETY: caller promises on `b` and the arrays (`rank` is at most 64).
         let (b, p, o) = unsafe {
             (
                 mut_arg(b, "builder")?,
@@ -530,7 +536,19 @@ pub unsafe extern "C" fn tdesc_builder_set_extension_type(
     metadata_len: usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `b` and the arrays.
+        if name_len > u16::MAX as usize {
+            return Err(Error::new(
+                ErrorKind::ExtensionTypeInvalid,
+                format!("extension_type name length {name_len} not in 1..=65535"),
+            ));
+        }
+        if u32::try_from(metadata_len).is_err() {
+            return Err(Error::new(
+                ErrorKind::Overflow,
+                format!("extension_type metadata of {metadata_len} bytes exceeds u32"),
+            ));
+        }
+        // SAFETY: caller promises on `b` and the arrays (lengths within the format's).
         let (b, name, meta) = unsafe {
             (
                 mut_arg(b, "builder")?,

@@ -63,11 +63,16 @@ pub(crate) unsafe fn path_arg(path: *const c_char) -> Result<PathBuf> {
     }
 }
 
-/// A tensor name argument: `len` bytes of UTF-8 at `name` (`INVALID_ARGUMENT` otherwise).
+/// A tensor name argument: `len` bytes of UTF-8 at `name`, at most `u32::MAX` (checked
+/// before the bytes are read; `INVALID_ARGUMENT` otherwise).
 ///
 /// # Safety
 /// A non-null `name` must point to `len` readable bytes.
 pub(crate) unsafe fn name_arg<'a>(name: *const c_char, len: usize) -> Result<&'a str> {
+    if u32::try_from(len).is_err() {
+        // The format's name_length is a u32: refuse before reading the bytes.
+        return Err(invalid(format!("a tensor name of {len} bytes exceeds u32")));
+    }
     // SAFETY: forwarded caller promise.
     let bytes = unsafe { slice_arg(name as *const u8, len, "name")? };
     std::str::from_utf8(bytes).map_err(|e| invalid(format!("the tensor name is not UTF-8: {e}")))
@@ -401,6 +406,10 @@ pub unsafe extern "C" fn tdesc_file_open_bytes(
             slice_arg(bytes, len, "bytes")?
         };
         let mode = mode_arg(mode)?;
+        // Parse the caller's bytes first: a malformed file (or a `len` past the END
+        // record) is refused before a copy of `len` bytes is allocated. Parsing reads record
+        // headers, names and descriptors only, never the buffers.
+        FileReader::from_bytes(bytes, mode)?;
         // Align the copy as the file asks (a header too short or with a bad alignment is
         // rejected by the parser; any alignment works for the copy then).
         let align = if bytes.len() as u64 >= FILE_HEADER_BYTES {
@@ -476,9 +485,20 @@ pub unsafe extern "C" fn tdesc_file_find(
     index: *mut usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `f` and `len` bytes at `name`.
-        let (f, bytes) = unsafe { (file_arg(f)?, slice_arg(name as *const u8, len, "name")?) };
+        // SAFETY: caller promise on `f`.
+        let f = unsafe { file_arg(f)? };
         out_arg(index, "index")?;
+        // No name is longer than the file holding it: a longer one is not there, and its
+        // bytes are not read.
+        let size = f.data.reader.as_bytes().len();
+        if len > size {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no tensor named by {len} bytes in a file of {size} bytes"),
+            ));
+        }
+        // SAFETY: caller promise on `len` bytes at `name`.
+        let bytes = unsafe { slice_arg(name as *const u8, len, "name")? };
         let found = std::str::from_utf8(bytes)
             .ok()
             .and_then(|s| f.data.reader.find(s));
@@ -527,6 +547,11 @@ pub unsafe extern "C" fn tdesc_file_tensor_descriptor(
 /// aligned allocation the file keeps). Free it with `tdesc_tensor_free`. The tensor keeps
 /// the file's memory alive by itself: it stays usable after `tdesc_file_free`.
 ///
+/// The tensor is read-only (`tdesc_tensor_is_read_only` is true): a mapped file is mapped
+/// read-only, and the copy `tdesc_file_open_bytes` makes is shared by every tensor bound
+/// from the handle. Its DLPack exports carry `DLPACK_FLAG_BITMASK_READ_ONLY`; a consumer
+/// that needs to write must copy first (docs/dlpack.md).
+///
 /// `TDESC_ERR_NOT_BINDABLE` for an opaque entry (the detail carries the reason, also given
 /// by `tdesc_file_tensor_problem`); `TDESC_ERR_INDEX_OUT_OF_BOUNDS` for `i` past the end.
 #[no_mangle]
@@ -555,7 +580,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_bind(
                 .collect())
         })
         .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        // File memory is a read-only mapping or borrowed bytes: exports say read-only.
+        // The memory is the read-only mapping, or the handle's copy shared by every tensor
+        // bound from it: nothing handed out from it may be written.
         let t = t
             .with_owner(Arc::clone(&f.data) as super::tensor::Owner)
             .into_read_only();
@@ -787,12 +813,14 @@ pub unsafe extern "C" fn tdesc_file_writer_add(
     count: usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `w`, `d`, the name and the buffer pointers.
-        let (w, name, d) =
-            unsafe { (file_writer_arg(w)?, name_arg(name, name_len)?, desc_arg(d)?) };
+        // SAFETY: caller promises on `w` and `d`.
+        let (w, d) = unsafe { (file_writer_arg(w)?, desc_arg(d)?) };
         let fw = w.state.open(FILE_WRITER)?;
-        // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes.
+        // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes
+        // (`count` is checked against the descriptor before the array is read).
         let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
+        // SAFETY: caller promise on `name_len` bytes at `name` (at most u32::MAX).
+        let name = unsafe { name_arg(name, name_len)? };
         fw.write_tensor(name, &d.inner, &slices)
     })
 }

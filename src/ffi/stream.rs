@@ -104,17 +104,14 @@ pub unsafe extern "C" fn tdesc_stream_writer_add(
     count: usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: caller promises on `w`, the name, `d` and the buffer pointers.
-        let (w, name, d) = unsafe {
-            (
-                stream_writer_arg(w)?,
-                name_arg(name, name_len)?,
-                desc_arg(d)?,
-            )
-        };
+        // SAFETY: caller promises on `w` and `d`.
+        let (w, d) = unsafe { (stream_writer_arg(w)?, desc_arg(d)?) };
         let sw = w.state.open(STREAM_WRITER)?;
-        // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes.
+        // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes
+        // (`count` is checked against the descriptor before the array is read).
         let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
+        // SAFETY: caller promise on `name_len` bytes at `name` (at most u32::MAX).
+        let name = unsafe { name_arg(name, name_len)? };
         sw.write_tensor(name, &d.inner, &slices)
     })
 }
