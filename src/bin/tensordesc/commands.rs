@@ -242,12 +242,19 @@ pub fn validate(
                 Kind::File => format!(".tdf file, {n} tensor{}", if n == 1 { "" } else { "s" }),
                 Kind::Stream => format!("stream, {n} tensor{}", if n == 1 { "" } else { "s" }),
             };
-            let checked = if contents && parsed.kind() != Kind::Descriptor {
-                ", contents valid"
-            } else {
-                ""
+            let (checked, unchecked) = match (parsed.kind(), contents) {
+                (Kind::Descriptor, _) => ("", ""),
+                (_, true) => (", contents valid", ""),
+                (_, false) => (
+                    "",
+                    "; buffer contents not validated (--contents validates them)",
+                ),
             };
-            writeln!(out, "{p}: OK ({what}{checked}, {} mode)", mode_name(mode))?;
+            writeln!(
+                out,
+                "{p}: OK ({what}{checked}, {} mode{unchecked})",
+                mode_name(mode)
+            )?;
         }
         for n in notes {
             writeln!(out, "{p}: note: {n}")?;
@@ -369,11 +376,15 @@ pub fn stored_text(et: ElementType, bytes: &[u8]) -> String {
     format!("0x{hex} ({et} {v})")
 }
 
-/// `locate FILE [--tensor NAME] I,J,...`.
+/// `locate FILE [--tensor NAME] [--no-validate] I,J,...`. With `validate_contents` the
+/// tensor's buffer contents are validated before anything is read from them: the library
+/// validates a bound tensor as a whole (there is no per-region validation), so that is what
+/// is checked, whichever region the element lives in.
 pub fn locate(
     path: &Path,
     tensor: Option<&str>,
     permissive: bool,
+    validate_contents: bool,
     index: &str,
     out: &mut dyn Write,
 ) -> CliResult<()> {
@@ -404,6 +415,26 @@ pub fn locate(
         )
     })?;
     let loc = d.locate(&index).map_err(|e| e.context(&label))?;
+    // Bind and validate before printing anything, so corrupt contents give one error line.
+    let bound = match &t.buffers {
+        Some(Ok(bufs)) => {
+            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+            if validate_contents {
+                bound.validate().map_err(|e| {
+                    Error::new(
+                        e.kind,
+                        format!(
+                            "{label}: {} (locate validates the tensor's buffer contents before reading an element; --no-validate reads it anyway)",
+                            e.detail
+                        ),
+                    )
+                })?;
+            }
+            Some(bound)
+        }
+        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
+        None => None,
+    };
     writeln!(out, "{label}: {}", text::tensor_summary(d))?;
     writeln!(out, "index: {}", text::index_text(&index))?;
     let (leaf, node_layout) = match loc {
@@ -483,7 +514,7 @@ pub fn locate(
             )?;
         }
     }
-    match &t.buffers {
+    match bound {
         None => {
             let why = match parsed.kind() {
                 Kind::Descriptor => "a bare descriptor carries no buffer data".to_string(),
@@ -494,9 +525,18 @@ pub fn locate(
             };
             writeln!(out, "value: not available ({why})")?;
         }
-        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
-        Some(Ok(bufs)) => {
-            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+        Some(bound) => {
+            if validate_contents {
+                writeln!(
+                    out,
+                    "contents: valid (the whole tensor was validated before reading)"
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "contents: not validated (--no-validate): the bytes below are read as stored"
+                )?;
+            }
             let mut raw = vec![0u8; bound.element_bytes()];
             bound
                 .get_bytes(&index, &mut raw)
