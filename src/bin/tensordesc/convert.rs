@@ -187,13 +187,15 @@ fn diagnose(bytes: &[u8]) -> Option<Error> {
             Some(serde_json::Value::String(s)) => {
                 match serde_json::from_value::<Dtype>(serde_json::Value::String(s.clone())) {
                     Ok(d) => d,
-                    Err(_) => return Some(Error::new(
-                        ErrorKind::InvalidElementType,
-                        format!(
+                    Err(_) => {
+                        return Some(Error::new(
+                            ErrorKind::InvalidElementType,
+                            format!(
                             "tensor {name:?}: safetensors dtype {s:?} is unknown (convert maps {})",
                             known_names()
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             _ => return bad("its \"dtype\" is missing or not a string"),
