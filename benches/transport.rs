@@ -120,7 +120,7 @@ fn write_small_files(n: usize, mix: Mix, tdf: &Path, st: &Path) {
             (name, TensorView::new(Dtype::F32, shape, bytes).unwrap())
         })
         .collect();
-    safetensors::serialize_to_file(views, &None, st).unwrap();
+    safetensors::serialize_to_file(views, None, st).unwrap();
 }
 
 fn bench_small(n: usize, reps: usize, mix: Mix) {

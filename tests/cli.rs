@@ -1067,7 +1067,7 @@ fn convert_round_trips_a_safetensors_file() {
     ];
     let mut meta = std::collections::HashMap::new();
     meta.insert("format".to_string(), "pt".to_string());
-    let bytes = safetensors::serialize(tensors.clone(), &Some(meta)).unwrap();
+    let bytes = safetensors::serialize(tensors.clone(), Some(meta)).unwrap();
     let input = dir.join("model.safetensors");
     std::fs::write(&input, &bytes).unwrap();
     let output = dir.join("model.tdf");
@@ -1080,7 +1080,8 @@ fn convert_round_trips_a_safetensors_file() {
 
     // Read it back with the library: same names, ROW_MAJOR descriptors, same bytes.
     let reader = FileReader::open(&output, Mode::Strict).unwrap();
-    assert_eq!(reader.len(), tensors.len());
+    // The tensors and the __metadata__ tensor.
+    assert_eq!(reader.len(), tensors.len() + 1);
     let want_et = |dt: Dtype| match dt {
         Dtype::F32 => ElementType::Float32,
         Dtype::I64 => ElementType::Int64,
@@ -1107,17 +1108,21 @@ fn convert_round_trips_a_safetensors_file() {
 fn convert_rejects_unsupported_dtypes_and_bad_input_clearly() {
     let dir = scratch("convert-bad");
     // A hand-made safetensors file with a dtype this converter does not know.
-    let header = br#"{"x":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#;
+    let header = br#"{"x":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}}"#;
     let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
     bytes.extend_from_slice(header);
-    bytes.push(0x21);
-    let input = dir.join("f4.safetensors");
+    bytes.extend_from_slice(&[0x21, 0x22, 0x23]);
+    let input = dir.join("f6.safetensors");
     std::fs::write(&input, &bytes).unwrap();
     let output = dir.join("out.tdf");
     let r = run(&["convert", p(&input), p(&output)]);
     assert_eq!(r.code, 1);
     assert_one_error_line(&r, "INVALID_ELEMENT_TYPE");
-    assert!(r.stderr.contains("\"F4\""), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tensor \"x\": safetensors dtype F6_E2M3 "),
+        "{}",
+        r.stderr
+    );
     assert!(!output.exists());
 
     let junk = dir.join("junk.safetensors");

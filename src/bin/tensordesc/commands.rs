@@ -1,13 +1,15 @@
 //! `inspect`, `validate` and `locate`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use tensordesc::layout::tag_name;
+use tensordesc::stream::{Event, StreamOptions, StreamReader, FRAME_HEADER_BYTES};
 use tensordesc::value::{element_to_f64, element_to_i128};
 use tensordesc::{BoundTensor, Descriptor, ElementType, Error, ErrorKind, Location, Mode};
 
-use crate::input::{tensor_label, Input, Kind, Parsed, TensorRef};
+use crate::convert::METADATA_TENSOR;
+use crate::input::{self, tensor_label, Input, Kind, Parsed, TensorRef};
 use crate::text::{self, TreeOptions};
 use crate::{error_line, json, CliError, CliResult};
 
@@ -30,10 +32,42 @@ fn mode_name(m: Mode) -> &'static str {
 // inspect
 // ---------------------------------------------------------------------------------------
 
+/// Read from `r` until `buf` holds at least `want` bytes or the input ends.
+fn read_at_least(r: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> std::io::Result<()> {
+    let mut chunk = [0u8; 64];
+    while buf.len() < want {
+        match r.read(&mut chunk[..want - buf.len()]) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn stdin_error(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Io, format!("cannot read -: {e}"))
+}
+
 /// `inspect [--json] [--permissive] FILE`.
 pub fn inspect(path: &Path, as_json: bool, permissive: bool, out: &mut dyn Write) -> CliResult<()> {
     let mode = mode_of(permissive);
-    let input = Input::open(path)?;
+    let input = if path.as_os_str() == "-" {
+        // Standard input: a stream is inspected as it arrives (a JSON document is one value,
+        // written when the input has ended); anything else is read whole.
+        let stdin = std::io::stdin();
+        let mut r = stdin.lock();
+        let mut head = Vec::new();
+        read_at_least(&mut r, &mut head, FRAME_HEADER_BYTES).map_err(stdin_error)?;
+        if !as_json && matches!(input::detect(&head), Ok(Kind::Stream)) {
+            return inspect_stream_live(path, &head, &mut r, mode, out);
+        }
+        r.read_to_end(&mut head).map_err(stdin_error)?;
+        Input::from_vec(head)
+    } else {
+        Input::open(path)?
+    };
     let parsed = match input.parse(mode, false) {
         Ok(p) => p,
         Err(e) => {
@@ -50,6 +84,126 @@ pub fn inspect(path: &Path, as_json: bool, permissive: bool, out: &mut dyn Write
         write_inspect_text(out, path, &input, mode, &parsed)?;
     }
     Ok(())
+}
+
+/// Events of a stream being inspected live: each tensor is printed (and stdout flushed)
+/// as soon as its last byte has arrived; no buffer data is kept.
+struct Live<'p> {
+    label: std::path::Display<'p>,
+    mode: Mode,
+    pending: Option<(String, Descriptor)>,
+    printed: u64,
+}
+
+impl Live<'_> {
+    fn feed(
+        &mut self,
+        reader: &mut StreamReader,
+        bytes: &[u8],
+        out: &mut dyn Write,
+    ) -> CliResult<()> {
+        for ev in reader.feed(bytes) {
+            match ev.map_err(|e| e.context(&self.label))? {
+                Event::StreamStart { version_minor, .. } => {
+                    writeln!(
+                        out,
+                        "{}: stream capture, version 1.{version_minor} ({} mode); each tensor is printed when its data has arrived",
+                        self.label,
+                        mode_name(self.mode)
+                    )?;
+                    out.flush()?;
+                }
+                Event::Descriptor {
+                    name, descriptor, ..
+                } => self.pending = Some((name, descriptor)),
+                Event::TensorComplete { .. } => {
+                    if let Some((name, d)) = self.pending.take() {
+                        let opaque = Error::new(
+                            ErrorKind::NotBindable,
+                            "the descriptor is opaque (unknown layout or region); its buffers cannot be enumerated",
+                        );
+                        let t = TensorRef {
+                            name: Some(&name),
+                            descriptor: Some(&d),
+                            problem: (!d.is_bindable()).then_some(&opaque),
+                            descriptor_range: None,
+                            data_range: None,
+                            buffer_ranges: None,
+                            buffers: None,
+                        };
+                        writeln!(out)?;
+                        write_tensor_text(out, &t)?;
+                        out.flush()?;
+                        self.printed += 1;
+                    }
+                }
+                Event::Data { .. } | Event::OpaqueData { .. } | Event::StreamEnd => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `inspect -` on a stream: `head` is what was read to recognise it, `r` the rest.
+fn inspect_stream_live(
+    path: &Path,
+    head: &[u8],
+    r: &mut dyn Read,
+    mode: Mode,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let mut reader = StreamReader::with_options(StreamOptions {
+        mode,
+        ..StreamOptions::default()
+    });
+    let mut live = Live {
+        label: path.display(),
+        mode,
+        pending: None,
+        printed: 0,
+    };
+    live.feed(&mut reader, head, out)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(stdin_error(e).into()),
+        };
+        live.feed(&mut reader, &buf[..n], out)?;
+    }
+    reader.finish().map_err(|e| e.context(path.display()))?;
+    writeln!(
+        out,
+        "\n{}: end of stream, {} tensor{}, {}",
+        path.display(),
+        live.printed,
+        if live.printed == 1 { "" } else { "s" },
+        text::bytes_text(reader.position())
+    )?;
+    Ok(())
+}
+
+/// The text of a `__metadata__` tensor written by `convert` (UINT8 JSON text), if `t` is one.
+fn metadata_text(parsed: &Parsed<'_>, t: &TensorRef<'_>) -> Option<String> {
+    const SHOWN: usize = 4000;
+    let Parsed::File(r) = parsed else { return None };
+    let name = t.name.filter(|n| *n == METADATA_TENSOR)?;
+    let d = t.descriptor?;
+    if d.element_type() != ElementType::Uint8 || d.rank() != 1 {
+        return None;
+    }
+    let bufs = r.get(name).ok()?.buffers().ok()?;
+    let text = std::str::from_utf8(bufs.first()?).ok()?;
+    if text.len() <= SHOWN {
+        return Some(text.to_string());
+    }
+    let mut cut = SHOWN;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(format!("{}... ({} bytes in all)", &text[..cut], text.len()))
 }
 
 fn write_inspect_text(
@@ -97,6 +251,10 @@ fn write_inspect_text(
     for t in &tensors {
         writeln!(out)?;
         write_tensor_text(out, t)?;
+        if let Some(m) = metadata_text(parsed, t) {
+            let m = m.replace(['\n', '\r'], " ");
+            writeln!(out, "  metadata (safetensors __metadata__, JSON): {m}")?;
+        }
     }
     Ok(())
 }
@@ -242,12 +400,19 @@ pub fn validate(
                 Kind::File => format!(".tdf file, {n} tensor{}", if n == 1 { "" } else { "s" }),
                 Kind::Stream => format!("stream, {n} tensor{}", if n == 1 { "" } else { "s" }),
             };
-            let checked = if contents && parsed.kind() != Kind::Descriptor {
-                ", contents valid"
-            } else {
-                ""
+            let (checked, unchecked) = match (parsed.kind(), contents) {
+                (Kind::Descriptor, _) => ("", ""),
+                (_, true) => (", contents valid", ""),
+                (_, false) => (
+                    "",
+                    "; buffer contents not validated (--contents validates them)",
+                ),
             };
-            writeln!(out, "{p}: OK ({what}{checked}, {} mode)", mode_name(mode))?;
+            writeln!(
+                out,
+                "{p}: OK ({what}{checked}, {} mode{unchecked})",
+                mode_name(mode)
+            )?;
         }
         for n in notes {
             writeln!(out, "{p}: note: {n}")?;
@@ -369,11 +534,15 @@ pub fn stored_text(et: ElementType, bytes: &[u8]) -> String {
     format!("0x{hex} ({et} {v})")
 }
 
-/// `locate FILE [--tensor NAME] I,J,...`.
+/// `locate FILE [--tensor NAME] [--no-validate] I,J,...`. With `validate_contents` the
+/// tensor's buffer contents are validated before anything is read from them: the library
+/// validates a bound tensor as a whole (there is no per-region validation), so that is what
+/// is checked, whichever region the element lives in.
 pub fn locate(
     path: &Path,
     tensor: Option<&str>,
     permissive: bool,
+    validate_contents: bool,
     index: &str,
     out: &mut dyn Write,
 ) -> CliResult<()> {
@@ -404,6 +573,26 @@ pub fn locate(
         )
     })?;
     let loc = d.locate(&index).map_err(|e| e.context(&label))?;
+    // Bind and validate before printing anything, so corrupt contents give one error line.
+    let bound = match &t.buffers {
+        Some(Ok(bufs)) => {
+            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+            if validate_contents {
+                bound.validate().map_err(|e| {
+                    Error::new(
+                        e.kind,
+                        format!(
+                            "{label}: {} (locate validates the tensor's buffer contents before reading an element; --no-validate reads it anyway)",
+                            e.detail
+                        ),
+                    )
+                })?;
+            }
+            Some(bound)
+        }
+        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
+        None => None,
+    };
     writeln!(out, "{label}: {}", text::tensor_summary(d))?;
     writeln!(out, "index: {}", text::index_text(&index))?;
     let (leaf, node_layout) = match loc {
@@ -483,7 +672,7 @@ pub fn locate(
             )?;
         }
     }
-    match &t.buffers {
+    match bound {
         None => {
             let why = match parsed.kind() {
                 Kind::Descriptor => "a bare descriptor carries no buffer data".to_string(),
@@ -494,9 +683,18 @@ pub fn locate(
             };
             writeln!(out, "value: not available ({why})")?;
         }
-        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
-        Some(Ok(bufs)) => {
-            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+        Some(bound) => {
+            if validate_contents {
+                writeln!(
+                    out,
+                    "contents: valid (the whole tensor was validated before reading)"
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "contents: not validated (--no-validate): the bytes below are read as stored"
+                )?;
+            }
             let mut raw = vec![0u8; bound.element_bytes()];
             bound
                 .get_bytes(&index, &mut raw)

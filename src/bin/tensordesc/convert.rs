@@ -1,15 +1,23 @@
 //! `convert INPUT.safetensors OUTPUT.tdf`: every safetensors tensor becomes a dense
 //! ROW_MAJOR descriptor (safetensors is C-order, little-endian) with its bytes.
+//!
+//! The safetensors `__metadata__` (a JSON object of strings) has no place of its own in a
+//! `.tdf`, which holds only named tensors; it is kept as a tensor named `__metadata__`: a
+//! UINT8 vector holding the object as compact JSON text (keys sorted). safetensors reserves
+//! that name, so it never collides with a tensor of the input.
 
-use std::fs::File;
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use safetensors::{Dtype, SafeTensors};
-use tensordesc::file::{FileWriter, Mapping};
-use tensordesc::{ElementType, Error, ErrorKind, Result, TensorBuilder};
+use safetensors::{Dtype, SafeTensorError, SafeTensors};
+use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
+use tensordesc::file::{FileWriter, Mapping, FILE_MAGIC};
+use tensordesc::stream::FRAME_STREAM_START;
+use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Result, TensorBuilder};
 
+use crate::output::TempOutput;
 use crate::text;
 use crate::CliResult;
 
@@ -17,137 +25,385 @@ use crate::CliResult;
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
 /// Bytes written per progress step.
 const CHUNK: usize = 4 << 20;
+/// safetensors' own limit on the JSON header.
+const MAX_HEADER: u64 = 100_000_000;
 
-/// The safetensors dtype names this converter knows, with their element types.
-const DTYPES: [(&str, ElementType); 15] = [
-    ("BOOL", ElementType::Bool),
-    ("U8", ElementType::Uint8),
-    ("I8", ElementType::Int8),
-    ("F8_E5M2", ElementType::Float8E5m2),
-    ("F8_E4M3", ElementType::Float8E4m3fn),
-    ("I16", ElementType::Int16),
-    ("U16", ElementType::Uint16),
-    ("F16", ElementType::Float16),
-    ("BF16", ElementType::Bfloat16),
-    ("I32", ElementType::Int32),
-    ("U32", ElementType::Uint32),
-    ("F32", ElementType::Float32),
-    ("F64", ElementType::Float64),
-    ("I64", ElementType::Int64),
-    ("U64", ElementType::Uint64),
+/// The name under which the safetensors `__metadata__` is kept in the `.tdf`.
+pub const METADATA_TENSOR: &str = "__metadata__";
+
+/// Every safetensors dtype the format can hold, with its element type.
+const DTYPES: [(Dtype, ElementType); 18] = [
+    (Dtype::BOOL, ElementType::Bool),
+    (Dtype::U8, ElementType::Uint8),
+    (Dtype::I8, ElementType::Int8),
+    (Dtype::F8_E5M2, ElementType::Float8E5m2),
+    // safetensors' F8_E4M3 is the finite-only variant (torch.float8_e4m3fn).
+    (Dtype::F8_E4M3, ElementType::Float8E4m3fn),
+    // torch.float8_e8m0fnu: the MX scale type.
+    (Dtype::F8_E8M0, ElementType::Float8E8m0fnu),
+    (Dtype::I16, ElementType::Int16),
+    (Dtype::U16, ElementType::Uint16),
+    (Dtype::F16, ElementType::Float16),
+    (Dtype::BF16, ElementType::Bfloat16),
+    (Dtype::I32, ElementType::Int32),
+    (Dtype::U32, ElementType::Uint32),
+    (Dtype::F32, ElementType::Float32),
+    // Two FLOAT32, real part first: the format's COMPLEX64.
+    (Dtype::C64, ElementType::Complex64),
+    (Dtype::F64, ElementType::Float64),
+    (Dtype::I64, ElementType::Int64),
+    (Dtype::U64, ElementType::Uint64),
+    // MXFP4 codes, two per byte, the first element in the low nibble
+    // (torch.float4_e2m1fn_x2), as the format packs 4-bit types.
+    (Dtype::F4, ElementType::Float4E2m1fn),
 ];
 
-/// The element type of a safetensors dtype (`INVALID_ELEMENT_TYPE` when there is none).
+fn known_names() -> String {
+    DTYPES
+        .iter()
+        .map(|(d, _)| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The element type of a safetensors dtype (`INVALID_ELEMENT_TYPE` naming the tensor and
+/// the dtype when the format has none: F6_E2M3, F6_E3M2, F8_E4M3FNUZ, F8_E5M2FNUZ).
 pub fn element_type_of(dtype: Dtype, tensor: &str) -> Result<ElementType> {
-    let et = match dtype {
-        Dtype::BOOL => ElementType::Bool,
-        Dtype::U8 => ElementType::Uint8,
-        Dtype::I8 => ElementType::Int8,
-        Dtype::F8_E5M2 => ElementType::Float8E5m2,
-        // safetensors' F8_E4M3 is the finite-only variant (torch.float8_e4m3fn).
-        Dtype::F8_E4M3 => ElementType::Float8E4m3fn,
-        Dtype::I16 => ElementType::Int16,
-        Dtype::U16 => ElementType::Uint16,
-        Dtype::F16 => ElementType::Float16,
-        Dtype::BF16 => ElementType::Bfloat16,
-        Dtype::I32 => ElementType::Int32,
-        Dtype::U32 => ElementType::Uint32,
-        Dtype::F32 => ElementType::Float32,
-        Dtype::F64 => ElementType::Float64,
-        Dtype::I64 => ElementType::Int64,
-        Dtype::U64 => ElementType::Uint64,
-        other => {
+    DTYPES
+        .iter()
+        .find(|(d, _)| *d == dtype)
+        .map(|(_, et)| *et)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidElementType,
+                format!(
+                    "tensor {tensor:?}: safetensors dtype {dtype} has no tensordesc element type (convert maps {})",
+                    known_names()
+                ),
+            )
+        })
+}
+
+fn content(detail: String) -> Error {
+    Error::new(ErrorKind::ContentInvalid, detail)
+}
+
+/// A plain sentence for each safetensors error (the library's own names mean little to a
+/// user); `bytes` is the whole input, for the figures.
+fn sentence(e: &SafeTensorError, bytes: &[u8]) -> Error {
+    let len = bytes.len() as u64;
+    let declared = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let declared_text = declared.map_or_else(String::new, |n| n.to_string());
+    match e {
+        SafeTensorError::InvalidHeader(u) => content(format!(
+            "the safetensors header is not valid UTF-8 text ({u})"
+        )),
+        SafeTensorError::InvalidHeaderDeserialization(j) | SafeTensorError::JsonError(j) => {
+            content(format!(
+                "the safetensors header is not the JSON object safetensors expects ({j})"
+            ))
+        }
+        SafeTensorError::HeaderTooLarge => content(format!(
+            "the first 8 bytes give a header length of {declared_text} bytes, more than the \
+             100 MB safetensors allows: this is not a safetensors file"
+        )),
+        SafeTensorError::HeaderTooSmall => content(format!(
+            "the file has {len} bytes, too short for a safetensors file (it starts with an \
+             8-byte header length)"
+        )),
+        SafeTensorError::InvalidHeaderLength => content(format!(
+            "the first 8 bytes give a header length of {declared_text} bytes, which runs past \
+             the end of the {len}-byte file: truncated or not a safetensors file"
+        )),
+        SafeTensorError::TensorNotFound(name) => {
+            content(format!("tensor {name:?} is not in the file"))
+        }
+        SafeTensorError::TensorInvalidInfo => content(
+            "a tensor's data_offsets do not span the bytes its shape and dtype need".to_string(),
+        ),
+        SafeTensorError::InvalidOffset(name) => content(format!(
+            "tensor {name:?}: its data_offsets are not where the previous tensor's data ends \
+             (tensors must be stored back to back from the start of the data section)"
+        )),
+        SafeTensorError::IoError(io) => Error::new(ErrorKind::Io, format!("reading failed: {io}")),
+        SafeTensorError::InvalidTensorView(dtype, shape, n) => content(format!(
+            "a {dtype} tensor of shape {shape:?} cannot be made from {n} bytes"
+        )),
+        SafeTensorError::MetadataIncompleteBuffer => content(
+            "the tensors' data does not end where the file ends (the data section has bytes \
+             no tensor covers, or the file is truncated)"
+                .to_string(),
+        ),
+        SafeTensorError::ValidationOverflow => content(
+            "a tensor's element count or byte size overflows (its shape is too large)".to_string(),
+        ),
+        SafeTensorError::MisalignedSlice => content(
+            "a tensor of a sub-byte dtype (F4, F6) does not end on a byte boundary".to_string(),
+        ),
+    }
+}
+
+/// One tensor entry of a safetensors header, as far as it could be read.
+struct HeaderEntry {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<u64>,
+    offsets: (u64, u64),
+}
+
+/// Read the header ourselves to name the tensor behind a parse error: an unknown dtype, a
+/// malformed entry, offsets out of order, a size that does not match. `None` when nothing
+/// specific is found (the caller falls back to the error's sentence).
+fn diagnose(bytes: &[u8]) -> Option<Error> {
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    if n > MAX_HEADER {
+        return None;
+    }
+    let header = bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)?;
+    let data_len = (bytes.len() - 8 - header.len()) as u64;
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(header) else {
+        return None;
+    };
+    let mut entries = Vec::new();
+    for (name, v) in &map {
+        if name == "__metadata__" {
+            let ok = v
+                .as_object()
+                .is_some_and(|m| m.values().all(|x| x.is_string()));
+            if !ok {
+                return Some(content(
+                    "__metadata__ must be a JSON object whose values are strings".to_string(),
+                ));
+            }
+            continue;
+        }
+        let bad = |what: &str| Some(content(format!("tensor {name:?}: {what}")));
+        let Some(obj) = v.as_object() else {
+            return bad("its header entry is not a JSON object");
+        };
+        let dtype = match obj.get("dtype") {
+            Some(serde_json::Value::String(s)) => {
+                match serde_json::from_value::<Dtype>(serde_json::Value::String(s.clone())) {
+                    Ok(d) => d,
+                    Err(_) => {
+                        return Some(Error::new(
+                            ErrorKind::InvalidElementType,
+                            format!(
+                            "tensor {name:?}: safetensors dtype {s:?} is unknown (convert maps {})",
+                            known_names()
+                        ),
+                        ))
+                    }
+                }
+            }
+            _ => return bad("its \"dtype\" is missing or not a string"),
+        };
+        let shape: Option<Vec<u64>> = obj
+            .get("shape")
+            .and_then(|s| s.as_array())
+            .and_then(|a| a.iter().map(|x| x.as_u64()).collect());
+        let Some(shape) = shape else {
+            return bad("its \"shape\" is missing or not a list of non-negative integers");
+        };
+        let offsets: Option<Vec<u64>> = obj
+            .get("data_offsets")
+            .and_then(|s| s.as_array())
+            .and_then(|a| a.iter().map(|x| x.as_u64()).collect());
+        let offsets = match offsets.as_deref() {
+            Some(&[a, b]) => (a, b),
+            _ => return bad("its \"data_offsets\" is missing or not two non-negative integers"),
+        };
+        entries.push(HeaderEntry {
+            name: name.clone(),
+            dtype,
+            shape,
+            offsets,
+        });
+    }
+    entries.sort_by_key(|e| e.offsets);
+    let mut at = 0u64;
+    for e in &entries {
+        let name = &e.name;
+        let (s, end) = e.offsets;
+        if end < s {
+            return Some(content(format!(
+                "tensor {name:?}: data_offsets [{s}, {end}] end before they start"
+            )));
+        }
+        if s != at {
+            return Some(content(format!(
+                "tensor {name:?}: data_offsets [{s}, {end}] should start at byte {at} of the data section, where the previous tensor ends (tensors are stored back to back)"
+            )));
+        }
+        let bits = e
+            .shape
+            .iter()
+            .try_fold(1u64, |a, &x| a.checked_mul(x))
+            .and_then(|n| n.checked_mul(e.dtype.bitsize() as u64));
+        let Some(bits) = bits else {
+            return Some(content(format!(
+                "tensor {name:?}: shape {:?} of {} overflows",
+                e.shape, e.dtype
+            )));
+        };
+        if bits % 8 != 0 {
+            return Some(content(format!(
+                "tensor {name:?}: shape {:?} of {} ({}-bit elements) does not fill whole bytes",
+                e.shape,
+                e.dtype,
+                e.dtype.bitsize()
+            )));
+        }
+        if end - s != bits / 8 {
+            return Some(content(format!(
+                "tensor {name:?}: data_offsets [{s}, {end}] hold {} bytes; shape {:?} of {} needs {}",
+                end - s,
+                e.shape,
+                e.dtype,
+                bits / 8
+            )));
+        }
+        at = end;
+    }
+    if at != data_len {
+        let last = entries
+            .last()
+            .map_or_else(String::new, |e| format!(" (the last is {:?})", e.name));
+        return Some(content(format!(
+            "the tensors' data ends at byte {at} of the data section{last}, but the file holds {data_len} data bytes{}",
+            if at > data_len { ": truncated" } else { "" }
+        )));
+    }
+    None
+}
+
+/// Why the input is not safetensors: another tensordesc format, a tensor-specific problem,
+/// or the safetensors error as a sentence.
+fn explain_parse_error(bytes: &[u8], e: &SafeTensorError) -> Error {
+    diagnose(bytes).unwrap_or_else(|| sentence(e, bytes))
+}
+
+/// Another tensordesc format where safetensors was expected (none of these can start a
+/// valid safetensors file: their first 8 bytes as a header length are either above the
+/// 100 MB limit or 1, too short for a JSON object).
+fn other_format(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&FILE_MAGIC) {
+        Some("this looks like a .tdf file; convert reads safetensors")
+    } else if bytes.starts_with(&DESCRIPTOR_MAGIC) {
+        Some("this looks like a bare tensordesc descriptor (\"TDSC\"); convert reads safetensors")
+    } else if bytes.len() >= 8 && bytes[0] == FRAME_STREAM_START && bytes[1..8] == [0; 7] {
+        Some("this looks like a tensordesc frame stream; convert reads safetensors")
+    } else {
+        None
+    }
+}
+
+enum Source {
+    Map(Mapping),
+    Owned(Vec<u8>),
+}
+
+impl Source {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Map(m) => m.as_bytes(),
+            Source::Owned(v) => v,
+        }
+    }
+}
+
+fn io_err(detail: String) -> Error {
+    Error::new(ErrorKind::Io, detail)
+}
+
+/// Open the input: a regular file is mapped, a pipe read whole, a directory refused.
+fn open_input(input: &Path) -> Result<(Source, std::fs::Metadata)> {
+    let meta = std::fs::metadata(input)
+        .map_err(|e| io_err(format!("cannot open {}: {e}", input.display())))?;
+    if meta.is_dir() {
+        return Err(io_err(format!(
+            "{} is a directory, not a safetensors file",
+            input.display()
+        )));
+    }
+    let src = if meta.is_file() {
+        Source::Map(Mapping::open(input)?)
+    } else {
+        let mut v = Vec::new();
+        std::fs::File::open(input)
+            .and_then(|mut f| f.read_to_end(&mut v))
+            .map_err(|e| io_err(format!("cannot read {}: {e}", input.display())))?;
+        Source::Owned(v)
+    };
+    Ok((src, meta))
+}
+
+/// Refuse an output that is the input itself (the same file through its own path, a
+/// symlink or a hard link): renaming the result over it would destroy the source.
+fn refuse_same_file(input: &Path, in_meta: &std::fs::Metadata, output: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(out_meta) = std::fs::metadata(output) {
+        if out_meta.dev() == in_meta.dev() && out_meta.ino() == in_meta.ino() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the output {} is the input {} (the same file): convert writes a new .tdf and does not replace its source; choose another output path",
+                    output.display(),
+                    input.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What to convert: every tensor's name, descriptor and bytes, in output order.
+struct Plan<'a> {
+    tensors: Vec<(String, Descriptor, &'a [u8])>,
+    total: u64,
+}
+
+fn plan<'a>(st: &SafeTensors<'a>, metadata: Option<&'a [u8]>) -> Result<Plan<'a>> {
+    let mut tensors = st.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    // Every unmappable dtype at once, so one run names them all.
+    let unmappable: Vec<String> = tensors
+        .iter()
+        .filter(|(_, v)| element_type_of(v.dtype(), "").is_err())
+        .map(|(n, v)| format!("{n:?} ({})", v.dtype()))
+        .collect();
+    match unmappable.len() {
+        0 => {}
+        1 => {
+            let (name, view) = tensors
+                .iter()
+                .find(|(_, v)| element_type_of(v.dtype(), "").is_err())
+                .expect("counted above");
+            element_type_of(view.dtype(), name)?;
+        }
+        k => {
+            let shown: Vec<&str> = unmappable.iter().take(8).map(String::as_str).collect();
             return Err(Error::new(
                 ErrorKind::InvalidElementType,
                 format!(
-                    "tensor {tensor:?}: safetensors dtype {other:?} has no tensordesc element type"
+                    "{k} tensors have safetensors dtypes with no tensordesc element type: {}{} (convert maps {})",
+                    shown.join(", "),
+                    if k > 8 { ", ..." } else { "" },
+                    known_names()
                 ),
-            ))
-        }
-    };
-    Ok(et)
-}
-
-/// Why safetensors refused the input: an unknown dtype gets its own clear message.
-fn explain_parse_error(bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
-    if bytes.len() >= 8 {
-        let mut n = [0u8; 8];
-        n.copy_from_slice(&bytes[..8]);
-        let n = u64::from_le_bytes(n);
-        if let Some(header) = usize::try_from(n)
-            .ok()
-            .and_then(|n| n.checked_add(8))
-            .and_then(|end| bytes.get(8..end))
-        {
-            let header = String::from_utf8_lossy(header);
-            for dtype in dtype_values(&header) {
-                if !DTYPES.iter().any(|(name, _)| *name == dtype) {
-                    let known: Vec<&str> = DTYPES.iter().map(|(n, _)| *n).collect();
-                    return Error::new(
-                        ErrorKind::InvalidElementType,
-                        format!(
-                            "safetensors dtype {dtype:?} is not supported (known: {})",
-                            known.join(", ")
-                        ),
-                    );
-                }
-            }
+            ));
         }
     }
-    Error::new(
-        ErrorKind::ContentInvalid,
-        format!("not a valid safetensors file: {e}"),
-    )
-}
-
-/// The string values of every `"dtype"` member in a safetensors JSON header (a scan, not a
-/// parser: enough to name an unknown dtype).
-fn dtype_values(header: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = header;
-    while let Some(at) = rest.find("\"dtype\"") {
-        rest = &rest[at + 7..];
-        let after = rest.trim_start();
-        let Some(after) = after.strip_prefix(':') else {
-            continue;
-        };
-        let after = after.trim_start();
-        let Some(after) = after.strip_prefix('"') else {
-            continue;
-        };
-        if let Some(end) = after.find('"') {
-            out.push(after[..end].to_string());
-        }
-    }
-    out
-}
-
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".partial");
-    output.with_file_name(name)
-}
-
-/// Run the conversion, printing a summary to `out`.
-pub fn run(input: &Path, output: &Path, alignment: u32, out: &mut dyn Write) -> CliResult<()> {
-    let map = Mapping::open(input)?;
-    let bytes = map.as_bytes();
-    let st = SafeTensors::deserialize(bytes)
-        .map_err(|e| explain_parse_error(bytes, e).context(input.display()))?;
-    let (_, meta) = SafeTensors::read_metadata(bytes)
-        .map_err(|e| explain_parse_error(bytes, e).context(input.display()))?;
-    let metadata_keys = meta.metadata().as_ref().map_or(0, |m| m.len());
-
-    // Build every descriptor first, so nothing is written when a dtype is unsupported.
-    let mut tensors = st.tensors();
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut plan = Vec::with_capacity(tensors.len());
+    let mut out = Vec::with_capacity(tensors.len() + 1);
     let mut total = 0u64;
-    for (name, view) in &tensors {
-        let et = element_type_of(view.dtype(), name)?;
+    if let Some(json) = metadata {
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[json.len() as u64]).build()?;
+        out.push((METADATA_TENSOR.to_string(), d, json));
+    }
+    for (name, view) in tensors {
+        let et = element_type_of(view.dtype(), &name)?;
         let shape: Vec<u64> = view.shape().iter().map(|&e| e as u64).collect();
         let d = TensorBuilder::row_major(et, &shape)
             .build()
@@ -158,15 +414,55 @@ pub fn run(input: &Path, output: &Path, alignment: u32, out: &mut dyn Write) -> 
             return Err(Error::new(
                 ErrorKind::BufferSizeMismatch,
                 format!("tensor {name:?}: {have} data bytes, its shape and dtype need {need}"),
-            )
-            .into());
+            ));
         }
         total += have;
-        plan.push((name.as_str(), d, view.data()));
+        out.push((name, d, view.data()));
     }
+    Ok(Plan {
+        tensors: out,
+        total,
+    })
+}
 
-    let pb = if total >= PROGRESS_THRESHOLD && std::io::stderr().is_terminal() {
-        let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+/// Run the conversion; unless `quiet`, print a summary and one line per tensor to `out`
+/// (and a progress bar on stderr for large inputs when it is a terminal).
+pub fn run(
+    input: &Path,
+    output: &Path,
+    alignment: u32,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let (src, in_meta) = open_input(input)?;
+    refuse_same_file(input, &in_meta, output)?;
+    let bytes = src.bytes();
+    if bytes.is_empty() {
+        return Err(content(format!(
+            "{}: the file is empty (a safetensors file starts with an 8-byte header length)",
+            input.display()
+        ))
+        .into());
+    }
+    if let Some(what) = other_format(bytes) {
+        return Err(content(format!("{}: {what}", input.display())).into());
+    }
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| explain_parse_error(bytes, &e).context(input.display()))?;
+    let (_, meta) = SafeTensors::read_metadata(bytes)
+        .map_err(|e| explain_parse_error(bytes, &e).context(input.display()))?;
+    let metadata = meta.metadata().as_ref().filter(|m| !m.is_empty());
+    let metadata_keys = metadata.map_or(0, |m| m.len());
+    let metadata_json = metadata.map(|m| {
+        let sorted: BTreeMap<&String, &String> = m.iter().collect();
+        serde_json::to_vec(&sorted).unwrap_or_default()
+    });
+
+    // Build every descriptor first, so nothing is written when a dtype is unsupported.
+    let plan = plan(&st, metadata_json.as_deref()).map_err(|e| e.context(input.display()))?;
+
+    let pb = if !quiet && plan.total >= PROGRESS_THRESHOLD && std::io::stderr().is_terminal() {
+        let pb = ProgressBar::with_draw_target(Some(plan.total), ProgressDrawTarget::stderr());
         if let Ok(style) = ProgressStyle::with_template(
             "{spinner} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg}",
         ) {
@@ -177,68 +473,58 @@ pub fn run(input: &Path, output: &Path, alignment: u32, out: &mut dyn Write) -> 
         ProgressBar::hidden()
     };
 
-    let tmp = partial_path(output);
+    // Written through a temporary file beside the output, renamed at the end; dropped (and
+    // so removed) on any failure.
+    let mut tmp = TempOutput::create(output)?;
     let written = (|| -> Result<u64> {
-        let file = File::create(&tmp).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot create {}: {e}", tmp.display()),
-            )
-        })?;
+        let file = tmp
+            .take_file()
+            .ok_or_else(|| io_err("the temporary file is gone".to_string()))?;
         let mut w = FileWriter::with_alignment(file, alignment)?;
-        for (name, d, data) in &plan {
-            pb.set_message(name.to_string());
+        for (name, d, data) in &plan.tensors {
+            pb.set_message(name.clone());
             w.write_tensor_with(name, d, |_, sink| {
                 for chunk in data.chunks(CHUNK) {
                     sink.write_all(chunk)?;
                     pb.inc(chunk.len() as u64);
                 }
                 Ok(())
-            })?;
+            })
+            .map_err(|e| e.context(format!("writing tensor {name:?}")))?;
         }
         let file = w.finish()?;
-        file.sync_all()?;
-        Ok(std::fs::metadata(&tmp)?.len())
+        file.sync_all()
+            .map_err(|e| io_err(format!("cannot write {}: {e}", tmp.path().display())))?;
+        Ok(file.metadata()?.len())
     })();
     pb.finish_and_clear();
-    let written = match written {
-        Ok(n) => n,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e.into());
-        }
-    };
-    std::fs::rename(&tmp, output).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::new(
-            ErrorKind::Io,
-            format!(
-                "cannot rename {} to {}: {e}",
-                tmp.display(),
-                output.display()
-            ),
-        )
-    })?;
+    let written = written?;
+    tmp.commit()?;
 
+    if quiet {
+        return Ok(());
+    }
+    let n = plan.tensors.len() - usize::from(metadata_json.is_some());
     writeln!(
         out,
-        "converted {} tensor{} ({} of data) from {} to {} ({})",
-        plan.len(),
-        if plan.len() == 1 { "" } else { "s" },
-        text::short_bytes(total),
+        "converted {n} tensor{} ({} of data) from {} to {} ({})",
+        if n == 1 { "" } else { "s" },
+        text::short_bytes(plan.total),
         input.display(),
         output.display(),
         text::bytes_text(written)
     )?;
-    for (name, d, _) in &plan {
-        writeln!(out, "  {name}: {}", text::tensor_summary(d))?;
-    }
-    if metadata_keys > 0 {
-        writeln!(
-            out,
-            "note: the safetensors __metadata__ ({metadata_keys} key{}) has no place in a .tdf and was not copied",
-            if metadata_keys == 1 { "" } else { "s" }
-        )?;
+    for (name, d, _) in &plan.tensors {
+        if metadata_json.is_some() && name == METADATA_TENSOR {
+            writeln!(
+                out,
+                "  {name}: {} (the safetensors __metadata__, {metadata_keys} key{}, as JSON text)",
+                text::tensor_summary(d),
+                if metadata_keys == 1 { "" } else { "s" }
+            )?;
+        } else {
+            writeln!(out, "  {name}: {}", text::tensor_summary(d))?;
+        }
     }
     Ok(())
 }
@@ -248,33 +534,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_dtype_values() {
-        let h = r#"{"a":{"dtype": "F4","shape":[2]},"b":{"dtype":"F32"}}"#;
-        assert_eq!(dtype_values(h), vec!["F4".to_string(), "F32".to_string()]);
+    fn every_mapped_dtype_has_the_same_width() {
+        for (dt, et) in DTYPES {
+            assert_eq!(element_type_of(dt, "t").unwrap(), et, "{dt}");
+            assert_eq!(dt.bitsize() as u32, et.bits(), "{dt}");
+        }
     }
 
     #[test]
-    fn every_known_dtype_maps() {
-        for (name, et) in DTYPES {
-            let dt: Dtype = match name {
-                "BOOL" => Dtype::BOOL,
-                "U8" => Dtype::U8,
-                "I8" => Dtype::I8,
-                "F8_E5M2" => Dtype::F8_E5M2,
-                "F8_E4M3" => Dtype::F8_E4M3,
-                "I16" => Dtype::I16,
-                "U16" => Dtype::U16,
-                "F16" => Dtype::F16,
-                "BF16" => Dtype::BF16,
-                "I32" => Dtype::I32,
-                "U32" => Dtype::U32,
-                "F32" => Dtype::F32,
-                "F64" => Dtype::F64,
-                "I64" => Dtype::I64,
-                _ => Dtype::U64,
-            };
-            assert_eq!(element_type_of(dt, "t").unwrap(), et, "{name}");
-            assert_eq!(dt.size() as u32 * 8, et.bits(), "{name}");
+    fn unmappable_dtypes_name_the_tensor() {
+        for dt in [
+            Dtype::F6_E2M3,
+            Dtype::F6_E3M2,
+            Dtype::F8_E4M3FNUZ,
+            Dtype::F8_E5M2FNUZ,
+        ] {
+            let e = element_type_of(dt, "w").unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidElementType);
+            assert!(e
+                .detail
+                .starts_with(&format!("tensor \"w\": safetensors dtype {dt} ")));
         }
+    }
+
+    #[test]
+    fn diagnoses_name_the_tensor() {
+        let file = |h: &str, data: usize| {
+            let mut v = (h.len() as u64).to_le_bytes().to_vec();
+            v.extend_from_slice(h.as_bytes());
+            v.extend(std::iter::repeat_n(0u8, data));
+            v
+        };
+        let d = diagnose(&file(
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F2","shape":[1],"data_offsets":[8,9]}}"#,
+            9,
+        ))
+        .unwrap();
+        assert_eq!(d.kind, ErrorKind::InvalidElementType);
+        assert!(d.detail.contains("tensor \"b\""), "{}", d.detail);
+        let d = diagnose(&file(
+            r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+            8,
+        ))
+        .unwrap();
+        assert!(d.detail.contains("tensor \"a\""), "{}", d.detail);
+        let d = diagnose(&file(
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            4,
+        ))
+        .unwrap();
+        assert!(d.detail.contains("truncated"), "{}", d.detail);
+        assert!(diagnose(&file(
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            8
+        ))
+        .is_none());
     }
 }

@@ -12,7 +12,6 @@
 //! formats. Unstored sparse and paged elements are the code 0, hence 0.0.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,6 +27,7 @@ use tensordesc::{
 };
 
 use crate::commands::region_path;
+use crate::output::TempOutput;
 use crate::text::{self, TreeOptions};
 use crate::CliResult;
 
@@ -1111,6 +1111,9 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     let path: PathBuf = out_path
         .map(Path::to_path_buf)
         .unwrap_or_else(|| std::env::temp_dir().join("tensordesc-demo.tdf"));
+    // Make sure the output can be written before printing anything: the temporary file the
+    // .tdf is written through is created now (and removed again if anything fails).
+    let mut tmp = TempOutput::create(&path)?;
 
     writeln!(
         out,
@@ -1143,20 +1146,11 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     }
     let t_build = t0.elapsed();
 
-    // 2. Write: the big tensor and the plain ones, to a temporary name, then rename.
-    let mut tmp_name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    tmp_name.push(".partial");
-    let tmp = path.with_file_name(tmp_name);
+    // 2. Write: the big tensor and the plain ones, to the temporary file, then rename.
+    let file = tmp
+        .take_file()
+        .ok_or_else(|| Error::new(ErrorKind::Io, "the temporary output file is gone"))?;
     let write = || -> Result<()> {
-        let file = File::create(&tmp).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot create {}: {e}", tmp.display()),
-            )
-        })?;
         let mut w = FileWriter::new(file)?;
         let slices: Vec<&[u8]> = built.buffers.iter().map(|b| b.as_slice()).collect();
         w.write_tensor(BIG, &desc, &slices)?;
@@ -1165,17 +1159,10 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
             w.write_tensor(p.name, &p.desc, &s)?;
         }
         w.finish()?;
-        std::fs::rename(&tmp, &path).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot rename to {}: {e}", path.display()),
-            )
-        })
+        Ok(())
     };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
-    }
+    write()?;
+    tmp.commit()?;
     let t_write = t0.elapsed();
 
     // 3. Read back through a memory map.

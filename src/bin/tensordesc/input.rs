@@ -125,6 +125,13 @@ impl Input {
         Ok(Input { backing })
     }
 
+    /// An input already read into memory (standard input).
+    pub fn from_vec(bytes: Vec<u8>) -> Input {
+        Input {
+            backing: Backing::Owned(bytes),
+        }
+    }
+
     /// The input's bytes.
     pub fn bytes(&self) -> &[u8] {
         match &self.backing {

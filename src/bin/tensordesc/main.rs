@@ -9,6 +9,7 @@ mod convert;
 mod demo;
 mod input;
 mod json;
+mod output;
 mod text;
 
 use std::io::{self, BufWriter, Write};
@@ -26,7 +27,8 @@ const AFTER_HELP: &str = "\
 Inputs are recognised by their first bytes: a bare descriptor (\"TDSC\"), a .tdf file
 (89 54 44 46 0D 0A 1A 0A) or a frame-stream capture (a STREAM_START frame). Files named
 *.hex are read as annotated hex text (the format of tests/vectors/); `-` reads standard
-input (e.g. a stream piped from a producer).
+input (e.g. a stream piped from a producer); `inspect -` prints each tensor of a stream as
+soon as its last byte has arrived.
 
 Exit status: 0 success; 1 invalid input or a failed operation; 2 usage or I/O error.
 Errors print one line: `error: STATUS_NAME: detail`.
@@ -43,8 +45,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a 4096 x 4096 tensor stored nine ways at once, write it to a .tdf with a few
-    /// plain tensors, read it back through a memory map and read elements, checking them.
+    /// Build a 4096 x 4096 tensor stored eleven ways at once (eleven leaf layouts in one
+    /// subpaving), write it to a .tdf with a few plain tensors, read it back through a memory
+    /// map and read elements, checking them.
     Demo {
         /// Where to write the .tdf (default: tensordesc-demo.tdf in the temp directory).
         #[arg(long, value_name = "PATH")]
@@ -59,11 +62,13 @@ enum Command {
         /// Decode permissively: keep unknown layouts, regions and schemes as opaque parts.
         #[arg(long)]
         permissive: bool,
-        /// The input.
+        /// The input (`-`: standard input; a stream's tensors are printed as they complete,
+        /// except with --json, which prints one document at the end).
         file: PathBuf,
     },
     /// Validate inputs: prints `FILE: STATUS_NAME: detail` per failure; exits 0 when all
-    /// are valid, 1 when any is invalid, 2 on usage or I/O errors.
+    /// are valid, 1 when any is invalid, 2 on usage or I/O errors. Without --contents only
+    /// the structure is checked (the OK line says so), not the buffer contents.
     Validate {
         /// Decode permissively (unknown layouts, regions, schemes and newer minor versions
         /// are kept opaque instead of rejected).
@@ -88,17 +93,28 @@ enum Command {
         /// Decode permissively.
         #[arg(long)]
         permissive: bool,
+        /// Read the element without validating the tensor's buffer contents first (by
+        /// default the whole tensor is validated, as `validate --contents` does, so corrupt
+        /// sparse indices or block tables are reported instead of read).
+        #[arg(long)]
+        no_validate: bool,
         /// The element index, comma-separated (`-` for a scalar), e.g. `3500,3000`.
         #[arg(value_name = "I,J,...", allow_hyphen_values = true)]
         index: String,
     },
     /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
-    /// descriptor with its bytes.
+    /// descriptor with its bytes. The safetensors __metadata__ is kept as a tensor named
+    /// `__metadata__`: UINT8 bytes of the JSON object (keys sorted).
     Convert {
         /// The .safetensors input.
         input: PathBuf,
-        /// The .tdf output (written to a temporary name, then renamed).
+        /// The .tdf output (written to a temporary file beside it, renamed when complete;
+        /// it must not be the input).
         output: PathBuf,
+        /// Print nothing on success: no summary, no per-tensor lines, no progress bar
+        /// (errors still print).
+        #[arg(long, short)]
+        quiet: bool,
         /// The .tdf data_buffer_alignment (a power of two, 64 ..= 1048576).
         #[arg(long, default_value_t = 64, value_name = "BYTES")]
         alignment: u32,
@@ -185,13 +201,23 @@ fn main() -> ExitCode {
             file,
             tensor,
             permissive,
+            no_validate,
             index,
-        } => commands::locate(&file, tensor.as_deref(), permissive, &index, &mut out).map(|()| 0),
+        } => commands::locate(
+            &file,
+            tensor.as_deref(),
+            permissive,
+            !no_validate,
+            &index,
+            &mut out,
+        )
+        .map(|()| 0),
         Command::Convert {
             input,
             output,
+            quiet,
             alignment,
-        } => convert::run(&input, &output, alignment, &mut out).map(|()| 0),
+        } => convert::run(&input, &output, alignment, quiet, &mut out).map(|()| 0),
     };
     let flushed = out.flush();
     match (result, flushed) {

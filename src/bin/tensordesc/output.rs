@@ -1,0 +1,124 @@
+//! Writing an output file safely: through a temporary file in the output's directory,
+//! renamed over the output only when everything was written, and removed on any failure
+//! (including an early return or a panic), so a failed command never leaves a half file.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use tensordesc::{Error, ErrorKind, Result};
+
+/// A temporary file beside the output; removed on drop unless [`commit`](Self::commit)ted.
+pub struct TempOutput {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: Option<File>,
+    committed: bool,
+}
+
+/// The directory an output path lives in (`.` for a bare file name).
+fn parent_dir(dest: &Path) -> &Path {
+    match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+impl TempOutput {
+    /// Create a fresh temporary file in `dest`'s directory. Fails (IO, naming the path) when
+    /// `dest` is a directory or its directory cannot be written; nothing is left behind.
+    pub fn create(dest: &Path) -> Result<TempOutput> {
+        if let Ok(meta) = std::fs::metadata(dest) {
+            if meta.is_dir() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "{} is a directory; give the path of the file to write",
+                        dest.display()
+                    ),
+                ));
+            }
+        }
+        let Some(name) = dest.file_name() else {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{} does not name a file", dest.display()),
+            ));
+        };
+        let dir = parent_dir(dest);
+        let pid = std::process::id();
+        let mut last_err = None;
+        for attempt in 0..100u32 {
+            let mut tmp_name = std::ffi::OsString::from(".");
+            tmp_name.push(name);
+            tmp_name.push(format!(".{pid}-{attempt}.partial"));
+            let tmp = dir.join(tmp_name);
+            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+                Ok(file) => {
+                    return Ok(TempOutput {
+                        tmp,
+                        dest: dest.to_path_buf(),
+                        file: Some(file),
+                        committed: false,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
+                Err(e) => {
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        format!(
+                            "cannot write {}: cannot create a file in {}: {e}",
+                            dest.display(),
+                            dir.display()
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "cannot write {}: no free temporary name in {} ({})",
+                dest.display(),
+                dir.display(),
+                last_err.map_or_else(String::new, |e| e.to_string())
+            ),
+        ))
+    }
+
+    /// The open temporary file (taken once, to hand to a writer).
+    pub fn take_file(&mut self) -> Option<File> {
+        self.file.take()
+    }
+
+    /// The temporary file's path.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Rename the temporary file over the output.
+    pub fn commit(mut self) -> Result<()> {
+        self.file = None;
+        std::fs::rename(&self.tmp, &self.dest).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "cannot rename {} to {}: {e}",
+                    self.tmp.display(),
+                    self.dest.display()
+                ),
+            )
+        })?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempOutput {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.file = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
