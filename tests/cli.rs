@@ -1119,7 +1119,8 @@ fn convert_rejects_unsupported_dtypes_and_bad_input_clearly() {
     assert_eq!(r.code, 1);
     assert_one_error_line(&r, "INVALID_ELEMENT_TYPE");
     assert!(
-        r.stderr.contains("tensor \"x\": safetensors dtype F6_E2M3 "),
+        r.stderr
+            .contains("tensor \"x\": safetensors dtype F6_E2M3 "),
         "{}",
         r.stderr
     );
