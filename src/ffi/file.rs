@@ -132,35 +132,35 @@ pub(crate) unsafe fn buffer_slices<'a>(
 }
 
 /// Where a writer's bytes go: a file on disk or a growing buffer in memory.
-pub(crate) enum Out {
+pub(crate) enum FileSink {
     File(File),
     Memory(Vec<u8>),
 }
 
-impl Write for Out {
+impl Write for FileSink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Out::File(f) => f.write(buf),
-            Out::Memory(v) => v.write(buf),
+            FileSink::File(f) => f.write(buf),
+            FileSink::Memory(v) => v.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match self {
-            Out::File(f) => f.write_all(buf),
-            Out::Memory(v) => v.write_all(buf),
+            FileSink::File(f) => f.write_all(buf),
+            FileSink::Memory(v) => v.write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Out::File(f) => f.flush(),
-            Out::Memory(_) => Ok(()),
+            FileSink::File(f) => f.flush(),
+            FileSink::Memory(_) => Ok(()),
         }
     }
 }
 
-impl Out {
-    pub(crate) fn create(path: &std::path::Path) -> Result<Out> {
-        File::create(path).map(Out::File).map_err(|e| {
+impl FileSink {
+    pub(crate) fn create(path: &std::path::Path) -> Result<FileSink> {
+        File::create(path).map(FileSink::File).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 format!("cannot create {}: {e}", path.display()),
@@ -196,7 +196,7 @@ impl<W> WriterState<W> {
     pub(crate) fn finish(
         &mut self,
         what: &str,
-        finish: impl FnOnce(W) -> Result<Out>,
+        finish: impl FnOnce(W) -> Result<FileSink>,
     ) -> Result<()> {
         self.open(what)?;
         let w = match std::mem::replace(self, WriterState::Finished(None)) {
@@ -204,11 +204,11 @@ impl<W> WriterState<W> {
             _ => return Err(Error::new(ErrorKind::Internal, "writer state changed")),
         };
         match finish(w) {
-            Ok(Out::Memory(v)) => {
+            Ok(FileSink::Memory(v)) => {
                 *self = WriterState::Finished(Some(v));
                 Ok(())
             }
-            Ok(Out::File(f)) => {
+            Ok(FileSink::File(f)) => {
                 drop(f);
                 Ok(())
             }
@@ -721,7 +721,7 @@ pub unsafe extern "C" fn tdesc_file_free(f: *mut tdesc_file) {
 /// time. Created by `tdesc_file_writer_open` or `tdesc_file_writer_new_memory`, released
 /// by `tdesc_file_writer_free`.
 pub struct tdesc_file_writer {
-    state: WriterState<FileWriter<Out>>,
+    state: WriterState<FileWriter<FileSink>>,
 }
 
 const FILE_WRITER: &str = "file writer";
@@ -731,7 +731,7 @@ unsafe fn file_writer_arg<'a>(w: *mut tdesc_file_writer) -> Result<&'a mut tdesc
     unsafe { mut_arg(w, "writer") }
 }
 
-fn new_file_writer(out: Out, data_alignment: u32) -> Result<tdesc_file_writer> {
+fn new_file_writer(out: FileSink, data_alignment: u32) -> Result<tdesc_file_writer> {
     let a = if data_alignment == 0 {
         DEFAULT_DATA_ALIGNMENT
     } else {
@@ -766,7 +766,7 @@ pub unsafe extern "C" fn tdesc_file_writer_open(
         if data_alignment != 0 {
             check_data_alignment(data_alignment)?;
         }
-        let w = new_file_writer(Out::create(&path)?, data_alignment)?;
+        let w = new_file_writer(FileSink::create(&path)?, data_alignment)?;
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(w))) };
         Ok(())
@@ -783,7 +783,7 @@ pub unsafe extern "C" fn tdesc_file_writer_new_memory(
     guard(|| {
         // SAFETY: caller promise on `out`.
         unsafe { out_handle(out, "out")? };
-        let w = new_file_writer(Out::Memory(Vec::new()), data_alignment)?;
+        let w = new_file_writer(FileSink::Memory(Vec::new()), data_alignment)?;
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(w))) };
         Ok(())

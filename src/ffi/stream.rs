@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Event, StreamOptions, StreamReader, StreamWriter};
 
 use super::descriptor::{desc_arg, mode_arg, tdesc_descriptor};
-use super::file::{buffer_slices, bytes_out, name_arg, path_arg, Out, WriterState};
+use super::file::{buffer_slices, bytes_out, name_arg, path_arg, FileSink, WriterState};
 use super::status::{
     guard, guard_value, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
 };
@@ -29,7 +29,7 @@ use super::types::tdesc_mode;
 /// time. Created by `tdesc_stream_writer_open` or `tdesc_stream_writer_new_memory`,
 /// released by `tdesc_stream_writer_free`.
 pub struct tdesc_stream_writer {
-    state: WriterState<StreamWriter<Out>>,
+    state: WriterState<StreamWriter<FileSink>>,
 }
 
 const STREAM_WRITER: &str = "stream writer";
@@ -41,7 +41,7 @@ unsafe fn stream_writer_arg<'a>(
     unsafe { mut_arg(w, "writer") }
 }
 
-fn new_stream_writer(out: Out) -> Result<tdesc_stream_writer> {
+fn new_stream_writer(out: FileSink) -> Result<tdesc_stream_writer> {
     Ok(tdesc_stream_writer {
         state: WriterState::Open(StreamWriter::new(out)?),
     })
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn tdesc_stream_writer_open(
             out_handle(out, "out")?;
             path_arg(path)?
         };
-        let w = new_stream_writer(Out::create(&path)?)?;
+        let w = new_stream_writer(FileSink::create(&path)?)?;
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(w))) };
         Ok(())
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn tdesc_stream_writer_new_memory(
     guard(|| {
         // SAFETY: caller promise on `out`.
         unsafe { out_handle(out, "out")? };
-        let w = new_stream_writer(Out::Memory(Vec::new()))?;
+        let w = new_stream_writer(FileSink::Memory(Vec::new()))?;
         // SAFETY: checked above.
         unsafe { out.write(Box::into_raw(Box::new(w))) };
         Ok(())
