@@ -15,8 +15,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// An owned byte buffer whose first byte is aligned to a power of two (up to 1 GiB).
 ///
 /// Used where a buffer must be handed out aligned but cannot point into the source: a
-/// [`FileReader`] copies a buffer into one when the source address is not aligned enough
-/// (see [`FileReader`]), and [`crate::stream::Collector`] assembles stream buffers in them.
+/// [`FileReader`](crate::FileReader) copies a buffer into one when the source address is not aligned enough
+/// (see [`FileReader`](crate::FileReader)), and [`crate::stream::Collector`] assembles stream buffers in them.
 ///
 /// Memory follows the bytes, never the alignment: the buffer is one allocation of exactly
 /// its capacity made with the requested alignment (an empty buffer allocates nothing and

@@ -1,4 +1,4 @@
-//! Transports: the `.tdf` file ([`file`]) and the frame stream ([`stream`]), and the checks
+//! Transports: the `.tdf` file ([`mod@file`]) and the frame stream ([`stream`]), and the checks
 //! both writers make before anything is written.
 
 pub mod file;

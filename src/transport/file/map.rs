@@ -18,7 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// # Safety contract (not checked)
 ///
 /// The mapping shares the file's pages with every other process. While a `Mapping` (or a
-/// [`FileReader`] built on it, or any slice borrowed from either) is alive, the file **must
+/// [`FileReader`](crate::FileReader) built on it, or any slice borrowed from either) is alive, the file **must
 /// not be truncated or modified** by this or any other process: a truncation makes reads of
 /// the vanished pages fault (SIGBUS), and a modification changes bytes that were already
 /// validated and handed out as immutable slices. Write files under a temporary name and

@@ -2,7 +2,7 @@
 //! by its buffers' bytes, laid out so that a reader can map the file and hand out buffers
 //! without copying.
 //!
-//! * [`FileWriter`] streams a file to any [`Write`] without seeking: buffers from slices
+//! * [`FileWriter`] streams a file to any [`Write`](std::io::Write) without seeking: buffers from slices
 //!   ([`FileWriter::write_tensor`]) or from a callback that writes buffer `k`
 //!   ([`FileWriter::write_tensor_with`]), opaque records copied verbatim
 //!   ([`FileWriter::write_opaque`]), and the END record ([`FileWriter::finish`]).

@@ -19,7 +19,7 @@ pub(super) const ZEROS: [u8; 4096] = [0; 4096];
 /// Writes a `.tdf` file to any [`Write`], front to back, without seeking.
 ///
 /// Output goes through an internal buffer (large buffer slices are written through
-/// directly), so passing a raw [`File`] is fine. After any failure while a record was
+/// directly), so passing a raw [`File`](std::fs::File) is fine. After any failure while a record was
 /// being written the file is incomplete and every later call fails with the first error.
 /// A writer dropped without [`finish`](Self::finish) leaves a file without END record,
 /// which readers reject as `TRUNCATED`.
