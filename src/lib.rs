@@ -19,6 +19,7 @@
 //! The wire format is specified in `docs/spec/`.
 
 #![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod bound;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod ffi;
 pub mod format;
 mod inline;
+pub mod interop;
 pub mod layout;
 
 #[allow(unsafe_code)]

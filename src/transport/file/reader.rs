@@ -151,6 +151,8 @@ impl Entry {
 }
 
 pub(super) enum Source<'a> {
+    /// An aligned copy the reader owns ([`FileReader::from_owned`]).
+    Owned(Box<AlignedBuf>),
     Mapped(Mapping),
     Borrowed(&'a [u8]),
 }
@@ -297,6 +299,16 @@ impl FileReader<'static> {
         let p = parse(map.as_bytes(), mode, true)?;
         Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
+
+    /// Parse a file the reader takes ownership of, held in an allocation aligned to (at
+    /// least) the file's `data_buffer_alignment` — as [`AlignedBuf::from_slice`] makes it
+    /// from a [`from_bytes`](FileReader::from_bytes) reader's
+    /// [`data_buffer_alignment`](FileReader::data_buffer_alignment) — so every buffer is
+    /// handed out in place.
+    pub fn from_owned(bytes: AlignedBuf, mode: Mode) -> Result<FileReader<'static>> {
+        let p = parse(bytes.as_slice(), mode, true)?;
+        Ok(FileReader::assemble(Source::Owned(Box::new(bytes)), mode, p, None))
+    }
 }
 
 impl<'a> FileReader<'a> {
@@ -342,6 +354,7 @@ impl<'a> FileReader<'a> {
     pub fn as_bytes(&self) -> &[u8] {
         match &self.source {
             Source::Mapped(m) => m.as_bytes(),
+            Source::Owned(b) => b.as_slice(),
             Source::Borrowed(b) => b,
         }
     }
