@@ -170,7 +170,7 @@ pub(super) fn parse(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
     // A record takes at least 40 bytes, most take far more: reserve for a typical count
     // (capped, so a file of a few huge tensors does not reserve much) instead of regrowing
     // the vectors many times. (Growing once to an estimate from the average record size so
-    // far measured slower than doubling; see docs/decisions.md, session 3.)
+    // far measured slower than doubling; see docs/decisions.md, "Transports".)
     let guess = (len / 256).min(1 << 16);
     let mut entries: Vec<Entry> = Vec::with_capacity(guess);
     let mut descriptors = Descriptors::default();
