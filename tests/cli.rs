@@ -711,6 +711,132 @@ fn stream_captures_are_inspected_validated_and_located() {
     assert!(r.stdout.contains("cut.bin: TRUNCATED: "), "{}", r.stdout);
 }
 
+/// Lines of a child's stdout, read on a thread and handed over one at a time, so a test
+/// can wait for a line with a timeout.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn spawn(stdout: std::process::ChildStdout) -> (Lines, std::thread::JoinHandle<()>) {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (
+            Lines {
+                rx,
+                seen: Vec::new(),
+            },
+            reader,
+        )
+    }
+
+    /// Wait (at most `secs` seconds) for a line starting with `prefix`; every line read is
+    /// kept in `seen`. `Err` with the output so far on a timeout or the end of the output.
+    fn wait_for(&mut self, prefix: &str, secs: u64) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = line.starts_with(prefix);
+                    self.seen.push(line);
+                    if hit {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "no line starting {prefix:?} ({e}); the output so far:\n{}",
+                        self.seen.join("\n")
+                    ))
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn inspect_stdin_prints_each_tensor_as_soon_as_it_is_complete() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    // A stream of three tensors, and the byte position where each one's last frame ends.
+    let names = ["first", "second", "third"];
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    let mut ends = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let n = 4 + k as u64;
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
+            .build()
+            .unwrap();
+        let data: Vec<u8> = (0..n as u8).collect();
+        w.write_tensor(name, &d, &[&data]).unwrap();
+        ends.push(w.position() as usize);
+    }
+    let bytes = w.finish().unwrap();
+    assert!(ends[2] < bytes.len(), "STREAM_END follows the last tensor");
+
+    // `producer | tensordesc inspect -`: the producer writes one tensor, then waits until
+    // the consumer has printed it before writing the next. A tool that reads its whole
+    // input first prints nothing until stdin is closed, and the wait times out.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+        .args(["inspect", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (mut lines, reader) = Lines::spawn(child.stdout.take().unwrap());
+    let mut start = 0;
+    for (k, (name, &end)) in names.iter().zip(&ends).enumerate() {
+        stdin.write_all(&bytes[start..end]).unwrap();
+        stdin.flush().unwrap();
+        start = end;
+        if let Err(e) = lines.wait_for(&format!("tensor {name:?}: UINT8 [{}]", 4 + k), 30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tensor {name:?} was written in full but not printed: {e}");
+        }
+        // Nothing of a tensor not yet written.
+        for later in &names[k + 1..] {
+            assert!(
+                !lines.seen.iter().any(|l| l.contains(later)),
+                "{later:?} printed before it was written:\n{}",
+                lines.seen.join("\n")
+            );
+        }
+    }
+    assert!(
+        lines.seen[0].starts_with("-: stream capture, version 1."),
+        "{}",
+        lines.seen[0]
+    );
+    // STREAM_END, then end of input: the summary line and exit 0.
+    stdin.write_all(&bytes[start..]).unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    lines.seen.extend(lines.rx.try_iter());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let last = lines.seen.last().unwrap();
+    assert!(
+        last.starts_with(&format!("-: end of stream, 3 tensors, {} B", bytes.len())),
+        "{last}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // validate
 // ---------------------------------------------------------------------------------------
