@@ -413,6 +413,41 @@ fn demo_refuses_an_unwritable_path_with_one_error_line() {
     let r = run(&["demo", "--out", "/nonexistent-dir/x/demo.tdf"]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, "IO");
+    // The path is checked before anything is printed: no banner above the error.
+    assert_eq!(r.stdout, "", "the demo printed before failing");
+    // A directory is no file to write either.
+    let dir = scratch("demo-dir-out");
+    let r = run(&["demo", "--out", p(&dir)]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+    assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+}
+
+#[test]
+fn help_says_how_many_ways_the_demo_stores_its_tensor() {
+    // The demo's tensor: one leaf layout family per way it is stored.
+    let (path, stdout) = demo();
+    let r = FileReader::open(path, Mode::Strict).unwrap();
+    let d = r.get("weights").unwrap().descriptor().unwrap();
+    let leaves: std::collections::BTreeSet<u8> = d
+        .regions()
+        .map(|v| v.layout_tag())
+        .filter(|&t| t != tensordesc::layout::tag::SUBPAVING)
+        .collect();
+    assert_eq!(leaves.len(), 11, "{leaves:?}");
+    assert!(stdout.contains("stored eleven ways at once"), "{stdout}");
+    for args in [&["--help"][..], &["help"], &["demo", "--help"]] {
+        let r = run(args);
+        assert_eq!(r.code, 0);
+        assert!(
+            r.stdout.contains("stored eleven ways"),
+            "{args:?}:\n{}",
+            r.stdout
+        );
+        assert!(!r.stdout.contains("nine ways"), "{args:?}:\n{}", r.stdout);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -948,10 +983,9 @@ fn validate_usage_and_io_errors_exit_2() {
     assert_eq!(r.code, 2);
 }
 
-#[test]
-fn validate_contents_finds_corrupt_buffers() {
-    let dir = scratch("validate-contents");
-    // A CSR matrix whose second column index is out of range.
+/// A .tdf holding one FLOAT32 [2, 3] CSR matrix, "broken", whose second column index (9,
+/// in row 1) is out of range: structurally valid, its contents not.
+fn write_broken_csr(path: &Path) {
     let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
         .build()
         .unwrap();
@@ -961,12 +995,25 @@ fn validate_contents_finds_corrupt_buffers() {
     let mut w = FileWriter::new(Vec::new()).unwrap();
     w.write_tensor("broken", &d, &[&indptr, &bad_indices, &values])
         .unwrap();
-    let path = dir.join("broken.tdf");
-    std::fs::write(&path, w.finish().unwrap()).unwrap();
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
 
-    // Structurally the file is fine ...
+#[test]
+fn validate_contents_finds_corrupt_buffers() {
+    let dir = scratch("validate-contents");
+    let path = dir.join("broken.tdf");
+    write_broken_csr(&path);
+
+    // Structurally the file is fine, and the OK line says the contents were not checked ...
     let r = run(&["validate", p(&path)]);
     assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{}: OK (.tdf file, 1 tensor, strict mode; buffer contents not validated (--contents validates them))\n",
+            path.display()
+        )
+    );
     // ... its contents are not.
     let r = run(&["validate", "--contents", p(&path)]);
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -1091,6 +1138,62 @@ fn locate_prints_the_location_and_the_dequantized_value() {
         "{}",
         r.stdout
     );
+}
+
+#[test]
+fn locate_validates_the_contents_it_reads_unless_told_not_to() {
+    let dir = scratch("locate-corrupt");
+    let path = dir.join("broken.tdf");
+    write_broken_csr(&path);
+    // Row 1 stores column 9 of a 3-column matrix. Read as stored, [1, 0] is an implicit
+    // zero; locate says the contents are corrupt instead.
+    let r = run(&["locate", p(&path), "1,0"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_one_error_line(&r, "CONTENT_INVALID");
+    assert!(r.stderr.contains("tensor \"broken\": "), "{}", r.stderr);
+    assert!(r.stderr.contains("--no-validate"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    // Any element of the tensor: its contents are checked before one is read.
+    let r = run(&["locate", p(&path), "0,2"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "CONTENT_INVALID");
+    // --no-validate reads the bytes as stored, and says so.
+    let r = run(&["locate", "--no-validate", p(&path), "1,0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("contents: not validated (--no-validate)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("value: 0\n"), "{}", r.stdout);
+    let r = run(&["locate", "--no-validate", p(&path), "0,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("value: 1\n"), "{}", r.stdout);
+    // Valid contents: located and read, and the output says they were validated.
+    let r = run(&["locate", p(&write_fixed_csr(&dir)), "1,0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("contents: valid"), "{}", r.stdout);
+    assert!(r.stdout.contains("value: -2\n"), "{}", r.stdout);
+}
+
+/// The CSR matrix of [`write_broken_csr`] with its column index fixed (row 1 stores -2 at
+/// column 0).
+fn write_fixed_csr(dir: &Path) -> PathBuf {
+    let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
+        .build()
+        .unwrap();
+    let indptr: Vec<u8> = [0u64, 1, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let indices: Vec<u8> = [2u64, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values: Vec<u8> = [1.0f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("fixed", &d, &[&indptr, &indices, &values])
+        .unwrap();
+    let path = dir.join("fixed.tdf");
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+    path
 }
 
 #[test]
