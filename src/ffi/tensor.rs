@@ -18,7 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use super::args::{buffer_slices, index_arg, invalid, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor).
 pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
@@ -247,7 +247,12 @@ pub unsafe extern "C" fn tdesc_tensor_get_f64(
         // SAFETY: as above; the rank is checked before the coordinates are read.
         let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
         out_arg(out, "out")?;
-        let v = t.bound.get_f64(index)?;
+        // Complex elements and opaque quantization schemes: read the codes with
+        // tdesc_tensor_get.
+        let v = t
+            .bound
+            .get_f64(index)
+            .map_err(|e| in_c_terms(e, &[("with get_bytes", "with tdesc_tensor_get")]))?;
         // SAFETY: checked non-null and aligned; writable is the caller's promise.
         unsafe { out.write(v) };
         Ok(())
