@@ -298,6 +298,55 @@ fn headers_compile_alone() {
 }
 
 #[test]
+fn cpp_header_stops_below_cpp17_with_one_clear_error() {
+    let source = root().join("c_tests").join("hpp_needs_cxx17.cpp");
+    let compile = |std: &str| {
+        let obj = out_dir().join(format!("hpp_needs_cxx17.{std}.o"));
+        let _ = std::fs::remove_file(&obj);
+        let out = compiler(true)
+            .to_command()
+            .args([
+                &format!("-std={std}"),
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+            ])
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg("-c")
+            .arg(&source)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run the C++ compiler: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), obj.exists(), stderr)
+    };
+    for std in ["c++11", "c++14"] {
+        let (ok, obj, stderr) = compile(std);
+        assert!(!ok && !obj, "tensordesc.hpp compiled as {std}:\n{stderr}");
+        assert!(
+            stderr.contains("tensordesc.hpp needs C++17 or later"),
+            "{std}: not the header's #error:\n{stderr}"
+        );
+        // That error alone: nothing of the header is compiled after it.
+        assert_eq!(
+            stderr.lines().filter(|l| l.contains(": error")).count(),
+            1,
+            "{std}: more than the one #error:\n{stderr}"
+        );
+    }
+    for std in ["c++17", "c++20"] {
+        let (ok, obj, stderr) = compile(std);
+        assert!(
+            ok && obj,
+            "tensordesc.hpp does not compile as {std}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn static_library_links() {
     // The same golden-vector program, linked against libtensordesc.a instead.
     let lib = library_dir();
