@@ -30,7 +30,7 @@ use super::args::{
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::tdesc_mode;
 
@@ -668,7 +668,12 @@ pub unsafe extern "C" fn tdesc_file_writer_add(
         let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
         // SAFETY: caller promise on `name_len` bytes at `name` (at most u32::MAX).
         let name = unsafe { name_arg(name, name_len)? };
-        fw.write_tensor(name, &d.inner, &slices)
+        fw.write_tensor(name, &d.inner, &slices).map_err(|e| {
+            in_c_terms(
+                e,
+                &[("use write_opaque", "use tdesc_file_writer_add_opaque")],
+            )
+        })
     })
 }
 
@@ -699,7 +704,10 @@ pub unsafe extern "C" fn tdesc_file_writer_add_opaque(
                 slice_arg(data, data_len, "data")?,
             )
         };
-        w.state.open(FILE_WRITER)?.write_opaque(name, desc, data)
+        w.state
+            .open(FILE_WRITER)?
+            .write_opaque(name, desc, data)
+            .map_err(|e| in_c_terms(e, &[("with write_tensor", "with tdesc_file_writer_add")]))
     })
 }
 

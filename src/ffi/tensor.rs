@@ -21,7 +21,7 @@ use super::args::{buffer_slices, index_arg, invalid, out_arg, out_handle, ref_ar
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::file::FileData;
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor, a file's memory)
 /// for as long as a tensor or an export of it holds a clone.
@@ -283,7 +283,12 @@ pub unsafe extern "C" fn tdesc_tensor_get_f64(
         // SAFETY: as above; the rank is checked before the coordinates are read.
         let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
         out_arg(out, "out")?;
-        let v = t.bound().get_f64(index)?;
+        // Complex elements and opaque quantization schemes: read the codes with
+        // tdesc_tensor_get.
+        let v = t
+            .bound()
+            .get_f64(index)
+            .map_err(|e| in_c_terms(e, &[("with get_bytes", "with tdesc_tensor_get")]))?;
         // SAFETY: checked non-null and aligned; writable is the caller's promise.
         unsafe { out.write(v) };
         Ok(())
