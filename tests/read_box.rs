@@ -606,3 +606,316 @@ fn every_case_every_output_type() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Argument errors, unreadable parts, malformed contents
+// ---------------------------------------------------------------------------------------
+
+fn built(fam: &Fam, et: ElementType, shape: &[u64]) -> (Descriptor, Vec<Aligned>) {
+    let dense = make(fam, shape, 3);
+    let (node, bufs) = encode(fam, et, &dense);
+    let d = TensorBuilder::new(et, shape, node).build().unwrap();
+    (d, align_all(&bufs))
+}
+
+fn kind_of(r: Result<()>) -> ErrorKind {
+    r.expect_err("the read should fail").kind
+}
+
+#[test]
+fn argument_errors_have_exact_kinds() {
+    let (d, bufs) = built(&Fam::Row, ElementType::Float32, &[4, 6]);
+    let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+    let mut store = vec![0f64; 64];
+    let out: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
+    let f32t = OutputType::Float32;
+    let inv = ErrorKind::InvalidArgument;
+    let oob = ErrorKind::IndexOutOfBounds;
+    assert_eq!(kind_of(t.read_box(&[0], &[4], f32t, out, None)), inv);
+    assert_eq!(kind_of(t.read_box(&[0, 0], &[4], f32t, out, None)), inv);
+    assert_eq!(kind_of(t.read_box(&[0, 0], &[5, 6], f32t, out, None)), oob);
+    assert_eq!(kind_of(t.read_box(&[3, 0], &[2, 6], f32t, out, None)), oob);
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[4, 6], f32t, out, Some(&[4]))),
+        inv
+    );
+    // Misaligned start and strides for a float output; RAW has no alignment.
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[1, 2], f32t, &mut out[1..], None)),
+        inv
+    );
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[2, 2], f32t, out, Some(&[10, 4]))),
+        inv
+    );
+    t.read_box(&[0, 0], &[1, 2], OutputType::Raw, &mut out[1..], None)
+        .unwrap();
+    // Exactly enough bytes, and one fewer; strides that reach further need more.
+    t.read_box(&[1, 1], &[3, 4], f32t, &mut out[..24], None)
+        .unwrap();
+    assert_eq!(
+        kind_of(t.read_box(&[1, 1], &[3, 4], f32t, &mut out[..20], None)),
+        ErrorKind::OutputTooSmall
+    );
+    assert_eq!(
+        kind_of(t.read_box(&[1, 1], &[3, 4], f32t, &mut out[..24], Some(&[-40, 4]))),
+        ErrorKind::OutputTooSmall
+    );
+    t.read_box(&[1, 1], &[3, 4], f32t, &mut out[..52], Some(&[-40, 4]))
+        .unwrap();
+    // An empty box needs nothing and writes nothing.
+    t.read_box(&[2, 0], &[2, 6], f32t, &mut [], None).unwrap();
+    // Values of the packed read, transposed through negative strides.
+    let mut want = Vec::new();
+    for i in 1..3u64 {
+        for j in 1..4u64 {
+            want.push(t.get_f64(&[i, j]).unwrap() as f32);
+        }
+    }
+    let mut back = vec![0f32; 6];
+    // Element (p0, p1) at o0 + p0·(-4) + p1·(-8), o0 = 4 + 16: the window reversed.
+    t.read_box(
+        &[1, 1],
+        &[3, 4],
+        f32t,
+        bytemuck::cast_slice_mut(&mut back),
+        Some(&[-4, -8]),
+    )
+    .unwrap();
+    for p0 in 0..2usize {
+        for p1 in 0..3usize {
+            assert_eq!(back[5 - p0 - 2 * p1], want[p0 * 3 + p1]);
+        }
+    }
+}
+
+#[test]
+fn complex_needs_raw_and_device_buffers_are_not_readable() {
+    let (d, bufs) = built(&Fam::Row, ElementType::Complex64, &[2, 3]);
+    let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+    let mut out = vec![0u64; 16];
+    let o: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[2, 3], OutputType::Float64, o, None)),
+        ErrorKind::InvalidArgument
+    );
+    t.read_box(&[0, 0], &[2, 3], OutputType::Raw, o, None)
+        .unwrap();
+    let mut e = [0u8; 8];
+    t.get_bytes(&[1, 2], &mut e).unwrap();
+    assert_eq!(&o[40..48], &e);
+
+    let dev = TensorBuilder::row_major(ElementType::Float32, &[2, 2])
+        .device(BufferHandle {
+            device_type: DeviceType::Cuda,
+            memory_class: MemoryClass::DeviceLocal,
+            ..BufferHandle::cpu(0)
+        })
+        .build()
+        .unwrap();
+    let mem = Aligned::new(&[0u8; 16]);
+    let t = BoundTensor::bind(&dev, vec![mem.bytes()]).unwrap();
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[1, 1], OutputType::Raw, o, None)),
+        ErrorKind::NotBindable
+    );
+}
+
+#[test]
+fn not_canonical_and_content_errors_match_single_reads() {
+    // COO without UNIQUE: no element has a defined value.
+    let (d, bufs) = built(
+        &Fam::Coo(sparse_flags::SORTED, false),
+        ElementType::Float32,
+        &[4, 4],
+    );
+    let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+    let mut out = vec![0u64; 64];
+    let o: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    assert_eq!(
+        t.get_f64(&[0, 0]).unwrap_err().kind,
+        ErrorKind::NotCanonical
+    );
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[1, 1], OutputType::Float32, o, None)),
+        ErrorKind::NotCanonical
+    );
+    // CSR without UNIQUE holding a duplicate: NOT_CANONICAL when the box holds it.
+    let shape = [3u64, 4];
+    let indptr: Vec<u8> = [0u64, 2, 2, 3]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let indices: Vec<u8> = [1u64, 1, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values = run_of(ElementType::Float32, &[1.0, 2.0, 3.0]);
+    for flags in [sparse_flags::SORTED, 0] {
+        let raw = vec![indptr.clone(), indices.clone(), values.clone()];
+        let d = TensorBuilder::new(
+            ElementType::Float32,
+            &shape,
+            NodeSpec::csr(3, flags).with_buffers(handles(&raw)),
+        )
+        .build()
+        .unwrap();
+        let a = align_all(&raw);
+        let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+        assert_eq!(
+            kind_of(t.read_box(&[0, 0], &[3, 4], OutputType::Float32, o, None)),
+            ErrorKind::NotCanonical
+        );
+        // A box missing the duplicate reads.
+        t.read_box(&[0, 2], &[3, 4], OutputType::Float32, o, None)
+            .unwrap();
+        // Element [2, 3] is window element (2, 1) of the 3 x 2 window.
+        assert_eq!(f32::from_le_bytes(o[20..24].try_into().unwrap()), 3.0);
+    }
+    // A codebook code past the codebook: CONTENT_INVALID, in the box only.
+    let raw = vec![
+        vec![0u8, 1, 7, 2],
+        run_of(ElementType::Float32, &[0.5, 1.5, 2.5, 3.5]),
+    ];
+    let d = TensorBuilder::new(
+        ElementType::Uint8,
+        &[2, 2],
+        NodeSpec::row_major()
+            .with_buffers(handles(&raw))
+            .with_quantization(Quantization {
+                scheme: QuantScheme::Codebook { codebook_size: 4 },
+                expressed_type: ElementType::Float32,
+                has_zero_point: false,
+            }),
+    )
+    .build()
+    .unwrap();
+    let a = align_all(&raw);
+    let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+    let e = t
+        .read_box(&[0, 0], &[2, 2], OutputType::Float32, o, None)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ContentInvalid);
+    assert!(e.detail.contains("code 7"), "{e}");
+    t.read_box(&[0, 0], &[1, 2], OutputType::Float32, o, None)
+        .unwrap();
+    t.read_box(&[0, 0], &[2, 2], OutputType::Raw, o, None)
+        .unwrap();
+    assert_eq!(&o[..4], &[0, 1, 7, 2]);
+}
+
+#[test]
+fn extension_and_opaque_schemes() {
+    let ext = TensorBuilder::new(
+        ElementType::Float32,
+        &[2, 2],
+        NodeSpec::extension(0xF3, &[1, 2], vec![BufferHandle::cpu(16)]),
+    )
+    .build()
+    .unwrap();
+    let mem = Aligned::new(&[0u8; 16]);
+    let t = BoundTensor::bind(&ext, vec![mem.bytes()]).unwrap();
+    let mut out = vec![0u64; 8];
+    let o: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    assert_eq!(
+        kind_of(t.read_box(&[0, 0], &[2, 2], OutputType::Raw, o, None)),
+        ErrorKind::NotBindable
+    );
+}
+
+/// Corrupt every byte of the index buffers of every sparse and paged family, one at a time
+/// and at random: reads stay inside the buffers, finish, and either succeed or fail with
+/// CONTENT_INVALID / NOT_CANONICAL — never panic.
+#[test]
+fn hostile_contents_never_panic() {
+    let both = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    let fams = [
+        (Fam::Csr(both, false), vec![5u64, 7]),
+        (Fam::Csr(sparse_flags::UNIQUE, true), vec![5, 7]),
+        (Fam::Csc(both, false), vec![6, 4]),
+        (Fam::Coo(both, false), vec![4, 5, 3]),
+        (Fam::Coo(sparse_flags::UNIQUE, true), vec![6, 5]),
+        (Fam::Csf(vec![1, 0, 2]), vec![3, 4, 5]),
+        (Fam::Paged(2, 2), vec![5, 8, 3]),
+        (mixed(), vec![8, 9]),
+    ];
+    let mut seed = 0x5EEDu64;
+    let mut out = vec![0u64; 1024];
+    for (fam, shape) in &fams {
+        let dense = make(fam, shape, 9);
+        let (node, bufs) = encode(fam, ElementType::Int16, &dense);
+        let d = TensorBuilder::new(ElementType::Int16, shape, node)
+            .build()
+            .unwrap();
+        for trial in 0..400 {
+            let mut b = bufs.clone();
+            let k = (mix(seed) as usize) % b.len();
+            seed = mix(seed);
+            if b[k].is_empty() {
+                continue;
+            }
+            let at = (mix(seed) as usize) % b[k].len();
+            b[k][at] = match trial % 4 {
+                0 => 0xFF,
+                1 => b[k][at].wrapping_add(1),
+                2 => 0,
+                _ => mix(seed) as u8,
+            };
+            let a = align_all(&b);
+            let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+            let lo = vec![0; shape.len()];
+            for out_type in [OutputType::Raw, OutputType::Float32] {
+                let o: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+                match t.read_box(&lo, shape, out_type, o, None) {
+                    Ok(()) => {}
+                    Err(e) => assert!(
+                        matches!(e.kind, ErrorKind::ContentInvalid | ErrorKind::NotCanonical),
+                        "{fam:?}: {e}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// CSF child ranges of different fibres that overlap (valid pair by pair, so a single
+/// lookup never notices) make every level visit the next one twice: 2^62 visits for this
+/// rank-63 tensor of five nodes per level. The walk stops at the node count.
+#[test]
+fn overlapping_csf_pointers_are_bounded() {
+    let rank = 63usize;
+    let shape = vec![2u64; rank];
+    let words = |v: &[u64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let mut bufs: Vec<Vec<u8>> = Vec::new();
+    // indptr_0 = [0, 2]; indptr_1 over the 2 level-0 nodes; then over 5 nodes per level:
+    // nodes 0 and 3 both own [0, 3), nodes 1 and 4 both own [3, 5) (node 2 is never read).
+    bufs.push(words(&[0, 2]));
+    bufs.push(words(&[0, 3, 5]));
+    for _ in 2..rank {
+        bufs.push(words(&[0, 3, 5, 0, 3, 5]));
+    }
+    // Keys: level 0 [0, 0]; then [0, 0, 1, 0, 0]: the box [0, 1) reads the two zeros of each
+    // fibre and stops at the 1.
+    bufs.push(words(&[0, 0]));
+    for _ in 1..rank {
+        bufs.push(words(&[0, 0, 1, 0, 0]));
+    }
+    bufs.push(vec![1u8; 5]);
+    let node = NodeSpec::new(tensordesc::builder::LayoutSpec::Csf {
+        nnz: 5,
+        axis_order: (0..rank as u8).collect(),
+    })
+    .with_buffers(handles(&bufs));
+    let d = TensorBuilder::new(ElementType::Int8, &shape, node)
+        .build()
+        .unwrap();
+    let a = align_all(&bufs);
+    let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+    let mut out = [0u8; 1];
+    let lo = vec![0u64; rank];
+    let hi = vec![1u64; rank];
+    let start = std::time::Instant::now();
+    let e = t
+        .read_box(&lo, &hi, OutputType::Raw, &mut out, None)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ContentInvalid, "{e}");
+    assert!(e.detail.contains("overlapping"), "{e}");
+    assert!(start.elapsed().as_secs() < 5);
+}

@@ -180,6 +180,10 @@ impl<'a> BoundTensor<'a> {
                 }
             }
         }
+        if empty {
+            // Nothing is written: no byte of `out` is needed, its address is not looked at.
+            return Ok(());
+        }
         let align = out_type.alignment();
         if (out.as_ptr() as usize) % align != 0 {
             return Err(Error::new(
@@ -211,7 +215,7 @@ impl<'a> BoundTensor<'a> {
                 high += span;
             }
         }
-        let need = if empty { 0 } else { high - low + es as i128 };
+        let need = high - low + es as i128;
         if need > out.len() as i128 {
             return Err(Error::new(
                 ErrorKind::OutputTooSmall,
@@ -221,9 +225,6 @@ impl<'a> BoundTensor<'a> {
                     out.len()
                 ),
             ));
-        }
-        if empty {
-            return Ok(());
         }
         self.require_host()?;
         // Every element offset lies in [0, need - es], which fits i64: `need` fits in the

@@ -1,0 +1,319 @@
+//! `Descriptor::regions_in_box` and the level indexes' box queries against brute force:
+//! uniform and rectilinear grids, bucket lists over irregular partitions, split trees over
+//! adversarial ones (tests/common/geometry.rs), and nested subpavings (proptest). Visits
+//! are counted through `LevelIndexProbe`: a grid examines exactly the cells reported.
+
+use std::ops::ControlFlow;
+
+use proptest::prelude::*;
+use tensordesc::bench_support::LevelIndexProbe;
+use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc::{Descriptor, ElementType, ErrorKind};
+
+#[path = "common/geometry.rs"]
+mod geometry;
+use geometry::*;
+
+/// Regions of `boxes` meeting `[lo, hi)`, sorted.
+fn brute(boxes: &Boxes, lo: [u64; 2], hi: [u64; 2]) -> Vec<u32> {
+    (0..boxes.len() as u32)
+        .filter(|&r| {
+            let (o, s) = boxes[r as usize];
+            (0..2).all(|a| o[a] < hi[a] && o[a] + s[a] > lo[a])
+        })
+        .collect()
+}
+
+fn random_box(extent: [u64; 2], seed: &mut u64, small: bool) -> ([u64; 2], [u64; 2]) {
+    let mut lo = [0; 2];
+    let mut hi = [0; 2];
+    for a in 0..2 {
+        let l = next(seed) % extent[a];
+        let w = if small {
+            1 + next(seed) % (extent[a] / 64).max(1)
+        } else {
+            1 + next(seed) % (extent[a] - l)
+        };
+        lo[a] = l;
+        hi[a] = (l + w).min(extent[a]);
+    }
+    (lo, hi)
+}
+
+/// Box queries on `boxes` agree with brute force; returns (largest visits / (k + 1)) over
+/// the sampled queries, and the kind of index.
+fn check_probe(name: &str, boxes: &Boxes, extent: [u64; 2], queries: usize) -> (f64, &'static str) {
+    let probe =
+        LevelIndexProbe::build(coords(boxes), 2, &extent).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut seed = 0xB0C5_u64 ^ boxes.len() as u64;
+    let mut worst = 0f64;
+    for q in 0..queries {
+        let (lo, hi) = random_box(extent, &mut seed, q % 2 == 0);
+        let (got, visits) = probe.query_box(&lo, &hi);
+        assert_eq!(got, brute(boxes, lo, hi), "{name}: box {lo:?}..{hi:?}");
+        worst = worst.max(visits as f64 / (got.len() as f64 + 1.0));
+        if probe.kind() == "grid" {
+            assert_eq!(
+                visits,
+                got.len() as u64,
+                "{name}: a grid visits exactly k cells"
+            );
+        }
+    }
+    // The whole extent meets every region.
+    let (all, _) = probe.query_box(&[0, 0], &extent);
+    assert_eq!(all.len(), boxes.len(), "{name}");
+    (worst, probe.kind())
+}
+
+fn grid(nx: u64, ny: u64, tx: u64, ty: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for i in 0..nx {
+        for j in 0..ny {
+            v.push(([i * tx, j * ty], [tx, ty]));
+        }
+    }
+    (v, [nx * tx, ny * ty])
+}
+
+fn rectilinear(n: u64) -> (Boxes, [u64; 2]) {
+    let cuts: Vec<u64> = (0..=n).map(|k| k * k + k).collect();
+    let mut v = Vec::new();
+    for i in 0..n as usize {
+        for j in 0..n as usize {
+            v.push((
+                [cuts[i], cuts[j]],
+                [cuts[i + 1] - cuts[i], cuts[j + 1] - cuts[j]],
+            ));
+        }
+    }
+    (v, [cuts[n as usize], cuts[n as usize]])
+}
+
+/// Rows of random heights, each cut into bricks of random widths: irregular but compact
+/// boxes, which the bucket lists answer.
+fn walls(rows: u64, width: u64, seed: u64) -> (Boxes, [u64; 2]) {
+    let mut s = seed | 1;
+    let mut v = Vec::new();
+    let mut y = 0;
+    for _ in 0..rows {
+        let h = 4 + next(&mut s) % 5;
+        let mut x = 0;
+        while x < width {
+            let w = (4 + next(&mut s) % 9).min(width - x);
+            v.push(([x, y], [w, h]));
+            x += w;
+        }
+        y += h;
+    }
+    (v, [width, y])
+}
+
+#[test]
+fn grids_visit_exactly_the_cells_reported() {
+    let (b, e) = grid(40, 50, 16, 8);
+    assert_eq!(check_probe("uniform grid", &b, e, 400).1, "grid");
+    // Edge cells clipped.
+    let mut b2 = Vec::new();
+    for i in 0..7u64 {
+        for j in 0..5u64 {
+            b2.push(([i * 10, j * 10], [10.min(65 - i * 10), 10.min(43 - j * 10)]));
+        }
+    }
+    assert_eq!(check_probe("clipped grid", &b2, [65, 43], 400).1, "grid");
+    let (b, e) = rectilinear(30);
+    assert_eq!(check_probe("rectilinear grid", &b, e, 400).1, "grid");
+}
+
+#[test]
+fn irregular_partitions_agree_with_brute_force() {
+    let (b, e) = random_splits(20_000, 7);
+    let (ratio, kind) = check_probe("random splits", &b, e, 300);
+    println!("random splits: {kind}, at most {ratio:.1} visits per region reported (+1)");
+    let (b, e) = walls(150, 1200, 3);
+    let (ratio, kind) = check_probe("walls", &b, e, 300);
+    assert_eq!(kind, "buckets");
+    // A bucket holds about 8 regions: each bucket met costs its entry and list.
+    assert!(ratio < 80.0, "walls: {ratio} visits per region reported");
+    println!("walls: {kind}, at most {ratio:.1} visits per region reported (+1)");
+    for (name, (b, e)) in [
+        ("pinwheel rings", pinwheel_rings(300)),
+        ("staircase", staircase(800)),
+        ("bricks", bricks(600, 1 << 20)),
+        ("cluster", cluster(40, 1 << 30)),
+        ("spiral", spiral(2000)),
+        ("thick spiral", thick_spiral(5000)),
+    ] {
+        let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
+        let items = probe.heap_bytes() as f64;
+        let (ratio, kind) = check_probe(name, &b, e, 200);
+        // Never more than the structure holds (each node and entry is examined at most
+        // once per query): bounded on any geometry.
+        let (_, visits) = probe.query_box(&[0, 0], &e);
+        assert!(
+            (visits as f64) <= items,
+            "{name} ({kind}): {visits} visits for a structure of {items} bytes"
+        );
+        println!("{name}: {kind}, at most {ratio:.1} visits per region reported (+1)");
+    }
+}
+
+#[test]
+fn split_tree_small_boxes_stay_near_the_point_query_bound() {
+    // A small box in a pinwheel meets a handful of rings: its visits stay within a few
+    // point-query bounds (counted, not timed).
+    let (b, e) = pinwheel_rings(2000);
+    let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
+    assert_eq!(probe.kind(), "split tree");
+    let (_, bound) = probe.query_cost(&[0, 0]).unwrap();
+    let mut seed = 99u64;
+    for _ in 0..200 {
+        let x = next(&mut seed) % (e[0] - 4);
+        let y = next(&mut seed) % (e[1] - 4);
+        let (got, visits) = probe.query_box(&[x, y], &[x + 4, y + 4]);
+        assert_eq!(got, brute(&b, [x, y], [x + 4, y + 4]));
+        assert!(
+            visits <= bound * (got.len() as u64 + 1),
+            "box at ({x}, {y}): {visits} visits, {} regions, point bound {bound}",
+            got.len()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Descriptors: nested levels, order, clipped boxes, errors
+// ---------------------------------------------------------------------------------------
+
+/// A random partition of `[origin, origin + extent)` (relative origins) into guillotine
+/// cuts, some parts subpavings again down to `depth` more levels.
+fn partition(extent: [u64; 2], depth: u32, seed: &mut u64, parts: usize) -> Vec<RegionSpec> {
+    let mut boxes: Vec<([u64; 2], [u64; 2])> = vec![([0, 0], extent)];
+    let mut i = 0;
+    while boxes.len() < parts && i < 64 {
+        let at = (next(seed) as usize) % boxes.len();
+        let (o, s) = boxes[at];
+        let a = (next(seed) % 2) as usize;
+        if s[a] >= 2 {
+            let cut = 1 + next(seed) % (s[a] - 1);
+            let (mut s1, mut s2, mut o2) = (s, s, o);
+            s1[a] = cut;
+            s2[a] = s[a] - cut;
+            o2[a] += cut;
+            boxes[at] = (o, s1);
+            boxes.push((o2, s2));
+        }
+        i += 1;
+    }
+    boxes
+        .into_iter()
+        .map(|(o, s)| {
+            let node = if depth > 0 && next(seed) % 3 == 0 && s[0] * s[1] >= 2 {
+                let parts = 2 + (next(seed) % 5) as usize;
+                NodeSpec::subpaving(partition(s, depth - 1, seed, parts))
+            } else {
+                NodeSpec::splat()
+            };
+            RegionSpec::new(&o, &s, node)
+        })
+        .collect()
+}
+
+/// Brute force over every leaf region, in pre-order.
+fn brute_leaves(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
+    if d.region_count() == 0 {
+        return vec![(None, lo.to_vec(), hi.to_vec())];
+    }
+    d.regions()
+        .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
+        .filter_map(|r| {
+            let o = r.global_origin();
+            let s = r.shape();
+            let l: Vec<u64> = (0..2).map(|a| lo[a].max(o[a])).collect();
+            let h: Vec<u64> = (0..2).map(|a| hi[a].min(o[a] + s[a])).collect();
+            (0..2)
+                .all(|a| l[a] < h[a])
+                .then_some((Some(r.index()), l, h))
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn nested_subpavings_agree_with_brute_force(
+        seed in any::<u64>(),
+        ex in 1..40u64,
+        ey in 1..40u64,
+        parts in 1..30usize,
+        boxes in proptest::collection::vec((0..40u64, 0..40u64, 0..40u64, 0..40u64), 1..12),
+    ) {
+        let mut s = seed | 1;
+        let regions = partition([ex, ey], 3, &mut s, parts);
+        let d = TensorBuilder::subpaving(ElementType::Float32, &[ex, ey], regions).build().unwrap();
+        for (a, b, c, e) in boxes {
+            let (l0, h0) = (a % (ex + 1), b % (ex + 1));
+            let (l1, h1) = (c % (ey + 1), e % (ey + 1));
+            let lo = [l0.min(h0), l1.min(h1)];
+            let hi = [l0.max(h0), l1.max(h1)];
+            let got: Vec<_> = d
+                .regions_in_box(&lo, &hi)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.region, h.lo, h.hi))
+                .collect();
+            let want = if lo[0] == hi[0] || lo[1] == hi[1] {
+                Vec::new()
+            } else {
+                brute_leaves(&d, &lo, &hi)
+            };
+            prop_assert_eq!(got, want);
+        }
+    }
+}
+
+#[test]
+fn non_subpaving_tensors_errors_and_early_stop() {
+    let d = TensorBuilder::row_major(ElementType::Int8, &[4, 5])
+        .build()
+        .unwrap();
+    let hits = d.regions_in_box(&[1, 2], &[3, 5]).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        (hits[0].region, &hits[0].lo[..], &hits[0].hi[..]),
+        (None, &[1u64, 2][..], &[3u64, 5][..])
+    );
+    assert!(d.regions_in_box(&[1, 2], &[1, 5]).unwrap().is_empty());
+    assert_eq!(
+        d.regions_in_box(&[0], &[1]).unwrap_err().kind,
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        d.regions_in_box(&[0, 0], &[5, 1]).unwrap_err().kind,
+        ErrorKind::IndexOutOfBounds
+    );
+    assert_eq!(
+        d.regions_in_box(&[2, 0], &[1, 1]).unwrap_err().kind,
+        ErrorKind::IndexOutOfBounds
+    );
+    // The visitor stops when asked.
+    let (b, e) = grid(10, 10, 3, 3);
+    let regions = b
+        .iter()
+        .map(|(o, s)| RegionSpec::new(o, s, NodeSpec::splat()))
+        .collect();
+    let d = TensorBuilder::subpaving(ElementType::Int8, &e, regions)
+        .build()
+        .unwrap();
+    let mut seen = Vec::new();
+    d.visit_regions_in_box(&[0, 0], &e, |h| {
+        seen.push(h.region.unwrap());
+        if seen.len() == 3 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, vec![0, 1, 2]);
+}
