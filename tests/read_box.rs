@@ -500,6 +500,67 @@ fn run_case(
     // And the whole tensor, packed.
     let lo = vec![0; shape.len()];
     check_box(&t, &lo, shape, out, None);
+    check_batches(&t, out, seed);
+}
+
+/// `get_many` and `locate_many` over random indices equal the single-element calls.
+fn check_batches(t: &BoundTensor<'_>, out: OutputType, seed: u64) {
+    let d = t.descriptor();
+    let shape = d.shape();
+    if shape.contains(&0) {
+        return;
+    }
+    let n = 1 + (mix(seed) % 40) as usize;
+    let mut idx = Vec::new();
+    for k in 0..n {
+        for (a, &e) in shape.iter().enumerate() {
+            idx.push(mix(seed ^ (k as u64) << 16 ^ a as u64) % e);
+        }
+    }
+    let es = out.element_bytes(d.element_type());
+    let mut store = vec![0u64; (n * es).div_ceil(8)];
+    let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..n * es];
+    t.get_many(&idx, n, out, buf).unwrap();
+    let rank = shape.len();
+    let mut locs = vec![CompactLocation::default(); n];
+    d.locate_many(&idx, &mut locs).unwrap();
+    for k in 0..n {
+        let x = &idx[k * rank..(k + 1) * rank];
+        let want = expected(t, x, out);
+        let got = &buf[k * es..(k + 1) * es];
+        if !(is_nan(got, out) && is_nan(&want, out)) {
+            assert_eq!(got, &want[..], "get_many element {k} = {x:?} as {out:?}");
+        }
+        let c = locs[k];
+        match d.locate(x).unwrap() {
+            Location::Dense {
+                region,
+                buffer,
+                byte_offset,
+                bit_shift,
+            } => {
+                assert_eq!(c.kind, LocationKind::Dense, "{x:?}");
+                assert_eq!(
+                    (c.region, c.buffer, c.byte_offset, c.bit_shift),
+                    (region.unwrap_or(u32::MAX), buffer, byte_offset, bit_shift),
+                    "{x:?}"
+                );
+            }
+            Location::Lookup {
+                region,
+                layout_tag,
+                first_buffer,
+                ..
+            } => {
+                assert_eq!(c.kind, LocationKind::Lookup, "{x:?}");
+                assert_eq!(
+                    (c.region, c.buffer, c.layout_tag),
+                    (region.unwrap_or(u32::MAX), first_buffer, layout_tag),
+                    "{x:?}"
+                );
+            }
+        }
+    }
 }
 
 fn pick_q(k: usize, et: ElementType, rank: usize, st: usize, zp: bool, block: u32) -> Q {
@@ -620,6 +681,39 @@ fn built(fam: &Fam, et: ElementType, shape: &[u64]) -> (Descriptor, Vec<Aligned>
 
 fn kind_of(r: Result<()>) -> ErrorKind {
     r.expect_err("the read should fail").kind
+}
+
+#[test]
+fn batch_errors_name_the_position() {
+    let (d, bufs) = built(&Fam::Row, ElementType::Float32, &[4, 6]);
+    let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+    let mut out = vec![0f32; 3];
+    let o: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    let e = t
+        .get_many(&[0, 0, 1, 1, 4, 0], 3, OutputType::Float32, o)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::IndexOutOfBounds);
+    assert!(e.detail.starts_with("batch index 2"), "{e}");
+    assert_eq!(
+        t.get_many(&[0, 0, 1], 2, OutputType::Float32, o)
+            .unwrap_err()
+            .kind,
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        t.get_many(&[0, 0, 1, 1], 2, OutputType::Float64, o)
+            .unwrap_err()
+            .kind,
+        ErrorKind::OutputTooSmall
+    );
+    let mut locs = [CompactLocation::default(); 2];
+    let e = d.locate_many(&[0, 0, 9, 9], &mut locs).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::IndexOutOfBounds);
+    assert!(e.detail.starts_with("batch index 1"), "{e}");
+    assert_eq!(
+        d.locate_many(&[0, 0, 9], &mut locs).unwrap_err().kind,
+        ErrorKind::InvalidArgument
+    );
 }
 
 #[test]

@@ -67,6 +67,7 @@ use find::{content_error, owner_name, U64Array};
 use crate::quant::QuantScheme;
 use crate::value;
 
+mod batch;
 pub(crate) mod find;
 mod read;
 mod shortcut;

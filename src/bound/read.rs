@@ -12,9 +12,19 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<R> {
         let d = self.desc;
         if let Layout::Subpaving { .. } = d.root.layout {
-            let mut local = [0u64; MAX_RANK];
-            let (region, node) = d.resolve(index, &mut local)?;
-            f(region, node, d.node_shape(region), &local[..d.rank()])
+            let (region, node) = d.leaf(index)?;
+            let rank = d.rank();
+            let shape = d.node_shape(region);
+            // Small ranks (the usual case) do not zero a 64-entry index per call.
+            if rank <= 8 {
+                let mut local = [0u64; 8];
+                d.local_index(region, index, &mut local);
+                f(region, node, shape, &local[..rank])
+            } else {
+                let mut local = [0u64; MAX_RANK];
+                d.local_index(region, index, &mut local);
+                f(region, node, shape, &local[..rank])
+            }
         } else {
             check_index(&d.shape, index)?;
             f(NONE, &d.root, &d.shape, index)
@@ -52,16 +62,39 @@ impl<'a> BoundTensor<'a> {
         self.require_host()?;
         let d = self.desc;
         let et = d.element_type;
-        if let Layout::Subpaving { .. } = d.root.layout {
-            let mut local = [0u64; MAX_RANK];
-            let (region, node) = d.resolve(index, &mut local)?;
-            let x = &local[..d.rank()];
-            let slot = find::find(d, &self.buffers, region, node, d.node_shape(region), x)?;
+        if let Some((region, buffer, byte)) = self.grid_dense(index) {
+            let slot = find::ElementPlace::At {
+                buffer,
+                byte,
+                shift: 0,
+            };
             return find::read_slot(&self.buffers, slot, et, region, out);
         }
-        check_index(&d.shape, index)?;
-        let slot = find::find(d, &self.buffers, NONE, &d.root, &d.shape, index)?;
-        find::read_slot(&self.buffers, slot, et, NONE, out)
+        self.with_leaf(index, |region, node, shape, x| {
+            let slot = find::find(d, &self.buffers, region, node, shape, x)?;
+            find::read_slot(&self.buffers, slot, et, region, out)
+        })
+    }
+
+    /// The dense fast path of a subpaving: a row-/column-major leaf (of a non-packed type)
+    /// found through a grid or bucket-list level, its byte offset computed from the
+    /// global index without a local index ([`Descriptor::locate`]'s own fast path):
+    /// (region, buffer, byte). `None`: take the general path (which reports every error).
+    #[inline(always)]
+    pub(super) fn grid_dense(&self, index: &[u64]) -> Option<(u32, usize, usize)> {
+        let d = self.desc;
+        if d.rank() > 8 {
+            return None;
+        }
+        match d.locate_in_grid(index)? {
+            Ok(crate::Location::Dense {
+                region: Some(r),
+                buffer,
+                byte_offset,
+                ..
+            }) => Some((r, buffer as usize, usize::try_from(byte_offset).ok()?)),
+            _ => None,
+        }
     }
 
     /// The value of element `index` as `f64`, dequantized by the quantization of its node
@@ -106,6 +139,20 @@ impl<'a> BoundTensor<'a> {
             ));
         }
         self.require_host()?;
+        if let Some((region, buffer, byte)) = self.grid_dense(index) {
+            let node = self.desc.regions.get(region as usize);
+            if node.is_some_and(|n| n.quant == NONE) {
+                let slot = find::ElementPlace::At {
+                    buffer,
+                    byte,
+                    shift: 0,
+                };
+                let mut code = [0u8; 16];
+                find::read_slot(&self.buffers, slot, et, region, &mut code)?;
+                return value::element_to_f64(et, &code)
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
+            }
+        }
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(self.desc, &self.buffers, region, node, shape, x)?;
             let mut code = [0u8; 16];

@@ -116,17 +116,6 @@ impl Descriptor {
         }
     }
 
-    /// Resolve `index` to its leaf node: (region or NONE, node), and the local index.
-    pub(crate) fn resolve(
-        &self,
-        index: &[u64],
-        local: &mut [u64; MAX_RANK],
-    ) -> Result<(u32, &Node)> {
-        let (region, node) = self.leaf(index)?;
-        self.local_index(region, index, local);
-        Ok((region, node))
-    }
-
     /// The extent of the node resolved for `region` (NONE: the tensor).
     pub(crate) fn node_shape(&self, region: u32) -> &[u64] {
         if region == NONE {
@@ -260,7 +249,7 @@ impl Descriptor {
     /// [`UniformTiles`]. `None` means "take the general path", which also reports every
     /// error.
     #[inline]
-    pub(super) fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
+    pub(crate) fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
         let rank = self.rank();
         if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
             return None;

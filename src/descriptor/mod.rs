@@ -18,12 +18,14 @@ use index::{Boxes, LevelIndex, UniformTiles};
 use crate::format::frame::{self, FrameHeader, Peek};
 pub use crate::format::frame::{flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 
+mod batch;
 mod decode;
 mod encode;
 pub(crate) mod index;
 mod locate;
 mod query;
 
+pub use batch::{CompactLocation, LocationKind, NO_REGION};
 pub use decode::decode;
 pub use query::{RegionHit, RegionInBox};
 

@@ -1,0 +1,199 @@
+//! Batches of element addresses: [`Descriptor::locate_many`] resolves many indices in one
+//! call into compact results (no 64-entry local index per result), so a caller — the C
+//! ABI in particular — pays per element what a Rust `locate` loop pays.
+
+use super::*;
+
+/// `region` of a [`CompactLocation`] in a tensor that is not a subpaving.
+pub const NO_REGION: u32 = u32::MAX;
+
+/// What a [`CompactLocation`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum LocationKind {
+    /// The element's bytes are at `byte_offset` of effective buffer `buffer`.
+    #[default]
+    Dense = 0,
+    /// A sparse, block-paged or extension leaf: its buffers (from `buffer` on) must be
+    /// read to find the element; [`Descriptor::locate`] gives the local index.
+    Lookup = 1,
+}
+
+/// One result of [`Descriptor::locate_many`]: 24 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactLocation {
+    /// Dense: the byte offset inside `buffer`; lookup: 0.
+    pub byte_offset: u64,
+    /// The leaf region, or [`NO_REGION`].
+    pub region: u32,
+    /// Dense: the effective buffer; lookup: the first buffer of the leaf's sub-table.
+    pub buffer: u32,
+    /// Dense or lookup.
+    pub kind: LocationKind,
+    /// 0, or 4 for the high nibble of a packed 4-bit element (dense only).
+    pub bit_shift: u8,
+    /// Lookup: the leaf's layout tag (CSR, BLOCK_PAGED, ...); dense: 0 (a dense result
+    /// reads no region record, so a grid of tiles stays arithmetic only).
+    pub layout_tag: u8,
+}
+
+impl Descriptor {
+    /// Where each of `out.len()` elements lives: `indices` holds them row after row
+    /// (`out.len() × rank` coordinates). Each result is what [`locate`](Self::locate)
+    /// says, in compact form. One failing index fails the call; the error's detail
+    /// names its position in the batch. On failure `out` is partly written.
+    ///
+    /// Errors: INVALID_ARGUMENT (`indices` not `out.len() × rank` long), and those of
+    /// [`locate`](Self::locate).
+    pub fn locate_many(&self, indices: &[u64], out: &mut [CompactLocation]) -> Result<()> {
+        let rank = self.rank();
+        if out.len().checked_mul(rank) != Some(indices.len()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "{} coordinates for {} indices of rank {rank}",
+                    indices.len(),
+                    out.len()
+                ),
+            ));
+        }
+        self.locate_each(indices, out.len(), |k, loc| out[k] = loc)
+    }
+
+    /// [`locate_many`](Self::locate_many) through `f(position, location)`, for callers
+    /// that store results their own way (the C ABI). `indices` holds `n × rank`
+    /// coordinates (checked by the caller).
+    #[inline]
+    pub(crate) fn locate_each(
+        &self,
+        indices: &[u64],
+        n: usize,
+        mut f: impl FnMut(usize, CompactLocation),
+    ) -> Result<()> {
+        let rank = self.rank();
+        for k in 0..n {
+            let idx = indices
+                .get(k * rank..(k + 1) * rank)
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "a batch index past the batch"))?;
+            match self.locate_compact(idx) {
+                Ok(loc) => f(k, loc),
+                Err(e) => return Err(e.context(format_args!("batch index {k}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// [`locate`](Self::locate) in compact form.
+    #[inline]
+    pub(crate) fn locate_compact(&self, index: &[u64]) -> Result<CompactLocation> {
+        if self.rank() <= 8 {
+            if let Some(loc) = self.locate_in_grid(index) {
+                return loc.map(|l| self.compact(l));
+            }
+        }
+        let (region, node) = self.leaf(index)?;
+        let rank = self.rank();
+        let layout_tag = node.layout.tag();
+        let reg = if region == NONE { NO_REGION } else { region };
+        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
+            && !self.element_type.is_packed()
+        {
+            let (origin, shape) = if region == NONE {
+                (&ZEROS[..rank], &self.shape[..])
+            } else {
+                let b = Boxes {
+                    coords: &self.coords,
+                    rank,
+                };
+                (b.origin(region), b.shape(region))
+            };
+            let r = (region != NONE).then_some(region);
+            return self
+                .dense_location(r, node, index, origin, shape)
+                .map(|l| self.compact(l));
+        }
+        match layout::classify(layout_tag) {
+            LayoutClass::Dense => {
+                let mut local = [0u64; MAX_RANK];
+                let x = if rank <= 8 {
+                    let mut small = [0u64; 8];
+                    self.local_index(region, index, &mut small);
+                    local[..rank].copy_from_slice(&small[..rank]);
+                    &local[..rank]
+                } else {
+                    self.local_index(region, index, &mut local);
+                    &local[..rank]
+                };
+                let (byte_offset, bit_shift) = dense::element_offset(
+                    &node.layout,
+                    &self.arena,
+                    self.element_type,
+                    self.node_shape(region),
+                    node.byte_offset,
+                    x,
+                )
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        format!("the position of element {index:?} overflows u64"),
+                    )
+                })?;
+                Ok(CompactLocation {
+                    byte_offset,
+                    region: reg,
+                    buffer: node.first_buffer,
+                    kind: LocationKind::Dense,
+                    bit_shift,
+                    layout_tag: 0,
+                })
+            }
+            LayoutClass::Unknown => Err(Error::new(
+                ErrorKind::NotBindable,
+                format!(
+                    "index {index:?} falls in an opaque part with unknown layout 0x{layout_tag:02X}"
+                ),
+            )),
+            _ => Ok(CompactLocation {
+                byte_offset: 0,
+                region: reg,
+                buffer: node.first_buffer,
+                kind: LocationKind::Lookup,
+                bit_shift: 0,
+                layout_tag,
+            }),
+        }
+    }
+
+    /// The compact form of a location.
+    #[inline(always)]
+    fn compact(&self, l: Location) -> CompactLocation {
+        match l {
+            Location::Dense {
+                region,
+                buffer,
+                byte_offset,
+                bit_shift,
+            } => CompactLocation {
+                byte_offset,
+                region: region.unwrap_or(NO_REGION),
+                buffer,
+                kind: LocationKind::Dense,
+                bit_shift,
+                layout_tag: 0,
+            },
+            Location::Lookup {
+                region,
+                layout_tag,
+                first_buffer,
+                ..
+            } => CompactLocation {
+                byte_offset: 0,
+                region: region.unwrap_or(NO_REGION),
+                buffer: first_buffer,
+                kind: LocationKind::Lookup,
+                bit_shift: 0,
+                layout_tag,
+            },
+        }
+    }
+}
