@@ -46,7 +46,7 @@ impl<'a> BoundTensor<'a> {
             ));
         }
         let es = out_type.element_bytes(et);
-        let need = n.checked_mul(es).unwrap_or(usize::MAX);
+        let need = n.saturating_mul(es);
         if need > out.len() {
             return Err(Error::new(
                 ErrorKind::OutputTooSmall,
