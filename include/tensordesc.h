@@ -20,6 +20,18 @@ typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
 typedef struct DLManagedTensor DLManagedTensor;
 
 /**
+ * `kind` of a `tdesc_compact_location`: the element's bytes are at `byte_offset` of
+ * effective buffer `buffer`.
+ */
+#define TDESC_COMPACT_DENSE 0
+
+/**
+ * `kind` of a `tdesc_compact_location`: a sparse, paged or extension leaf whose buffers
+ * (from `buffer` on) must be read; `tdesc_descriptor_locate` gives the local index.
+ */
+#define TDESC_COMPACT_LOOKUP 1
+
+/**
  * The DLPack major version this library produces and reads.
  */
 #define TDESC_DLPACK_MAJOR_VERSION 1
@@ -44,7 +56,7 @@ typedef struct DLManagedTensor DLManagedTensor;
 /**
  * Library minor version.
  */
-#define TDESC_VERSION_MINOR 1
+#define TDESC_VERSION_MINOR 2
 
 /**
  * Library patch version.
@@ -849,6 +861,59 @@ typedef struct {
 } tdesc_statistics;
 
 /**
+ * Called by `tdesc_descriptor_regions_in_box` once per leaf region met, in depth-first
+ * region order: `region` (`TDESC_NO_REGION` for a tensor that is not a subpaving), its
+ * layout tag (an unassigned tag for a part kept opaque by permissive decoding), and the
+ * intersection of the box with the region, `lo[0, rank)` to `hi[0, rank)` (half-open,
+ * tensor coordinates, valid during the call only). Return 0 to go on, anything else to
+ * stop the walk (the call still returns `TDESC_OK`).
+ */
+typedef int32_t (*tdesc_region_visitor)(void *ctx,
+                                        uint32_t region,
+                                        uint8_t layout_tag,
+                                        const uint64_t *lo,
+                                        const uint64_t *hi);
+
+/**
+ * What `tdesc_tensor_read_box` and `tdesc_tensor_get_many` write per element.
+ */
+typedef uint32_t tdesc_output_type;
+
+/**
+ * One result of `tdesc_descriptor_locate_many` (24 bytes).
+ */
+typedef struct {
+    /**
+     * Dense: the byte offset inside `buffer`; lookup: 0.
+     */
+    uint64_t byte_offset;
+    /**
+     * The leaf region, or `TDESC_NO_REGION` for a tensor that is not a subpaving.
+     */
+    uint32_t region;
+    /**
+     * Dense: the effective buffer; lookup: the first buffer of the leaf's sub-table.
+     */
+    uint32_t buffer;
+    /**
+     * `TDESC_COMPACT_DENSE` or `TDESC_COMPACT_LOOKUP`.
+     */
+    uint8_t kind;
+    /**
+     * 0, or 4 for the high nibble of a packed 4-bit element (dense only).
+     */
+    uint8_t bit_shift;
+    /**
+     * Lookup: the leaf's layout tag; dense: 0.
+     */
+    uint8_t layout_tag;
+    /**
+     * Zero.
+     */
+    uint8_t reserved[5];
+} tdesc_compact_location;
+
+/**
  * How strictly to decode: `TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`.
  */
 typedef uint32_t tdesc_mode;
@@ -1221,6 +1286,31 @@ typedef struct {
 } tdesc_stream_event;
 
 /**
+ * Each element as stored (4-bit codes one per byte, quantized elements as codes).
+ */
+#define TDESC_OUTPUT_RAW 0
+
+/**
+ * The value as an IEEE binary32 (dequantized; ties to even).
+ */
+#define TDESC_OUTPUT_FLOAT32 1
+
+/**
+ * The value as an IEEE binary64.
+ */
+#define TDESC_OUTPUT_FLOAT64 2
+
+/**
+ * The value as an IEEE binary16.
+ */
+#define TDESC_OUTPUT_FLOAT16 3
+
+/**
+ * The value as a bfloat16.
+ */
+#define TDESC_OUTPUT_BFLOAT16 4
+
+/**
  * Reject anything this version does not know.
  */
 #define TDESC_MODE_STRICT 0
@@ -1424,6 +1514,95 @@ tdesc_status tdesc_builder_encode(const tdesc_builder *b,
  * Free a builder. NULL is a no-op.
  */
 void tdesc_builder_free(tdesc_builder *b);
+
+/**
+ * Every leaf region the half-open box `[lo, hi)` meets (`rank` coordinates per corner,
+ * the tensor's rank), at any nesting depth, through `visitor` (see
+ * `tdesc_region_visitor`); for a tensor that is not a subpaving, the tensor itself once.
+ * An empty box meets nothing. Each level is asked through its index, never scanned.
+ * A corner outside `0 ..= shape` or `lo > hi` is `TDESC_ERR_INDEX_OUT_OF_BOUNDS`; a NULL
+ * visitor `TDESC_ERR_INVALID_ARGUMENT`.
+ */
+tdesc_status tdesc_descriptor_regions_in_box(const tdesc_descriptor *d,
+                                             const uint64_t *lo,
+                                             const uint64_t *hi,
+                                             size_t rank,
+                                             tdesc_region_visitor visitor,
+                                             void *ctx);
+
+/**
+ * `tdesc_descriptor_regions_in_box` into caller-sized arrays: for hit `i` (depth-first
+ * region order), `regions[i]` is the leaf region (`TDESC_NO_REGION` for a tensor that
+ * is not a subpaving) and, when `boxes` is not NULL, `boxes[2·rank·i, +rank)` the low
+ * corner and the next `rank` values the high corner of its intersection with the box.
+ * `*count` receives the number of hits. With more hits than `capacity` the call is
+ * `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold the
+ * first `capacity` hits. `regions` (and `boxes`) may be NULL when `capacity` is 0.
+ */
+tdesc_status tdesc_descriptor_regions_in_box_array(const tdesc_descriptor *d,
+                                                   const uint64_t *lo,
+                                                   const uint64_t *hi,
+                                                   size_t rank,
+                                                   uint32_t *regions,
+                                                   uint64_t *boxes,
+                                                   size_t capacity,
+                                                   size_t *count);
+
+/**
+ * Read the half-open box `[lo, hi)` (`rank` coordinates per corner) of tensor `t` into
+ * `out[0, out_size)` as `out_type`. Window element `p` (`0 <= p[a] < hi[a] - lo[a]`) is
+ * written at byte `o0 + Σ p[a]·out_strides[a]` of `out`; `out_strides` are `rank` byte
+ * strides of any sign, or NULL for packed C order; `o0 = Σ_{s[a] < 0} -s[a]·(n[a] - 1)`,
+ * so the bytes written start at `out` (see docs/c-api.md, "Reading windows"). `out_size`
+ * must cover them (`TDESC_ERR_OUTPUT_TOO_SMALL`); for the float output types `out` and
+ * every stride must be multiples of the element size (`TDESC_ERR_INVALID_ARGUMENT`).
+ * RAW writes the stored bytes (4-bit codes one per byte, codes of quantized elements,
+ * zeros for implicit zeros); the float types the value `tdesc_tensor_get_f64` gives,
+ * rounded to the type (ties to even). On failure the contents of `out` are unspecified.
+ * An empty box writes nothing (`out` may then be NULL).
+ */
+tdesc_status tdesc_tensor_read_box(const tdesc_tensor *t,
+                                   const uint64_t *lo,
+                                   const uint64_t *hi,
+                                   size_t rank,
+                                   tdesc_output_type out_type,
+                                   void *out,
+                                   size_t out_size,
+                                   const int64_t *out_strides);
+
+/**
+ * Where each of `n` elements lives: `indices` holds `n × rank` coordinates, index after
+ * index; `out[0, n)` receives compact results (`tdesc_compact_location`, no local index;
+ * `tdesc_descriptor_locate` gives one for a lookup). One failing index fails the call;
+ * `tdesc_last_error` names its position ("batch index K: ..."), and `out` is then partly
+ * written.
+ */
+tdesc_status tdesc_descriptor_locate_many(const tdesc_descriptor *d,
+                                          const uint64_t *indices,
+                                          size_t n,
+                                          size_t rank,
+                                          tdesc_compact_location *out);
+
+/**
+ * Read `n` elements (`indices`: `n × rank` coordinates) of tensor `t` into
+ * `out[0, out_size)`, packed, as `out_type` (as `tdesc_tensor_read_box` writes them).
+ * `out_size` below `n` elements is `TDESC_ERR_OUTPUT_TOO_SMALL`. One failing index fails
+ * the call; `tdesc_last_error` names its position.
+ */
+tdesc_status tdesc_tensor_get_many(const tdesc_tensor *t,
+                                   const uint64_t *indices,
+                                   size_t n,
+                                   size_t rank,
+                                   tdesc_output_type out_type,
+                                   void *out,
+                                   size_t out_size);
+
+/**
+ * Bytes one element takes in `out_type` for tensors of element type `element_type` (a
+ * `TDESC_ELEMENT_*` code): the element's storage bytes for RAW (1 for 4-bit types), 4,
+ * 8, 2, 2 for the float types. 0 for an unknown code or output type.
+ */
+size_t tdesc_output_element_bytes(tdesc_output_type out_type, uint8_t element_type);
 
 /**
  * Decode one descriptor from the start of `bytes[0, len)`.
@@ -1897,7 +2076,7 @@ void tdesc_file_writer_free(tdesc_file_writer *w);
 uint32_t tdesc_abi_version(void);
 
 /**
- * The library version, e.g. `"1.1.0"` (static storage): Cargo.toml's, the one place the
+ * The library version, e.g. `"1.2.0"` (static storage): Cargo.toml's, the one place the
  * version is kept.
  */
 const char *tdesc_version(void);

@@ -7,6 +7,7 @@
  *   for (const tdesc_region &r : d.regions()) { ... }
  *   auto loc = d.locate({3, 5});
  *   if (auto *dense = std::get_if<tdesc::dense_location>(&loc)) { ... }
+ *   std::vector<float> w = t.read<float>({{0, 0}, {128, 64}});   // a window, dequantized
  *
  * Hand-written; the C header is generated. See docs/c-api.md.
  */
@@ -22,9 +23,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -33,6 +36,11 @@
 #include <vector>
 
 #include "tensordesc.h"
+
+#if __cplusplus >= 202002L && __has_include(<span>)
+#include <span>
+#define TDESC_HAS_STD_SPAN 1
+#endif
 
 namespace tdesc {
 
@@ -157,6 +165,48 @@ using region_range = index_range<tdesc_region, tdesc_descriptor_region>;
 using buffer_range = index_range<tdesc_buffer, tdesc_descriptor_buffer>;
 
 /// An owned, immutable descriptor handle (cheap to share with `clone()`).
+/// A half-open box `[lo, hi)` in tensor coordinates (`lo[a] <= i[a] < hi[a]`).
+struct box {
+    std::vector<uint64_t> lo;
+    std::vector<uint64_t> hi;
+
+    /// Elements in the box (throws on mismatched corners or an overflowing count).
+    size_t size() const {
+        if (lo.size() != hi.size()) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "INVALID_ARGUMENT: box corners differ in rank");
+        }
+        size_t n = 1;
+        for (size_t a = 0; a < lo.size(); ++a) {
+            if (hi[a] < lo[a]) {
+                throw error(TDESC_ERR_INDEX_OUT_OF_BOUNDS, "INDEX_OUT_OF_BOUNDS: box lo > hi");
+            }
+            uint64_t e = hi[a] - lo[a];
+            if (e != 0 && n > std::numeric_limits<size_t>::max() / e) {
+                throw error(TDESC_ERR_OVERFLOW, "OVERFLOW: box element count");
+            }
+            n *= static_cast<size_t>(e);
+        }
+        return n;
+    }
+};
+
+/// A leaf region met by descriptor::regions_in_box, with its part of the box.
+struct region_hit {
+    uint32_t region; ///< TDESC_NO_REGION for a tensor that is not a subpaving
+    uint8_t layout_tag;
+    std::vector<uint64_t> lo;
+    std::vector<uint64_t> hi;
+};
+
+/// The output type a C++ element type reads as: float and double.
+template <class T> struct output_type_of;
+template <> struct output_type_of<float> {
+    static constexpr tdesc_output_type value = TDESC_OUTPUT_FLOAT32;
+};
+template <> struct output_type_of<double> {
+    static constexpr tdesc_output_type value = TDESC_OUTPUT_FLOAT64;
+};
+
 class descriptor {
   public:
     /// Take ownership of a handle from the C API.
@@ -236,6 +286,47 @@ class descriptor {
     }
     location locate(std::initializer_list<uint64_t> index) const {
         return locate(index.begin(), index.size());
+    }
+
+    /// Every leaf region the box meets (any depth, depth-first order) with its part of
+    /// the box; for a tensor that is not a subpaving, the tensor itself.
+    std::vector<region_hit> regions_in_box(const box &b) const {
+        b.size();
+        struct ctx_t {
+            size_t rank;
+            std::vector<region_hit> hits;
+            bool out_of_memory;
+        } ctx{b.lo.size(), {}, false};
+        // No exception may cross the C library: a failed allocation stops the walk and is
+        // rethrown here.
+        auto visit = [](void *c, uint32_t region, uint8_t tag, const uint64_t *lo,
+                        const uint64_t *hi) -> int32_t {
+            auto *x = static_cast<ctx_t *>(c);
+            try {
+                x->hits.push_back(region_hit{region, tag,
+                                             std::vector<uint64_t>(lo, lo + x->rank),
+                                             std::vector<uint64_t>(hi, hi + x->rank)});
+            } catch (...) {
+                x->out_of_memory = true;
+                return 1;
+            }
+            return 0;
+        };
+        check(tdesc_descriptor_regions_in_box(get(), b.lo.data(), b.hi.data(), b.lo.size(), visit,
+                                              &ctx));
+        if (ctx.out_of_memory) {
+            throw std::bad_alloc();
+        }
+        return std::move(ctx.hits);
+    }
+
+    /// Compact locations of many indices (`indices`: index after index, rank each).
+    std::vector<tdesc_compact_location> locate_many(const std::vector<uint64_t> &indices) const {
+        size_t r = rank();
+        size_t n = r == 0 ? 0 : indices.size() / r;
+        std::vector<tdesc_compact_location> out(n);
+        check(tdesc_descriptor_locate_many(get(), indices.data(), n, r, out.data()));
+        return out;
     }
 
     tdesc_layout_info layout_info(uint32_t region = TDESC_NO_REGION) const {
@@ -413,6 +504,57 @@ class tensor {
     std::vector<uint8_t> get_bytes(std::initializer_list<uint64_t> index) const {
         std::vector<uint8_t> out(tdesc_tensor_element_bytes(h_.get()));
         check(tdesc_tensor_get(h_.get(), index.begin(), index.size(), out.data(), out.size()));
+        return out;
+    }
+    /// The box's values as T (float or double), packed in C order.
+    template <class T> std::vector<T> read(const box &b) const {
+        std::vector<T> out(b.size());
+        read<T>(b, out.data(), out.size());
+        return out;
+    }
+    /// The box's values as T into `count` elements at `out`: packed C order, or laid out
+    /// by `strides` (rank byte strides of any sign; see docs/c-api.md).
+    template <class T>
+    void read(const box &b, T *out, size_t count, const int64_t *strides = nullptr) const {
+        if (b.lo.size() != b.hi.size()) {
+            throw error(TDESC_ERR_INVALID_ARGUMENT, "INVALID_ARGUMENT: box corners differ in rank");
+        }
+        check(tdesc_tensor_read_box(h_.get(), b.lo.data(), b.hi.data(), b.lo.size(),
+                                    output_type_of<T>::value, out, count * sizeof(T), strides));
+    }
+#ifdef TDESC_HAS_STD_SPAN
+    /// The box's values as T into a span (packed C order, or `strides` in bytes).
+    template <class T, size_t E>
+    void read(const box &b, std::span<T, E> out, const int64_t *strides = nullptr) const {
+        read<T>(b, out.data(), out.size(), strides);
+    }
+#endif
+    /// The box as stored (RAW): tdesc_tensor_element_bytes bytes per element, C order.
+    std::vector<uint8_t> read_raw(const box &b) const {
+        size_t es = tdesc_tensor_element_bytes(h_.get());
+        size_t n = b.size();
+        if (es != 0 && n > std::numeric_limits<size_t>::max() / es) {
+            throw error(TDESC_ERR_OVERFLOW, "OVERFLOW: box byte count");
+        }
+        std::vector<uint8_t> out(n * es);
+        check(tdesc_tensor_read_box(h_.get(), b.lo.data(), b.hi.data(), b.lo.size(),
+                                    TDESC_OUTPUT_RAW, out.data(), out.size(), nullptr));
+        return out;
+    }
+    /// The box as FLOAT16 or BFLOAT16 bit patterns (`type`), C order.
+    std::vector<uint16_t> read_bits16(const box &b, tdesc_output_type type) const {
+        std::vector<uint16_t> out(b.size());
+        check(tdesc_tensor_read_box(h_.get(), b.lo.data(), b.hi.data(), b.lo.size(), type,
+                                    out.data(), out.size() * sizeof(uint16_t), nullptr));
+        return out;
+    }
+    /// Values of many elements as T (`indices`: index after index, `rank` each).
+    template <class T>
+    std::vector<T> get_many(const std::vector<uint64_t> &indices, size_t rank) const {
+        size_t n = rank == 0 ? 0 : indices.size() / rank;
+        std::vector<T> out(n);
+        check(tdesc_tensor_get_many(h_.get(), indices.data(), n, rank, output_type_of<T>::value,
+                                    out.data(), out.size() * sizeof(T)));
         return out;
     }
     const tdesc_tensor *get() const noexcept { return h_.get(); }

@@ -240,6 +240,35 @@ fn cpp_layer_from_cpp17() {
 }
 
 #[test]
+fn data_plane_from_c_and_cpp() {
+    let exe = build_exe("test_data_plane.c", false);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 60, "too few checks ran:\n{out}");
+    let exe = build_exe("test_data_plane_cpp.cpp", true);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 15, "too few checks ran:\n{out}");
+    // C++20: the std::span overload too.
+    let lib = library_dir();
+    let exe20 = out_dir().join("test_data_plane_cpp20");
+    let mut cmd = compiler(true).to_command();
+    cmd.args(["-std=c++20", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join("c_tests").join("test_data_plane_cpp.cpp"))
+        .arg("-o")
+        .arg(&exe20)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-ltensordesc")
+        .arg(format!("-Wl,-rpath,{}", lib.display()));
+    run_compiler(&mut cmd, "test_data_plane_cpp.cpp as C++20");
+    let out20 = run(&exe20, &[]);
+    assert!(
+        passed(&out20) > passed(&out),
+        "the C++20 build ran no span check:\n{out20}"
+    );
+}
+
+#[test]
 fn dlpack_from_c_and_cpp() {
     let exe = build_exe("test_dlpack.c", false);
     let out = run(&exe, &[]);

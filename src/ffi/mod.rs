@@ -29,6 +29,7 @@
 
 mod args;
 pub mod builder;
+pub mod data_plane;
 pub mod descriptor;
 pub mod dlpack;
 pub mod file;
@@ -39,6 +40,7 @@ pub mod tensor;
 pub mod types;
 
 pub use builder::*;
+pub use data_plane::*;
 pub use descriptor::*;
 pub use dlpack::{
     tdesc_dlpack_delete, tdesc_dlpack_delete_versioned, tdesc_tensor_export_dlpack,

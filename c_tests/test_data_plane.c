@@ -1,0 +1,287 @@
+/* The data plane from C: regions meeting a box (visitor and caller-sized arrays), windowed
+ * reads into packed and strided buffers in every output type, and batches of locates and
+ * reads, each checked against the single-element calls; argument errors. */
+#include "check.h"
+
+#include <stdint.h>
+
+/* A 6 x 8 INT8 subpaving: a blockwise-quantized row-major left half (FLOAT16 scales,
+ * blocks of 2 along axis 1), a CSR top-right quarter and a splat bottom-right quarter. */
+typedef struct {
+    tdesc_descriptor *d;
+    tdesc_tensor *t;
+    void *bufs[6];
+} fixture;
+
+static uint16_t f16_bits(double v) {
+    /* Exact for the small multiples of 1/8 used here. */
+    if (v == 0.25) return 0x3400;
+    if (v == 0.5) return 0x3800;
+    if (v == 0.75) return 0x3A00;
+    if (v == 1.0) return 0x3C00;
+    if (v == 1.5) return 0x3E00;
+    return 0x4000; /* 2.0 */
+}
+
+static fixture make_fixture(void) {
+    fixture f;
+    memset(&f, 0, sizeof f);
+    tdesc_node_spec *sp = NULL, *dense = NULL, *csr = NULL, *splat = NULL;
+    OK(tdesc_node_new_subpaving(&sp));
+    OK(tdesc_node_new_row_major(&dense));
+    tdesc_quantization q;
+    memset(&q, 0, sizeof q);
+    q.scheme = TDESC_QUANT_BLOCKWISE;
+    q.expressed_type = TDESC_ELEMENT_FLOAT32;
+    q.axis = 1;
+    q.scale_type = TDESC_ELEMENT_FLOAT16;
+    q.block_size = 2;
+    OK(tdesc_node_set_quantization(dense, &q));
+    OK(tdesc_node_new_csr(3, TDESC_SPARSE_SORTED | TDESC_SPARSE_UNIQUE, &csr));
+    OK(tdesc_node_new_splat(&splat));
+    const uint64_t o0[2] = {0, 0}, s0[2] = {6, 4};
+    const uint64_t o1[2] = {0, 4}, s1[2] = {3, 4};
+    const uint64_t o2[2] = {3, 4}, s2[2] = {3, 4};
+    OK(tdesc_node_add_region(sp, o0, s0, 2, dense));
+    OK(tdesc_node_add_region(sp, o1, s1, 2, csr));
+    OK(tdesc_node_add_region(sp, o2, s2, 2, splat));
+    tdesc_builder *b = NULL;
+    const uint64_t shape[2] = {6, 8};
+    OK(tdesc_builder_new(TDESC_ELEMENT_INT8, shape, 2, sp, &b));
+    OK(tdesc_builder_build(b, &f.d));
+    tdesc_builder_free(b);
+
+    int8_t *data = alloc64(24);
+    for (int k = 0; k < 24; ++k) data[k] = (int8_t)((k * 7) % 19 - 9);
+    uint16_t *scales = alloc64(12 * 2);
+    const double sv[6] = {0.25, 0.5, 0.75, 1.0, 1.5, 2.0};
+    for (int k = 0; k < 12; ++k) scales[k] = f16_bits(sv[k % 6]);
+    uint64_t *indptr = alloc64(4 * 8), *indices = alloc64(3 * 8);
+    int8_t *values = alloc64(3);
+    const uint64_t ip[4] = {0, 1, 1, 3}, ix[3] = {2, 0, 3};
+    memcpy(indptr, ip, sizeof ip);
+    memcpy(indices, ix, sizeof ix);
+    values[0] = 4;
+    values[1] = -6;
+    values[2] = 9;
+    int8_t *fill = alloc64(1);
+    fill[0] = 5;
+    f.bufs[0] = data;
+    f.bufs[1] = scales;
+    f.bufs[2] = indptr;
+    f.bufs[3] = indices;
+    f.bufs[4] = values;
+    f.bufs[5] = fill;
+    /* Effective order: data, scales (region 0), indptr, indices, values (1), fill (2). */
+    CHECK(tdesc_descriptor_buffer_count(f.d) == 6);
+    OK(tdesc_tensor_bind(f.d, (const void *const *)f.bufs, 6, &f.t));
+    OK(tdesc_tensor_validate(f.t));
+    return f;
+}
+
+static void free_fixture(fixture *f) {
+    tdesc_tensor_free(f->t);
+    tdesc_descriptor_free(f->d);
+    for (int k = 0; k < 6; ++k) free(f->bufs[k]);
+}
+
+typedef struct {
+    int calls;
+    int stop_after;
+    uint32_t regions[8];
+    uint64_t boxes[8][4];
+} visit_log;
+
+static int32_t visit(void *ctx, uint32_t region, uint8_t tag, const uint64_t *lo,
+                     const uint64_t *hi) {
+    visit_log *v = ctx;
+    (void)tag;
+    if (v->calls < 8) {
+        v->regions[v->calls] = region;
+        v->boxes[v->calls][0] = lo[0];
+        v->boxes[v->calls][1] = lo[1];
+        v->boxes[v->calls][2] = hi[0];
+        v->boxes[v->calls][3] = hi[1];
+    }
+    v->calls++;
+    return v->calls == v->stop_after;
+}
+
+static void test_regions_in_box(const fixture *f) {
+    const uint64_t lo[2] = {1, 2}, hi[2] = {5, 7};
+    visit_log v;
+    memset(&v, 0, sizeof v);
+    OK(tdesc_descriptor_regions_in_box(f->d, lo, hi, 2, visit, &v));
+    CHECK(v.calls == 3);
+    CHECK(v.regions[0] == 0 && v.regions[1] == 1 && v.regions[2] == 2);
+    CHECK(v.boxes[0][0] == 1 && v.boxes[0][1] == 2 && v.boxes[0][2] == 5 && v.boxes[0][3] == 4);
+    CHECK(v.boxes[1][0] == 1 && v.boxes[1][1] == 4 && v.boxes[1][2] == 3 && v.boxes[1][3] == 7);
+    CHECK(v.boxes[2][0] == 3 && v.boxes[2][1] == 4 && v.boxes[2][2] == 5 && v.boxes[2][3] == 7);
+    memset(&v, 0, sizeof v);
+    v.stop_after = 1;
+    OK(tdesc_descriptor_regions_in_box(f->d, lo, hi, 2, visit, &v));
+    CHECK(v.calls == 1);
+    EXPECT(tdesc_descriptor_regions_in_box(f->d, lo, hi, 2, NULL, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_descriptor_regions_in_box(f->d, lo, hi, 3, visit, &v),
+           TDESC_ERR_INVALID_ARGUMENT);
+    const uint64_t bad_hi[2] = {7, 7};
+    EXPECT(tdesc_descriptor_regions_in_box(f->d, lo, bad_hi, 2, visit, &v),
+           TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+
+    uint32_t regions[3];
+    uint64_t boxes[3 * 4];
+    size_t count = 0;
+    EXPECT(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, regions, boxes, 1, &count),
+           TDESC_ERR_OUTPUT_TOO_SMALL);
+    CHECK(count == 3 && regions[0] == 0);
+    EXPECT(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, NULL, NULL, 0, &count),
+           TDESC_ERR_OUTPUT_TOO_SMALL);
+    CHECK(count == 3);
+    OK(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, regions, boxes, 3, &count));
+    CHECK(count == 3 && regions[2] == 2);
+    CHECK(boxes[8] == 3 && boxes[9] == 4 && boxes[10] == 5 && boxes[11] == 7);
+    OK(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, regions, NULL, 3, &count));
+    const uint64_t e_lo[2] = {2, 2}, e_hi[2] = {2, 8};
+    OK(tdesc_descriptor_regions_in_box_array(f->d, e_lo, e_hi, 2, regions, boxes, 3, &count));
+    CHECK(count == 0);
+}
+
+static float f16_value(uint16_t h) {
+    /* Normal numbers only (what this test reads). */
+    int e = (h >> 10) & 0x1F;
+    float v = 1.0f + (float)(h & 0x3FF) / 1024.0f;
+    for (; e > 15; --e) v *= 2.0f;
+    for (; e < 15; ++e) v *= 0.5f;
+    if (h == 0 || h == 0x8000) v = 0.0f;
+    return (h & 0x8000) ? -v : v;
+}
+
+static void test_read_box(const fixture *f) {
+    const uint64_t lo[2] = {0, 0}, hi[2] = {6, 8};
+    float out[48];
+    double out64[48];
+    int8_t raw[48];
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL));
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT64, out64, sizeof out64, NULL));
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_RAW, raw, sizeof raw, NULL));
+    int same = 1;
+    for (uint64_t i = 0; i < 6; ++i) {
+        for (uint64_t j = 0; j < 8; ++j) {
+            const uint64_t idx[2] = {i, j};
+            double v = 0;
+            int8_t code = 0;
+            OK(tdesc_tensor_get_f64(f->t, idx, 2, &v));
+            OK(tdesc_tensor_get(f->t, idx, 2, &code, 1));
+            same &= out[i * 8 + j] == (float)v && out64[i * 8 + j] == v &&
+                    raw[i * 8 + j] == code;
+        }
+    }
+    CHECK(same);
+    CHECK(raw[5 * 8 + 7] == 5 && out[5 * 8 + 7] == 5.0f);
+    CHECK(raw[0 * 8 + 6] == 4 && raw[1 * 8 + 4] == 0 && raw[2 * 8 + 7] == 9);
+
+    /* Transposed into column-major order, and a reversed window (negative strides). */
+    float col[48];
+    const int64_t cm[2] = {4, 6 * 4};
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, col, sizeof col, cm));
+    same = 1;
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 8; ++j) same &= col[j * 6 + i] == out[i * 8 + j];
+    CHECK(same);
+    const uint64_t wlo[2] = {1, 2}, whi[2] = {5, 7};
+    float rev[20];
+    const int64_t neg[2] = {-5 * 4, -4};
+    OK(tdesc_tensor_read_box(f->t, wlo, whi, 2, TDESC_OUTPUT_FLOAT32, rev, sizeof rev, neg));
+    same = 1;
+    for (int p = 0; p < 4; ++p)
+        for (int q = 0; q < 5; ++q) same &= rev[19 - (p * 5 + q)] == out[(1 + p) * 8 + 2 + q];
+    CHECK(same);
+
+    /* FLOAT16 and BFLOAT16 of exact values. */
+    uint16_t h[48], bf[48];
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT16, h, sizeof h, NULL));
+    OK(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_BFLOAT16, bf, sizeof bf, NULL));
+    same = 1;
+    for (int k = 0; k < 48; ++k) {
+        float b;
+        uint32_t bits = (uint32_t)bf[k] << 16;
+        memcpy(&b, &bits, 4);
+        same &= f16_value(h[k]) == out[k] && b == out[k];
+    }
+    CHECK(same);
+
+    /* Errors. */
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out - 1, NULL),
+           TDESC_ERR_OUTPUT_TOO_SMALL);
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 1, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 2, 5, out, sizeof out, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, NULL, sizeof out, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, (char *)out + 1,
+                                 sizeof out - 4, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    const int64_t odd[2] = {2, 4};
+    EXPECT(tdesc_tensor_read_box(f->t, lo, hi, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, odd),
+           TDESC_ERR_INVALID_ARGUMENT);
+    const uint64_t bad[2] = {7, 8};
+    EXPECT(tdesc_tensor_read_box(f->t, lo, bad, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL),
+           TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+    const uint64_t empty_hi[2] = {0, 8};
+    OK(tdesc_tensor_read_box(f->t, lo, empty_hi, 2, TDESC_OUTPUT_FLOAT32, NULL, 0, NULL));
+    CHECK(tdesc_output_element_bytes(TDESC_OUTPUT_FLOAT16, TDESC_ELEMENT_INT8) == 2);
+    CHECK(tdesc_output_element_bytes(TDESC_OUTPUT_RAW, TDESC_ELEMENT_INT4) == 1);
+}
+
+static void test_batches(const fixture *f) {
+    uint64_t idx[96];
+    for (int k = 0; k < 48; ++k) {
+        idx[2 * k] = (uint64_t)((k * 5) % 6);
+        idx[2 * k + 1] = (uint64_t)((k * 3) % 8);
+    }
+    tdesc_compact_location locs[48];
+    OK(tdesc_descriptor_locate_many(f->d, idx, 48, 2, locs));
+    int same = 1;
+    for (int k = 0; k < 48; ++k) {
+        tdesc_location l;
+        OK(tdesc_descriptor_locate(f->d, idx + 2 * k, 2, &l));
+        if (l.tag == TDESC_LOCATION_DENSE) {
+            same &= locs[k].kind == TDESC_COMPACT_DENSE && locs[k].buffer == l.DENSE.buffer &&
+                    locs[k].byte_offset == l.DENSE.byte_offset && locs[k].region == l.DENSE.region;
+        } else {
+            same &= locs[k].kind == TDESC_COMPACT_LOOKUP && locs[k].buffer == l.LOOKUP.first_buffer &&
+                    locs[k].layout_tag == l.LOOKUP.layout_tag && locs[k].region == l.LOOKUP.region;
+        }
+    }
+    CHECK(same);
+    float vals[48];
+    OK(tdesc_tensor_get_many(f->t, idx, 48, 2, TDESC_OUTPUT_FLOAT32, vals, sizeof vals));
+    same = 1;
+    for (int k = 0; k < 48; ++k) {
+        double v = 0;
+        OK(tdesc_tensor_get_f64(f->t, idx + 2 * k, 2, &v));
+        same &= vals[k] == (float)v;
+    }
+    CHECK(same);
+    EXPECT(tdesc_tensor_get_many(f->t, idx, 48, 2, TDESC_OUTPUT_FLOAT64, vals, sizeof vals),
+           TDESC_ERR_OUTPUT_TOO_SMALL);
+    EXPECT(tdesc_descriptor_locate_many(f->d, idx, 48, 3, locs), TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_descriptor_locate_many(f->d, idx, (size_t)-1, 2, locs),
+           TDESC_ERR_INVALID_ARGUMENT);
+    idx[2 * 7] = 6;
+    EXPECT(tdesc_descriptor_locate_many(f->d, idx, 48, 2, locs), TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+    CHECK(strstr(tdesc_last_error(), "batch index 7") != NULL);
+    OK(tdesc_descriptor_locate_many(f->d, idx, 0, 2, NULL));
+}
+
+int main(void) {
+    fixture f = make_fixture();
+    test_regions_in_box(&f);
+    test_read_box(&f);
+    test_batches(&f);
+    free_fixture(&f);
+    printf("data_plane: %d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

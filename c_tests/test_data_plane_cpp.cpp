@@ -1,0 +1,94 @@
+// The data plane through tensordesc.hpp: tensor.read<T>(box) into a std::vector and into
+// caller memory (a std::span under C++20), RAW and 16-bit reads, regions_in_box,
+// locate_many and get_many, each against the single-element calls; errors as exceptions.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "check.hpp"
+
+struct free_deleter {
+    void operator()(void *p) const noexcept { std::free(p); }
+};
+using host_buffer = std::unique_ptr<void, free_deleter>;
+
+int main() {
+    // 4 x 6 FLOAT32: a row-major left part, a column-major right part, nested below.
+    tdesc::node right = tdesc::node::subpaving();
+    right.add_region({0, 0}, {2, 2}, tdesc::node::col_major())
+        .add_region({2, 0}, {2, 2}, tdesc::node::splat());
+    tdesc::node top = tdesc::node::subpaving();
+    top.add_region({0, 0}, {4, 4}, tdesc::node::row_major())
+        .add_region({0, 4}, {4, 2}, std::move(right));
+    tdesc::descriptor d = tdesc::builder(TDESC_ELEMENT_FLOAT32, {4, 6}, std::move(top)).build();
+    CHECK(d.buffers().size() == 3);
+    host_buffer a(alloc64(16 * 4)), b(alloc64(4 * 4)), c(alloc64(4));
+    float *av = static_cast<float *>(a.get());
+    float *bv = static_cast<float *>(b.get());
+    for (int k = 0; k < 16; ++k) av[k] = 0.5f * static_cast<float>(k);
+    for (int k = 0; k < 4; ++k) bv[k] = -1.0f - static_cast<float>(k);
+    *static_cast<float *>(c.get()) = 7.25f;
+    tdesc::tensor t(d, {a.get(), b.get(), c.get()});
+
+    tdesc::box whole{{0, 0}, {4, 6}};
+    std::vector<float> w = t.read<float>(whole);
+    CHECK(w.size() == 24);
+    bool same = true;
+    for (uint64_t i = 0; i < 4; ++i) {
+        for (uint64_t j = 0; j < 6; ++j) {
+            same = same && w[i * 6 + j] == static_cast<float>(t.get_f64({i, j}));
+        }
+    }
+    CHECK(same);
+    CHECK(w[0 * 6 + 4] == -1.0f && w[1 * 6 + 4] == -2.0f && w[0 * 6 + 5] == -3.0f);
+    CHECK(w[3 * 6 + 5] == 7.25f);
+
+    std::vector<double> part = t.read<double>({{1, 3}, {3, 6}});
+    CHECK(part.size() == 6 && part[0] == w[1 * 6 + 3] && part[5] == w[2 * 6 + 5]);
+
+    // Caller memory, column-major through byte strides.
+    std::vector<float> col(24);
+    const int64_t cm[2] = {4, 4 * 4};
+    t.read<float>(whole, col.data(), col.size(), cm);
+    same = true;
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 6; ++j) same = same && col[j * 4 + i] == w[i * 6 + j];
+    CHECK(same);
+#ifdef TDESC_HAS_STD_SPAN
+    std::vector<float> sp(24);
+    t.read(whole, std::span<float>(sp));
+    CHECK(sp == w);
+#endif
+    std::vector<uint8_t> raw = t.read_raw({{0, 4}, {1, 6}});
+    float first = 0;
+    std::memcpy(&first, raw.data(), 4);
+    CHECK(raw.size() == 8 && first == -1.0f);
+    std::vector<uint16_t> bf = t.read_bits16({{3, 5}, {4, 6}}, TDESC_OUTPUT_BFLOAT16);
+    CHECK(bf.size() == 1 && bf[0] == 0x40E8); // 7.25
+
+    // Errors are exceptions with the status.
+    CHECK(status_of([&] { t.read<float>({{0, 0}, {5, 6}}); }) == TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+    CHECK(status_of([&] { t.read<float>({{0}, {4, 6}}); }) == TDESC_ERR_INVALID_ARGUMENT);
+    std::vector<float> small(3);
+    CHECK(status_of([&] { t.read<float>(whole, small.data(), small.size()); }) ==
+          TDESC_ERR_OUTPUT_TOO_SMALL);
+
+    // Regions meeting a box, in depth-first order with their parts of it.
+    std::vector<tdesc::region_hit> hits = d.regions_in_box({{1, 3}, {4, 6}});
+    CHECK(hits.size() == 3);
+    CHECK(hits.size() == 3 && hits[0].region == 0 && hits[1].region == 2 && hits[2].region == 3);
+    CHECK(hits.size() == 3 && hits[1].lo == (std::vector<uint64_t>{1, 4}) &&
+          hits[1].hi == (std::vector<uint64_t>{2, 6}) && hits[2].layout_tag == TDESC_LAYOUT_SPLAT);
+
+    // Batches.
+    std::vector<uint64_t> idx = {0, 0, 3, 5, 1, 4, 2, 3};
+    std::vector<tdesc_compact_location> locs = d.locate_many(idx);
+    CHECK(locs.size() == 4 && locs[0].kind == TDESC_COMPACT_DENSE && locs[1].region == 3 &&
+          locs[2].buffer == 1);
+    std::vector<double> vals = t.get_many<double>(idx, 2);
+    CHECK(vals.size() == 4 && vals[1] == 7.25 && vals[2] == -2.0 && vals[3] == 3.5 + 2.0);
+    printf("data_plane_cpp: %d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
