@@ -1,0 +1,834 @@
+//! The data plane against its peers, side by side in one run (harness = false):
+//! `cargo bench --bench read` (`TDESC_BENCH_SMALL=1`: every size cut for a smoke run).
+//!
+//! 1. Dense ROW_MAJOR FLOAT32, a 64 MiB window (4096 × 4096 of 8192 × 8192) read RAW,
+//!    against a memcpy of the same bytes. Target ≥ 0.8× memcpy throughput.
+//! 2. COL_MAJOR FLOAT32 4096 × 4096 read whole into C order, against ndarray's `assign`
+//!    from the transposed view of the same memory. Target ≥ 1.0× ndarray.
+//! 3. CSR FLOAT32 4096 × 4096, 1 % stored, read whole to dense, against sprs `to_dense`
+//!    (sprs views the very buffers tensordesc is bound to). Target ≥ 1.0× sprs.
+//! 4. BLOCKWISE INT8 with FLOAT16 scales per 32 along rows (Q8_0-style) 4096 × 4096 →
+//!    FLOAT32, against a memcpy of the 64 MiB of output. Target ≥ 0.5× memcpy throughput.
+//! 5. A 4096 × 4096 INT8 tensor built like the demo's (every layout family, each region
+//!    quantized its own way, a nested subpaving of blockwise tiles) read whole to FLOAT32,
+//!    against a loop of `get_f64` over every element. Target ≥ 50× faster.
+//! 6. `tdesc_descriptor_locate_many` timed from a C program (compiled here against the
+//!    release `libtensordesc.so`) against a Rust `Descriptor::locate` loop, on a grid of
+//!    16 × 16 tiles, the same random indices. Target ≤ 1.2× the Rust time.
+//!
+//! Every peer is timed round by round with ours (best of several runs each), so a burst of
+//! load on a shared machine hits both alike; every result is checked against the peer's.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use ndarray::{Array2, ArrayView2, ShapeBuilder};
+use tensordesc::layout::sparse_flags;
+use tensordesc::{
+    BoundTensor, BufferHandle, ElementType, NodeSpec, OutputType, QuantScheme, Quantization,
+    RegionSpec, TensorBuilder,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// Bytes whose start is 64-byte aligned.
+struct Aligned {
+    raw: Vec<u64>,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        // u64 storage is 8-aligned; over-allocate and offset to 64.
+        let raw = vec![0u64; len.div_ceil(8) + 8];
+        Aligned { raw, len }
+    }
+    fn off(&self) -> usize {
+        let p = self.raw.as_ptr() as usize;
+        (64 - p % 64) % 64
+    }
+    fn bytes(&self) -> &[u8] {
+        let o = self.off();
+        &bytemuck::cast_slice::<u64, u8>(&self.raw)[o..o + self.len]
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let o = self.off();
+        let len = self.len;
+        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.raw)[o..o + len]
+    }
+    fn from_bytes(b: &[u8]) -> Aligned {
+        let mut a = Aligned::zeroed(b.len());
+        a.bytes_mut().copy_from_slice(b);
+        a
+    }
+}
+
+/// Best of `rounds` runs of each closure, interleaved, in seconds.
+fn time_peers<const N: usize>(rounds: usize, fs: [&mut dyn FnMut() -> u64; N]) -> [f64; N] {
+    let mut best = [f64::INFINITY; N];
+    let mut fs = fs;
+    for _ in 0..rounds {
+        for (f, b) in fs.iter_mut().zip(best.iter_mut()) {
+            let t = Instant::now();
+            black_box(f());
+            *b = b.min(t.elapsed().as_secs_f64());
+        }
+    }
+    best
+}
+
+fn gbps(bytes: usize, s: f64) -> f64 {
+    bytes as f64 / s / 1e9
+}
+
+fn f32s(b: &[u8]) -> &[f32] {
+    bytemuck::cast_slice(b)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Dense window, RAW, against memcpy
+// ---------------------------------------------------------------------------------------
+
+fn dense_window(small: bool) -> f64 {
+    let n = if small { 1024u64 } else { 8192 };
+    let w = n / 2;
+    let mut data = Aligned::zeroed((n * n * 4) as usize);
+    for (k, v) in data.bytes_mut().chunks_exact_mut(4).enumerate() {
+        v.copy_from_slice(&(k as f32).to_le_bytes());
+    }
+    let d = TensorBuilder::row_major(ElementType::Float32, &[n, n])
+        .build()
+        .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![data.bytes()]).expect("bind");
+    let bytes = (w * w * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut dst = Aligned::zeroed(bytes);
+    let (lo, hi) = ([w / 2, w / 2], [w / 2 + w, w / 2 + w]);
+    t.read_box(&lo, &hi, OutputType::Raw, out.bytes_mut(), None)
+        .expect("read_box");
+    // Row r of the window starts at element (lo0 + r) · n + lo1.
+    for r in [0, w / 3, w - 1] {
+        let at = ((lo[0] + r) * n + lo[1]) as usize * 4;
+        assert_eq!(
+            &out.bytes()[(r * w * 4) as usize..((r + 1) * w * 4) as usize],
+            &data.bytes()[at..at + (w * 4) as usize]
+        );
+    }
+    let src = &data.bytes()[..bytes];
+    let [ours, memcpy] = time_peers(
+        if small { 9 } else { 7 },
+        [
+            &mut || {
+                t.read_box(&lo, &hi, OutputType::Raw, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                dst.bytes_mut().copy_from_slice(src);
+                dst.bytes()[bytes / 2] as u64
+            },
+        ],
+    );
+    let ratio = memcpy / ours;
+    println!(
+        "1. dense window {w} x {w} FLOAT32 RAW ({} MiB): read_box {:.2} GB/s, memcpy {:.2} GB/s: {ratio:.2}x memcpy throughput (target >= 0.8)",
+        bytes >> 20,
+        gbps(bytes, ours),
+        gbps(bytes, memcpy)
+    );
+    ratio
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Column-major to C order, against ndarray assign
+// ---------------------------------------------------------------------------------------
+
+fn transposed(small: bool) -> f64 {
+    let n = if small { 512u64 } else { 4096 };
+    let mut data = Aligned::zeroed((n * n * 4) as usize);
+    for (k, v) in data.bytes_mut().chunks_exact_mut(4).enumerate() {
+        v.copy_from_slice(&(k as f32 * 0.5).to_le_bytes());
+    }
+    let d = TensorBuilder::new(ElementType::Float32, &[n, n], NodeSpec::col_major())
+        .build()
+        .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![data.bytes()]).expect("bind");
+    let view =
+        ArrayView2::from_shape((n as usize, n as usize).f(), f32s(data.bytes())).expect("view");
+    let mut theirs = Array2::<f32>::zeros((n as usize, n as usize));
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut out32 = Aligned::zeroed(bytes);
+    theirs.assign(&view);
+    t.read_box(&[0, 0], &[n, n], OutputType::Raw, out.bytes_mut(), None)
+        .expect("read_box");
+    assert_eq!(
+        f32s(out.bytes()),
+        theirs.as_slice().expect("C order"),
+        "same matrix"
+    );
+    let [ours, ours32, nd] = time_peers(
+        if small { 9 } else { 7 },
+        [
+            &mut || {
+                t.read_box(&[0, 0], &[n, n], OutputType::Raw, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                t.read_box(
+                    &[0, 0],
+                    &[n, n],
+                    OutputType::Float32,
+                    out32.bytes_mut(),
+                    None,
+                )
+                .expect("read_box");
+                out32.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                theirs.assign(&view);
+                theirs[[1, 2]].to_bits() as u64
+            },
+        ],
+    );
+    let ratio = nd / ours;
+    println!(
+        "2. COL_MAJOR {n} x {n} FLOAT32 -> C order: read_box RAW {:.1} ms (FLOAT32 {:.1} ms), ndarray assign {:.1} ms: {ratio:.2}x ndarray (FLOAT32: {:.2}x) (target >= 1.0)",
+        ours * 1e3,
+        ours32 * 1e3,
+        nd * 1e3,
+        nd / ours32
+    );
+    ratio
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. CSR 1 % to dense, against sprs to_dense
+// ---------------------------------------------------------------------------------------
+
+fn csr_to_dense(small: bool) -> f64 {
+    let n = if small { 512usize } else { 4096 };
+    let per_row = n / 100;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut indptr = vec![0u64];
+    let mut indices: Vec<u64> = Vec::new();
+    let mut row = Vec::new();
+    for _ in 0..n {
+        row.clear();
+        while row.len() < per_row {
+            row.push(rng.below(n as u64));
+            row.sort_unstable();
+            row.dedup();
+        }
+        indices.extend_from_slice(&row);
+        indptr.push(indices.len() as u64);
+    }
+    let nnz = indices.len();
+    let vals: Vec<f32> = (0..nnz).map(|k| (k % 997) as f32 + 0.25).collect();
+    let ip = Aligned::from_bytes(bytemuck::cast_slice(&indptr));
+    let ix = Aligned::from_bytes(bytemuck::cast_slice(&indices));
+    let vb = Aligned::from_bytes(bytemuck::cast_slice(&vals));
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &[n as u64, n as u64],
+        NodeSpec::csr(nnz as u64, sparse_flags::SORTED | sparse_flags::UNIQUE),
+    )
+    .build()
+    .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![ip.bytes(), ix.bytes(), vb.bytes()]).expect("bind");
+    let m = sprs::CsMatView::new(
+        (n, n),
+        bytemuck::cast_slice::<u8, usize>(ip.bytes()),
+        bytemuck::cast_slice::<u8, usize>(ix.bytes()),
+        bytemuck::cast_slice::<u8, f32>(vb.bytes()),
+    );
+    let bytes = n * n * 4;
+    let mut out = Aligned::zeroed(bytes);
+    let hi = [n as u64, n as u64];
+    t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
+        .expect("read_box");
+    let dense = m.to_dense();
+    assert_eq!(f32s(out.bytes()), dense.as_slice().expect("C order"));
+    drop(dense);
+    let mut reused = Array2::<f32>::zeros((n, n));
+    let [ours, theirs, theirs_reused] = time_peers(
+        if small { 9 } else { 7 },
+        [
+            &mut || {
+                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                let d = m.to_dense();
+                d[[1, 1]].to_bits() as u64
+            },
+            &mut || {
+                reused.fill(0.0);
+                sprs::assign_to_dense(reused.view_mut(), m.view());
+                reused[[1, 1]].to_bits() as u64
+            },
+        ],
+    );
+    let ratio = theirs / ours;
+    println!(
+        "3. CSR {n} x {n}, {nnz} stored (1 %) -> dense FLOAT32: read_box {:.2} ms, sprs to_dense {:.2} ms: {ratio:.2}x sprs (target >= 1.0); sprs fill + assign_to_dense into a reused array {:.2} ms: {:.2}x",
+        ours * 1e3,
+        theirs * 1e3,
+        theirs_reused * 1e3,
+        theirs_reused / ours
+    );
+    ratio
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Q8_0-style blockwise INT8 -> FLOAT32, against memcpy of the output
+// ---------------------------------------------------------------------------------------
+
+fn q8_0(small: bool) -> f64 {
+    let n = if small { 512u64 } else { 4096 };
+    let block = 32u64;
+    let mut rng = Rng(77);
+    let mut codes = Aligned::zeroed((n * n) as usize);
+    for c in codes.bytes_mut() {
+        *c = (rng.below(255) as i64 - 127) as i8 as u8;
+    }
+    let nscales = (n * n / block) as usize;
+    let scales: Vec<u16> = (0..nscales)
+        .map(|k| tensordesc::value::f64_to_f16(0.001 * (1 + k % 200) as f64))
+        .collect();
+    let sc = Aligned::from_bytes(bytemuck::cast_slice(&scales));
+    let q = Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis: 1,
+            block_size: block as u32,
+            scale_type: ElementType::Float16,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: false,
+    };
+    let d = TensorBuilder::new(
+        ElementType::Int8,
+        &[n, n],
+        NodeSpec::row_major().with_quantization(q),
+    )
+    .build()
+    .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![codes.bytes(), sc.bytes()]).expect("bind");
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut dst = Aligned::zeroed(bytes);
+    let src = Aligned::zeroed(bytes);
+    t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+        .expect("read_box");
+    let mut r2 = Rng(5);
+    for _ in 0..1000 {
+        let (i, j) = (r2.below(n), r2.below(n));
+        let v = t.get_f64(&[i, j]).expect("get_f64") as f32;
+        assert_eq!(f32s(out.bytes())[(i * n + j) as usize], v);
+    }
+    let [ours, memcpy] = time_peers(
+        if small { 9 } else { 7 },
+        [
+            &mut || {
+                t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                dst.bytes_mut().copy_from_slice(src.bytes());
+                dst.bytes()[bytes / 2] as u64
+            },
+        ],
+    );
+    let ratio = memcpy / ours;
+    println!(
+        "4. BLOCKWISE INT8 + FLOAT16 scales (32) {n} x {n} -> FLOAT32: read_box {:.2} GB/s of output, memcpy {:.2} GB/s: {ratio:.2}x memcpy throughput (target >= 0.5)",
+        gbps(bytes, ours),
+        gbps(bytes, memcpy)
+    );
+    ratio
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. A demo-like heterogeneous tensor, against a get_f64 loop
+// ---------------------------------------------------------------------------------------
+
+fn u64b(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn per_tensor(scale: f64, zero_point: i64) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::PerTensorAffine { scale, zero_point },
+        expressed_type: ElementType::Float32,
+        has_zero_point: zero_point != 0,
+    }
+}
+
+fn blockwise_q(axis: u8, shape: [u64; 2], rng: &mut Rng, bufs: &mut Vec<Vec<u8>>) -> Quantization {
+    let block = 32u64;
+    let entries = if axis == 1 {
+        shape[0] * shape[1].div_ceil(block)
+    } else {
+        shape[0].div_ceil(block) * shape[1]
+    };
+    let s: Vec<u16> = (0..entries)
+        .map(|_| tensordesc::value::f64_to_f16(0.001 * (1 + rng.below(100)) as f64))
+        .collect();
+    bufs.push(bytemuck::cast_slice(&s).to_vec());
+    Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis,
+            block_size: block as u32,
+            scale_type: ElementType::Float16,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: false,
+    }
+}
+
+/// Random distinct sorted (row, column) pairs, `per_mille` of the shape.
+fn entries(shape: [u64; 2], per_mille: u64, rng: &mut Rng) -> Vec<(u64, u64)> {
+    let per_row = (shape[1] * per_mille / 1000).max(1);
+    let mut v = Vec::new();
+    for i in 0..shape[0] {
+        let mut row: Vec<u64> = (0..per_row).map(|_| rng.below(shape[1])).collect();
+        row.sort_unstable();
+        row.dedup();
+        v.extend(row.into_iter().map(|j| (i, j)));
+    }
+    v
+}
+
+fn codes(n: usize, rng: &mut Rng) -> Vec<u8> {
+    (0..n).map(|_| (1 + rng.below(120)) as u8).collect()
+}
+
+/// The demo's layout families in one 4096 × 4096 INT8 tensor (side `n`), each region
+/// quantized: returns the builder and the buffers in effective order.
+fn demo_like(n: u64) -> (TensorBuilder, Vec<Vec<u8>>) {
+    let q = n / 4;
+    let mut rng = Rng(0xDE40);
+    let mut bufs: Vec<Vec<u8>> = Vec::new();
+    let mut top = Vec::new();
+    let sq = [q, q];
+    let half = [q, 2 * q];
+    // Row 1: row-major, column-major (per-column scales), strided (padded rows), tiled.
+    bufs.push(codes((q * q) as usize, &mut rng));
+    top.push(RegionSpec::new(
+        &[0, 0],
+        &sq,
+        NodeSpec::row_major().with_quantization(per_tensor(0.02, 5)),
+    ));
+    bufs.push(codes((q * q) as usize, &mut rng));
+    let cols: Vec<f32> = (0..q).map(|j| 0.01 + 0.0001 * (j % 50) as f32).collect();
+    bufs.push(bytemuck::cast_slice(&cols).to_vec());
+    top.push(RegionSpec::new(
+        &[0, q],
+        &sq,
+        NodeSpec::col_major().with_quantization(Quantization {
+            scheme: QuantScheme::PerAxisAffine {
+                axis: 1,
+                scale_type: ElementType::Float32,
+            },
+            expressed_type: ElementType::Float32,
+            has_zero_point: false,
+        }),
+    ));
+    let pitch = q + 32;
+    bufs.push(codes((q * pitch) as usize, &mut rng));
+    top.push(RegionSpec::new(
+        &[0, 2 * q],
+        &sq,
+        NodeSpec::strided(&[pitch as i64, 1]).with_quantization(per_tensor(0.01, 0)),
+    ));
+    bufs.push(codes((q * q) as usize, &mut rng));
+    top.push(RegionSpec::new(
+        &[0, 3 * q],
+        &sq,
+        NodeSpec::tiled(&[64, 64]).with_quantization(per_tensor(0.015, -3)),
+    ));
+    // Row 2: CSR and CSC halves, 1 % stored.
+    for (k, csr) in [(0u64, true), (1, false)] {
+        let e = entries(if csr { half } else { [half[1], half[0]] }, 10, &mut rng);
+        let majors = if csr { half[0] } else { half[1] };
+        let mut ip = vec![0u64; majors as usize + 1];
+        for &(m, _) in &e {
+            ip[m as usize + 1] += 1;
+        }
+        for m in 0..majors as usize {
+            ip[m + 1] += ip[m];
+        }
+        let ix: Vec<u64> = e.iter().map(|&(_, j)| j).collect();
+        bufs.push(u64b(&ip));
+        bufs.push(u64b(&ix));
+        bufs.push(codes(e.len(), &mut rng));
+        let node = if csr {
+            NodeSpec::csr(e.len() as u64, sparse_flags::SORTED | sparse_flags::UNIQUE)
+        } else {
+            NodeSpec::csc(e.len() as u64, sparse_flags::SORTED | sparse_flags::UNIQUE)
+        };
+        top.push(RegionSpec::new(
+            &[q, 2 * q * k],
+            &half,
+            node.with_quantization(per_tensor(0.03, 0)),
+        ));
+    }
+    // Row 3: COO, CSF (0.5 %), block-paged.
+    let e = entries(sq, 5, &mut rng);
+    bufs.push(u64b(
+        &e.iter().flat_map(|&(i, j)| [i, j]).collect::<Vec<_>>(),
+    ));
+    bufs.push(codes(e.len(), &mut rng));
+    top.push(RegionSpec::new(
+        &[2 * q, 0],
+        &sq,
+        NodeSpec::coo(e.len() as u64, sparse_flags::SORTED | sparse_flags::UNIQUE)
+            .with_quantization(per_tensor(0.02, 0)),
+    ));
+    let e = entries(sq, 5, &mut rng);
+    let mut rows: Vec<u64> = e.iter().map(|&(i, _)| i).collect();
+    rows.dedup();
+    let mut ip1 = vec![0u64];
+    for &r in &rows {
+        ip1.push(
+            ip1.last().copied().unwrap_or(0) + e.iter().filter(|&&(i, _)| i == r).count() as u64,
+        );
+    }
+    bufs.push(u64b(&[0, rows.len() as u64]));
+    bufs.push(u64b(&ip1));
+    bufs.push(u64b(&rows));
+    bufs.push(u64b(&e.iter().map(|&(_, j)| j).collect::<Vec<_>>()));
+    bufs.push(codes(e.len(), &mut rng));
+    top.push(RegionSpec::new(
+        &[2 * q, q],
+        &sq,
+        NodeSpec::csf(
+            ElementType::Int8,
+            &[0, 1],
+            &[rows.len() as u64, e.len() as u64],
+        )
+        .expect("csf")
+        .with_quantization(per_tensor(0.02, 0)),
+    ));
+    let block = 16u64;
+    let max_blocks = half[1].div_ceil(block);
+    let mut table = vec![u64::MAX; (half[0] * max_blocks) as usize];
+    let mut lens = Vec::new();
+    let mut pages = 0u64;
+    for r in 0..half[0] {
+        let len = rng.below(half[1] + 1);
+        lens.push(len);
+        for b in 0..len.div_ceil(block) {
+            if rng.below(8) != 0 {
+                table[(r * max_blocks + b) as usize] = pages;
+                pages += 1;
+            }
+        }
+    }
+    bufs.push(u64b(&table));
+    bufs.push(u64b(&lens));
+    bufs.push(codes((pages.max(1) * block) as usize, &mut rng));
+    top.push(RegionSpec::new(
+        &[2 * q, 2 * q],
+        &half,
+        NodeSpec::block_paged(block, 1)
+            .with_buffers(vec![
+                BufferHandle::cpu(table.len() as u64 * 8),
+                BufferHandle::cpu(lens.len() as u64 * 8),
+                BufferHandle::cpu(pages.max(1) * block),
+            ])
+            .with_quantization(per_tensor(0.02, 0)),
+    ));
+    // Row 4: a splat and a nested subpaving of blockwise tiles (Q8_0-style, down the
+    // columns, column-major), one of them nested again.
+    bufs.push(vec![25]);
+    top.push(RegionSpec::new(
+        &[3 * q, 0],
+        &half,
+        NodeSpec::splat().with_quantization(per_tensor(0.02, 0)),
+    ));
+    let t = q / 2;
+    let ts = [t, t];
+    let mut inner = Vec::new();
+    for k in 0..8u64 {
+        let (i, j) = (k / 4, k % 4);
+        let o = [i * t, j * t];
+        if k == 5 {
+            let h = [t, t / 2];
+            bufs.push(codes((t * t / 2) as usize, &mut rng));
+            let qq = blockwise_q(1, h, &mut rng, &mut bufs);
+            bufs.push(vec![0]);
+            inner.push(RegionSpec::new(
+                &o,
+                &ts,
+                NodeSpec::subpaving(vec![
+                    RegionSpec::new(&[0, 0], &h, NodeSpec::row_major().with_quantization(qq)),
+                    RegionSpec::new(
+                        &[0, t / 2],
+                        &h,
+                        NodeSpec::splat().with_quantization(per_tensor(0.01, 0)),
+                    ),
+                ]),
+            ));
+            continue;
+        }
+        bufs.push(codes((t * t) as usize, &mut rng));
+        let (node, axis) = if k % 3 == 2 {
+            (NodeSpec::col_major(), 0)
+        } else {
+            (NodeSpec::row_major(), 1)
+        };
+        let qq = blockwise_q(axis, ts, &mut rng, &mut bufs);
+        inner.push(RegionSpec::new(&o, &ts, node.with_quantization(qq)));
+    }
+    top.push(RegionSpec::new(
+        &[3 * q, 2 * q],
+        &half,
+        NodeSpec::subpaving(inner),
+    ));
+    (
+        TensorBuilder::subpaving(ElementType::Int8, &[n, n], top),
+        bufs,
+    )
+}
+
+fn demo_tensor(small: bool) -> f64 {
+    let n = if small { 512u64 } else { 4096 };
+    let (b, raw) = demo_like(n);
+    let d = b.build().expect("demo-like descriptor");
+    assert_eq!(
+        d.effective_buffers().len(),
+        raw.len(),
+        "buffers in effective order"
+    );
+    let bufs: Vec<Aligned> = raw.iter().map(|b| Aligned::from_bytes(b)).collect();
+    let t = BoundTensor::bind(&d, bufs.iter().map(|b| b.bytes()).collect()).expect("bind");
+    t.validate().expect("validate");
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut loop_out = vec![0f32; (n * n) as usize];
+    let start = Instant::now();
+    t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+        .expect("read_box");
+    let first = start.elapsed().as_secs_f64();
+    let mut per_element = || {
+        for i in 0..n {
+            for j in 0..n {
+                loop_out[(i * n + j) as usize] = t.get_f64(&[i, j]).expect("get_f64") as f32;
+            }
+        }
+        loop_out[5].to_bits() as u64
+    };
+    let [theirs] = time_peers(if small { 3 } else { 1 }, [&mut per_element]);
+    assert_eq!(f32s(out.bytes()), &loop_out[..], "same values");
+    let [ours] = time_peers(
+        if small { 9 } else { 7 },
+        [&mut || {
+            t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+                .expect("read_box");
+            out.bytes()[bytes / 2] as u64
+        }],
+    );
+    let ratio = theirs / ours;
+    println!(
+        "5. demo-like {n} x {n} INT8 ({} regions, every family, quantized) -> FLOAT32: read_box {:.1} ms (first {:.1} ms), get_f64 loop {:.0} ms ({:.1} ns/element): {ratio:.0}x faster (target >= 50)",
+        d.region_count(),
+        ours * 1e3,
+        first * 1e3,
+        theirs * 1e3,
+        theirs / (n * n) as f64 * 1e9
+    );
+    ratio
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. locate_many from C, against a Rust locate loop
+// ---------------------------------------------------------------------------------------
+
+/// `target/<profile>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("bench executable");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<bench>")
+        .to_path_buf()
+}
+
+/// A directory with the freshly built shared library under its SONAME.
+fn library_dir() -> Option<PathBuf> {
+    let deps = profile_dir().join("deps");
+    let built = [
+        deps.join("libtensordesc.so"),
+        profile_dir().join("libtensordesc.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())?;
+    let dir = profile_dir().join("read_bench");
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::copy(&built, dir.join("libtensordesc.so.1")).ok()?;
+    let link = dir.join("libtensordesc.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("libtensordesc.so.1", &link).ok()?;
+    Some(dir)
+}
+
+fn locate_many_from_c(small: bool) -> Option<f64> {
+    let side = if small { 64u64 } else { 512 };
+    let tile = 16u64;
+    let mut regions = Vec::with_capacity((side * side) as usize);
+    for i in 0..side {
+        for j in 0..side {
+            regions.push(RegionSpec::new(
+                &[i * tile, j * tile],
+                &[tile, tile],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    let shape = [side * tile, side * tile];
+    let bytes = TensorBuilder::subpaving(ElementType::Float32, &shape, regions)
+        .encode()
+        .expect("encode");
+    let d = tensordesc::decode(&bytes, tensordesc::Mode::Strict).expect("decode");
+    let count = if small { 100_000usize } else { 2_000_000 };
+    let mut rng = Rng(31);
+    let idx: Vec<u64> = (0..count)
+        .flat_map(|_| [rng.below(shape[0]), rng.below(shape[1])])
+        .collect();
+    let mut rust_loop = || {
+        let mut acc = 0u64;
+        for k in 0..count {
+            if let Ok(tensordesc::Location::Dense {
+                byte_offset,
+                buffer,
+                ..
+            }) = d.locate(black_box(&idx[2 * k..2 * k + 2]))
+            {
+                acc = acc.wrapping_add(byte_offset ^ buffer as u64);
+            }
+        }
+        acc
+    };
+    let rounds = if small { 5 } else { 7 };
+    let [rust] = time_peers(rounds, [&mut rust_loop]);
+    let checksum = rust_loop();
+    let dir = library_dir()?;
+    let scratch = dir.join("inputs");
+    std::fs::create_dir_all(&scratch).ok()?;
+    std::fs::write(scratch.join("grid.tdsc"), &bytes).ok()?;
+    std::fs::write(
+        scratch.join("indices.u64"),
+        bytemuck::cast_slice::<u64, u8>(&idx),
+    )
+    .ok()?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join("locate_many.c");
+    let exe = dir.join("locate_many");
+    let target = format!(
+        "{}-unknown-{}-gnu",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    let cc = cc::Build::new()
+        .target(&target)
+        .host(&target)
+        .opt_level(2)
+        .cargo_metadata(false)
+        .get_compiler();
+    let status = cc
+        .to_command()
+        .args(["-std=c11", "-O2", "-I"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-ltensordesc")
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .status()
+        .ok()?;
+    if !status.success() {
+        println!("6. locate_many from C: the C program did not compile");
+        return None;
+    }
+    let out = Command::new(&exe)
+        .arg(scratch.join("grid.tdsc"))
+        .arg(scratch.join("indices.u64"))
+        .arg(rounds.to_string())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        println!(
+            "6. locate_many from C failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    // "locate_many_ns N checksum C locate_ns M"
+    let field = |name: &str| -> Option<String> {
+        let mut it = text.split_whitespace();
+        while let Some(w) = it.next() {
+            if w == name {
+                return it.next().map(str::to_string);
+            }
+        }
+        None
+    };
+    let c_many: f64 = field("locate_many_ns")?.parse().ok()?;
+    let c_single: f64 = field("locate_ns")?.parse().ok()?;
+    let c_sum: u64 = field("checksum")?.parse().ok()?;
+    assert_eq!(c_sum, checksum, "C and Rust located the same elements");
+    let rust_ns = rust * 1e9 / count as f64;
+    let ratio = c_many / rust_ns;
+    println!(
+        "6. locate_many from C, grid of {}x{} 16 x 16 tiles, {count} random indices: C tdesc_descriptor_locate_many {c_many:.2} ns/index, Rust locate loop {rust_ns:.2} ns/index: {ratio:.2}x Rust (target <= 1.2); C tdesc_descriptor_locate loop {c_single:.2} ns/index ({:.2}x)",
+        side,
+        side,
+        c_single / rust_ns
+    );
+    Some(ratio)
+}
+
+fn main() {
+    let small = std::env::var("TDESC_BENCH_SMALL").is_ok_and(|v| v == "1");
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let on = |k: &str| filter.as_deref().is_none_or(|f| k.contains(f));
+    println!("read benchmark{}", if small { " (small)" } else { "" });
+    if on("dense") {
+        dense_window(small);
+    }
+    if on("transposed") {
+        transposed(small);
+    }
+    if on("csr") {
+        csr_to_dense(small);
+    }
+    if on("q8") {
+        q8_0(small);
+    }
+    if on("demo") {
+        demo_tensor(small);
+    }
+    if on("locate") && locate_many_from_c(small).is_none() {
+        println!("6. locate_many from C: skipped (no C compiler or shared library)");
+    }
+}
