@@ -333,7 +333,12 @@ fn q8_0(small: bool) -> f64 {
     let bytes = (n * n * 4) as usize;
     let mut out = Aligned::zeroed(bytes);
     let mut dst = Aligned::zeroed(bytes);
-    let src = Aligned::zeroed(bytes);
+    // Real pages on both sides of the memcpy (a zeroed allocation would read the shared
+    // zero page).
+    let mut src = Aligned::zeroed(bytes);
+    for (k, b) in src.bytes_mut().iter_mut().enumerate() {
+        *b = k as u8;
+    }
     t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
         .expect("read_box");
     let mut r2 = Rng(5);

@@ -100,6 +100,17 @@ pub(super) fn copy_box(
         }
     }
     order[..m].sort_by_key(|&a| std::cmp::Reverse(os[a].unsigned_abs()));
+    // A transpose: the source runs along `r`, the output along another axis.
+    if let Some(&ob) = order[..m].last() {
+        if os[ob].unsigned_abs() < os[r].unsigned_abs()
+            && src.strides[r] == 1
+            && !src.nibbles
+            && !src.mask
+            && matches!(vals.cs, 1 | 2 | 4 | 8 | 16)
+        {
+            return transpose_box(src, vals, lo, &n[..rank], r, ob, &order[..m - 1], w, off_lo);
+        }
+    }
     // Merge the run with the next axis out while both source and output continue there.
     let mut run_len = n[r];
     let mut merged = 0usize;
@@ -205,4 +216,187 @@ fn run_at(
     let res = vals.run(&scratch, x, r, len, w.buf, off, ostride);
     w.scratch = scratch;
     res
+}
+
+/// Write the output element `elem` (its first `es` bytes) at every position of the box
+/// extents `n` whose first element is at byte `off`: the implicit zeros of a sparse or
+/// paged leaf whose zero value is the same everywhere.
+pub(super) fn fill_box(
+    w: &mut Window<'_>,
+    n: &[u64],
+    off: i64,
+    elem: &[u8],
+    es: usize,
+) -> Result<()> {
+    let rank = n.len();
+    let region = w.region;
+    let elem = elem.get(..es).ok_or_else(|| oob(region))?;
+    if rank == 0 || n.contains(&0) {
+        return if rank == 0 {
+            let at = usize::try_from(off).map_err(|_| oob(region))?;
+            w.buf
+                .get_mut(at..at + es)
+                .ok_or_else(|| oob(region))?
+                .copy_from_slice(elem);
+            Ok(())
+        } else {
+            Ok(())
+        };
+    }
+    let os = w.strides;
+    // The run axis: the output's fastest; the others iterate outside it.
+    let r = (0..rank)
+        .filter(|&a| n[a] > 1)
+        .min_by_key(|&a| os[a].unsigned_abs())
+        .unwrap_or(rank - 1);
+    let len = usize::try_from(n[r]).map_err(|_| oob(region))?;
+    let mut idx = [0u64; MAX_RANK];
+    loop {
+        let mut o = off;
+        for a in 0..rank {
+            o += idx[a] as i64 * os[a];
+        }
+        if os[r] == es as i64 {
+            let at = usize::try_from(o).map_err(|_| oob(region))?;
+            let dst = w
+                .buf
+                .get_mut(at..at + len * es)
+                .ok_or_else(|| oob(region))?;
+            if elem.iter().all(|&b| b == 0) {
+                dst.fill(0);
+            } else {
+                for d in dst.chunks_exact_mut(es) {
+                    d.copy_from_slice(elem);
+                }
+            }
+        } else {
+            for k in 0..len as i64 {
+                let at = usize::try_from(o + k * os[r]).map_err(|_| oob(region))?;
+                w.buf
+                    .get_mut(at..at + es)
+                    .ok_or_else(|| oob(region))?
+                    .copy_from_slice(elem);
+            }
+        }
+        let mut a = rank;
+        let done = loop {
+            if a == 0 {
+                break true;
+            }
+            a -= 1;
+            if a == r {
+                continue;
+            }
+            idx[a] += 1;
+            if idx[a] < n[a] {
+                break false;
+            }
+            idx[a] = 0;
+        };
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// Tile edge of the blocked transpose: a 32 × 32 tile of 4-byte codes is 4 KiB, its source
+/// runs and output runs 128 bytes each.
+const TILE: u64 = 32;
+
+/// The box through 32 × 32 tiles of axes `r` (contiguous in the source) and `ob` (the
+/// output's fastest): each tile's source runs are gathered transposed into scratch, then
+/// converted as contiguous runs along `ob` — both sides touch whole cache lines.
+#[allow(clippy::too_many_arguments)]
+fn transpose_box(
+    src: &Source<'_>,
+    vals: &Values<'_>,
+    lo: &[u64],
+    n: &[u64],
+    r: usize,
+    ob: usize,
+    outer: &[usize],
+    w: &mut Window<'_>,
+    off_lo: i64,
+) -> Result<()> {
+    let rank = lo.len();
+    let cs = vals.cs;
+    let region = w.region;
+    let os = w.strides;
+    let mut tile = std::mem::take(&mut w.scratch);
+    tile.clear();
+    tile.resize((TILE * TILE) as usize * cs, 0);
+    let mut x = [0u64; MAX_RANK];
+    x[..rank].copy_from_slice(lo);
+    let mut idx = [0u64; MAX_RANK];
+    let res = (|| -> Result<()> {
+        loop {
+            let mut base = off_lo;
+            for (k, &a) in outer.iter().enumerate() {
+                x[a] = lo[a] + idx[k];
+                base += idx[k] as i64 * os[a];
+            }
+            let mut tr = 0u64;
+            while tr < n[r] {
+                let lr = TILE.min(n[r] - tr) as usize;
+                let mut tb = 0u64;
+                while tb < n[ob] {
+                    let lb = TILE.min(n[ob] - tb) as usize;
+                    x[r] = lo[r] + tr;
+                    for j in 0..lb {
+                        x[ob] = lo[ob] + tb + j as u64;
+                        let b = src.byte0 + src.pos(&x[..rank]) * cs as i128;
+                        let start = usize::try_from(b).map_err(|_| oob(region))?;
+                        let run = src
+                            .buf
+                            .get(start..start + lr * cs)
+                            .ok_or_else(|| oob(region))?;
+                        match cs {
+                            1 => gather_t::<1>(run, &mut tile, lb, j),
+                            2 => gather_t::<2>(run, &mut tile, lb, j),
+                            4 => gather_t::<4>(run, &mut tile, lb, j),
+                            8 => gather_t::<8>(run, &mut tile, lb, j),
+                            _ => gather_t::<16>(run, &mut tile, lb, j),
+                        }
+                    }
+                    x[ob] = lo[ob] + tb;
+                    for i in 0..lr {
+                        x[r] = lo[r] + tr + i as u64;
+                        let off = base + (tr as i64 + i as i64) * os[r] + tb as i64 * os[ob];
+                        let codes = &tile[i * lb * cs..(i + 1) * lb * cs];
+                        vals.run(codes, &x[..rank], ob, lb, w.buf, off, os[ob])?;
+                    }
+                    tb += lb as u64;
+                }
+                tr += lr as u64;
+            }
+            let mut k = outer.len();
+            let done = loop {
+                if k == 0 {
+                    break true;
+                }
+                k -= 1;
+                idx[k] += 1;
+                if idx[k] < n[outer[k]] {
+                    break false;
+                }
+                idx[k] = 0;
+            };
+            if done {
+                return Ok(());
+            }
+        }
+    })();
+    w.scratch = tile;
+    res
+}
+
+/// Code `i` of `run` (codes of `N` bytes) to slot `i·lb + j` of `tile`.
+#[inline(always)]
+fn gather_t<const N: usize>(run: &[u8], tile: &mut [u8], lb: usize, j: usize) {
+    for (i, c) in run.chunks_exact(N).enumerate() {
+        let at = (i * lb + j) * N;
+        if let (Ok(c), Some(d)) = (<&[u8; N]>::try_from(c), tile.get_mut(at..at + N)) {
+            d.copy_from_slice(c);
+        }
+    }
 }

@@ -58,7 +58,6 @@ pub(super) fn read(
     let mut phi = [0u64; MAX_RANK];
     plo[..rank].copy_from_slice(lo);
     phi[..rank].copy_from_slice(hi);
-    let zero = Source::zeros();
     for r in lo[0]..hi[0] {
         plo[0] = r;
         phi[0] = r + 1;
@@ -77,7 +76,7 @@ pub(super) fn read(
                 .ok_or_else(|| oob(region))?;
             let page = table.get(entry).ok_or_else(|| oob(region))?;
             if page == u64::MAX {
-                copy_box(&zero, vals, &plo[..rank], &phi[..rank], w, o)?;
+                super::sparse::zeros(vals, w, &plo[..rank], &phi[..rank], o)?;
             } else {
                 let bad = || bad_page(d, bufs, region, node, entry, page, g.page_bytes);
                 let mut start = page
@@ -109,7 +108,7 @@ pub(super) fn read(
             plo[1] = stored_end;
             phi[1] = hi[1];
             let o = offset_of(w, &plo[..rank], lo, off);
-            copy_box(&zero, vals, &plo[..rank], &phi[..rank], w, o)?;
+            super::sparse::zeros(vals, w, &plo[..rank], &phi[..rank], o)?;
         }
     }
     Ok(())

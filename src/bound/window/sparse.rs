@@ -7,7 +7,7 @@
 //! count, so pointers that overlap cannot make it revisit nodes without end.
 
 use super::convert::{oob, Values};
-use super::dense::{copy_box, Source};
+use super::dense::{copy_box, fill_box, Source};
 use super::Window;
 use crate::bound::find::{
     bad_children, bad_root, bad_segment, content_error, duplicate, not_canonical_coo, U64Array,
@@ -32,39 +32,94 @@ fn offset_of(w: &Window<'_>, x: &[u64], lo: &[u64], off: i64) -> i64 {
         .fold(off, |o, ((&x, &l), &s)| o + (x - l) as i64 * s)
 }
 
-/// Write stored element `k` of the values run (leaf-local `x`).
-#[allow(clippy::too_many_arguments)]
-fn scatter(
-    vals: &Values<'_>,
-    w: &mut Window<'_>,
-    values: &[u8],
-    et: ElementType,
-    k: u64,
-    x: &[u64],
-    lo: &[u64],
-    off: i64,
-) -> Result<()> {
-    let mut code = [0u8; 16];
-    let cs = vals.cs;
-    if et.is_packed() {
-        let b = usize::try_from(k / 2).map_err(|_| oob(w.region))?;
-        let v = *values.get(b).ok_or_else(|| oob(w.region))?;
-        code[0] = (v >> ((k % 2) * 4)) & 0xF;
-    } else {
-        let at = usize::try_from(k)
-            .ok()
-            .and_then(|k| k.checked_mul(cs))
-            .ok_or_else(|| oob(w.region))?;
-        code[..cs].copy_from_slice(values.get(at..at + cs).ok_or_else(|| oob(w.region))?);
-    }
-    let o = offset_of(w, x, lo, off);
-    vals.run(&code[..cs], x, 0, 1, w.buf, o, 0)
+/// How stored entries are written: their bytes copied, looked up in a table of the 256
+/// one-byte codes, or converted one by one.
+pub(super) struct Scatter {
+    copy: bool,
+    table: Option<(Vec<u8>, Vec<bool>)>,
 }
 
-/// The implicit zeros of the box `[lo, hi)`.
-fn zeros(vals: &Values<'_>, w: &mut Window<'_>, lo: &[u64], hi: &[u64], off: i64) -> Result<()> {
-    let o = offset_of(w, lo, lo, off);
-    copy_box(&Source::zeros(), vals, lo, hi, w, o)
+impl Scatter {
+    /// The way for `vals` (a table only for leaves with at least `entries` ≥ 64 to write).
+    pub fn new(vals: &Values<'_>, entries: u64) -> Scatter {
+        let copy = vals.is_copy();
+        Scatter {
+            copy,
+            table: if copy || entries < 64 {
+                None
+            } else {
+                vals.code_table()
+            },
+        }
+    }
+
+    /// Write stored element `k` of the values run (leaf-local `x`; the element `lo` of the
+    /// box is at byte `off`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write(
+        &self,
+        vals: &Values<'_>,
+        w: &mut Window<'_>,
+        values: &[u8],
+        et: ElementType,
+        k: u64,
+        x: &[u64],
+        lo: &[u64],
+        off: i64,
+    ) -> Result<()> {
+        let mut code = [0u8; 16];
+        let cs = vals.cs;
+        if et.is_packed() {
+            let b = usize::try_from(k / 2).map_err(|_| oob(w.region))?;
+            let v = *values.get(b).ok_or_else(|| oob(w.region))?;
+            code[0] = (v >> ((k % 2) * 4)) & 0xF;
+        } else {
+            let at = usize::try_from(k)
+                .ok()
+                .and_then(|k| k.checked_mul(cs))
+                .ok_or_else(|| oob(w.region))?;
+            code[..cs].copy_from_slice(values.get(at..at + cs).ok_or_else(|| oob(w.region))?);
+        }
+        let o = offset_of(w, x, lo, off);
+        let es = vals.oes;
+        let bytes: &[u8] = if self.copy {
+            &code[..cs]
+        } else if let Some((table, ok)) = &self.table {
+            let c = code[0] as usize;
+            if !ok[c] {
+                return vals.run(&code[..cs], x, 0, 1, w.buf, o, 0);
+            }
+            &table[c * es..(c + 1) * es]
+        } else {
+            return vals.run(&code[..cs], x, 0, 1, w.buf, o, 0);
+        };
+        let at = usize::try_from(o).map_err(|_| oob(w.region))?;
+        w.buf
+            .get_mut(at..at + es)
+            .ok_or_else(|| oob(w.region))?
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// The implicit zeros of the box `[lo, hi)` (whose element `lo` is at byte `off`): one
+/// element filled in when the zero value is the same everywhere, else the all-zero code
+/// converted at each position.
+pub(super) fn zeros(
+    vals: &Values<'_>,
+    w: &mut Window<'_>,
+    lo: &[u64],
+    hi: &[u64],
+    off: i64,
+) -> Result<()> {
+    if let Some(e) = vals.zero_element() {
+        let mut n = [0u64; MAX_RANK];
+        for (a, (&l, &h)) in lo.iter().zip(hi).enumerate() {
+            n[a] = h - l;
+        }
+        return fill_box(w, &n[..lo.len()], off, &e?, vals.oes);
+    }
+    copy_box(&Source::zeros(), vals, lo, hi, w, off)
 }
 
 /// First position in `words` whose value is at least `key` (the words should be sorted;
@@ -111,6 +166,7 @@ pub(super) fn compressed(
     let sorted = flags & sparse_flags::SORTED != 0;
     let unique = flags & sparse_flags::UNIQUE != 0;
     let (mlo, mhi) = (lo[mi], hi[mi]);
+    let sc = Scatter::new(vals, nnz);
     // Unsorted without UNIQUE: a duplicate inside the box is found by stamping each minor
     // coordinate with its line.
     let mut stamps: Vec<u64> = Vec::new();
@@ -142,7 +198,7 @@ pub(super) fn compressed(
                     return Err(duplicate(region, m, v));
                 }
                 x[mi] = v;
-                scatter(vals, w, values, et, s + k, &x, lo, off)?;
+                sc.write(vals, w, values, et, s + k, &x, lo, off)?;
                 k += 1;
             }
         } else {
@@ -164,7 +220,7 @@ pub(super) fn compressed(
                     *slot = m + 1;
                 }
                 x[mi] = v;
-                scatter(vals, w, values, et, s + k, &x, lo, off)?;
+                sc.write(vals, w, values, et, s + k, &x, lo, off)?;
             }
         }
     }
@@ -197,6 +253,7 @@ pub(super) fn coo(
     let rank64 = rank as u64;
     let n = nnz.min(idx.len() / rank64.max(1));
     let first = |k: u64| idx.get(k * rank64).unwrap_or(u64::MAX);
+    let sc = Scatter::new(vals, nnz);
     let (start, end) = if flags & sparse_flags::SORTED != 0 {
         // Tuples sorted lexicographically: those inside the box have their first
         // coordinate in [lo[0], hi[0]).
@@ -227,7 +284,7 @@ pub(super) fn coo(
             inside &= v >= lo[a] && v < hi[a];
         }
         if inside {
-            scatter(vals, w, values, et, k, &x[..rank], lo, off)?;
+            sc.write(vals, w, values, et, k, &x[..rank], lo, off)?;
         }
     }
     Ok(())
@@ -268,7 +325,9 @@ pub(super) fn csf(
     if root_hi > n0 {
         return Err(bad_root(d, region, node, root_hi, n0));
     }
+    let sc = Scatter::new(vals, values.len() as u64);
     let mut walk = Walk {
+        sc: &sc,
         d,
         region,
         node,
@@ -287,6 +346,7 @@ pub(super) fn csf(
 }
 
 struct Walk<'a, 'v> {
+    sc: &'a Scatter,
     d: &'a Descriptor,
     region: u32,
     node: &'a Node,
@@ -328,7 +388,7 @@ impl Walk<'_, '_> {
             let q = a + k;
             if l + 1 == rank {
                 let x = self.x;
-                scatter(
+                self.sc.write(
                     self.vals,
                     w,
                     self.values,
