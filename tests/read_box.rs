@@ -1013,3 +1013,71 @@ fn overlapping_csf_pointers_are_bounded() {
     assert!(e.detail.contains("overlapping"), "{e}");
     assert!(start.elapsed().as_secs() < 5);
 }
+
+/// Consecutive pages are read as one piece, but never across the end of a pool; packed
+/// pages of an odd element count are not merged.
+#[test]
+fn paged_runs_of_consecutive_pages() {
+    for (et, block, inner, pools) in [
+        (ElementType::Int16, 2u64, 3u64, [2usize, 3]),
+        (ElementType::Int4, 3, 1, [3, 2]),
+        (ElementType::Uint8, 4, 2, [1, 4]),
+    ] {
+        let rows = 3u64;
+        let positions = 4 * block;
+        let shape = [rows, positions, inner];
+        let max_blocks = positions.div_ceil(block);
+        let total = pools[0] + pools[1];
+        let page_elems = block * inner;
+        let page_bytes = et.bytes_for(page_elems).unwrap() as usize;
+        // Row 0: pages 0, 1, 2, 3 (across the pool boundary); row 1: unallocated, then 4;
+        // row 2: short, pages 2, 3.
+        let table = [
+            0u64,
+            1,
+            2,
+            3,
+            u64::MAX,
+            u64::MAX,
+            4,
+            u64::MAX,
+            2,
+            3,
+            0xDEAD,
+            0xDEAD,
+        ];
+        assert_eq!(table.len() as u64, rows * max_blocks);
+        let lens = [positions, 3 * block, block + 1];
+        let mut pool_bytes: Vec<Vec<u8>> = Vec::new();
+        for (k, &p) in pools.iter().enumerate() {
+            let mut b = vec![0u8; p * page_bytes];
+            for e in 0..(p as u64 * page_elems) {
+                let v = ((k as u64 * 7 + e * 3) % 13) as f64 - 6.0;
+                put_bits(&mut b, et, 0, e, bits_of(et, v));
+            }
+            pool_bytes.push(b);
+        }
+        assert!(total >= 5);
+        let mut bufs = vec![
+            table
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+            lens.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ];
+        bufs.extend(pool_bytes);
+        let d = TensorBuilder::new(
+            et,
+            &shape,
+            NodeSpec::block_paged(block, 2).with_buffers(handles(&bufs)),
+        )
+        .build()
+        .unwrap();
+        let a = align_all(&bufs);
+        let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+        for out in OutputType::ALL {
+            check_box(&t, &[0, 0, 0], &shape, out, None);
+            check_box(&t, &[0, 1, 0], &[3, positions - 1, inner], out, None);
+        }
+    }
+}

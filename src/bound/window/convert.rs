@@ -248,7 +248,7 @@ impl<'a> Values<'a> {
             Kind::PerTensor { scale, zero_point } => {
                 let (scale, zp) = (*scale, *zero_point);
                 if et.is_integer() {
-                    int_codes(et, chunk, vals, |c| (c - zp as i128) as f64 * scale);
+                    int_diffs(et, chunk, vals, i128::from(zp), scale);
                 } else {
                     plain_values(et, chunk, vals);
                     for v in vals.iter_mut() {
@@ -322,7 +322,7 @@ impl<'a> Values<'a> {
                     if et.is_integer() {
                         let z =
                             value::element_to_i128(et, &zp).ok_or_else(|| missing(self.region))?;
-                        int_codes(et, seg, out, |c| (c - z) as f64 * s);
+                        int_diffs(et, seg, out, z, s);
                     } else {
                         let z =
                             value::element_to_f64(et, &zp).ok_or_else(|| missing(self.region))?;
@@ -389,16 +389,19 @@ impl Values<'_> {
     /// The output bytes of the all-zero code when they are the same at every position
     /// (RAW, unquantized, per-tensor, codebook): an implicit-zero fill converts it once.
     pub fn zero_element(&self) -> Option<Result<[u8; 16]>> {
+        self.uniform_element(&[0u8; 16])
+    }
+
+    /// The output bytes of `code` (its first `cs` bytes) when they are the same at every
+    /// position (a SPLAT fill, an implicit zero); `None` for position-dependent schemes.
+    pub fn uniform_element(&self, code: &[u8]) -> Option<Result<[u8; 16]>> {
         if matches!(self.kind, Kind::Affine { .. }) {
             return None;
         }
         let mut e = [0u8; 16];
-        if let Kind::Raw = self.kind {
-            return Some(Ok(e));
-        }
-        let zero = [0u8; 16];
+        let code = code.get(..self.cs)?;
         Some(
-            self.run(&zero[..self.cs], &[0; MAX_RANK][..1], 0, 1, &mut e, 0, 0)
+            self.run(code, &[0; MAX_RANK][..1], 0, 1, &mut e, 0, 0)
                 .map(|()| e),
         )
     }
@@ -553,6 +556,9 @@ impl Values<'_> {
                 } else {
                     1
                 };
+                if seg == 1 {
+                    return Some(self.affine_each(codes, n, out, off, stride, param));
+                }
                 Some(self.affine_segments(codes, n, out, off, stride, x0, block, seg, param))
             }
             _ => None,
@@ -610,6 +616,48 @@ impl Values<'_> {
         Ok(())
     }
 
+    /// `(code − zp) × s` in `f32` with its own `(s, zp) = param(k)` per element (a run
+    /// along a per-axis or blockwise-reduced axis), 64 parameters gathered at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn affine_each(
+        &self,
+        codes: &[u8],
+        n: usize,
+        out: &mut [u8],
+        off: i64,
+        stride: i64,
+        param: impl Fn(usize) -> Result<(f32, i32)>,
+    ) -> Result<()> {
+        const G: usize = 64;
+        let cs = self.cs;
+        let et = self.et;
+        let mut s = [0f32; G];
+        let mut z = [0i32; G];
+        let mut v = [0f32; G];
+        let mut k0 = 0usize;
+        while k0 < n {
+            let m = G.min(n - k0);
+            for k in 0..m {
+                (s[k], z[k]) = param(k0 + k)?;
+            }
+            for (k, c) in codes[k0 * cs..(k0 + m) * cs].chunks_exact(cs).enumerate() {
+                v[k] = ((code_i32(et, c) - z[k]) as f32) * s[k];
+            }
+            let o = off + k0 as i64 * stride;
+            match self.out {
+                OutputType::Float64 => F64Out::new(out, o, stride, m, self.region)?.each(
+                    bytemuck::cast_slice(&v[..m]),
+                    4,
+                    |c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+                )?,
+                _ => F32Out::new(out, o, stride, m, self.region)?
+                    .copy_bits(bytemuck::cast_slice(&v[..m]))?,
+            }
+            k0 += m;
+        }
+        Ok(())
+    }
+
     /// One run sharing `param(0)`: `(code − zp) × s` in `f32`, stored as the output type.
     fn affine_f32(
         &self,
@@ -644,6 +692,20 @@ impl Values<'_> {
             Uint4 => go!(1, |c: &[u8]| (c[0] & 0xF) as i32),
             _ => Err(Error::new(ErrorKind::Internal, "no f32 affine kernel")),
         }
+    }
+}
+
+/// An integer code of at most 16 bits (or 4) as `i32`.
+#[inline(always)]
+fn code_i32(et: ElementType, c: &[u8]) -> i32 {
+    use ElementType::*;
+    match et {
+        Int8 => c[0] as i8 as i32,
+        Uint8 => c[0] as i32,
+        Int16 => i16::from_le_bytes([c[0], c[1]]) as i32,
+        Uint16 => u16::from_le_bytes([c[0], c[1]]) as i32,
+        Int4 => value::int4_to_i8(c[0]) as i32,
+        _ => (c[0] & 0xF) as i32,
     }
 }
 
@@ -841,6 +903,43 @@ fn entry_bytes(b: &[u8], t: ElementType, j: u64, out: &mut [u8; 16]) -> Option<(
     Some(())
 }
 
+/// `(code − zp) × scale` for every integer code of `et` in `chunk`, as `get_f64` computes
+/// it (the exact difference converted to `f64` once): in 64-bit arithmetic for codes of up
+/// to 32 bits (the same integer, so the same rounding), vectorisable; in 128-bit
+/// arithmetic otherwise.
+#[inline(always)]
+fn int_diffs(et: ElementType, chunk: &[u8], vals: &mut [f64], zp: i128, scale: f64) {
+    use ElementType::*;
+    if et.bits() <= 32 && zp.unsigned_abs() < 1 << 62 {
+        let z = zp as i64;
+        macro_rules! each {
+            ($n:expr, $conv:expr) => {
+                for (v, c) in vals.iter_mut().zip(chunk.chunks_exact($n)) {
+                    #[allow(clippy::redundant_closure_call)]
+                    let c: i64 = $conv(c);
+                    *v = (c - z) as f64 * scale;
+                }
+            };
+        }
+        match et {
+            Bool => each!(1, |c: &[u8]| (c[0] != 0) as i64),
+            Int8 => each!(1, |c: &[u8]| c[0] as i8 as i64),
+            Uint8 => each!(1, |c: &[u8]| c[0] as i64),
+            Int16 => each!(2, |c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i64),
+            Uint16 => each!(2, |c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i64),
+            Int32 => each!(4, |c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]])
+                as i64),
+            Uint32 => each!(4, |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]])
+                as i64),
+            Int4 => each!(1, |c: &[u8]| value::int4_to_i8(c[0]) as i64),
+            Uint4 => each!(1, |c: &[u8]| (c[0] & 0xF) as i64),
+            _ => {}
+        }
+        return;
+    }
+    int_codes(et, chunk, vals, |c| (c - zp) as f64 * scale);
+}
+
 /// `f(code)` for every integer code of `et` in `chunk` (4-bit codes one per byte). The
 /// code is widened to `i128` (exact for every integer type; the compiler keeps the 64-bit
 /// types' arithmetic narrow where it can).
@@ -907,7 +1006,7 @@ fn plain_values(et: ElementType, chunk: &[u8], vals: &mut [f64]) {
                 *v = value::element_to_f64(et, c).unwrap_or(f64::NAN);
             }
         }
-        _ => int_codes(et, chunk, vals, |c| c as f64),
+        _ => int_diffs(et, chunk, vals, 0, 1.0),
     }
 }
 

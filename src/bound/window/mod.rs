@@ -362,6 +362,22 @@ impl<'a> BoundTensor<'a> {
                 dense::copy_box(&src, &vals, llo, lhi, w, off)
             }
             Layout::Splat => {
+                let buf = data()?;
+                let at = usize::try_from(node.byte_offset).map_err(|_| convert::oob(region))?;
+                let mut code = [0u8; 16];
+                let cs = vals.cs;
+                code[..cs]
+                    .copy_from_slice(buf.get(at..at + cs).ok_or_else(|| convert::oob(region))?);
+                if packed {
+                    code[0] &= 0xF;
+                }
+                if let Some(e) = vals.uniform_element(&code) {
+                    let mut n = [0u64; MAX_RANK];
+                    for a in 0..rank {
+                        n[a] = lhi[a] - llo[a];
+                    }
+                    return dense::fill_box(w, &n[..rank], off, &e?, vals.oes);
+                }
                 let mut src = affine(&[0i128; MAX_RANK])?;
                 src.nibbles = false;
                 src.mask = packed;

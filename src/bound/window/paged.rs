@@ -66,15 +66,36 @@ pub(super) fn read(
         let mut p = lo[1];
         while p < stored_end {
             let b = p / block_size;
-            let bend = stored_end.min((b + 1).saturating_mul(block_size));
-            plo[1] = p;
-            phi[1] = bend;
-            let o = offset_of(w, &plo[..rank], lo, off);
             let entry = r
                 .checked_mul(g.max_blocks)
                 .and_then(|e| e.checked_add(b))
                 .ok_or_else(|| oob(region))?;
             let page = table.get(entry).ok_or_else(|| oob(region))?;
+            // The next blocks whose pages follow this one (or are unallocated like it) are
+            // read in the same piece.
+            let mut bend = stored_end.min((b + 1).saturating_mul(block_size));
+            let mut next = 1u64;
+            // Pages of packed 4-bit elements with an odd element count do not continue
+            // each other nibble for nibble: no merging then.
+            let mergeable = !et.is_packed() || g.page_elements % 2 == 0;
+            while bend < stored_end && (mergeable || page == u64::MAX) {
+                let want = if page == u64::MAX {
+                    u64::MAX
+                } else {
+                    match page.checked_add(next) {
+                        Some(p) => p,
+                        None => break,
+                    }
+                };
+                if table.get(entry + next) != Some(want) {
+                    break;
+                }
+                next += 1;
+                bend = stored_end.min((b + next).saturating_mul(block_size));
+            }
+            plo[1] = p;
+            phi[1] = bend;
+            let o = offset_of(w, &plo[..rank], lo, off);
             if page == u64::MAX {
                 super::sparse::zeros(vals, w, &plo[..rank], &phi[..rank], o)?;
             } else {
@@ -92,6 +113,11 @@ pub(super) fn read(
                     start -= pb.len();
                 }
                 let pool = pool.ok_or_else(bad)?;
+                // A merged piece stays inside its pool (the next page may start the next).
+                let fit = ((pool.len() - start) as u64 / g.page_bytes.max(1)).max(1);
+                if next > fit {
+                    phi[1] = stored_end.min((b + fit).saturating_mul(block_size));
+                }
                 let src = Source {
                     buf: pool,
                     byte0: start as i128,
@@ -102,7 +128,7 @@ pub(super) fn read(
                 };
                 copy_box(&src, vals, &plo[..rank], &phi[..rank], w, o)?;
             }
-            p = bend;
+            p = phi[1];
         }
         if stored_end < hi[1] {
             plo[1] = stored_end;

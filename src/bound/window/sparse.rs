@@ -175,11 +175,19 @@ pub(super) fn compressed(
     llo.copy_from_slice(lo);
     lhi.copy_from_slice(hi);
     let mut x = [0u64; 2];
+    // A zero value that is the same everywhere is filled in once, row by row of the
+    // output (a CSC leaf then does not write its zeros column by column).
+    let uniform = vals.zero_element().is_some();
+    if uniform {
+        zeros(vals, w, lo, hi, off)?;
+    }
     for m in lo[ma]..hi[ma] {
         llo[ma] = m;
         lhi[ma] = m + 1;
-        let line_off = offset_of(w, &llo, lo, off);
-        zeros(vals, w, &llo, &lhi, line_off)?;
+        if !uniform {
+            let line_off = offset_of(w, &llo, lo, off);
+            zeros(vals, w, &llo, &lhi, line_off)?;
+        }
         let (Some(s), Some(e)) = (indptr.get(m), indptr.get(m + 1)) else {
             return Err(oob(region));
         };
