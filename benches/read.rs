@@ -651,6 +651,36 @@ fn demo_tensor(small: bool) -> f64 {
             out.bytes()[bytes / 2] as u64
         }],
     );
+    if std::env::var("TDESC_BENCH_REGIONS").is_ok() {
+        // Profiling aid: each top-level region read alone.
+        for r in d.regions().filter(|r| r.depth() == 1) {
+            let lo = r.global_origin().to_vec();
+            let hi: Vec<u64> = lo.iter().zip(r.shape()).map(|(o, s)| o + s).collect();
+            let strides = [(n * 4) as i64, 4];
+            let [s] = time_peers(
+                5,
+                [&mut || {
+                    t.read_box(
+                        &lo,
+                        &hi,
+                        OutputType::Float32,
+                        out.bytes_mut(),
+                        Some(&strides),
+                    )
+                    .expect("read_box");
+                    0
+                }],
+            );
+            let e: u64 = r.shape().iter().product();
+            println!(
+                "   region {} {}: {:.2} ms, {:.2} ns/element",
+                r.index(),
+                tensordesc::layout::tag_name(r.layout_tag()),
+                s * 1e3,
+                s * 1e9 / e as f64
+            );
+        }
+    }
     let ratio = theirs / ours;
     println!(
         "5. demo-like {n} x {n} INT8 ({} regions, every family, quantized) -> FLOAT32: read_box {:.1} ms (first {:.1} ms), get_f64 loop {:.0} ms ({:.1} ns/element): {ratio:.0}x faster (target >= 50)",

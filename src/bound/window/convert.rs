@@ -217,6 +217,11 @@ impl<'a> Values<'a> {
             self.values(codes, x, axis, &mut vals[..n])?;
             return self.store(&vals[..n], out, off, stride);
         }
+        if n <= 64 {
+            let mut vals = [0f64; 64];
+            self.values(codes, x, axis, &mut vals[..n])?;
+            return self.store(&vals[..n], out, off, stride);
+        }
         let mut vals = [0f64; CHUNK];
         let mut done = 0usize;
         let mut pos = [0u64; MAX_RANK];
@@ -493,6 +498,39 @@ impl Values<'_> {
             (Kind::Plain, OutputType::BFloat16) if et == Bfloat16 => {
                 Some(store_raw(codes, 2, out, off, stride, region))
             }
+            (Kind::PerTensor { scale, zero_point }, OutputType::Float32)
+                if et.is_integer()
+                    && et.bits() <= 32
+                    && zero_point.unsigned_abs() < 1 << 62
+                    && matches!(self.expressed, Float32 | Float64)
+                    && (*scale as f32 as f64 != *scale || !self.f32_exact()) =>
+            {
+                // `(q − zp) × scale` in f64, rounded once to FLOAT32 (which the FLOAT32
+                // expressed type rounds to anyway): one fused loop.
+                let (scale, zp) = (*scale, *zero_point);
+                let mut w = match F32Out::new(out, off, stride, n, region) {
+                    Ok(w) => w,
+                    Err(e) => return Some(Err(e)),
+                };
+                let cs = self.cs;
+                macro_rules! go {
+                    ($conv:expr) => {{
+                        let conv = $conv;
+                        w.each(codes, cs, |c| ((conv(c) - zp) as f64 * scale) as f32)
+                    }};
+                }
+                Some(match et {
+                    Bool => go!(|c: &[u8]| (c[0] != 0) as i64),
+                    Int8 => go!(|c: &[u8]| c[0] as i8 as i64),
+                    Uint8 => go!(|c: &[u8]| c[0] as i64),
+                    Int16 => go!(|c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i64),
+                    Uint16 => go!(|c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i64),
+                    Int32 => go!(|c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+                    Uint32 => go!(|c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+                    Int4 => go!(|c: &[u8]| value::int4_to_i8(c[0]) as i64),
+                    _ => go!(|c: &[u8]| (c[0] & 0xF) as i64),
+                })
+            }
             (Kind::PerTensor { scale, zero_point }, _) => {
                 let s = *scale as f32;
                 if !self.f32_exact() || s as f64 != *scale || zero_point.unsigned_abs() >= 1 << 23 {
@@ -557,7 +595,9 @@ impl Values<'_> {
                     1
                 };
                 if seg == 1 {
-                    return Some(self.affine_each(codes, n, out, off, stride, param));
+                    return Some(
+                        self.affine_each(codes, n, out, off, stride, entry, scales, st_t, zps),
+                    );
                 }
                 Some(self.affine_segments(codes, n, out, off, stride, x0, block, seg, param))
             }
@@ -626,31 +666,46 @@ impl Values<'_> {
         out: &mut [u8],
         off: i64,
         stride: i64,
-        param: impl Fn(usize) -> Result<(f32, i32)>,
+        entry: impl Fn(usize) -> u64,
+        scales: &[u8],
+        scale_type: ElementType,
+        zero_points: Option<&[u8]>,
     ) -> Result<()> {
         const G: usize = 64;
         let cs = self.cs;
         let et = self.et;
+        let region = self.region;
+        let mut js = [0u64; G];
         let mut s = [0f32; G];
         let mut z = [0i32; G];
         let mut v = [0f32; G];
         let mut k0 = 0usize;
         while k0 < n {
             let m = G.min(n - k0);
-            for k in 0..m {
-                (s[k], z[k]) = param(k0 + k)?;
+            for (k, j) in js[..m].iter_mut().enumerate() {
+                *j = entry(k0 + k);
+            }
+            for (sk, &j) in s[..m].iter_mut().zip(&js[..m]) {
+                *sk = scale_f32(scales, scale_type, j).ok_or_else(|| missing(region))?;
+            }
+            if let Some(zb) = zero_points {
+                for (zk, &j) in z[..m].iter_mut().zip(&js[..m]) {
+                    let mut b = [0u8; 16];
+                    entry_bytes(zb, et, j, &mut b).ok_or_else(|| missing(region))?;
+                    *zk = code_i32(et, &b);
+                }
             }
             for (k, c) in codes[k0 * cs..(k0 + m) * cs].chunks_exact(cs).enumerate() {
                 v[k] = ((code_i32(et, c) - z[k]) as f32) * s[k];
             }
             let o = off + k0 as i64 * stride;
             match self.out {
-                OutputType::Float64 => F64Out::new(out, o, stride, m, self.region)?.each(
+                OutputType::Float64 => F64Out::new(out, o, stride, m, region)?.each(
                     bytemuck::cast_slice(&v[..m]),
                     4,
                     |c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
                 )?,
-                _ => F32Out::new(out, o, stride, m, self.region)?
+                _ => F32Out::new(out, o, stride, m, region)?
                     .copy_bits(bytemuck::cast_slice(&v[..m]))?,
             }
             k0 += m;

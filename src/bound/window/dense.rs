@@ -265,8 +265,12 @@ pub(super) fn fill_box(
             if elem.iter().all(|&b| b == 0) {
                 dst.fill(0);
             } else {
-                for d in dst.chunks_exact_mut(es) {
-                    d.copy_from_slice(elem);
+                match es {
+                    1 => dst.fill(elem[0]),
+                    2 => fill_t::<2>(dst, elem),
+                    4 => fill_t::<4>(dst, elem),
+                    8 => fill_t::<8>(dst, elem),
+                    _ => fill_t::<16>(dst, elem),
                 }
             }
         } else {
@@ -397,6 +401,18 @@ fn gather_t<const N: usize>(run: &[u8], tile: &mut [u8], lb: usize, j: usize) {
         let at = (i * lb + j) * N;
         if let (Ok(c), Some(d)) = (<&[u8; N]>::try_from(c), tile.get_mut(at..at + N)) {
             d.copy_from_slice(c);
+        }
+    }
+}
+
+/// Fill `dst` with copies of the `N`-byte element `elem` (fixed-size stores).
+#[inline(always)]
+fn fill_t<const N: usize>(dst: &mut [u8], elem: &[u8]) {
+    if let Ok(e) = <[u8; N]>::try_from(elem) {
+        for d in dst.chunks_exact_mut(N) {
+            if let Ok(d) = <&mut [u8; N]>::try_from(d) {
+                *d = e;
+            }
         }
     }
 }
