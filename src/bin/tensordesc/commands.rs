@@ -452,7 +452,7 @@ pub fn parse_index(s: &str) -> tensordesc::Result<Vec<u64>> {
         .collect()
 }
 
-fn pick<'t, 'a>(
+pub fn pick<'t, 'a>(
     tensors: &'t [TensorRef<'a>],
     name: Option<&str>,
 ) -> tensordesc::Result<&'t TensorRef<'a>> {
@@ -700,7 +700,16 @@ pub fn locate(
                 .get_bytes(&index, &mut raw)
                 .map_err(|e| e.context(&label))?;
             writeln!(out, "stored: {}", stored_text(d.element_type(), &raw))?;
+            // An unquantized integer is printed exactly (INT64 / UINT64 beyond 2^53 have no
+            // exact f64).
+            let exact = match quant {
+                None => element_to_i128(d.element_type(), &raw),
+                Some(_) => None,
+            };
             match bound.get_f64(&index) {
+                Ok(_) if exact.is_some() => {
+                    writeln!(out, "value: {}", exact.unwrap_or_default())?;
+                }
                 Ok(v) => {
                     let precision = quant.map_or(d.element_type(), |q| q.expressed_type);
                     let how = match quant {

@@ -23,7 +23,7 @@ use tensordesc::value::{
 };
 use tensordesc::{
     BoundTensor, BufferHandle, Descriptor, ElementType, Error, ErrorKind, Location, Mode, NodeSpec,
-    QuantScheme, Quantization, RegionSpec, Result, TensorBuilder,
+    OutputType, QuantScheme, Quantization, RegionSpec, Result, TensorBuilder,
 };
 
 use crate::commands::region_path;
@@ -1317,6 +1317,67 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         }
     }
 
+    // 7b. Windowed reads: one region whole, one window across several regions, through
+    // read_box (the library's bulk read, region by region), every element checked.
+    let q8 = desc
+        .regions()
+        .find(|r| built.region_labels.get(r.index() as usize) == Some(&"Q8_0-style"))
+        .ok_or_else(|| mismatch("no Q8_0-style region".into()))?;
+    let (q8_origin, q8_shape) = (q8.global_origin().to_vec(), q8.shape().to_vec());
+    let mut whole = vec![0f32; (q8_shape[0] * q8_shape[1]) as usize];
+    bound.read_region(
+        q8.index(),
+        OutputType::Float32,
+        bytemuck_f32(&mut whole),
+        None,
+    )?;
+    let window = ([2000u64, 1000u64], [2100u64, 3100u64]);
+    let (wlo, whi) = window;
+    let met = desc.regions_in_box(&wlo, &whi)?.len();
+    let wshape = [whi[0] - wlo[0], whi[1] - wlo[1]];
+    let mut win = vec![0f32; (wshape[0] * wshape[1]) as usize];
+    bound.read_box(
+        &wlo,
+        &whi,
+        OutputType::Float32,
+        bytemuck_f32(&mut win),
+        None,
+    )?;
+    let check = |i: u64, j: u64, got: f32| -> Result<()> {
+        let leaf = built
+            .leaf_at(i, j)
+            .ok_or_else(|| mismatch(format!("no leaf holds [{i}, {j}]")))?;
+        let want = leaf.expected(i - leaf.origin[0], j - leaf.origin[1]) as f32;
+        if got.to_bits() != want.to_bits() {
+            return Err(mismatch(format!(
+                "windowed read of [{i}, {j}] (leaf at {:?}, {:?}): read {got}, generated {want}",
+                leaf.origin, leaf.label
+            )));
+        }
+        Ok(())
+    };
+    for (k, &v) in whole.iter().enumerate() {
+        let (i, j) = (k as u64 / q8_shape[1], k as u64 % q8_shape[1]);
+        check(q8_origin[0] + i, q8_origin[1] + j, v)?;
+    }
+    for (k, &v) in win.iter().enumerate() {
+        let (i, j) = (k as u64 / wshape[1], k as u64 % wshape[1]);
+        check(wlo[0] + i, wlo[1] + j, v)?;
+    }
+    checked += (whole.len() + win.len()) as u64;
+    writeln!(
+        out,
+        "\nWindowed reads (read_box: dequantized to FLOAT32 region by region, checked against the\n\
+         generator): region {} \"Q8_0-style\" whole ({} x {}); the window {}\n\
+         ({} x {}) across {met} leaf regions.",
+        q8.index(),
+        q8_shape[0],
+        q8_shape[1],
+        text::box_text(&wlo, &wshape),
+        wshape[0],
+        wshape[1]
+    )?;
+
     // 8. The plain tensors.
     writeln!(out, "\nPlain tensors in the same file:")?;
     for p in &plains {
@@ -1405,8 +1466,13 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     )?;
     writeln!(
         out,
-        "\nNext: tensordesc inspect {0}\n      tensordesc locate {0} --tensor {BIG} 3500,2100\n      tensordesc validate --contents {0}",
+        "\nNext: tensordesc inspect {0}\n      tensordesc locate {0} --tensor {BIG} 3500,2100\n      tensordesc validate --contents {0}\n      tensordesc export {0} --tensor {BIG} --box 3072:3584,2048:2560 --dtype f32 -o q8.npy",
         path.display()
     )?;
     Ok(())
+}
+
+/// The bytes of a FLOAT32 buffer, for `read_box`.
+fn bytemuck_f32(v: &mut [f32]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
 }

@@ -7,6 +7,7 @@
 mod commands;
 mod convert;
 mod demo;
+mod export;
 mod input;
 mod json;
 mod output;
@@ -101,6 +102,30 @@ enum Command {
         /// The element index, comma-separated (`-` for a scalar), e.g. `3500,3000`.
         #[arg(value_name = "I,J,...", allow_hyphen_values = true)]
         index: String,
+    },
+    /// Write a box of a tensor (the whole tensor by default) as a NumPy .npy file, read
+    /// through the library's windowed read: stored codes (raw) or values in f32, f64, f16
+    /// or bf16, dequantized region by region. BFLOAT16 has no NumPy dtype: it is written
+    /// as `|V2` (the raw bfloat16 bits; --dtype f32 gives the same values exactly).
+    Export {
+        /// The input (a .tdf file or a stream capture).
+        file: PathBuf,
+        /// The tensor to export when the input holds several.
+        #[arg(long, value_name = "NAME")]
+        tensor: Option<String>,
+        /// The box, `lo:hi` per axis (half-open; `:` for a whole axis), e.g. `0:128,0:64`.
+        #[arg(long = "box", value_name = "LO:HI,...", allow_hyphen_values = true)]
+        box_: Option<String>,
+        /// raw (the stored codes, NumPy's dtype for the element type), f32, f64, f16 or
+        /// bf16. Default: raw for an unquantized tensor, f32 for one with quantized parts.
+        #[arg(long, value_name = "TYPE")]
+        dtype: Option<String>,
+        /// Decode permissively.
+        #[arg(long)]
+        permissive: bool,
+        /// The .npy to write (through a temporary file beside it, renamed when complete).
+        #[arg(short = 'o', long = "out", value_name = "OUT.npy")]
+        output: PathBuf,
     },
     /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
     /// descriptor with its bytes. The safetensors __metadata__ is kept as a tensor named
@@ -209,6 +234,23 @@ fn main() -> ExitCode {
             permissive,
             !no_validate,
             &index,
+            &mut out,
+        )
+        .map(|()| 0),
+        Command::Export {
+            file,
+            tensor,
+            box_,
+            dtype,
+            permissive,
+            output,
+        } => export::run(
+            &file,
+            tensor.as_deref(),
+            box_.as_deref(),
+            dtype.as_deref(),
+            &output,
+            permissive,
             &mut out,
         )
         .map(|()| 0),
