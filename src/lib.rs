@@ -19,6 +19,7 @@
 //! The wire format is specified in `docs/spec/`.
 
 #![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod bound;
@@ -27,13 +28,14 @@ pub mod descriptor;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
-#[allow(unsafe_code)]
-pub mod file;
 pub mod format;
 mod inline;
+pub mod interop;
 pub mod layout;
-pub mod lookup;
-pub mod stream;
+
+#[allow(unsafe_code)]
+mod mem;
+pub mod transport;
 
 /// Internals exposed for the benchmarks only; not a stable API.
 #[doc(hidden)]
@@ -55,3 +57,4 @@ pub use sections::{ExtensionType, Shard, Statistics};
 // The wire vocabulary's modules keep their paths at the crate root.
 pub use format::buffer as device;
 pub use format::{element, quant, sections, value, wire, Mode};
+pub use transport::{file, stream};

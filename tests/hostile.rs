@@ -1658,6 +1658,18 @@ fn kept_bound(n: usize) -> usize {
 /// region; the margin absorbs a shared machine's noise).
 const TIME_FACTOR: f64 = 40.0;
 
+/// This thread's CPU time in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid, exclusive pointer.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A rank-2 subpaving of `boxes`: ROW_MAJOR INT8 regions, or (`opaque`) regions with an
 /// unknown tag and an empty body, the cheapest the wire allows.
 fn geometry_descriptor(boxes: &geometry::Boxes, extent: [u64; 2], opaque: bool) -> Vec<u8> {
@@ -1685,14 +1697,16 @@ fn adversarial_geometries_decode_within_the_memory_bound() {
         ("strips", geometry::bricks(20_000, 2)),
         ("random splits", geometry::random_splits(20_000, 5)),
     ];
-    // Time per byte against a plain grid of about the same size, decoded in this process:
-    // best of three runs each, so a scheduler hiccup does not count.
+    // Time per byte against a plain grid of about the same size, decoded in this process.
+    // A guard against superlinear work, not a benchmark: per-thread CPU time (preemption by
+    // other processes does not count), best of five runs, and a case over the factor is
+    // measured again beside a fresh grid run (up to three attempts) before it fails.
     let best_ns_per_byte = |bytes: &[u8], mode: Mode| {
-        (0..3)
+        (0..5)
             .map(|_| {
-                let t = std::time::Instant::now();
+                let t = thread_cpu_ns();
                 let d = decode(bytes, mode);
-                let ns = t.elapsed().as_nanos() as f64;
+                let ns = (thread_cpu_ns() - t) as f64;
                 drop(d);
                 ns / bytes.len() as f64
             })
@@ -1702,7 +1716,6 @@ fn adversarial_geometries_decode_within_the_memory_bound() {
         .flat_map(|x| (0..200u64).map(move |y| ([x * 4, y * 4], [4, 4])))
         .collect();
     let grid_bytes = geometry_descriptor(&grid, [400, 800], false);
-    let grid_ns = best_ns_per_byte(&grid_bytes, Mode::Strict);
     for (name, (boxes, extent)) in &cases {
         for opaque in [false, true] {
             let bytes = geometry_descriptor(boxes, *extent, opaque);
@@ -1711,11 +1724,20 @@ fn adversarial_geometries_decode_within_the_memory_bound() {
             } else {
                 Mode::Strict
             };
-            let ns = best_ns_per_byte(&bytes, mode);
+            let mut attempts = Vec::new();
+            for _ in 0..3 {
+                let grid_ns = best_ns_per_byte(&grid_bytes, Mode::Strict);
+                let ns = best_ns_per_byte(&bytes, mode);
+                attempts.push((ns, grid_ns));
+                if ns <= TIME_FACTOR * grid_ns {
+                    break;
+                }
+            }
+            let &(ns, grid_ns) = attempts.last().unwrap();
             println!("{name}: {ns:.1} ns/B, {:.1}x the grid's", ns / grid_ns);
             assert!(
                 ns <= TIME_FACTOR * grid_ns,
-                "{name}: decoding costs {ns:.1} ns/B, over {TIME_FACTOR}x the grid's {grid_ns:.1}"
+                "{name}: decoding costs over {TIME_FACTOR}x the grid's per byte in every attempt (ns/B, grid ns/B): {attempts:?}"
             );
             let base = LIVE.with(|l| l.get());
             let (d, peak) = measure(|| decode(&bytes, mode));

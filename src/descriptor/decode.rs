@@ -30,22 +30,18 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
     v.reserve_exact(target - v.len());
 }
 
-pub(super) fn err(kind: ErrorKind, msg: String) -> Error {
-    Error::new(kind, msg)
-}
-
 impl Decoder {
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         let h = match frame::peek(bytes) {
             Peek::NoMagic => {
-                return Err(err(
+                return Err(Error::new(
                     ErrorKind::Truncated,
                     format!("{} bytes cannot hold the 4-byte magic", bytes.len()),
                 )
                 .at(bytes.len()))
             }
             Peek::BadMagic(m) => {
-                return Err(err(
+                return Err(Error::new(
                     ErrorKind::BadMagic,
                     format!("magic {m:02X?} is not \"TDSC\""),
                 )
@@ -57,7 +53,7 @@ impl Decoder {
         let h = match h {
             Some(h) if bytes.len() >= HEADER_BYTES => h,
             _ => {
-                return Err(err(
+                return Err(Error::new(
                     ErrorKind::Truncated,
                     format!("{} bytes cannot hold the 20-byte header", bytes.len()),
                 )
@@ -66,18 +62,18 @@ impl Decoder {
         };
         let (major, minor) = (h.version_major, h.version_minor);
         if major != VERSION_MAJOR {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
                 format!("version {major}.{minor}: only major version 1 is supported"),
             )
             .at(4u64));
         }
         if minor > VERSION_MINOR && mode == Mode::Strict {
-            return Err(err(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")).at(5u64));
+            return Err(Error::new(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")).at(5u64));
         }
         let hflags = h.flags;
         if hflags & !flags::KNOWN != 0 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::ReservedNonzero,
                 format!("header flags 0x{hflags:04X} at byte 6 have reserved bits 4-15 set"),
             )
@@ -85,14 +81,14 @@ impl Decoder {
         }
         let dlen = h.descriptor_length;
         if dlen < HEADER_BYTES as u64 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::LengthMismatch,
                 format!("descriptor_length {dlen} is below the 20-byte header"),
             )
             .at(8u64));
         }
         if dlen > bytes.len() as u64 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::Truncated,
                 format!(
                     "descriptor_length {dlen} exceeds the {} input bytes",
@@ -108,7 +104,7 @@ impl Decoder {
             .map_err(|e| e.context("element_type at byte 16").at(16u64))?;
         let rank = r.u8("rank")? as usize;
         if rank > MAX_RANK {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::RankTooLarge,
                 format!("rank {rank} at byte 17 exceeds {MAX_RANK}"),
             )
@@ -118,7 +114,7 @@ impl Decoder {
         let class = classify(ltag);
         if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict)
         {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::UnknownLayout,
                 format!("layout_tag 0x{ltag:02X} at byte 18 is not a known layout"),
             )
@@ -126,7 +122,7 @@ impl Decoder {
         }
         let reserved = r.u8("_reserved")?;
         if reserved != 0 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::ReservedNonzero,
                 format!("reserved byte 19 is {reserved}"),
             )
@@ -246,7 +242,7 @@ impl Decoder {
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::LayoutConstraint,
                 format!("STRIDED cannot hold the 4-bit type {}", self.et),
             ));
@@ -255,7 +251,7 @@ impl Decoder {
         let byte_offset = r.u64("byte_offset")?;
         // Sparse, indirect, extension and subpaving layouts require 0, judged when read.
         if classify(ltag) != LayoutClass::Dense && byte_offset != 0 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::ByteOffsetInvalid,
                 format!(
                     "{} byte_offset at byte {at} is {byte_offset}; it must be 0",
@@ -266,7 +262,7 @@ impl Decoder {
         let first = self.d.buffers.len();
         let layout = if ltag == tag::SUBPAVING {
             if level > MAX_SUBPAVING_DEPTH {
-                return Err(err(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
+                return Err(Error::new(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
             }
             self.regions(r, shape, base, level, region)?
         } else {
@@ -278,10 +274,10 @@ impl Decoder {
         let count = r.u8("buffer_count")? as usize;
         // The count's own rule comes before the handle bytes it announces.
         if ltag == tag::SUBPAVING && count != 0 {
-            return Err(err(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
+            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
         }
         if ltag != tag::SUBPAVING && count == 0 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::EmptyBufferTable,
                 format!(
                     "{} buffer_count at byte {count_at} is 0",
@@ -294,7 +290,7 @@ impl Decoder {
             let h = BufferHandle::read(r)?;
             if let Some(f) = self.d.buffers.first() {
                 if !h.colocated_with(f) {
-                    return Err(err(
+                    return Err(Error::new(
                         ErrorKind::DeviceMismatch,
                         format!(
                             "effective buffer {} (sub-table entry {i}) is on {}:{} / {} but effective buffer 0 is on {}:{} / {}",
@@ -306,18 +302,18 @@ impl Decoder {
                 }
             }
             if self.d.buffers.len() >= u32::MAX as usize {
-                return Err(err(
+                return Err(Error::new(
                     ErrorKind::Overflow,
-                    "more than 2^32 - 1 effective buffers".into(),
+                    "more than 2^32 - 1 effective buffers",
                 ));
             }
             self.d.buffers.push(h);
         }
         let quant = if has_quant {
             if ltag == tag::SUBPAVING {
-                return Err(err(
+                return Err(Error::new(
                     ErrorKind::QuantizationInvalid,
-                    "a subpaving carries no quantization of its own; quantize its regions".into(),
+                    "a subpaving carries no quantization of its own; quantize its regions",
                 ));
             }
             Some(Quantization::read(r, self.mode, self.et, shape)?)
@@ -332,26 +328,26 @@ impl Decoder {
                 let n = match (req, params) {
                     (Some(n), Some(Some(p))) => {
                         if count != n + p {
-                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}", layout::tag_name(ltag))));
+                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}", layout::tag_name(ltag))));
                         }
                         n
                     }
                     (Some(n), None) => {
                         if count != n {
-                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n}", layout::tag_name(ltag))));
+                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n}", layout::tag_name(ltag))));
                         }
                         n
                     }
                     (Some(n), Some(None)) => {
                         if count < n {
-                            return Err(err(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout alone needs {n}", layout::tag_name(ltag))));
+                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout alone needs {n}", layout::tag_name(ltag))));
                         }
                         n
                     }
                     (None, p) => {
                         let p = p.flatten().unwrap_or(0);
                         if count < p + 1 {
-                            return Err(err(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
+                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
                         }
                         count - p
                     }
@@ -457,7 +453,7 @@ impl Decoder {
         let at = r.pos();
         let count = r.u32("region_count")?;
         if count == 0 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::LayoutConstraint,
                 format!("region_count at byte {at} is 0"),
             ));
@@ -465,9 +461,9 @@ impl Decoder {
         // Every region needs at least its prefix: bound all allocation by the input.
         r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
         if self.d.regions.len() as u64 + count as u64 >= u32::MAX as u64 {
-            return Err(err(
+            return Err(Error::new(
                 ErrorKind::Overflow,
-                "more than 2^32 - 2 regions".into(),
+                "more than 2^32 - 2 regions",
             ));
         }
         reserve_bounded(&mut self.d.regions, count as usize, self.max_regions);
@@ -502,7 +498,7 @@ impl Decoder {
             }
             for a in 0..rank {
                 if rshape[a] == 0 {
-                    return Err(ctx(err(
+                    return Err(ctx(Error::new(
                         ErrorKind::LayoutConstraint,
                         format!("region_shape at byte {pat} has a zero extent on axis {a}"),
                     )));
@@ -510,7 +506,7 @@ impl Decoder {
                 match origin[a].checked_add(rshape[a]) {
                     Some(end) if end <= extent[a] => {}
                     _ => {
-                        return Err(ctx(err(
+                        return Err(ctx(Error::new(
                             ErrorKind::RegionOutOfBounds,
                             format!(
                                 "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
@@ -527,27 +523,27 @@ impl Decoder {
             if class == LayoutClass::Invalid
                 || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
             {
-                return Err(ctx(err(
+                return Err(ctx(Error::new(
                     ErrorKind::UnknownLayout,
                     format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
                 )));
             }
             if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
-                return Err(ctx(err(
+                return Err(ctx(Error::new(
                     ErrorKind::SubpavingTooDeep,
                     format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
                 )));
             }
             let rflags = r.u8("region_flags").map_err(ctx)?;
             if rflags & !1 != 0 {
-                return Err(ctx(err(
+                return Err(ctx(Error::new(
                     ErrorKind::ReservedNonzero,
                     format!("region_flags 0x{rflags:02X} have reserved bits set"),
                 )));
             }
             let res = r.u16("region _reserved").map_err(ctx)?;
             if res != 0 {
-                return Err(ctx(err(
+                return Err(ctx(Error::new(
                     ErrorKind::ReservedNonzero,
                     format!("region reserved bytes are 0x{res:04X}"),
                 )));

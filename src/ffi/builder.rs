@@ -18,10 +18,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{tag, TileOrder, MAX_TILED_DEPTH};
 use crate::sections::{ExtensionType, Shard, Statistics};
 
+use super::args::{invalid, mut_arg, out_arg, out_handle, rank_arg, ref_arg, slice_arg};
 use super::descriptor::{encode_out, tdesc_descriptor};
-use super::status::{
-    guard, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
-};
+use super::handle;
+use super::status::{guard, tdesc_status};
 use super::types::*;
 
 /// A node under construction: the tensor's body or a region's body. Owned by the caller
@@ -39,18 +39,6 @@ pub struct tdesc_builder {
     b: TensorBuilder,
 }
 
-/// `RANK_TOO_LARGE` for a `rank` argument above `TDESC_MAX_RANK`, checked before the
-/// arrays it sizes are read (so an absurd count never becomes a slice or an allocation).
-fn rank_arg(rank: usize, what: &str) -> Result<()> {
-    if rank > TDESC_MAX_RANK {
-        return Err(Error::new(
-            ErrorKind::RankTooLarge,
-            format!("{what}: rank {rank} exceeds {TDESC_MAX_RANK}"),
-        ));
-    }
-    Ok(())
-}
-
 unsafe fn new_node(
     out: *mut *mut tdesc_node_spec,
     f: impl FnOnce() -> Result<NodeSpec>,
@@ -59,9 +47,8 @@ unsafe fn new_node(
         // SAFETY: `out` checked then written once.
         unsafe { out_handle(out, "out")? };
         let spec = f()?;
-        let h = Box::into_raw(Box::new(tdesc_node_spec { spec, height: 0 }));
         // SAFETY: checked above.
-        unsafe { out.write(h) };
+        unsafe { handle::give(out, tdesc_node_spec { spec, height: 0 }) };
         Ok(())
     })
 }
@@ -319,7 +306,7 @@ pub unsafe extern "C" fn tdesc_node_add_region(
             None
         } else {
             // SAFETY: the caller hands over a live node created by this library.
-            Some(unsafe { Box::from_raw(child) })
+            Some(unsafe { handle::take(child) })
         };
         rank_arg(rank, "origin/shape")?;
         // SAFETY: caller promises on `subpaving` and the arrays (`rank` is at most 64).
@@ -418,13 +405,8 @@ pub unsafe extern "C" fn tdesc_node_set_quantization(
 /// Free a node the caller still owns. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_node_free(node: *mut tdesc_node_spec) {
-    if node.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw here, owned by the caller, freed once.
-        drop(unsafe { Box::from_raw(node) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(node) }
 }
 
 /// A builder for a tensor of `element_type` (`TDESC_ELEMENT_*`) and `shape[0, rank)`
@@ -442,7 +424,7 @@ pub unsafe extern "C" fn tdesc_builder_new(
             None
         } else {
             // SAFETY: the caller hands over a live node created by this library.
-            Some(unsafe { Box::from_raw(node) })
+            Some(unsafe { handle::take(node) })
         };
         // SAFETY: caller promise on `out`.
         unsafe { out_handle(out, "out")? };
@@ -453,7 +435,7 @@ pub unsafe extern "C" fn tdesc_builder_new(
         let et = element_type_arg(element_type, "element_type")?;
         let b = TensorBuilder::new(et, shape, node.spec);
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(tdesc_builder { b }))) };
+        unsafe { handle::give(out, tdesc_builder { b }) };
         Ok(())
     })
 }
@@ -627,13 +609,8 @@ pub unsafe extern "C" fn tdesc_builder_encode(
 /// Free a builder. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_builder_free(b: *mut tdesc_builder) {
-    if b.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw here and freed once.
-        drop(unsafe { Box::from_raw(b) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(b) }
 }
 
 #[cfg(test)]

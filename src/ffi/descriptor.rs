@@ -8,12 +8,10 @@ use crate::descriptor::{decode, Descriptor, Location, RegionView};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{self, BufferRole, LayoutRef};
-use crate::Mode;
 
-use super::status::{
-    guard, guard_value, index_arg, invalid, name_table, out_arg, out_handle, ref_arg, slice_arg,
-    tdesc_status,
-};
+use super::args::{index_arg, invalid, mode_arg, out_arg, out_handle, ref_arg, slice_arg};
+use super::handle;
+use super::status::{guard, guard_value, name_table, tdesc_status};
 use super::types::*;
 
 /// A decoded, validated descriptor. Immutable; share it freely between threads for
@@ -28,7 +26,7 @@ pub struct tdesc_descriptor {
 impl tdesc_descriptor {
     /// A new handle (owned by the C caller) for `d`.
     pub(crate) fn into_raw(d: Descriptor) -> *mut tdesc_descriptor {
-        Box::into_raw(Box::new(Self::share(Arc::new(d))))
+        handle::into_raw(Self::share(Arc::new(d)))
     }
 
     /// A handle sharing `inner`.
@@ -53,16 +51,6 @@ impl tdesc_descriptor {
 pub(crate) unsafe fn desc_arg<'a>(d: *const tdesc_descriptor) -> Result<&'a tdesc_descriptor> {
     // SAFETY: forwarded caller promise: `d` is NULL or a live handle.
     unsafe { ref_arg(d, "descriptor") }
-}
-
-pub(crate) fn mode_arg(mode: tdesc_mode) -> Result<Mode> {
-    match mode {
-        TDESC_MODE_STRICT => Ok(Mode::Strict),
-        TDESC_MODE_PERMISSIVE => Ok(Mode::Permissive),
-        m => Err(invalid(format!(
-            "mode {m} is neither TDESC_MODE_STRICT (0) nor TDESC_MODE_PERMISSIVE (1)"
-        ))),
-    }
 }
 
 /// Decode one descriptor from the start of `bytes[0, len)`.
@@ -153,13 +141,8 @@ pub(crate) fn encode_out(
 /// descriptor alive on their own.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_free(d: *mut tdesc_descriptor) {
-    if d.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: `d` was created by Box::into_raw in this library and is freed once.
-        drop(unsafe { Box::from_raw(d) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(d) }
 }
 
 /// A second handle to the same descriptor (no copy); free both.
@@ -173,9 +156,7 @@ pub unsafe extern "C" fn tdesc_descriptor_clone(
         unsafe {
             out_handle(out, "out")?;
             let d = desc_arg(d)?;
-            out.write(Box::into_raw(Box::new(tdesc_descriptor::share(
-                Arc::clone(&d.inner),
-            ))));
+            handle::give(out, tdesc_descriptor::share(Arc::clone(&d.inner)));
         }
         Ok(())
     })

@@ -13,23 +13,24 @@
 //!   (`tdesc_file_tensor_problem` says why); binding one is `TDESC_ERR_NOT_BINDABLE`.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{
     check_data_alignment, AlignedBuf, FileReader, FileWriter, TensorEntry, DEFAULT_DATA_ALIGNMENT,
-    FILE_HEADER_BYTES,
 };
 
-use super::descriptor::{desc_arg, mode_arg, tdesc_descriptor};
-use super::status::{
-    guard, guard_value, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+use super::args::{
+    buffer_slices, bytes_out, invalid, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg,
+    prefix_out, ref_arg, slice_arg,
 };
+use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::handle;
+use super::status::{guard, guard_value, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::tdesc_mode;
 
@@ -37,130 +38,36 @@ use super::types::tdesc_mode;
 // Helpers shared with the stream transport
 // ---------------------------------------------------------------------------------------
 
-/// A NUL-terminated path argument.
-///
-/// # Safety
-/// A non-null `path` must point to a NUL-terminated string.
-pub(crate) unsafe fn path_arg(path: *const c_char) -> Result<PathBuf> {
-    if path.is_null() {
-        return Err(invalid("path is NULL"));
-    }
-    // SAFETY: non-null; NUL termination is the caller's promise.
-    let c = unsafe { CStr::from_ptr(path) };
-    if c.is_empty() {
-        return Err(invalid("path is empty"));
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes())))
-    }
-    #[cfg(not(unix))]
-    {
-        c.to_str()
-            .map(PathBuf::from)
-            .map_err(|e| invalid(format!("path is not UTF-8: {e}")))
-    }
-}
-
-/// A tensor name argument: `len` bytes of UTF-8 at `name`, at most `u32::MAX` (checked
-/// before the bytes are read; `INVALID_ARGUMENT` otherwise).
-///
-/// # Safety
-/// A non-null `name` must point to `len` readable bytes.
-pub(crate) unsafe fn name_arg<'a>(name: *const c_char, len: usize) -> Result<&'a str> {
-    if u32::try_from(len).is_err() {
-        // The format's name_length is a u32: refuse before reading the bytes.
-        return Err(invalid(format!("a tensor name of {len} bytes exceeds u32")));
-    }
-    // SAFETY: forwarded caller promise.
-    let bytes = unsafe { slice_arg(name as *const u8, len, "name")? };
-    std::str::from_utf8(bytes).map_err(|e| invalid(format!("the tensor name is not UTF-8: {e}")))
-}
-
-/// One slice per effective buffer of `d` from `count` caller pointers: `BINDING_MISMATCH`
-/// for a wrong count, a NULL pointer of a non-empty buffer or a size beyond the address
-/// space.
-///
-/// # Safety
-/// `buffers` must be NULL or point to `count` pointers, each NULL or pointing to its
-/// buffer's `size_bytes` readable bytes that outlive `'a`.
-pub(crate) unsafe fn buffer_slices<'a>(
-    d: &Descriptor,
-    buffers: *const *const c_void,
-    count: usize,
-) -> Result<Vec<&'a [u8]>> {
-    let handles = d.effective_buffers();
-    if count != handles.len() {
-        return Err(Error::new(
-            ErrorKind::BindingMismatch,
-            format!(
-                "{count} buffer pointers given, the descriptor has {} effective buffers",
-                handles.len()
-            ),
-        ));
-    }
-    // SAFETY: forwarded caller promise on `count` pointers.
-    let ptrs = unsafe { slice_arg(buffers, count, "buffers")? };
-    let mut v: Vec<&'a [u8]> = Vec::with_capacity(count);
-    for (i, (&p, h)) in ptrs.iter().zip(handles).enumerate() {
-        let len = usize::try_from(h.size_bytes)
-            .ok()
-            .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::BindingMismatch,
-                    format!(
-                        "effective buffer {i}: size_bytes {} exceeds the address space",
-                        h.size_bytes
-                    ),
-                )
-            })?;
-        if len == 0 {
-            v.push(&[]);
-        } else if p.is_null() {
-            return Err(Error::new(
-                ErrorKind::BindingMismatch,
-                format!("effective buffer {i} is NULL but holds {len} bytes"),
-            ));
-        } else {
-            // SAFETY: non-null, `len` fits isize; the caller promises `len` readable bytes.
-            v.push(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
-        }
-    }
-    Ok(v)
-}
-
 /// Where a writer's bytes go: a file on disk or a growing buffer in memory.
-pub(crate) enum Out {
+pub(crate) enum FileSink {
     File(File),
     Memory(Vec<u8>),
 }
 
-impl Write for Out {
+impl Write for FileSink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Out::File(f) => f.write(buf),
-            Out::Memory(v) => v.write(buf),
+            FileSink::File(f) => f.write(buf),
+            FileSink::Memory(v) => v.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match self {
-            Out::File(f) => f.write_all(buf),
-            Out::Memory(v) => v.write_all(buf),
+            FileSink::File(f) => f.write_all(buf),
+            FileSink::Memory(v) => v.write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Out::File(f) => f.flush(),
-            Out::Memory(_) => Ok(()),
+            FileSink::File(f) => f.flush(),
+            FileSink::Memory(_) => Ok(()),
         }
     }
 }
 
-impl Out {
-    pub(crate) fn create(path: &std::path::Path) -> Result<Out> {
-        File::create(path).map(Out::File).map_err(|e| {
+impl FileSink {
+    pub(crate) fn create(path: &std::path::Path) -> Result<FileSink> {
+        File::create(path).map(FileSink::File).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 format!("cannot create {}: {e}", path.display()),
@@ -196,7 +103,7 @@ impl<W> WriterState<W> {
     pub(crate) fn finish(
         &mut self,
         what: &str,
-        finish: impl FnOnce(W) -> Result<Out>,
+        finish: impl FnOnce(W) -> Result<FileSink>,
     ) -> Result<()> {
         self.open(what)?;
         let w = match std::mem::replace(self, WriterState::Finished(None)) {
@@ -204,11 +111,11 @@ impl<W> WriterState<W> {
             _ => return Err(Error::new(ErrorKind::Internal, "writer state changed")),
         };
         match finish(w) {
-            Ok(Out::Memory(v)) => {
+            Ok(FileSink::Memory(v)) => {
                 *self = WriterState::Finished(Some(v));
                 Ok(())
             }
-            Ok(Out::File(f)) => {
+            Ok(FileSink::File(f)) => {
                 drop(f);
                 Ok(())
             }
@@ -237,30 +144,6 @@ impl<W> WriterState<W> {
     }
 }
 
-/// Hand out `bytes` through two out-parameters (pointer and optional length).
-pub(crate) fn bytes_out(bytes: &[u8], out: *mut *const u8, len: *mut usize) -> Result<()> {
-    prefix_out(bytes, bytes.len(), out, len)
-}
-
-/// Hand out the first `n` bytes of `bytes`: the pointer keeps the provenance of all of
-/// `bytes` (a name's NUL terminator after its `n` bytes stays readable through it).
-fn prefix_out(bytes: &[u8], n: usize, out: *mut *const u8, len: *mut usize) -> Result<()> {
-    debug_assert!(n <= bytes.len());
-    out_arg(out, "bytes")?;
-    if !len.is_null() {
-        out_arg(len, "len")?;
-    }
-    // SAFETY: both checked non-null (len when given) and aligned; writable is the
-    // caller's promise.
-    unsafe {
-        out.write(bytes.as_ptr());
-        if !len.is_null() {
-            len.write(n);
-        }
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------
 // Reader
 // ---------------------------------------------------------------------------------------
@@ -268,10 +151,8 @@ fn prefix_out(bytes: &[u8], n: usize, out: *mut *const u8, len: *mut usize) -> R
 /// The parsed file and the memory it lives in; shared by the handle and every tensor bound
 /// into it.
 struct FileData {
-    // Declared first so it is dropped first: it borrows from `_bytes` (or owns the mapping).
+    /// Owns its source: the mapping, or the aligned copy `tdesc_file_open_bytes` makes.
     reader: FileReader<'static>,
-    /// The owned copy made by `tdesc_file_open_bytes`; None for a mapped file.
-    _bytes: Option<AlignedBuf>,
 }
 
 /// An open `.tdf` file: every tensor's name, descriptor and buffers, parsed once.
@@ -377,12 +258,9 @@ pub unsafe extern "C" fn tdesc_file_open(
         };
         let mode = mode_arg(mode)?;
         let reader = FileReader::open(&path, mode)?;
-        let f = tdesc_file::new(FileData {
-            reader,
-            _bytes: None,
-        });
+        let f = tdesc_file::new(FileData { reader });
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(f))) };
+        unsafe { handle::give(out, f) };
         Ok(())
     })
 }
@@ -409,32 +287,11 @@ pub unsafe extern "C" fn tdesc_file_open_bytes(
         // Parse the caller's bytes first: a malformed file (or a `len` past the END
         // record) is refused before a copy of `len` bytes is allocated. Parsing reads record
         // headers, names and descriptors only, never the buffers.
-        FileReader::from_bytes(bytes, mode)?;
-        // Align the copy as the file asks (a header too short or with a bad alignment is
-        // rejected by the parser; any alignment works for the copy then).
-        let align = if bytes.len() as u64 >= FILE_HEADER_BYTES {
-            let a = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
-            if check_data_alignment(a).is_ok() {
-                a
-            } else {
-                DEFAULT_DATA_ALIGNMENT
-            }
-        } else {
-            DEFAULT_DATA_ALIGNMENT
-        };
-        let copy = AlignedBuf::from_slice(bytes, align as usize)?;
-        // SAFETY: the slice covers the initialised bytes of `copy`'s heap allocation, which
-        // does not move when `copy` is moved into `FileData` and is never written again. It
-        // is dropped only after `reader` (field order of FileData), and FileData lives in an
-        // Arc shared by the handle and every tensor that borrows from it.
-        let view: &'static [u8] = unsafe { std::slice::from_raw_parts(copy.as_ptr(), copy.len()) };
-        let reader = FileReader::from_bytes(view, mode)?;
-        let f = tdesc_file::new(FileData {
-            reader,
-            _bytes: Some(copy),
-        });
+        let align = FileReader::from_bytes(bytes, mode)?.data_buffer_alignment();
+        let reader = FileReader::from_owned(AlignedBuf::from_slice(bytes, align as usize)?, mode)?;
+        let f = tdesc_file::new(FileData { reader });
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(f))) };
+        unsafe { handle::give(out, f) };
         Ok(())
     })
 }
@@ -471,7 +328,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_name(
         // SAFETY: caller promise on `f`.
         let e = unsafe { file_arg(f)? }.entry(i)?;
         let with_nul = e.name_bytes_with_nul();
-        prefix_out(with_nul, with_nul.len() - 1, name as *mut *const u8, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { prefix_out(with_nul, with_nul.len() - 1, name as *mut *const u8, len) }
     })
 }
 
@@ -535,9 +393,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_descriptor(
             file_arg(f)?
         };
         let d = f.shared_descriptor(&f.entry(i)?)?;
-        let h = Box::new(tdesc_descriptor::share(d));
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(h)) };
+        unsafe { handle::give(out, tdesc_descriptor::share(d)) };
         Ok(())
     })
 }
@@ -586,7 +443,7 @@ pub unsafe extern "C" fn tdesc_file_tensor_bind(
             .with_owner(Arc::clone(&f.data) as super::tensor::Owner)
             .into_read_only();
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(t))) };
+        unsafe { handle::give(out, t) };
         Ok(())
     })
 }
@@ -661,7 +518,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_buffer(
                 ),
             ));
         }
-        bytes_out(e.buffer(k)?, data, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { bytes_out(e.buffer(k)?, data, len) }
     })
 }
 
@@ -677,7 +535,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_descriptor_bytes(
     guard(|| {
         // SAFETY: caller promise on `f`.
         let e = unsafe { file_arg(f)? }.entry(i)?;
-        bytes_out(e.descriptor_bytes(), bytes, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { bytes_out(e.descriptor_bytes(), bytes, len) }
     })
 }
 
@@ -695,7 +554,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_data(
     guard(|| {
         // SAFETY: caller promise on `f`.
         let e = unsafe { file_arg(f)? }.entry(i)?;
-        bytes_out(e.data(), bytes, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { bytes_out(e.data(), bytes, len) }
     })
 }
 
@@ -704,13 +564,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_data(
 /// a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_free(f: *mut tdesc_file) {
-    if f.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw in tdesc_file_open(_bytes) and freed once.
-        drop(unsafe { Box::from_raw(f) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(f) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -721,7 +576,7 @@ pub unsafe extern "C" fn tdesc_file_free(f: *mut tdesc_file) {
 /// time. Created by `tdesc_file_writer_open` or `tdesc_file_writer_new_memory`, released
 /// by `tdesc_file_writer_free`.
 pub struct tdesc_file_writer {
-    state: WriterState<FileWriter<Out>>,
+    state: WriterState<FileWriter<FileSink>>,
 }
 
 const FILE_WRITER: &str = "file writer";
@@ -731,7 +586,7 @@ unsafe fn file_writer_arg<'a>(w: *mut tdesc_file_writer) -> Result<&'a mut tdesc
     unsafe { mut_arg(w, "writer") }
 }
 
-fn new_file_writer(out: Out, data_alignment: u32) -> Result<tdesc_file_writer> {
+fn new_file_writer(out: FileSink, data_alignment: u32) -> Result<tdesc_file_writer> {
     let a = if data_alignment == 0 {
         DEFAULT_DATA_ALIGNMENT
     } else {
@@ -766,9 +621,9 @@ pub unsafe extern "C" fn tdesc_file_writer_open(
         if data_alignment != 0 {
             check_data_alignment(data_alignment)?;
         }
-        let w = new_file_writer(Out::create(&path)?, data_alignment)?;
+        let w = new_file_writer(FileSink::create(&path)?, data_alignment)?;
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        unsafe { handle::give(out, w) };
         Ok(())
     })
 }
@@ -783,9 +638,9 @@ pub unsafe extern "C" fn tdesc_file_writer_new_memory(
     guard(|| {
         // SAFETY: caller promise on `out`.
         unsafe { out_handle(out, "out")? };
-        let w = new_file_writer(Out::Memory(Vec::new()), data_alignment)?;
+        let w = new_file_writer(FileSink::Memory(Vec::new()), data_alignment)?;
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        unsafe { handle::give(out, w) };
         Ok(())
     })
 }
@@ -881,7 +736,8 @@ pub unsafe extern "C" fn tdesc_file_writer_bytes(
     guard(|| {
         // SAFETY: caller promise on `w`.
         let w = unsafe { ref_arg(w, "writer")? };
-        bytes_out(w.state.bytes(FILE_WRITER)?, bytes, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { bytes_out(w.state.bytes(FILE_WRITER)?, bytes, len) }
     })
 }
 
@@ -889,13 +745,8 @@ pub unsafe extern "C" fn tdesc_file_writer_bytes(
 /// which then lacks its END record (readers report `TDESC_ERR_TRUNCATED`). NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_writer_free(w: *mut tdesc_file_writer) {
-    if w.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw in this module and freed once.
-        drop(unsafe { Box::from_raw(w) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(w) }
 }
 
 #[cfg(test)]
@@ -905,6 +756,7 @@ mod tests {
     use crate::element::ElementType;
     use crate::ffi::tdesc_descriptor_free;
     use crate::ffi::tensor::{tdesc_tensor_free, tdesc_tensor_get_f64};
+    use std::ffi::CStr;
     use std::ptr;
 
     fn paving() -> Descriptor {

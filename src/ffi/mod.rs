@@ -27,10 +27,12 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
+mod args;
 pub mod builder;
 pub mod descriptor;
 pub mod dlpack;
 pub mod file;
+mod handle;
 pub mod status;
 pub mod stream;
 pub mod tensor;

@@ -14,11 +14,14 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Event, StreamOptions, StreamReader, StreamWriter};
 
-use super::descriptor::{desc_arg, mode_arg, tdesc_descriptor};
-use super::file::{buffer_slices, bytes_out, name_arg, path_arg, Out, WriterState};
-use super::status::{
-    guard, guard_value, invalid, mut_arg, out_arg, out_handle, ref_arg, slice_arg, tdesc_status,
+use super::args::{
+    buffer_slices, bytes_out, invalid, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg,
+    ref_arg, slice_arg,
 };
+use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::file::{FileSink, WriterState};
+use super::handle;
+use super::status::{guard, guard_value, tdesc_status};
 use super::types::tdesc_mode;
 
 // ---------------------------------------------------------------------------------------
@@ -29,7 +32,7 @@ use super::types::tdesc_mode;
 /// time. Created by `tdesc_stream_writer_open` or `tdesc_stream_writer_new_memory`,
 /// released by `tdesc_stream_writer_free`.
 pub struct tdesc_stream_writer {
-    state: WriterState<StreamWriter<Out>>,
+    state: WriterState<StreamWriter<FileSink>>,
 }
 
 const STREAM_WRITER: &str = "stream writer";
@@ -41,7 +44,7 @@ unsafe fn stream_writer_arg<'a>(
     unsafe { mut_arg(w, "writer") }
 }
 
-fn new_stream_writer(out: Out) -> Result<tdesc_stream_writer> {
+fn new_stream_writer(out: FileSink) -> Result<tdesc_stream_writer> {
     Ok(tdesc_stream_writer {
         state: WriterState::Open(StreamWriter::new(out)?),
     })
@@ -61,9 +64,9 @@ pub unsafe extern "C" fn tdesc_stream_writer_open(
             out_handle(out, "out")?;
             path_arg(path)?
         };
-        let w = new_stream_writer(Out::create(&path)?)?;
+        let w = new_stream_writer(FileSink::create(&path)?)?;
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        unsafe { handle::give(out, w) };
         Ok(())
     })
 }
@@ -77,9 +80,9 @@ pub unsafe extern "C" fn tdesc_stream_writer_new_memory(
     guard(|| {
         // SAFETY: caller promise on `out`.
         unsafe { out_handle(out, "out")? };
-        let w = new_stream_writer(Out::Memory(Vec::new()))?;
+        let w = new_stream_writer(FileSink::Memory(Vec::new()))?;
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(w))) };
+        unsafe { handle::give(out, w) };
         Ok(())
     })
 }
@@ -195,7 +198,8 @@ pub unsafe extern "C" fn tdesc_stream_writer_bytes(
     guard(|| {
         // SAFETY: caller promise on `w`.
         let w = unsafe { ref_arg(w, "writer")? };
-        bytes_out(w.state.bytes(STREAM_WRITER)?, bytes, len)
+        // SAFETY: the out-parameters are the C caller's, valid for writing by its promise.
+        unsafe { bytes_out(w.state.bytes(STREAM_WRITER)?, bytes, len) }
     })
 }
 
@@ -203,13 +207,8 @@ pub unsafe extern "C" fn tdesc_stream_writer_bytes(
 /// `TDESC_ERR_TRUNCATED`). NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_stream_writer_free(w: *mut tdesc_stream_writer) {
-    if w.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw in this module and freed once.
-        drop(unsafe { Box::from_raw(w) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(w) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -487,7 +486,7 @@ pub unsafe extern "C" fn tdesc_stream_reader_new_with_options(
         }
         let r = tdesc_stream_reader::new(opts);
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(r))) };
+        unsafe { handle::give(out, r) };
         Ok(())
     })
 }
@@ -587,13 +586,8 @@ pub unsafe extern "C" fn tdesc_stream_reader_memory(r: *const tdesc_stream_reade
 /// no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_stream_reader_free(r: *mut tdesc_stream_reader) {
-    if r.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw in this module and freed once.
-        drop(unsafe { Box::from_raw(r) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(r) }
 }
 
 #[cfg(test)]

@@ -15,11 +15,10 @@ use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 
+use super::args::{buffer_slices, index_arg, invalid, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
-use super::file::buffer_slices;
-use super::status::{
-    guard, guard_value, index_arg, invalid, out_arg, out_handle, ref_arg, tdesc_status,
-};
+use super::handle;
+use super::status::{guard, guard_value, tdesc_status};
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor).
 pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
@@ -166,7 +165,7 @@ pub unsafe extern "C" fn tdesc_tensor_bind(
             unsafe { buffer_slices(desc, buffers, count) }
         })?;
         // SAFETY: checked above.
-        unsafe { out.write(Box::into_raw(Box::new(t))) };
+        unsafe { handle::give(out, t) };
         Ok(())
     })
 }
@@ -287,13 +286,8 @@ pub unsafe extern "C" fn tdesc_tensor_descriptor(
 /// Release a tensor (not its buffers). NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_tensor_free(t: *mut tdesc_tensor) {
-    if t.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: created by Box::into_raw in tdesc_tensor_bind and freed once.
-        drop(unsafe { Box::from_raw(t) });
-    });
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(t) }
 }
 
 #[cfg(test)]

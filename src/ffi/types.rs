@@ -4,13 +4,12 @@
 //! every entry point validates; enumerations that only the library writes (status, buffer
 //! role, location tag) are C enums.
 
+use super::args::invalid;
 use crate::device::{BufferHandle, DeviceType, MemoryClass};
 use crate::element::ElementType;
 use crate::error::Result;
 use crate::layout::BufferRole;
 use crate::quant::{QuantScheme, Quantization};
-
-use super::status::invalid;
 
 /// Largest rank a descriptor may have; the length of the inline index arrays.
 pub const TDESC_MAX_RANK: usize = 64;

@@ -134,7 +134,7 @@ impl Directory {
         !self.entry.is_empty()
     }
 
-    /// Words per list element: the id, then two words per axis (see [`element_span`]).
+    /// U64Array per list element: the id, then two words per axis (see [`element_span`]).
     pub(super) fn element_words(&self) -> usize {
         1 + 2 * self.step.len()
     }

@@ -59,7 +59,7 @@ pub(crate) struct SplitTree {
 
 /// What a pending build task fills in when it is done.
 #[derive(Clone, Copy)]
-enum Slot {
+enum ElementPlace {
     Root,
     Left(u32),
     Right(u32),
@@ -71,7 +71,7 @@ struct Task {
     end: usize,
     /// Axes still available to this set (bit `a`: axis `a`).
     axes: u64,
-    slot: Slot,
+    slot: ElementPlace,
 }
 
 impl SplitTree {
@@ -98,7 +98,7 @@ impl SplitTree {
             start: 0,
             end: ids.len(),
             axes: all_axes,
-            slot: Slot::Root,
+            slot: ElementPlace::Root,
         }];
         let mut used_axes = 0u64;
         while let Some(task) = tasks.pop() {
@@ -162,14 +162,14 @@ impl SplitTree {
                         start: start + nl,
                         end: end - nr,
                         axes: rest,
-                        slot: Slot::Cross(node),
+                        slot: ElementPlace::Cross(node),
                     });
                     if nl > 0 {
                         tasks.push(Task {
                             start,
                             end: start + nl,
                             axes,
-                            slot: Slot::Left(node),
+                            slot: ElementPlace::Left(node),
                         });
                     }
                     if nr > 0 {
@@ -177,7 +177,7 @@ impl SplitTree {
                             start: end - nr,
                             end,
                             axes,
-                            slot: Slot::Right(node),
+                            slot: ElementPlace::Right(node),
                         });
                     }
                 }
@@ -213,12 +213,12 @@ impl SplitTree {
         t
     }
 
-    fn link(&mut self, slot: Slot, node: u32) {
+    fn link(&mut self, slot: ElementPlace, node: u32) {
         let (parent, which) = match slot {
-            Slot::Root => return,
-            Slot::Left(p) => (p, 0),
-            Slot::Right(p) => (p, 1),
-            Slot::Cross(p) => (p, 2),
+            ElementPlace::Root => return,
+            ElementPlace::Left(p) => (p, 0),
+            ElementPlace::Right(p) => (p, 1),
+            ElementPlace::Cross(p) => (p, 2),
         };
         if let Some(SplitNode::Split {
             left, right, cross, ..

@@ -16,7 +16,7 @@
 //! SORTED / UNIQUE promise, a wrong element or an implicit zero) — never a panic or an
 //! out-of-bounds read. Nothing is allocated per lookup.
 //!
-//! Hot path: binding precomputes a `Fast` view for a top-level CSR/CSC with SORTED and
+//! Hot path: binding precomputes a `Shortcut` view for a top-level CSR/CSC with SORTED and
 //! UNIQUE and for a top-level BLOCK_PAGED tensor (slices, extents, block shift, page size),
 //! so the common lookup reads no descriptor structure. It answers only well-formed cases
 //! and hands anything else (a bad index, a malformed pointer, a page past the pools) to
@@ -29,13 +29,13 @@
 use crate::descriptor::{Descriptor, Node, NONE};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::paged::PagedGeometry;
+
 use crate::layout::{self, dense, sparse_flags, BufferRole, Layout};
 use std::cmp::Ordering;
 
 /// Where the stored bits of one element are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Slot {
+pub(crate) enum ElementPlace {
     /// At byte `byte` of effective buffer `buffer`; for 4-bit types the nibble starting at
     /// bit `shift` (0 or 4) of that byte.
     At {
@@ -49,18 +49,18 @@ pub(crate) enum Slot {
 
 /// A little-endian `u64` array over bytes (its length is the number of whole words).
 #[derive(Clone, Copy)]
-pub(crate) struct Words<'a>(pub &'a [u8]);
+pub(crate) struct U64Array<'a>(pub &'a [u8]);
 
 /// Word `i` of `b` (u64::MAX past the end, which no caller reaches).
 #[inline(always)]
-fn word(b: &[u8], i: usize) -> u64 {
+pub(super) fn word(b: &[u8], i: usize) -> u64 {
     match b.get(i.wrapping_mul(8)..i.wrapping_mul(8).wrapping_add(8)) {
         Some(c) => <[u8; 8]>::try_from(c).map_or(u64::MAX, u64::from_le_bytes),
         None => u64::MAX,
     }
 }
 
-impl<'a> Words<'a> {
+impl<'a> U64Array<'a> {
     /// Number of whole words.
     #[inline(always)]
     pub fn len(self) -> u64 {
@@ -77,12 +77,12 @@ impl<'a> Words<'a> {
         Some(word(self.0, i as usize))
     }
 
-    /// Words `[lo, hi)`, or `None` when the range is not inside the array.
+    /// U64Array `[lo, hi)`, or `None` when the range is not inside the array.
     #[inline(always)]
-    pub fn range(self, lo: u64, hi: u64) -> Option<Words<'a>> {
+    pub fn range(self, lo: u64, hi: u64) -> Option<U64Array<'a>> {
         let lo = usize::try_from(lo).ok()?.checked_mul(8)?;
         let hi = usize::try_from(hi).ok()?.checked_mul(8)?;
-        self.0.get(lo..hi).map(Words)
+        self.0.get(lo..hi).map(U64Array)
     }
 
     /// All words in order.
@@ -134,7 +134,7 @@ pub(crate) fn search_sorted(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Op
 
 /// The sorted search over native words: the standard library's `partition_point` (the
 /// same select-halving loop as [`search_sorted`], without a bounds check per probe). Both
-/// the CSR/CSC fast path and the general path ([`Words::search`], whose bound index
+/// the CSR/CSC fast path and the general path ([`U64Array::search`], whose bound index
 /// buffers are always word-aligned) call this one function, so they agree on any contents.
 #[inline(always)]
 pub(crate) fn search_words(words: &[u64], key: u64) -> Option<usize> {
@@ -143,7 +143,7 @@ pub(crate) fn search_words(words: &[u64], key: u64) -> Option<usize> {
 }
 
 #[inline(always)]
-fn search_loop(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Option<usize> {
+pub(super) fn search_loop(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Option<usize> {
     if n == 0 {
         return None;
     }
@@ -226,7 +226,7 @@ pub(crate) fn content_error(
 
 #[cold]
 #[inline(never)]
-fn internal(region: u32, what: &str) -> Error {
+pub(super) fn internal(region: u32, what: &str) -> Error {
     Error::new(
         ErrorKind::Internal,
         format!(
@@ -251,11 +251,11 @@ pub(crate) fn run_pos(et: ElementType, k: u64) -> (usize, u8) {
     }
 }
 
-/// Slot of element `k` of a packed run of `et` starting at byte 0 of `buffer`.
+/// ElementPlace of element `k` of a packed run of `et` starting at byte 0 of `buffer`.
 #[inline(always)]
-fn run_slot(buffer: usize, et: ElementType, k: u64) -> Slot {
+pub(super) fn run_slot(buffer: usize, et: ElementType, k: u64) -> ElementPlace {
     let (byte, shift) = run_pos(et, k);
-    Slot::At {
+    ElementPlace::At {
         buffer,
         byte,
         shift,
@@ -264,7 +264,7 @@ fn run_slot(buffer: usize, et: ElementType, k: u64) -> Slot {
 
 #[cold]
 #[inline(never)]
-fn not_canonical_coo(region: u32) -> Error {
+pub(super) fn not_canonical_coo(region: u32) -> Error {
     Error::new(
         ErrorKind::NotCanonical,
         format!(
@@ -276,7 +276,7 @@ fn not_canonical_coo(region: u32) -> Error {
 
 #[cold]
 #[inline(never)]
-fn duplicate(region: u32, major: u64, minor: u64) -> Error {
+pub(super) fn duplicate(region: u32, major: u64, minor: u64) -> Error {
     Error::new(
         ErrorKind::NotCanonical,
         format!(
@@ -288,7 +288,7 @@ fn duplicate(region: u32, major: u64, minor: u64) -> Error {
 
 #[cold]
 #[inline(never)]
-fn bad_segment(
+pub(super) fn bad_segment(
     d: &Descriptor,
     region: u32,
     node: &Node,
@@ -313,7 +313,7 @@ fn bad_segment(
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn bad_children(
+pub(super) fn bad_children(
     d: &Descriptor,
     region: u32,
     node: &Node,
@@ -335,7 +335,7 @@ fn bad_children(
 
 #[cold]
 #[inline(never)]
-fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u64) -> Error {
+pub(super) fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u64) -> Error {
     content_error(
         d,
         region,
@@ -348,7 +348,7 @@ fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u64) -> Error
 
 #[cold]
 #[inline(never)]
-fn bad_page(
+pub(super) fn bad_page(
     d: &Descriptor,
     bufs: &[&[u8]],
     region: u32,
@@ -382,7 +382,7 @@ fn bad_page(
 
 #[cold]
 #[inline(never)]
-fn no_lookup(region: u32, tag: u8) -> Error {
+pub(super) fn no_lookup(region: u32, tag: u8) -> Error {
     Error::new(
         ErrorKind::NotBindable,
         format!(
@@ -403,7 +403,7 @@ pub(crate) fn find(
     node: &Node,
     shape: &[u64],
     x: &[u64],
-) -> Result<Slot> {
+) -> Result<ElementPlace> {
     match node.layout {
         Layout::Csr { nnz, flags } => {
             find_compressed(d, bufs, region, node, nnz, flags, x[0], x[1])
@@ -429,7 +429,7 @@ pub(crate) fn find(
                 x,
             )
             .ok_or_else(|| internal(region, "a dense element"))?;
-            Ok(Slot::At {
+            Ok(ElementPlace::At {
                 buffer: node.first_buffer as usize,
                 byte: usize::try_from(byte).map_err(|_| internal(region, "a dense element"))?,
                 shift,
@@ -440,7 +440,12 @@ pub(crate) fn find(
 
 /// Sub-table entry `k` of `node`.
 #[inline(always)]
-fn sub<'b>(bufs: &[&'b [u8]], region: u32, node: &Node, k: usize) -> Result<&'b [u8]> {
+pub(super) fn region_buffer<'b>(
+    bufs: &[&'b [u8]],
+    region: u32,
+    node: &Node,
+    k: usize,
+) -> Result<&'b [u8]> {
     match bufs.get(node.first_buffer as usize + k) {
         Some(b) => Ok(b),
         None => Err(internal(region, "a sub-table entry")),
@@ -448,7 +453,7 @@ fn sub<'b>(bufs: &[&'b [u8]], region: u32, node: &Node, k: usize) -> Result<&'b 
 }
 
 #[inline(never)]
-fn find_coo(
+pub(super) fn find_coo(
     d: &Descriptor,
     bufs: &[&[u8]],
     region: u32,
@@ -456,13 +461,13 @@ fn find_coo(
     nnz: u64,
     flags: u8,
     x: &[u64],
-) -> Result<Slot> {
+) -> Result<ElementPlace> {
     if flags & sparse_flags::UNIQUE == 0 {
         return Err(not_canonical_coo(region));
     }
     let first = node.first_buffer as usize;
     let et = d.element_type;
-    let idx = sub(bufs, region, node, 0)?;
+    let idx = region_buffer(bufs, region, node, 0)?;
     let stride = x.len() * 8;
     let cmp = |t: &[u8]| -> Ordering {
         for (c, &xk) in t.chunks_exact(8).zip(x) {
@@ -489,7 +494,7 @@ fn find_coo(
                 Ordering::Equal => return Ok(run_slot(first + 1, et, m)),
             }
         }
-        Ok(Slot::Zero)
+        Ok(ElementPlace::Zero)
     } else {
         let n = usize::try_from(nnz).unwrap_or(usize::MAX);
         match idx
@@ -498,14 +503,14 @@ fn find_coo(
             .position(|t| cmp(t) == Ordering::Equal)
         {
             Some(p) => Ok(run_slot(first + 1, et, p as u64)),
-            None => Ok(Slot::Zero),
+            None => Ok(ElementPlace::Zero),
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn find_compressed(
+pub(super) fn find_compressed(
     d: &Descriptor,
     bufs: &[&[u8]],
     region: u32,
@@ -514,9 +519,9 @@ fn find_compressed(
     flags: u8,
     major: u64,
     minor: u64,
-) -> Result<Slot> {
+) -> Result<ElementPlace> {
     // indptr[major] and indptr[major + 1]: one 16-byte read.
-    let ip = sub(bufs, region, node, 0)?;
+    let ip = region_buffer(bufs, region, node, 0)?;
     let pair = usize::try_from(major)
         .ok()
         .and_then(|m| m.checked_mul(8))
@@ -534,14 +539,14 @@ fn find_compressed(
     if lo > hi || hi > nnz {
         return Err(bad_segment(d, region, node, major, lo, hi, nnz));
     }
-    let seg = match Words(sub(bufs, region, node, 1)?).range(lo, hi) {
+    let seg = match U64Array(region_buffer(bufs, region, node, 1)?).range(lo, hi) {
         Some(s) => s,
         None => return Err(internal(region, "an indices segment")),
     };
     let unique = flags & sparse_flags::UNIQUE != 0;
     let p = if flags & sparse_flags::SORTED != 0 {
         let Some(p) = seg.search(minor) else {
-            return Ok(Slot::Zero);
+            return Ok(ElementPlace::Zero);
         };
         if !unique && seg.get(p + 1) == Some(minor) {
             return Err(duplicate(region, major, minor));
@@ -550,7 +555,7 @@ fn find_compressed(
     } else {
         let mut it = seg.iter().enumerate().filter(|&(_, v)| v == minor);
         let Some((p, _)) = it.next() else {
-            return Ok(Slot::Zero);
+            return Ok(ElementPlace::Zero);
         };
         if !unique && it.next().is_some() {
             return Err(duplicate(region, major, minor));
@@ -565,14 +570,14 @@ fn find_compressed(
 }
 
 #[inline(never)]
-fn find_csf(
+pub(super) fn find_csf(
     d: &Descriptor,
     bufs: &[&[u8]],
     region: u32,
     node: &Node,
     axis_order: u32,
     x: &[u64],
-) -> Result<Slot> {
+) -> Result<ElementPlace> {
     let rank = x.len();
     let ao = d
         .arena
@@ -580,20 +585,20 @@ fn find_csf(
         .get(layout::rng(axis_order, rank))
         .ok_or_else(|| internal(region, "the axis order"))?;
     let mut lo = 0u64;
-    let mut hi = Words(sub(bufs, region, node, 0)?)
+    let mut hi = U64Array(region_buffer(bufs, region, node, 0)?)
         .get(1)
         .ok_or_else(|| internal(region, "indptr_0"))?;
-    let n0 = Words(sub(bufs, region, node, rank)?).len();
+    let n0 = U64Array(region_buffer(bufs, region, node, rank)?).len();
     if hi > n0 {
         return Err(bad_root(d, region, node, hi, n0));
     }
     for (l, &axis) in ao.iter().enumerate() {
         let key = x[axis as usize];
-        let fiber = Words(sub(bufs, region, node, rank + l)?)
+        let fiber = U64Array(region_buffer(bufs, region, node, rank + l)?)
             .range(lo, hi)
             .ok_or_else(|| internal(region, "a CSF fiber"))?;
         let Some(p) = fiber.search(key) else {
-            return Ok(Slot::Zero);
+            return Ok(ElementPlace::Zero);
         };
         let q = lo + p;
         if l + 1 == rank {
@@ -603,8 +608,8 @@ fn find_csf(
                 q,
             ));
         }
-        let ip = Words(sub(bufs, region, node, l + 1)?);
-        let next_n = Words(sub(bufs, region, node, rank + l + 1)?).len();
+        let ip = U64Array(region_buffer(bufs, region, node, l + 1)?);
+        let next_n = U64Array(region_buffer(bufs, region, node, rank + l + 1)?).len();
         match (ip.get(q), ip.get(q + 1)) {
             (Some(a), Some(b)) if a <= b && b <= next_n => {
                 lo = a;
@@ -614,7 +619,7 @@ fn find_csf(
             _ => return Err(internal(region, "a CSF pointer")),
         }
     }
-    Ok(Slot::Zero)
+    Ok(ElementPlace::Zero)
 }
 
 /// BLOCK_PAGED lookup. No division when `block_size` is a power of two; the pool holding
@@ -622,7 +627,7 @@ fn find_csf(
 /// whole pages), so no per-pool division either.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn find_paged(
+pub(super) fn find_paged(
     d: &Descriptor,
     bufs: &[&[u8]],
     region: u32,
@@ -631,14 +636,14 @@ fn find_paged(
     x: &[u64],
     block_size: u64,
     pool_count: u8,
-) -> Result<Slot> {
+) -> Result<ElementPlace> {
     let et = d.element_type;
     let (r, pos) = (x[0], x[1]);
-    let len = Words(sub(bufs, region, node, 1)?)
+    let len = U64Array(region_buffer(bufs, region, node, 1)?)
         .get(r)
         .ok_or_else(|| internal(region, "a row length"))?;
     if pos >= len {
-        return Ok(Slot::Zero);
+        return Ok(ElementPlace::Zero);
     }
     // prod(inner) and the row-major inner offset: x is inside the shape, so no extent is 0
     // and both are below the element count, which fits u64 — checked all the same.
@@ -668,11 +673,11 @@ fn find_paged(
         )
     };
     let entry = r.saturating_mul(max_blocks).saturating_add(blk);
-    let page = Words(sub(bufs, region, node, 0)?)
+    let page = U64Array(region_buffer(bufs, region, node, 0)?)
         .get(entry)
         .ok_or_else(|| internal(region, "a block table entry"))?;
     if page == u64::MAX {
-        return Ok(Slot::Zero);
+        return Ok(ElementPlace::Zero);
     }
     // page_elements × bits fits: the page size was checked at decode (checked again).
     let page_elems = block_size.checked_mul(inner).ok_or_else(overflow)?;
@@ -696,7 +701,7 @@ fn find_paged(
         .enumerate()
     {
         if start < pool.len() {
-            return Ok(Slot::At {
+            return Ok(ElementPlace::At {
                 buffer: first + j,
                 byte: start.checked_add(byte).ok_or_else(overflow)?,
                 shift,
@@ -709,7 +714,7 @@ fn find_paged(
 
 /// Copy `N` bytes at `at` of `src` to `out[..N]`; false when either is out of range.
 #[inline(always)]
-fn copy_fixed<const N: usize>(src: &[u8], at: usize, out: &mut [u8]) -> bool {
+pub(super) fn copy_fixed<const N: usize>(src: &[u8], at: usize, out: &mut [u8]) -> bool {
     let s = src
         .get(at..at.wrapping_add(N))
         .and_then(|s| <&[u8; N]>::try_from(s).ok());
@@ -725,298 +730,10 @@ fn copy_fixed<const N: usize>(src: &[u8], at: usize, out: &mut [u8]) -> bool {
     }
 }
 
-/// Bind-time data for the common top-level cases, so the hot path reads no descriptor
-/// structure and returns through registers. A fast path answers only the well-formed
-/// common case; for anything else (another rank, an index out of bounds, malformed
-/// contents) it declines and the general path produces the exact result or error.
-///
-/// The compressed variants are split by element size so that writing the answer is one
-/// fixed-size store, chosen by the same dispatch that picks the variant.
-// A plain tag byte (no niche in a field) makes the dispatch one table jump.
-#[derive(Debug, Clone)]
-#[repr(u8)]
-pub(crate) enum Fast<'a> {
-    /// No fast path: every lookup takes the general path.
-    None,
-    /// A top-level CSR or CSC with SORTED and UNIQUE, 1-byte elements.
-    Compressed1(Box<CompressedFast<'a>>),
-    /// The same, 2-byte elements.
-    Compressed2(Box<CompressedFast<'a>>),
-    /// The same, 4-byte elements.
-    Compressed4(Box<CompressedFast<'a>>),
-    /// The same, 8-byte elements.
-    Compressed8(Box<CompressedFast<'a>>),
-    /// The same, 16-byte elements.
-    Compressed16(Box<CompressedFast<'a>>),
-    /// The same, packed 4-bit elements.
-    CompressedPacked(Box<CompressedFast<'a>>),
-    /// A top-level BLOCK_PAGED tensor.
-    Paged(Box<PagedFast<'a>>),
-}
-
-/// A top-level CSR/CSC whose index buffers are viewed as native `u64` words: only on a
-/// little-endian host, and only when the bound slices are 8-byte aligned (the cast is
-/// checked), so a word read is one load and the row search is the standard library's.
-#[derive(Debug, Clone)]
-pub(crate) struct CompressedFast<'a> {
-    /// `extent + 1` words (the bound slice is exactly the handle's size).
-    indptr: &'a [u64],
-    /// `nnz` words.
-    indices: &'a [u64],
-    /// The values buffer (`nnz` elements).
-    values: &'a [u8],
-    /// The index axis of the compressed (major) dimension: 0 for CSR, 1 for CSC.
-    major: usize,
-    /// The extent of the minor dimension.
-    minor_extent: u64,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct PagedFast<'a> {
-    table: &'a [u8],
-    lengths: &'a [u8],
-    shape: &'a [u64],
-    first_pool: usize,
-    pools: usize,
-    block_size: u64,
-    /// log2(block_size) when it is a power of two, else 64.
-    block_shift: u32,
-    max_blocks: u64,
-    inner: u64,
-    page_bytes: u64,
-    et: ElementType,
-}
-
-impl<'a> Fast<'a> {
-    /// The fast path for `d` bound to `bufs` (each cut to its handle's size).
-    pub(crate) fn new(d: &'a Descriptor, bufs: &[&'a [u8]]) -> Fast<'a> {
-        let node = &d.root;
-        let first = node.first_buffer as usize;
-        let et = d.element_type;
-        match node.layout {
-            Layout::Csr { flags, .. } | Layout::Csc { flags, .. }
-                if flags == sparse_flags::SORTED | sparse_flags::UNIQUE
-                    && cfg!(target_endian = "little") =>
-            {
-                let words = |k: usize| {
-                    bufs.get(k)
-                        .and_then(|&b| bytemuck::try_cast_slice::<u8, u64>(b).ok())
-                };
-                let major = usize::from(matches!(node.layout, Layout::Csc { .. }));
-                match (words(first), words(first + 1), bufs.get(first + 2)) {
-                    (Some(indptr), Some(indices), Some(&values)) => {
-                        let c = Box::new(CompressedFast {
-                            indptr,
-                            indices,
-                            values,
-                            major,
-                            minor_extent: d.shape[1 - major],
-                        });
-                        match et.storage_bytes() {
-                            _ if et.is_packed() => Fast::CompressedPacked(c),
-                            1 => Fast::Compressed1(c),
-                            2 => Fast::Compressed2(c),
-                            4 => Fast::Compressed4(c),
-                            8 => Fast::Compressed8(c),
-                            16 => Fast::Compressed16(c),
-                            _ => Fast::None,
-                        }
-                    }
-                    _ => Fast::None,
-                }
-            }
-            Layout::BlockPaged {
-                block_size,
-                pool_count,
-            } => {
-                let shape = &d.shape[..];
-                // The exact, checked geometry decoding used: with an inner extent of 0 the
-                // page is empty (whatever the other extents), and no path is needed.
-                let Ok(g) = PagedGeometry::new(block_size, et, shape) else {
-                    return Fast::None;
-                };
-                let (inner, page_bytes) = (g.inner, g.page_bytes);
-                match (bufs.get(first), bufs.get(first + 1)) {
-                    (Some(&table), Some(&lengths)) if page_bytes > 0 => {
-                        Fast::Paged(Box::new(PagedFast {
-                            table,
-                            lengths,
-                            shape,
-                            first_pool: first + 2,
-                            pools: pool_count as usize,
-                            block_size,
-                            block_shift: if block_size.is_power_of_two() {
-                                block_size.trailing_zeros()
-                            } else {
-                                64
-                            },
-                            max_blocks: g.max_blocks,
-                            inner,
-                            page_bytes,
-                            et,
-                        }))
-                    }
-                    _ => Fast::None,
-                }
-            }
-            _ => Fast::None,
-        }
-    }
-
-    /// Write the stored bits of element `index` (elements of `esize` bytes, `packed`
-    /// nibbles) into `out` and return true; false leaves the lookup, and any error, to
-    /// the general path.
-    #[inline(always)]
-    pub(crate) fn get_bytes<B: std::ops::Deref<Target = [&'a [u8]]>>(
-        &self,
-        bufs: &B,
-        index: &[u64],
-        out: &mut [u8],
-        esize: usize,
-        packed: bool,
-    ) -> bool {
-        match self {
-            Fast::Compressed1(c) => c.get_bytes::<1>(index, out),
-            Fast::Compressed2(c) => c.get_bytes::<2>(index, out),
-            Fast::Compressed4(c) => c.get_bytes::<4>(index, out),
-            Fast::Compressed8(c) => c.get_bytes::<8>(index, out),
-            Fast::Compressed16(c) => c.get_bytes::<16>(index, out),
-            Fast::CompressedPacked(c) => c.get_nibble(index, out),
-            // Only the paged path reads the buffer list (dereferenced here, not per call).
-            Fast::Paged(p) => {
-                let bufs: &[&[u8]] = bufs;
-                match p.find(bufs, index) {
-                    Some(slot) => read_slot_sized(bufs, slot, esize, packed, NONE, out).is_ok(),
-                    None => false,
-                }
-            }
-            Fast::None => false,
-        }
-    }
-}
-
-impl CompressedFast<'_> {
-    /// The entry of element `index` (`Some(None)`: not stored), or `None` to take the
-    /// general path (another rank, an index out of bounds, a malformed row range).
-    #[inline(always)]
-    fn find(&self, index: &[u64]) -> Option<Option<usize>> {
-        let &[a, b] = index else {
-            return None;
-        };
-        let (major, minor) = if self.major == 0 { (a, b) } else { (b, a) };
-        if minor >= self.minor_extent {
-            return None;
-        }
-        // indptr holds extent + 1 words: a major index out of bounds has no pair.
-        let m = usize::try_from(major).ok()?;
-        let &[lo, hi] = self.indptr.get(m..)?.first_chunk::<2>()?;
-        // Contents are unvalidated: a decreasing pair or a pointer past nnz leaves the
-        // range unavailable, and the general path reports it.
-        let lo = usize::try_from(lo).ok()?;
-        let seg = self.indices.get(lo..usize::try_from(hi).ok()?)?;
-        // A row of a few indices spans two or three cache lines, and the search's probes
-        // depend on each other: ask for the first and the last line at once, so a probe
-        // landing in the second line finds it on its way (random lookups on a 10^6 x 10^6
-        // matrix with 10^7 entries: 1.05-1.08 -> 0.94-0.99 of sprs's time).
-        crate::file::prefetch(seg, 0);
-        crate::file::prefetch(seg, seg.len().wrapping_sub(1));
-        // Little-endian host (checked at bind): the stored words are the values. The
-        // crate's one sorted search, as the general path uses, so both give the same
-        // answer on any contents (also unsorted ones). (Measured: the cost of a random
-        // lookup is the cache lines it touches — one of indptr, ~1.4 of indices for rows
-        // of 10 — so a scan of the whole row, which fetches every line of it, is twice as
-        // slow as the search.)
-        Some(search_words(seg, minor).map(|p| lo + p))
-    }
-
-    /// [`Fast::get_bytes`] for elements of `N` bytes.
-    #[inline(always)]
-    fn get_bytes<const N: usize>(&self, index: &[u64], out: &mut [u8]) -> bool {
-        match self.find(index) {
-            None => false,
-            Some(None) => zero_fixed::<N>(out),
-            // k < nnz and the values buffer is nnz elements long (checked all the same).
-            Some(Some(k)) => match k.checked_mul(N) {
-                Some(at) => copy_fixed::<N>(self.values, at, out),
-                None => false,
-            },
-        }
-    }
-
-    /// [`Fast::get_bytes`] for packed 4-bit elements (the nibble in bits 0–3 of `out[0]`).
-    #[inline(always)]
-    fn get_nibble(&self, index: &[u64], out: &mut [u8]) -> bool {
-        match (self.find(index), out.first_mut()) {
-            (Some(None), Some(o)) => {
-                *o = 0;
-                true
-            }
-            (Some(Some(k)), Some(o)) => match self.values.get(k / 2) {
-                Some(&v) => {
-                    *o = (v >> ((k % 2) * 4)) & 0xF;
-                    true
-                }
-                None => false,
-            },
-            _ => false,
-        }
-    }
-}
-
-impl PagedFast<'_> {
-    #[inline(always)]
-    fn find(&self, bufs: &[&[u8]], index: &[u64]) -> Option<Slot> {
-        if index.len() != self.shape.len() || index.len() < 2 {
-            return None;
-        }
-        if index.iter().zip(self.shape).any(|(&i, &e)| i >= e) {
-            return None;
-        }
-        let (r, pos) = (index[0], index[1]);
-        let len = Words(self.lengths).get(r)?;
-        if pos >= len {
-            return Some(Slot::Zero);
-        }
-        let (blk, in_blk) = if self.block_shift < 64 {
-            (pos >> self.block_shift, pos & (self.block_size - 1))
-        } else {
-            (pos / self.block_size, pos % self.block_size)
-        };
-        // r < rows and blk < max_blocks: the entry is inside the table (checked at decode;
-        // the arithmetic is checked all the same, an overflow takes the general path).
-        let entry = r.checked_mul(self.max_blocks)?.checked_add(blk)?;
-        let page = Words(self.table).get(entry)?;
-        if page == u64::MAX {
-            return Some(Slot::Zero);
-        }
-        let mut inner_pos = 0u64;
-        for (&i, &s) in index[2..].iter().zip(&self.shape[2..]) {
-            inner_pos = inner_pos.checked_mul(s)?.checked_add(i)?;
-        }
-        let (byte, shift) = run_pos(
-            self.et,
-            in_blk.checked_mul(self.inner)?.checked_add(inner_pos)?,
-        );
-        let mut start = usize::try_from(page.checked_mul(self.page_bytes)?).ok()?;
-        let pools = bufs.get(self.first_pool..self.first_pool.checked_add(self.pools)?)?;
-        for (j, pool) in pools.iter().enumerate() {
-            if start < pool.len() {
-                return Some(Slot::At {
-                    buffer: self.first_pool + j,
-                    byte: start.checked_add(byte)?,
-                    shift,
-                });
-            }
-            start -= pool.len();
-        }
-        None
-    }
-}
-
 /// Zero `out[..n]` for an element of `n` (1, 2, 4, 8 or 16) bytes, by fixed-size stores
 /// (a variable-length fill would be a memset call); false when `out` is shorter.
 #[inline(always)]
-fn zero_sized(n: usize, out: &mut [u8]) -> bool {
+pub(super) fn zero_sized(n: usize, out: &mut [u8]) -> bool {
     match n {
         1 => zero_fixed::<1>(out),
         2 => zero_fixed::<2>(out),
@@ -1029,7 +746,7 @@ fn zero_sized(n: usize, out: &mut [u8]) -> bool {
 /// Copy the `n`-byte (1, 2, 4, 8 or 16) element at byte `at` of `src` to `out[..n]` by a
 /// fixed-size copy; false when either is out of range.
 #[inline(always)]
-fn copy_sized(src: &[u8], at: usize, n: usize, out: &mut [u8]) -> bool {
+pub(super) fn copy_sized(src: &[u8], at: usize, n: usize, out: &mut [u8]) -> bool {
     match n {
         1 => copy_fixed::<1>(src, at, out),
         2 => copy_fixed::<2>(src, at, out),
@@ -1041,7 +758,7 @@ fn copy_sized(src: &[u8], at: usize, n: usize, out: &mut [u8]) -> bool {
 
 /// Zero `out[..N]`; false when `out` is shorter.
 #[inline(always)]
-fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
+pub(super) fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
     match out
         .get_mut(..N)
         .and_then(|o| <&mut [u8; N]>::try_from(o).ok())
@@ -1059,7 +776,7 @@ fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
 #[inline(always)]
 pub(crate) fn read_slot(
     bufs: &[&[u8]],
-    slot: Slot,
+    slot: ElementPlace,
     et: ElementType,
     region: u32,
     out: &mut [u8],
@@ -1078,21 +795,21 @@ pub(crate) fn read_slot(
 #[inline(always)]
 pub(crate) fn read_slot_sized(
     bufs: &[&[u8]],
-    slot: Slot,
+    slot: ElementPlace,
     n: usize,
     packed: bool,
     region: u32,
     out: &mut [u8],
 ) -> Result<()> {
     match slot {
-        Slot::Zero => {
+        ElementPlace::Zero => {
             if zero_sized(n, out) {
                 Ok(())
             } else {
                 Err(internal(region, "the output"))
             }
         }
-        Slot::At {
+        ElementPlace::At {
             buffer,
             byte,
             shift,
@@ -1128,7 +845,7 @@ mod tests {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.push(0xAA); // a trailing partial word is ignored
-        let w = Words(&b);
+        let w = U64Array(&b);
         assert_eq!(w.len(), 5);
         assert_eq!(w.get(3), Some(7));
         assert_eq!(w.get(5), None);
@@ -1139,7 +856,7 @@ mod tests {
         assert_eq!(w.search(4), None);
         assert_eq!(w.search(9), Some(4));
         assert_eq!(w.search(10), None);
-        assert_eq!(Words(&[]).search(0), None);
+        assert_eq!(U64Array(&[]).search(0), None);
         let r = w.range(1, 4).unwrap();
         assert_eq!(r.iter().collect::<Vec<_>>(), vec![3, 3, 7]);
         assert!(w.range(4, 6).is_none());
@@ -1161,7 +878,7 @@ mod tests {
                 let mut v: Vec<u64> = (0..n).map(|_| next() % spread * 3).collect();
                 v.sort_unstable();
                 let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                let w = Words(&bytes);
+                let w = U64Array(&bytes);
                 for key in 0..spread * 3 + 2 {
                     let want = v.iter().position(|&x| x == key).map(|p| p as u64);
                     assert_eq!(w.search(key), want, "n {n} key {key} in {v:?}");
@@ -1180,8 +897,8 @@ mod tests {
         .flat_map(|x| x.to_le_bytes())
         .collect();
         for key in 0..100 {
-            if let Some(p) = Words(&bytes).search(key) {
-                assert_eq!(Words(&bytes).get(p), Some(key));
+            if let Some(p) = U64Array(&bytes).search(key) {
+                assert_eq!(U64Array(&bytes).get(p), Some(key));
             }
         }
     }
@@ -1190,7 +907,7 @@ mod tests {
     fn run_slots() {
         assert_eq!(
             run_slot(3, ElementType::Int4, 5),
-            Slot::At {
+            ElementPlace::At {
                 buffer: 3,
                 byte: 2,
                 shift: 4
@@ -1198,7 +915,7 @@ mod tests {
         );
         assert_eq!(
             run_slot(0, ElementType::Float32, 5),
-            Slot::At {
+            ElementPlace::At {
                 buffer: 0,
                 byte: 20,
                 shift: 0

@@ -1,0 +1,249 @@
+//! Reading elements: stored bytes, numbers, dequantization.
+
+use super::*;
+
+impl<'a> BoundTensor<'a> {
+    /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.
+    #[inline]
+    fn with_leaf<R>(
+        &self,
+        index: &[u64],
+        f: impl FnOnce(u32, &'a Node, &'a [u64], &[u64]) -> Result<R>,
+    ) -> Result<R> {
+        let d = self.desc;
+        if let Layout::Subpaving { .. } = d.root.layout {
+            let mut local = [0u64; MAX_RANK];
+            let (region, node) = d.resolve(index, &mut local)?;
+            f(region, node, d.node_shape(region), &local[..d.rank()])
+        } else {
+            check_index(&d.shape, index)?;
+            f(NONE, &d.root, &d.shape, index)
+        }
+    }
+
+    /// Write the stored bytes of element `index` to `out[..element_bytes()]`: the element's
+    /// `bits / 8` bytes, or for a 4-bit type one byte holding the nibble in bits 0–3;
+    /// all-zero bytes for an implicit zero; the fill value for SPLAT. No dequantization.
+    ///
+    /// Errors: INVALID_ARGUMENT (wrong rank), INDEX_OUT_OF_BOUNDS, OUTPUT_TOO_SMALL,
+    /// NOT_BINDABLE (device buffers, private extension layout), NOT_CANONICAL (COO without
+    /// UNIQUE; a CSR/CSC duplicate without UNIQUE), CONTENT_INVALID (malformed contents met
+    /// on the way).
+    // Inlined into the caller so the fast path runs without a call and its result stays in
+    // registers (a random-access loop then overlaps more cache misses); the general path
+    // stays out of line.
+    #[inline(always)]
+    pub fn get_bytes(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
+        if self
+            .fast
+            .get_bytes(&self.buffers, index, out, self.esize, self.packed)
+        {
+            return Ok(());
+        }
+        self.get_bytes_general(index, out)
+    }
+
+    /// [`get_bytes`](Self::get_bytes) by the general path: every layout, every error.
+    #[inline(never)]
+    fn get_bytes_general(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
+        if out.len() < self.esize {
+            return Err(output_too_small(self.desc.element_type, out.len()));
+        }
+        self.require_host()?;
+        let d = self.desc;
+        let et = d.element_type;
+        if let Layout::Subpaving { .. } = d.root.layout {
+            let mut local = [0u64; MAX_RANK];
+            let (region, node) = d.resolve(index, &mut local)?;
+            let x = &local[..d.rank()];
+            let slot = find::find(d, &self.buffers, region, node, d.node_shape(region), x)?;
+            return find::read_slot(&self.buffers, slot, et, region, out);
+        }
+        check_index(&d.shape, index)?;
+        let slot = find::find(d, &self.buffers, NONE, &d.root, &d.shape, index)?;
+        find::read_slot(&self.buffers, slot, et, NONE, out)
+    }
+
+    /// The value of element `index` as `f64`, dequantized by the quantization of its node
+    /// (the region's, or the tensor's) and rounded once to its `expressed_type`:
+    ///
+    /// - PER_TENSOR_AFFINE: `(q − zero_point) × scale`;
+    /// - PER_AXIS_AFFINE: `(q − zero_points[i_axis]) × scales[i_axis]`;
+    /// - BLOCKWISE: `(q − zero_points[j]) × scales[j]`, `j` from [`blockwise_param_index`];
+    /// - CODEBOOK: `codebook[q]` (a code ≥ `codebook_size` is CONTENT_INVALID).
+    ///
+    /// `q` is the stored element's value (an integer, or the real value of an 8-/4-bit float
+    /// code); zero points are of the element type (4-bit packed) and scales of `scale_type`.
+    /// Unquantized elements convert exactly ([`value::element_to_f64`]; 64-bit integers
+    /// beyond 2^53 round). Implicit zeros are the code 0 (see the module docs).
+    ///
+    /// Errors: those of [`get_bytes`](Self::get_bytes); INVALID_ARGUMENT for complex types;
+    /// NOT_BINDABLE for an opaque (unknown) quantization scheme.
+    #[inline]
+    pub fn get_f64(&self, index: &[u64]) -> Result<f64> {
+        if self.fast_values {
+            let mut code = [0u8; 16];
+            if self
+                .fast
+                .get_bytes(&self.buffers, index, &mut code, self.esize, self.packed)
+            {
+                if let Some(v) = value::element_to_f64(self.desc.element_type, &code) {
+                    return Ok(v);
+                }
+            }
+        }
+        self.get_f64_general(index)
+    }
+
+    /// [`get_f64`](Self::get_f64) by the general path: every layout, every error.
+    #[inline(never)]
+    fn get_f64_general(&self, index: &[u64]) -> Result<f64> {
+        let et = self.desc.element_type;
+        if matches!(et, ElementType::Complex64 | ElementType::Complex128) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{et} elements have no single real value; read their bytes with get_bytes"),
+            ));
+        }
+        self.require_host()?;
+        self.with_leaf(index, |region, node, shape, x| {
+            let slot = find::find(self.desc, &self.buffers, region, node, shape, x)?;
+            let mut code = [0u8; 16];
+            find::read_slot(&self.buffers, slot, et, region, &mut code)?;
+            if node.quant == NONE {
+                return value::element_to_f64(et, &code)
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
+            }
+            self.dequantize(region, node, shape, x, &code, slot)
+        })
+    }
+
+    fn dequantize(
+        &self,
+        region: u32,
+        node: &Node,
+        shape: &[u64],
+        x: &[u64],
+        code: &[u8; 16],
+        slot: find::ElementPlace,
+    ) -> Result<f64> {
+        let d = self.desc;
+        let et = d.element_type;
+        let q = &d.quants[node.quant as usize];
+        let params = node.first_buffer as usize + find::layout_buffer_count(d, node);
+        let missing = || {
+            Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "{}: a quantization parameter lies outside its bound buffer",
+                    owner_name(region)
+                ),
+            )
+        };
+        let param = |k: usize, t: ElementType, j: u64| -> Result<[u8; 16]> {
+            let mut out = [0u8; 16];
+            let b = self.buffers.get(params + k).ok_or_else(missing)?;
+            entry_bytes(b, t, j, &mut out).ok_or_else(missing)?;
+            Ok(out)
+        };
+        // (q − zp) × s, exact integer difference for integer codes.
+        let affine = |zp: &[u8], s: f64| -> Result<f64> {
+            let diff = if et.is_integer() {
+                match (
+                    value::element_to_i128(et, code),
+                    value::element_to_i128(et, zp),
+                ) {
+                    (Some(a), Some(b)) => (a - b) as f64,
+                    _ => return Err(Error::new(ErrorKind::Internal, "integer code conversion")),
+                }
+            } else {
+                match (
+                    value::element_to_f64(et, code),
+                    value::element_to_f64(et, zp),
+                ) {
+                    (Some(a), Some(b)) => a - b,
+                    _ => return Err(Error::new(ErrorKind::Internal, "float code conversion")),
+                }
+            };
+            Ok(diff * s)
+        };
+        let v = match q.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                let diff = if et.is_integer() {
+                    let a = value::element_to_i128(et, code)
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "integer code conversion"))?;
+                    (a - zero_point as i128) as f64
+                } else {
+                    value::element_to_f64(et, code)
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "code conversion"))?
+                        - zero_point as f64
+                };
+                diff * scale
+            }
+            QuantScheme::PerAxisAffine { axis, scale_type } => {
+                let j = x[axis as usize];
+                self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?
+            }
+            QuantScheme::Blockwise {
+                axis,
+                block_size,
+                scale_type,
+            } => {
+                let j = blockwise_param_index(shape, x, axis as usize, block_size as u64)
+                    .ok_or_else(missing)?;
+                self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?
+            }
+            QuantScheme::Codebook { codebook_size } => {
+                let c = value::element_to_i128(et, code)
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "codebook code conversion"))?;
+                if c >= codebook_size as i128 {
+                    let at = match slot {
+                        find::ElementPlace::At { buffer, byte, .. } => {
+                            format!("effective buffer {buffer}, byte {byte}")
+                        }
+                        find::ElementPlace::Zero => "an implicit zero".to_string(),
+                    };
+                    return Err(Error::new(
+                        ErrorKind::ContentInvalid,
+                        format!(
+                            "{}: element {x:?} ({at}) holds code {c}, not below codebook_size {codebook_size}",
+                            owner_name(region)
+                        ),
+                    ));
+                }
+                let e = param(0, q.expressed_type, c as u64)?;
+                value::element_to_f64(q.expressed_type, &e).ok_or_else(missing)?
+            }
+            QuantScheme::Opaque { scheme, .. } => {
+                return Err(Error::new(
+                    ErrorKind::NotBindable,
+                    format!(
+                        "{}: quantization scheme 0x{scheme:02X} is unknown; its codes can be read with get_bytes, not dequantized",
+                        owner_name(region)
+                    ),
+                ))
+            }
+        };
+        Ok(value::round_to(q.expressed_type, v))
+    }
+
+    /// Affine dequantization with parameter entry `j`.
+    fn affine_at(
+        &self,
+        has_zero_point: bool,
+        scale_type: ElementType,
+        j: u64,
+        param: &dyn Fn(usize, ElementType, u64) -> Result<[u8; 16]>,
+        affine: &dyn Fn(&[u8], f64) -> Result<f64>,
+    ) -> Result<f64> {
+        let s = param(0, scale_type, j)?;
+        let s = value::element_to_f64(scale_type, &s)
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "scale conversion"))?;
+        let zp = if has_zero_point {
+            param(1, self.desc.element_type, j)?
+        } else {
+            [0u8; 16]
+        };
+        affine(&zp, s)
+    }
+}

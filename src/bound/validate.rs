@@ -1,0 +1,632 @@
+//! Content validation: every index, pointer, page number and quantization parameter a
+//! read would follow, checked once.
+
+use super::*;
+
+impl<'a> BoundTensor<'a> {
+    /// Content validation (spec §4.17) of every leaf: sparse index and pointer structure,
+    /// block tables and row lengths, quantization parameters and codebook codes. Linear in
+    /// the total size of the buffers. Every violation is CONTENT_INVALID naming the region,
+    /// the effective buffer (index and role) and the entry; NOT_BINDABLE for device buffers.
+    pub fn validate(&self) -> Result<()> {
+        self.require_host()?;
+        let d = self.desc;
+        for (region, node) in leaves(self.desc) {
+            let shape = d.node_shape(region);
+            self.validate_layout(region, node, shape)?;
+            if node.quant != NONE {
+                self.validate_quant(region, node, shape)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn buf(&self, node: &Node, k: usize) -> Result<&'a [u8]> {
+        self.buffers
+            .get(node.first_buffer as usize + k)
+            .copied()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Internal,
+                    "sub-table entry past the bound buffers",
+                )
+            })
+    }
+
+    fn validate_layout(&self, region: u32, node: &Node, shape: &[u64]) -> Result<()> {
+        match node.layout {
+            Layout::Coo { flags, .. } => self.validate_coo(region, node, shape, flags),
+            Layout::Csr { nnz, flags } => {
+                self.validate_compressed(region, node, shape[0], shape[1], nnz, flags, "column")
+            }
+            Layout::Csc { nnz, flags } => {
+                self.validate_compressed(region, node, shape[1], shape[0], nnz, flags, "row")
+            }
+            Layout::Csf { nnz, axis_order } => {
+                self.validate_csf(region, node, shape, nnz, axis_order)
+            }
+            Layout::BlockPaged { block_size, .. } => {
+                self.validate_paged(region, node, shape, block_size)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_coo(&self, region: u32, node: &Node, shape: &[u64], flags: u8) -> Result<()> {
+        let d = self.desc;
+        let rank = shape.len();
+        if rank == 0 {
+            return Ok(());
+        }
+        let sorted = flags & sparse_flags::SORTED != 0;
+        let unique = flags & sparse_flags::UNIQUE != 0;
+        let idx = self.buf(node, 0)?;
+        let nnz = idx.len() / (8 * rank);
+        let mut seen: HashSet<u64> = if unique && !sorted {
+            HashSet::with_capacity(nnz)
+        } else {
+            HashSet::new()
+        };
+        let mut prev: Option<&[u8]> = None;
+        let overflow = || Error::new(ErrorKind::Internal, "a COO coordinate tuple's position");
+        for (p, t) in idx.chunks_exact(8 * rank).enumerate() {
+            let mut lin = Some(0u64);
+            for (k, v) in U64Array(t).iter().enumerate() {
+                if v >= shape[k] {
+                    return Err(content_error(
+                        d,
+                        region,
+                        node,
+                        0,
+                        (p * rank + k) as u64,
+                        format_args!(
+                            "coordinate {v} on axis {k} of entry {p} is not below the extent {}",
+                            shape[k]
+                        ),
+                    ));
+                }
+                // Fits when no extent is 0 (the element count then fits u64), and with a
+                // zero extent this entry fails the range check above first; checked all
+                // the same (only needed for the UNIQUE set, so `None` is kept, not used).
+                lin = lin.and_then(|l| l.checked_mul(shape[k])?.checked_add(v));
+            }
+            if sorted {
+                if let Some(pt) = prev {
+                    let o = U64Array(pt).iter().cmp(U64Array(t).iter());
+                    if o == std::cmp::Ordering::Greater || (unique && o.is_eq()) {
+                        return Err(content_error(
+                            d,
+                            region,
+                            node,
+                            0,
+                            (p * rank) as u64,
+                            format_args!(
+                                "entry {p} {} entry {} although the SORTED{} set",
+                                if o.is_eq() { "repeats" } else { "sorts before" },
+                                p - 1,
+                                if unique {
+                                    " and UNIQUE flags are"
+                                } else {
+                                    " flag is"
+                                }
+                            ),
+                        ));
+                    }
+                }
+                prev = Some(t);
+            } else if unique && !seen.insert(lin.ok_or_else(overflow)?) {
+                return Err(content_error(
+                    d,
+                    region,
+                    node,
+                    0,
+                    (p * rank) as u64,
+                    format_args!(
+                        "entry {p} repeats an earlier coordinate tuple although the UNIQUE flag is set"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A pointer array (sub-table entry `k` of `node`): it starts at 0 and never decreases
+    /// (CONTENT_INVALID otherwise). Returns its last value (0 when empty) and its length.
+    fn check_pointers(
+        &self,
+        region: u32,
+        node: &Node,
+        k: usize,
+        ip: U64Array<'_>,
+    ) -> Result<(u64, u64)> {
+        let mut prev = 0u64;
+        let mut len = 0u64;
+        for (e, v) in ip.iter().enumerate() {
+            if e == 0 && v != 0 {
+                return Err(content_error(
+                    self.desc,
+                    region,
+                    node,
+                    k,
+                    0,
+                    format_args!("is {v}; the first pointer must be 0"),
+                ));
+            }
+            if v < prev {
+                return Err(content_error(
+                    self.desc,
+                    region,
+                    node,
+                    k,
+                    e as u64,
+                    format_args!(
+                        "is {v}, below entry {} = {prev} (pointers must not decrease)",
+                        e - 1
+                    ),
+                ));
+            }
+            prev = v;
+            len += 1;
+        }
+        Ok((prev, len))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn validate_compressed(
+        &self,
+        region: u32,
+        node: &Node,
+        majors: u64,
+        minors: u64,
+        nnz: u64,
+        flags: u8,
+        minor_name: &str,
+    ) -> Result<()> {
+        let d = self.desc;
+        let ip = U64Array(self.buf(node, 0)?);
+        let ix = U64Array(self.buf(node, 1)?);
+        let (prev, _) = self.check_pointers(region, node, 0, ip)?;
+        if prev != nnz {
+            return Err(content_error(
+                d,
+                region,
+                node,
+                0,
+                majors,
+                format_args!("the last pointer is {prev}, it must equal nnz = {nnz}"),
+            ));
+        }
+        let sorted = flags & sparse_flags::SORTED != 0;
+        let unique = flags & sparse_flags::UNIQUE != 0;
+        let mut seen: HashSet<u64> = if unique && !sorted {
+            HashSet::with_capacity(usize::try_from(nnz).unwrap_or(0))
+        } else {
+            HashSet::new()
+        };
+        let mut lo = 0u64;
+        for (m, hi) in ip.iter().skip(1).enumerate() {
+            let seg = ix.range(lo, hi).ok_or_else(|| {
+                Error::new(ErrorKind::Internal, "validated segment outside the indices")
+            })?;
+            let mut last: Option<u64> = None;
+            for (o, v) in seg.iter().enumerate() {
+                let p = lo + o as u64;
+                if v >= minors {
+                    return Err(content_error(
+                        d,
+                        region,
+                        node,
+                        1,
+                        p,
+                        format_args!("{minor_name} id {v} is not below {minors}"),
+                    ));
+                }
+                if sorted {
+                    if let Some(l) = last {
+                        if v < l || (unique && v == l) {
+                            return Err(content_error(
+                                d,
+                                region,
+                                node,
+                                1,
+                                p,
+                                format_args!(
+                                    "{minor_name} id {v} follows {l} in segment {m} although the SORTED{} set",
+                                    if unique { " and UNIQUE flags are" } else { " flag is" }
+                                ),
+                            ));
+                        }
+                    }
+                    last = Some(v);
+                } else if unique
+                    && !seen.insert(
+                        (m as u64)
+                            .checked_mul(minors)
+                            .and_then(|k| k.checked_add(v))
+                            // m < majors and v < minors: below the element count.
+                            .ok_or_else(|| Error::new(ErrorKind::Internal, "segment key"))?,
+                    )
+                {
+                    return Err(content_error(
+                        d,
+                        region,
+                        node,
+                        1,
+                        p,
+                        format_args!(
+                            "{minor_name} id {v} appears twice in segment {m} although the UNIQUE flag is set"
+                        ),
+                    ));
+                }
+            }
+            lo = hi;
+        }
+        Ok(())
+    }
+
+    fn validate_csf(
+        &self,
+        region: u32,
+        node: &Node,
+        shape: &[u64],
+        nnz: u64,
+        axis_order: u32,
+    ) -> Result<()> {
+        let d = self.desc;
+        let r = shape.len();
+        let ao = d
+            .arena
+            .small
+            .get(layout::rng(axis_order, r))
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "CSF axis order"))?;
+        let mut counts = [0u64; MAX_RANK];
+        for (l, c) in counts.iter_mut().enumerate().take(r) {
+            *c = U64Array(self.buf(node, r + l)?).len();
+        }
+        if counts[r - 1] != nnz {
+            return Err(content_error(
+                d,
+                region,
+                node,
+                2 * r - 1,
+                0,
+                format_args!("the leaf level holds {} nodes, nnz is {nnz}", counts[r - 1]),
+            ));
+        }
+        // Pointers: indptr_0 = [0, n_0]; indptr_l from 0, non-decreasing, to n_l.
+        for (l, &count) in counts.iter().enumerate().take(r) {
+            let ip = U64Array(self.buf(node, l)?);
+            let (prev, len) = self.check_pointers(region, node, l, ip)?;
+            if prev != count {
+                return Err(content_error(
+                    d,
+                    region,
+                    node,
+                    l,
+                    len.saturating_sub(1),
+                    format_args!(
+                        "the last pointer is {prev}, it must equal the {count} level-{l} nodes"
+                    ),
+                ));
+            }
+        }
+        // Coordinates: below the extent, strictly increasing within each fiber.
+        for l in 0..r {
+            let ix = U64Array(self.buf(node, r + l)?);
+            let extent = shape[ao[l] as usize];
+            let check_fiber = |lo: u64, hi: u64| -> Result<()> {
+                let fiber = ix.range(lo, hi).ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, "validated fiber outside the indices")
+                })?;
+                let mut last: Option<u64> = None;
+                for (o, v) in fiber.iter().enumerate() {
+                    let p = lo + o as u64;
+                    if v >= extent {
+                        return Err(content_error(
+                            d,
+                            region,
+                            node,
+                            r + l,
+                            p,
+                            format_args!(
+                                "coordinate {v} on axis {} is not below the extent {extent}",
+                                ao[l]
+                            ),
+                        ));
+                    }
+                    if let Some(prev) = last {
+                        if v <= prev {
+                            return Err(content_error(
+                                d,
+                                region,
+                                node,
+                                r + l,
+                                p,
+                                format_args!(
+                                    "coordinate {v} follows {prev} in its fiber; coordinates must strictly increase"
+                                ),
+                            ));
+                        }
+                    }
+                    last = Some(v);
+                }
+                Ok(())
+            };
+            if l == 0 {
+                check_fiber(0, counts[0])?;
+            } else {
+                let ip = U64Array(self.buf(node, l)?);
+                let mut lo = 0u64;
+                for hi in ip.iter().skip(1) {
+                    check_fiber(lo, hi)?;
+                    lo = hi;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages held by each pool (by handle size) and their total.
+    fn pool_pages(&self, node: &Node, pools: usize, page_bytes: u64) -> Result<u64> {
+        let mut total = 0u64;
+        for j in 0..pools {
+            if let Some(k) = (self.buf(node, 2 + j)?.len() as u64).checked_div(page_bytes) {
+                total += k;
+            }
+        }
+        Ok(total)
+    }
+
+    fn validate_paged(
+        &self,
+        region: u32,
+        node: &Node,
+        shape: &[u64],
+        block_size: u64,
+    ) -> Result<()> {
+        let d = self.desc;
+        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
+        let total = self.pool_pages(node, pools, g.page_bytes)?;
+        let table = U64Array(self.buf(node, 0)?);
+        for (r, len) in U64Array(self.buf(node, 1)?).iter().enumerate() {
+            if len > g.positions {
+                return Err(content_error(
+                    d,
+                    region,
+                    node,
+                    1,
+                    r as u64,
+                    format_args!("row length {len} exceeds the {} positions", g.positions),
+                ));
+            }
+            // Inside the table, whose size 8 × rows × max_blocks decoding checked.
+            let row = || Error::new(ErrorKind::Internal, "block table row");
+            let start = (r as u64).checked_mul(g.max_blocks).ok_or_else(row)?;
+            let end = start
+                .checked_add(len.div_ceil(block_size))
+                .ok_or_else(row)?;
+            let blocks = table.range(start, end).ok_or_else(row)?;
+            for (b, page) in blocks.iter().enumerate() {
+                if page != u64::MAX && page >= total {
+                    return Err(content_error(
+                        d,
+                        region,
+                        node,
+                        0,
+                        start + b as u64,
+                        format_args!(
+                            "block {b} of row {r} names page {page}, but the pools hold {total} pages"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_quant(&self, region: u32, node: &Node, shape: &[u64]) -> Result<()> {
+        let d = self.desc;
+        let q = &d.quants[node.quant as usize];
+        let n = find::layout_buffer_count(d, node);
+        match q.scheme {
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. } => {
+                let b = self.buf(node, n)?;
+                let esize = scale_type.storage_bytes() as usize;
+                for (j, e) in b.chunks_exact(esize).enumerate() {
+                    let s = value::element_to_f64(scale_type, e)
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "scale conversion"))?;
+                    if !(s.is_finite() && s > 0.0) {
+                        let what = if scale_type == ElementType::Float8E8m0fnu {
+                            "is the FLOAT8_E8M0FNU NaN code 0xFF".to_string()
+                        } else {
+                            format!("is {s}; scales must be finite and positive")
+                        };
+                        return Err(content_error(
+                            d,
+                            region,
+                            node,
+                            n,
+                            j as u64,
+                            format_args!("scale {what}"),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            QuantScheme::Codebook { codebook_size } => {
+                let t = q.expressed_type;
+                let b = self.buf(node, n)?;
+                for (j, e) in b.chunks_exact(t.storage_bytes() as usize).enumerate() {
+                    let v = value::element_to_f64(t, e)
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "codebook conversion"))?;
+                    if !v.is_finite() {
+                        return Err(content_error(
+                            d,
+                            region,
+                            node,
+                            n,
+                            j as u64,
+                            format_args!("codebook value {v} is not finite"),
+                        ));
+                    }
+                }
+                self.validate_codes(region, node, shape, codebook_size as u64)
+            }
+            QuantScheme::PerTensorAffine { .. } | QuantScheme::Opaque { .. } => Ok(()),
+        }
+    }
+
+    /// Every stored element of a CODEBOOK node must be a code below `size`.
+    fn validate_codes(&self, region: u32, node: &Node, shape: &[u64], size: u64) -> Result<()> {
+        let d = self.desc;
+        let et = d.element_type;
+        let check = |k: usize, b: &[u8], byte: usize, shift: u8, entry: u64| -> Result<()> {
+            let c = if et.is_packed() {
+                b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)
+            } else {
+                let n = et.storage_bytes() as usize;
+                b.get(byte..byte.saturating_add(n))
+                    .and_then(|e| value::element_to_i128(et, e))
+                    .map(|v| v as u64)
+            }
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "stored element outside its buffer"))?;
+            if c >= size {
+                return Err(content_error(
+                    d,
+                    region,
+                    node,
+                    k,
+                    entry,
+                    format_args!("code {c} is not below codebook_size {size}"),
+                ));
+            }
+            Ok(())
+        };
+        // A packed run of `count` elements from byte `start` of sub-table buffer `k`.
+        let run = |k: usize, start: u64, count: u64| -> Result<()> {
+            let b = self.buf(node, k)?;
+            let start = usize::try_from(start).unwrap_or(usize::MAX);
+            for e in 0..count {
+                let (byte, shift) = find::run_pos(et, e);
+                check(k, b, start.saturating_add(byte), shift, e)?;
+            }
+            Ok(())
+        };
+        let rank = shape.len();
+        match node.layout {
+            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => {
+                run(0, node.byte_offset, element_count(shape)?)
+            }
+            Layout::Splat => run(0, node.byte_offset, 1),
+            Layout::Coo { nnz, .. } => run(1, 0, nnz),
+            Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => run(2, 0, nnz),
+            Layout::Csf { nnz, .. } => run(2 * rank, 0, nnz),
+            Layout::Tiled { .. } => {
+                // Logical elements only: tile padding is not stored data.
+                let b = self.buf(node, 0)?;
+                let mut x = [0u64; MAX_RANK];
+                for e in 0..element_count(shape)? {
+                    let (byte, shift) = dense::element_offset(
+                        &node.layout,
+                        &d.arena,
+                        et,
+                        shape,
+                        node.byte_offset,
+                        &x[..rank],
+                    )
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "tiled offset"))?;
+                    check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), shift, e)?;
+                    for a in (0..rank).rev() {
+                        x[a] += 1;
+                        if x[a] < shape[a] {
+                            break;
+                        }
+                        x[a] = 0;
+                    }
+                }
+                Ok(())
+            }
+            Layout::Strided { strides } => {
+                let strides = d
+                    .arena
+                    .ints
+                    .get(layout::rng(strides, rank))
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "strides"))?;
+                let b = self.buf(node, 0)?;
+                let esize = et.storage_bytes() as i128;
+                strided_reach(strides, shape, |pos| {
+                    let byte = pos
+                        .checked_mul(esize)
+                        .and_then(|b| b.checked_add(node.byte_offset as i128))
+                        .ok_or_else(|| Error::new(ErrorKind::Internal, "a strided element"))?;
+                    let entry = u64::try_from(byte / esize).unwrap_or(u64::MAX);
+                    check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), 0, entry)
+                })
+            }
+            Layout::BlockPaged { block_size, .. } => {
+                self.validate_paged_codes(node, shape, block_size, &run)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// CODEBOOK codes of a block-paged node: of each page, the positions some row uses
+    /// (the longest use over every block naming the page), so shared pages cost once.
+    fn validate_paged_codes(
+        &self,
+        node: &Node,
+        shape: &[u64],
+        block_size: u64,
+        run: &dyn Fn(usize, u64, u64) -> Result<()>,
+    ) -> Result<()> {
+        let d = self.desc;
+        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        if g.page_bytes == 0 {
+            return Ok(());
+        }
+        let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
+        let total = self.pool_pages(node, pools, g.page_bytes)?;
+        let mut used = vec![0u64; usize::try_from(total).unwrap_or(0)];
+        let table = U64Array(self.buf(node, 0)?);
+        for (r, len) in U64Array(self.buf(node, 1)?).iter().enumerate() {
+            let len = len.min(g.positions);
+            // Unreachable overflows (the table size was checked at decode) skip the row's
+            // blocks: no page is then marked used through them.
+            let Some(start) = (r as u64).checked_mul(g.max_blocks) else {
+                continue;
+            };
+            for b in 0..len.div_ceil(block_size) {
+                let page = start
+                    .checked_add(b)
+                    .and_then(|e| table.get(e))
+                    .unwrap_or(u64::MAX);
+                // b < ceil(len / block_size), so b × block_size < len.
+                let used_here = b
+                    .checked_mul(block_size)
+                    .map_or(0, |s| (len - s.min(len)).min(block_size));
+                if let Some(u) = usize::try_from(page).ok().and_then(|p| used.get_mut(p)) {
+                    *u = (*u).max(used_here);
+                }
+            }
+        }
+        let mut page = 0usize;
+        for j in 0..pools {
+            let k = self.buf(node, 2 + j)?.len() as u64 / g.page_bytes;
+            for local in 0..k {
+                let positions = used.get(page).copied().unwrap_or(0);
+                page += 1;
+                if positions > 0 {
+                    // local < k pages of this pool, positions <= block_size: both products
+                    // are below sizes decoding checked.
+                    let overflow = || Error::new(ErrorKind::Internal, "a page's position");
+                    let start = local.checked_mul(g.page_bytes).ok_or_else(overflow)?;
+                    let count = positions.checked_mul(g.inner).ok_or_else(overflow)?;
+                    run(2 + j, start, count)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,752 @@
+//! DLPack interop in safe Rust: the DLPack 1.1 ABI types, the dtype mapping, and the
+//! planning of exports (which strides, which buffer, which flags) and imports (which
+//! descriptor, which byte span of the producer's memory). The C ABI (`ffi::dlpack`) only
+//! allocates, fills pointers and manages ownership; other bindings can reuse the plans.
+//! Users' guide and every decision: `docs/dlpack.md`.
+
+#![allow(non_upper_case_globals)]
+
+use crate::builder::{NodeSpec, TensorBuilder};
+use crate::descriptor::{Descriptor, Node, NONE};
+use crate::device::{
+    BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2,
+};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{self, LayoutRef};
+use crate::quant::QuantScheme;
+use crate::BoundTensor;
+
+/// The DLPack 1.1 ABI as defined by the official `dlpack.h` (dmlc/dlpack), for Rust
+/// callers. C and C++ callers use the official header instead; `tensordesc.h` declares
+/// only the incomplete managed-tensor types (the marker below keeps cbindgen out).
+///
+pub mod abi {
+    use std::ffi::c_void;
+
+    /// `DLPACK_MAJOR_VERSION` of the header these layouts follow.
+    pub const DLPACK_MAJOR_VERSION: u32 = 1;
+    /// `DLPACK_MINOR_VERSION` of the header these layouts follow.
+    pub const DLPACK_MINOR_VERSION: u32 = 1;
+    /// The tensor must not be written.
+    pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+    /// The producer made a copy the consumer owns alone.
+    pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+    /// Sub-byte elements are padded to a byte each (default: packed).
+    pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+
+    /// `DLDataTypeCode` values.
+    pub mod code {
+        /// Signed integer.
+        pub const kDLInt: u8 = 0;
+        /// Unsigned integer.
+        pub const kDLUInt: u8 = 1;
+        /// IEEE floating point.
+        pub const kDLFloat: u8 = 2;
+        /// Opaque handle.
+        pub const kDLOpaqueHandle: u8 = 3;
+        /// bfloat16.
+        pub const kDLBfloat: u8 = 4;
+        /// Complex (a compact pair of floats).
+        pub const kDLComplex: u8 = 5;
+        /// Boolean (8 bits).
+        pub const kDLBool: u8 = 6;
+        /// FP8 E3M4.
+        pub const kDLFloat8_e3m4: u8 = 7;
+        /// FP8 E4M3.
+        pub const kDLFloat8_e4m3: u8 = 8;
+        /// FP8 E4M3 B11 FNUZ.
+        pub const kDLFloat8_e4m3b11fnuz: u8 = 9;
+        /// FP8 E4M3 FN.
+        pub const kDLFloat8_e4m3fn: u8 = 10;
+        /// FP8 E4M3 FNUZ.
+        pub const kDLFloat8_e4m3fnuz: u8 = 11;
+        /// FP8 E5M2.
+        pub const kDLFloat8_e5m2: u8 = 12;
+        /// FP8 E5M2 FNUZ.
+        pub const kDLFloat8_e5m2fnuz: u8 = 13;
+        /// FP8 E8M0 FNU (an exponent-only scale type).
+        pub const kDLFloat8_e8m0fnu: u8 = 14;
+        /// FP6 E2M3 FN.
+        pub const kDLFloat6_e2m3fn: u8 = 15;
+        /// FP6 E3M2 FN.
+        pub const kDLFloat6_e3m2fn: u8 = 16;
+        /// FP4 E2M1 FN.
+        pub const kDLFloat4_e2m1fn: u8 = 17;
+    }
+
+    /// `DLPackVersion`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DLPackVersion {
+        /// Major version (1).
+        pub major: u32,
+        /// Minor version.
+        pub minor: u32,
+    }
+
+    /// `DLDevice`: `device_type` is a `DLDeviceType` (the numbering of tensordesc).
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DLDevice {
+        /// `DLDeviceType` (a C enum of `int32_t` size).
+        pub device_type: i32,
+        /// Device ordinal.
+        pub device_id: i32,
+    }
+
+    /// `DLDataType`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DLDataType {
+        /// A `DLDataTypeCode`.
+        pub code: u8,
+        /// Bits per element (4 for packed 4-bit types).
+        pub bits: u8,
+        /// Vector lanes (1).
+        pub lanes: u16,
+    }
+
+    /// `DLTensor`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct DLTensor {
+        /// Start of the memory (a device pointer or handle for device tensors).
+        pub data: *mut c_void,
+        /// Where the memory lives.
+        pub device: DLDevice,
+        /// Rank.
+        pub ndim: i32,
+        /// Element type.
+        pub dtype: DLDataType,
+        /// `ndim` extents.
+        pub shape: *mut i64,
+        /// `ndim` strides in elements (NULL: compact row-major, before DLPack 1.2).
+        pub strides: *mut i64,
+        /// Bytes from `data` to element [0, …, 0].
+        pub byte_offset: u64,
+    }
+
+    /// `DLManagedTensor` (legacy, unversioned).
+    #[repr(C)]
+    #[derive(Debug)]
+    pub struct DLManagedTensor {
+        /// The tensor.
+        pub dl_tensor: DLTensor,
+        /// The producer's context.
+        pub manager_ctx: *mut c_void,
+        /// Releases the tensor (and `self`); may be NULL.
+        pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+    }
+
+    /// `DLManagedTensorVersioned`.
+    #[repr(C)]
+    #[derive(Debug)]
+    pub struct DLManagedTensorVersioned {
+        /// ABI version of this struct.
+        pub version: DLPackVersion,
+        /// The producer's context.
+        pub manager_ctx: *mut c_void,
+        /// Releases the tensor (and `self`); may be NULL.
+        pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+        /// `DLPACK_FLAG_BITMASK_*` bits.
+        pub flags: u64,
+        /// The tensor.
+        pub dl_tensor: DLTensor,
+    }
+}
+
+use abi::code::*;
+use abi::{
+    DLDataType, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+};
+
+/// The DLPack dtype of an element type. Every element type of the format has one in
+/// DLPack 1.1 (4-bit types packed, `bits` = 4; BOOL is 8 bits).
+pub fn dl_dtype(et: ElementType) -> DLDataType {
+    use ElementType::*;
+    let code = match et {
+        Bool => kDLBool,
+        Int8 | Int16 | Int32 | Int64 | Int4 => kDLInt,
+        Uint8 | Uint16 | Uint32 | Uint64 | Uint4 => kDLUInt,
+        Float16 | Float32 | Float64 => kDLFloat,
+        Bfloat16 => kDLBfloat,
+        Complex64 | Complex128 => kDLComplex,
+        Float8E4m3fn => kDLFloat8_e4m3fn,
+        Float8E5m2 => kDLFloat8_e5m2,
+        Float8E8m0fnu => kDLFloat8_e8m0fnu,
+        Float4E2m1fn => kDLFloat4_e2m1fn,
+    };
+    DLDataType {
+        code,
+        bits: et.bits() as u8,
+        lanes: 1,
+    }
+}
+
+/// The element type of a DLPack dtype: the inverse of [`dl_dtype`].
+pub fn element_type_of(dt: DLDataType) -> Result<ElementType> {
+    if dt.lanes != 1 {
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "DLPack dtype (code {}, bits {}, lanes {}): vector types (lanes != 1) have no element type in this format",
+                dt.code, dt.bits, dt.lanes
+            ),
+        ));
+    }
+    ElementType::ALL
+        .into_iter()
+        .find(|&e| dl_dtype(e) == dt)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotBindable,
+                format!(
+                    "DLPack dtype (code {}, bits {}, lanes 1) has no element type in this format",
+                    dt.code, dt.bits
+                ),
+            )
+        })
+}
+
+/// An export error: NOT_BINDABLE with what cannot be expressed.
+fn not_exportable(what: &str, why: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::NotBindable,
+        format!("DLPack export of {what}: {why}"),
+    )
+}
+
+/// Compact strides (in elements) for `shape` laid out in `order` (outermost axis first).
+/// An extent of 0 counts as 1: a tensor without elements may carry any strides, and
+/// these are the ones it would have with that extent 1.
+fn compact_strides(shape: &[u64], order: &[usize], what: &str) -> Result<Vec<i64>> {
+    let mut s = vec![0i64; shape.len()];
+    let mut acc: i64 = 1;
+    for (k, &a) in order.iter().rev().enumerate() {
+        if k > 0 {
+            let prev = shape[order[order.len() - k]].max(1);
+            acc = i64::try_from(prev)
+                .ok()
+                .and_then(|p| acc.checked_mul(p))
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Overflow,
+                        format!(
+                            "DLPack export of {what}: the stride of axis {a} for shape {shape:?} exceeds int64"
+                        ),
+                    )
+                })?;
+        }
+        s[a] = acc;
+    }
+    Ok(s)
+}
+
+/// The node of `region` (None: the tensor) and its description.
+fn export_node(d: &Descriptor, region: Option<u32>) -> Result<(&Node, u32, String)> {
+    let Some(region) = region else {
+        return Ok((
+            &d.root,
+            NONE,
+            format!("the tensor ({})", layout::tag_name(d.root.layout.tag())),
+        ));
+    };
+    let node = d.regions.get(region as usize).ok_or_else(|| {
+        Error::new(
+            ErrorKind::IndexOutOfBounds,
+            format!(
+                "DLPack export: region index {region} is not below the region count {} (no region exports the whole tensor)",
+                d.region_count()
+            ),
+        )
+    })?;
+    Ok((
+        node,
+        region,
+        format!("region {region} ({})", layout::tag_name(node.layout.tag())),
+    ))
+}
+
+/// What a DLPack export of a dense node says: everything but the allocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportPlan<'a> {
+    /// The node's DATA buffer as bound (empty when the node holds no element).
+    pub data: &'a [u8],
+    /// Bytes from the start of `data` to element [0, …, 0] (0 when the node holds no
+    /// element: DLPack wants a NULL `data` then).
+    pub byte_offset: u64,
+    /// Extents, as DLPack's int64.
+    pub shape: Vec<i64>,
+    /// Strides in elements (negative and zero strides included).
+    pub strides: Vec<i64>,
+    /// The DLPack dtype of the element type.
+    pub dtype: DLDataType,
+    /// DLPack device type and id of the buffer.
+    pub device: abi::DLDevice,
+    /// The consumer must not write: the handle says read-only, or the memory is (a file
+    /// mapping).
+    pub read_only: bool,
+    /// True when the node holds no element.
+    pub empty: bool,
+}
+
+/// Plan the export of `region` of `t` (None: the whole tensor). The node must be dense
+/// and unquantized: ROW_MAJOR, COL_MAJOR, STRIDED, DIM_ORDER or SPLAT (every stride 0);
+/// anything else is NOT_BINDABLE, a region past the end INDEX_OUT_OF_BOUNDS, an extent
+/// or stride beyond int64 OVERFLOW.
+pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<ExportPlan<'a>> {
+    let d = t.descriptor();
+    let (node, reg, what) = export_node(d, region)?;
+    let rank = d.rank();
+    let shape = d.node_shape(reg);
+    let strides = match node.layout.view(&d.arena, rank) {
+        LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), &what)?,
+        LayoutRef::ColMajor => {
+            compact_strides(shape, &(0..rank).rev().collect::<Vec<_>>(), &what)?
+        }
+        LayoutRef::DimOrder { order } => compact_strides(
+            shape,
+            &order.iter().map(|&a| a as usize).collect::<Vec<_>>(),
+            &what,
+        )?,
+        LayoutRef::Strided { strides } => strides.to_vec(),
+        LayoutRef::Splat => vec![0; rank],
+        LayoutRef::Subpaving { region_count } => {
+            return Err(not_exportable(
+                &what,
+                format!(
+                    "a subpaving of {region_count} regions is not one strided array; export its dense leaf regions one by one (tdesc_descriptor_region enumerates them)"
+                ),
+            ))
+        }
+        LayoutRef::Tiled { .. } => {
+            return Err(not_exportable(
+                &what,
+                "TILED elements are ordered tile by tile, which no set of strides expresses",
+            ))
+        }
+        LayoutRef::Coo { .. } | LayoutRef::Csr { .. } | LayoutRef::Csc { .. } | LayoutRef::Csf { .. } => {
+            return Err(not_exportable(
+                &what,
+                "a sparse layout stores only some elements; DLPack describes dense strided arrays",
+            ))
+        }
+        LayoutRef::BlockPaged { .. } => {
+            return Err(not_exportable(
+                &what,
+                "a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays",
+            ))
+        }
+        LayoutRef::Extension { tag, .. } => {
+            return Err(not_exportable(
+                &what,
+                format!("private extension layout 0x{tag:02X} has no addressing this library knows"),
+            ))
+        }
+        LayoutRef::Unknown { tag, .. } => {
+            return Err(not_exportable(
+                &what,
+                format!("layout 0x{tag:02X} is unknown (kept opaque)"),
+            ))
+        }
+    };
+    if node.quant != NONE {
+        let scheme = match d.quants[node.quant as usize].scheme {
+            QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE",
+            QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE",
+            QuantScheme::Blockwise { .. } => "BLOCKWISE",
+            QuantScheme::Codebook { .. } => "CODEBOOK",
+            QuantScheme::Opaque { .. } => "an opaque scheme",
+        };
+        return Err(not_exportable(
+            &what,
+            format!(
+                "it is quantized ({scheme}); DLPack has no quantization parameters, so its stored codes would be read as plain {} values",
+                d.element_type.name()
+            ),
+        ));
+    }
+    let shape_i64 = shape
+        .iter()
+        .enumerate()
+        .map(|(a, &e)| {
+            i64::try_from(e).map_err(|_| {
+                Error::new(
+                    ErrorKind::Overflow,
+                    format!("DLPack export of {what}: extent {e} of axis {a} exceeds int64"),
+                )
+            })
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    let first = node.first_buffer as usize;
+    let handle = d.effective_buffers().get(first).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Internal,
+            format!("{what}: a dense node without its DATA buffer"),
+        )
+    })?;
+    let data = t.buffers().get(first).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Internal,
+            format!("{what}: a dense node without its bound DATA buffer"),
+        )
+    })?;
+    let empty = layout::element_count(shape)? == 0;
+    Ok(ExportPlan {
+        data: if empty { &[] } else { data },
+        byte_offset: if empty { 0 } else { node.byte_offset },
+        shape: shape_i64,
+        strides,
+        dtype: dl_dtype(d.element_type),
+        device: abi::DLDevice {
+            device_type: handle.device_type.code() as i32,
+            device_id: handle.device_id as i32,
+        },
+        // Memory the tensor must not write (a file mapping) is exported read-only too: a
+        // consumer that writes through it would fault.
+        read_only: handle.read_only || t.is_read_only(),
+        empty,
+    })
+}
+/// Device types whose `data` is a memory address (so it may be aligned down and offset);
+/// on the others (OpenCL `cl_mem`, Vulkan, Metal, ...) it may be an opaque handle.
+fn address_like(dt: DeviceType) -> bool {
+    use DeviceType::*;
+    matches!(
+        dt,
+        Cpu | Cuda | CudaHost | Rocm | RocmHost | CudaManaged | OneApi
+    )
+}
+
+/// True when `strides` are the compact row-major strides of `shape` (axes of extent 1
+/// may carry any stride). `shape` holds at least one element, so no product overflows.
+fn is_compact_row_major(shape: &[u64], strides: &[i64]) -> bool {
+    let mut expect: i128 = 1;
+    for (&e, &s) in shape.iter().zip(strides).rev() {
+        if e != 1 && s as i128 != expect {
+            return false;
+        }
+        expect *= e as i128;
+    }
+    true
+}
+
+/// The DIM_ORDER permutation (outermost axis first) whose compact strides are `strides`,
+/// if any. `shape` holds at least one element.
+fn compact_order(shape: &[u64], strides: &[i64]) -> Option<Vec<u8>> {
+    let mut order: Vec<usize> = (0..shape.len()).collect();
+    // Axes of extent 1 take no room: put them outermost, the others by decreasing stride.
+    order.sort_by_key(|&a| (shape[a] != 1, std::cmp::Reverse(strides[a])));
+    let mut acc: i128 = 1;
+    for &a in order.iter().rev() {
+        if shape[a] != 1 && strides[a] as i128 != acc {
+            return None;
+        }
+        acc *= shape[a] as i128;
+    }
+    Some(order.into_iter().map(|a| a as u8).collect())
+}
+
+/// Everything an import needs besides the memory: the descriptor and the buffer span.
+pub struct ImportPlan {
+    /// The descriptor of the imported tensor (its buffer aligned down to 64 bytes).
+    pub desc: crate::descriptor::Descriptor,
+    /// Address (or handle) of the buffer start; 0 for an empty buffer.
+    pub start: usize,
+    /// Buffer length in bytes.
+    pub size: usize,
+    /// Bytes from `start` to the lowest byte an element occupies: below it lies memory
+    /// the producer did not hand over (0 on devices whose pointers are handles).
+    pub pad: usize,
+    /// The descriptor with its buffer starting at the lowest element byte (`pad` bytes
+    /// later, `pad` bytes shorter, byte_offset `pad` smaller), when `pad` is not 0.
+    pub view: Option<crate::descriptor::Descriptor>,
+}
+
+/// An import error: `kind`, with the detail prefixed "DLPack import: ".
+pub fn import_error(kind: ErrorKind, msg: impl std::fmt::Display) -> Error {
+    Error::new(kind, format!("DLPack import: {msg}"))
+}
+
+/// The descriptor and buffer span of DLPack tensor `dl` (`shape` and `strides` read from
+/// its arrays; `strides` None when NULL), with DLPack `flags`.
+pub fn plan_import(
+    dl: &DLTensor,
+    flags: u64,
+    shape: &[i64],
+    strides: Option<&[i64]>,
+) -> Result<ImportPlan> {
+    const KNOWN: u64 = DLPACK_FLAG_BITMASK_READ_ONLY
+        | DLPACK_FLAG_BITMASK_IS_COPIED
+        | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    if flags & !KNOWN != 0 {
+        return Err(import_error(
+            ErrorKind::NotBindable,
+            format!(
+                "flags 0x{flags:X} carry bits DLPack {DLPACK_MAJOR_VERSION}.{DLPACK_MINOR_VERSION} does not define (0x{:X}); their meaning is unknown",
+                flags & !KNOWN
+            ),
+        ));
+    }
+    let et = element_type_of(dl.dtype).map_err(|e| e.context("DLPack import"))?;
+    if et.is_packed() && flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 {
+        return Err(import_error(
+            ErrorKind::NotBindable,
+            format!(
+                "{} elements padded to one byte each (IS_SUBBYTE_TYPE_PADDED): this format stores 4-bit types packed only",
+                et.name()
+            ),
+        ));
+    }
+    let device_type = u16::try_from(dl.device.device_type)
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::DeviceInvalid,
+                format!("device_type {} is not assigned", dl.device.device_type),
+            )
+        })
+        .and_then(DeviceType::from_code)
+        .map_err(|e| e.context("DLPack import"))?;
+    let device_id = u16::try_from(dl.device.device_id).map_err(|_| {
+        import_error(
+            ErrorKind::DeviceInvalid,
+            format!("device_id {} is outside 0..=65535", dl.device.device_id),
+        )
+    })?;
+    let shape_u = shape
+        .iter()
+        .enumerate()
+        .map(|(a, &e)| {
+            u64::try_from(e).map_err(|_| {
+                import_error(
+                    ErrorKind::InvalidArgument,
+                    format!("shape[{a}] is {e}, a negative extent"),
+                )
+            })
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    let n = layout::element_count(&shape_u).map_err(|e| e.context("DLPack import"))?;
+    let mut handle = BufferHandle {
+        size_bytes: 0,
+        device_type,
+        device_id,
+        memory_class: MemoryClass::Default,
+        alignment_log2: MIN_ALIGNMENT_LOG2,
+        read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
+    };
+    let build = |node: NodeSpec, handle: BufferHandle| {
+        TensorBuilder::new(et, &shape_u, node.with_buffers(vec![handle]))
+            .build()
+            .map_err(|e| e.context("DLPack import"))
+    };
+    if n == 0 {
+        // No element: nothing is ever read, whatever data and strides say.
+        return Ok(ImportPlan {
+            desc: build(NodeSpec::row_major(), handle)?,
+            start: 0,
+            size: 0,
+            pad: 0,
+            view: None,
+        });
+    }
+    if dl.data.is_null() {
+        return Err(import_error(
+            ErrorKind::InvalidArgument,
+            format!("data is NULL but the tensor holds {n} elements"),
+        ));
+    }
+    // The layout and the byte span its elements occupy relative to element [0, …, 0].
+    let (node, lo, hi): (NodeSpec, i128, i128) = match strides {
+        Some(s) if !is_compact_row_major(&shape_u, s) => {
+            if et.is_packed() {
+                let order = compact_order(&shape_u, s).ok_or_else(|| {
+                    import_error(
+                        ErrorKind::NotBindable,
+                        format!(
+                            "packed {} elements with strides {s:?} for shape {shape:?}: this format packs 4-bit elements only in compact axis orders, and these strides are not a permutation of compact strides",
+                            et.name()
+                        ),
+                    )
+                })?;
+                let bytes = et.checked_bytes_for(n, "DLPack import: data")? as i128;
+                (NodeSpec::dim_order(&order), 0, bytes)
+            } else {
+                let esize = et.storage_bytes() as i128;
+                let overflow = || {
+                    import_error(
+                        ErrorKind::Overflow,
+                        format!("strides {s:?} for shape {shape:?} reach beyond 2^127 bytes"),
+                    )
+                };
+                let (mut lo, mut hi) = (0i128, 0i128);
+                for (&st, &e) in s.iter().zip(&shape_u) {
+                    let span = (st as i128)
+                        .checked_mul(e as i128 - 1)
+                        .ok_or_else(overflow)?;
+                    if span < 0 {
+                        lo = lo.checked_add(span).ok_or_else(overflow)?;
+                    } else {
+                        hi = hi.checked_add(span).ok_or_else(overflow)?;
+                    }
+                }
+                let lo = lo.checked_mul(esize).ok_or_else(overflow)?;
+                let hi = hi
+                    .checked_add(1)
+                    .and_then(|h| h.checked_mul(esize))
+                    .ok_or_else(overflow)?;
+                (NodeSpec::strided(s), lo, hi)
+            }
+        }
+        _ => {
+            let bytes = et.checked_bytes_for(n, "DLPack import: data")? as i128;
+            (NodeSpec::row_major(), 0, bytes)
+        }
+    };
+    let data = dl.data as usize as i128;
+    let first = data + dl.byte_offset as i128; // element [0, …, 0]: < 2^65, no overflow
+    let low = first + lo;
+    let high = first + hi;
+    if low < 0 || high > usize::MAX as i128 {
+        return Err(import_error(
+            ErrorKind::InvalidArgument,
+            format!(
+                "data {:p} + byte_offset {} with strides {strides:?} for shape {shape:?} reaches outside the address space",
+                dl.data, dl.byte_offset
+            ),
+        ));
+    }
+    let start = if address_like(device_type) {
+        // The buffer starts at the lowest byte an element (or `data`) occupies, aligned
+        // down to 64 bytes, the smallest alignment a buffer handle has.
+        (low.min(data) as usize) & !((1usize << MIN_ALIGNMENT_LOG2) - 1)
+    } else {
+        if low < data || data % (1 << MIN_ALIGNMENT_LOG2) != 0 {
+            return Err(import_error(
+                ErrorKind::AlignmentInvalid,
+                format!(
+                    "on {} the data pointer {:p} may be an opaque handle, which cannot be offset or aligned down: it must be 64-byte aligned and no element may lie before it",
+                    device_type.name(),
+                    dl.data
+                ),
+            ));
+        }
+        data as usize
+    };
+    if start == 0 {
+        return Err(import_error(
+            ErrorKind::InvalidArgument,
+            format!(
+                "data {:p}: the first 64-byte boundary at or below the lowest element is address 0",
+                dl.data
+            ),
+        ));
+    }
+    let size = usize::try_from(high - start as i128)
+        .ok()
+        .filter(|&s| s <= isize::MAX as usize)
+        .ok_or_else(|| {
+            import_error(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the tensor spans {} bytes, more than the address space",
+                    high - start as i128
+                ),
+            )
+        })?;
+    handle.size_bytes = size as u64;
+    handle.alignment_log2 = (start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2);
+    let byte_offset = (first - start as i128) as u64;
+    // The lowest element byte (`data` itself is not handed over unless an element lies
+    // there): on address-like devices at most 63 bytes above `start`.
+    let pad = if address_like(device_type) {
+        (low - start as i128) as usize
+    } else {
+        0
+    };
+    let view = if pad == 0 {
+        None
+    } else {
+        let mut h = handle;
+        h.size_bytes = (size - pad) as u64;
+        h.alignment_log2 = MIN_ALIGNMENT_LOG2;
+        Some(build(
+            node.clone().with_byte_offset(byte_offset - pad as u64),
+            h,
+        )?)
+    };
+    Ok(ImportPlan {
+        desc: build(node.with_byte_offset(byte_offset), handle)?,
+        start,
+        size,
+        pad,
+        view,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtypes_are_distinct_and_invert() {
+        for et in ElementType::ALL {
+            let dt = dl_dtype(et);
+            assert_eq!(element_type_of(dt).unwrap(), et, "{et:?}");
+            assert_eq!(dt.bits as u32, et.bits());
+        }
+        let vec4 = DLDataType {
+            code: kDLFloat,
+            bits: 32,
+            lanes: 4,
+        };
+        assert_eq!(
+            element_type_of(vec4).unwrap_err().kind,
+            ErrorKind::NotBindable
+        );
+        let fnuz = DLDataType {
+            code: kDLFloat8_e4m3fnuz,
+            bits: 8,
+            lanes: 1,
+        };
+        assert_eq!(
+            element_type_of(fnuz).unwrap_err().kind,
+            ErrorKind::NotBindable
+        );
+    }
+
+    #[test]
+    fn compact_strides_and_orders() {
+        let shape = [2u64, 3, 4];
+        assert_eq!(
+            compact_strides(&shape, &[0, 1, 2], "t").unwrap(),
+            vec![12, 4, 1]
+        );
+        assert_eq!(
+            compact_strides(&shape, &[2, 1, 0], "t").unwrap(),
+            vec![1, 2, 6]
+        );
+        assert_eq!(
+            compact_strides(&shape, &[1, 0, 2], "t").unwrap(),
+            vec![4, 8, 1]
+        );
+        assert_eq!(compact_strides(&[0, 5], &[0, 1], "t").unwrap(), vec![5, 1]);
+        let big = [1u64 << 40, 1 << 40];
+        assert_eq!(
+            compact_strides(&[2, big[0], big[1]], &[0, 1, 2], "t")
+                .unwrap_err()
+                .kind,
+            ErrorKind::Overflow
+        );
+        assert!(is_compact_row_major(&shape, &[12, 4, 1]));
+        assert!(is_compact_row_major(&[2, 1, 4], &[4, 99, 1]));
+        assert!(!is_compact_row_major(&shape, &[1, 2, 6]));
+        assert_eq!(compact_order(&shape, &[4, 8, 1]), Some(vec![1, 0, 2]));
+        assert_eq!(compact_order(&shape, &[1, 2, 6]), Some(vec![2, 1, 0]));
+        assert_eq!(compact_order(&[2, 1, 3], &[1, 7, 2]), Some(vec![1, 2, 0]));
+        assert_eq!(compact_order(&shape, &[24, 4, 1]), None);
+        assert_eq!(compact_order(&shape, &[-12, 4, 1]), None);
+    }
+}

@@ -1,0 +1,3 @@
+//! Interoperation with other tensor ecosystems, in safe Rust.
+
+pub mod dlpack;

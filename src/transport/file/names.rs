@@ -1,0 +1,235 @@
+//! The reader's name index: a seeded hash of names, radix-sorted, answering `find` in one
+//! probe; and the hash it shares with the decode cache.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
+// ---------------------------------------------------------------------------------------
+// Reader
+// ---------------------------------------------------------------------------------------
+
+/// A randomly seeded 64-bit hash of `bytes`, built from folded 64×64→128-bit multiplies
+/// (the mixing step of the `foldhash` family). Keys of up to 16 bytes take one multiply
+/// on two overlapping words; longer keys fold each 16-byte piece's two words with one
+/// multiply, the pieces of a 64-byte block independently (so their multiplies overlap),
+/// and fold each block into the running state; the last piece or block overlaps what came
+/// before. Shortcut on tensor names and small descriptors; not cryptographic — every user
+/// below stays O(n log n), or bounded, whatever collides.
+pub(super) fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
+    hash_scan(seed, bytes).0
+}
+
+/// [`hash_bytes`], and the OR of every word it read: those words cover every byte of the
+/// key, so `or & 0x8080_8080_8080_8080 == 0` tells whether the key is ASCII at no extra
+/// pass over it.
+#[inline]
+pub(super) fn hash_scan(seed: u64, bytes: &[u8]) -> (u64, u64) {
+    pub(super) const K: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0x85EB_CA77_C2B2_AE63,
+    ];
+    let fold = |a: u64, b: u64| {
+        let p = u128::from(a) * u128::from(b);
+        (p as u64) ^ ((p >> 64) as u64)
+    };
+    let word = |w: &[u8]| w.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w));
+    let n = bytes.len();
+    let len = n as u64;
+    if n <= 16 {
+        let (a, b) = if n >= 8 {
+            (word(bytes), word(&bytes[n - 8..]))
+        } else if n >= 4 {
+            let half = |w: &[u8]| w.first_chunk::<4>().map_or(0, |w| u32::from_le_bytes(*w));
+            (u64::from(half(bytes)), u64::from(half(&bytes[n - 4..])))
+        } else if n > 0 {
+            let b3 =
+                u64::from(bytes[0]) | u64::from(bytes[n / 2]) << 8 | u64::from(bytes[n - 1]) << 16;
+            (b3, 0)
+        } else {
+            (0, 0)
+        };
+        return (
+            fold(fold(a ^ seed ^ K[1], b ^ len ^ K[0]), K[2] ^ seed),
+            a | b,
+        );
+    }
+    // Longer keys go by 16-byte pieces, each one folded multiply of its two words (the
+    // wyhash/foldhash step); the pieces of a 64-byte block are independent (their
+    // multiplies overlap) and each block is folded into the running state.
+    let piece = |p: &[u8; 16], k: usize| {
+        let mut x = [0u8; 8];
+        let mut y = [0u8; 8];
+        x.copy_from_slice(&p[..8]);
+        y.copy_from_slice(&p[8..]);
+        let (x, y) = (u64::from_le_bytes(x), u64::from_le_bytes(y));
+        (fold(x ^ K[k] ^ seed, y ^ K[(k + 1) % 4]), x | y)
+    };
+    let mut or = 0u64;
+    let mut h = seed ^ len;
+    let mut mix = |pieces: &[&[u8; 16]]| {
+        let mut acc = h;
+        for (k, p) in pieces.iter().enumerate() {
+            let (f, o) = piece(p, k % 4);
+            acc ^= f;
+            or |= o;
+        }
+        h = fold(acc, K[3] ^ seed);
+    };
+    let first = bytes.first_chunk::<16>();
+    let last = bytes.last_chunk::<16>();
+    match (first, last) {
+        // 17..=32 bytes: the first and the last 16, overlapping.
+        (Some(a), Some(b)) if n <= 32 => mix(&[a, b]),
+        _ => {
+            // 64-byte blocks, then the last 64 bytes (overlapping what came before), or
+            // for 33..=63 bytes the first and the last 32.
+            fn quarter(c: &[u8], q: usize) -> Option<&[u8; 16]> {
+                c.get(16 * q..16 * q + 16)?.try_into().ok()
+            }
+            let mut blocks = bytes.chunks_exact(64);
+            for c in &mut blocks {
+                if let (Some(a), Some(b), Some(x), Some(y)) =
+                    (quarter(c, 0), quarter(c, 1), quarter(c, 2), quarter(c, 3))
+                {
+                    mix(&[a, b, x, y]);
+                }
+            }
+            let tail = if n >= 64 { bytes.get(n - 64..) } else { None };
+            match tail {
+                Some(t) if !blocks.remainder().is_empty() => {
+                    if let (Some(a), Some(b), Some(x), Some(y)) =
+                        (quarter(t, 0), quarter(t, 1), quarter(t, 2), quarter(t, 3))
+                    {
+                        mix(&[a, b, x, y]);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    if let (Some(a), Some(b)) =
+                        (bytes.first_chunk::<32>(), bytes.last_chunk::<32>())
+                    {
+                        if let (Some(a0), Some(a1), Some(b0), Some(b1)) =
+                            (quarter(a, 0), quarter(a, 1), quarter(b, 0), quarter(b, 1))
+                        {
+                            mix(&[a0, a1, b0, b1]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (h, or)
+}
+
+/// A fresh random hash seed (from the standard library's per-process random keys).
+pub(super) fn random_seed() -> u64 {
+    RandomState::new().hash_one(0x7464_6573_635f_6d65u64)
+}
+
+/// Name index, built once at open: (hash, entry) pairs sorted by the hash's high 32 bits,
+/// and within a run of equal keys by (name, entry). Sorting is sequential work, where a
+/// hash table of 10^5 names pays a cache miss per insert; after sorting, duplicate names
+/// sit next to each other. Runs are sorted by name, so even names crafted to collide cost
+/// O(k log k) to check and O(log k) to find — never quadratic.
+pub(super) struct NameIndex {
+    pub(super) seed: u64,
+    /// (the hash's high 32 bits, entry id).
+    pub(super) keys: Vec<(u32, u32)>,
+}
+
+impl NameIndex {
+    pub(super) fn new() -> NameIndex {
+        NameIndex {
+            seed: random_seed(),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Index `name` as entry `id`; true when the name is ASCII (found while hashing).
+    pub(super) fn push(&mut self, name: &[u8], id: u32) -> bool {
+        let (h, or) = hash_scan(self.seed, name);
+        self.keys.push((NameIndex::key(h), id));
+        or & 0x8080_8080_8080_8080 == 0
+    }
+
+    /// Sort key: the hash's high 32 bits (runs of equal keys are sorted by name).
+    pub(super) fn key(h: u64) -> u32 {
+        (h >> 32) as u32
+    }
+
+    /// The radix sort orders by the key's top 22 bits (two passes of 11); `finish` orders
+    /// the rare runs that share those bits by the whole key, touching no name unless the
+    /// whole keys are equal too.
+    pub(super) const RADIX_BITS: u32 = 22;
+
+    /// Stable sort by key: LSD radix sort, 2 passes of 11 bits — sequential and cache
+    /// friendly where a comparison sort of 10^5 keys is several times slower.
+    pub(super) fn sort(&mut self) {
+        let n = self.keys.len();
+        if n < 4096 {
+            self.keys.sort_by_key(|k| k.0);
+            return;
+        }
+        let mut tmp = vec![(0u32, 0u32); n];
+        for pass in 0..NameIndex::RADIX_BITS.div_ceil(11) {
+            let shift = 32 - NameIndex::RADIX_BITS + 11 * pass;
+            let digit = |k: &(u32, u32)| (k.0 >> shift) as usize & 0x7FF;
+            let mut pos = vec![0usize; 0x800];
+            for k in &self.keys {
+                pos[digit(k)] += 1;
+            }
+            let mut sum = 0;
+            for p in pos.iter_mut() {
+                let c = *p;
+                *p = sum;
+                sum += c;
+            }
+            for k in &self.keys {
+                let d = digit(k);
+                tmp[pos[d]] = *k;
+                pos[d] += 1;
+            }
+            std::mem::swap(&mut self.keys, &mut tmp);
+        }
+    }
+
+    /// Sort the keys; returns the duplicate whose second occurrence comes first in the
+    /// file, as (first id, second id).
+    pub(super) fn finish<'n>(&mut self, name_of: impl Fn(u32) -> &'n [u8]) -> Option<(u32, u32)> {
+        self.sort();
+        let mut dup: Option<(u32, u32)> = None;
+        let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
+        let runs = self.keys.chunk_by_mut(|a, b| prefix(a) == prefix(b));
+        for run in runs.filter(|r| r.len() > 1) {
+            run.sort_unstable_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| name_of(a.1).cmp(name_of(b.1)))
+                    .then(a.1.cmp(&b.1))
+            });
+            // Equal names are adjacent, ids ascending: each group's first two are the
+            // first occurrence and the earliest repeat. Names are only compared when the
+            // whole keys are equal (names live all over `names_text`: each look is a cache
+            // miss).
+            for group in run.chunk_by(|a, b| a.0 == b.0 && name_of(a.1) == name_of(b.1)) {
+                if let [(_, first), (_, later), ..] = *group {
+                    if dup.is_none_or(|(_, d)| later < d) {
+                        dup = Some((first, later));
+                    }
+                }
+            }
+        }
+        dup
+    }
+
+    pub(super) fn find<'n>(&self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Option<u32> {
+        let key = NameIndex::key(hash_bytes(self.seed, name));
+        let at = self.keys.partition_point(|k| k.0 < key);
+        let len = self.keys[at..].iter().take_while(|k| k.0 == key).count();
+        let run = &self.keys[at..at + len];
+        run.binary_search_by(|k| name_of(k.1).cmp(name))
+            .ok()
+            .map(|i| run[i].1)
+    }
+}

@@ -1,0 +1,707 @@
+//! [`FileReader`] and [`TensorEntry`]: a parsed file handing out names, descriptors and
+//! buffer slices.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use super::directory::{parse, Parsed};
+use super::names::random_seed;
+use super::names::{hash_bytes, NameIndex};
+use super::*;
+use crate::bound::BoundTensor;
+use crate::descriptor::{decode, Descriptor};
+use crate::mem::empty_aligned;
+use crate::Mode;
+
+/// Decoding memo: identical descriptor bytes (common in checkpoints: every layer's tensors
+/// share shapes) decode once and share one [`Descriptor`]. A fixed-size, 4-way
+/// set-associative table keyed by a copy of the bytes (kept hot in cache): a miss costs one
+/// decode, and crafted input cannot make it slower than decoding every descriptor.
+pub(super) struct DecodeCache {
+    /// The full hash of each slot's key: a probe compares these (four to a set, in one
+    /// cache line) and follows a key pointer only on a match.
+    pub(super) tags: Vec<u64>,
+    pub(super) slots: Vec<Option<(Box<[u8]>, u32)>>,
+    /// Round-robin victim of each set.
+    pub(super) victim: Vec<u8>,
+    pub(super) seed: u64,
+}
+
+impl DecodeCache {
+    pub(super) const WAYS: usize = 4;
+    pub(super) const MAX_SLOTS: usize = 4096;
+    /// Longer descriptors are decoded every time (they are not the many-small-tensors case).
+    pub(super) const MAX_KEY: usize = 512;
+
+    /// A cache for a file of `len` bytes: small files get a small table, so the reader's
+    /// memory stays proportional to its input.
+    pub(super) fn new(len: usize) -> DecodeCache {
+        let slots = (len / 512)
+            .clamp(16, DecodeCache::MAX_SLOTS)
+            .next_power_of_two();
+        DecodeCache {
+            tags: vec![0; slots],
+            slots: vec![None; slots],
+            victim: vec![0; slots / DecodeCache::WAYS],
+            seed: random_seed(),
+        }
+    }
+
+    /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
+    pub(super) fn decode(
+        &mut self,
+        bytes: &[u8],
+        mode: Mode,
+        descriptors: &mut Descriptors,
+    ) -> Result<u32> {
+        if bytes.len() > DecodeCache::MAX_KEY {
+            return descriptors.push(decode(bytes, mode)?);
+        }
+        let h = hash_bytes(self.seed, bytes);
+        let set = h as usize & (self.victim.len() - 1);
+        let ways = set * DecodeCache::WAYS..(set + 1) * DecodeCache::WAYS;
+        for (&tag, slot) in self.tags[ways.clone()]
+            .iter()
+            .zip(&self.slots[ways.clone()])
+        {
+            if let (true, Some((key, i))) = (tag == h, slot) {
+                if **key == *bytes {
+                    return Ok(*i);
+                }
+            }
+        }
+        let i = descriptors.push(decode(bytes, mode)?)?;
+        let v = self.victim[set] as usize;
+        self.victim[set] = ((v + 1) % DecodeCache::WAYS) as u8;
+        self.tags[ways.start + v] = h;
+        match &mut self.slots[ways.start + v] {
+            // Reuse the evicted key's allocation when it has the same length.
+            Some((key, j)) if key.len() == bytes.len() => {
+                key.copy_from_slice(bytes);
+                *j = i;
+            }
+            slot => *slot = Some((bytes.into(), i)),
+        }
+        Ok(i)
+    }
+}
+
+pub(super) const NO_DESCRIPTOR: u32 = u32::MAX;
+
+/// The distinct decoded descriptors of a file, each boxed: a `Descriptor` is several
+/// hundred bytes, and regrowing one vector of 10^5 of them would copy it over and over.
+#[derive(Default)]
+#[allow(clippy::vec_box)] // boxed on purpose: pushes move a pointer, not the descriptor
+pub(super) struct Descriptors(pub(super) Vec<Box<Descriptor>>);
+
+impl Descriptors {
+    pub(super) fn push(&mut self, d: Descriptor) -> Result<u32> {
+        let i = u32::try_from(self.0.len())
+            .ok()
+            .filter(|&i| i != NO_DESCRIPTOR)
+            .ok_or_else(|| Error::new(ErrorKind::Overflow, "more than 2^32 - 2 descriptors"))?;
+        self.0.push(Box::new(d));
+        Ok(i)
+    }
+
+    pub(super) fn get(&self, i: u32) -> Option<&Descriptor> {
+        self.0.get(i as usize).map(|b| &**b)
+    }
+}
+
+/// One TENSOR record as parsed (file offsets). Compact (56 bytes): a file of 10^5 small
+/// tensors keeps 10^5 of these, and the positions that follow from others (where the
+/// descriptor and the data region start) are computed, not stored.
+pub(super) struct Entry {
+    pub(super) name_start: usize,
+    /// Start of the name in `FileReader::names_text`.
+    pub(super) name_text: usize,
+    pub(super) descriptor_end: usize,
+    pub(super) data_length: u64,
+    /// Index of the entry's first buffer in `FileReader::offsets` (when `problem` is None).
+    pub(super) first_offset: usize,
+    /// The name's length; the descriptor starts where the name ends.
+    pub(super) name_len: u32,
+    /// Index into `FileReader::descriptors`, or NO_DESCRIPTOR when decoding failed.
+    pub(super) descriptor: u32,
+    /// Why the buffers are not handed out (permissive mode only).
+    pub(super) problem: Option<Box<Error>>,
+}
+
+impl Entry {
+    /// The name's range in `FileReader::names_text`.
+    pub(super) fn name(&self) -> Range<usize> {
+        self.name_text..self.name_text + self.name_len as usize
+    }
+
+    /// File offset of the descriptor.
+    pub(super) fn descriptor_start(&self) -> usize {
+        self.name_start + self.name_len as usize
+    }
+
+    /// File offset of the data region: the descriptor's end rounded up to the file's
+    /// `alignment` (checked at open to lie inside the file, so this cannot overflow).
+    pub(super) fn data_start(&self, alignment: u32) -> u64 {
+        let a = u64::from(alignment.max(1));
+        (self.descriptor_end as u64).div_ceil(a) * a
+    }
+}
+
+pub(super) enum Source<'a> {
+    /// An aligned copy the reader owns ([`FileReader::from_owned`]).
+    Owned(Box<AlignedBuf>),
+    Mapped(Mapping),
+    Borrowed(&'a [u8]),
+}
+
+/// A parsed `.tdf` file: every tensor's name, descriptor and buffers, found once at open.
+///
+/// Buffers are slices of the source — the memory map of [`open`](Self::open) or the bytes
+/// of [`from_bytes`](Self::from_bytes) — never copies, with one exception: a slice is only
+/// handed out at an address that satisfies its handle's `2^alignment_log2`. A mapping starts
+/// on a page boundary and every buffer starts at a multiple of the file's
+/// `data_buffer_alignment`, so in a mapped file every buffer needing at most the page size
+/// (4 KiB or more) is in place; a non-empty buffer needing more is copied into an aligned
+/// owned allocation ([`AlignedBuf`]) the first time it is requested. A `from_bytes` source
+/// whose address is not aligned to `data_buffer_alignment` is instead copied whole, once,
+/// into one aligned allocation the first time a buffer needing it is requested, and every
+/// such buffer is handed out from there: at most one extra copy of the file, whatever the
+/// number of buffers. An empty buffer is never copied (it is handed out as an empty slice
+/// at an aligned address). Copies are kept for the reader's lifetime. Pass `from_bytes` a
+/// slice aligned to the file's `data_buffer_alignment` to avoid all copies.
+///
+/// Strict mode rejects the whole file on any violation. Permissive mode reads a file of a
+/// newer minor version as 1.0 and keeps tensors it cannot interpret as *opaque entries*
+/// ([`TensorEntry::problem`]): a descriptor that fails to decode (its framing — magic, major
+/// version, `descriptor_length` — must still be intact), an opaque descriptor (unknown
+/// layout or region), a buffer needing more alignment than the file provides, or buffers
+/// that do not fit in `data_length`. Such entries are skipped by `data_length`; their name,
+/// descriptor bytes and data region remain readable, their buffers are not handed out.
+///
+/// Errors at open, in both modes: `TRUNCATED` (anything past the end of the file, no END),
+/// `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `RESERVED_NONZERO` (file_flags, record `_reserved`,
+/// strict: padding), `ALIGNMENT_INVALID`, `CONTENT_INVALID` (unknown record kind, empty or
+/// non-UTF-8 name), `DUPLICATE_NAME`, `LENGTH_MISMATCH` (END with a name or data, bytes after
+/// END, strict: `data_length` not what the descriptor implies). Every read is bounds-checked
+/// against the source: a lying file never causes a read outside it.
+pub struct FileReader<'a> {
+    pub(super) source: Source<'a>,
+    pub(super) mode: Mode,
+    pub(super) version_minor: u8,
+    pub(super) alignment: u32,
+    pub(super) entries: Vec<Entry>,
+    pub(super) descriptors: Descriptors,
+    pub(super) offsets: Vec<u64>,
+    pub(super) names: NameIndex,
+    pub(super) names_text: String,
+    /// Every buffer's address in the source satisfies its handle's alignment (empty
+    /// buffers included): slices are handed out as they are.
+    pub(super) in_place: bool,
+    /// Mapped source only: an aligned copy, made on first use, of each non-empty buffer
+    /// whose address in the mapping is not aligned enough (booked at open; such buffers
+    /// need more than the page alignment, so they lie at least 8 KiB apart).
+    pub(super) copies: HashMap<usize, OnceLock<AlignedBuf>>,
+    /// `from_bytes` source whose address is not aligned to `data_buffer_alignment`: one
+    /// aligned copy of every tensor's data region, made the first time a misaligned
+    /// non-empty buffer is requested (boxed: most readers never need it).
+    pub(super) realigned: Option<Box<OnceLock<Result<Realigned>>>>,
+}
+
+/// The data regions of a `from_bytes` source, copied once into one allocation aligned to
+/// `data_buffer_alignment`, each region starting at a multiple of it — so every buffer,
+/// which starts at such a multiple inside its region, is aligned as its handle requires.
+/// Names, descriptors and record headers are not copied: the copy is at most the file's
+/// size (data regions lie at distinct multiples of the alignment in the file too).
+pub(super) struct Realigned {
+    pub(super) data: AlignedBuf,
+    /// Position of entry `i`'s data region in `data` (`u64::MAX`: not copied — an opaque
+    /// entry, whose buffers are not handed out, or an empty region).
+    pub(super) start: Vec<u64>,
+}
+
+impl Realigned {
+    pub(super) fn new(r: &FileReader<'_>) -> Result<Realigned> {
+        let a = u64::from(r.alignment.max(1));
+        let src = r.as_bytes();
+        let region = |e: &Entry| {
+            let s = e.data_start(r.alignment);
+            (e.problem.is_none() && e.data_length > 0).then(|| (s, s + e.data_length))
+        };
+        // Regions lie inside the file (checked at open), so these sums stay below its size.
+        let mut total = 0u64;
+        for e in &r.entries {
+            if let Some((s, end)) = region(e) {
+                total = round_up(total, a)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(end - s);
+            }
+        }
+        let cap = usize::try_from(total)
+            .map_err(|_| Error::new(ErrorKind::Internal, "data regions larger than the file"))?;
+        let mut data = AlignedBuf::with_capacity(cap, a as usize)?;
+        let mut start = Vec::with_capacity(r.entries.len());
+        for e in &r.entries {
+            match region(e) {
+                Some((s, end)) => {
+                    // Within `cap`: the same rounding as the sizing pass above.
+                    let at = round_up(data.len() as u64, a)
+                        .and_then(|x| usize::try_from(x).ok())
+                        .filter(|&x| x <= cap)
+                        .ok_or_else(|| {
+                            Error::new(ErrorKind::Internal, "data region copy overflows")
+                        })?;
+                    while data.len() < at {
+                        let n = (at - data.len()).min(ZERO_PAD.len());
+                        data.extend_from_slice(&ZERO_PAD[..n])?;
+                    }
+                    let bytes = src.get(s as usize..end as usize).ok_or_else(|| {
+                        Error::new(ErrorKind::Internal, "a data region lies outside the file")
+                    })?;
+                    data.extend_from_slice(bytes)?;
+                    start.push(at as u64);
+                }
+                None => start.push(u64::MAX),
+            }
+        }
+        Ok(Realigned { data, start })
+    }
+}
+
+/// Zero bytes for padding between copied data regions.
+pub(super) static ZERO_PAD: [u8; 4096] = [0; 4096];
+
+impl fmt::Debug for FileReader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileReader")
+            .field("bytes", &self.as_bytes().len())
+            .field("mode", &self.mode)
+            .field("data_buffer_alignment", &self.alignment)
+            .field("tensors", &self.entries.len())
+            .finish()
+    }
+}
+
+impl FileReader<'static> {
+    /// Map and parse the file at `path`.
+    ///
+    /// The file must not be truncated or modified while the reader (or any slice from it)
+    /// lives — see [`Mapping`]'s safety contract.
+    pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        let path = path.as_ref();
+        FileReader::from_mapping(Mapping::open(path)?, mode).map_err(|e| e.context(path.display()))
+    }
+
+    /// Parse a mapped file.
+    pub fn from_mapping(map: Mapping, mode: Mode) -> Result<FileReader<'static>> {
+        let p = parse(map.as_bytes(), mode, true)?;
+        Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
+    }
+
+    /// Parse a file the reader takes ownership of, held in an allocation aligned to (at
+    /// least) the file's `data_buffer_alignment` — as [`AlignedBuf::from_slice`] makes it
+    /// from a [`from_bytes`](FileReader::from_bytes) reader's
+    /// [`data_buffer_alignment`](FileReader::data_buffer_alignment) — so every buffer is
+    /// handed out in place.
+    pub fn from_owned(bytes: AlignedBuf, mode: Mode) -> Result<FileReader<'static>> {
+        let p = parse(bytes.as_slice(), mode, true)?;
+        Ok(FileReader::assemble(Source::Owned(Box::new(bytes)), mode, p, None))
+    }
+}
+
+impl<'a> FileReader<'a> {
+    /// Parse a file held in memory. Buffers are slices of `bytes` when `bytes` starts at
+    /// an address aligned to the file's `data_buffer_alignment`; otherwise the buffers
+    /// whose address is not aligned as their handle requires come from one aligned copy of
+    /// all of `bytes`, made the first time such a buffer is requested (see the type's
+    /// documentation).
+    pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
+        let p = parse(bytes, mode, false)?;
+        let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
+        Ok(FileReader::assemble(
+            Source::Borrowed(bytes),
+            mode,
+            p,
+            realigned,
+        ))
+    }
+
+    pub(super) fn assemble(
+        source: Source<'a>,
+        mode: Mode,
+        p: Parsed,
+        realigned: Option<Box<OnceLock<Result<Realigned>>>>,
+    ) -> FileReader<'a> {
+        FileReader {
+            source,
+            mode,
+            version_minor: p.version_minor,
+            alignment: p.alignment,
+            entries: p.entries,
+            descriptors: p.descriptors,
+            offsets: p.offsets,
+            names: p.names,
+            names_text: p.names_text,
+            in_place: p.in_place,
+            copies: p.copies,
+            realigned,
+        }
+    }
+
+    /// The whole file.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.source {
+            Source::Mapped(m) => m.as_bytes(),
+            Source::Owned(b) => b.as_slice(),
+            Source::Borrowed(b) => b,
+        }
+    }
+
+    /// The mode the file was read in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The file header's `version_minor`.
+    pub fn version_minor(&self) -> u8 {
+        self.version_minor
+    }
+
+    /// The file's `data_buffer_alignment`.
+    pub fn data_buffer_alignment(&self) -> u32 {
+        self.alignment
+    }
+
+    /// Number of tensor records (opaque entries included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the file holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Tensor record `i` (in file order), or `None` when out of range.
+    pub fn entry(&self, i: usize) -> Option<TensorEntry<'_>> {
+        (i < self.entries.len()).then_some(TensorEntry { r: self, i })
+    }
+
+    /// Every tensor record, in file order.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = TensorEntry<'_>> + '_ {
+        (0..self.entries.len()).map(move |i| TensorEntry { r: self, i })
+    }
+
+    /// The entries kept opaque by permissive reading (never any in strict mode).
+    pub fn opaque_entries(&self) -> impl Iterator<Item = TensorEntry<'_>> + '_ {
+        self.entries().filter(|e| e.is_opaque())
+    }
+
+    /// Index of the tensor named `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.names
+            .find(name.as_bytes(), |id| {
+                self.names_text[self.entries[id as usize].name()].as_bytes()
+            })
+            .map(|id| id as usize)
+    }
+
+    /// The tensor named `name` (`NOT_FOUND` when absent).
+    pub fn get(&self, name: &str) -> Result<TensorEntry<'_>> {
+        match self.find(name) {
+            Some(i) => Ok(TensorEntry { r: self, i }),
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no tensor named {name:?} in the file"),
+            )),
+        }
+    }
+
+    pub(super) fn entry_or_err(&self, i: usize) -> Result<TensorEntry<'_>> {
+        self.entry(i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "tensor index {i} is out of range (the file has {})",
+                    self.entries.len()
+                ),
+            )
+        })
+    }
+
+    /// The buffers of tensor `i`, one slice per effective buffer (see
+    /// [`TensorEntry::buffers`]); `INVALID_ARGUMENT` when `i` is out of range.
+    pub fn buffers(&self, i: usize) -> Result<Vec<&[u8]>> {
+        self.entry_or_err(i)?.buffers()
+    }
+
+    /// Tensor `i` bound to its buffers (see [`TensorEntry::bound`]).
+    pub fn bound(&self, i: usize) -> Result<BoundTensor<'_>> {
+        self.entry_or_err(i)?.bound()
+    }
+
+    /// Effective buffer `k` of tensor `i` (see [`TensorEntry::buffer`]).
+    pub fn buffer(&self, i: usize, k: usize) -> Result<&[u8]> {
+        self.entry_or_err(i)?.buffer(k)
+    }
+}
+
+/// One tensor record of a [`FileReader`].
+#[derive(Clone, Copy)]
+pub struct TensorEntry<'r> {
+    pub(super) r: &'r FileReader<'r>,
+    pub(super) i: usize,
+}
+
+impl fmt::Debug for TensorEntry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorEntry")
+            .field("index", &self.i)
+            .field("name", &self.name())
+            .field("opaque", &self.problem())
+            .finish()
+    }
+}
+
+impl<'r> TensorEntry<'r> {
+    #[inline]
+    pub(super) fn e(&self) -> &'r Entry {
+        &self.r.entries[self.i]
+    }
+
+    /// Position in file order.
+    pub fn index(&self) -> usize {
+        self.i
+    }
+
+    /// The tensor's name.
+    pub fn name(&self) -> &'r str {
+        &self.r.names_text[self.e().name()]
+    }
+
+    /// The name's bytes followed by a NUL byte (for C callers; the address stays valid while
+    /// the reader lives). A name may itself contain NUL bytes: use its length, not the NUL,
+    /// when that matters.
+    pub fn name_bytes_with_nul(&self) -> &'r [u8] {
+        let r = self.e().name();
+        &self.r.names_text.as_bytes()[r.start..r.end + 1]
+    }
+
+    /// The decoded descriptor; `None` only for a permissive entry whose descriptor failed
+    /// to decode (see [`problem`](Self::problem)).
+    pub fn descriptor(&self) -> Option<&'r Descriptor> {
+        self.r.descriptors.get(self.e().descriptor)
+    }
+
+    /// The descriptor's bytes as stored in the file.
+    pub fn descriptor_bytes(&self) -> &'r [u8] {
+        let e = self.e();
+        &self.r.as_bytes()[e.descriptor_start()..e.descriptor_end]
+    }
+
+    /// File offsets of the descriptor.
+    pub fn descriptor_range(&self) -> Range<u64> {
+        let e = self.e();
+        e.descriptor_start() as u64..e.descriptor_end as u64
+    }
+
+    /// File offsets of the data region (`data_start .. data_start + data_length`).
+    pub fn data_range(&self) -> Range<u64> {
+        let e = self.e();
+        let start = e.data_start(self.r.alignment);
+        start..start + e.data_length
+    }
+
+    /// The data region's bytes (buffers and the gaps between them), as stored.
+    pub fn data(&self) -> &'r [u8] {
+        let r = self.data_range();
+        &self.r.as_bytes()[r.start as usize..r.end as usize]
+    }
+
+    /// Why this entry is opaque (permissive mode only): the decode error, `NOT_BINDABLE`
+    /// for an opaque descriptor, `ALIGNMENT_INVALID` or `LENGTH_MISMATCH` for buffers that
+    /// cannot be handed out. `None` for a normal tensor.
+    pub fn problem(&self) -> Option<&'r Error> {
+        self.e().problem.as_deref()
+    }
+
+    /// True when the buffers are not available (see [`problem`](Self::problem)).
+    pub fn is_opaque(&self) -> bool {
+        self.e().problem.is_some()
+    }
+
+    #[inline]
+    pub(super) fn check_usable(&self) -> Result<&'r Descriptor> {
+        let e = self.e();
+        match (&e.problem, self.descriptor()) {
+            (Some(p), _) => Err(Error::new(
+                p.kind,
+                format!("tensor {:?} is opaque: {}", self.name(), p.detail),
+            )),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(Error::new(
+                ErrorKind::Internal,
+                "entry without descriptor or problem",
+            )),
+        }
+    }
+
+    /// File offsets of every effective buffer (the problem's error for an opaque entry).
+    pub fn buffer_ranges(&self) -> Result<Vec<Range<u64>>> {
+        let d = self.check_usable()?;
+        let first = self.e().first_offset;
+        Ok(d.effective_buffers()
+            .iter()
+            .enumerate()
+            .map(|(k, h)| {
+                let s = self.r.offsets[first + k];
+                s..s + h.size_bytes
+            })
+            .collect())
+    }
+
+    /// Effective buffer `k`'s handle and its bytes where they lie in the source (which may
+    /// be less aligned than the handle asks; see [`slice`](Self::slice)). `None` only if
+    /// open's promise that every buffer lies inside the source were broken.
+    #[inline]
+    pub(super) fn in_source<'d>(
+        &self,
+        d: &'d Descriptor,
+        k: usize,
+    ) -> Option<(&'d BufferHandle, &'r [u8])> {
+        let flat = self.e().first_offset + k;
+        let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffers().get(k))?;
+        let s = s as usize;
+        let bytes = self
+            .r
+            .as_bytes()
+            .get(s..s.saturating_add(h.size_bytes as usize))?;
+        Some((h, bytes))
+    }
+
+    #[inline]
+    pub(super) fn slice(&self, d: &Descriptor, k: usize) -> Result<&'r [u8]> {
+        let flat = self.e().first_offset + k;
+        // Should open's promise ever not hold, this is an INTERNAL error, never a panic.
+        let Some((h, bytes)) = self.in_source(d, k) else {
+            return Err(self.outside(k));
+        };
+        if self.r.in_place {
+            return Ok(bytes);
+        }
+        let align = h.alignment() as usize;
+        if (bytes.as_ptr() as usize) % align == 0 {
+            return Ok(bytes);
+        }
+        // The address in the source is not aligned enough.
+        if bytes.is_empty() {
+            return Ok(empty_aligned(align));
+        }
+        if let Some(cell) = &self.r.realigned {
+            // One aligned copy of every data region (made once, kept for the reader's
+            // lifetime; concurrent callers wait for the first): the buffer keeps its
+            // offset from its region's start, a multiple of data_buffer_alignment, which
+            // is at least its handle's alignment.
+            let copy = cell
+                .get_or_init(|| Realigned::new(self.r))
+                .as_ref()
+                .map_err(Clone::clone)?;
+            let data_start = self.e().data_start(self.r.alignment);
+            let in_region = self
+                .r
+                .offsets
+                .get(flat)
+                .and_then(|o| o.checked_sub(data_start));
+            return copy
+                .start
+                .get(self.i)
+                .and_then(|&at| usize::try_from(at.checked_add(in_region?)?).ok())
+                .and_then(|s| copy.data.as_slice().get(s..s.checked_add(bytes.len())?))
+                .ok_or_else(|| self.outside(k));
+        }
+        match self.r.copies.get(&flat) {
+            // Mapped: an aligned copy of this buffer, made once and kept for the reader's
+            // lifetime.
+            Some(cell) => {
+                if let Some(c) = cell.get() {
+                    return Ok(c.as_slice());
+                }
+                let copy = AlignedBuf::from_slice(bytes, align)?;
+                Ok(cell.get_or_init(|| copy).as_slice())
+            }
+            None => Err(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "buffer {k} of tensor {:?} is not aligned and has no copy",
+                    self.name()
+                ),
+            )),
+        }
+    }
+
+    #[cold]
+    pub(super) fn outside(&self, k: usize) -> Error {
+        Error::new(
+            ErrorKind::Internal,
+            format!(
+                "buffer {k} of tensor {:?} lies outside the file",
+                self.name()
+            ),
+        )
+    }
+
+    /// Effective buffer `k` (`INVALID_ARGUMENT` when out of range; the problem's error for
+    /// an opaque entry). The slice is aligned to the handle's `2^alignment_log2`.
+    pub fn buffer(&self, k: usize) -> Result<&'r [u8]> {
+        let d = self.check_usable()?;
+        if k >= d.effective_buffers().len() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "buffer {k} is out of range: tensor {:?} has {} effective buffers",
+                    self.name(),
+                    d.effective_buffers().len()
+                ),
+            ));
+        }
+        self.slice(d, k)
+    }
+
+    /// The tensor bound to its buffers, ready for element reads and content validation
+    /// ([`BoundTensor`]); the problem's error for an opaque entry.
+    pub fn bound(&self) -> Result<BoundTensor<'r>> {
+        let d = self.check_usable()?;
+        // The common case — one buffer, no aligned copies in the file — skips the
+        // per-buffer checks that open already made.
+        if let ([_], true) = (d.effective_buffers(), self.r.in_place) {
+            let bound = self
+                .in_source(d, 0)
+                .and_then(|(_, b)| BoundTensor::bind_one(d, b));
+            if let Some(t) = bound {
+                return Ok(t.into_read_only());
+            }
+        }
+        // The file's memory is a read-only mapping or borrowed bytes: never writable.
+        BoundTensor::bind_with(d, d.effective_buffers().len(), |k| self.slice(d, k))
+            .map(BoundTensor::into_read_only)
+            .map_err(|e| e.context(format!("tensor {:?}", self.name())))
+    }
+
+    /// Every effective buffer, in effective order, each aligned to its handle's
+    /// `2^alignment_log2` (the problem's error for an opaque entry).
+    pub fn buffers(&self) -> Result<Vec<&'r [u8]>> {
+        let d = self.check_usable()?;
+        self.slices(d)
+    }
+
+    pub(super) fn slices(&self, d: &Descriptor) -> Result<Vec<&'r [u8]>> {
+        let n = d.effective_buffers().len();
+        let mut v = Vec::with_capacity(n);
+        for k in 0..n {
+            v.push(self.slice(d, k)?);
+        }
+        Ok(v)
+    }
+}

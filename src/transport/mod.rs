@@ -1,0 +1,53 @@
+//! Transports: the `.tdf` file ([`mod@file`]) and the frame stream ([`stream`]), and the checks
+//! both writers make before anything is written.
+
+pub mod file;
+pub mod stream;
+
+use crate::descriptor::Descriptor;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Writers' check of a tensor's buffer slices: one per effective buffer, each exactly its
+/// handle's `size_bytes` long (`BINDING_MISMATCH`), before anything is written.
+pub(crate) fn check_buffer_slices(name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
+    let handles = d.effective_buffers();
+    if buffers.len() != handles.len() {
+        return Err(Error::new(
+            ErrorKind::BindingMismatch,
+            format!(
+                "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
+                buffers.len(),
+                handles.len()
+            ),
+        ));
+    }
+    for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
+        if b.len() as u64 != h.size_bytes {
+            return Err(Error::new(
+                ErrorKind::BindingMismatch,
+                format!(
+                    "tensor {name:?}: buffer {k} slice has {} bytes, its handle says size_bytes {}",
+                    b.len(),
+                    h.size_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a name for a writer: non-empty, at most u32::MAX bytes (`INVALID_ARGUMENT`).
+pub(crate) fn check_name_for_writing(name: &str) -> Result<u32> {
+    if name.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "a tensor name must not be empty",
+        ));
+    }
+    u32::try_from(name.len()).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("a tensor name of {} bytes exceeds u32", name.len()),
+        )
+    })
+}
