@@ -207,8 +207,8 @@ pub fn _from_array(
         (NodeSpec::col_major(), f.data, n as usize * f.itemsize, 0)
     } else {
         let (mut lo, mut hi) = (0i128, 0i128);
-        for k in 0..rank {
-            let span = elem_strides[k] as i128 * (f.shape[k] as i128 - 1);
+        for (&s, &e) in elem_strides.iter().zip(&f.shape) {
+            let span = s as i128 * (e as i128 - 1);
             if span < 0 {
                 lo += span;
             } else {
@@ -243,7 +243,9 @@ pub fn _from_array(
         node = node.with_quantization(q);
     }
     let node = node.with_buffers(handles_of(&bufs));
-    let desc = TensorBuilder::new(et, &f.shape, node).build().map_err(Fail)?;
+    let desc = TensorBuilder::new(et, &f.shape, node)
+        .build()
+        .map_err(Fail)?;
     finish(desc, bufs)
 }
 
@@ -285,7 +287,9 @@ pub fn _leaf(
             NodeSpec::csf(et, &p("axis_order")?.extract::<Vec<u8>>()?, &level_nodes)
                 .map_err(Fail)?
         }
-        "BLOCK_PAGED" => NodeSpec::block_paged(p("block_size")?.extract()?, p("pool_count")?.extract()?),
+        "BLOCK_PAGED" => {
+            NodeSpec::block_paged(p("block_size")?.extract()?, p("pool_count")?.extract()?)
+        }
         other => {
             return Err(PyValueError::new_err(format!(
                 "layout {other:?} cannot be built from Python"

@@ -267,7 +267,10 @@ pub struct ExportRequest {
 pub fn device_of(held: &Held, region: Option<u32>) -> Result<(i32, i32)> {
     let d = held.src.descriptor()?;
     let p = dense_plan(d, region)?;
-    Ok((p.handle.device_type.code() as i32, p.handle.device_id as i32))
+    Ok((
+        p.handle.device_type.code() as i32,
+        p.handle.device_id as i32,
+    ))
 }
 
 /// A capsule exporting the tensor (`region` None) or one region.
@@ -293,7 +296,10 @@ pub fn export(
     if !plan.handle.is_host_readable() {
         return Err(Fail(Error::new(
             ErrorKind::NotBindable,
-            format!("DLPack export of {}: its buffer is device memory", plan.what),
+            format!(
+                "DLPack export of {}: its buffer is device memory",
+                plan.what
+            ),
         ))
         .into());
     }
@@ -318,7 +324,12 @@ pub fn export(
         let p = c.as_slice().as_ptr() as *mut c_void;
         (p, plan.byte_offset, Some(c), false)
     } else {
-        (bytes.as_ptr() as *mut c_void, plan.byte_offset, None, read_only)
+        (
+            bytes.as_ptr() as *mut c_void,
+            plan.byte_offset,
+            None,
+            read_only,
+        )
     };
     let read_only = read_only || (plan.handle.read_only && copy.is_none());
     let dl_tensor = DLTensor {
@@ -482,9 +493,9 @@ pub fn request(
         None => None,
         Some(v) if v.is_none() => None,
         Some(v) => {
-            let t = v.cast::<PyTuple>().map_err(|_| {
-                PyTypeError::new_err("max_version must be a (major, minor) tuple")
-            })?;
+            let t = v
+                .cast::<PyTuple>()
+                .map_err(|_| PyTypeError::new_err("max_version must be a (major, minor) tuple"))?;
             let (major, minor): (u32, u32) = t.extract().map_err(|_| {
                 PyTypeError::new_err("max_version must be a (major, minor) tuple of integers")
             })?;
@@ -656,12 +667,7 @@ pub fn import(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Arc<Held>> {
         // this MemBuf) calls only when the buffer is dropped. The memory is not written by
         // this package; the producer and other consumers must not write it either while
         // the tensor is read (the documented contract for imported memory).
-        MemBuf::new(
-            start,
-            len,
-            flags & FLAG_READ_ONLY != 0,
-            Keep::DLPack(guard),
-        )
+        MemBuf::new(start, len, flags & FLAG_READ_ONLY != 0, Keep::DLPack(guard))
     };
     let mem = MemTensor::new(desc, vec![buf]).map_err(Fail)?;
     Ok(Held::new(Source::Memory(mem), None))
@@ -679,12 +685,19 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
             ),
         )
     })?;
-    let device_id = u16::try_from(t.device.device_id)
-        .map_err(|_| inv(format!("DLPack device id {} out of range", t.device.device_id)))?;
+    let device_id = u16::try_from(t.device.device_id).map_err(|_| {
+        inv(format!(
+            "DLPack device id {} out of range",
+            t.device.device_id
+        ))
+    })?;
     if t.dtype.lanes != 1 {
         return Err(Error::new(
             ErrorKind::NotBindable,
-            format!("DLPack dtype with {} lanes: vector types have no element type in this format", t.dtype.lanes),
+            format!(
+                "DLPack dtype with {} lanes: vector types have no element type in this format",
+                t.dtype.lanes
+            ),
         ));
     }
     let et = element_type_of(t.dtype)?;
@@ -711,12 +724,20 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
     };
     let mut shape = Vec::with_capacity(rank);
     for (a, &e) in raw_shape.iter().enumerate() {
-        shape.push(u64::try_from(e).map_err(|_| inv(format!("DLPack extent {e} of axis {a} is negative")))?);
+        shape.push(
+            u64::try_from(e)
+                .map_err(|_| inv(format!("DLPack extent {e} of axis {a} is negative")))?,
+        );
     }
     let n = shape
         .iter()
         .try_fold(1u64, |acc, &e| acc.checked_mul(e))
-        .ok_or_else(|| Error::new(ErrorKind::Overflow, format!("DLPack shape {shape:?}: element count overflows")))?;
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Overflow,
+                format!("DLPack shape {shape:?}: element count overflows"),
+            )
+        })?;
     let row_major: Vec<usize> = (0..rank).collect();
     let compact = compact_strides(&shape, &row_major)?;
     let strides: Vec<i64> = if rank == 0 || t.strides.is_null() {
@@ -746,9 +767,7 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
         .checked_add(usize::try_from(t.byte_offset).unwrap_or(usize::MAX))
         .ok_or_else(|| inv("DLPack data + byte_offset overflows the address space".into()))?;
     // An axis of extent 1 never moves: its stride is irrelevant (PyTorch normalises them).
-    let same = |a: &[i64], b: &[i64]| {
-        (0..rank).all(|k| shape[k] == 1 || a[k] == b[k])
-    };
+    let same = |a: &[i64], b: &[i64]| (0..rank).all(|k| shape[k] == 1 || a[k] == b[k]);
     if et.is_packed() {
         // Packed nibbles: only compact orders exist in this format.
         let mut order: Vec<usize> = (0..rank).collect();
@@ -769,8 +788,10 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
         let d = TensorBuilder::new(et, &shape, node)
             .buffers(vec![handle(size)])
             .build()?;
-        let len = usize::try_from(size).map_err(|_| Error::new(ErrorKind::Overflow, "size exceeds the address space"))?;
-        base.checked_add(len).ok_or_else(|| inv("DLPack tensor reaches past the address space".into()))?;
+        let len = usize::try_from(size)
+            .map_err(|_| Error::new(ErrorKind::Overflow, "size exceeds the address space"))?;
+        base.checked_add(len)
+            .ok_or_else(|| inv("DLPack tensor reaches past the address space".into()))?;
         return Ok((d, base as *const u8, len));
     }
     let e = (et.bits() / 8) as i128;

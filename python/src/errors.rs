@@ -43,7 +43,9 @@ fn class_of<'py>(py: Python<'py>, kind: ErrorKind) -> PyResult<Bound<'py, PyType
     let m = ERRORS_MODULE.get_or_try_init(py, || -> PyResult<Py<PyModule>> {
         Ok(py.import("tensordesc.errors")?.unbind())
     })?;
-    Ok(m.bind(py).getattr(class_name(kind))?.cast_into::<PyType>()?)
+    Ok(m.bind(py)
+        .getattr(class_name(kind))?
+        .cast_into::<PyType>()?)
 }
 
 /// The Python exception for `e`: an instance of the class named after its status, built as

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tensordesc::stream::{read_stream as read_frames, StreamOptions, StreamWriter};
-use tensordesc::{decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode};
+use tensordesc::{
+    decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode,
+};
 
 use crate::errors::Fail;
 use crate::source::{Held, Source};
@@ -45,8 +47,11 @@ pub fn _decode(data: &[u8], strict: bool) -> PyResult<Tensor> {
     })
 }
 
+/// A tensor to be written: its descriptor and buffer slices.
+type Parts<'a> = (&'a Descriptor, Vec<&'a [u8]>);
+
 /// The descriptor and buffer slices of a tensor to be written.
-fn parts(t: &Tensor) -> PyResult<(&Descriptor, Vec<&[u8]>)> {
+fn parts(t: &Tensor) -> PyResult<Parts<'_>> {
     let d = t.held.src.descriptor().map_err(Fail)?;
     if !t.held.src.has_buffers() {
         return Err(Fail(Error::new(
@@ -82,8 +87,12 @@ fn write_replacing(
     make: impl FnOnce(FsFile) -> tensordesc::Result<()>,
 ) -> tensordesc::Result<()> {
     let tmp = temp_beside(path);
-    let f = FsFile::create(&tmp)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot create {}: {e}", tmp.display())))?;
+    let f = FsFile::create(&tmp).map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("cannot create {}: {e}", tmp.display()),
+        )
+    })?;
     let r = make(f).and_then(|()| {
         std::fs::rename(&tmp, path).map_err(|e| {
             Error::new(
@@ -161,7 +170,13 @@ impl Write for PyWriter<'_, '_> {
         let n = self
             .f
             .call_method1("write", (PyBytes::new(self.f.py(), buf),))
-            .and_then(|r| if r.is_none() { Ok(buf.len()) } else { r.extract::<usize>() })
+            .and_then(|r| {
+                if r.is_none() {
+                    Ok(buf.len())
+                } else {
+                    r.extract::<usize>()
+                }
+            })
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(n)
     }
@@ -176,7 +191,7 @@ impl Write for PyWriter<'_, '_> {
     }
 }
 
-fn stream_into<W: Write>(out: W, items: &[(&str, (&Descriptor, Vec<&[u8]>))]) -> tensordesc::Result<W> {
+fn stream_into<W: Write>(out: W, items: &[(&str, Parts<'_>)]) -> tensordesc::Result<W> {
     let mut w = StreamWriter::new(out)?;
     for (name, (d, slices)) in items {
         w.write_tensor(name, d, slices)?;
@@ -239,7 +254,10 @@ pub fn _read_stream(
         let path: PathBuf = source.extract()?;
         py.detach(|| -> tensordesc::Result<_> {
             let f = FsFile::open(&path).map_err(|e| {
-                Error::new(ErrorKind::Io, format!("cannot open {}: {e}", path.display()))
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot open {}: {e}", path.display()),
+                )
             })?;
             read_frames(std::io::BufReader::new(f), opts)
         })

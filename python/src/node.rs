@@ -2,8 +2,8 @@
 //! the plan for viewing a dense node as a strided array (numpy views and DLPack exports).
 
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, QuantScheme,
-    Quantization, Result, TileOrder,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, QuantScheme, Quantization,
+    Result, TileOrder,
 };
 
 /// The tensor (`region` None) or one region of it.
@@ -141,7 +141,10 @@ pub fn quant_summary(q: &Quantization) -> String {
             format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point} -> {e}")
         }
         QuantScheme::PerAxisAffine { axis, scale_type } => {
-            format!("PER_AXIS_AFFINE axis={axis} scales {} -> {e}", scale_type.name())
+            format!(
+                "PER_AXIS_AFFINE axis={axis} scales {} -> {e}",
+                scale_type.name()
+            )
         }
         QuantScheme::Blockwise {
             axis,

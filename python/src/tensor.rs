@@ -200,7 +200,11 @@ fn normalise_index(index: &Bound<'_, PyAny>, shape: &[u64]) -> PyResult<Vec<u64>
         .zip(shape)
         .enumerate()
         .map(|(a, (&i, &e))| {
-            let j = if i < 0 { i as i128 + e as i128 } else { i as i128 };
+            let j = if i < 0 {
+                i as i128 + e as i128
+            } else {
+                i as i128
+            };
             if j < 0 || j >= e as i128 {
                 Err(Fail(Error::new(
                     ErrorKind::IndexOutOfBounds,
@@ -234,17 +238,32 @@ fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult
         }
     };
     if quantized {
-        return Ok(t.get_f64(index).map_err(Fail)?.into_pyobject(py)?.into_any().unbind());
+        return Ok(t
+            .get_f64(index)
+            .map_err(Fail)?
+            .into_pyobject(py)?
+            .into_any()
+            .unbind());
     }
     let mut b = [0u8; 16];
     t.get_bytes(index, &mut b).map_err(Fail)?;
     use ElementType::*;
     let v: Py<PyAny> = match et {
-        Bool => (b[0] != 0).into_pyobject(py)?.to_owned().into_any().unbind(),
+        Bool => (b[0] != 0)
+            .into_pyobject(py)?
+            .to_owned()
+            .into_any()
+            .unbind(),
         Int8 => (b[0] as i8).into_pyobject(py)?.into_any().unbind(),
         Uint8 => b[0].into_pyobject(py)?.into_any().unbind(),
-        Int16 => i16::from_le_bytes([b[0], b[1]]).into_pyobject(py)?.into_any().unbind(),
-        Uint16 => u16::from_le_bytes([b[0], b[1]]).into_pyobject(py)?.into_any().unbind(),
+        Int16 => i16::from_le_bytes([b[0], b[1]])
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Uint16 => u16::from_le_bytes([b[0], b[1]])
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
         Int32 => i32::from_le_bytes(b[..4].try_into().unwrap_or_default())
             .into_pyobject(py)?
             .into_any()
@@ -261,7 +280,10 @@ fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult
             .into_pyobject(py)?
             .into_any()
             .unbind(),
-        Int4 => (((b[0] << 4) as i8) >> 4).into_pyobject(py)?.into_any().unbind(),
+        Int4 => (((b[0] << 4) as i8) >> 4)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
         Uint4 => (b[0] & 0xF).into_pyobject(py)?.into_any().unbind(),
         Complex64 => {
             let re = f32::from_le_bytes(b[..4].try_into().unwrap_or_default());
@@ -392,9 +414,16 @@ fn to_scipy<'py>(
         let count = nnz
             .checked_mul(rank)
             .ok_or_else(|| Fail(Error::new(ErrorKind::Overflow, "COO index count")))?;
-        (buffer_view(py, held, first, u64_dtype(), count)?, py.None().into_bound(py))
+        (
+            buffer_view(py, held, first, u64_dtype(), count)?,
+            py.None().into_bound(py),
+        )
     } else {
-        let major = if format == "csr" { n.shape[0] } else { n.shape[1] };
+        let major = if format == "csr" {
+            n.shape[0]
+        } else {
+            n.shape[1]
+        };
         (
             buffer_view(py, held, first + 1, u64_dtype(), nnz)?,
             buffer_view(py, held, first, u64_dtype(), major + 1)?,
@@ -576,7 +605,11 @@ impl Tensor {
 
     /// Where element `index` lives: {"kind": "dense", "region", "buffer", "byte_offset",
     /// "bit_shift"} or {"kind": "lookup", "region", "layout_tag", ...}.
-    fn locate<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    fn locate<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let d = desc(&self.held)?;
         let idx = normalise_index(index, d.shape())?;
         location_dict(py, d.locate(&idx).map_err(Fail)?, d.rank())
@@ -714,12 +747,13 @@ impl Region {
     fn r#box<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let d = desc(&self.held)?;
         let v = self.view(d)?;
+        let slice = py.get_type::<pyo3::types::PySlice>();
         let slices = v
             .origin
             .iter()
             .zip(v.shape)
-            .map(|(&o, &e)| pyo3::types::PySlice::new(py, o as isize, (o + e) as isize, 1))
-            .collect::<Vec<_>>();
+            .map(|(&o, &e)| slice.call1((o, o + e)))
+            .collect::<PyResult<Vec<_>>>()?;
         PyTuple::new(py, slices)
     }
 
@@ -926,7 +960,12 @@ impl File {
     fn items(&self) -> Vec<(String, Tensor)> {
         self.tensors
             .iter()
-            .map(|h| (h.name.clone().unwrap_or_default(), Tensor { held: h.clone() }))
+            .map(|h| {
+                (
+                    h.name.clone().unwrap_or_default(),
+                    Tensor { held: h.clone() },
+                )
+            })
             .collect()
     }
 

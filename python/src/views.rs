@@ -95,12 +95,7 @@ unsafe fn array_over<'py>(
         .map(|&s| npy_intp::try_from(s))
         .collect::<std::result::Result<Vec<npy_intp>, _>>()
         .map_err(|_| Fail(Error::new(ErrorKind::Overflow, "stride exceeds npy_intp")))?;
-    let keeper = Py::new(
-        py,
-        Memory {
-            held: held.clone(),
-        },
-    )?;
+    let keeper = Py::new(py, Memory { held: held.clone() })?;
     let flags: c_int = if writable { NPY_ARRAY_WRITEABLE } else { 0 };
     // SAFETY: the type object and API table come from the imported numpy; `descr` is a
     // new reference that NewFromDescr steals; dims/strides hold ndim entries each and
@@ -206,11 +201,7 @@ pub fn unpack_codes(bytes: &[u8], off: u64, n: u64, what: &str) -> Result<Vec<u8
 /// Packed 4-bit elements, one code per byte, in storage order, arranged by
 /// `tensordesc._dtypes.arrange_unpacked` into the node's shape with the ml_dtypes type.
 fn unpack4<'py>(py: Python<'py>, plan: &DensePlan, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let n = if plan.splat {
-        1
-    } else {
-        plan.element_count()
-    };
+    let n = if plan.splat { 1 } else { plan.element_count() };
     let codes = unpack_codes(bytes, plan.byte_offset, n, &plan.what).map_err(Fail)?;
     let codes = PyArray1::from_vec(py, codes);
     dtypes_module(py)?.call_method1(
