@@ -230,6 +230,8 @@ pub enum Source {
     File {
         reader: Arc<FileReader<'static>>,
         index: usize,
+        /// The path it was opened from (tensors pickle as path and name).
+        path: Arc<str>,
     },
     /// A tensor read from a frame stream (its buffers are owned, aligned copies).
     Stream(StreamTensor),
@@ -250,7 +252,7 @@ impl Source {
     /// The descriptor; for an opaque file entry (permissive reading) the reason it has none.
     pub fn descriptor(&self) -> Result<&Descriptor> {
         match self {
-            Source::File { reader, index } => {
+            Source::File { reader, index, .. } => {
                 let e = reader.entry(*index).ok_or_else(|| {
                     Error::new(ErrorKind::Internal, "file entry index out of range")
                 })?;
@@ -275,7 +277,7 @@ impl Source {
     /// The tensor bound to its buffers.
     pub fn bound(&self) -> Result<BoundTensor<'_>> {
         match self {
-            Source::File { reader, index } => reader.bound(*index),
+            Source::File { reader, index, .. } => reader.bound(*index),
             Source::Stream(t) => t.bound(),
             Source::Memory(m) => m.bound(),
             Source::Bare(_) => Err(no_buffers()),
@@ -292,7 +294,7 @@ impl Source {
             )
         };
         match self {
-            Source::File { reader, index } => Ok((reader.buffer(*index, k)?, true)),
+            Source::File { reader, index, .. } => Ok((reader.buffer(*index, k)?, true)),
             Source::Stream(t) => t
                 .buffers
                 .get(k)
@@ -310,7 +312,7 @@ impl Source {
     /// File offsets of the effective buffers (tensors of a file only).
     pub fn file_offsets(&self) -> Option<Vec<u64>> {
         match self {
-            Source::File { reader, index } => reader
+            Source::File { reader, index, .. } => reader
                 .entry(*index)
                 .and_then(|e| e.buffer_ranges().ok())
                 .map(|r| r.into_iter().map(|r| r.start).collect()),
@@ -325,6 +327,14 @@ impl Source {
             Source::Stream(_) => "read from a stream",
             Source::Memory(_) => "in memory",
             Source::Bare(_) => "descriptor only",
+        }
+    }
+
+    /// The path of the file a tensor was read from.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Source::File { path, .. } => Some(path),
+            _ => None,
         }
     }
 

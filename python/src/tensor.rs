@@ -645,6 +645,21 @@ impl Tensor {
         Ok(dlpack::device_of(&self.held, None).map_err(Fail)?)
     }
 
+    /// Tensors of a file pickle as (path, name) and reopen (map) the file where they are
+    /// unpickled; other tensors do not pickle.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String, String))> {
+        match (self.held.src.path(), &self.held.name) {
+            (Some(p), Some(n)) => Ok((
+                py.import("tensordesc")?.getattr("_reopen")?,
+                (p.to_string(), n.clone()),
+            )),
+            _ => Err(PyTypeError::new_err(format!(
+                "only tensors of a file pickle (as path and name); this one is {}",
+                self.held.src.kind()
+            ))),
+        }
+    }
+
     fn __repr__(&self) -> String {
         let name = self
             .held
@@ -837,6 +852,20 @@ impl Region {
         Ok(dlpack::device_of(&self.held, Some(self.index)).map_err(Fail)?)
     }
 
+    /// Regions pickle as their tensor and index.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Py<Tensor>, u32))> {
+        let t = Py::new(
+            py,
+            Tensor {
+                held: self.held.clone(),
+            },
+        )?;
+        Ok((
+            py.import("tensordesc")?.getattr("_region_of")?,
+            (t, self.index),
+        ))
+    }
+
     fn __repr__(&self) -> String {
         let d = match self.held.src.descriptor() {
             Ok(d) => d,
@@ -880,6 +909,7 @@ pub struct File {
 impl File {
     pub fn new(reader: FileReader<'static>, path: String) -> File {
         let reader = Arc::new(reader);
+        let shared_path: Arc<str> = Arc::from(path.as_str());
         let tensors = reader
             .entries()
             .map(|e| {
@@ -887,6 +917,7 @@ impl File {
                     Source::File {
                         reader: reader.clone(),
                         index: e.index(),
+                        path: shared_path.clone(),
                     },
                     Some(e.name().to_string()),
                 )

@@ -60,7 +60,7 @@ def open(path: str | _os.PathLike, *, strict: bool = True) -> File:  # noqa: A00
     ``strict=False`` reads permissively: tensors the library cannot interpret are kept as
     opaque entries whose properties raise the reason.
     """
-    return _native._open(_os.fspath(path), strict)
+    return _native._open(_os.path.abspath(_os.fspath(path)), strict)
 
 
 def decode(data, *, strict: bool = True) -> Tensor:
@@ -386,6 +386,26 @@ def write_stream(target, tensors) -> bytes | None:
     if isinstance(target, _os.PathLike):
         target = _os.fspath(target)
     return _native._write_stream(target, _items(tensors))
+
+
+_OPEN_FILES: dict[tuple, File] = {}
+
+
+def _reopen(path: str, name: str) -> Tensor:
+    """Unpickling a tensor of a file: the file opened (mapped) once per process and
+    version of the file (path, inode, size, modification time)."""
+    st = _os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    f = _OPEN_FILES.get(key)
+    if f is None:
+        for k in [k for k in _OPEN_FILES if k[0] == path]:
+            del _OPEN_FILES[k]  # an older version of the file
+        f = _OPEN_FILES[key] = open(path)
+    return f[name]
+
+
+def _region_of(tensor: Tensor, index: int) -> Region:
+    return tensor.region(index)
 
 
 def live_exports() -> int:

@@ -162,3 +162,19 @@ def test_file_is_a_mapping(tmp_path):
         with pytest.raises(KeyError):
             f["c"]
         f.validate()
+
+
+def test_tensors_of_files_pickle_as_path_and_name(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    td.write("p.tdf", {"a": np.arange(5.0), "s": td.subpaving((2, 2), [((0, 0), np.ones((2, 1))), ((0, 1), np.zeros((2, 1)))])})
+    t = td.open("p.tdf")["a"]
+    data = pickle.dumps(t)
+    assert len(data) < 200  # path and name, not the data
+    back = pickle.loads(data)
+    assert back.name == "a" and np.array_equal(back.numpy(), np.arange(5.0))
+    r = pickle.loads(pickle.dumps(td.open("p.tdf")["s"].region(1)))
+    assert r.index == 1 and np.array_equal(r.numpy(), np.zeros((2, 1)))
+    with pytest.raises(TypeError, match="pickle"):
+        pickle.dumps(td.dense(np.arange(3)))
