@@ -178,3 +178,27 @@ def test_tensors_of_files_pickle_as_path_and_name(tmp_path, monkeypatch):
     assert r.index == 1 and np.array_equal(r.numpy(), np.zeros((2, 1)))
     with pytest.raises(TypeError, match="pickle"):
         pickle.dumps(td.dense(np.arange(3)))
+
+
+def test_tensors_are_shared_between_threads(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import scipy.sparse as sp
+
+    m = sp.random_array((200, 100), density=0.05, format="csr", dtype=np.float64, rng=1)
+    a = np.arange(20000, dtype=np.float64).reshape(200, 100)
+    td.write(tmp_path / "t.tdf", {"m": m, "a": a})
+    f = td.open(tmp_path / "t.tdf")
+    dense = m.toarray()
+
+    def work(i):
+        f["m"].validate()
+        r = i % 200
+        return (
+            f["m"].get((r, i % 100)) == dense[r, i % 100]
+            and f["a"].numpy()[r, 3] == a[r, 3]
+            and f["m"].to_scipy()[[r], :].toarray().tolist() == dense[[r], :].tolist()
+        )
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(work, range(400)))
