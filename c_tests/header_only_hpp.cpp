@@ -2,6 +2,15 @@
 // -Wall -Wextra -Werror -pedantic.
 #include "tensordesc.hpp"
 
+#include <type_traits>
+
+// What docs/c-api.md and the header promise about tdesc::error's accessors.
+static_assert(std::is_same_v<decltype(std::declval<const tdesc::error &>().name()), const char *>,
+              "error::name() is a static C string");
+static_assert(
+    std::is_same_v<decltype(std::declval<const tdesc::error &>().detail()), const std::string &>,
+    "error::detail() is the exception's own std::string");
+
 int tdesc_header_only_hpp_probe();
 
 int tdesc_header_only_hpp_probe() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures, builds and installs libtensordesc with CMake into a temporary prefix, checks
-# the installed layout (versioned .so and its links, SONAME, .a, headers, pkg-config file,
-# CMake package), then builds examples/consumer against it with
+# the installed layout (versioned .so and its links, SONAME, .a, no debug info in either,
+# headers, pkg-config file, CMake package), then builds examples/consumer against it with
 # find_package(tensordesc CONFIG REQUIRED) and runs it.
 #
 # The cargo build is cached in target/cmake-cargo (override with TDESC_CMAKE_CARGO_TARGET_DIR).
@@ -30,7 +30,21 @@ libdir="$(dirname "$(find "$prefix" -name "libtensordesc.so.$ver" | head -n1)")"
 if command -v readelf >/dev/null; then
   readelf -d "$libdir/libtensordesc.so.$ver" | grep 'SONAME.*\[libtensordesc.so.1\]' >/dev/null \
     || { echo "SONAME is not libtensordesc.so.1"; exit 1; }
+  # Installed without debug info (TENSORDESC_INSTALL_STRIPPED, on by default); the cargo
+  # build it came from keeps it ([profile.release] debug = 1).
+  debug_sections() { readelf -S -W "$1" | grep -cE '^\s*\[\s*[0-9]+\] \.debug_' || true; }
+  for f in "$libdir/libtensordesc.so.$ver" "$libdir/libtensordesc.a"; do
+    n="$(debug_sections "$f")"
+    [ "$n" = 0 ] || { echo "$f has $n .debug_* sections"; exit 1; }
+  done
+  [ "$(debug_sections "$cargo_dir/release/libtensordesc.so")" != 0 ] \
+    || { echo "the cargo build has no debug info: [profile.release] debug = 1 is gone"; exit 1; }
+  # A stripped shared object still exports the C ABI.
+  readelf --dyn-syms -W "$libdir/libtensordesc.so.$ver" | grep ' tdesc_tensor_get_f64$' >/dev/null \
+    || { echo "tdesc_tensor_get_f64 is not exported"; exit 1; }
 fi
+echo "installed sizes: libtensordesc.so.$ver $(wc -c <"$libdir/libtensordesc.so.$ver") bytes," \
+  "libtensordesc.a $(wc -c <"$libdir/libtensordesc.a") bytes"
 [ -f "$prefix/include/tensordesc.h" ] && [ -f "$prefix/include/tensordesc.hpp" ] \
   || { echo "missing headers"; exit 1; }
 [ -f "$libdir/cmake/tensordesc/tensordesc-config.cmake" ] \

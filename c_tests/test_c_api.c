@@ -664,6 +664,26 @@ static void test_binding(void) {
     EXPECT(tdesc_tensor_get_f64(t, in, 2, NULL), TDESC_ERR_INVALID_ARGUMENT);
     tdesc_tensor_free(t);
 
+    /* COMPLEX64 [2]: no single real value; the detail names the C function that reads it. */
+    OK(tdesc_node_new_row_major(&n));
+    const uint64_t s2[1] = {2};
+    d = build(TDESC_ELEMENT_COMPLEX64, s2, 1, n);
+    float *cdata = alloc64(4 * sizeof(float));
+    cdata[2] = 0.25f;
+    cdata[3] = 4.0f;
+    const void *cptrs[1] = {cdata};
+    OK(tdesc_tensor_bind(d, cptrs, 1, &t));
+    tdesc_descriptor_free(d);
+    const uint64_t c1[1] = {1};
+    EXPECT(tdesc_tensor_get_f64(t, c1, 1, &v), TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tdesc_last_error(), "read their bytes with tdesc_tensor_get") != NULL);
+    CHECK(strstr(tdesc_last_error(), "get_bytes") == NULL);
+    float pair[2] = {0, 0};
+    OK(tdesc_tensor_get(t, c1, 1, pair, sizeof pair));
+    CHECK(pair[0] == 0.25f && pair[1] == 4.0f);
+    tdesc_tensor_free(t);
+    free(cdata);
+
     /* Binding errors. */
     OK(tdesc_node_new_row_major(&n));
     d = build(TDESC_ELEMENT_FLOAT32, s34, 2, n);

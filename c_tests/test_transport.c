@@ -513,10 +513,14 @@ static void test_permissive_file(void) {
     OK(tdesc_file_writer_new_memory(0, &w));
     OK(tdesc_file_writer_add(w, "first", 5, src[0].d, (const void *const *)src[0].buf, 1));
     EXPECT(tdesc_file_writer_add(w, "odd", 3, opaque, NULL, 0), TDESC_ERR_NOT_BINDABLE);
+    /* The detail names the C function to call instead. */
+    CHECK(strstr(tdesc_last_error(), "tdesc_file_writer_add_opaque") != NULL);
     size_t good_len = 0;
     uint8_t *good = encode(src[0].d, &good_len);
     EXPECT(tdesc_file_writer_add_opaque(w, "odd", 3, good, good_len, data, sizeof data),
            TDESC_ERR_INVALID_ARGUMENT); /* bindable: use tdesc_file_writer_add */
+    CHECK(strstr(tdesc_last_error(), "with tdesc_file_writer_add") != NULL);
+    CHECK(strstr(tdesc_last_error(), "write_tensor") == NULL);
     EXPECT(tdesc_file_writer_add_opaque(w, "odd", 3, desc, len - 1, data, sizeof data),
            TDESC_ERR_TRUNCATED);
     OK(tdesc_file_writer_add_opaque(w, "odd", 3, desc, len, data, sizeof data));

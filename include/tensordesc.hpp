@@ -13,6 +13,13 @@
 #ifndef TENSORDESC_HPP
 #define TENSORDESC_HPP
 
+/* C++17 or later (std::optional, std::variant); MSVC reports the standard in _MSVC_LANG. */
+#if !defined(__cplusplus)
+#error "tensordesc.hpp is a C++17 header; C code includes tensordesc.h"
+#elif (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 201703L
+#error "tensordesc.hpp needs C++17 or later (-std=c++17, /std:c++17); C++11/14 code can use the C API in tensordesc.h"
+#else
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -30,12 +37,21 @@
 namespace tdesc {
 
 /// A failed call: the status, its name and the library's detail (tdesc_last_error).
+///
+/// The two strings have different owners, hence different types:
+///   name()   const char *          the status name without prefix ("INDEX_OUT_OF_BOUNDS"),
+///                                  a static string (tdesc_status_name), valid forever;
+///   detail() const std::string &   the library's message as tdesc_last_error() gave it when
+///                                  the call failed ("INDEX_OUT_OF_BOUNDS: index [9, 0] ..."),
+///                                  owned by the exception (what() returns the same text).
 class error : public std::runtime_error {
   public:
     error(tdesc_status status, const std::string &detail)
         : std::runtime_error(detail), status_(status), detail_(detail) {}
     tdesc_status status() const noexcept { return status_; }
+    /// The status name: a static C string (see above).
     const char *name() const noexcept { return tdesc_status_name(status_); }
+    /// The full message, "NAME: detail": owned by this exception (see above).
     const std::string &detail() const noexcept { return detail_; }
 
   private:
@@ -601,5 +617,7 @@ class stream_reader {
 };
 
 } // namespace tdesc
+
+#endif /* C++17 */
 
 #endif /* TENSORDESC_HPP */

@@ -297,6 +297,101 @@ fn headers_compile_alone() {
     }
 }
 
+/// The first fenced block of `lang` after `heading` in `text`.
+fn fenced_block<'t>(text: &'t str, heading: &str, lang: &str) -> &'t str {
+    let from = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    let open = format!("```{lang}\n");
+    let start = from
+        + text[from..]
+            .find(&open)
+            .unwrap_or_else(|| panic!("no ```{lang} block after {heading:?}"))
+        + open.len();
+    let len = text[start..]
+        .find("\n```")
+        .unwrap_or_else(|| panic!("an unclosed ```{lang} block after {heading:?}"));
+    &text[start..start + len + 1]
+}
+
+#[test]
+fn c_quick_start_in_the_docs_compiles_and_prints_what_the_docs_say() {
+    // The program on docs/c-api.md, as it stands there, and the output printed under it.
+    let doc = std::fs::read_to_string(root().join("docs").join("c-api.md")).expect("c-api.md");
+    let program = fenced_block(&doc, "## C quick start", "c");
+    let expected = fenced_block(&doc, "## C quick start", "text");
+    assert!(program.contains("int main(void)"), "{program}");
+    let source = out_dir().join("doc_quick_start.c");
+    std::fs::write(&source, program).expect("write the quick start");
+    let lib = library_dir();
+    let exe = out_dir().join("doc_quick_start");
+    let mut cmd = compiler(false).to_command();
+    cmd.args(strict_flags(false))
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-ltensordesc")
+        .arg(format!("-Wl,-rpath,{}", lib.display()));
+    run_compiler(&mut cmd, "the C quick start of docs/c-api.md");
+    let out = run(&exe, &[]);
+    assert_eq!(
+        out, expected,
+        "the quick start's output is not the one on the page"
+    );
+}
+
+#[test]
+fn cpp_header_stops_below_cpp17_with_one_clear_error() {
+    let source = root().join("c_tests").join("hpp_needs_cxx17.cpp");
+    let compile = |std: &str| {
+        let obj = out_dir().join(format!("hpp_needs_cxx17.{std}.o"));
+        let _ = std::fs::remove_file(&obj);
+        let out = compiler(true)
+            .to_command()
+            .args([
+                &format!("-std={std}"),
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+            ])
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg("-c")
+            .arg(&source)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run the C++ compiler: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), obj.exists(), stderr)
+    };
+    for std in ["c++11", "c++14"] {
+        let (ok, obj, stderr) = compile(std);
+        assert!(!ok && !obj, "tensordesc.hpp compiled as {std}:\n{stderr}");
+        assert!(
+            stderr.contains("tensordesc.hpp needs C++17 or later"),
+            "{std}: not the header's #error:\n{stderr}"
+        );
+        // That error alone: nothing of the header is compiled after it.
+        assert_eq!(
+            stderr.lines().filter(|l| l.contains(": error")).count(),
+            1,
+            "{std}: more than the one #error:\n{stderr}"
+        );
+    }
+    for std in ["c++17", "c++20"] {
+        let (ok, obj, stderr) = compile(std);
+        assert!(
+            ok && obj,
+            "tensordesc.hpp does not compile as {std}:\n{stderr}"
+        );
+    }
+}
+
 #[test]
 fn static_library_links() {
     // The same golden-vector program, linked against libtensordesc.a instead.

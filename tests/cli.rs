@@ -413,6 +413,41 @@ fn demo_refuses_an_unwritable_path_with_one_error_line() {
     let r = run(&["demo", "--out", "/nonexistent-dir/x/demo.tdf"]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, "IO");
+    // The path is checked before anything is printed: no banner above the error.
+    assert_eq!(r.stdout, "", "the demo printed before failing");
+    // A directory is no file to write either.
+    let dir = scratch("demo-dir-out");
+    let r = run(&["demo", "--out", p(&dir)]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+    assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+}
+
+#[test]
+fn help_says_how_many_ways_the_demo_stores_its_tensor() {
+    // The demo's tensor: one leaf layout family per way it is stored.
+    let (path, stdout) = demo();
+    let r = FileReader::open(path, Mode::Strict).unwrap();
+    let d = r.get("weights").unwrap().descriptor().unwrap();
+    let leaves: std::collections::BTreeSet<u8> = d
+        .regions()
+        .map(|v| v.layout_tag())
+        .filter(|&t| t != tensordesc::layout::tag::SUBPAVING)
+        .collect();
+    assert_eq!(leaves.len(), 11, "{leaves:?}");
+    assert!(stdout.contains("stored eleven ways at once"), "{stdout}");
+    for args in [&["--help"][..], &["help"], &["demo", "--help"]] {
+        let r = run(args);
+        assert_eq!(r.code, 0);
+        assert!(
+            r.stdout.contains("stored eleven ways"),
+            "{args:?}:\n{}",
+            r.stdout
+        );
+        assert!(!r.stdout.contains("nine ways"), "{args:?}:\n{}", r.stdout);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -711,6 +746,132 @@ fn stream_captures_are_inspected_validated_and_located() {
     assert!(r.stdout.contains("cut.bin: TRUNCATED: "), "{}", r.stdout);
 }
 
+/// Lines of a child's stdout, read on a thread and handed over one at a time, so a test
+/// can wait for a line with a timeout.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn spawn(stdout: std::process::ChildStdout) -> (Lines, std::thread::JoinHandle<()>) {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (
+            Lines {
+                rx,
+                seen: Vec::new(),
+            },
+            reader,
+        )
+    }
+
+    /// Wait (at most `secs` seconds) for a line starting with `prefix`; every line read is
+    /// kept in `seen`. `Err` with the output so far on a timeout or the end of the output.
+    fn wait_for(&mut self, prefix: &str, secs: u64) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = line.starts_with(prefix);
+                    self.seen.push(line);
+                    if hit {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "no line starting {prefix:?} ({e}); the output so far:\n{}",
+                        self.seen.join("\n")
+                    ))
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn inspect_stdin_prints_each_tensor_as_soon_as_it_is_complete() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    // A stream of three tensors, and the byte position where each one's last frame ends.
+    let names = ["first", "second", "third"];
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    let mut ends = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let n = 4 + k as u64;
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
+            .build()
+            .unwrap();
+        let data: Vec<u8> = (0..n as u8).collect();
+        w.write_tensor(name, &d, &[&data]).unwrap();
+        ends.push(w.position() as usize);
+    }
+    let bytes = w.finish().unwrap();
+    assert!(ends[2] < bytes.len(), "STREAM_END follows the last tensor");
+
+    // `producer | tensordesc inspect -`: the producer writes one tensor, then waits until
+    // the consumer has printed it before writing the next. A tool that reads its whole
+    // input first prints nothing until stdin is closed, and the wait times out.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+        .args(["inspect", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (mut lines, reader) = Lines::spawn(child.stdout.take().unwrap());
+    let mut start = 0;
+    for (k, (name, &end)) in names.iter().zip(&ends).enumerate() {
+        stdin.write_all(&bytes[start..end]).unwrap();
+        stdin.flush().unwrap();
+        start = end;
+        if let Err(e) = lines.wait_for(&format!("tensor {name:?}: UINT8 [{}]", 4 + k), 30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tensor {name:?} was written in full but not printed: {e}");
+        }
+        // Nothing of a tensor not yet written.
+        for later in &names[k + 1..] {
+            assert!(
+                !lines.seen.iter().any(|l| l.contains(later)),
+                "{later:?} printed before it was written:\n{}",
+                lines.seen.join("\n")
+            );
+        }
+    }
+    assert!(
+        lines.seen[0].starts_with("-: stream capture, version 1."),
+        "{}",
+        lines.seen[0]
+    );
+    // STREAM_END, then end of input: the summary line and exit 0.
+    stdin.write_all(&bytes[start..]).unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    lines.seen.extend(lines.rx.try_iter());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let last = lines.seen.last().unwrap();
+    assert!(
+        last.starts_with(&format!("-: end of stream, 3 tensors, {} B", bytes.len())),
+        "{last}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // validate
 // ---------------------------------------------------------------------------------------
@@ -822,10 +983,9 @@ fn validate_usage_and_io_errors_exit_2() {
     assert_eq!(r.code, 2);
 }
 
-#[test]
-fn validate_contents_finds_corrupt_buffers() {
-    let dir = scratch("validate-contents");
-    // A CSR matrix whose second column index is out of range.
+/// A .tdf holding one FLOAT32 [2, 3] CSR matrix, "broken", whose second column index (9,
+/// in row 1) is out of range: structurally valid, its contents not.
+fn write_broken_csr(path: &Path) {
     let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
         .build()
         .unwrap();
@@ -835,12 +995,25 @@ fn validate_contents_finds_corrupt_buffers() {
     let mut w = FileWriter::new(Vec::new()).unwrap();
     w.write_tensor("broken", &d, &[&indptr, &bad_indices, &values])
         .unwrap();
-    let path = dir.join("broken.tdf");
-    std::fs::write(&path, w.finish().unwrap()).unwrap();
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
 
-    // Structurally the file is fine ...
+#[test]
+fn validate_contents_finds_corrupt_buffers() {
+    let dir = scratch("validate-contents");
+    let path = dir.join("broken.tdf");
+    write_broken_csr(&path);
+
+    // Structurally the file is fine, and the OK line says the contents were not checked ...
     let r = run(&["validate", p(&path)]);
     assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{}: OK (.tdf file, 1 tensor, strict mode; buffer contents not validated (--contents validates them))\n",
+            path.display()
+        )
+    );
     // ... its contents are not.
     let r = run(&["validate", "--contents", p(&path)]);
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -965,6 +1138,62 @@ fn locate_prints_the_location_and_the_dequantized_value() {
         "{}",
         r.stdout
     );
+}
+
+#[test]
+fn locate_validates_the_contents_it_reads_unless_told_not_to() {
+    let dir = scratch("locate-corrupt");
+    let path = dir.join("broken.tdf");
+    write_broken_csr(&path);
+    // Row 1 stores column 9 of a 3-column matrix. Read as stored, [1, 0] is an implicit
+    // zero; locate says the contents are corrupt instead.
+    let r = run(&["locate", p(&path), "1,0"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_one_error_line(&r, "CONTENT_INVALID");
+    assert!(r.stderr.contains("tensor \"broken\": "), "{}", r.stderr);
+    assert!(r.stderr.contains("--no-validate"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    // Any element of the tensor: its contents are checked before one is read.
+    let r = run(&["locate", p(&path), "0,2"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "CONTENT_INVALID");
+    // --no-validate reads the bytes as stored, and says so.
+    let r = run(&["locate", "--no-validate", p(&path), "1,0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("contents: not validated (--no-validate)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("value: 0\n"), "{}", r.stdout);
+    let r = run(&["locate", "--no-validate", p(&path), "0,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("value: 1\n"), "{}", r.stdout);
+    // Valid contents: located and read, and the output says they were validated.
+    let r = run(&["locate", p(&write_fixed_csr(&dir)), "1,0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("contents: valid"), "{}", r.stdout);
+    assert!(r.stdout.contains("value: -2\n"), "{}", r.stdout);
+}
+
+/// The CSR matrix of [`write_broken_csr`] with its column index fixed (row 1 stores -2 at
+/// column 0).
+fn write_fixed_csr(dir: &Path) -> PathBuf {
+    let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(2, 3))
+        .build()
+        .unwrap();
+    let indptr: Vec<u8> = [0u64, 1, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let indices: Vec<u8> = [2u64, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values: Vec<u8> = [1.0f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("fixed", &d, &[&indptr, &indices, &values])
+        .unwrap();
+    let path = dir.join("fixed.tdf");
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+    path
 }
 
 #[test]
@@ -1133,6 +1362,346 @@ fn convert_rejects_unsupported_dtypes_and_bad_input_clearly() {
     assert_one_error_line(&r, "CONTENT_INVALID");
 
     let r = run(&["convert", p(&dir.join("missing.safetensors")), p(&output)]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "IO");
+}
+
+/// A small safetensors file of two FLOAT32 tensors, with metadata.
+fn write_small_safetensors(path: &Path) -> Vec<u8> {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let a: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let b: Vec<u8> = [3.0f32, 4.0, 5.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let tensors = vec![
+        ("a", TensorView::new(Dtype::F32, vec![2], &a).unwrap()),
+        ("b", TensorView::new(Dtype::F32, vec![3], &b).unwrap()),
+    ];
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    let bytes = safetensors::serialize(tensors, Some(meta)).unwrap();
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The names of the safetensors crate's errors, which a user should never see.
+const RAW_SAFETENSORS_ERRORS: [&str; 10] = [
+    "HeaderTooLarge",
+    "HeaderTooSmall",
+    "InvalidHeaderLength",
+    "MetadataIncompleteBuffer",
+    "InvalidHeaderDeserialization",
+    "TensorInvalidInfo",
+    "InvalidOffset",
+    "InvalidTensorView",
+    "ValidationOverflow",
+    "MisalignedSlice",
+];
+
+#[test]
+fn convert_maps_float8_e8m0_complex64_and_float4() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("convert-dtypes");
+    // E8M0: 2^(code - 127).
+    let e8m0 = [127u8, 130, 120];
+    // Two FLOAT32 per element, the real part first.
+    let c64: Vec<u8> = [1.5f32, -2.0, 0.25, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    // E2M1 codes 1..5 and 0xA, two per byte, the first element in the low nibble:
+    // 0.5, 1, 1.5, 2, 3, -1.
+    let f4 = [0x21u8, 0x43, 0xA5];
+    let tensors = vec![
+        (
+            "scales",
+            TensorView::new(Dtype::F8_E8M0, vec![3], &e8m0).unwrap(),
+        ),
+        ("z", TensorView::new(Dtype::C64, vec![2], &c64).unwrap()),
+        ("w4", TensorView::new(Dtype::F4, vec![2, 3], &f4).unwrap()),
+    ];
+    let input = dir.join("mx.safetensors");
+    std::fs::write(&input, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let output = dir.join("mx.tdf");
+    let r = run(&["convert", p(&input), p(&output)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("converted 3 tensors"), "{}", r.stdout);
+
+    let reader = FileReader::open(&output, Mode::Strict).unwrap();
+    // No metadata in the input: no __metadata__ tensor.
+    assert_eq!(reader.len(), 3);
+    for (name, et, shape, data) in [
+        ("scales", ElementType::Float8E8m0fnu, &[3u64][..], &e8m0[..]),
+        ("z", ElementType::Complex64, &[2], &c64[..]),
+        ("w4", ElementType::Float4E2m1fn, &[2, 3], &f4[..]),
+    ] {
+        let e = reader.get(name).unwrap();
+        let d = e.descriptor().unwrap();
+        assert_eq!(d.element_type(), et, "{name}");
+        assert_eq!(d.shape(), shape, "{name}");
+        assert_eq!(d.layout_tag(), tensordesc::layout::tag::ROW_MAJOR, "{name}");
+        assert_eq!(e.buffers().unwrap(), vec![data], "{name}");
+    }
+    // The values mean what they meant in safetensors.
+    let bound = |name: &str| {
+        let e = reader.get(name).unwrap();
+        BoundTensor::bind(e.descriptor().unwrap(), e.buffers().unwrap()).unwrap()
+    };
+    let t = bound("scales");
+    let got: Vec<f64> = (0..3).map(|i| t.get_f64(&[i]).unwrap()).collect();
+    assert_eq!(got, [1.0, 8.0, 1.0 / 128.0]);
+    let t = bound("w4");
+    let got: Vec<f64> = (0..6)
+        .map(|k| t.get_f64(&[k / 3, k % 3]).unwrap())
+        .collect();
+    assert_eq!(got, [0.5, 1.0, 1.5, 2.0, 3.0, -1.0]);
+    let r = run(&["locate", p(&output), "--tensor", "z", "1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("(COMPLEX64 0.25 + 4i)"), "{}", r.stdout);
+    let r = run(&["validate", "--contents", p(&output)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+}
+
+#[test]
+fn convert_never_replaces_its_input_and_a_failure_leaves_no_file() {
+    let dir = scratch("convert-same");
+    let input = dir.join("model.safetensors");
+    let original = write_small_safetensors(&input);
+    let hard = dir.join("hard.tdf");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let soft = dir.join("soft.tdf");
+    std::os::unix::fs::symlink("model.safetensors", &soft).unwrap();
+    // The same file by its own path, a relative spelling, a hard link and a symlink.
+    let dotted = dir.join(".").join("model.safetensors");
+    for out in [&input, &dotted, &hard, &soft] {
+        let r = run(&["convert", p(&input), p(out)]);
+        assert_eq!(r.code, 2, "convert into {}: {}", out.display(), r.stdout);
+        assert_one_error_line(&r, "INVALID_ARGUMENT");
+        assert!(r.stderr.contains("is the input"), "{}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        assert_eq!(std::fs::read(&input).unwrap(), original);
+    }
+    assert!(std::fs::symlink_metadata(&soft)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let before = listing(&dir);
+    assert_eq!(
+        before,
+        ["hard.tdf", "model.safetensors", "soft.tdf"],
+        "nothing was written"
+    );
+
+    // A conversion that fails after its output was opened (the alignment is refused when
+    // the .tdf writer starts) leaves no output and no temporary file ...
+    let out = dir.join("out.tdf");
+    let r = run(&["convert", "--alignment", "100", p(&input), p(&out)]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "ALIGNMENT_INVALID");
+    assert_eq!(listing(&dir), before);
+    // ... and leaves an existing output as it was.
+    std::fs::write(&out, b"an older file").unwrap();
+    let r = run(&["convert", "--alignment", "100", p(&input), p(&out)]);
+    assert_eq!(r.code, 1);
+    assert_eq!(std::fs::read(&out).unwrap(), b"an older file");
+    let mut with_out = before.clone();
+    with_out.push("out.tdf".to_string());
+    with_out.sort();
+    assert_eq!(listing(&dir), with_out);
+    // A successful conversion replaces it, and leaves no temporary file either.
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(listing(&dir), with_out);
+    assert_eq!(FileReader::open(&out, Mode::Strict).unwrap().len(), 3);
+}
+
+#[test]
+fn convert_errors_are_sentences_that_name_the_tensor() {
+    let dir = scratch("convert-errors");
+    let out = dir.join("out.tdf");
+    let hand_made = |name: &str, header: &str, data: usize| {
+        let mut v = (header.len() as u64).to_le_bytes().to_vec();
+        v.extend_from_slice(header.as_bytes());
+        v.extend(std::iter::repeat_n(0u8, data));
+        let path = dir.join(name);
+        std::fs::write(&path, v).unwrap();
+        path
+    };
+    let check = |r: &Run, status: &str, code: i32, wants: &[&str]| {
+        assert_eq!(r.code, code, "{}", r.stderr);
+        assert_one_error_line(r, status);
+        for w in wants {
+            assert!(r.stderr.contains(w), "{w:?} not in {}", r.stderr);
+        }
+        for raw in RAW_SAFETENSORS_ERRORS {
+            assert!(!r.stderr.contains(raw), "{raw} in {}", r.stderr);
+        }
+        assert!(!out.exists());
+    };
+
+    // Tensor "b" has fewer bytes than its shape needs (the library's TensorInvalidInfo).
+    let f = hand_made(
+        "short.safetensors",
+        r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[3],"data_offsets":[8,16]}}"#,
+        16,
+    );
+    let r = run(&["convert", p(&f), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["tensor \"b\"", "needs 12"]);
+    // Tensor "late" does not start where "a" ends (InvalidOffset).
+    let f = hand_made(
+        "gap.safetensors",
+        r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"late":{"dtype":"U8","shape":[2],"data_offsets":[10,12]}}"#,
+        12,
+    );
+    let r = run(&["convert", p(&f), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["tensor \"late\""]);
+    // An unknown dtype names its tensor too.
+    let f = hand_made(
+        "f2.safetensors",
+        r#"{"odd":{"dtype":"F2","shape":[4],"data_offsets":[0,1]}}"#,
+        1,
+    );
+    let r = run(&["convert", p(&f), p(&out)]);
+    check(&r, "INVALID_ELEMENT_TYPE", 1, &["tensor \"odd\"", "\"F2\""]);
+
+    // A truncated file and one with bytes no tensor covers (MetadataIncompleteBuffer).
+    let good = write_small_safetensors(&dir.join("good.safetensors"));
+    let cut = dir.join("cut.safetensors");
+    std::fs::write(&cut, &good[..good.len() - 4]).unwrap();
+    let r = run(&["convert", p(&cut), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["truncated"]);
+    let long = dir.join("long.safetensors");
+    std::fs::write(&long, [&good[..], &[0u8; 4]].concat()).unwrap();
+    let r = run(&["convert", p(&long), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["data bytes"]);
+
+    // A .tdf given as the input (its magic read as a header length is HeaderTooLarge).
+    let tdf = dir.join("model.tdf");
+    let r = run(&["convert", p(&dir.join("good.safetensors")), p(&tdf)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(&["convert", p(&tdf), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["looks like a .tdf file"]);
+    // Neither safetensors nor tensordesc: a header length past the 100 MB limit.
+    let junk = dir.join("junk.bin");
+    std::fs::write(&junk, b"PK\x03\x04 not a safetensors file at all").unwrap();
+    let r = run(&["convert", p(&junk), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["not a safetensors file"]);
+
+    // A directory is said to be one.
+    let sub = dir.join("adir");
+    std::fs::create_dir(&sub).unwrap();
+    let r = run(&["convert", p(&sub), p(&out)]);
+    check(&r, "IO", 2, &[&format!("{} is a directory", sub.display())]);
+    assert!(!r.stderr.contains("No such device"), "{}", r.stderr);
+}
+
+#[test]
+fn convert_keeps_the_safetensors_metadata_as_a_tensor() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("convert-metadata");
+    let meta: BTreeMap<String, String> = [
+        ("format", "pt"),
+        ("zeta", "last \"quoted\"\nline"),
+        ("author", "é✓"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let data = [1u8, 2, 3];
+    let tensors = vec![("t", TensorView::new(Dtype::U8, vec![3], &data).unwrap())];
+    let bytes = safetensors::serialize(tensors, Some(meta.clone().into_iter().collect())).unwrap();
+    let input = dir.join("m.safetensors");
+    std::fs::write(&input, bytes).unwrap();
+    let output = dir.join("m.tdf");
+    let r = run(&["convert", p(&input), p(&output)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("converted 1 tensor "), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("__metadata__: UINT8 [") && r.stdout.contains("3 keys, as JSON text"),
+        "{}",
+        r.stdout
+    );
+
+    // A UINT8 vector holding the object as JSON, keys sorted, which reads back as the
+    // metadata the input had.
+    let reader = FileReader::open(&output, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), 2);
+    let e = reader.get("__metadata__").unwrap();
+    let d = e.descriptor().unwrap();
+    assert_eq!(d.element_type(), ElementType::Uint8);
+    assert_eq!(d.rank(), 1);
+    let text = std::str::from_utf8(e.buffers().unwrap()[0]).unwrap();
+    let Json::Obj(members) = Parser::parse(text).unwrap() else {
+        panic!("not a JSON object: {text}")
+    };
+    let back: Vec<(String, String)> = members
+        .into_iter()
+        .map(|(k, v)| (k, v.str().to_string()))
+        .collect();
+    let want: Vec<(String, String)> = meta.into_iter().collect();
+    assert_eq!(back, want, "keys in sorted order, values unchanged");
+    assert_eq!(reader.get("t").unwrap().buffers().unwrap(), vec![&data[..]]);
+    // inspect shows it as text.
+    let r = run(&["inspect", p(&output)]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout
+            .contains("metadata (safetensors __metadata__, JSON): {\"author\":\"é✓\","),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn convert_quiet_prints_nothing() {
+    let dir = scratch("convert-quiet");
+    let input = dir.join("model.safetensors");
+    write_small_safetensors(&input);
+    // By default: a summary and one line per tensor.
+    let out = dir.join("loud.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("\n  a: FLOAT32 [2] ROW_MAJOR"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("\n  b: FLOAT32 [3] ROW_MAJOR"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.lines().count(), 4, "{}", r.stdout);
+    for flag in ["--quiet", "-q"] {
+        let out = dir.join(format!("quiet{flag}.tdf"));
+        let r = run(&["convert", flag, p(&input), p(&out)]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.stdout, "", "{flag}");
+        assert_eq!(r.stderr, "", "{flag}");
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(dir.join("loud.tdf")).unwrap(),
+            "{flag} writes the same file"
+        );
+    }
+    // Errors still print.
+    let r = run(&["convert", "-q", p(&dir.join("missing")), p(&out)]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, "IO");
 }

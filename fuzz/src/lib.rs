@@ -4,82 +4,12 @@
 //! assertion here and not only libFuzzer's coarse `-rss_limit_mb`: decoding `n` bytes
 //! may hold at most [`heap_bound`]`(n)` bytes of heap at its peak.
 
-use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
-use std::cell::Cell;
-
 use tensordesc::{decode, Descriptor, ErrorKind, LayoutRef, Location, Mode};
 
-/// Counts live and peak heap bytes of the fuzzing thread.
-pub struct CountingAlloc;
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-fn add_live(n: usize) {
-    let _ = LIVE.try_with(|l| {
-        let v = l.get().saturating_add(n);
-        l.set(v);
-        let _ = PEAK.try_with(|p| {
-            if v > p.get() {
-                p.set(v)
-            }
-        });
-    });
-}
-
-fn sub_live(n: usize) {
-    let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
-}
-
-// SAFETY: every method forwards to the system allocator unchanged; the bookkeeping only
-// touches thread-local counters that never allocate.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            add_live(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            add_live(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (see `alloc`).
-        unsafe { System.dealloc(ptr, layout) };
-        sub_live(layout.size());
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged; `ptr`/`layout` come from this allocator.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            sub_live(layout.size());
-            add_live(new_size);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Run `f` and return its result with the peak of heap bytes allocated during it, above
-/// what was live when it started.
-pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = LIVE.with(|l| l.get());
-    PEAK.with(|p| p.set(base));
-    let out = f();
-    let peak = PEAK.with(|p| p.get());
-    (out, peak - base)
-}
+/// The counting allocator the test suite's memory bounds use, shared with it.
+#[path = "../../tests/common/counting_alloc.rs"]
+mod counting_alloc;
+pub use counting_alloc::{measure, CountingAlloc, LIVE, PEAK};
 
 /// The memory guarantee checked on every decode (docs/security.md): the peak heap while
 /// decoding `n` input bytes (the descriptor, its index and transient scratch, error

@@ -27,7 +27,8 @@ pub use decode::decode;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One node of the layout tree: the tensor itself or a region.
+/// One node of the layout tree: the tensor itself or a region (40 bytes, no allocation of
+/// its own: a level of regions is a slice of these).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Node {
     pub layout: Layout,
@@ -41,9 +42,6 @@ pub(crate) struct Node {
     /// Parent region (NONE for the tensor and for top-level regions).
     pub parent: u32,
 }
-
-/// A region record is a [`Node`] with its parent: 40 bytes, no allocation of its own.
-pub(crate) type RegionRecord = Node;
 
 /// A validated tensor descriptor. Built only by [`decode`] or the
 /// [builder](crate::builder), so every value reachable from it obeys the format's rules.
@@ -60,7 +58,7 @@ pub struct Descriptor {
     /// Opaque bytes of a newer minor version, or of an unknown top-level layout.
     pub(crate) trailing: Vec<u8>,
     pub(crate) encoded_len: u64,
-    pub(crate) regions: Vec<RegionRecord>,
+    pub(crate) regions: Vec<Node>,
     pub(crate) coords: Vec<u64>,
     /// The effective buffer list; inline up to 3 handles.
     pub(crate) buffers: SmallVec<BufferHandle, 3>,
@@ -129,7 +127,7 @@ pub struct RegionView<'a> {
 }
 
 impl<'a> RegionView<'a> {
-    fn rec(&self) -> &'a RegionRecord {
+    fn rec(&self) -> &'a Node {
         &self.d.regions[self.index as usize]
     }
     /// Pre-order index of this region.
@@ -369,7 +367,7 @@ impl Descriptor {
     /// Heap bytes held by the decoded form, index included.
     pub fn heap_bytes(&self) -> usize {
         self.shape.heap_bytes()
-            + self.regions.capacity() * std::mem::size_of::<RegionRecord>()
+            + self.regions.capacity() * std::mem::size_of::<Node>()
             + self.coords.capacity() * 8
             + self.buffers.heap_bytes()
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
@@ -388,6 +386,6 @@ mod tests {
     #[test]
     fn region_record_is_compact() {
         assert_eq!(std::mem::size_of::<Layout>(), 16);
-        assert_eq!(std::mem::size_of::<RegionRecord>(), 40);
+        assert_eq!(std::mem::size_of::<Node>(), 40);
     }
 }

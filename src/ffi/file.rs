@@ -30,7 +30,7 @@ use super::args::{
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::tdesc_mode;
 
@@ -150,9 +150,24 @@ impl<W> WriterState<W> {
 
 /// The parsed file and the memory it lives in; shared by the handle and every tensor bound
 /// into it.
-struct FileData {
+pub(crate) struct FileData {
     /// Owns its source: the mapping, or the aligned copy `tdesc_file_open_bytes` makes.
     reader: FileReader<'static>,
+}
+
+impl FileData {
+    /// Tensor `i` (`INDEX_OUT_OF_BOUNDS` past the end).
+    pub(crate) fn reader_entry(&self, i: usize) -> Result<TensorEntry<'_>> {
+        self.reader.entry(i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "tensor index {i} is out of range (the file has {})",
+                    self.reader.len()
+                ),
+            )
+        })
+    }
 }
 
 /// An open `.tdf` file: every tensor's name, descriptor and buffers, parsed once.
@@ -186,15 +201,7 @@ impl tdesc_file {
     }
 
     fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {
-        self.data.reader.entry(i).ok_or_else(|| {
-            Error::new(
-                ErrorKind::IndexOutOfBounds,
-                format!(
-                    "tensor index {i} is out of range (the file has {})",
-                    self.data.reader.len()
-                ),
-            )
-        })
+        self.data.reader_entry(i)
     }
 
     /// The entry's descriptor in an Arc (the decode error when it failed to decode).
@@ -425,23 +432,8 @@ pub unsafe extern "C" fn tdesc_file_tensor_bind(
         };
         let e = f.entry(i)?;
         f.check_bindable(&e)?;
-        let d = tdesc_descriptor::share(f.shared_descriptor(&e)?);
-        let t = tdesc_tensor::bind(&d, |_| {
-            let slices = e.buffers()?;
-            // SAFETY: the slices point into the file's memory (the mapping, the owned copy
-            // or the reader's aligned copies), all owned by `f.data`; the tensor receives a
-            // clone of that Arc as its owner below and drops it only after its bound view.
-            Ok(slices
-                .into_iter()
-                .map(|s| unsafe { &*(s as *const [u8]) })
-                .collect())
-        })
-        .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        // The memory is the read-only mapping, or the handle's copy shared by every tensor
-        // bound from it: nothing handed out from it may be written.
-        let t = t
-            .with_owner(Arc::clone(&f.data) as super::tensor::Owner)
-            .into_read_only();
+        let t = tdesc_tensor::bind_file(Arc::clone(&f.data), i, f.shared_descriptor(&e)?)
+            .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
         // SAFETY: checked above.
         unsafe { handle::give(out, t) };
         Ok(())
@@ -676,7 +668,12 @@ pub unsafe extern "C" fn tdesc_file_writer_add(
         let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
         // SAFETY: caller promise on `name_len` bytes at `name` (at most u32::MAX).
         let name = unsafe { name_arg(name, name_len)? };
-        fw.write_tensor(name, &d.inner, &slices)
+        fw.write_tensor(name, &d.inner, &slices).map_err(|e| {
+            in_c_terms(
+                e,
+                &[("use write_opaque", "use tdesc_file_writer_add_opaque")],
+            )
+        })
     })
 }
 
@@ -707,7 +704,10 @@ pub unsafe extern "C" fn tdesc_file_writer_add_opaque(
                 slice_arg(data, data_len, "data")?,
             )
         };
-        w.state.open(FILE_WRITER)?.write_opaque(name, desc, data)
+        w.state
+            .open(FILE_WRITER)?
+            .write_opaque(name, desc, data)
+            .map_err(|e| in_c_terms(e, &[("with write_tensor", "with tdesc_file_writer_add")]))
     })
 }
 

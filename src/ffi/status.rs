@@ -223,6 +223,18 @@ pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> Result<T>) -> T {
     }
 }
 
+/// A detail in C terms: where the library's message advises another call by its Rust name
+/// (`read their bytes with get_bytes`), name the C function instead. `names` pairs each
+/// Rust phrase with its C replacement.
+pub(crate) fn in_c_terms(mut e: Error, names: &[(&str, &str)]) -> Error {
+    for (rust, c) in names {
+        if e.detail.contains(rust) {
+            e.detail = e.detail.replace(rust, c);
+        }
+    }
+    e
+}
+
 /// A lazily built table of NUL-terminated names for every value of a `u8`/`u32` code.
 pub(crate) fn name_table(
     cell: &'static OnceLock<Vec<CString>>,

@@ -11,56 +11,93 @@ use std::ffi::c_void;
 use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 
+use self_cell::self_cell;
+
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 
 use super::args::{buffer_slices, index_arg, invalid, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::file::FileData;
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 
-/// Keeps library-owned buffer memory alive (an imported DLPack tensor).
+/// Keeps library-owned buffer memory alive (an imported DLPack tensor, a file's memory)
+/// for as long as a tensor or an export of it holds a clone.
 pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
+
+/// What a tensor's bound view borrows from, owned by the tensor itself.
+pub(crate) struct Sources {
+    /// The descriptor elements are read through: the public one, or (a DLPack import
+    /// whose first element lies above the 64-byte boundary the public descriptor's buffer
+    /// starts at, see `bind_view`) an equivalent one whose buffer starts at that element.
+    read_through: Arc<Descriptor>,
+    /// The parsed file the buffers point into (`tdesc_file_tensor_bind`).
+    file: Option<Arc<FileData>>,
+}
+
+self_cell!(
+    /// A bound tensor together with the descriptor (and file) it borrows from.
+    struct Bound {
+        owner: Sources,
+        #[covariant]
+        dependent: BoundTensor,
+    }
+);
 
 /// A descriptor bound to host buffers. Immutable; may be read from several threads at
 /// once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
 pub struct tdesc_tensor {
-    // Declared first so it is dropped first: it borrows from `desc` and the C buffers.
-    bound: BoundTensor<'static>,
-    // Boxed so its address (handed out by `tdesc_tensor_descriptor`) and the
-    // `Descriptor` behind its Arc never move while `bound` borrows them.
+    bound: Bound,
+    // Boxed so its address (handed out by `tdesc_tensor_descriptor`) never moves.
     desc: Box<tdesc_descriptor>,
-    // The descriptor `bound` reads through when it is not `desc`'s: a DLPack import whose
-    // first element lies above the 64-byte boundary `desc`'s buffer starts at (see
-    // `bind_view`). Its Arc's allocation never moves; dropped after `bound`.
-    _view: Option<Arc<Descriptor>>,
     // The `data` address and `byte_offset` a DLPack producer handed over, which exports of
     // the imported tensor hand on unchanged.
     dlpack_origin: Option<(usize, u64)>,
-    // What keeps library-owned buffer memory alive (an imported DLPack tensor); None when
-    // the caller owns the buffers. Declared last so it is dropped after `bound`.
+    // What keeps library-owned buffer memory alive (an imported DLPack tensor, a file),
+    // shared with the tensor's DLPack exports; None when the caller owns the buffers.
+    // Declared last so it is dropped after `bound`.
     owner: Option<Owner>,
 }
 
 impl tdesc_tensor {
+    /// Bind `desc` to the caller's memory: `slices` gets the descriptor and returns one
+    /// slice per effective buffer (valid for the tensor's life by the caller's promise).
     pub(crate) fn bind(
         desc: &tdesc_descriptor,
         slices: impl FnOnce(&Descriptor) -> Result<Vec<&'static [u8]>>,
     ) -> Result<tdesc_tensor> {
-        let desc = Box::new(tdesc_descriptor::share(Arc::clone(desc.descriptor())));
-        // SAFETY: the Descriptor lives in an Arc owned by `desc`, which this struct owns
-        // and drops only after `bound`; the Arc's heap allocation never moves, so the
-        // reference stays valid for as long as `bound` exists.
-        let d: &'static Descriptor = unsafe { &*Arc::as_ptr(desc.descriptor()) };
-        let bound = BoundTensor::bind(d, slices(d)?)?;
-        Ok(tdesc_tensor {
-            bound,
-            desc,
-            _view: None,
-            dlpack_origin: None,
-            owner: None,
-        })
+        let shared = Arc::clone(desc.descriptor());
+        let sources = Sources {
+            read_through: Arc::clone(&shared),
+            file: None,
+        };
+        let bound = Bound::try_new(sources, |s| {
+            BoundTensor::bind(&s.read_through, slices(&s.read_through)?)
+        })?;
+        Ok(tdesc_tensor::assemble(bound, shared))
+    }
+
+    /// Bind entry `i` of `file` (its descriptor `desc`) to the file's memory. The tensor
+    /// keeps the file alive and is read-only.
+    pub(crate) fn bind_file(
+        file: Arc<FileData>,
+        i: usize,
+        desc: Arc<Descriptor>,
+    ) -> Result<tdesc_tensor> {
+        let sources = Sources {
+            read_through: Arc::clone(&desc),
+            file: Some(Arc::clone(&file)),
+        };
+        let bound = Bound::try_new(sources, |s| {
+            let file = s.file.as_ref().ok_or_else(|| {
+                Error::new(ErrorKind::Internal, "a file binding without its file")
+            })?;
+            let entry = file.reader_entry(i)?;
+            Ok::<_, Error>(BoundTensor::bind(&s.read_through, entry.buffers()?)?.into_read_only())
+        })?;
+        Ok(tdesc_tensor::assemble(bound, desc).with_owner(file as Owner))
     }
 
     /// A tensor whose public descriptor is `public` but whose elements are read through
@@ -72,17 +109,23 @@ impl tdesc_tensor {
         view: Arc<Descriptor>,
         slices: Vec<&'static [u8]>,
     ) -> Result<tdesc_tensor> {
-        // SAFETY: as in `bind`: the Arc is owned by this struct, dropped after `bound`, and
-        // its allocation never moves.
-        let d: &'static Descriptor = unsafe { &*Arc::as_ptr(&view) };
-        let bound = BoundTensor::bind_unaligned(d, slices)?;
-        Ok(tdesc_tensor {
+        let sources = Sources {
+            read_through: view,
+            file: None,
+        };
+        let bound = Bound::try_new(sources, |s| {
+            BoundTensor::bind_unaligned(&s.read_through, slices)
+        })?;
+        Ok(tdesc_tensor::assemble(bound, public))
+    }
+
+    fn assemble(bound: Bound, public: Arc<Descriptor>) -> tdesc_tensor {
+        tdesc_tensor {
             bound,
             desc: Box::new(tdesc_descriptor::share(public)),
-            _view: Some(view),
             dlpack_origin: None,
             owner: None,
-        })
+        }
     }
 
     /// The same tensor, remembering the DLPack producer's `data` address and
@@ -104,16 +147,9 @@ impl tdesc_tensor {
         self
     }
 
-    /// The same tensor over memory that must not be written
-    /// ([`BoundTensor::is_read_only`]).
-    pub(crate) fn into_read_only(mut self) -> tdesc_tensor {
-        self.bound = self.bound.into_read_only();
-        self
-    }
-
     /// The bound tensor.
     pub(crate) fn bound(&self) -> &BoundTensor<'_> {
-        &self.bound
+        self.bound.borrow_dependent()
     }
 
     /// The owner of the buffer memory, when the library holds it.
@@ -180,7 +216,7 @@ pub unsafe extern "C" fn tdesc_tensor_is_read_only(t: *const tdesc_tensor) -> bo
     guard_value(false, || {
         // SAFETY: caller promise on `t` (NULL is checked).
         let t = unsafe { tensor_arg(t)? };
-        Ok(t.bound.is_read_only())
+        Ok(t.bound().is_read_only())
     })
 }
 
@@ -190,7 +226,7 @@ pub unsafe extern "C" fn tdesc_tensor_is_read_only(t: *const tdesc_tensor) -> bo
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_tensor_validate(t: *const tdesc_tensor) -> tdesc_status {
     // SAFETY: caller promise on `t`.
-    guard(|| unsafe { tensor_arg(t)? }.bound.validate())
+    guard(|| unsafe { tensor_arg(t)? }.bound().validate())
 }
 
 /// Copy the stored bytes of element `index[0, rank)` to `out_value[0, out_size)`: the
@@ -211,7 +247,7 @@ pub unsafe extern "C" fn tdesc_tensor_get(
         let t = unsafe { tensor_arg(t)? };
         // SAFETY: as above; the rank is checked before the coordinates are read.
         let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
-        let need = t.bound.element_bytes();
+        let need = t.bound().element_bytes();
         if out_size < need {
             return Err(Error::new(
                 ErrorKind::OutputTooSmall,
@@ -223,7 +259,7 @@ pub unsafe extern "C" fn tdesc_tensor_get(
         }
         // Read into a local first: the caller's memory is written only on success.
         let mut tmp = [0u8; 16];
-        t.bound.get_bytes(index, &mut tmp[..need])?;
+        t.bound().get_bytes(index, &mut tmp[..need])?;
         // SAFETY: `out_value` is non-null and the caller promises `out_size >= need`
         // writable bytes there.
         unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), out_value as *mut u8, need) };
@@ -247,7 +283,12 @@ pub unsafe extern "C" fn tdesc_tensor_get_f64(
         // SAFETY: as above; the rank is checked before the coordinates are read.
         let index = unsafe { index_arg(index, rank, t.bound().descriptor().rank())? };
         out_arg(out, "out")?;
-        let v = t.bound.get_f64(index)?;
+        // Complex elements and opaque quantization schemes: read the codes with
+        // tdesc_tensor_get.
+        let v = t
+            .bound()
+            .get_f64(index)
+            .map_err(|e| in_c_terms(e, &[("with get_bytes", "with tdesc_tensor_get")]))?;
         // SAFETY: checked non-null and aligned; writable is the caller's promise.
         unsafe { out.write(v) };
         Ok(())
@@ -259,7 +300,7 @@ pub unsafe extern "C" fn tdesc_tensor_get_f64(
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_tensor_element_bytes(t: *const tdesc_tensor) -> usize {
     // SAFETY: caller promise on `t`.
-    guard_value(0, || Ok(unsafe { tensor_arg(t)? }.bound.element_bytes()))
+    guard_value(0, || Ok(unsafe { tensor_arg(t)? }.bound().element_bytes()))
 }
 
 /// True when every buffer is host-readable, so elements can be read and validated.
@@ -267,7 +308,7 @@ pub unsafe extern "C" fn tdesc_tensor_element_bytes(t: *const tdesc_tensor) -> u
 pub unsafe extern "C" fn tdesc_tensor_is_host_readable(t: *const tdesc_tensor) -> bool {
     // SAFETY: caller promise on `t`.
     guard_value(false, || {
-        Ok(unsafe { tensor_arg(t)? }.bound.is_host_readable())
+        Ok(unsafe { tensor_arg(t)? }.bound().is_host_readable())
     })
 }
 

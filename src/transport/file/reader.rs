@@ -307,7 +307,12 @@ impl FileReader<'static> {
     /// handed out in place.
     pub fn from_owned(bytes: AlignedBuf, mode: Mode) -> Result<FileReader<'static>> {
         let p = parse(bytes.as_slice(), mode, true)?;
-        Ok(FileReader::assemble(Source::Owned(Box::new(bytes)), mode, p, None))
+        Ok(FileReader::assemble(
+            Source::Owned(Box::new(bytes)),
+            mode,
+            p,
+            None,
+        ))
     }
 }
 
