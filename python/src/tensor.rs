@@ -449,6 +449,9 @@ fn dlpack_export(
     dlpack::export(py, held, region, req)
 }
 
+/// What `__reduce__` returns: a callable and its arguments.
+type Reduced<'py, A> = (Bound<'py, PyAny>, A);
+
 fn numpy_dtype_or_err<'py>(py: Python<'py>, held: &Held) -> PyResult<Bound<'py, PyArrayDescr>> {
     numpy_dtype(py, desc(held)?.element_type())
 }
@@ -647,7 +650,7 @@ impl Tensor {
 
     /// Tensors of a file pickle as (path, name) and reopen (map) the file where they are
     /// unpickled; other tensors do not pickle.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String, String))> {
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduced<'py, (String, String)>> {
         match (self.held.src.path(), &self.held.name) {
             (Some(p), Some(n)) => Ok((
                 py.import("tensordesc")?.getattr("_reopen")?,
@@ -853,7 +856,7 @@ impl Region {
     }
 
     /// Regions pickle as their tensor and index.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Py<Tensor>, u32))> {
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduced<'py, (Py<Tensor>, u32)>> {
         let t = Py::new(
             py,
             Tensor {
