@@ -331,7 +331,8 @@ pub fn export(
             read_only,
         )
     };
-    let read_only = read_only || (plan.handle.read_only && copy.is_none());
+    // A SPLAT is one element seen at every index: never writable through an export.
+    let read_only = read_only || plan.splat || (plan.handle.read_only && copy.is_none());
     let dl_tensor = DLTensor {
         data,
         device: DLDevice {

@@ -178,7 +178,9 @@ pub fn dense_numpy<'py>(
     };
     // SAFETY: checked_span proved every element's bytes lie inside `bytes`, which `held`
     // keeps alive; the array is writable only when the source is not read-only.
-    unsafe { array_over(py, held, dtype, &plan.shape, &strides, data, !read_only) }
+    // A SPLAT's one element is seen at every index: its view is never writable.
+    let writable = !read_only && !plan.splat;
+    unsafe { array_over(py, held, dtype, &plan.shape, &strides, data, writable) }
 }
 
 /// `n` packed 4-bit codes starting at byte `off` of `bytes`, one per byte (low nibble

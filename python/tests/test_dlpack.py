@@ -313,3 +313,11 @@ def test_ml_dtypes_view_of_bfloat16_region(tmp_path):
     v = td.open(tmp_path / "b.tdf")["b"].numpy()
     assert v.dtype == np.dtype(ml_dtypes.bfloat16)
     assert np.array_equal(v.astype(np.float32), a.astype(np.float32))
+
+
+def test_splat_exports_are_read_only(exports_settled):
+    s = td.splat(np.float32(2.5), (3, 4))
+    x = np.from_dlpack(s)
+    assert x.strides == (0, 0) and not x.flags.writeable and x.sum() == 30.0
+    assert not s.numpy().flags.writeable
+    del x
