@@ -196,3 +196,68 @@ pub(super) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
         (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
     }
 }
+
+impl LevelIndex {
+    /// Grid box query: every cell meeting the global box `[lo, hi)` (which lies in the
+    /// enclosing box and is not empty), in row-major cell order, through `f`. A binary
+    /// search (or one division) per axis and side, then exactly the `k` cells reported.
+    /// Returns the number of cells visited.
+    pub(super) fn grid_box(
+        axes: &[GridAxis],
+        cuts: &[u64],
+        cells: &[u32],
+        first: u32,
+        lo: &[u64],
+        hi: &[u64],
+        f: &mut dyn FnMut(u32),
+    ) -> u64 {
+        let rank = axes.len();
+        let mut c_lo = [0u64; crate::layout::MAX_RANK];
+        let mut c_hi = [0u64; crate::layout::MAX_RANK];
+        for (a, ax) in axes.iter().enumerate() {
+            let (Some(l), Some(h)) = (
+                lo[a].checked_sub(ax.base),
+                hi[a].checked_sub(1).and_then(|h| h.checked_sub(ax.base)),
+            ) else {
+                return 0;
+            };
+            if h < l {
+                return 0;
+            }
+            c_lo[a] = axis_cell(ax, cuts, l);
+            c_hi[a] = axis_cell(ax, cuts, h).min(ax.cells.saturating_sub(1));
+            if c_lo[a] > c_hi[a] {
+                return 0;
+            }
+        }
+        let mut idx = c_lo;
+        let mut visits = 0u64;
+        loop {
+            let cell = idx[..rank]
+                .iter()
+                .zip(axes)
+                .fold(0u64, |c, (&i, ax)| c.wrapping_mul(ax.cells).wrapping_add(i));
+            visits += 1;
+            let r = if cells.is_empty() {
+                u32::try_from(cell).ok().and_then(|c| first.checked_add(c))
+            } else {
+                cells.get(cell as usize).copied()
+            };
+            if let Some(r) = r {
+                f(r);
+            }
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return visits;
+                }
+                a -= 1;
+                if idx[a] < c_hi[a] {
+                    idx[a] += 1;
+                    break;
+                }
+                idx[a] = c_lo[a];
+            }
+        }
+    }
+}
