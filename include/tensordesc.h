@@ -1947,8 +1947,8 @@ bool tdesc_last_error_offset(uint64_t *out);
 tdesc_status tdesc_stream_writer_open(const char *path, tdesc_stream_writer **out);
 
 /**
- * A writer to the open file descriptor `fd` — a pipe, FIFO, socket, terminal or file —
- * and write STREAM_START. The stream is live: when a call on the writer returns
+ * A writer to the open file descriptor `fd` (a pipe, FIFO, socket, terminal or file);
+ * writes STREAM_START. The stream is live: when a call on the writer returns
  * `TDESC_OK`, its frames have been written to `fd` (STREAM_START by this call).
  *
  * Ownership: the writer does **not** take `fd` and never closes it. It writes through its
@@ -2076,12 +2076,17 @@ tdesc_status tdesc_stream_reader_new_with_options(tdesc_mode mode,
 
 /**
  * Append `bytes[0, len)` to the reader's input (copied; the caller's memory is free again
- * when the call returns). Parsing happens in `tdesc_stream_reader_poll`; poll until it
+ * when the call returns). The reader takes its input only this way, in chunks of any size
+ * from any source — `read` on a file descriptor, `recv` on a socket, a library's receive
+ * callback — so it needs no descriptor or callback variant: feed what arrives, poll, and
+ * every tensor's events come out as soon as its bytes are fed. Parsing happens in `tdesc_stream_reader_poll`; poll until it
  * reports `TDESC_STREAM_EVENT_NONE` before feeding more to keep memory small. Invalidates
  * the `data` pointer of the last event. After a parse error the reader is spent: feed
  * returns that error.
  */
-tdesc_status tdesc_stream_reader_feed(tdesc_stream_reader *r, const uint8_t *bytes, size_t len);
+tdesc_status tdesc_stream_reader_feed(tdesc_stream_reader *r,
+                                      const uint8_t *bytes,
+                                      size_t len);
 
 /**
  * The next event: `TDESC_OK` with `out->kind` the event, or `TDESC_STREAM_EVENT_NONE`
