@@ -1169,7 +1169,9 @@ typedef struct {
  * `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
  * return anything else to fail the write. It is called on the thread that calls the
  * writer, from within `tdesc_stream_writer_open_callback`, `_add`, `_begin`, `_data` and
- * `_finish` only, never from `tdesc_stream_writer_free`.
+ * `_finish` only, never from `tdesc_stream_writer_free`. It must not call functions on the
+ * same writer, and must not unwind (a C++ callback catches its exceptions and returns
+ * non-zero).
  */
 typedef int (*tdesc_stream_write_fn)(void *user_data, const void *bytes, size_t len);
 

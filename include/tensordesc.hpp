@@ -570,7 +570,8 @@ class stream_writer {
         return stream_writer(w);
     }
     /// A writer handing its bytes to `write_fn(user_data, bytes, len)`, which returns 0
-    /// when it took them all (anything else: TDESC_ERR_IO, the writer is broken).
+    /// when it took them all (anything else: TDESC_ERR_IO, the writer is broken). It must
+    /// not throw: catch inside and return non-zero.
     static stream_writer from_callback(tdesc_stream_write_fn write_fn, void *user_data) {
         tdesc_stream_writer *w = nullptr;
         check(tdesc_stream_writer_open_callback(write_fn, user_data, &w));

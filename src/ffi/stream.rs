@@ -39,7 +39,9 @@ use super::types::tdesc_mode;
 /// `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
 /// return anything else to fail the write. It is called on the thread that calls the
 /// writer, from within `tdesc_stream_writer_open_callback`, `_add`, `_begin`, `_data` and
-/// `_finish` only, never from `tdesc_stream_writer_free`.
+/// `_finish` only, never from `tdesc_stream_writer_free`. It must not call functions on the
+/// same writer, and must not unwind (a C++ callback catches its exceptions and returns
+/// non-zero).
 pub type tdesc_stream_write_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, bytes: *const c_void, len: usize) -> c_int>;
 

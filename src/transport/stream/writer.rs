@@ -172,11 +172,11 @@ impl<W: Write> StreamWriter<W> {
         }
     }
 
-    /// Run one call's work `f`, then pass what it queued to the output and flush it (also
-    /// after a refusal, which queues nothing), unless the writer is broken.
+    /// Run one call's work `f`, then pass what it queued to the output and flush it,
+    /// unless the writer is broken. A refusal queues nothing and touches no output.
     fn live<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         let r = f(self);
-        if self.failed.is_none() {
+        if self.failed.is_none() && (r.is_ok() || !self.pending.is_empty()) {
             self.deliver()?;
         }
         r
