@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -472,6 +473,10 @@ static void test_callback_writer(void) {
     CHECK(c.calls == before); /* refusals write nothing */
     OK(tdesc_stream_writer_data(w, 0, datas[2] + PIECE, sizes[2] - PIECE));
     CHECK(last_event(c.bytes, c.len, &t, &end) == TDESC_STREAM_EVENT_TENSOR_COMPLETE && t == 2);
+    /* DATA with no tensor begun: the detail names the C function to call. */
+    EXPECT(tdesc_stream_writer_data(w, 0, datas[2], 1), TDESC_ERR_STREAM_ORDER);
+    CHECK(strstr(tdesc_last_error(), "tdesc_stream_writer_begin") != NULL);
+    CHECK(strstr(tdesc_last_error(), "begin_tensor") == NULL);
     OK(tdesc_stream_writer_finish(w));
     CHECK(last_event(c.bytes, c.len, &t, &end) == TDESC_STREAM_EVENT_STREAM_END);
     const uint8_t *p = NULL;

@@ -28,7 +28,7 @@ use super::args::{
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::file::{FileSink, WriterState};
 use super::handle;
-use super::status::{guard, guard_value, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 use super::types::tdesc_mode;
 
 // ---------------------------------------------------------------------------------------
@@ -347,7 +347,15 @@ pub unsafe extern "C" fn tdesc_stream_writer_data(
                 slice_arg(bytes as *const u8, len, "bytes")?,
             )
         };
-        w.state.open(STREAM_WRITER)?.write_data(buffer, bytes)
+        w.state
+            .open(STREAM_WRITER)?
+            .write_data(buffer, bytes)
+            .map_err(|e| {
+                in_c_terms(
+                    e,
+                    &[("call begin_tensor", "call tdesc_stream_writer_begin")],
+                )
+            })
     })
 }
 
