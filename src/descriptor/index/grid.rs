@@ -7,16 +7,16 @@ use super::*;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GridAxis {
     /// The enclosing box's origin on this axis (global coordinates).
-    pub(super) base: u64,
+    pub(crate) base: u64,
     /// The enclosing box's extent on this axis.
-    pub(super) extent: u64,
+    pub(crate) extent: u64,
     /// Uniform cell size, or 0 for cut points.
-    pub(super) step: u64,
+    pub(crate) step: u64,
     /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
     /// `[cuts[k], cuts[k+1])`, local coordinates.
-    pub(super) cuts_start: u32,
+    pub(crate) cuts_start: u32,
     /// Number of cells along the axis.
-    pub(super) cells: u64,
+    pub(crate) cells: u64,
 }
 
 impl LevelIndex {
@@ -45,7 +45,7 @@ impl LevelIndex {
     }
 
     /// A grid index; `cells` is dropped when it is the identity (region = first + cell).
-    pub(super) fn grid(
+    pub(crate) fn grid(
         axes: Vec<GridAxis>,
         cuts: Vec<u64>,
         cells: Vec<u32>,
