@@ -1059,3 +1059,68 @@ fn grid_of_tiles_in_cell_order_matches_the_general_path() {
         }
     }
 }
+
+/// Rectilinear grids (uneven cuts, regions in any order, at rank 1 to 3) are indexed as
+/// grids; a partition that is a grid but for one cell split in two is not, and neither is
+/// one whose corner lines count as many cells as a grid would but whose cells differ.
+#[test]
+fn rectilinear_grids_are_recognised_and_near_grids_are_not() {
+    use tensordesc::bench_support::LevelIndexProbe;
+    let cuts: [&[u64]; 3] = [&[0, 1, 5, 6, 13], &[0, 7, 8, 20], &[0, 2, 3]];
+    for rank in 1..=3 {
+        let axes = &cuts[..rank];
+        let extent: Vec<u64> = axes.iter().map(|c| *c.last().unwrap()).collect();
+        let mut boxes: Vec<(Vec<u64>, Vec<u64>)> = vec![(vec![], vec![])];
+        for c in axes {
+            boxes = boxes
+                .into_iter()
+                .flat_map(|(o, s)| {
+                    c.windows(2).map(move |w| {
+                        let (mut o, mut s) = (o.clone(), s.clone());
+                        o.push(w[0]);
+                        s.push(w[1] - w[0]);
+                        (o, s)
+                    })
+                })
+                .collect();
+        }
+        boxes.reverse();
+        let coords = |b: &[(Vec<u64>, Vec<u64>)]| -> Vec<u64> {
+            b.iter()
+                .flat_map(|(o, s)| o.iter().chain(s).copied())
+                .collect()
+        };
+        let p = LevelIndexProbe::build(coords(&boxes), rank, &extent).unwrap();
+        assert_eq!(p.kind(), "grid", "rank {rank}");
+        if rank >= 2 {
+            // Split the last listed cell in two along axis 0 (its extent there is > 1).
+            let (o, s) = boxes.iter().find(|(_, s)| s[0] > 1).cloned().unwrap();
+            boxes.retain(|b| *b != (o.clone(), s.clone()));
+            let (mut s1, mut s2, mut o2) = (s.clone(), s.clone(), o.clone());
+            s1[0] = 1;
+            s2[0] = s[0] - 1;
+            o2[0] += 1;
+            boxes.push((o, s1));
+            boxes.push((o2, s2));
+            let p = LevelIndexProbe::build(coords(&boxes), rank, &extent).unwrap();
+            assert_ne!(p.kind(), "grid", "rank {rank}");
+            for (o, _) in &boxes {
+                assert!(p.locate(o).is_some());
+            }
+        }
+    }
+    // Two columns of cells, cut at different rows: the corner lines count 2 × 2 = 4
+    // cells, as a grid's would, but the cells are not a grid.
+    let boxes = [
+        ([0u64, 0u64], [2u64, 1u64]),
+        ([2, 0], [2, 1]),
+        ([0, 1], [1, 1]),
+        ([1, 1], [3, 1]),
+    ];
+    let coords: Vec<u64> = boxes
+        .iter()
+        .flat_map(|(o, s)| o.iter().chain(s).copied())
+        .collect();
+    let p = LevelIndexProbe::build(coords, 2, &[4, 2]).unwrap();
+    assert_ne!(p.kind(), "grid");
+}
