@@ -175,8 +175,9 @@ pub fn output<'py>(
                     .extract()?;
                 let e = ElementType::from_code(code).map_err(Fail)?;
                 match float_output(e) {
+                    // The element type's own dtype: its stored elements, bit for bit.
+                    _ if e == et && !quantized => OutputType::Raw,
                     Some(o) => o,
-                    None if e == et && !quantized => OutputType::Raw,
                     None => {
                         return Err(PyValueError::new_err(format!(
                             "dtype {dt} is not an output of a read: \"raw\" (the stored {} {}), \

@@ -110,9 +110,12 @@ def getitem(obj, key):
     steps other than 1."""
     lo, hi, post = key_box(key, obj.shape)
     a = obj.read(tuple(slice(a, b) for a, b in zip(lo, hi)))
+    has_ellipsis = any(k is Ellipsis for k in (key if isinstance(key, tuple) else (key,)))
     if post is None:
-        return a
-    r = a[post]
+        # numpy: a rank-0 result indexed without `...` is a scalar (a[()]).
+        return a if a.ndim or has_ellipsis else a[()]
+    # numpy: with `...`, integers on every axis still give a rank-0 array, not a scalar.
+    r = a[post + (Ellipsis,)] if has_ellipsis else a[post]
     if isinstance(r, np.ndarray) and any(
         isinstance(p, slice) and p.step not in (None, 1, -1) for p in post
     ):
