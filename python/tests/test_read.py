@@ -1,5 +1,6 @@
 """Windowed reads: t[...], t.read(box, dtype) and region reads agree with numpy indexing of
-the densified array, for every layout and quantization scheme, over many random boxes."""
+the densified array, for every layout (DIM_ORDER and CSF included) and quantization scheme, over many random
+boxes."""
 
 import os
 import subprocess
@@ -63,6 +64,37 @@ def paged(rng, rows, positions, inner, block, dtype, values=None):
     return pages, table, lengths, dense
 
 
+def leaf(values_dtype, shape, layout, params, buffers, quantization=None):
+    """A leaf built directly from its buffers (layouts the building functions do not make
+    from numpy arrays: DIM_ORDER, CSF)."""
+    code = td._CODES[{v: k for k, v in DTYPES.items()}[np.dtype(values_dtype)]]
+    q = None if quantization is None else quantization._native(code)
+    return td._native._leaf(code, list(shape), layout, params, buffers, q)
+
+
+def csf_parts(dense, axis_order):
+    """The CSF buffers of ``dense``: one tree level per axis in ``axis_order``."""
+    perm = np.transpose(dense, axis_order)
+    coords = np.argwhere(perm != 0)  # lexicographic in the stored axis order
+    indptr, indices, level_nodes = [], [], []
+    prev = 1
+    for lvl in range(dense.ndim):
+        prefix = coords[:, : lvl + 1]
+        new = np.ones(len(prefix), bool)
+        new[1:] = (prefix[1:] != prefix[:-1]).any(axis=1)
+        nodes = prefix[new]
+        parent_new = np.ones(len(nodes), bool)
+        parent_new[1:] = (nodes[1:, :lvl] != nodes[:-1, :lvl]).any(axis=1)
+        parent = np.cumsum(parent_new) - 1
+        indptr.append(np.searchsorted(parent, np.arange(prev + 1)).astype(np.uint64))
+        indices.append(nodes[:, lvl].astype(np.uint64))
+        level_nodes.append(len(nodes))
+        prev = len(nodes)
+    values = np.ascontiguousarray(perm[tuple(coords.T)])
+    params = {"axis_order": list(axis_order), "level_nodes": level_nodes}
+    return params, indptr + indices + [values]
+
+
 def case_dense_layouts(rng):
     a = rng.standard_normal((23, 37)).astype(np.float32)
     i16 = rng.integers(-30000, 30000, (23, 37)).astype(np.int16)
@@ -80,6 +112,9 @@ def case_dense_layouts(rng):
     yield "tiled", td.tiled(t32, (4, 5)), t32, "TILED"
     c3 = rng.integers(0, 100, (7, 9, 11)).astype(np.uint16)
     yield "tiled3", td.tiled(c3, (2, 4, 3)), c3, "TILED"
+    order = (2, 0, 1)
+    buf = np.ascontiguousarray(c3.transpose(order))
+    yield "dim_order", leaf(np.uint16, c3.shape, "DIM_ORDER", {"order": list(order)}, [buf]), c3, "DIM_ORDER"
 
 
 def case_sparse(rng):
@@ -96,6 +131,10 @@ def case_sparse(rng):
     perm = rng.permutation(coo.nnz)
     shuffled = sp.coo_array((coo.data[perm], (coo.coords[0][perm], coo.coords[1][perm])), shape=m8.shape)
     yield "coo_unsorted", td.from_scipy(shuffled), m8, "COO"
+    c = sparse_codes(rng, (6, 7, 8), np.float32, density=0.15)
+    for order in [(0, 1, 2), (2, 0, 1)]:
+        params, bufs = csf_parts(c, order)
+        yield f"csf{''.join(map(str, order))}", leaf(np.float32, c.shape, "CSF", params, bufs), c, "CSF"
     pages, table, lengths, dense = paged(rng, 5, 37, (3,), 8, np.float32)
     t = td.block_paged([pages[:7], pages[7:]], table, lengths, dense.shape, block_size=8)
     yield "paged", t, dense, "BLOCK_PAGED"
@@ -154,6 +193,10 @@ def case_quantized(rng):
     pages, table, lengths, dense = paged(rng, 4, 19, (5,), 4, np.int8, values=lambda s: rng.integers(-50, 50, s).astype(np.int8))
     t = td.block_paged([pages], table, lengths, dense.shape, 4, quantization=td.PerTensorAffine(0.25, -1))
     yield "quantized_paged", t, dequantized((dense + 1.0) * 0.25, np.float32), "BLOCK_PAGED"
+    m3 = sparse_codes(rng, (5, 9, 4), np.int8)
+    params, bufs = csf_parts(m3, (1, 2, 0))
+    t = leaf(np.int8, m3.shape, "CSF", params, bufs, td.PerTensorAffine(0.5, 1))
+    yield "quantized_csf", t, dequantized((m3 - 1.0) * 0.5, np.float32), "CSF"
     t = td.splat(np.int8(7), shape, quantization=td.PerTensorAffine(0.125, 1, expressed="float16"))
     yield "quantized_splat", t, np.full(shape, 0.75, np.float16), "SPLAT"
 
@@ -277,6 +320,7 @@ def test_read_everything_equals_the_densified_array(name, from_file):
     t, ref, layout = CASES[name]
     back = from_file[name]
     assert back.layout == layout
+    back.validate()  # the test's own buffers are valid contents
     for x in (t, back):
         assert x.read_dtype() == ref.dtype
         same(x.read(), ref)
