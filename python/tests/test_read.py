@@ -1,6 +1,6 @@
 """Windowed reads: t[...], t.read(box, dtype) and region reads agree with numpy indexing of
-the densified array, for every layout (DIM_ORDER and CSF included) and quantization scheme, over many random
-boxes."""
+the densified array, for every layout (DIM_ORDER and CSF included) and quantization
+scheme, over many random boxes."""
 
 import os
 import subprocess
