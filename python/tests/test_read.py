@@ -627,3 +627,20 @@ def test_reads_of_invalid_contents_stay_inside_the_buffers():
     same(t.read(), np.array([[1, 0, 0], [0, 0, 0]], np.float32))
     with pytest.raises(td.ContentInvalid):
         t.validate()
+
+
+def test_reads_from_threads(from_file):
+    # Reads release the GIL: four threads read windows of the same tensors at once.
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = ["nested", "paged", "csf201", "per_axis0_bf16", "tiled"]
+
+    def work(i):
+        name = names[i % len(names)]
+        ref = CASES[name][1]
+        key = random_key(np.random.default_rng([i, 99]), ref.shape)
+        got, want = np.asarray(from_file[name][key]), np.asarray(ref[key])
+        return got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(work, range(400)))
