@@ -9,6 +9,12 @@ Reading::
     t.shape, t.dtype, t.layout, t.regions
     a = t.region(0).numpy()                  # zero-copy view of a dense region
     m = t.region(4).to_scipy()               # scipy.sparse over the CSR buffers
+    w = t[0:128, 64:96]                      # a window of any layout (values), a new array
+    c = t.read(t.region(2).box, dtype="raw") # a box, stored codes
+
+Dask (``import tensordesc.dask``)::
+
+    x = tensordesc.dask.from_tdf("model.tdf", "weights")   # chunks follow the regions
 
 Writing::
 
