@@ -1,0 +1,61 @@
+//! `tensordesc._native`: the Rust half of the `tensordesc` Python package. The public API
+//! is assembled in `tensordesc/__init__.py`; see docs/python.md.
+
+mod construct;
+mod dlpack;
+mod errors;
+mod io;
+mod node;
+mod read;
+mod source;
+mod tensor;
+mod views;
+
+use pyo3::prelude::*;
+use tensordesc::ErrorKind;
+
+/// A tensor over the memory of a DLPack producer (numpy, torch, another tensordesc
+/// tensor) or of a DLPack capsule; the producer's deleter runs once, when the last object
+/// using the memory is gone.
+#[pyfunction]
+fn _from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<tensor::Tensor> {
+    Ok(tensor::Tensor {
+        held: dlpack::import(py, obj)?,
+    })
+}
+
+/// DLPack exports made by this package and not yet released (for tests).
+#[pyfunction]
+fn _live_exports() -> isize {
+    dlpack::live_exports()
+}
+
+/// Every status: (number, NAME, PythonClassName).
+#[pyfunction]
+fn _status_codes() -> Vec<(u32, &'static str, String)> {
+    ErrorKind::ALL
+        .iter()
+        .map(|&k| (k.code(), k.name(), errors::class_name(k)))
+        .collect()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<tensor::Tensor>()?;
+    m.add_class::<tensor::Region>()?;
+    m.add_class::<tensor::File>()?;
+    m.add_class::<views::Memory>()?;
+    m.add_function(wrap_pyfunction!(_from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(_live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(_status_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(construct::_from_array, m)?)?;
+    m.add_function(wrap_pyfunction!(construct::_leaf, m)?)?;
+    m.add_function(wrap_pyfunction!(construct::_subpaving, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_open, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_write, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_encode_file, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_write_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(io::_read_stream, m)?)?;
+    Ok(())
+}

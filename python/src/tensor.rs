@@ -1,0 +1,1169 @@
+//! The Python classes: `Tensor` (a descriptor with its buffers), `Region` (one region of
+//! a subpaving) and `File` (the tensors of a mapped `.tdf` file, by name).
+
+use std::sync::Arc;
+
+use numpy::PyArrayDescr;
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use tensordesc::{
+    BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, LayoutRef, Location,
+    QuantScheme, Quantization, TileOrder,
+};
+
+use crate::dlpack;
+use crate::errors::Fail;
+use crate::node::{layout_name, layout_summary, quant_summary, NodeView};
+use crate::read;
+use crate::source::{Held, Source};
+use crate::views::{buffer_view, dense_numpy, dtypes_module, numpy_dtype, unpack_codes};
+
+// ---------------------------------------------------------------------------------------
+// Shared by Tensor and Region
+// ---------------------------------------------------------------------------------------
+
+fn desc(held: &Held) -> PyResult<&Descriptor> {
+    Ok(held.src.descriptor().map_err(Fail)?)
+}
+
+fn tuple_u64<'py>(py: Python<'py>, v: &[u64]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, v)
+}
+
+fn layout_params<'py>(py: Python<'py>, l: &LayoutRef<'_>) -> PyResult<Bound<'py, PyDict>> {
+    let p = PyDict::new(py);
+    let flags = |f: u8| {
+        let mut v = Vec::new();
+        if f & 1 != 0 {
+            v.push("SORTED");
+        }
+        if f & 2 != 0 {
+            v.push("UNIQUE");
+        }
+        v
+    };
+    match l {
+        LayoutRef::Strided { strides } => p.set_item("strides", strides.to_vec())?,
+        LayoutRef::DimOrder { order } => p.set_item("order", order.to_vec())?,
+        LayoutRef::Tiled { levels } => {
+            let lv = PyList::empty(py);
+            for l in levels {
+                let d = PyDict::new(py);
+                d.set_item("tile_shape", l.tile_shape.to_vec())?;
+                d.set_item(
+                    "tile_order",
+                    match l.tile_order {
+                        TileOrder::RowMajor => "ROW_MAJOR",
+                        TileOrder::ColMajor => "COL_MAJOR",
+                    },
+                )?;
+                d.set_item(
+                    "inner",
+                    match l.inner_tag {
+                        0x01 => "ROW_MAJOR",
+                        0x02 => "COL_MAJOR",
+                        _ => "TILED",
+                    },
+                )?;
+                lv.append(d)?;
+            }
+            p.set_item("levels", lv)?;
+        }
+        LayoutRef::Subpaving { region_count } => p.set_item("region_count", region_count)?,
+        LayoutRef::Coo { nnz, flags: f }
+        | LayoutRef::Csr { nnz, flags: f }
+        | LayoutRef::Csc { nnz, flags: f } => {
+            p.set_item("nnz", nnz)?;
+            p.set_item("flags", flags(*f))?;
+        }
+        LayoutRef::Csf { nnz, axis_order } => {
+            p.set_item("nnz", nnz)?;
+            p.set_item("axis_order", axis_order.to_vec())?;
+        }
+        LayoutRef::BlockPaged {
+            block_size,
+            pool_count,
+        } => {
+            p.set_item("block_size", block_size)?;
+            p.set_item("pool_count", pool_count)?;
+        }
+        LayoutRef::Extension { tag, data } | LayoutRef::Unknown { tag, data } => {
+            p.set_item("tag", tag)?;
+            p.set_item("data", PyBytes::new(py, data))?;
+        }
+        LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
+    }
+    Ok(p)
+}
+
+fn type_name(t: ElementType) -> String {
+    t.name().to_ascii_lowercase()
+}
+
+fn quant_dict<'py>(py: Python<'py>, q: &Quantization) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("expressed_type", type_name(q.expressed_type))?;
+    d.set_item("has_zero_point", q.has_zero_point)?;
+    match &q.scheme {
+        QuantScheme::PerTensorAffine { scale, zero_point } => {
+            d.set_item("scheme", "PER_TENSOR_AFFINE")?;
+            d.set_item("scale", scale)?;
+            d.set_item("zero_point", zero_point)?;
+        }
+        QuantScheme::PerAxisAffine { axis, scale_type } => {
+            d.set_item("scheme", "PER_AXIS_AFFINE")?;
+            d.set_item("axis", axis)?;
+            d.set_item("scale_type", type_name(*scale_type))?;
+        }
+        QuantScheme::Blockwise {
+            axis,
+            block_size,
+            scale_type,
+        } => {
+            d.set_item("scheme", "BLOCKWISE")?;
+            d.set_item("axis", axis)?;
+            d.set_item("block_size", block_size)?;
+            d.set_item("scale_type", type_name(*scale_type))?;
+        }
+        QuantScheme::Codebook { codebook_size } => {
+            d.set_item("scheme", "CODEBOOK")?;
+            d.set_item("codebook_size", codebook_size)?;
+        }
+        QuantScheme::Opaque { scheme, fields } => {
+            d.set_item("scheme", format!("OPAQUE_0x{scheme:02X}"))?;
+            d.set_item("fields", PyBytes::new(py, fields))?;
+        }
+    }
+    Ok(d)
+}
+
+/// The effective buffers `first .. first + count` as dicts.
+fn buffers_list<'py>(
+    py: Python<'py>,
+    held: &Held,
+    first: usize,
+    count: usize,
+) -> PyResult<Bound<'py, PyList>> {
+    let d = desc(held)?;
+    let offsets = held.src.file_offsets();
+    let out = PyList::empty(py);
+    for k in first..first + count {
+        let info = d
+            .buffer_info(k)
+            .ok_or_else(|| Fail(Error::new(ErrorKind::Internal, "buffer index")))?;
+        let h = info.handle;
+        let b = PyDict::new(py);
+        b.set_item("index", k)?;
+        b.set_item("role", info.role.name())?;
+        b.set_item("level", info.level)?;
+        b.set_item("region", info.region)?;
+        b.set_item("size", h.size_bytes)?;
+        b.set_item("device", h.device_type.name())?;
+        b.set_item("device_id", h.device_id)?;
+        b.set_item("memory_class", h.memory_class.name())?;
+        b.set_item("alignment", h.alignment())?;
+        b.set_item("read_only", h.read_only)?;
+        if let Some(o) = offsets.as_ref().and_then(|o| o.get(k)) {
+            b.set_item("file_offset", o)?;
+        }
+        if held.src.has_buffers() {
+            if let Ok((bytes, _)) = held.src.buffer(k) {
+                b.set_item("address", bytes.as_ptr() as usize)?;
+            }
+        }
+        out.append(b)?;
+    }
+    Ok(out)
+}
+
+/// Normalise a Python index (negative counts from the end) against `shape`.
+fn normalise_index(index: &Bound<'_, PyAny>, shape: &[u64]) -> PyResult<Vec<u64>> {
+    let raw: Vec<i64> = if let Ok(i) = index.extract::<i64>() {
+        vec![i]
+    } else {
+        index
+            .extract::<Vec<i64>>()
+            .map_err(|_| PyTypeError::new_err("an index is a sequence of integers"))?
+    };
+    if raw.len() != shape.len() {
+        return Err(Fail(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "index has {} coordinates, the shape {shape:?} has {}",
+                raw.len(),
+                shape.len()
+            ),
+        ))
+        .into());
+    }
+    raw.iter()
+        .zip(shape)
+        .enumerate()
+        .map(|(a, (&i, &e))| {
+            let j = if i < 0 {
+                i as i128 + e as i128
+            } else {
+                i as i128
+            };
+            if j < 0 || j >= e as i128 {
+                Err(Fail(Error::new(
+                    ErrorKind::IndexOutOfBounds,
+                    format!("index {raw:?}: axis {a} coordinate {i} is outside extent {e}"),
+                ))
+                .into())
+            } else {
+                Ok(j as u64)
+            }
+        })
+        .collect()
+}
+
+/// The value of element `index` (tensor coordinates) as a Python number: integers and
+/// booleans exactly, floats (every float type) as float, complex as complex, quantized
+/// elements dequantized (float).
+fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult<Py<PyAny>> {
+    let d = t.descriptor();
+    let et = d.element_type();
+    let quantized = {
+        let loc = d.locate(index).map_err(Fail)?;
+        let region = match loc {
+            Location::Dense { region, .. } | Location::Lookup { region, .. } => region,
+        };
+        match region {
+            Some(r) => d
+                .get_region(r as usize)
+                .and_then(|v| v.quantization())
+                .is_some(),
+            None => d.quantization().is_some(),
+        }
+    };
+    if quantized {
+        return Ok(t
+            .get_f64(index)
+            .map_err(Fail)?
+            .into_pyobject(py)?
+            .into_any()
+            .unbind());
+    }
+    let mut b = [0u8; 16];
+    t.get_bytes(index, &mut b).map_err(Fail)?;
+    use ElementType::*;
+    let v: Py<PyAny> = match et {
+        Bool => (b[0] != 0)
+            .into_pyobject(py)?
+            .to_owned()
+            .into_any()
+            .unbind(),
+        Int8 => (b[0] as i8).into_pyobject(py)?.into_any().unbind(),
+        Uint8 => b[0].into_pyobject(py)?.into_any().unbind(),
+        Int16 => i16::from_le_bytes([b[0], b[1]])
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Uint16 => u16::from_le_bytes([b[0], b[1]])
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Int32 => i32::from_le_bytes(b[..4].try_into().unwrap_or_default())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Uint32 => u32::from_le_bytes(b[..4].try_into().unwrap_or_default())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Int64 => i64::from_le_bytes(b[..8].try_into().unwrap_or_default())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Uint64 => u64::from_le_bytes(b[..8].try_into().unwrap_or_default())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Int4 => (((b[0] << 4) as i8) >> 4)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        Uint4 => (b[0] & 0xF).into_pyobject(py)?.into_any().unbind(),
+        Complex64 => {
+            let re = f32::from_le_bytes(b[..4].try_into().unwrap_or_default());
+            let im = f32::from_le_bytes(b[4..8].try_into().unwrap_or_default());
+            pyo3::types::PyComplex::from_doubles(py, re as f64, im as f64)
+                .into_any()
+                .unbind()
+        }
+        Complex128 => {
+            let re = f64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+            let im = f64::from_le_bytes(b[8..16].try_into().unwrap_or_default());
+            pyo3::types::PyComplex::from_doubles(py, re, im)
+                .into_any()
+                .unbind()
+        }
+        _ => t
+            .get_f64(index)
+            .map_err(Fail)?
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+    };
+    Ok(v)
+}
+
+fn location_dict<'py>(py: Python<'py>, loc: Location, rank: usize) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match loc {
+        Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            bit_shift,
+        } => {
+            d.set_item("kind", "dense")?;
+            d.set_item("region", region)?;
+            d.set_item("buffer", buffer)?;
+            d.set_item("byte_offset", byte_offset)?;
+            d.set_item("bit_shift", bit_shift)?;
+        }
+        Location::Lookup {
+            region,
+            layout_tag,
+            first_buffer,
+            buffer_count,
+            local_index,
+        } => {
+            d.set_item("kind", "lookup")?;
+            d.set_item("region", region)?;
+            d.set_item("layout_tag", layout_tag)?;
+            d.set_item("first_buffer", first_buffer)?;
+            d.set_item("buffer_count", buffer_count)?;
+            d.set_item("local_index", local_index[..rank].to_vec())?;
+        }
+    }
+    Ok(d)
+}
+
+/// `to_scipy` of the tensor or a region: COO, CSR or CSC as scipy sparse arrays whose
+/// value arrays view the bound buffers and whose index arrays are int64 views of the u64
+/// index buffers (after content validation proved every index fits).
+fn to_scipy<'py>(
+    py: Python<'py>,
+    held: &Arc<Held>,
+    region: Option<u32>,
+    raw: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let d = desc(held)?;
+    let n = NodeView::of(d, region).map_err(Fail)?;
+    let (format, nnz, flags) = match n.layout {
+        LayoutRef::Coo { nnz, flags } => ("coo", nnz, flags),
+        LayoutRef::Csr { nnz, flags } => ("csr", nnz, flags),
+        LayoutRef::Csc { nnz, flags } => ("csc", nnz, flags),
+        _ => {
+            return Err(Fail(Error::new(
+                ErrorKind::NotBindable,
+                format!(
+                    "{} is not a COO, CSR or CSC node: scipy.sparse has no equivalent",
+                    n.what()
+                ),
+            ))
+            .into())
+        }
+    };
+    if n.quant.is_some() && !raw {
+        return Err(Fail(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "{} is quantized: to_scipy(raw=True) gives its stored codes",
+                n.what()
+            ),
+        ))
+        .into());
+    }
+    if n.shape.iter().any(|&e| e > i64::MAX as u64) {
+        return Err(Fail(Error::new(
+            ErrorKind::Overflow,
+            format!("{}: shape {:?} exceeds int64", n.what(), n.shape),
+        ))
+        .into());
+    }
+    // scipy's compiled routines do not bounds-check indices: only validated contents are
+    // handed over (validation runs once per tensor).
+    let h = held.clone();
+    py.detach(move || h.validate()).map_err(Fail)?;
+    let et = d.element_type();
+    let rank = n.shape.len() as u64;
+    let first = n.first_buffer;
+    let u64_dtype = || PyArrayDescr::of::<u64>(py);
+    let values_k = first + if format == "coo" { 1 } else { 2 };
+    let values = if et.is_packed() {
+        let (bytes, _) = held.src.buffer(values_k).map_err(Fail)?;
+        let codes = unpack_codes(bytes, 0, nnz, &n.what()).map_err(Fail)?;
+        dtypes_module(py)?.call_method1(
+            "arrange_unpacked",
+            (
+                numpy::PyArray1::from_vec(py, codes),
+                et.code(),
+                vec![nnz],
+                Some(vec![0usize]),
+                false,
+            ),
+        )?
+    } else {
+        buffer_view(py, held, values_k, numpy_dtype(py, et)?, nnz)?
+    };
+    let (indices, indptr) = if format == "coo" {
+        let count = nnz
+            .checked_mul(rank)
+            .ok_or_else(|| Fail(Error::new(ErrorKind::Overflow, "COO index count")))?;
+        (
+            buffer_view(py, held, first, u64_dtype(), count)?,
+            py.None().into_bound(py),
+        )
+    } else {
+        let major = if format == "csr" {
+            n.shape[0]
+        } else {
+            n.shape[1]
+        };
+        (
+            buffer_view(py, held, first + 1, u64_dtype(), nnz)?,
+            buffer_view(py, held, first, u64_dtype(), major + 1)?,
+        )
+    };
+    py.import("tensordesc._sparse")?.call_method1(
+        "build",
+        (format, n.shape.to_vec(), values, indices, indptr, flags),
+    )
+}
+
+fn dlpack_export(
+    py: Python<'_>,
+    held: &Arc<Held>,
+    region: Option<u32>,
+    stream: Option<&Bound<'_, PyAny>>,
+    max_version: Option<&Bound<'_, PyAny>>,
+    dl_device: Option<&Bound<'_, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Py<PyAny>> {
+    let device = dlpack::device_of(held, region).map_err(Fail)?;
+    let req = dlpack::request(py, stream, max_version, dl_device, copy, device)?;
+    dlpack::export(py, held, region, req)
+}
+
+/// What `__reduce__` returns: a callable and its arguments.
+type Reduced<'py, A> = (Bound<'py, PyAny>, A);
+
+fn numpy_dtype_or_err<'py>(py: Python<'py>, held: &Held) -> PyResult<Bound<'py, PyArrayDescr>> {
+    numpy_dtype(py, desc(held)?.element_type())
+}
+
+/// The `tensordesc._indexing` helper module.
+fn indexing(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("tensordesc._indexing")
+}
+
+/// `read`'s `box` argument as its corners `(lo, hi)` against `shape`.
+fn box_bounds(
+    py: Python<'_>,
+    b: Option<&Bound<'_, PyAny>>,
+    shape: &[u64],
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    indexing(py)?
+        .call_method1("box_bounds", (b, shape.to_vec()))?
+        .extract()
+}
+
+/// `numpy.asarray(x)`: `x.read()` (a new array), converted to `dtype` when given.
+fn array_protocol<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if copy == Some(false) {
+        return Err(PyValueError::new_err(
+            "the values of a tensor are read into a new array, so copy=False cannot be \
+             honoured (numpy() views the elements of a dense tensor without copying)",
+        ));
+    }
+    let a = obj.call_method0("read")?;
+    match dtype.filter(|d| !d.is_none()) {
+        Some(dt) => {
+            let kw = PyDict::new(obj.py());
+            kw.set_item("copy", false)?;
+            a.call_method("astype", (dt,), Some(&kw))
+        }
+        None => Ok(a),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensor
+// ---------------------------------------------------------------------------------------
+
+/// A tensor: its descriptor and (unless decoded from bare bytes) its buffers.
+#[pyclass(module = "tensordesc", frozen, name = "Tensor")]
+pub struct Tensor {
+    pub held: Arc<Held>,
+}
+
+#[pymethods]
+impl Tensor {
+    /// The tensor's name in its file or stream (None for tensors built in memory).
+    #[getter]
+    fn name(&self) -> Option<String> {
+        self.held.name.clone()
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple_u64(py, desc(&self.held)?.shape())
+    }
+
+    #[getter]
+    fn ndim(&self) -> PyResult<usize> {
+        Ok(desc(&self.held)?.rank())
+    }
+
+    /// Number of elements.
+    #[getter]
+    fn size(&self) -> PyResult<u64> {
+        Ok(desc(&self.held)?.element_count())
+    }
+
+    /// The numpy dtype of the elements (ml_dtypes types for BFLOAT16, FLOAT8_* and the
+    /// 4-bit types).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        numpy_dtype_or_err(py, &self.held)
+    }
+
+    /// The element type's name in the format, e.g. "FLOAT8_E4M3FN".
+    #[getter]
+    fn element_type(&self) -> PyResult<&'static str> {
+        Ok(desc(&self.held)?.element_type().name())
+    }
+
+    /// The top-level layout's name, e.g. "ROW_MAJOR", "CSR", "SUBPAVING".
+    #[getter]
+    fn layout(&self) -> PyResult<String> {
+        Ok(layout_name(&desc(&self.held)?.layout()))
+    }
+
+    /// The top-level layout's fields (strides, nnz and flags, block size, ...).
+    #[getter]
+    fn layout_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        layout_params(py, &desc(&self.held)?.layout())
+    }
+
+    /// The top-level quantization as a dict, or None.
+    #[getter]
+    fn quantization<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        desc(&self.held)?
+            .quantization()
+            .map(|q| quant_dict(py, q))
+            .transpose()
+    }
+
+    /// Every region, depth-first (nested regions follow their parent); empty unless the
+    /// tensor is a subpaving.
+    #[getter]
+    fn regions(&self) -> PyResult<Vec<Region>> {
+        let n = desc(&self.held)?.region_count();
+        Ok((0..n as u32)
+            .map(|index| Region {
+                held: self.held.clone(),
+                index,
+            })
+            .collect())
+    }
+
+    /// Region `i` (depth-first pre-order index, as `regions` lists them).
+    fn region(&self, i: i64) -> PyResult<Region> {
+        let n = desc(&self.held)?.region_count() as i64;
+        let j = if i < 0 { i + n } else { i };
+        if j < 0 || j >= n {
+            return Err(PyIndexError::new_err(format!(
+                "region {i} is out of range: the tensor has {n} regions"
+            )));
+        }
+        Ok(Region {
+            held: self.held.clone(),
+            index: j as u32,
+        })
+    }
+
+    /// Every effective buffer: role, size, device, alignment, file offset (tensors of a
+    /// file), address (tensors with buffers).
+    #[getter]
+    fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let n = desc(&self.held)?.effective_buffers().len();
+        buffers_list(py, &self.held, 0, n)
+    }
+
+    /// Total bytes of the buffers.
+    #[getter]
+    fn nbytes(&self) -> PyResult<u64> {
+        Ok(desc(&self.held)?
+            .effective_buffers()
+            .iter()
+            .map(|h| h.size_bytes)
+            .sum())
+    }
+
+    /// True when the memory must not be written (a file mapping, a stream's buffers, a
+    /// read-only source array).
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        let n = desc(&self.held)?.effective_buffers().len();
+        Ok(!self.held.src.has_buffers()
+            || (0..n).any(|k| self.held.src.buffer(k).map(|(_, ro)| ro).unwrap_or(true)))
+    }
+
+    /// True for a descriptor without buffers (`tensordesc.decode`).
+    #[getter]
+    fn has_buffers(&self) -> bool {
+        self.held.src.has_buffers()
+    }
+
+    /// The encoded descriptor bytes.
+    fn descriptor_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let b = desc(&self.held)?.encode().map_err(Fail)?;
+        Ok(PyBytes::new(py, &b))
+    }
+
+    /// Content validation: sparse structure, block tables, quantization parameters.
+    /// Raises `tensordesc.ContentInvalid` (or another `tensordesc.Error`) when invalid.
+    fn validate(&self, py: Python<'_>) -> PyResult<()> {
+        let h = self.held.clone();
+        py.detach(move || h.validate()).map_err(Fail)?;
+        Ok(())
+    }
+
+    /// The value of one element (dequantized when quantized).
+    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let b = self.held.src.bound().map_err(Fail)?;
+        let idx = normalise_index(index, b.descriptor().shape())?;
+        element_value(py, &b, &idx)
+    }
+
+    /// Where element `index` lives: {"kind": "dense", "region", "buffer", "byte_offset",
+    /// "bit_shift"} or {"kind": "lookup", "region", "layout_tag", ...}.
+    fn locate<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = desc(&self.held)?;
+        let idx = normalise_index(index, d.shape())?;
+        location_dict(py, d.locate(&idx).map_err(Fail)?, d.rank())
+    }
+
+    /// The elements of a dense, unquantized tensor as a numpy array viewing its memory
+    /// (read-only for files and streams); `raw=True` views the stored codes of a quantized
+    /// one. Packed 4-bit types are unpacked into a copy.
+    #[pyo3(signature = (raw=false))]
+    fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+        dense_numpy(py, &self.held, None, raw)
+    }
+
+    /// The box `box` (None: everything; a slice or a tuple of slices with step 1, as
+    /// `numpy.s_[...]` or `Region.box` give them) as a new numpy array, read by the
+    /// library's windowed read with the GIL released. `dtype`: None (the stored elements,
+    /// or values — dequantized — when the tensor has quantized regions), "raw" (stored
+    /// elements, quantized ones as codes), "float32", "float64", "float16", "bfloat16".
+    #[pyo3(signature = (r#box=None, dtype=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        r#box: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (lo, hi) = box_bounds(py, r#box, desc(&self.held)?.shape())?;
+        read::read_box(py, &self.held, None, lo, hi, dtype)
+    }
+
+    /// The numpy dtype `read(dtype=dtype)` and `t[...]` give.
+    #[pyo3(signature = (dtype=None))]
+    fn read_dtype<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArrayDescr>> {
+        Ok(read::output(py, desc(&self.held)?, None, dtype)?.1)
+    }
+
+    /// `t[0:128, 64:96]`: basic indexing (integers, slices, `...`, None) by one windowed
+    /// read; values as `read()` gives them.
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        indexing(slf.py())?.call_method1("getitem", (slf, key))
+    }
+
+    /// `numpy.asarray(t)`: `t.read()`.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        array_protocol(slf.as_any(), dtype, copy)
+    }
+
+    /// A COO/CSR/CSC tensor as a scipy.sparse array over its buffers.
+    #[pyo3(signature = (raw=false))]
+    fn to_scipy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+        to_scipy(py, &self.held, None, raw)
+    }
+
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        dlpack_export(py, &self.held, None, stream, max_version, dl_device, copy)
+    }
+
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        Ok(dlpack::device_of(&self.held, None).map_err(Fail)?)
+    }
+
+    /// Tensors of a file pickle as (path, name) and reopen (map) the file where they are
+    /// unpickled; other tensors do not pickle.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduced<'py, (String, String)>> {
+        match (self.held.src.path(), &self.held.name) {
+            (Some(p), Some(n)) => Ok((
+                py.import("tensordesc")?.getattr("_reopen")?,
+                (p.to_string(), n.clone()),
+            )),
+            _ => Err(PyTypeError::new_err(format!(
+                "only tensors of a file pickle (as path and name); this one is {}",
+                self.held.src.kind()
+            ))),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let name = self
+            .held
+            .name
+            .as_ref()
+            .map(|n| format!(" {n:?}"))
+            .unwrap_or_default();
+        let d = match self.held.src.descriptor() {
+            Ok(d) => d,
+            Err(e) => return format!("<tensordesc.Tensor{name} opaque: {e}>"),
+        };
+        let mut s = format!(
+            "<tensordesc.Tensor{name} {} {:?} {}",
+            d.element_type().name(),
+            d.shape(),
+            layout_summary(&d.layout())
+        );
+        if let Some(q) = d.quantization() {
+            s += &format!("; {}", quant_summary(q));
+        }
+        if d.region_count() > 0 {
+            let leaves = d
+                .regions()
+                .filter(|r| !matches!(r.layout(), LayoutRef::Subpaving { .. }))
+                .count();
+            s += &format!(
+                "; {} regions in all ({leaves} leaves), {} buffers",
+                d.region_count(),
+                d.effective_buffers().len()
+            );
+        }
+        s += &format!("; {}>", self.held.src.kind());
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Region
+// ---------------------------------------------------------------------------------------
+
+/// One region of a subpaving (at any depth).
+#[pyclass(module = "tensordesc", frozen, name = "Region")]
+pub struct Region {
+    pub held: Arc<Held>,
+    pub index: u32,
+}
+
+impl Region {
+    fn view<'a>(&self, d: &'a Descriptor) -> PyResult<NodeView<'a>> {
+        Ok(NodeView::of(d, Some(self.index)).map_err(Fail)?)
+    }
+}
+
+#[pymethods]
+impl Region {
+    /// Depth-first pre-order index.
+    #[getter]
+    fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The enclosing region's index, or None at the top level.
+    #[getter]
+    fn parent(&self) -> PyResult<Option<u32>> {
+        let d = desc(&self.held)?;
+        Ok(d.get_region(self.index as usize).and_then(|r| r.parent()))
+    }
+
+    /// 1 for regions of the tensor-level subpaving.
+    #[getter]
+    fn depth(&self) -> PyResult<u8> {
+        let d = desc(&self.held)?;
+        Ok(d.get_region(self.index as usize).map_or(0, |r| r.depth()))
+    }
+
+    /// The tensor this region belongs to.
+    #[getter]
+    fn tensor(&self) -> Tensor {
+        Tensor {
+            held: self.held.clone(),
+        }
+    }
+
+    /// Origin in tensor coordinates.
+    #[getter]
+    fn origin<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let d = desc(&self.held)?;
+        tuple_u64(py, &self.view(d)?.origin)
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let d = desc(&self.held)?;
+        tuple_u64(py, self.view(d)?.shape)
+    }
+
+    /// The region's box in tensor coordinates as a tuple of slices (index a dense copy of
+    /// the tensor with it).
+    #[getter]
+    fn r#box<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let d = desc(&self.held)?;
+        let v = self.view(d)?;
+        let slice = py.get_type::<pyo3::types::PySlice>();
+        let slices = v
+            .origin
+            .iter()
+            .zip(v.shape)
+            .map(|(&o, &e)| slice.call1((o, o + e)))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, slices)
+    }
+
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        numpy_dtype_or_err(py, &self.held)
+    }
+
+    #[getter]
+    fn layout(&self) -> PyResult<String> {
+        let d = desc(&self.held)?;
+        Ok(layout_name(&self.view(d)?.layout))
+    }
+
+    #[getter]
+    fn layout_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = desc(&self.held)?;
+        layout_params(py, &self.view(d)?.layout)
+    }
+
+    #[getter]
+    fn quantization<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let d = desc(&self.held)?;
+        self.view(d)?.quant.map(|q| quant_dict(py, q)).transpose()
+    }
+
+    /// Its buffers (the whole subtree's for a nested subpaving).
+    #[getter]
+    fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let d = desc(&self.held)?;
+        let v = self.view(d)?;
+        buffers_list(py, &self.held, v.first_buffer, v.buffer_count)
+    }
+
+    #[getter]
+    fn is_leaf(&self) -> PyResult<bool> {
+        let d = desc(&self.held)?;
+        Ok(!self.view(d)?.is_subpaving())
+    }
+
+    /// The value of one element, `index` relative to the region's origin.
+    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let b = self.held.src.bound().map_err(Fail)?;
+        let v = self.view(b.descriptor())?;
+        let local = normalise_index(index, v.shape)?;
+        let global: Vec<u64> = local.iter().zip(&v.origin).map(|(i, o)| i + o).collect();
+        element_value(py, &b, &global)
+    }
+
+    #[pyo3(signature = (raw=false))]
+    fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+        dense_numpy(py, &self.held, Some(self.index), raw)
+    }
+
+    /// The box `box` of the region (region-local coordinates; None: the whole region) as
+    /// a new numpy array; `dtype` as for `Tensor.read`, the default chosen from this
+    /// region's leaves.
+    #[pyo3(signature = (r#box=None, dtype=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        r#box: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let d = desc(&self.held)?;
+        let (lo, hi) = box_bounds(py, r#box, self.view(d)?.shape)?;
+        let (lo, hi) = read::region_box(d, self.index, &lo, &hi).map_err(Fail)?;
+        read::read_box(py, &self.held, Some(self.index), lo, hi, dtype)
+    }
+
+    /// The numpy dtype `read(dtype=dtype)` and `r[...]` give.
+    #[pyo3(signature = (dtype=None))]
+    fn read_dtype<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArrayDescr>> {
+        Ok(read::output(py, desc(&self.held)?, Some(self.index), dtype)?.1)
+    }
+
+    /// `r[...]`: basic indexing relative to the region's origin.
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        indexing(slf.py())?.call_method1("getitem", (slf, key))
+    }
+
+    /// `numpy.asarray(r)`: `r.read()`.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        array_protocol(slf.as_any(), dtype, copy)
+    }
+
+    #[pyo3(signature = (raw=false))]
+    fn to_scipy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+        to_scipy(py, &self.held, Some(self.index), raw)
+    }
+
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        dlpack_export(
+            py,
+            &self.held,
+            Some(self.index),
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        )
+    }
+
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        Ok(dlpack::device_of(&self.held, Some(self.index)).map_err(Fail)?)
+    }
+
+    /// Regions pickle as their tensor and index.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduced<'py, (Py<Tensor>, u32)>> {
+        let t = Py::new(
+            py,
+            Tensor {
+                held: self.held.clone(),
+            },
+        )?;
+        Ok((
+            py.import("tensordesc")?.getattr("_region_of")?,
+            (t, self.index),
+        ))
+    }
+
+    fn __repr__(&self) -> String {
+        let d = match self.held.src.descriptor() {
+            Ok(d) => d,
+            Err(e) => return format!("<tensordesc.Region {} opaque: {e}>", self.index),
+        };
+        let Ok(v) = NodeView::of(d, Some(self.index)) else {
+            return format!("<tensordesc.Region {} (out of range)>", self.index);
+        };
+        let b: Vec<String> = v
+            .origin
+            .iter()
+            .zip(v.shape)
+            .map(|(o, e)| format!("{o}:{}", o + e))
+            .collect();
+        let mut s = format!(
+            "<tensordesc.Region {} [{}] {}",
+            self.index,
+            b.join(", "),
+            layout_summary(&v.layout)
+        );
+        if let Some(q) = v.quant {
+            s += &format!("; {}", quant_summary(q));
+        }
+        s + ">"
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// File
+// ---------------------------------------------------------------------------------------
+
+/// The tensors of a `.tdf` file, by name. The file stays mapped (read-only) while this
+/// object, any of its tensors, or any array or export viewing them is alive.
+#[pyclass(module = "tensordesc", frozen, name = "File")]
+pub struct File {
+    pub reader: Arc<FileReader<'static>>,
+    pub path: String,
+    pub tensors: Vec<Arc<Held>>,
+}
+
+impl File {
+    pub fn new(reader: FileReader<'static>, path: String) -> File {
+        let reader = Arc::new(reader);
+        let shared_path: Arc<str> = Arc::from(path.as_str());
+        let tensors = reader
+            .entries()
+            .map(|e| {
+                Held::new(
+                    Source::File {
+                        reader: reader.clone(),
+                        index: e.index(),
+                        path: shared_path.clone(),
+                    },
+                    Some(e.name().to_string()),
+                )
+            })
+            .collect();
+        File {
+            reader,
+            path,
+            tensors,
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<&Arc<Held>> {
+        self.reader.find(name).and_then(|i| self.tensors.get(i))
+    }
+}
+
+#[pymethods]
+impl File {
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The file's data_buffer_alignment.
+    #[getter]
+    fn alignment(&self) -> u32 {
+        self.reader.data_buffer_alignment()
+    }
+
+    fn __len__(&self) -> usize {
+        self.tensors.len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.reader.find(name).is_some()
+    }
+
+    fn __getitem__(&self, name: &str) -> PyResult<Tensor> {
+        match self.find(name) {
+            Some(h) => Ok(Tensor { held: h.clone() }),
+            None => Err(Fail(Error::new(
+                ErrorKind::NotFound,
+                format!("no tensor named {name:?} in {}", self.path),
+            ))
+            .into()),
+        }
+    }
+
+    /// The tensor named `name`, or `default`.
+    #[pyo3(signature = (name, default=None))]
+    fn get(&self, py: Python<'_>, name: &str, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        match self.find(name) {
+            Some(h) => Ok(Py::new(py, Tensor { held: h.clone() })?.into_any()),
+            None => Ok(default.unwrap_or_else(|| py.None())),
+        }
+    }
+
+    /// Tensor names in file order.
+    fn keys(&self) -> Vec<String> {
+        self.tensors.iter().filter_map(|h| h.name.clone()).collect()
+    }
+
+    fn values(&self) -> Vec<Tensor> {
+        self.tensors
+            .iter()
+            .map(|h| Tensor { held: h.clone() })
+            .collect()
+    }
+
+    fn items(&self) -> Vec<(String, Tensor)> {
+        self.tensors
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone().unwrap_or_default(),
+                    Tensor { held: h.clone() },
+                )
+            })
+            .collect()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyList::new(py, self.keys())?.try_iter()?.into_any())
+    }
+
+    /// Validate every tensor's contents.
+    fn validate(&self, py: Python<'_>) -> PyResult<()> {
+        let all = self.tensors.clone();
+        py.detach(move || all.iter().try_for_each(|h| h.validate()))
+            .map_err(Fail)?;
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Leaving a `with` block releases nothing by itself: the mapping lives as long as any
+    /// object using it.
+    fn __exit__(
+        &self,
+        _t: Option<&Bound<'_, PyAny>>,
+        _v: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<tensordesc.File {:?}: {} tensors>",
+            self.path,
+            self.tensors.len()
+        )
+    }
+}

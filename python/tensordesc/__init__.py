@@ -1,0 +1,449 @@
+"""tensordesc: compact binary tensor descriptors — dense, sparse (COO, CSR, CSC, CSF),
+block-paged and subpavings of regions with their own layouts and quantization — with
+numpy, scipy, DLPack and Dask.
+
+Reading::
+
+    f = tensordesc.open("model.tdf")        # the file is mapped, read-only
+    t = f["weights"]
+    t.shape, t.dtype, t.layout, t.regions
+    a = t.region(0).numpy()                  # zero-copy view of a dense region
+    m = t.region(4).to_scipy()               # scipy.sparse over the CSR buffers
+    w = t[0:128, 64:96]                      # a window of any layout (values), a new array
+    c = t.read(t.region(2).box, dtype="raw") # a box, stored codes
+
+Dask (``import tensordesc.dask``)::
+
+    x = tensordesc.dask.from_tdf("model.tdf", "weights")   # chunks follow the regions
+
+Writing::
+
+    tensordesc.write("out.tdf", {"w": numpy_array, "m": scipy_csr, "q": tensor})
+
+The API reference is docs/python.md in the repository.
+"""
+
+from __future__ import annotations
+
+import collections.abc as _abc
+import os as _os
+from dataclasses import dataclass as _dataclass
+from typing import Any as _Any
+
+import numpy as _np
+
+from . import errors
+from ._dtypes import CODES as _CODES
+from ._dtypes import PACKED as _PACKED
+from ._dtypes import element_type as _element_type
+from ._dtypes import numpy_dtype as _numpy_dtype
+from ._dtypes import pack4 as _pack4
+from ._native import File, Region, Tensor
+from . import _native
+from . import _sparse
+from .errors import *  # noqa: F401,F403  (the status classes)
+from .errors import Error
+
+__version__ = "1.1.0"
+
+_abc.Mapping.register(File)
+
+#: The format's element type names.
+ELEMENT_TYPES = tuple(_CODES)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------
+
+
+def open(path: str | _os.PathLike, *, strict: bool = True) -> File:  # noqa: A001
+    """Map the ``.tdf`` file at ``path``: a read-only mapping of names to tensors.
+
+    The file stays mapped while the ``File``, any of its tensors, or any array or DLPack
+    export viewing them is alive. The file must not be modified or truncated meanwhile
+    (``write`` replaces files atomically, so rewriting a mapped file with it is safe).
+    ``strict=False`` reads permissively: tensors the library cannot interpret are kept as
+    opaque entries whose properties raise the reason.
+    """
+    return _native._open(_os.path.abspath(_os.fspath(path)), strict)
+
+
+def decode(data, *, strict: bool = True) -> Tensor:
+    """A descriptor decoded from its bytes: a tensor without buffers (shape, dtype, layout,
+    regions, buffers' sizes, ``locate``), not readable."""
+    return _native._decode(bytes(data), strict)
+
+
+def read_stream(source, *, strict: bool = True) -> dict[str, Tensor]:
+    """The tensors of a frame stream (a path or the stream's bytes), in stream order."""
+    if not isinstance(source, (bytes, str, _os.PathLike)):
+        source = bytes(source)
+    if isinstance(source, _os.PathLike):
+        source = _os.fspath(source)
+    return dict(_native._read_stream(source, strict))
+
+
+# ---------------------------------------------------------------------------------------
+# Quantization
+# ---------------------------------------------------------------------------------------
+
+
+def _float_code(dtype, what: str) -> int:
+    code = _element_type(dtype)
+    if code not in (_CODES["FLOAT16"], _CODES["BFLOAT16"], _CODES["FLOAT32"], _CODES["FLOAT64"]):
+        raise TypeError(f"{what} must be float16, bfloat16, float32 or float64, not {_np.dtype(dtype)}")
+    return code
+
+
+def _param_array(a, element_code: int | None = None) -> _np.ndarray:
+    a = _np.asarray(a)
+    if element_code is not None and element_code in _PACKED:
+        return _pack4(a.astype(_numpy_dtype(element_code)))
+    if element_code is not None:
+        a = a.astype(_numpy_dtype(element_code), copy=False)
+    return _np.ascontiguousarray(a)
+
+
+@_dataclass(frozen=True)
+class PerTensorAffine:
+    """``value = (code - zero_point) * scale``, rounded to ``expressed``."""
+
+    scale: float
+    zero_point: int = 0
+    expressed: _Any = "float32"
+
+    def _native(self, element_code: int) -> dict:
+        return {
+            "scheme": "PER_TENSOR_AFFINE",
+            "scale": float(self.scale),
+            "zero_point": int(self.zero_point),
+            "has_zero_point": int(self.zero_point) != 0,
+            "expressed": _float_code(self.expressed, "expressed"),
+        }
+
+
+@_dataclass(frozen=True)
+class PerAxisAffine:
+    """One scale (and zero point) per index along ``axis``: ``scales`` is a 1-D array of
+    float16/bfloat16/float32/float64 (or float8_e8m0fnu); ``zero_points`` (optional) is of
+    the element type."""
+
+    axis: int
+    scales: _Any
+    zero_points: _Any = None
+    expressed: _Any = "float32"
+
+    def _native(self, element_code: int) -> dict:
+        scales = _param_array(self.scales)
+        return {
+            "scheme": "PER_AXIS_AFFINE",
+            "axis": int(self.axis),
+            "scale_type": _element_type(scales.dtype),
+            "scales": scales,
+            "zero_points": None
+            if self.zero_points is None
+            else _param_array(self.zero_points, element_code),
+            "expressed": _float_code(self.expressed, "expressed"),
+        }
+
+
+@_dataclass(frozen=True)
+class Blockwise:
+    """One scale (and zero point) per block of ``block_size`` elements along ``axis``
+    (GGUF Q8_0/Q4_0 and MX style): ``scales`` holds the block-reduced shape's entries in
+    row-major order (the shape with ``ceil(shape[axis] / block_size)`` on ``axis``)."""
+
+    axis: int
+    block_size: int
+    scales: _Any
+    zero_points: _Any = None
+    expressed: _Any = "float32"
+
+    def _native(self, element_code: int) -> dict:
+        scales = _param_array(self.scales)
+        return {
+            "scheme": "BLOCKWISE",
+            "axis": int(self.axis),
+            "block_size": int(self.block_size),
+            "scale_type": _element_type(scales.dtype),
+            "scales": scales,
+            "zero_points": None
+            if self.zero_points is None
+            else _param_array(self.zero_points, element_code),
+            "expressed": _float_code(self.expressed, "expressed"),
+        }
+
+
+@_dataclass(frozen=True)
+class Codebook:
+    """``value = codebook[code]``: elements (unsigned integers) index ``codebook``, whose
+    dtype (float16/bfloat16/float32/float64) is the expressed type."""
+
+    codebook: _Any
+
+    def _native(self, element_code: int) -> dict:
+        cb = _param_array(self.codebook)
+        return {
+            "scheme": "CODEBOOK",
+            "codebook": cb,
+            "expressed": _float_code(cb.dtype, "the codebook's dtype"),
+        }
+
+
+def _quant(q, element_code: int):
+    if q is None:
+        return None
+    if not hasattr(q, "_native"):
+        raise TypeError(
+            "quantization must be PerTensorAffine, PerAxisAffine, Blockwise or Codebook"
+        )
+    return q._native(element_code)
+
+
+# ---------------------------------------------------------------------------------------
+# Building tensors
+# ---------------------------------------------------------------------------------------
+
+
+def dense(array, *, quantization=None) -> Tensor:
+    """A dense tensor over ``array``'s memory (no copy): ROW_MAJOR for C-contiguous
+    arrays, COL_MAJOR for Fortran-contiguous ones, STRIDED otherwise (negative and zero
+    strides included). Anything ``numpy.asarray`` accepts works; arrays whose strides are
+    not whole elements are copied first, and so are big-endian arrays (converted) and
+    4-bit ml_dtypes arrays (packed two per byte). With ``quantization`` the array holds
+    the stored codes."""
+    a = _np.asarray(array)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    code = _element_type(a.dtype)
+    q = _quant(quantization, code)
+    if code in _PACKED:
+        return _native._leaf(code, list(a.shape), "ROW_MAJOR", {}, [_pack4(a)], q)
+    if any(s % a.itemsize for s in a.strides):
+        a = _np.ascontiguousarray(a)
+    return _native._from_array(a, code, q)
+
+
+def splat(value, shape, dtype=None, *, quantization=None) -> Tensor:
+    """A tensor of ``shape`` whose every element is ``value`` (one stored element)."""
+    v = _np.asarray(value, dtype=dtype)
+    code = _element_type(v.dtype)
+    buf = _pack4(v.reshape(1)) if code in _PACKED else _np.ascontiguousarray(v.reshape(1))
+    return _native._leaf(code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code))
+
+
+def tiled(array, tile_shape, *, quantization=None) -> Tensor:
+    """A TILED tensor: ``array`` cut into tiles of ``tile_shape`` (edge tiles padded with
+    zeros), tiles in row-major grid order, elements row-major inside each tile. The tiles
+    are a new array (a copy)."""
+    a = _np.asarray(array)
+    code = _element_type(a.dtype)
+    t = tuple(int(x) for x in tile_shape)
+    if len(t) != a.ndim or any(x <= 0 for x in t):
+        raise ValueError(f"tile_shape {t} does not fit an array of rank {a.ndim}")
+    grid = tuple(-(-e // x) for e, x in zip(a.shape, t))
+    padded = _np.zeros(tuple(g * x for g, x in zip(grid, t)), dtype=a.dtype)
+    padded[tuple(slice(0, e) for e in a.shape)] = a
+    inter = padded.reshape(tuple(v for g, x in zip(grid, t) for v in (g, x)))
+    r = a.ndim
+    tiles = _np.ascontiguousarray(inter.transpose(tuple(range(0, 2 * r, 2)) + tuple(range(1, 2 * r, 2))))
+    buf = _pack4(tiles) if code in _PACKED else tiles
+    return _native._leaf(code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code))
+
+
+def _values(data) -> tuple[int, _np.ndarray]:
+    v = _np.asarray(data)
+    code = _element_type(v.dtype)
+    if code in _PACKED:
+        return code, _pack4(v)
+    return code, _np.ascontiguousarray(v)
+
+
+def from_scipy(m, *, quantization=None) -> Tensor:
+    """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
+    converted to CSR first). Values are used in place; see tensordesc._sparse for when
+    index arrays are copied. SORTED and UNIQUE are set when they hold."""
+    import scipy.sparse as sp
+
+    if not sp.issparse(m):
+        raise TypeError(f"{type(m).__name__} is not a scipy.sparse array or matrix")
+    fmt = m.format
+    if fmt not in ("csr", "csc", "coo"):
+        m = m.tocsr()
+        fmt = "csr"
+    shape = [int(e) for e in m.shape]
+    if fmt in ("csr", "csc"):
+        nnz = int(m.indptr[-1]) if len(m.indptr) else 0
+        code, values = _values(m.data[:nnz])
+        flags = 0
+        if m.has_sorted_indices:
+            flags |= _sparse.SORTED
+            if m.has_canonical_format:
+                flags |= _sparse.UNIQUE
+        bufs = [_sparse.u64_indices(m.indptr), _sparse.u64_indices(m.indices[:nnz]), values]
+        return _native._leaf(
+            code, shape, fmt.upper(), {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code)
+        )
+    coords = tuple(_np.asarray(c) for c in m.coords)
+    nnz = int(m.nnz)
+    code, values = _values(m.data)
+    flags = _sparse.coo_flags(coords, tuple(shape))
+    idx = _np.stack([_sparse.u64_indices(c) for c in coords], axis=1) if coords else _np.zeros((nnz, 0), _np.uint64)
+    idx = _np.ascontiguousarray(idx, dtype=_np.uint64)
+    return _native._leaf(code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code))
+
+
+def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quantization=None) -> Tensor:
+    """A BLOCK_PAGED tensor (paged KV cache): ``shape`` is ``[rows, positions, inner...]``;
+    ``pools`` is a list of arrays of pages (each a whole number of pages of
+    ``block_size * prod(inner)`` elements, one dtype); ``block_table`` is
+    ``rows x ceil(positions / block_size)`` page numbers (numbered across pools in order;
+    negative or 2**64-1 for an unallocated block); ``row_lengths`` the valid positions per
+    row. Pools are used in place."""
+    pools = [_np.asarray(p) for p in pools]
+    if not pools:
+        raise ValueError("block_paged needs at least one pool")
+    code = _element_type(pools[0].dtype)
+    bufs = []
+    for p in pools:
+        if _element_type(p.dtype) != code:
+            raise TypeError("every pool must have the same dtype")
+        bufs.append(_pack4(p) if code in _PACKED else _np.ascontiguousarray(p))
+    bt = _np.asarray(block_table)
+    if bt.dtype.kind == "i":
+        bt = _np.where(bt < 0, _np.uint64(2**64 - 1), bt.astype(_np.uint64))
+    bt = _np.ascontiguousarray(bt, dtype=_np.uint64)
+    rl = _np.ascontiguousarray(row_lengths, dtype=_np.uint64)
+    return _native._leaf(
+        code,
+        [int(e) for e in shape],
+        "BLOCK_PAGED",
+        {"block_size": int(block_size), "pool_count": len(pools)},
+        [bt, rl] + bufs,
+        _quant(quantization, code),
+    )
+
+
+def from_dlpack(x) -> Tensor:
+    """A tensor over the memory of any DLPack producer (numpy, torch, jax, cupy-on-host,
+    another tensordesc tensor) or of a DLPack capsule — no copy. The producer's deleter runs
+    once, when the last object using the memory is gone. Compact row-major tensors become
+    ROW_MAJOR, others STRIDED with the producer's strides."""
+    return _native._from_dlpack(x)
+
+
+def as_tensor(x) -> Tensor:
+    """``x`` as a Tensor: tensors as they are, scipy.sparse via ``from_scipy``, DLPack
+    producers other than numpy arrays via ``from_dlpack``, anything else via ``dense``."""
+    if isinstance(x, Tensor):
+        return x
+    if type(x).__module__.startswith("scipy.sparse"):
+        return from_scipy(x)
+    if hasattr(x, "__dlpack__") and not isinstance(x, _np.ndarray):
+        return from_dlpack(x)
+    return dense(x)
+
+
+def subpaving(shape, regions, dtype=None) -> Tensor:
+    """A subpaving of ``shape``: ``regions`` is a list of ``(origin, part)`` where ``part``
+    is a tensor (or anything ``as_tensor`` accepts: numpy arrays, scipy matrices, ...)
+    whose shape is the region's extent; regions must not overlap and must cover ``shape``.
+    Each region keeps its layout, buffers and quantization; nothing is copied. Nest
+    subpavings by passing one as a part."""
+    parts = [(list(int(o) for o in origin), as_tensor(p)) for origin, p in regions]
+    if not parts:
+        raise ValueError("a subpaving needs at least one region")
+    code = _element_type(dtype) if dtype is not None else _CODES[parts[0][1].element_type]
+    return _native._subpaving(code, [int(e) for e in shape], parts)
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------
+
+
+def _items(tensors) -> list[tuple[str, Tensor]]:
+    if isinstance(tensors, _abc.Mapping):
+        pairs = tensors.items()
+    else:
+        pairs = tensors
+    return [(str(name), as_tensor(value)) for name, value in pairs]
+
+
+def write(path: str | _os.PathLike, tensors, *, alignment: int = 64) -> None:
+    """Write ``tensors`` (a mapping, or (name, value) pairs; values as ``as_tensor``
+    takes them) to a ``.tdf`` file. Buffers are written from where they are (numpy
+    arrays, file mappings) without an intermediate copy. The file is written under a
+    temporary name and renamed into place, so readers that have the old file mapped are
+    not disturbed. ``alignment``: the data buffer alignment (a power of two, 64 .. 1 MiB)."""
+    _native._write(_os.fspath(path), _items(tensors), int(alignment))
+
+
+def to_bytes(tensors, *, alignment: int = 64) -> bytes:
+    """The bytes of a ``.tdf`` file holding ``tensors``."""
+    return _native._encode_file(_items(tensors), int(alignment))
+
+
+def write_stream(target, tensors) -> bytes | None:
+    """Write ``tensors`` as a frame stream to ``target``: a path (replaced atomically), a
+    binary file object (anything with ``write``: a socket file, a pipe), or ``None`` to
+    get the stream's bytes."""
+    if isinstance(target, _os.PathLike):
+        target = _os.fspath(target)
+    return _native._write_stream(target, _items(tensors))
+
+
+_OPEN_FILES: dict[tuple, File] = {}
+
+
+def _reopen(path: str, name: str) -> Tensor:
+    """Unpickling a tensor of a file: the file opened (mapped) once per process and
+    version of the file (path, inode, size, modification time)."""
+    st = _os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    f = _OPEN_FILES.get(key)
+    if f is None:
+        for k in [k for k in _OPEN_FILES if k[0] == path]:
+            del _OPEN_FILES[k]  # an older version of the file
+        f = _OPEN_FILES[key] = open(path)
+    return f[name]
+
+
+def _region_of(tensor: Tensor, index: int) -> Region:
+    return tensor.region(index)
+
+
+def live_exports() -> int:
+    """DLPack exports made by this package whose deleter has not run yet."""
+    return _native._live_exports()
+
+
+__all__ = [
+    "Error",
+    "errors",
+    "File",
+    "Tensor",
+    "Region",
+    "ELEMENT_TYPES",
+    "open",
+    "decode",
+    "read_stream",
+    "dense",
+    "splat",
+    "tiled",
+    "from_scipy",
+    "block_paged",
+    "from_dlpack",
+    "as_tensor",
+    "subpaving",
+    "write",
+    "to_bytes",
+    "write_stream",
+    "PerTensorAffine",
+    "PerAxisAffine",
+    "Blockwise",
+    "Codebook",
+    "live_exports",
+] + list(errors.__all__[3:])
+

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Python package (python/) into a virtual environment and runs its tests
+# against the real numpy, scipy, ml_dtypes and dask (torch only where already installed).
+#
+#   bash scripts/python_tests.sh [pytest arguments...]
+#
+# TDESC_PY_VENV chooses the environment (default target/python-venv), PYTHON the
+# interpreter that creates it (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${TDESC_PY_VENV:-$PWD/target/python-venv}"
+PY="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+# Pinned: the versions the package is tested with.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "maturin==1.16.0" \
+  "numpy==2.4.6" \
+  "scipy==1.17.1" \
+  "ml_dtypes==0.7.0" \
+  "dask[array]==2026.8.0" \
+  "distributed==2026.8.0" \
+  "pytest==9.2.0"
+
+echo "== building the extension (maturin develop --release)"
+(
+  cd python
+  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop --release --quiet
+)
+
+echo "== pytest"
+cd python
+"$VENV/bin/python" -m pytest -q tests "$@"
