@@ -1571,7 +1571,8 @@ tdesc_status tdesc_descriptor_regions_in_box_array(const tdesc_descriptor *d,
  * RAW writes the stored bytes (4-bit codes one per byte, codes of quantized elements,
  * zeros for implicit zeros); the float types the value `tdesc_tensor_get_f64` gives,
  * rounded to the type (ties to even). On failure the contents of `out` are unspecified.
- * An empty box writes nothing (`out` may then be NULL).
+ * An empty box writes nothing (`out` may then be NULL). `out` must not overlap `lo`,
+ * `hi`, `out_strides` or the tensor's buffers.
  */
 tdesc_status tdesc_tensor_read_box(const tdesc_tensor *t,
                                    const uint64_t *lo,
@@ -1599,7 +1600,8 @@ tdesc_status tdesc_descriptor_locate_many(const tdesc_descriptor *d,
  * Read `n` elements (`indices`: `n × rank` coordinates) of tensor `t` into
  * `out[0, out_size)`, packed, as `out_type` (as `tdesc_tensor_read_box` writes them).
  * `out_size` below `n` elements is `TDESC_ERR_OUTPUT_TOO_SMALL`. One failing index fails
- * the call; `tdesc_last_error` names its position.
+ * the call; `tdesc_last_error` names its position. `out` must not overlap `indices` or the
+ * tensor's buffers.
  */
 tdesc_status tdesc_tensor_get_many(const tdesc_tensor *t,
                                    const uint64_t *indices,
