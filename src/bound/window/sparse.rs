@@ -175,9 +175,12 @@ pub(super) fn compressed(
     llo.copy_from_slice(lo);
     lhi.copy_from_slice(hi);
     let mut x = [0u64; 2];
-    // A zero value that is the same everywhere is filled in once, row by row of the
-    // output (a CSC leaf then does not write its zeros column by column).
-    let uniform = vals.zero_element().is_some();
+    // A zero value that is the same everywhere is filled in line by line when the lines
+    // run along the output's rows (each line then stays in cache for its entries), else
+    // once for the whole box, row by row of the output (a CSC leaf read into C order would
+    // otherwise write its zeros column by column).
+    let along_output = w.strides[mi].unsigned_abs() <= w.strides[ma].unsigned_abs();
+    let uniform = vals.zero_element().is_some() && !along_output;
     if uniform {
         zeros(vals, w, lo, hi, off)?;
     }
