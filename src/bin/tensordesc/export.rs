@@ -232,19 +232,42 @@ pub fn run(
         )
     };
     w.write_all(&npy_header(descr, &window)).map_err(io)?;
+    let too_large = || {
+        Error::new(
+            ErrorKind::Overflow,
+            format!(
+                "{label}: the window's {} bytes do not fit in memory",
+                out_type.name()
+            ),
+        )
+    };
+    // The window's element count fits u64 (the tensor's does); its bytes may not.
     let total: u64 = window.iter().product();
+    let data_bytes = total.checked_mul(es).ok_or_else(too_large)?;
     if total > 0 {
         // Slabs of whole rows along axis 0 (a scalar is one slab of one element).
-        let row: u64 = window.iter().skip(1).product::<u64>() * es;
+        let row = window
+            .iter()
+            .skip(1)
+            .product::<u64>()
+            .checked_mul(es)
+            .ok_or_else(too_large)?;
         let rows_per = if window.is_empty() {
             1
         } else {
             (SLAB_BYTES / row.max(1)).clamp(1, window[0])
         };
-        let cap = usize::try_from(rows_per * row.max(es))
-            .map_err(|_| Error::new(ErrorKind::Overflow, "the window is too large"))?;
-        // 8-byte aligned scratch for any output type.
-        let mut store = vec![0u64; cap.div_ceil(8)];
+        let cap = rows_per
+            .checked_mul(row.max(es))
+            .and_then(|c| usize::try_from(c).ok())
+            .ok_or_else(too_large)?;
+        // 8-byte aligned scratch for any output type; a row too large for memory is an
+        // error, not an abort.
+        let mut store: Vec<u64> = Vec::new();
+        store
+            .try_reserve_exact(cap.div_ceil(8))
+            .map_err(|_| too_large())?;
+        store.resize(cap.div_ceil(8), 0);
         let mut r = 0u64;
         loop {
             let (mut slo, mut shi) = (lo.clone(), hi.clone());
@@ -255,7 +278,7 @@ pub fn run(
                 shi[0] = (lo[0] + r + rows_per).min(hi[0]);
                 shi[0] - slo[0]
             };
-            let bytes = usize::try_from(n * row.max(es)).unwrap_or(usize::MAX);
+            let bytes = usize::try_from(n * row.max(es)).map_err(|_| too_large())?;
             let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
             bound
                 .read_box(&slo, &shi, out_type, buf, None)
@@ -287,7 +310,7 @@ pub fn run(
             OutputType::BFloat16 => "bf16",
         },
         out_path.display(),
-        total * es
+        data_bytes
     )?;
     Ok(())
 }
