@@ -748,6 +748,12 @@ fn main() {
         b.extend_from_slice(&c);
         write(&out.join("bound"), name, &b);
         write(&out.join("ffi"), &format!("{name}-contents"), &b);
+        // read_box: the same, then box-choosing bytes.
+        let mut r = b.clone();
+        for _ in 0..16 {
+            r.extend_from_slice(&xorshift(&mut s).to_le_bytes());
+        }
+        write(&out.join("read_box"), name, &r);
         n_bound += 1;
     }
     println!("wrote {n_bound} bound-tensor seeds");

@@ -205,6 +205,11 @@ pub(super) fn compressed(
                 if v >= mhi {
                     break;
                 }
+                if v < mlo {
+                    // Only unsorted contents (despite SORTED) put one here.
+                    k += 1;
+                    continue;
+                }
                 if !unique && seg.get(k + 1) == Some(v) {
                     return Err(duplicate(region, m, v));
                 }
@@ -384,6 +389,11 @@ impl Walk<'_, '_> {
         while let Some(v) = fib.get(k) {
             if v >= self.hi[axis] {
                 break;
+            }
+            if v < self.lo[axis] {
+                // Only an unsorted fibre puts one here.
+                k += 1;
+                continue;
             }
             self.budget = self.budget.checked_sub(1).ok_or_else(|| {
                 content_error(
