@@ -38,7 +38,7 @@ from . import _sparse
 from .errors import *  # noqa: F401,F403  (the status classes)
 from .errors import Error
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 
 _abc.Mapping.register(File)
 

@@ -86,12 +86,20 @@ impl Relocate for FileSink {
 
 impl FileSink {
     pub(crate) fn create(path: &std::path::Path) -> Result<FileSink> {
-        File::create(path).map(FileSink::File).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot create {}: {e}", path.display()),
-            )
-        })
+        // Readable too: a tensor-by-tensor `.tdf` writer moves its data at finish.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map(FileSink::File)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot create {}: {e}", path.display()),
+                )
+            })
     }
 }
 
@@ -786,13 +794,15 @@ pub unsafe extern "C" fn tdesc_file_writer_add(
     guard(|| {
         // SAFETY: caller promises on `w` and `d`.
         let (w, d) = unsafe { (file_writer_arg(w)?, desc_arg(d)?) };
-        let fw = w.state.open(FILE_WRITER)?.spool()?;
+        let cw = w.state.open(FILE_WRITER)?;
         // SAFETY: caller promise: `count` pointers, each to its buffer's size_bytes bytes
         // (`count` is checked against the descriptor before the array is read).
         let slices = unsafe { buffer_slices(&d.inner, buffers, count)? };
         // SAFETY: caller promise on `name_len` bytes at `name` (at most u32::MAX).
         let name = unsafe { name_arg(name, name_len)? };
-        fw.add(name, &d.inner, &slices)
+        // The arguments are checked before the writer's buffers are set up.
+        cw.spool()?
+            .add(name, &d.inner, &slices)
             .map_err(|e| in_c_terms(e, &C_NAMES))
     })
 }
