@@ -1720,6 +1720,15 @@ uint32_t tdesc_file_data_alignment(const tdesc_file *f);
 uint8_t tdesc_file_version(const tdesc_file *f);
 
 /**
+ * Check that every padding byte around the tensors' data is zero (the gaps after the
+ * directory, between buffers and between data regions): `TDESC_ERR_RESERVED_NONZERO`
+ * naming the first that is not. Opening a version 2 file does not read its data area, so
+ * it does not check these bytes; this reads every data page. (A strict open of a version
+ * 1 file has checked them already.)
+ */
+tdesc_status tdesc_file_check_padding(const tdesc_file *f);
+
+/**
  * The name of tensor `i` (file order): `*name` points to its `*len` bytes of UTF-8
  * followed by a NUL byte (not counted in `*len`), borrowed from the file — valid until
  * `tdesc_file_free`.

@@ -102,7 +102,12 @@ fn check(r: &FileReader<'_>, version: u8, count: usize, keys: &[(String, String)
                 let (i, b): (usize, usize) = (p[0].parse().unwrap(), p[1].parse().unwrap());
                 let got = r.buffer(i, b).unwrap();
                 assert_eq!(got, &hex_bytes(p[2])[..], "{what}: buffer {i}:{b}");
-                let align = r.entry(i).unwrap().descriptor().unwrap().effective_buffers()[b]
+                let align = r
+                    .entry(i)
+                    .unwrap()
+                    .descriptor()
+                    .unwrap()
+                    .effective_buffers()[b]
                     .alignment() as usize;
                 assert_eq!(got.as_ptr() as usize % align, 0, "{what}: misaligned");
             }
@@ -124,7 +129,10 @@ fn check(r: &FileReader<'_>, version: u8, count: usize, keys: &[(String, String)
             other => panic!("{what}: unknown key {other}"),
         }
     }
-    assert!(entry == 0 || entry == count, "{what}: tensor= tokens for {entry} of {count}");
+    assert!(
+        entry == 0 || entry == count,
+        "{what}: tensor= tokens for {entry} of {count}"
+    );
 }
 
 #[test]
@@ -139,7 +147,11 @@ fn every_file_vector_opens_as_the_manifest_says() {
         let r = std::panic::catch_unwind(|| {
             // From a Vec (any address), from an aligned copy, and through a mapping.
             let aligned = AlignedBuf::from_slice(&bytes, 4096).unwrap();
-            let path = dir.join(format!("tensordesc-golden-{}-{}.tdf", std::process::id(), l.name));
+            let path = dir.join(format!(
+                "tensordesc-golden-{}-{}.tdf",
+                std::process::id(),
+                l.name
+            ));
             std::fs::write(&path, &bytes).unwrap();
             let mapped = FileReader::open(&path, l.mode);
             let _ = std::fs::remove_file(&path);
@@ -180,7 +192,11 @@ fn manifest_and_files_agree_and_cover_every_file_status() {
     assert_eq!(named, files, "manifest names vs .hex files");
     let mut seen = BTreeSet::new();
     for l in &lines {
-        assert!(seen.insert((l.name.clone(), l.mode == Mode::Strict)), "{} twice", l.name);
+        assert!(
+            seen.insert((l.name.clone(), l.mode == Mode::Strict)),
+            "{} twice",
+            l.name
+        );
     }
     // Every status the file structure itself can produce has a rejected bad_* vector.
     let covered: BTreeSet<u32> = lines
@@ -198,6 +214,10 @@ fn manifest_and_files_agree_and_cover_every_file_status() {
         ErrorKind::ContentInvalid,
         ErrorKind::DuplicateName,
     ] {
-        assert!(covered.contains(&k.code()), "no bad_* file vector for {}", k.name());
+        assert!(
+            covered.contains(&k.code()),
+            "no bad_* file vector for {}",
+            k.name()
+        );
     }
 }

@@ -356,6 +356,19 @@ pub unsafe extern "C" fn tdesc_file_version(f: *const tdesc_file) -> u8 {
     })
 }
 
+/// Check that every padding byte around the tensors' data is zero (the gaps after the
+/// directory, between buffers and between data regions): `TDESC_ERR_RESERVED_NONZERO`
+/// naming the first that is not. Opening a version 2 file does not read its data area, so
+/// it does not check these bytes; this reads every data page. (A strict open of a version
+/// 1 file has checked them already.)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_check_padding(f: *const tdesc_file) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `f`.
+        unsafe { file_arg(f)? }.data.reader.check_padding()
+    })
+}
+
 /// The name of tensor `i` (file order): `*name` points to its `*len` bytes of UTF-8
 /// followed by a NUL byte (not counted in `*len`), borrowed from the file — valid until
 /// `tdesc_file_free`.
