@@ -786,3 +786,45 @@ fn opening_many_distinct_small_descriptors_stays_within_the_bound() {
     );
     assert!(peak <= open_bound(front), "peak heap {peak} B");
 }
+
+#[test]
+fn directory_writer_copies_from_readers() {
+    // The data of three tensors from one file, copied file to file in pieces that cross
+    // tensor boundaries: the same bytes as the tensor-by-tensor writer.
+    let ds = [u8s(100), u8s(1), u8s(5000)];
+    let data: Vec<Vec<u8>> = [100usize, 1, 5000]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|k| (k * 3 + i) as u8).collect())
+        .collect();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    for (i, (d, b)) in ds.iter().zip(&data).enumerate() {
+        w.write_tensor(&format!("t{i}"), d, &[b]).unwrap();
+    }
+    let want = w.finish().unwrap();
+
+    let src = TempPath::new("source");
+    std::fs::write(&src.0, data.concat()).unwrap();
+    let out = TempPath::new("copied");
+    let mut w = DirectoryWriter::new(std::fs::File::create(&out.0).unwrap()).unwrap();
+    for (i, d) in ds.iter().enumerate() {
+        w.declare(&format!("t{i}"), d).unwrap();
+    }
+    let mut f = std::fs::File::open(&src.0).unwrap();
+    assert_eq!(
+        w.write_from(&mut f, 5102).unwrap_err().kind,
+        ErrorKind::BindingMismatch
+    );
+    for piece in [60u64, 41, 4000, 1000] {
+        w.write_from(&mut f, piece).unwrap();
+    }
+    w.finish().unwrap().sync_all().unwrap();
+    assert_eq!(std::fs::read(&out.0).unwrap(), want);
+
+    // A source that ends early is IO, and breaks the file.
+    let mut w = DirectoryWriter::new(Vec::new()).unwrap();
+    w.declare("t", &ds[2]).unwrap();
+    let e = w.write_from(&[1u8; 10][..], 5000).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Io, "{e}");
+    assert!(w.write_bytes(&[0]).is_err());
+}

@@ -338,6 +338,41 @@ impl Cursor {
         self.settle(out, plan, false)
     }
 
+    /// Write the next `len` bytes of data from `src`, across segments (and entries),
+    /// padding between them. Each piece goes through [`io::copy`], which lets the kernel
+    /// copy file to file without a user-space buffer where it can.
+    fn write_from<W: Write, R: io::Read>(
+        &mut self,
+        out: &mut W,
+        plan: &Plan,
+        mut src: R,
+        mut len: u64,
+    ) -> Result<()> {
+        while len > 0 {
+            self.settle(out, plan, true)?;
+            if !self.open {
+                return Err(Error::new(
+                    ErrorKind::BindingMismatch,
+                    format!("{len} bytes more than the declared tensors' data"),
+                ));
+            }
+            let n = len.min(self.left);
+            let copied = io::copy(&mut (&mut src).take(n), out)?;
+            if copied != n {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("the source ended {} bytes early", n - copied),
+                ));
+            }
+            self.pos += n;
+            self.left -= n;
+            self.written += n;
+            self.data_written += n;
+            len -= n;
+        }
+        self.settle(out, plan, false)
+    }
+
     /// Move to the entry whose data comes next, which must not be partly written
     /// (INVALID_ARGUMENT) and must exist (INVALID_ARGUMENT when every entry is written).
     /// Writes nothing.
@@ -756,6 +791,24 @@ impl<W: Write> DirectoryWriter<W> {
             ));
         }
         self.data(|c, out, plan| c.write_bytes(out, plan, bytes))
+    }
+
+    /// Write the next `len` bytes of the declared tensors' data from `src`, as
+    /// [`write_bytes`](Self::write_bytes) would write them if given those bytes. The copy
+    /// goes through [`std::io::copy`]: from a [`File`](std::fs::File) (positioned where the
+    /// bytes start) into a `File` output, the kernel copies without a user-space buffer
+    /// where it can. A source that ends early is `IO`; more bytes than declared is
+    /// `BINDING_MISMATCH`, refused before anything is read.
+    pub fn write_from<R: io::Read>(&mut self, src: R, len: u64) -> Result<()> {
+        self.check_usable()?;
+        let left = self.plan.total - self.cursor.data_written;
+        if len > left {
+            return Err(Error::new(
+                ErrorKind::BindingMismatch,
+                format!("{len} bytes given, the declared tensors' data has {left} bytes left"),
+            ));
+        }
+        self.data(|c, out, plan| c.write_from(out, plan, src, len))
     }
 
     /// Check that every declared tensor's data is written (`BINDING_MISMATCH` naming the
