@@ -451,7 +451,7 @@ fn bench_checkpoint(small: bool, reps: usize) {
         for e in r.entries() {
             let t = e.bound().unwrap();
             let idx = [0u64; 2];
-            acc += t.get_f64(&idx[..t.descriptor().rank() as usize]).unwrap();
+            acc += t.get_f64(&idx[..t.descriptor().rank()]).unwrap();
         }
         assert_eq!(r.len(), n);
         acc
@@ -550,7 +550,8 @@ fn bench_checkpoint(small: bool, reps: usize) {
     };
     let open_only2 = |p: &Path| ours_open(p).len() as f64;
     let open_only_st = |p: &Path| theirs_open(p).1 as f64;
-    let rows: [(&str, &Temp, &dyn Fn(&Path) -> f64); 6] = [
+    type Run<'f> = &'f dyn Fn(&Path) -> f64;
+    let rows: [(&str, &Temp, Run); 6] = [
         ("tensordesc v2, open", &v2, &open_only2),
         ("tensordesc v1, open", &v1, &open_only2),
         ("safetensors,   open", &st, &open_only_st),

@@ -2004,6 +2004,8 @@ fn peak_rss_helper() {
     let Ok(args) = std::env::var("TDESC_PEAK_RSS_ARGS") else {
         return;
     };
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
         .args(args.split('\u{1f}'))
         .stdout(std::process::Stdio::null())

@@ -6,7 +6,6 @@
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 

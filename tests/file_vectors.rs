@@ -22,11 +22,14 @@ fn read_file_vector(name: &str) -> Vec<u8> {
     parse_hex(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// What an OK line expects: the container version, the number of entries, the keys.
+type Expected = (u8, usize, Vec<(String, String)>);
+
 #[derive(Debug)]
 struct Line {
     name: String,
     mode: Mode,
-    result: Result<(u8, usize, Vec<(String, String)>), ErrorKind>,
+    result: Result<Expected, ErrorKind>,
     line: usize,
 }
 

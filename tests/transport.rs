@@ -614,9 +614,9 @@ fn permissive_skips(file: &mut [u8], ds: usize, known: &Tensors) {
     // stays intact, so permissive reading skips it by data_length.
     file[ds + 16] = 0x7F;
     let file = &*file;
-    let e = FileReader::from_bytes(&file, Mode::Strict).unwrap_err();
+    let e = FileReader::from_bytes(file, Mode::Strict).unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidElementType, "{e}");
-    let r = FileReader::from_bytes(&file, Mode::Permissive).unwrap();
+    let r = FileReader::from_bytes(file, Mode::Permissive).unwrap();
     let bad = r.entry(0).unwrap();
     assert!(bad.descriptor().is_none());
     assert_eq!(bad.problem().unwrap().kind, ErrorKind::InvalidElementType);
