@@ -1835,11 +1835,12 @@ void tdesc_file_free(tdesc_file *f);
  *   tensor, then `tdesc_file_writer_finish`. Each tensor's bytes are copied into the output
  *   during the call (the caller's buffers may be released right after it); `finish` moves
  *   them behind the directory, which a version 2 file puts first — one more pass over the
- *   data, without holding it in memory;
+ *   data, without holding it in memory (so `path` must be a regular file: a pipe cannot be
+ *   rewritten, and `finish` fails with `TDESC_ERR_IO`);
  * * directory first: `tdesc_file_writer_declare` / `tdesc_file_writer_declare_opaque` for
  *   every tensor, then the data in declaration order with `tdesc_file_writer_write_tensor`
  *   or, in pieces of any size, `tdesc_file_writer_write_bytes`, then
- *   `tdesc_file_writer_finish`: one pass, front to back.
+ *   `tdesc_file_writer_finish`: one pass, front to back (to a pipe as well).
  *
  * The file is complete only after `tdesc_file_writer_finish`. A writer freed without
  * finishing leaves a file that readers reject (`TDESC_ERR_TRUNCATED`).
