@@ -1,7 +1,9 @@
 //! Subpaving benchmark (issue 3): a 1,000,000-region rank-2 subpaving, every figure measured
 //! side by side with a peer in the same run and printed as a ratio.
 //!
-//! `cargo bench --bench subpaving` (TDESC_BENCH_SMALL=1 for a 10,000-region smoke run).
+//! `cargo bench --bench subpaving` (TDESC_BENCH_SMALL=1 for a 10,000-region smoke run;
+//! TDESC_BENCH_SCALE=1 for the scaling run: decode and locate at 10^3 … 10^7 regions,
+//! ns and bytes per region at each size, so that growth with n is visible).
 
 use rstar::primitives::Rectangle;
 use rstar::RTree;
@@ -163,8 +165,67 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
     v[reps / 2]
 }
 
+/// Decode (fresh memory each time, as a user decoding once pays), decoded bytes and locate
+/// per region, for grids and irregular partitions of 10^3 … 10^7 regions (10^5 at most
+/// with TDESC_BENCH_SMALL).
+fn scaling(small: bool) {
+    println!(
+        "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns"
+    );
+    let top = if small { 5 } else { 7 };
+    for exp in 3..=top {
+        let n = 10usize.pow(exp);
+        let side = (n as f64).sqrt().round() as u64;
+        let cases = [
+            ("grid", {
+                let b = grid(side, 16);
+                ([side * 16, side * 16], b)
+            }),
+            ("irregular", {
+                let mut rng = Rng(0x9E3779B97F4A7C15 ^ n as u64);
+                let ext = [1u64 << 24, 1u64 << 24];
+                (ext, irregular(ext, n, &mut rng))
+            }),
+        ];
+        for (kind, (extent, boxes)) in cases {
+            let regions = boxes.len();
+            let bytes = encode(extent, &boxes);
+            drop(boxes);
+            let reps = if regions >= 1_000_000 { 3 } else { 5 };
+            let t = time(reps, || decode(&bytes, Mode::Strict).unwrap());
+            let base = CUR.load(Relaxed);
+            let d = decode(&bytes, Mode::Strict).unwrap();
+            let held = CUR.load(Relaxed) - base;
+            let mut rng = Rng(0x2545F4914F6CDD1D);
+            let pts: Vec<[u64; 2]> = (0..200_000)
+                .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
+                .collect();
+            let tl = time(5, || {
+                let mut acc = 0u64;
+                for p in &pts {
+                    if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
+                        acc = acc.wrapping_add(byte_offset);
+                    }
+                }
+                acc
+            });
+            println!(
+                "scaling: {regions:>9} {kind:<9} decode {:>6.1} ns/region  decoded {:>6.1} B/region  wire {:>5.1} B/region  locate {:>6.1} ns",
+                t * 1e9 / regions as f64,
+                held as f64 / regions as f64,
+                bytes.len() as f64 / regions as f64,
+                tl * 1e9 / pts.len() as f64
+            );
+        }
+    }
+}
+
 fn main() {
     let small = std::env::var("TDESC_BENCH_SMALL").is_ok();
+    if std::env::var("TDESC_BENCH_SCALE").is_ok() {
+        scaling(small);
+        return;
+    }
     let side: u64 = if small { 100 } else { 1000 };
     let n = (side * side) as usize;
     let reps = 5;

@@ -3,6 +3,7 @@
 // it, and errors surfacing as tdesc::error with their status.
 //
 // usage: test_transport_cpp SCRATCH_DIR   (written by tests/c_api.rs)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,36 @@ static void test_streams(const std::string &dir) {
         tdesc::stream_writer pw(dir + "/cpp.tds");
         pw.add("x", s.d, s.buffers());
     } // unfinished: no STREAM_END
+
+    // The same stream through a write callback: every call's bytes are out when it returns.
+    std::vector<uint8_t> sent;
+    const tdesc_stream_write_fn append = [](void *user, const void *p, size_t n) -> int {
+        auto *v = static_cast<std::vector<uint8_t> *>(user);
+        const auto *c = static_cast<const uint8_t *>(p);
+        v->insert(v->end(), c, c + n);
+        return 0;
+    };
+    {
+        tdesc::stream_writer cw = tdesc::stream_writer::from_callback(append, &sent);
+        CHECK(sent.size() == 24);
+        cw.add("x", s.d, s.buffers());
+        const size_t after_x = sent.size();
+        CHECK(after_x > 24 && std::equal(sent.begin(), sent.end(), bytes.begin()));
+        cw.begin("y", s.d);
+        for (size_t k = 0; k < 4; ++k) {
+            const auto *p = static_cast<const uint8_t *>(b[k]);
+            cw.data(k, p, 8).data(k, p + 8, sizes[k] - 8);
+        }
+        cw.finish();
+        CHECK(sent == bytes);
+        CHECK(status_of([&] { cw.bytes(); }) == TDESC_ERR_INVALID_ARGUMENT);
+    }
+    const tdesc_stream_write_fn refuse = [](void *, const void *, size_t) -> int { return 5; };
+    CHECK(status_of([&] { tdesc::stream_writer::from_callback(refuse, nullptr); }) ==
+          TDESC_ERR_IO);
+    CHECK(status_of([&] { tdesc::stream_writer::from_callback(nullptr, nullptr); }) ==
+          TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(status_of([&] { tdesc::stream_writer::from_fd(-1); }) == TDESC_ERR_INVALID_ARGUMENT);
 
     // Byte by byte: reassemble both tensors and bind them to the event's descriptor.
     tdesc::stream_reader r;

@@ -44,7 +44,7 @@ typedef struct DLManagedTensor DLManagedTensor;
 /**
  * Library minor version.
  */
-#define TDESC_VERSION_MINOR 2
+#define TDESC_VERSION_MINOR 3
 
 /**
  * Library patch version.
@@ -727,9 +727,10 @@ typedef struct tdesc_node_spec tdesc_node_spec;
 typedef struct tdesc_stream_reader tdesc_stream_reader;
 
 /**
- * A frame stream being written, to a path or into memory. Use it from one thread at a
- * time. Created by `tdesc_stream_writer_open` or `tdesc_stream_writer_new_memory`,
- * released by `tdesc_stream_writer_free`.
+ * A frame stream being written, to a path, a file descriptor, a write callback or into
+ * memory. Use it from one thread at a time. Created by `tdesc_stream_writer_open`,
+ * `tdesc_stream_writer_open_fd`, `tdesc_stream_writer_open_callback` or
+ * `tdesc_stream_writer_new_memory`, released by `tdesc_stream_writer_free`.
  */
 typedef struct tdesc_stream_writer tdesc_stream_writer;
 
@@ -1162,6 +1163,17 @@ typedef struct {
      */
     size_t metadata_len;
 } tdesc_extension_type;
+
+/**
+ * A write callback for `tdesc_stream_writer_open_callback`: take all `len` bytes at
+ * `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
+ * return anything else to fail the write. It is called on the thread that calls the
+ * writer, from within `tdesc_stream_writer_open_callback`, `_add`, `_begin`, `_data` and
+ * `_finish` only, never from `tdesc_stream_writer_free`. It must not call functions on the
+ * same writer, and must not unwind (a C++ callback catches its exceptions and returns
+ * non-zero).
+ */
+typedef int (*tdesc_stream_write_fn)(void *user_data, const void *bytes, size_t len);
 
 /**
  * One event of a stream reader. Fields that do not apply to the kind are 0 / NULL.
@@ -1993,7 +2005,7 @@ void tdesc_file_writer_free(tdesc_file_writer *w);
 uint32_t tdesc_abi_version(void);
 
 /**
- * The library version, e.g. `"1.2.0"` (static storage): Cargo.toml's, the one place the
+ * The library version, e.g. `"1.3.0"` (static storage): Cargo.toml's, the one place the
  * version is kept.
  */
 const char *tdesc_version(void);
@@ -2025,10 +2037,44 @@ bool tdesc_last_error_offset(uint64_t *out);
 
 /**
  * Create (or truncate) the file at `path` (NUL-terminated — a regular file, a FIFO, a
- * device) and write STREAM_START. `TDESC_ERR_IO` when it cannot be created. Output is
- * buffered: everything is written by `tdesc_stream_writer_finish`.
+ * device) and write STREAM_START. `TDESC_ERR_IO` when it cannot be created. The stream is
+ * live: when a call on the writer returns `TDESC_OK`, its frames have been written to the
+ * file (STREAM_START by this call). The file is closed by `tdesc_stream_writer_finish` or
+ * `tdesc_stream_writer_free`.
  */
 tdesc_status tdesc_stream_writer_open(const char *path, tdesc_stream_writer **out);
+
+/**
+ * A writer to the open file descriptor `fd` (a pipe, FIFO, socket, terminal or file);
+ * writes STREAM_START. The stream is live: when a call on the writer returns
+ * `TDESC_OK`, its frames have been written to `fd` (STREAM_START by this call).
+ *
+ * Ownership: the writer does **not** take `fd` and never closes it. It writes through its
+ * own duplicate (`dup`, close-on-exec), which `tdesc_stream_writer_finish` or
+ * `tdesc_stream_writer_free` closes; `fd` stays open and is the caller's to close (a
+ * reader at the other end of a pipe or socket sees the end of input only once the caller
+ * has closed `fd` too). Writes go to `fd`'s open file description: its offset, its flags
+ * (a non-blocking `fd` may fail with `EAGAIN`, which breaks the stream: give a blocking
+ * one). `TDESC_ERR_INVALID_ARGUMENT` for a negative `fd`; `TDESC_ERR_IO` when `fd` cannot
+ * be duplicated (`EBADF`: not open) or STREAM_START cannot be written.
+ */
+tdesc_status tdesc_stream_writer_open_fd(int fd, tdesc_stream_writer **out);
+
+/**
+ * A writer that hands its bytes to `write_fn(user_data, bytes, len)` (see
+ * `tdesc_stream_write_fn`), and writes STREAM_START through it before returning. The
+ * stream is live: when a call on the writer returns `TDESC_OK`, every byte of its frames
+ * has been passed to `write_fn`; nothing is held back between calls.
+ *
+ * `write_fn` must take all `len` bytes and return 0; any other return value fails the
+ * call with `TDESC_ERR_IO` (the detail gives the value) and breaks the stream — later
+ * calls repeat the error and never call `write_fn` again. `user_data` is passed through
+ * untouched and must stay valid until the writer is finished or freed; the writer never
+ * frees it. `TDESC_ERR_INVALID_ARGUMENT` when `write_fn` is NULL.
+ */
+tdesc_status tdesc_stream_writer_open_callback(tdesc_stream_write_fn write_fn,
+                                               void *user_data,
+                                               tdesc_stream_writer **out);
 
 /**
  * A writer that collects the stream in memory; read it with `tdesc_stream_writer_bytes`
@@ -2045,8 +2091,10 @@ tdesc_status tdesc_stream_writer_new_memory(tdesc_stream_writer **out);
  * Errors, before anything is written: `TDESC_ERR_INVALID_ARGUMENT` (bad name, finished
  * writer), `TDESC_ERR_BINDING_MISMATCH` (count, NULL buffer), `TDESC_ERR_STREAM_ORDER`
  * (the previous tensor begun with `tdesc_stream_writer_begin` is incomplete),
- * `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (opaque descriptor). An I/O error
- * breaks the stream; the writer then repeats it.
+ * `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (opaque descriptor). On
+ * `TDESC_OK` every frame of the tensor has reached the sink. An I/O error
+ * (`TDESC_ERR_IO`: a failed write, a write callback's non-zero return) breaks the stream;
+ * the writer then repeats it.
  */
 tdesc_status tdesc_stream_writer_add(tdesc_stream_writer *w,
                                      const char *name,
@@ -2056,8 +2104,9 @@ tdesc_status tdesc_stream_writer_add(tdesc_stream_writer *w,
                                      size_t count);
 
 /**
- * Begin a tensor: write its DESCRIPTOR frame only. Its buffers' bytes follow through
- * `tdesc_stream_writer_data`, in effective order. Errors as for `tdesc_stream_writer_add`.
+ * Begin a tensor: write its DESCRIPTOR frame only (it has reached the sink on
+ * `TDESC_OK`). Its buffers' bytes follow through `tdesc_stream_writer_data`, in effective
+ * order. Errors as for `tdesc_stream_writer_add`.
  */
 tdesc_status tdesc_stream_writer_begin(tdesc_stream_writer *w,
                                        const char *name,
@@ -2066,8 +2115,10 @@ tdesc_status tdesc_stream_writer_begin(tdesc_stream_writer *w,
 
 /**
  * The next `len` bytes of effective buffer `buffer` of the tensor begun last, as one DATA
- * frame (nothing for `len` 0). `TDESC_ERR_STREAM_ORDER` unless `buffer` is the first
- * buffer still lacking bytes and `len` fits in what it lacks (checked before writing).
+ * frame (nothing for `len` 0), which has reached the sink on `TDESC_OK`.
+ * `TDESC_ERR_STREAM_ORDER` unless `buffer` is the first buffer still lacking bytes and
+ * `len` fits in what it lacks (checked before writing); `TDESC_ERR_IO` as for
+ * `tdesc_stream_writer_add`.
  */
 tdesc_status tdesc_stream_writer_data(tdesc_stream_writer *w,
                                       size_t buffer,
@@ -2075,7 +2126,9 @@ tdesc_status tdesc_stream_writer_data(tdesc_stream_writer *w,
                                       size_t len);
 
 /**
- * Write STREAM_END, flush and close. `TDESC_ERR_STREAM_ORDER` (nothing written, the writer
+ * Write STREAM_END and close the sink: the file of a path writer, the writer's duplicate
+ * of a descriptor (the caller's `fd` stays open), nothing for a callback writer (the
+ * callback is not called again). `TDESC_ERR_STREAM_ORDER` (nothing written, the writer
  * stays open) while a tensor begun with `tdesc_stream_writer_begin` is incomplete.
  * Afterwards the handle can only be freed (and, for a memory writer, read with
  * `tdesc_stream_writer_bytes`).
@@ -2085,15 +2138,18 @@ tdesc_status tdesc_stream_writer_finish(tdesc_stream_writer *w);
 /**
  * The complete stream of a finished memory writer: `*bytes` / `*len`, borrowed from the
  * writer (valid until `tdesc_stream_writer_free`). `len` may be NULL.
- * `TDESC_ERR_INVALID_ARGUMENT` before finish or for a writer that wrote to a path.
+ * `TDESC_ERR_INVALID_ARGUMENT` before finish or for a writer that wrote to a path, a file
+ * descriptor or a callback.
  */
 tdesc_status tdesc_stream_writer_bytes(const tdesc_stream_writer *w,
                                        const uint8_t **bytes,
                                        size_t *len);
 
 /**
- * Release a writer. An unfinished stream stays without STREAM_END (readers report
- * `TDESC_ERR_TRUNCATED`). NULL is a no-op.
+ * Release a writer: closes a path writer's file or the writer's duplicate of a
+ * descriptor (never the caller's `fd`) and writes nothing; a write callback is not called.
+ * An unfinished stream stays without STREAM_END (readers report `TDESC_ERR_TRUNCATED`).
+ * NULL is a no-op.
  */
 void tdesc_stream_writer_free(tdesc_stream_writer *w);
 
@@ -2118,12 +2174,17 @@ tdesc_status tdesc_stream_reader_new_with_options(tdesc_mode mode,
 
 /**
  * Append `bytes[0, len)` to the reader's input (copied; the caller's memory is free again
- * when the call returns). Parsing happens in `tdesc_stream_reader_poll`; poll until it
+ * when the call returns). The reader takes its input only this way, in chunks of any size
+ * from any source — `read` on a file descriptor, `recv` on a socket, a library's receive
+ * callback — so it needs no descriptor or callback variant: feed what arrives, poll, and
+ * every tensor's events come out as soon as its bytes are fed. Parsing happens in `tdesc_stream_reader_poll`; poll until it
  * reports `TDESC_STREAM_EVENT_NONE` before feeding more to keep memory small. Invalidates
  * the `data` pointer of the last event. After a parse error the reader is spent: feed
  * returns that error.
  */
-tdesc_status tdesc_stream_reader_feed(tdesc_stream_reader *r, const uint8_t *bytes, size_t len);
+tdesc_status tdesc_stream_reader_feed(tdesc_stream_reader *r,
+                                      const uint8_t *bytes,
+                                      size_t len);
 
 /**
  * The next event: `TDESC_OK` with `out->kind` the event, or `TDESC_STREAM_EVENT_NONE`

@@ -578,7 +578,8 @@ class file_writer {
     file_writer_ptr h_;
 };
 
-/// A frame stream being written, to a path or into memory.
+/// A frame stream being written, to a path, a file descriptor, a write callback or into
+/// memory. Live: when a call returns, its frames have reached the sink.
 class stream_writer {
   public:
     explicit stream_writer(tdesc_stream_writer *owned) : h_(owned) {
@@ -594,6 +595,21 @@ class stream_writer {
     static stream_writer memory() {
         tdesc_stream_writer *w = nullptr;
         check(tdesc_stream_writer_new_memory(&w));
+        return stream_writer(w);
+    }
+    /// A writer to the open file descriptor `fd`, through the writer's own duplicate:
+    /// `fd` is never closed by the writer and stays the caller's.
+    static stream_writer from_fd(int fd) {
+        tdesc_stream_writer *w = nullptr;
+        check(tdesc_stream_writer_open_fd(fd, &w));
+        return stream_writer(w);
+    }
+    /// A writer handing its bytes to `write_fn(user_data, bytes, len)`, which returns 0
+    /// when it took them all (anything else: TDESC_ERR_IO, the writer is broken). It must
+    /// not throw: catch inside and return non-zero.
+    static stream_writer from_callback(tdesc_stream_write_fn write_fn, void *user_data) {
+        tdesc_stream_writer *w = nullptr;
+        check(tdesc_stream_writer_open_callback(write_fn, user_data, &w));
         return stream_writer(w);
     }
     /// A whole tensor: DESCRIPTOR and one DATA frame per non-empty buffer.

@@ -45,6 +45,7 @@ args_for() {
     test_golden | test_golden_static) echo "$root/tests/vectors" ;;
     test_transport) mkdir -p "$out/transport_scratch" && echo "$out/transport_scratch" ;;
     test_transport_cpp) mkdir -p "$out/transport_cpp_scratch" && echo "$out/transport_cpp_scratch" ;;
+    test_live_stream) mkdir -p "$out/live_scratch" && echo "$out/live_scratch" ;;
     *) echo "" ;;
   esac
 }

@@ -75,6 +75,19 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
         }
     }
 
+    /// Keep the first `len` items (no effect when there are fewer).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        match self {
+            SmallVec::Inline(n, _) if len == 0 && *n > 0 => *self = SmallVec::new(),
+            SmallVec::Inline(n, _) => {
+                if len < *n as usize {
+                    *n = len as u8;
+                }
+            }
+            SmallVec::Heap(v) => v.truncate(len),
+        }
+    }
+
     /// Release unused heap capacity (back inline when the items fit).
     pub(crate) fn shrink_to_fit(&mut self) {
         if let SmallVec::Heap(v) = self {
@@ -147,6 +160,23 @@ impl<T: Copy + fmt::Debug, const N: usize> fmt::Debug for SmallVec<T, N> {
 #[cfg(test)]
 mod tests {
     use super::SmallVec;
+
+    #[test]
+    fn truncate_keeps_a_prefix_inline_or_on_the_heap() {
+        let mut v: SmallVec<u32, 3> = SmallVec::from_slice(&[1, 2, 3]);
+        v.truncate(300);
+        assert_eq!(&*v, &[1, 2, 3]);
+        v.truncate(1);
+        assert_eq!(&*v, &[1]);
+        v.truncate(0);
+        assert!(v.is_empty());
+        assert_eq!(v.heap_bytes(), 0);
+        let mut h: SmallVec<u32, 3> = SmallVec::from_slice(&[1, 2, 3, 4, 5]);
+        h.truncate(2);
+        assert_eq!(&*h, &[1, 2]);
+        h.push(9);
+        assert_eq!(&*h, &[1, 2, 9]);
+    }
 
     #[test]
     fn grows_from_empty_through_inline_to_heap_and_back() {

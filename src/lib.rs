@@ -43,9 +43,11 @@ pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
 }
 
-pub use bound::BoundTensor;
+pub use bound::{BoundTensor, OutputType};
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
-pub use descriptor::{decode, BufferInfo, Descriptor, Location, RegionView};
+pub use descriptor::{
+    decode, BufferInfo, Descriptor, Location, RegionHit, RegionInBox, RegionView,
+};
 pub use device::{BufferHandle, DeviceType, MemoryClass};
 pub use element::ElementType;
 pub use error::{Error, ErrorKind, Result};

@@ -282,6 +282,18 @@ fn transport_from_c_and_cpp() {
     assert!(passed(&out) > 15, "too few checks ran:\n{out}");
 }
 
+/// Live streams: a producer and a consumer in two processes over a socketpair, a FIFO and
+/// a pipe fed by a write callback, each tensor seen by the consumer before the next one is
+/// written; the callback and descriptor writers' contracts in one process.
+#[test]
+fn live_streams_between_processes_from_c() {
+    let dir = transport_dir("live_scratch");
+    let exe = build_exe("test_live_stream.c", false);
+    let out = run(&exe, &[&dir]);
+    assert!(passed(&out) > 60, "too few checks ran:\n{out}");
+    assert_eq!(out.matches(": live").count(), 3, "{out}");
+}
+
 #[test]
 fn headers_compile_alone() {
     let obj_dir = out_dir();

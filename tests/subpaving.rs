@@ -971,3 +971,156 @@ fn overlap_is_found_without_pairwise_checks_in_every_index_kind() {
         "{e}"
     );
 }
+
+/// A grid of plain tiles listed in cell order (decoded in one pass without an index
+/// build) and the same tiles listed in another order (decoded and indexed by the general
+/// path) describe the same tensor: every element is at the same place of the same tile.
+/// Every byte of the cell-order encoding, changed, either decodes to a descriptor that
+/// re-encodes to those bytes or is refused — as the general path would; never a panic.
+#[test]
+fn grid_of_tiles_in_cell_order_matches_the_general_path() {
+    let (extent, tile) = ([14u64, 13], [3u64, 4]);
+    let mut cells = Vec::new();
+    for i in (0..extent[0]).step_by(tile[0] as usize) {
+        for j in (0..extent[1]).step_by(tile[1] as usize) {
+            cells.push((
+                [i, j],
+                [tile[0].min(extent[0] - i), tile[1].min(extent[1] - j)],
+            ));
+        }
+    }
+    for col in [false, true] {
+        let spec = |&(o, s): &([u64; 2], [u64; 2])| {
+            r(
+                &o,
+                &s,
+                if col {
+                    NodeSpec::col_major()
+                } else {
+                    NodeSpec::row_major()
+                },
+            )
+        };
+        // The grid is a nested level at [5, 0] (its global origin is not 0), beside a
+        // plain region.
+        let outer = |tiles: Vec<RegionSpec>| {
+            TensorBuilder::subpaving(
+                et(),
+                &[extent[0] + 5, extent[1]],
+                vec![
+                    r(&[0, 0], &[5, extent[1]], NodeSpec::row_major()),
+                    r(&[5, 0], &extent, NodeSpec::subpaving(tiles)),
+                ],
+            )
+            .build()
+            .unwrap()
+        };
+        let ordered = outer(cells.iter().map(spec).collect());
+        let general = outer(cells.iter().rev().map(spec).collect());
+        let bytes = ordered.encode().unwrap();
+        assert_eq!(decode(&bytes, Mode::Strict).unwrap(), ordered);
+        for i in 0..extent[0] + 5 {
+            for j in 0..extent[1] {
+                let (a, b) = (
+                    ordered.locate(&[i, j]).unwrap(),
+                    general.locate(&[i, j]).unwrap(),
+                );
+                let place = |d: &Descriptor, l: Location| match l {
+                    Location::Dense {
+                        region: Some(reg),
+                        byte_offset,
+                        ..
+                    } => {
+                        let rv = d.region(reg);
+                        (
+                            rv.global_origin().to_vec(),
+                            rv.shape().to_vec(),
+                            byte_offset,
+                        )
+                    }
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(place(&ordered, a), place(&general, b), "[{i}, {j}]");
+            }
+        }
+        let mut handles: Vec<_> = ordered.effective_buffers().to_vec();
+        let mut others: Vec<_> = general.effective_buffers().to_vec();
+        handles.sort_by_key(|h| h.size_bytes);
+        others.sort_by_key(|h| h.size_bytes);
+        assert_eq!(handles, others);
+        for at in 20..bytes.len() {
+            for x in [0x01u8, 0x80, 0xFF] {
+                let mut b = bytes.clone();
+                b[at] ^= x;
+                if let Ok(d) = decode(&b, Mode::Strict) {
+                    assert_eq!(d.encode().unwrap(), b, "byte {at} ^ {x:#x}");
+                }
+            }
+        }
+    }
+}
+
+/// Rectilinear grids (uneven cuts, regions in any order, at rank 1 to 3) are indexed as
+/// grids; a partition that is a grid but for one cell split in two is not, and neither is
+/// one whose corner lines count as many cells as a grid would but whose cells differ.
+#[test]
+fn rectilinear_grids_are_recognised_and_near_grids_are_not() {
+    use tensordesc::bench_support::LevelIndexProbe;
+    let cuts: [&[u64]; 3] = [&[0, 1, 5, 6, 13], &[0, 7, 8, 20], &[0, 2, 3]];
+    for rank in 1..=3 {
+        let axes = &cuts[..rank];
+        let extent: Vec<u64> = axes.iter().map(|c| *c.last().unwrap()).collect();
+        let mut boxes: Vec<(Vec<u64>, Vec<u64>)> = vec![(vec![], vec![])];
+        for c in axes {
+            boxes = boxes
+                .into_iter()
+                .flat_map(|(o, s)| {
+                    c.windows(2).map(move |w| {
+                        let (mut o, mut s) = (o.clone(), s.clone());
+                        o.push(w[0]);
+                        s.push(w[1] - w[0]);
+                        (o, s)
+                    })
+                })
+                .collect();
+        }
+        boxes.reverse();
+        let coords = |b: &[(Vec<u64>, Vec<u64>)]| -> Vec<u64> {
+            b.iter()
+                .flat_map(|(o, s)| o.iter().chain(s).copied())
+                .collect()
+        };
+        let p = LevelIndexProbe::build(coords(&boxes), rank, &extent).unwrap();
+        assert_eq!(p.kind(), "grid", "rank {rank}");
+        if rank >= 2 {
+            // Split the last listed cell in two along axis 0 (its extent there is > 1).
+            let (o, s) = boxes.iter().find(|(_, s)| s[0] > 1).cloned().unwrap();
+            boxes.retain(|b| *b != (o.clone(), s.clone()));
+            let (mut s1, mut s2, mut o2) = (s.clone(), s.clone(), o.clone());
+            s1[0] = 1;
+            s2[0] = s[0] - 1;
+            o2[0] += 1;
+            boxes.push((o, s1));
+            boxes.push((o2, s2));
+            let p = LevelIndexProbe::build(coords(&boxes), rank, &extent).unwrap();
+            assert_ne!(p.kind(), "grid", "rank {rank}");
+            for (o, _) in &boxes {
+                assert!(p.locate(o).is_some());
+            }
+        }
+    }
+    // Two columns of cells, cut at different rows: the corner lines count 2 × 2 = 4
+    // cells, as a grid's would, but the cells are not a grid.
+    let boxes = [
+        ([0u64, 0u64], [2u64, 1u64]),
+        ([2, 0], [2, 1]),
+        ([0, 1], [1, 1]),
+        ([1, 1], [3, 1]),
+    ];
+    let coords: Vec<u64> = boxes
+        .iter()
+        .flat_map(|(o, s)| o.iter().chain(s).copied())
+        .collect();
+    let p = LevelIndexProbe::build(coords, 2, &[4, 2]).unwrap();
+    assert_ne!(p.kind(), "grid");
+}

@@ -1658,3 +1658,83 @@ fn file_entries_bind_like_directly_bound_tensors() {
     let t = r.get("quantized").unwrap().bound().unwrap();
     assert_eq!(t.get_f64(&[0]).unwrap(), 4.0);
 }
+
+// ---------------------------------------------------------------------------------------
+// Live streams
+// ---------------------------------------------------------------------------------------
+
+/// A producer thread writes tensors to one end of a Unix socket; the consumer reads the
+/// other end and acknowledges each complete tensor. The producer writes tensor k + 1 only
+/// after the acknowledgement of tensor k, waiting at most 5 s, so a writer that keeps
+/// complete frames back fails here instead of hanging.
+#[cfg(unix)]
+#[test]
+fn a_consumer_sees_each_tensor_before_the_next_is_written() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    const WAIT: Duration = Duration::from_secs(5);
+    let sizes = [16u64, 300_000, 1000];
+    let (a, mut b) = UnixStream::pair().unwrap();
+    b.set_read_timeout(Some(WAIT)).unwrap();
+    let (ack_tx, ack_rx) = mpsc::channel::<u64>();
+    let producer = std::thread::spawn(move || -> Result<(), String> {
+        let mut w = StreamWriter::new(a).map_err(|e| e.to_string())?;
+        for (k, &n) in sizes.iter().enumerate() {
+            let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
+                .build()
+                .unwrap();
+            let bytes: Vec<u8> = (0..n)
+                .map(|i| (i as u8).wrapping_mul(k as u8 + 3))
+                .collect();
+            w.write_tensor(&format!("t{k}"), &d, &[&bytes])
+                .map_err(|e| e.to_string())?;
+            match ack_rx.recv_timeout(WAIT) {
+                Ok(seen) if seen == k as u64 => {}
+                other => {
+                    return Err(format!(
+                        "tensor {k}: no acknowledgement within {WAIT:?} ({other:?})"
+                    ))
+                }
+            }
+        }
+        w.finish().map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    let mut r = StreamReader::new();
+    let mut c = Collector::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut failure = None;
+    while !c.is_ended() {
+        let n = match b.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                failure = Some(format!("consumer: {e} after {} tensors", c.tensors().len()));
+                break;
+            }
+        };
+        for ev in r.feed(&buf[..n]) {
+            let ev = ev.unwrap();
+            if let Event::TensorComplete { index } = ev {
+                let _ = ack_tx.send(index);
+            }
+            c.push(ev).unwrap();
+        }
+    }
+    drop(ack_tx);
+    let produced = producer.join().unwrap();
+    assert_eq!(failure, None);
+    assert_eq!(produced, Ok(()));
+    r.finish().unwrap();
+    let t = c.into_tensors();
+    assert_eq!(t.len(), 3);
+    for (k, t) in t.iter().enumerate() {
+        let want: Vec<u8> = (0..sizes[k])
+            .map(|i| (i as u8).wrapping_mul(k as u8 + 3))
+            .collect();
+        assert_eq!(t.buffers[0].as_slice(), &want[..]);
+    }
+}

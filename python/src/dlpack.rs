@@ -18,8 +18,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tensordesc::{
-    BufferHandle, DeviceType, ElementType, Error, ErrorKind, MemoryClass, NodeSpec, Result,
-    TensorBuilder,
+    BufferHandle, DeviceType, Error, ErrorKind, MemoryClass, NodeSpec, Result, TensorBuilder,
 };
 
 use crate::errors::Fail;
@@ -31,114 +30,16 @@ pub const USED_VERSIONED_NAME: &CStr = c"used_dltensor_versioned";
 pub const LEGACY_NAME: &CStr = c"dltensor";
 pub const USED_LEGACY_NAME: &CStr = c"used_dltensor";
 
-/// The DLPack version exports carry: 1.1 has the float8/float4 type codes.
-pub const DLPACK_MAJOR: u32 = 1;
-pub const DLPACK_MINOR: u32 = 1;
-
-pub const FLAG_READ_ONLY: u64 = 1 << 0;
-pub const FLAG_IS_COPIED: u64 = 1 << 1;
-pub const FLAG_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
-
-/// DLPack 1.1 ABI (dlpack.h).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DLPackVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DLDevice {
-    pub device_type: i32,
-    pub device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DLDataType {
-    pub code: u8,
-    pub bits: u8,
-    pub lanes: u16,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct DLTensor {
-    pub data: *mut c_void,
-    pub device: DLDevice,
-    pub ndim: i32,
-    pub dtype: DLDataType,
-    pub shape: *mut i64,
-    pub strides: *mut i64,
-    pub byte_offset: u64,
-}
-
-#[repr(C)]
-pub struct DLManagedTensor {
-    pub dl_tensor: DLTensor,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-pub struct DLManagedTensorVersioned {
-    pub version: DLPackVersion,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    pub flags: u64,
-    pub dl_tensor: DLTensor,
-}
-
-mod code {
-    pub const INT: u8 = 0;
-    pub const UINT: u8 = 1;
-    pub const FLOAT: u8 = 2;
-    pub const BFLOAT: u8 = 4;
-    pub const COMPLEX: u8 = 5;
-    pub const BOOL: u8 = 6;
-    pub const FLOAT8_E4M3FN: u8 = 10;
-    pub const FLOAT8_E5M2: u8 = 12;
-    pub const FLOAT8_E8M0FNU: u8 = 14;
-    pub const FLOAT4_E2M1FN: u8 = 17;
-}
-
-/// The DLPack dtype of an element type (4-bit types packed, `bits` = 4).
-pub fn dl_dtype(et: ElementType) -> DLDataType {
-    use ElementType::*;
-    let c = match et {
-        Bool => code::BOOL,
-        Int8 | Int16 | Int32 | Int64 | Int4 => code::INT,
-        Uint8 | Uint16 | Uint32 | Uint64 | Uint4 => code::UINT,
-        Float16 | Float32 | Float64 => code::FLOAT,
-        Bfloat16 => code::BFLOAT,
-        Complex64 | Complex128 => code::COMPLEX,
-        Float8E4m3fn => code::FLOAT8_E4M3FN,
-        Float8E5m2 => code::FLOAT8_E5M2,
-        Float8E8m0fnu => code::FLOAT8_E8M0FNU,
-        Float4E2m1fn => code::FLOAT4_E2M1FN,
-    };
-    DLDataType {
-        code: c,
-        bits: et.bits() as u8,
-        lanes: 1,
-    }
-}
-
-fn element_type_of(dt: DLDataType) -> Result<ElementType> {
-    ElementType::ALL
-        .into_iter()
-        .find(|&e| dl_dtype(e) == dt)
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotBindable,
-                format!(
-                    "DLPack dtype (code {}, bits {}, lanes {}) has no element type in this format",
-                    dt.code, dt.bits, dt.lanes
-                ),
-            )
-        })
-}
+// The DLPack 1.1 ABI and the dtype mapping are the library's (safe Rust, shared with its
+// C ABI).
+pub use tensordesc::interop::dlpack::abi::{
+    DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_IS_COPIED as FLAG_IS_COPIED,
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED as FLAG_IS_SUBBYTE_TYPE_PADDED,
+    DLPACK_FLAG_BITMASK_READ_ONLY as FLAG_READ_ONLY, DLPACK_MAJOR_VERSION as DLPACK_MAJOR,
+    DLPACK_MINOR_VERSION as DLPACK_MINOR,
+};
+pub use tensordesc::interop::dlpack::{dl_dtype, element_type_of};
 
 // ---------------------------------------------------------------------------------------
 // Export

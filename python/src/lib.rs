@@ -6,6 +6,7 @@ mod dlpack;
 mod errors;
 mod io;
 mod node;
+mod read;
 mod source;
 mod tensor;
 mod views;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use numpy::PyArrayDescr;
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use tensordesc::{
@@ -15,6 +15,7 @@ use tensordesc::{
 use crate::dlpack;
 use crate::errors::Fail;
 use crate::node::{layout_name, layout_summary, quant_summary, NodeView};
+use crate::read;
 use crate::source::{Held, Source};
 use crate::views::{buffer_view, dense_numpy, dtypes_module, numpy_dtype, unpack_codes};
 
@@ -456,6 +457,45 @@ fn numpy_dtype_or_err<'py>(py: Python<'py>, held: &Held) -> PyResult<Bound<'py, 
     numpy_dtype(py, desc(held)?.element_type())
 }
 
+/// The `tensordesc._indexing` helper module.
+fn indexing(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("tensordesc._indexing")
+}
+
+/// `read`'s `box` argument as its corners `(lo, hi)` against `shape`.
+fn box_bounds(
+    py: Python<'_>,
+    b: Option<&Bound<'_, PyAny>>,
+    shape: &[u64],
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    indexing(py)?
+        .call_method1("box_bounds", (b, shape.to_vec()))?
+        .extract()
+}
+
+/// `numpy.asarray(x)`: `x.read()` (a new array), converted to `dtype` when given.
+fn array_protocol<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if copy == Some(false) {
+        return Err(PyValueError::new_err(
+            "the values of a tensor are read into a new array, so copy=False cannot be \
+             honoured (numpy() views the elements of a dense tensor without copying)",
+        ));
+    }
+    let a = obj.call_method0("read")?;
+    match dtype.filter(|d| !d.is_none()) {
+        Some(dt) => {
+            let kw = PyDict::new(obj.py());
+            kw.set_item("copy", false)?;
+            a.call_method("astype", (dt,), Some(&kw))
+        }
+        None => Ok(a),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Tensor
 // ---------------------------------------------------------------------------------------
@@ -624,6 +664,51 @@ impl Tensor {
     #[pyo3(signature = (raw=false))]
     fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
         dense_numpy(py, &self.held, None, raw)
+    }
+
+    /// The box `box` (None: everything; a slice or a tuple of slices with step 1, as
+    /// `numpy.s_[...]` or `Region.box` give them) as a new numpy array, read by the
+    /// library's windowed read with the GIL released. `dtype`: None (the stored elements,
+    /// or values — dequantized — when the tensor has quantized regions), "raw" (stored
+    /// elements, quantized ones as codes), "float32", "float64", "float16", "bfloat16".
+    #[pyo3(signature = (r#box=None, dtype=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        r#box: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (lo, hi) = box_bounds(py, r#box, desc(&self.held)?.shape())?;
+        read::read_box(py, &self.held, None, lo, hi, dtype)
+    }
+
+    /// The numpy dtype `read(dtype=dtype)` and `t[...]` give.
+    #[pyo3(signature = (dtype=None))]
+    fn read_dtype<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArrayDescr>> {
+        Ok(read::output(py, desc(&self.held)?, None, dtype)?.1)
+    }
+
+    /// `t[0:128, 64:96]`: basic indexing (integers, slices, `...`, None) by one windowed
+    /// read; values as `read()` gives them.
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        indexing(slf.py())?.call_method1("getitem", (slf, key))
+    }
+
+    /// `numpy.asarray(t)`: `t.read()`.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        array_protocol(slf.as_any(), dtype, copy)
     }
 
     /// A COO/CSR/CSC tensor as a scipy.sparse array over its buffers.
@@ -824,6 +909,50 @@ impl Region {
     #[pyo3(signature = (raw=false))]
     fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
         dense_numpy(py, &self.held, Some(self.index), raw)
+    }
+
+    /// The box `box` of the region (region-local coordinates; None: the whole region) as
+    /// a new numpy array; `dtype` as for `Tensor.read`, the default chosen from this
+    /// region's leaves.
+    #[pyo3(signature = (r#box=None, dtype=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        r#box: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let d = desc(&self.held)?;
+        let (lo, hi) = box_bounds(py, r#box, self.view(d)?.shape)?;
+        let (lo, hi) = read::region_box(d, self.index, &lo, &hi).map_err(Fail)?;
+        read::read_box(py, &self.held, Some(self.index), lo, hi, dtype)
+    }
+
+    /// The numpy dtype `read(dtype=dtype)` and `r[...]` give.
+    #[pyo3(signature = (dtype=None))]
+    fn read_dtype<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArrayDescr>> {
+        Ok(read::output(py, desc(&self.held)?, Some(self.index), dtype)?.1)
+    }
+
+    /// `r[...]`: basic indexing relative to the region's origin.
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        indexing(slf.py())?.call_method1("getitem", (slf, key))
+    }
+
+    /// `numpy.asarray(r)`: `r.read()`.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        array_protocol(slf.as_any(), dtype, copy)
     }
 
     #[pyo3(signature = (raw=false))]

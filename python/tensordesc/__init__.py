@@ -9,6 +9,12 @@ Reading::
     t.shape, t.dtype, t.layout, t.regions
     a = t.region(0).numpy()                  # zero-copy view of a dense region
     m = t.region(4).to_scipy()               # scipy.sparse over the CSR buffers
+    w = t[0:128, 64:96]                      # a window of any layout (values), a new array
+    c = t.read(t.region(2).box, dtype="raw") # a box, stored codes
+
+Dask (``import tensordesc.dask``)::
+
+    x = tensordesc.dask.from_tdf("model.tdf", "weights")   # chunks follow the regions
 
 Writing::
 
@@ -38,7 +44,7 @@ from . import _sparse
 from .errors import *  # noqa: F401,F403  (the status classes)
 from .errors import Error
 
-__version__ = "1.2.0"
+__version__ = "1.1.0"
 
 _abc.Mapping.register(File)
 

@@ -71,6 +71,9 @@ pub(crate) mod find;
 mod read;
 mod shortcut;
 mod validate;
+mod window;
+
+pub use window::OutputType;
 
 /// The bound slices: up to [`BufList::INLINE`] in place (a dense tensor has one, a CSR
 /// three), more on the heap — binding the many small tensors of a checkpoint then

@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod tiles;
+
 /// Decode one descriptor from the start of `bytes`. Bytes after `descriptor_length` are
 /// not read; [`Descriptor::encoded_len`] says how many were consumed.
 pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
@@ -472,6 +474,10 @@ impl Decoder {
             count as usize * 2 * rank,
             self.max_regions * 2 * rank,
         );
+        // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
+        if let Some(layout) = self.tiles_level(r, extent, base, count, parent) {
+            return Ok(layout);
+        }
         // Buffers are reserved for the rest of the level at its first region that has
         // any: a level of opaque regions reserves none.
         let mut buffers_reserved = level != 1;

@@ -22,8 +22,10 @@ mod decode;
 mod encode;
 pub(crate) mod index;
 mod locate;
+mod query;
 
 pub use decode::decode;
+pub use query::{RegionHit, RegionInBox};
 
 pub(crate) const NONE: u32 = u32::MAX;
 

@@ -85,10 +85,21 @@ impl Relocate for FileSink {
 }
 
 impl FileSink {
+    /// Create (or truncate) the file at `path` for writing (a FIFO or device as well: the
+    /// stream writer's sink).
     pub(crate) fn create(path: &std::path::Path) -> Result<FileSink> {
-        // Readable too: a tensor-by-tensor `.tdf` writer moves its data at finish.
+        FileSink::open(path, false)
+    }
+
+    /// Create (or truncate) the file at `path` for reading and writing: a tensor-by-tensor
+    /// `.tdf` writer moves its data at finish.
+    pub(crate) fn create_readable(path: &std::path::Path) -> Result<FileSink> {
+        FileSink::open(path, true)
+    }
+
+    fn open(path: &std::path::Path, read: bool) -> Result<FileSink> {
         std::fs::OpenOptions::new()
-            .read(true)
+            .read(read)
             .write(true)
             .create(true)
             .truncate(true)
@@ -758,7 +769,7 @@ pub unsafe extern "C" fn tdesc_file_writer_open(
         if data_alignment != 0 {
             check_data_alignment(data_alignment)?;
         }
-        let w = new_file_writer(FileSink::create(&path)?, data_alignment)?;
+        let w = new_file_writer(FileSink::create_readable(&path)?, data_alignment)?;
         // SAFETY: checked above.
         unsafe { handle::give(out, w) };
         Ok(())

@@ -190,6 +190,60 @@ impl<'a> Reader<'a> {
         self.pos = self.end;
         s
     }
+
+    /// The next `len` bytes as a fixed-size [`Record`], consumed; `None` (nothing
+    /// consumed) when the window holds fewer. For hot loops over records of one known
+    /// size: one bounds check per record instead of one per field.
+    #[inline(always)]
+    pub fn record(&mut self, len: usize) -> Option<Record<'a>> {
+        if len > self.remaining() {
+            return None;
+        }
+        let r = Record(&self.bytes[self.pos..self.pos + len]);
+        self.pos += len;
+        Some(r)
+    }
+}
+
+/// A fixed-size run of bytes read at once ([`Reader::record`]). Fields are read by their
+/// offset inside it; an offset past its end reads as `None` (callers size records so that
+/// it cannot happen, and treat `None` as "not the expected record").
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a>(&'a [u8]);
+
+impl<'a> Record<'a> {
+    /// The little-endian `u64` at `at`.
+    #[inline(always)]
+    pub fn u64_at(&self, at: usize) -> Option<u64> {
+        let b: [u8; 8] = self.0.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(u64::from_le_bytes(b))
+    }
+
+    /// The little-endian `u32` at `at`.
+    #[inline(always)]
+    pub fn u32_at(&self, at: usize) -> Option<u32> {
+        let b: [u8; 4] = self.0.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(u32::from_le_bytes(b))
+    }
+
+    /// The little-endian `u16` at `at`.
+    #[inline(always)]
+    pub fn u16_at(&self, at: usize) -> Option<u16> {
+        let b: [u8; 2] = self.0.get(at..at.checked_add(2)?)?.try_into().ok()?;
+        Some(u16::from_le_bytes(b))
+    }
+
+    /// The byte at `at`.
+    #[inline(always)]
+    pub fn u8_at(&self, at: usize) -> Option<u8> {
+        self.0.get(at).copied()
+    }
+
+    /// `N` bytes at `at`.
+    #[inline(always)]
+    pub fn array_at<const N: usize>(&self, at: usize) -> Option<&'a [u8; N]> {
+        self.0.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
 }
 
 /// A little-endian writer appending to a `Vec<u8>`.

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod layouts;
+
 use std::path::{Path, PathBuf};
 
 use tensordesc::{ErrorKind, Mode};

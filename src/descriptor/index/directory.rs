@@ -320,3 +320,96 @@ pub(super) fn element_span(e: &[u32], a: usize) -> (i64, i64) {
     let lo = i64::from(e[1 + 2 * a] as i32);
     (lo, lo + i64::from(e[2 + 2 * a]))
 }
+
+impl Directory {
+    /// Bucket-list box query: every region meeting the global box `[lo, hi)` (inside the
+    /// enclosing box, not empty), each once, through `f`. Visits the buckets meeting the
+    /// box and their lists; a region is reported from the one bucket that holds the low
+    /// corner of its intersection with the box, so no set of seen regions is kept.
+    /// Returns the number of bucket entries and list elements examined; `None` when no
+    /// lists were built.
+    pub(super) fn query_box(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        f: &mut dyn FnMut(u32),
+    ) -> Option<u64> {
+        if self.entry.is_empty() {
+            return None;
+        }
+        let rank = self.step.len();
+        let mut b_lo = [0u64; 4];
+        let mut b_hi = [0u64; 4];
+        for a in 0..rank {
+            let (Some(l), Some(h)) = (
+                lo[a].checked_sub(self.base[a]),
+                hi[a]
+                    .checked_sub(1)
+                    .and_then(|h| h.checked_sub(self.base[a])),
+            ) else {
+                return Some(0);
+            };
+            b_lo[a] = l / self.step[a];
+            b_hi[a] = (h / self.step[a]).min(self.cells[a].saturating_sub(1));
+            if b_lo[a] > b_hi[a] {
+                return Some(0);
+            }
+        }
+        let ew = self.element_words();
+        let mut visits = 0u64;
+        let mut idx = b_lo;
+        // The bucket (per axis) holding the low corner of `r`'s intersection with the box.
+        let owner = |a: usize, r_lo: u64| (r_lo.max(lo[a]) - self.base[a]) / self.step[a];
+        loop {
+            let cell = idx[..rank]
+                .iter()
+                .zip(&self.cells)
+                .fold(0u64, |c, (&i, &n)| c.wrapping_mul(n).wrapping_add(i));
+            visits += 1;
+            if let Some(&v) = self.entry.get(cell as usize) {
+                if v & Directory::LIST == 0 {
+                    // The bucket lies in region v, which therefore meets the box.
+                    if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
+                        f(v);
+                    }
+                } else {
+                    let at = (v & !Directory::LIST) as usize;
+                    let n = self.lists.get(at).copied().unwrap_or(0) as usize;
+                    let list = self.lists.get(at + 1..at + 1 + n * ew).unwrap_or(&[]);
+                    for e in list.chunks_exact(ew) {
+                        visits += 1;
+                        let mut meets = true;
+                        let mut mine = true;
+                        for a in 0..rank {
+                            let corner = self.base[a] + idx[a] * self.step[a];
+                            let (l, h) = element_span(e, a);
+                            let r_lo = corner.wrapping_add_signed(l);
+                            let r_hi = corner.wrapping_add_signed(h);
+                            if r_lo >= hi[a] || r_hi <= lo[a] {
+                                meets = false;
+                                break;
+                            }
+                            mine &= owner(a, r_lo) == idx[a];
+                        }
+                        if meets && mine {
+                            f(e[0]);
+                        }
+                    }
+                }
+            }
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return Some(visits);
+                }
+                a -= 1;
+                if idx[a] < b_hi[a] {
+                    idx[a] += 1;
+                    break;
+                }
+                idx[a] = b_lo[a];
+            }
+        }
+    }
+}

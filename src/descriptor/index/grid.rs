@@ -7,16 +7,16 @@ use super::*;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GridAxis {
     /// The enclosing box's origin on this axis (global coordinates).
-    pub(super) base: u64,
+    pub(crate) base: u64,
     /// The enclosing box's extent on this axis.
-    pub(super) extent: u64,
+    pub(crate) extent: u64,
     /// Uniform cell size, or 0 for cut points.
-    pub(super) step: u64,
+    pub(crate) step: u64,
     /// Start of this axis' cut points in `cuts` (irregular axes): cell k spans
     /// `[cuts[k], cuts[k+1])`, local coordinates.
-    pub(super) cuts_start: u32,
+    pub(crate) cuts_start: u32,
     /// Number of cells along the axis.
-    pub(super) cells: u64,
+    pub(crate) cells: u64,
 }
 
 impl LevelIndex {
@@ -45,7 +45,7 @@ impl LevelIndex {
     }
 
     /// A grid index; `cells` is dropped when it is the identity (region = first + cell).
-    pub(super) fn grid(
+    pub(crate) fn grid(
         axes: Vec<GridAxis>,
         cuts: Vec<u64>,
         cells: Vec<u32>,
@@ -128,6 +128,36 @@ impl LevelIndex {
         Ok(Some(Self::grid(axes, Vec::new(), cells, first)))
     }
 
+    /// A linear pre-check that spares irregular levels the per-axis sorts of
+    /// [`rectilinear_grid`](Self::rectilinear_grid): in a rectilinear grid of `n` cells,
+    /// the cells along axis `a` through the corner (local origin 0 on every other axis)
+    /// are that axis' `c_a` cells, and `n = Π c_a`. False when the counts say the level
+    /// cannot be such a grid.
+    fn could_be_rectilinear(b: Boxes<'_>, base: &[u64], children: &[u32]) -> bool {
+        let rank = b.rank;
+        let mut line = [0u64; crate::layout::MAX_RANK];
+        for &r in children {
+            let o = b.origin(r);
+            let mut off_axis = None;
+            let mut off = 0;
+            for a in 0..rank {
+                if o[a] != base[a] {
+                    off += 1;
+                    off_axis = Some(a);
+                }
+            }
+            match (off, off_axis) {
+                (0, _) => line[..rank].iter_mut().for_each(|c| *c += 1),
+                (1, Some(a)) => line[a] += 1,
+                _ => {}
+            }
+        }
+        line[..rank]
+            .iter()
+            .try_fold(1u64, |p, &c| p.checked_mul(c))
+            .is_some_and(|p| p == children.len() as u64)
+    }
+
     pub(super) fn rectilinear_grid(
         b: Boxes<'_>,
         base: &[u64],
@@ -135,6 +165,9 @@ impl LevelIndex {
         children: &[u32],
     ) -> Result<Option<LevelIndex>> {
         let rank = b.rank;
+        if !Self::could_be_rectilinear(b, base, children) {
+            return Ok(None);
+        }
         let mut axes = Vec::with_capacity(rank);
         let mut cuts: Vec<u64> = Vec::new();
         let mut total = 1u64;
@@ -194,5 +227,70 @@ pub(super) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
         let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
         // Last cut point <= l.
         (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
+    }
+}
+
+impl LevelIndex {
+    /// Grid box query: every cell meeting the global box `[lo, hi)` (which lies in the
+    /// enclosing box and is not empty), in row-major cell order, through `f`. A binary
+    /// search (or one division) per axis and side, then exactly the `k` cells reported.
+    /// Returns the number of cells visited.
+    pub(super) fn grid_box(
+        axes: &[GridAxis],
+        cuts: &[u64],
+        cells: &[u32],
+        first: u32,
+        lo: &[u64],
+        hi: &[u64],
+        f: &mut dyn FnMut(u32),
+    ) -> u64 {
+        let rank = axes.len();
+        let mut c_lo = [0u64; crate::layout::MAX_RANK];
+        let mut c_hi = [0u64; crate::layout::MAX_RANK];
+        for (a, ax) in axes.iter().enumerate() {
+            let (Some(l), Some(h)) = (
+                lo[a].checked_sub(ax.base),
+                hi[a].checked_sub(1).and_then(|h| h.checked_sub(ax.base)),
+            ) else {
+                return 0;
+            };
+            if h < l {
+                return 0;
+            }
+            c_lo[a] = axis_cell(ax, cuts, l);
+            c_hi[a] = axis_cell(ax, cuts, h).min(ax.cells.saturating_sub(1));
+            if c_lo[a] > c_hi[a] {
+                return 0;
+            }
+        }
+        let mut idx = c_lo;
+        let mut visits = 0u64;
+        loop {
+            let cell = idx[..rank]
+                .iter()
+                .zip(axes)
+                .fold(0u64, |c, (&i, ax)| c.wrapping_mul(ax.cells).wrapping_add(i));
+            visits += 1;
+            let r = if cells.is_empty() {
+                u32::try_from(cell).ok().and_then(|c| first.checked_add(c))
+            } else {
+                cells.get(cell as usize).copied()
+            };
+            if let Some(r) = r {
+                f(r);
+            }
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return visits;
+                }
+                a -= 1;
+                if idx[a] < c_hi[a] {
+                    idx[a] += 1;
+                    break;
+                }
+                idx[a] = c_lo[a];
+            }
+        }
     }
 }

@@ -21,7 +21,8 @@ mod kdtree;
 pub(crate) mod split_tree;
 
 use directory::{list_budget, Directory};
-use grid::{axis_cell, GridAxis};
+use grid::axis_cell;
+pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
 use split_tree::SplitTree;
 
@@ -285,6 +286,27 @@ impl LevelIndex {
         Some(r)
     }
 
+    /// Every child region meeting the global box `[lo, hi)` (inside the enclosing box),
+    /// each once and in no particular order, through `f`; returns the number of cells,
+    /// buckets, nodes and list entries examined.
+    pub fn query_box(&self, b: Boxes<'_>, lo: &[u64], hi: &[u64], f: &mut dyn FnMut(u32)) -> u64 {
+        match self {
+            LevelIndex::Grid {
+                axes,
+                cuts,
+                cells,
+                first,
+                ..
+            } => LevelIndex::grid_box(axes, cuts, cells, *first, lo, hi, f),
+            LevelIndex::Tree {
+                split, directory, ..
+            } => match directory.query_box(b, lo, hi, f) {
+                Some(v) => v,
+                None => split.query_box(b, lo, hi, f),
+            },
+        }
+    }
+
     /// Bytes held by the index (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
         match self {
@@ -363,6 +385,17 @@ impl LevelIndexProbe {
     pub fn query_cost(&self, p: &[u64]) -> Option<(u64, u64)> {
         let n = self.coords.len() / (2 * self.rank).max(1);
         self.index.query_cost(self.boxes(), p, n)
+    }
+
+    /// The regions meeting the box `[lo, hi)` (inside `[0, extent)`, not empty), sorted,
+    /// and the number of cells, buckets, nodes and list entries the index examined.
+    pub fn query_box(&self, lo: &[u64], hi: &[u64]) -> (Vec<u32>, u64) {
+        let mut hits = Vec::new();
+        let visits = self
+            .index
+            .query_box(self.boxes(), lo, hi, &mut |r| hits.push(r));
+        hits.sort_unstable();
+        (hits, visits)
     }
 
     /// Heap bytes held by the index.

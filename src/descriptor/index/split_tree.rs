@@ -312,6 +312,90 @@ impl SplitTree {
         }
     }
 
+    /// Every box meeting the box `[lo, hi)`, each once, through `f`; returns the number of
+    /// nodes and list entries examined. A side of a split is entered only when the query
+    /// reaches past the cut on that side (its boxes lie wholly beyond it); the crossing
+    /// structure of every split entered is searched; a sorted list is binary-searched for
+    /// its first box reaching the query and read while its boxes start below the query's
+    /// end. The work is bounded by the structure's size (at most `d · n` entries) on any
+    /// geometry and is output-sensitive on grid-like partitions; crossing structures of
+    /// splits whose boxes mostly miss the query are where it is not.
+    pub(crate) fn query_box(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        f: &mut dyn FnMut(u32),
+    ) -> u64 {
+        let mut visits = 0u64;
+        if self.nodes.is_empty() {
+            return visits;
+        }
+        let meets = |r: u32| (0..b.rank).all(|a| b.lo(r, a) < hi[a] && b.hi(r, a) > lo[a]);
+        // Each node is pushed at most once (the structure is a tree), so the stack never
+        // holds more than the node count.
+        let mut stack = vec![0u32];
+        while let Some(n) = stack.pop() {
+            visits += 1;
+            match self.nodes.get(n as usize) {
+                Some(&SplitNode::Split {
+                    cut,
+                    axis,
+                    left,
+                    right,
+                    cross,
+                }) => {
+                    let a = axis as usize;
+                    stack.push(cross);
+                    if let Some(l) = left {
+                        if lo[a] < cut {
+                            stack.push(l.get());
+                        }
+                    }
+                    if let Some(r) = right {
+                        if hi[a] > cut.saturating_add(1) {
+                            stack.push(r.get());
+                        }
+                    }
+                }
+                Some(&SplitNode::Scan { start, len }) => {
+                    let run = self
+                        .items
+                        .get(start as usize..(start as usize).saturating_add(len as usize))
+                        .unwrap_or(&[]);
+                    visits += u64::from(len);
+                    for &r in run {
+                        if meets(r) {
+                            f(r);
+                        }
+                    }
+                }
+                Some(&SplitNode::Sorted { start, len, axis }) => {
+                    let a = axis as usize;
+                    let run = self
+                        .items
+                        .get(start as usize..(start as usize).saturating_add(len as usize))
+                        .unwrap_or(&[]);
+                    // Disjoint on `a` and sorted by their low corner, so by their high
+                    // corner too: skip those ending at or before the query's start.
+                    let k = run.partition_point(|&r| b.hi(r, a) <= lo[a]);
+                    visits += u64::from(usize::BITS - run.len().leading_zeros()) + 1;
+                    for &r in &run[k..] {
+                        if b.lo(r, a) >= hi[a] {
+                            break;
+                        }
+                        visits += 1;
+                        if meets(r) {
+                            f(r);
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        visits
+    }
+
     /// The most nodes and list entries one query examines over `n` boxes:
     /// `(LEAF + 1) · (⌊log2 n⌋ + 3)^d`, `d` being the axes that discriminate.
     pub(crate) fn visit_bound(&self, n: usize) -> u64 {

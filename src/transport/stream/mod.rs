@@ -47,7 +47,7 @@ pub use writer::StreamWriter;
 
 use std::collections::HashSet;
 use std::fmt;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 
 use crate::bound::BoundTensor;
 use crate::descriptor::{decode, Descriptor};

@@ -1,0 +1,544 @@
+//! Codes to output elements: one leaf's element type, quantization and output type,
+//! applied to runs of codes along one axis.
+//!
+//! A run is `n` codes (the element type's bytes each; a 4-bit code one byte, its nibble in
+//! bits 0–3) of the elements at leaf-local positions `x + k·e_axis`, written to the output
+//! at `off + k·stride`. Values follow [`BoundTensor::get_f64`](crate::BoundTensor::get_f64)
+//! exactly — computed in `f64`, rounded once to the quantization's expressed type — and
+//! are then rounded to the output type (ties to even). The inner loops are per scheme and
+//! per output type, over chunks of [`CHUNK`] values in a stack buffer, so the compiler can
+//! vectorise them.
+
+use super::OutputType;
+use crate::bound::find::owner_name;
+use crate::descriptor::{Descriptor, Node, NONE};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::MAX_RANK;
+use crate::quant::QuantScheme;
+use crate::value;
+
+/// Values converted per chunk (a 2 KiB `f64` stack buffer).
+pub(super) const CHUNK: usize = 256;
+
+/// How a leaf's codes become values.
+#[derive(Debug, Clone)]
+enum Kind<'a> {
+    /// RAW output: the codes themselves.
+    Raw,
+    /// An unquantized numeric element.
+    Plain,
+    PerTensor {
+        scale: f64,
+        zero_point: i64,
+    },
+    /// PER_AXIS (`block` 1, one reduced axis) and BLOCKWISE alike: the parameter entry of
+    /// local position `x` is `Σ r(x[a]) · rstride[a]` with `r(x) = x / block` on `axis`
+    /// and `x` elsewhere (PER_AXIS: `rstride` is 1 on `axis` and 0 elsewhere).
+    Affine {
+        axis: usize,
+        block: u64,
+        rstride: Vec<u64>,
+        scale_type: ElementType,
+        scales: &'a [u8],
+        zero_points: Option<&'a [u8]>,
+    },
+    Codebook {
+        size: u64,
+        table: &'a [u8],
+    },
+}
+
+/// One leaf's conversion from codes to output elements.
+#[derive(Debug, Clone)]
+pub(super) struct Values<'a> {
+    et: ElementType,
+    /// Bytes per code (1 for 4-bit types).
+    pub cs: usize,
+    out: OutputType,
+    /// Bytes per output element.
+    pub oes: usize,
+    kind: Kind<'a>,
+    /// Dequantized values are rounded to this type first (FLOAT64: no rounding).
+    expressed: ElementType,
+    region: u32,
+}
+
+fn missing(region: u32) -> Error {
+    Error::new(
+        ErrorKind::Internal,
+        format!(
+            "{}: a quantization parameter lies outside its bound buffer",
+            owner_name(region)
+        ),
+    )
+}
+
+impl<'a> Values<'a> {
+    /// The conversion for leaf `node` (owned by `region`, extent `shape`) of `d` bound to
+    /// `bufs`. A float output of an opaque quantization scheme is NOT_BINDABLE.
+    pub fn new(
+        d: &Descriptor,
+        bufs: &[&'a [u8]],
+        region: u32,
+        node: &Node,
+        shape: &[u64],
+        out: OutputType,
+    ) -> Result<Values<'a>> {
+        let et = d.element_type;
+        let cs = et.storage_bytes() as usize;
+        let mut v = Values {
+            et,
+            cs,
+            out,
+            oes: out.element_bytes(et),
+            kind: Kind::Raw,
+            expressed: ElementType::Float64,
+            region,
+        };
+        if out == OutputType::Raw {
+            return Ok(v);
+        }
+        if node.quant == NONE {
+            v.kind = Kind::Plain;
+            return Ok(v);
+        }
+        let q = d
+            .quants
+            .get(node.quant as usize)
+            .ok_or_else(|| missing(region))?;
+        v.expressed = q.expressed_type;
+        let params = node.first_buffer as usize + crate::bound::find::layout_buffer_count(d, node);
+        let param = |k: usize| bufs.get(params + k).copied().ok_or_else(|| missing(region));
+        v.kind = match q.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                Kind::PerTensor { scale, zero_point }
+            }
+            QuantScheme::PerAxisAffine { axis, scale_type } => {
+                let mut rstride = vec![0u64; shape.len()];
+                *rstride.get_mut(axis as usize).ok_or_else(|| missing(region))? = 1;
+                Kind::Affine {
+                    axis: axis as usize,
+                    block: 1,
+                    rstride,
+                    scale_type,
+                    scales: param(0)?,
+                    zero_points: if q.has_zero_point {
+                        Some(param(1)?)
+                    } else {
+                        None
+                    },
+                }
+            }
+            QuantScheme::Blockwise {
+                axis,
+                block_size,
+                scale_type,
+            } => {
+                let axis = axis as usize;
+                let block = u64::from(block_size);
+                if axis >= shape.len() || block == 0 {
+                    return Err(missing(region));
+                }
+                // Row-major strides of the block-reduced shape (a suffix product of a
+                // shape with no zero extent is at most the entry count, which fits u64).
+                let mut rstride = vec![0u64; shape.len()];
+                let mut acc = 1u64;
+                for a in (0..shape.len()).rev() {
+                    rstride[a] = acc;
+                    let r = if a == axis {
+                        shape[a].div_ceil(block)
+                    } else {
+                        shape[a]
+                    };
+                    acc = acc.saturating_mul(r);
+                }
+                Kind::Affine {
+                    axis,
+                    block,
+                    rstride,
+                    scale_type,
+                    scales: param(0)?,
+                    zero_points: if q.has_zero_point {
+                        Some(param(1)?)
+                    } else {
+                        None
+                    },
+                }
+            }
+            QuantScheme::Codebook { codebook_size } => Kind::Codebook {
+                size: u64::from(codebook_size),
+                table: param(0)?,
+            },
+            QuantScheme::Opaque { scheme, .. } => {
+                return Err(Error::new(
+                    ErrorKind::NotBindable,
+                    format!(
+                        "{}: quantization scheme 0x{scheme:02X} is unknown; its codes can be read raw, not dequantized",
+                        owner_name(region)
+                    ),
+                ))
+            }
+        };
+        Ok(v)
+    }
+
+    /// Whether values do not depend on positions (a merged run may then wrap rows).
+    pub fn position_free(&self) -> bool {
+        !matches!(self.kind, Kind::Affine { .. } | Kind::Codebook { .. })
+    }
+
+    /// Convert the `n` codes in `codes` of the elements at local `x + k·e_axis` and write
+    /// them to `out[off + k·stride ..]` (byte offsets; the caller has checked that every
+    /// element written lies inside `out`, and each write is checked all the same).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        codes: &[u8],
+        x: &[u64],
+        axis: usize,
+        n: usize,
+        out: &mut [u8],
+        off: i64,
+        stride: i64,
+    ) -> Result<()> {
+        let cs = self.cs;
+        let codes = codes
+            .get(..n.checked_mul(cs).ok_or_else(|| oob(self.region))?)
+            .ok_or_else(|| oob(self.region))?;
+        if let Kind::Raw = self.kind {
+            return store_raw(codes, cs, out, off, stride, self.region);
+        }
+        let mut vals = [0f64; CHUNK];
+        let mut done = 0usize;
+        let mut pos = [0u64; MAX_RANK];
+        pos[..x.len()].copy_from_slice(x);
+        while done < n {
+            let m = (n - done).min(CHUNK);
+            let chunk = &codes[done * cs..(done + m) * cs];
+            if let Some(&x0) = x.get(axis) {
+                pos[axis] = x0 + done as u64;
+            }
+            self.values(chunk, &pos[..x.len()], axis, &mut vals[..m])?;
+            let o = off + done as i64 * stride;
+            self.store(&vals[..m], out, o, stride)?;
+            done += m;
+        }
+        Ok(())
+    }
+
+    /// Values of the codes in `chunk` at `x + k·e_axis` into `vals`.
+    fn values(&self, chunk: &[u8], x: &[u64], axis: usize, vals: &mut [f64]) -> Result<()> {
+        let et = self.et;
+        let cs = self.cs;
+        match &self.kind {
+            Kind::Raw => Err(Error::new(ErrorKind::Internal, "values of raw codes")),
+            Kind::Plain => {
+                plain_values(et, chunk, vals);
+                Ok(())
+            }
+            Kind::PerTensor { scale, zero_point } => {
+                let (scale, zp) = (*scale, *zero_point);
+                if et.is_integer() {
+                    int_codes(et, chunk, vals, |c| (c - zp as i128) as f64 * scale);
+                } else {
+                    plain_values(et, chunk, vals);
+                    for v in vals.iter_mut() {
+                        *v = (*v - zp as f64) * scale;
+                    }
+                }
+                round_all(self.expressed, vals);
+                Ok(())
+            }
+            Kind::Affine {
+                axis: qa,
+                block,
+                rstride,
+                scale_type,
+                scales,
+                zero_points,
+            } => {
+                let rank = x.len();
+                // The entry of x, and how it moves along the run.
+                let mut base = 0u64;
+                for a in 0..rank {
+                    if a == axis {
+                        continue;
+                    }
+                    let r = if a == *qa { x[a] / block } else { x[a] };
+                    base = base.wrapping_add(r.wrapping_mul(rstride[a]));
+                }
+                let st = rstride[axis];
+                let entry = |k: usize| {
+                    let p = x[axis] + k as u64;
+                    let r = if axis == *qa { p / block } else { p };
+                    base.wrapping_add(r.wrapping_mul(st))
+                };
+                let zp_bytes = |j: u64, buf: &mut [u8; 16]| -> Result<()> {
+                    match zero_points {
+                        Some(z) => entry_bytes(z, et, j, buf).ok_or_else(|| missing(self.region)),
+                        None => {
+                            *buf = [0; 16];
+                            Ok(())
+                        }
+                    }
+                };
+                let scale_of = |j: u64| -> Result<f64> {
+                    let n = scale_type.storage_bytes() as usize;
+                    let at = usize::try_from(j)
+                        .ok()
+                        .and_then(|j| j.checked_mul(n))
+                        .ok_or_else(|| missing(self.region))?;
+                    let b = scales.get(at..at + n).ok_or_else(|| missing(self.region))?;
+                    value::element_to_f64(*scale_type, b).ok_or_else(|| missing(self.region))
+                };
+                // Runs of positions sharing one entry: the whole chunk when the run axis
+                // is not quantized along, else blocks of `block` positions.
+                let mut k = 0usize;
+                let m = vals.len();
+                let mut zp = [0u8; 16];
+                while k < m {
+                    let j = entry(k);
+                    let len = if st == 0 {
+                        m - k
+                    } else if axis == *qa {
+                        let p = x[axis] + k as u64;
+                        ((block - p % block) as usize).min(m - k)
+                    } else {
+                        1
+                    };
+                    let s = scale_of(j)?;
+                    zp_bytes(j, &mut zp)?;
+                    let seg = &chunk[k * cs..(k + len) * cs];
+                    let out = &mut vals[k..k + len];
+                    if et.is_integer() {
+                        let z =
+                            value::element_to_i128(et, &zp).ok_or_else(|| missing(self.region))?;
+                        int_codes(et, seg, out, |c| (c - z) as f64 * s);
+                    } else {
+                        let z =
+                            value::element_to_f64(et, &zp).ok_or_else(|| missing(self.region))?;
+                        plain_values(et, seg, out);
+                        for v in out.iter_mut() {
+                            *v = (*v - z) * s;
+                        }
+                    }
+                    k += len;
+                }
+                round_all(self.expressed, vals);
+                Ok(())
+            }
+            Kind::Codebook { size, table } => {
+                let ct = self.expressed;
+                let n = ct.storage_bytes() as usize;
+                for (k, v) in vals.iter_mut().enumerate() {
+                    let c = value::element_to_i128(et, &chunk[k * cs..(k + 1) * cs])
+                        .ok_or_else(|| missing(self.region))?;
+                    if c < 0 || c >= *size as i128 {
+                        let mut p = [0u64; MAX_RANK];
+                        p[..x.len()].copy_from_slice(x);
+                        p[axis] += k as u64;
+                        return Err(Error::new(
+                            ErrorKind::ContentInvalid,
+                            format!(
+                                "{}: element {:?} holds code {c}, not below codebook_size {size}",
+                                owner_name(self.region),
+                                &p[..x.len()]
+                            ),
+                        ));
+                    }
+                    let at = c as usize * n;
+                    let b = table.get(at..at + n).ok_or_else(|| missing(self.region))?;
+                    *v = value::element_to_f64(ct, b).ok_or_else(|| missing(self.region))?;
+                }
+                round_all(ct, vals);
+                Ok(())
+            }
+        }
+    }
+
+    /// Round `vals` to the output type and write them at `off + k·stride`.
+    fn store(&self, vals: &[f64], out: &mut [u8], off: i64, stride: i64) -> Result<()> {
+        match self.out {
+            OutputType::Float32 => store_with(vals, out, off, stride, self.region, |v| {
+                (v as f32).to_le_bytes()
+            }),
+            OutputType::Float64 => {
+                store_with(vals, out, off, stride, self.region, |v| v.to_le_bytes())
+            }
+            OutputType::Float16 => store_with(vals, out, off, stride, self.region, |v| {
+                value::f64_to_f16(v).to_le_bytes()
+            }),
+            OutputType::BFloat16 => store_with(vals, out, off, stride, self.region, |v| {
+                value::f64_to_bf16(v).to_le_bytes()
+            }),
+            OutputType::Raw => Err(Error::new(ErrorKind::Internal, "storing values as raw")),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn oob(region: u32) -> Error {
+    Error::new(
+        ErrorKind::Internal,
+        format!(
+            "{}: a window write or read falls outside the checked buffers",
+            owner_name(region)
+        ),
+    )
+}
+
+/// Bytes of entry `j` of a run of `t` (a 4-bit entry as one byte holding the nibble).
+fn entry_bytes(b: &[u8], t: ElementType, j: u64, out: &mut [u8; 16]) -> Option<()> {
+    *out = [0; 16];
+    if t.is_packed() {
+        let byte = *b.get(usize::try_from(j / 2).ok()?)?;
+        out[0] = (byte >> ((j % 2) * 4)) & 0xF;
+    } else {
+        let n = t.storage_bytes() as usize;
+        let at = usize::try_from(j).ok()?.checked_mul(n)?;
+        out[..n].copy_from_slice(b.get(at..at.checked_add(n)?)?);
+    }
+    Some(())
+}
+
+/// `f(code)` for every integer code of `et` in `chunk` (4-bit codes one per byte).
+#[inline(always)]
+fn int_codes(et: ElementType, chunk: &[u8], vals: &mut [f64], f: impl Fn(i128) -> f64) {
+    use ElementType::*;
+    macro_rules! each {
+        ($n:expr, $conv:expr) => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact($n)) {
+                #[allow(clippy::redundant_closure_call)]
+                let c: i128 = $conv(c);
+                *v = f(c);
+            }
+        };
+    }
+    match et {
+        Bool => each!(1, |c: &[u8]| (c[0] != 0) as i128),
+        Int8 => each!(1, |c: &[u8]| c[0] as i8 as i128),
+        Uint8 => each!(1, |c: &[u8]| c[0] as i128),
+        Int16 => each!(2, |c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i128),
+        Uint16 => each!(2, |c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i128),
+        Int32 => each!(4, |c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]])
+            as i128),
+        Uint32 => each!(4, |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]])
+            as i128),
+        Int64 => each!(8, |c: &[u8]| {
+            i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as i128
+        }),
+        Uint64 => each!(8, |c: &[u8]| {
+            u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as i128
+        }),
+        Int4 => each!(1, |c: &[u8]| value::int4_to_i8(c[0]) as i128),
+        Uint4 => each!(1, |c: &[u8]| (c[0] & 0xF) as i128),
+        _ => {}
+    }
+}
+
+/// The unquantized value of every code of `et` in `chunk`.
+fn plain_values(et: ElementType, chunk: &[u8], vals: &mut [f64]) {
+    use ElementType::*;
+    match et {
+        Float32 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(4)) {
+                *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
+            }
+        }
+        Float64 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(8)) {
+                *v = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            }
+        }
+        Bfloat16 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(2)) {
+                *v = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16) as f64;
+            }
+        }
+        Float16 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(2)) {
+                *v = value::f16_to_f64(u16::from_le_bytes([c[0], c[1]]));
+            }
+        }
+        Float8E4m3fn | Float8E5m2 | Float8E8m0fnu | Float4E2m1fn => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(1)) {
+                *v = value::element_to_f64(et, c).unwrap_or(f64::NAN);
+            }
+        }
+        _ => int_codes(et, chunk, vals, |c| c as f64),
+    }
+}
+
+/// Round every value to `et` (FLOAT16, BFLOAT16, FLOAT32; others unchanged).
+fn round_all(et: ElementType, vals: &mut [f64]) {
+    match et {
+        ElementType::Float32 => {
+            for v in vals.iter_mut() {
+                *v = *v as f32 as f64;
+            }
+        }
+        ElementType::Float16 | ElementType::Bfloat16 => {
+            for v in vals.iter_mut() {
+                *v = value::round_to(et, *v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Write `f(v)` for every value at `off + k·stride` (contiguous when `stride` is the
+/// element size).
+#[inline(always)]
+fn store_with<const N: usize>(
+    vals: &[f64],
+    out: &mut [u8],
+    off: i64,
+    stride: i64,
+    region: u32,
+    f: impl Fn(f64) -> [u8; N],
+) -> Result<()> {
+    if stride == N as i64 {
+        let start = usize::try_from(off).map_err(|_| oob(region))?;
+        let dst = out
+            .get_mut(start..start + vals.len() * N)
+            .ok_or_else(|| oob(region))?;
+        for (d, &v) in dst.chunks_exact_mut(N).zip(vals) {
+            d.copy_from_slice(&f(v));
+        }
+        return Ok(());
+    }
+    for (k, &v) in vals.iter().enumerate() {
+        let at = usize::try_from(off + k as i64 * stride).map_err(|_| oob(region))?;
+        out.get_mut(at..at + N)
+            .ok_or_else(|| oob(region))?
+            .copy_from_slice(&f(v));
+    }
+    Ok(())
+}
+
+/// Copy codes of `cs` bytes to `off + k·stride`.
+fn store_raw(
+    codes: &[u8],
+    cs: usize,
+    out: &mut [u8],
+    off: i64,
+    stride: i64,
+    region: u32,
+) -> Result<()> {
+    if stride == cs as i64 {
+        let start = usize::try_from(off).map_err(|_| oob(region))?;
+        out.get_mut(start..start + codes.len())
+            .ok_or_else(|| oob(region))?
+            .copy_from_slice(codes);
+        return Ok(());
+    }
+    for (k, c) in codes.chunks_exact(cs).enumerate() {
+        let at = usize::try_from(off + k as i64 * stride).map_err(|_| oob(region))?;
+        out.get_mut(at..at + cs)
+            .ok_or_else(|| oob(region))?
+            .copy_from_slice(c);
+    }
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! Dense sources: every layout whose element position is affine in the index (row-major,
+//! column-major, strided, dim-ordered, a splat, the inside of a tile, a page, the implicit
+//! zeros of a sparse leaf) is read by one kernel, [`copy_box`], run by run.
+//!
+//! A run is a line of the box along one axis. The run axis is the one the source is
+//! contiguous along (stride ±1), so a run is one slice of the source (copied or converted
+//! straight from it) or a short gather; when the output's fastest axis is another one
+//! (a transpose), runs are cut to [`BLOCK`] elements and the other axes iterate with the
+//! output's fastest innermost, so the output lines a block writes stay in cache while the
+//! next runs fill them (a cache-blocked transpose). Runs whose source and output both
+//! continue across the next axis are merged into one.
+
+use super::convert::{oob, Values};
+use super::Window;
+use crate::error::Result;
+use crate::layout::MAX_RANK;
+
+/// Run length when the output is faster along another axis than the run axis.
+const BLOCK: u64 = 64;
+
+/// Where the codes of a dense source lie: the code position of leaf-local index `x` is
+/// `base + Σ x[a]·strides[a]`; position `p` is at byte `byte0 + p·cs` (byte mode), or at
+/// nibble `2·byte0 + p` (nibble mode: byte `q / 2`, bits `4·(q % 2)`).
+#[derive(Debug, Clone)]
+pub(super) struct Source<'b> {
+    pub buf: &'b [u8],
+    pub byte0: i128,
+    pub base: i128,
+    pub nibbles: bool,
+    /// Byte-mode codes of a 4-bit type are the low nibble of their byte (STRIDED, SPLAT).
+    pub mask: bool,
+    pub strides: [i128; MAX_RANK],
+}
+
+/// The all-zero code: the source of implicit zeros (every stride 0).
+static ZERO: [u8; 16] = [0; 16];
+
+impl Source<'_> {
+    /// A source whose every element is the all-zero code.
+    pub fn zeros() -> Source<'static> {
+        Source {
+            buf: &ZERO,
+            byte0: 0,
+            base: 0,
+            nibbles: false,
+            mask: false,
+            strides: [0; MAX_RANK],
+        }
+    }
+
+    /// Code position of `x`.
+    fn pos(&self, x: &[u64]) -> i128 {
+        x.iter()
+            .zip(&self.strides)
+            .fold(self.base, |p, (&i, &s)| p + i as i128 * s)
+    }
+}
+
+/// Convert the box `[lo, hi)` (leaf-local, not empty) of `src` through `vals` into the
+/// window, whose element at `lo` is at byte `off_lo`.
+pub(super) fn copy_box(
+    src: &Source<'_>,
+    vals: &Values<'_>,
+    lo: &[u64],
+    hi: &[u64],
+    w: &mut Window<'_>,
+    off_lo: i64,
+) -> Result<()> {
+    let rank = lo.len();
+    if rank == 0 {
+        return run_at(src, vals, &[], 0, 1, w, off_lo, 0);
+    }
+    let mut n = [0u64; MAX_RANK];
+    for ((n, &l), &h) in n.iter_mut().zip(lo).zip(hi) {
+        *n = h - l;
+    }
+    let os = w.strides;
+    // The run axis: contiguous in the source if some axis is (the one the output is
+    // fastest along among those), else the output's fastest axis.
+    let contiguous = |a: usize| src.strides[a].unsigned_abs() == 1;
+    let mut r = rank - 1;
+    let mut best: Option<(bool, u64)> = None;
+    for a in 0..rank {
+        if n[a] <= 1 {
+            continue;
+        }
+        let key = (!contiguous(a), os[a].unsigned_abs());
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+            r = a;
+        }
+    }
+    // The other axes, the output's slowest outermost.
+    let mut order = [0usize; MAX_RANK];
+    let mut m = 0;
+    for (a, &e) in n[..rank].iter().enumerate() {
+        if a != r && e > 1 {
+            order[m] = a;
+            m += 1;
+        }
+    }
+    order[..m].sort_by_key(|&a| std::cmp::Reverse(os[a].unsigned_abs()));
+    // Merge the run with the next axis out while both source and output continue there.
+    let mut run_len = n[r];
+    let mut merged = 0usize;
+    while merged < m {
+        let a = order[m - 1 - merged];
+        let same_src = src.strides[a] == src.strides[r] * run_len as i128;
+        let same_out = i128::from(os[a]) == i128::from(os[r]) * run_len as i128;
+        if !(same_src && same_out && os[r] as usize == vals.oes && vals.position_free()) {
+            break;
+        }
+        run_len *= n[a];
+        merged += 1;
+    }
+    let m = m - merged;
+    let block = match order[..m].last() {
+        Some(&ib) if os[ib].unsigned_abs() < os[r].unsigned_abs() => BLOCK.min(run_len),
+        _ => run_len,
+    };
+    let mut x = [0u64; MAX_RANK];
+    x[..rank].copy_from_slice(lo);
+    let mut c = 0u64;
+    while c < run_len {
+        let len = block.min(run_len - c);
+        // Odometer over the other axes, outermost first.
+        let mut idx = [0u64; MAX_RANK];
+        loop {
+            for k in 0..m {
+                x[order[k]] = lo[order[k]] + idx[k];
+            }
+            x[r] = lo[r] + c;
+            let mut off = off_lo + (c as i64) * os[r];
+            for k in 0..m {
+                off += idx[k] as i64 * os[order[k]];
+            }
+            run_at(src, vals, &x[..rank], r, len, w, off, os[r])?;
+            let mut k = m;
+            let done = loop {
+                if k == 0 {
+                    break true;
+                }
+                k -= 1;
+                idx[k] += 1;
+                if idx[k] < n[order[k]] {
+                    break false;
+                }
+                idx[k] = 0;
+            };
+            if done {
+                break;
+            }
+        }
+        c += len;
+    }
+    Ok(())
+}
+
+/// One run of `len` elements from `x` along axis `r`.
+#[allow(clippy::too_many_arguments)]
+fn run_at(
+    src: &Source<'_>,
+    vals: &Values<'_>,
+    x: &[u64],
+    r: usize,
+    len: u64,
+    w: &mut Window<'_>,
+    off: i64,
+    ostride: i64,
+) -> Result<()> {
+    let cs = vals.cs;
+    let region = w.region;
+    let len = usize::try_from(len).map_err(|_| oob(region))?;
+    let p0 = src.pos(x);
+    let step = if x.is_empty() { 0 } else { src.strides[r] };
+    if !src.nibbles && !src.mask && step == 1 {
+        let b = src.byte0 + p0 * cs as i128;
+        let start = usize::try_from(b).map_err(|_| oob(region))?;
+        let codes = src
+            .buf
+            .get(start..start + len * cs)
+            .ok_or_else(|| oob(region))?;
+        return vals.run(codes, x, r, len, w.buf, off, ostride);
+    }
+    w.scratch.clear();
+    w.scratch.reserve(len * cs);
+    for k in 0..len as i128 {
+        let p = p0 + k * step;
+        if src.nibbles {
+            let q = 2 * src.byte0 + p;
+            let byte = usize::try_from(q >> 1).map_err(|_| oob(region))?;
+            let v = *src.buf.get(byte).ok_or_else(|| oob(region))?;
+            w.scratch.push((v >> ((q & 1) * 4)) & 0xF);
+        } else {
+            let b = usize::try_from(src.byte0 + p * cs as i128).map_err(|_| oob(region))?;
+            let code = src.buf.get(b..b + cs).ok_or_else(|| oob(region))?;
+            if src.mask {
+                w.scratch.push(code[0] & 0xF);
+            } else {
+                w.scratch.extend_from_slice(code);
+            }
+        }
+    }
+    let scratch = std::mem::take(&mut w.scratch);
+    let res = vals.run(&scratch, x, r, len, w.buf, off, ostride);
+    w.scratch = scratch;
+    res
+}

@@ -1,0 +1,543 @@
+//! Windowed reads: [`BoundTensor::read_box`] gathers a half-open box of the tensor into a
+//! caller's strided buffer, as stored codes or as values in FLOAT32, FLOAT64, FLOAT16 or
+//! BFLOAT16, for every layout and quantization scheme, region by region.
+//!
+//! The box is cut by the level indexes into the leaf regions it meets
+//! ([`Descriptor::visit_regions_in_box`]); each leaf is read by its layout's kernel:
+//! affine dense layouts, splats, tiles and pages by the run kernel of [`dense`], sparse
+//! layouts by filling their implicit zeros and scattering the stored entries inside the
+//! box ([`sparse`]), block tables page by page ([`paged`]). Codes become output elements
+//! in [`convert`].
+
+mod convert;
+mod dense;
+mod paged;
+mod sparse;
+
+use std::ops::ControlFlow;
+
+use super::find::{no_lookup, owner_name};
+use super::BoundTensor;
+use crate::descriptor::{Node, NONE};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{tag, Layout, MAX_RANK};
+use convert::Values;
+use dense::Source;
+
+/// What [`BoundTensor::read_box`] writes per element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputType {
+    /// Each element as stored: the element type's bytes (little-endian); a packed 4-bit
+    /// code as one byte holding the nibble in bits 0–3; a quantized element as its code.
+    Raw,
+    /// The element's value as an IEEE binary32.
+    Float32,
+    /// The element's value as an IEEE binary64.
+    Float64,
+    /// The element's value as an IEEE binary16.
+    Float16,
+    /// The element's value as a bfloat16 (the upper half of a binary32).
+    BFloat16,
+}
+
+impl OutputType {
+    /// Every output type, in the order of their C codes (0 ..= 4).
+    pub const ALL: [OutputType; 5] = [
+        OutputType::Raw,
+        OutputType::Float32,
+        OutputType::Float64,
+        OutputType::Float16,
+        OutputType::BFloat16,
+    ];
+
+    /// Bytes one output element takes for a tensor of element type `et`.
+    pub fn element_bytes(self, et: ElementType) -> usize {
+        match self {
+            OutputType::Raw => et.storage_bytes() as usize,
+            OutputType::Float32 => 4,
+            OutputType::Float64 => 8,
+            OutputType::Float16 | OutputType::BFloat16 => 2,
+        }
+    }
+
+    /// The alignment the output (its start and every stride) must have: the element
+    /// size for the float types, 1 for RAW (written byte-wise).
+    pub fn alignment(self) -> usize {
+        match self {
+            OutputType::Raw => 1,
+            OutputType::Float32 => 4,
+            OutputType::Float64 => 8,
+            OutputType::Float16 | OutputType::BFloat16 => 2,
+        }
+    }
+
+    /// The name, e.g. `"FLOAT32"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputType::Raw => "RAW",
+            OutputType::Float32 => "FLOAT32",
+            OutputType::Float64 => "FLOAT64",
+            OutputType::Float16 => "FLOAT16",
+            OutputType::BFloat16 => "BFLOAT16",
+        }
+    }
+}
+
+/// The caller's output while a box is read: the bytes, the per-axis byte strides, scratch
+/// for gathered codes, and the leaf being read (for error details).
+pub(super) struct Window<'o> {
+    buf: &'o mut [u8],
+    strides: &'o [i64],
+    scratch: Vec<u8>,
+    region: u32,
+}
+
+impl<'a> BoundTensor<'a> {
+    /// Read the half-open box `[lo, hi)` (tensor coordinates, `lo[a] <= hi[a] <=
+    /// shape[a]`) into `out`, converted to `out_type`.
+    ///
+    /// **Output layout.** Window element `p` (`0 <= p[a] < hi[a] - lo[a]`) is written at
+    /// byte `o0 + Σ p[a]·s[a]` of `out`, where `s` are `out_strides` in bytes (any sign;
+    /// `None`: packed C order, `s[rank-1]` the element size) and `o0 = Σ_{s[a] < 0}
+    /// -s[a]·(n[a] - 1)`, so the bytes written start at `out[0]`. `out` must hold them:
+    /// `Σ |s[a]|·(n[a] - 1)` plus one element (OUTPUT_TOO_SMALL otherwise); for the float
+    /// types its address and every stride must be multiples of the element size
+    /// (INVALID_ARGUMENT). Elements whose strides make them overlap are written in an
+    /// unspecified order. On success every element of the box has been written; on
+    /// failure the contents of `out` are unspecified.
+    ///
+    /// **Values.** RAW: the stored bytes ([`get_bytes`](Self::get_bytes)): 4-bit codes one
+    /// per byte, quantized elements as codes, implicit zeros as zero bytes. Float types:
+    /// [`get_f64`](Self::get_f64) of every element — dequantized by its region's scheme,
+    /// implicit zeros as the code 0 — rounded to the output type (ties to even).
+    ///
+    /// **Cost.** Leaves are found through the level indexes; dense runs are copied or
+    /// converted slice by slice, sparse rows searched once per row of the box, COO and CSF
+    /// entries scattered, pages copied page-wise. Unvalidated contents never cause a read
+    /// outside the bound buffers or an unbounded loop: they give CONTENT_INVALID or
+    /// wrong values.
+    ///
+    /// Errors: INVALID_ARGUMENT (corners or strides of the wrong rank, a misaligned
+    /// output, a float output of a complex type), INDEX_OUT_OF_BOUNDS, OUTPUT_TOO_SMALL,
+    /// NOT_BINDABLE (device buffers, an extension layout, an opaque scheme with a float
+    /// output), NOT_CANONICAL (duplicates without UNIQUE, as
+    /// [`get_bytes`](Self::get_bytes)), CONTENT_INVALID.
+    ///
+    /// ```
+    /// use tensordesc::{BoundTensor, ElementType, OutputType, TensorBuilder};
+    /// let d = TensorBuilder::row_major(ElementType::Int16, &[2, 3]).build().unwrap();
+    /// let mut storage = vec![0u8; 64 + 12];
+    /// let off = storage.as_ptr().align_offset(64);
+    /// for k in 0..6i16 {
+    ///     let at = off + 2 * k as usize;
+    ///     storage[at..at + 2].copy_from_slice(&(10 * k).to_le_bytes());
+    /// }
+    /// let t = BoundTensor::bind(&d, vec![&storage[off..off + 12]]).unwrap();
+    /// let mut out = vec![0f32; 4];
+    /// let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    /// t.read_box(&[0, 1], &[2, 3], OutputType::Float32, bytes, None).unwrap();
+    /// assert_eq!(out, [10.0, 20.0, 40.0, 50.0]);
+    /// ```
+    pub fn read_box(
+        &self,
+        lo: &[u64],
+        hi: &[u64],
+        out_type: OutputType,
+        out: &mut [u8],
+        out_strides: Option<&[i64]>,
+    ) -> Result<()> {
+        let d = self.desc;
+        let empty = d.check_box(lo, hi)?;
+        let et = d.element_type;
+        if out_type != OutputType::Raw
+            && matches!(et, ElementType::Complex64 | ElementType::Complex128)
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{et} elements have no single real value; read them with OutputType::Raw"),
+            ));
+        }
+        let rank = d.rank();
+        let es = out_type.element_bytes(et);
+        let mut strides = [0i64; MAX_RANK];
+        match out_strides {
+            Some(s) => {
+                if s.len() != rank {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("{} output strides for a tensor of rank {rank}", s.len()),
+                    ));
+                }
+                strides[..rank].copy_from_slice(s);
+            }
+            None => {
+                let mut acc = es as i64;
+                for a in (0..rank).rev() {
+                    strides[a] = acc;
+                    let n = i64::try_from(hi[a] - lo[a]).ok();
+                    acc = n.and_then(|n| acc.checked_mul(n)).unwrap_or(i64::MAX);
+                }
+            }
+        }
+        let align = out_type.alignment();
+        if (out.as_ptr() as usize) % align != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the output at {:p} is not aligned to the {align} bytes of a {} element",
+                    out.as_ptr(),
+                    out_type.name()
+                ),
+            ));
+        }
+        if let Some(a) = (0..rank).find(|&a| strides[a] % align as i64 != 0) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "output stride {} (axis {a}) is not a multiple of the {align} bytes of a {} element",
+                    strides[a],
+                    out_type.name()
+                ),
+            ));
+        }
+        // The bytes addressed: from Σ_{s<0} s·(n-1) to Σ_{s>0} s·(n-1) + es.
+        let (mut low, mut high) = (0i128, 0i128);
+        for a in 0..rank {
+            let span = i128::from(strides[a]) * i128::from(hi[a] - lo[a]).max(1).saturating_sub(1);
+            if span < 0 {
+                low += span;
+            } else {
+                high += span;
+            }
+        }
+        let need = if empty { 0 } else { high - low + es as i128 };
+        if need > out.len() as i128 {
+            return Err(Error::new(
+                ErrorKind::OutputTooSmall,
+                format!(
+                    "the window {lo:?}..{hi:?} as {} needs {need} bytes of output, {} given",
+                    out_type.name(),
+                    out.len()
+                ),
+            ));
+        }
+        if empty {
+            return Ok(());
+        }
+        self.require_host()?;
+        // Every element offset lies in [0, need - es], which fits i64: `need` fits in the
+        // slice's length.
+        let o0 = (-low) as i64;
+        let mut w = Window {
+            buf: out,
+            strides: &strides[..rank],
+            scratch: Vec::new(),
+            region: NONE,
+        };
+        let bufs: &[&[u8]] = &self.buffers;
+        let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
+            let mut off = o0;
+            for a in 0..rank {
+                off += (clo[a] - lo[a]) as i64 * strides[a];
+            }
+            w.region = region;
+            self.read_leaf(bufs, region, node, clo, chi, out_type, &mut w, off)?;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        debug_assert!(flow.is_continue());
+        Ok(())
+    }
+
+    /// Read region `region` whole (a leaf or a subpaving, in tensor coordinates) as
+    /// [`read_box`](Self::read_box) reads its box: the densify / dequantize-a-region
+    /// operation. INDEX_OUT_OF_BOUNDS for a region number past the region count.
+    pub fn read_region(
+        &self,
+        region: u32,
+        out_type: OutputType,
+        out: &mut [u8],
+        out_strides: Option<&[i64]>,
+    ) -> Result<()> {
+        let d = self.desc;
+        let r = d.get_region(region as usize).ok_or_else(|| {
+            Error::new(
+                ErrorKind::IndexOutOfBounds,
+                format!(
+                    "region {region} is not below the region count {}",
+                    d.region_count()
+                ),
+            )
+        })?;
+        let lo = r.global_origin();
+        let hi: Vec<u64> = lo.iter().zip(r.shape()).map(|(&o, &s)| o + s).collect();
+        self.read_box(lo, &hi, out_type, out, out_strides)
+    }
+
+    /// One leaf: the clipped box `[clo, chi)` in tensor coordinates; its element `clo`
+    /// goes to byte `off` of the window.
+    #[allow(clippy::too_many_arguments)]
+    fn read_leaf(
+        &self,
+        bufs: &[&'a [u8]],
+        region: u32,
+        node: &Node,
+        clo: &[u64],
+        chi: &[u64],
+        out_type: OutputType,
+        w: &mut Window<'_>,
+        off: i64,
+    ) -> Result<()> {
+        let d = self.desc;
+        let rank = d.rank();
+        let shape = d.node_shape(region);
+        // Leaf-local box.
+        let mut llo = [0u64; MAX_RANK];
+        let mut lhi = [0u64; MAX_RANK];
+        d.local_index(region, clo, &mut llo);
+        d.local_index(region, chi, &mut lhi);
+        let (llo, lhi) = (&llo[..rank], &lhi[..rank]);
+        if let Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } = node.layout {
+            return Err(no_lookup(region, tag));
+        }
+        let vals = Values::new(d, bufs, region, node, shape, out_type)?;
+        let data = || {
+            bufs.get(node.first_buffer as usize)
+                .copied()
+                .ok_or_else(|| convert::oob(region))
+        };
+        let et = d.element_type;
+        let packed = et.is_packed();
+        let affine = |strides: &[i128]| -> Result<Source<'a>> {
+            let mut s = [0i128; MAX_RANK];
+            s[..rank].copy_from_slice(&strides[..rank]);
+            Ok(Source {
+                buf: data()?,
+                byte0: i128::from(node.byte_offset),
+                base: 0,
+                nibbles: packed,
+                mask: false,
+                strides: s,
+            })
+        };
+        match node.layout {
+            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => {
+                // Element strides from the order of axes, outermost first.
+                let mut order = [0u8; MAX_RANK];
+                match node.layout {
+                    Layout::RowMajor => (0..rank).for_each(|a| order[a] = a as u8),
+                    Layout::ColMajor => (0..rank).for_each(|a| order[a] = (rank - 1 - a) as u8),
+                    Layout::DimOrder { order: o } => order[..rank].copy_from_slice(
+                        d.arena
+                            .small
+                            .get(crate::layout::rng(o, rank))
+                            .ok_or_else(|| convert::oob(region))?,
+                    ),
+                    _ => {}
+                }
+                let mut st = [0i128; MAX_RANK];
+                let mut acc = 1i128;
+                for k in (0..rank).rev() {
+                    let a = order[k] as usize;
+                    st[a] = acc;
+                    acc *= i128::from(shape[a]);
+                }
+                dense::copy_box(&affine(&st)?, &vals, llo, lhi, w, off)
+            }
+            Layout::Strided { strides } => {
+                let s = d
+                    .arena
+                    .ints
+                    .get(crate::layout::rng(strides, rank))
+                    .ok_or_else(|| convert::oob(region))?;
+                let mut st = [0i128; MAX_RANK];
+                for a in 0..rank {
+                    st[a] = i128::from(s[a]);
+                }
+                let mut src = affine(&st)?;
+                // STRIDED positions count storage bytes; a 4-bit code is the low nibble.
+                src.nibbles = false;
+                src.mask = packed;
+                dense::copy_box(&src, &vals, llo, lhi, w, off)
+            }
+            Layout::Splat => {
+                let mut src = affine(&[0i128; MAX_RANK])?;
+                src.nibbles = false;
+                src.mask = packed;
+                dense::copy_box(&src, &vals, llo, lhi, w, off)
+            }
+            Layout::Tiled {
+                shapes,
+                meta,
+                levels,
+            } => {
+                let levels = levels as usize;
+                let tiles = d
+                    .arena
+                    .words
+                    .get(crate::layout::rng(shapes, levels * rank))
+                    .ok_or_else(|| convert::oob(region))?;
+                let meta = d
+                    .arena
+                    .small
+                    .get(crate::layout::rng(meta, levels * 2))
+                    .ok_or_else(|| convert::oob(region))?;
+                let src = affine(&[0i128; MAX_RANK])?;
+                let t = Tiles {
+                    tiles,
+                    meta,
+                    rank,
+                    levels,
+                };
+                let zero = [0u64; MAX_RANK];
+                t.level(
+                    0,
+                    shape,
+                    &zero[..rank],
+                    0,
+                    llo,
+                    lhi,
+                    &mut |st, base, blo, bhi| {
+                        let mut s = src.clone();
+                        s.strides[..rank].copy_from_slice(&st[..rank]);
+                        s.base = base;
+                        let mut o = off;
+                        for a in 0..rank {
+                            o += (blo[a] - llo[a]) as i64 * w.strides[a];
+                        }
+                        dense::copy_box(&s, &vals, blo, bhi, w, o)
+                    },
+                )
+            }
+            Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
+                let csr = matches!(node.layout, Layout::Csr { .. });
+                sparse::compressed(
+                    d, bufs, region, node, csr, nnz, flags, &vals, llo, lhi, w, off,
+                )
+            }
+            Layout::Coo { nnz, flags } => {
+                sparse::coo(d, bufs, region, node, nnz, flags, &vals, llo, lhi, w, off)
+            }
+            Layout::Csf { axis_order, .. } => {
+                sparse::csf(d, bufs, region, node, axis_order, &vals, llo, lhi, w, off)
+            }
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            } => paged::read(
+                d, bufs, region, node, shape, block_size, pool_count, &vals, llo, lhi, w, off,
+            ),
+            Layout::Subpaving { .. } | Layout::Extension { .. } | Layout::Unknown { .. } => {
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("{}: not a readable leaf", owner_name(region)),
+                ))
+            }
+        }
+    }
+}
+
+/// What [`Tiles::level`] hands each innermost tile: its element strides, the position of
+/// leaf-local index 0, and the part of the box inside the tile.
+type TileVisitor<'f> = dyn FnMut(&[i128; MAX_RANK], i128, &[u64], &[u64]) -> Result<()> + 'f;
+
+/// A TILED layout's levels (tile shapes and order / inner-tag pairs, outermost first).
+struct Tiles<'d> {
+    tiles: &'d [u64],
+    meta: &'d [u8],
+    rank: usize,
+    levels: usize,
+}
+
+impl Tiles<'_> {
+    /// Level `l` over a grid of extent `extent` whose element 0 is at leaf-local `org` and
+    /// code position `base`: every innermost tile meeting `[lo, hi)` is handed to `f` with
+    /// its element strides, the (virtual) position of leaf-local index 0 and the part of
+    /// the box inside it. Levels are at most 8, so the recursion is bounded.
+    #[allow(clippy::too_many_arguments)]
+    fn level(
+        &self,
+        l: usize,
+        extent: &[u64],
+        org: &[u64],
+        base: i128,
+        lo: &[u64],
+        hi: &[u64],
+        f: &mut TileVisitor<'_>,
+    ) -> Result<()> {
+        let rank = self.rank;
+        let tile = &self.tiles[l * rank..(l + 1) * rank];
+        let (order, inner) = (self.meta[2 * l], self.meta[2 * l + 1]);
+        let mut grid = [0u64; MAX_RANK];
+        let mut c_lo = [0u64; MAX_RANK];
+        let mut c_hi = [0u64; MAX_RANK];
+        let mut vol = 1i128;
+        for a in 0..rank {
+            grid[a] = extent[a].div_ceil(tile[a]);
+            c_lo[a] = (lo[a] - org[a]) / tile[a];
+            c_hi[a] = (hi[a] - 1 - org[a]) / tile[a];
+            vol *= i128::from(tile[a]);
+        }
+        // Element strides inside an innermost tile.
+        let mut st = [0i128; MAX_RANK];
+        let mut acc = 1i128;
+        for k in 0..rank {
+            let a = if inner == tag::COL_MAJOR {
+                k
+            } else {
+                rank - 1 - k
+            };
+            st[a] = acc;
+            acc *= i128::from(tile[a]);
+        }
+        let mut c = c_lo;
+        let mut torg = [0u64; MAX_RANK];
+        let mut blo = [0u64; MAX_RANK];
+        let mut bhi = [0u64; MAX_RANK];
+        loop {
+            let mut t = 0i128;
+            for k in 0..rank {
+                let a = if order == 0 { k } else { rank - 1 - k };
+                t = t * i128::from(grid[a]) + i128::from(c[a]);
+            }
+            let tbase = base + t * vol;
+            for a in 0..rank {
+                torg[a] = org[a] + c[a] * tile[a];
+                blo[a] = lo[a].max(torg[a]);
+                bhi[a] = hi[a].min(torg[a] + tile[a]);
+            }
+            if inner == tag::TILED && l + 1 < self.levels {
+                self.level(
+                    l + 1,
+                    tile,
+                    &torg[..rank],
+                    tbase,
+                    &blo[..rank],
+                    &bhi[..rank],
+                    f,
+                )?;
+            } else {
+                let mut origin = tbase;
+                for a in 0..rank {
+                    origin -= i128::from(torg[a]) * st[a];
+                }
+                f(&st, origin, &blo[..rank], &bhi[..rank])?;
+            }
+            let mut a = rank;
+            let done = loop {
+                if a == 0 {
+                    break true;
+                }
+                a -= 1;
+                if c[a] < c_hi[a] {
+                    c[a] += 1;
+                    break false;
+                }
+                c[a] = c_lo[a];
+            };
+            if done {
+                return Ok(());
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! BLOCK_PAGED leaves: per row of the box, the positions below the row's length are read
+//! block by block — an allocated block as one dense piece of its page (positions ×
+//! the inner box), an unallocated one as implicit zeros — and the positions past the
+//! length are implicit zeros. Page numbers are checked against the pools as
+//! [`find`](crate::bound::find) checks them.
+
+use super::convert::{oob, Values};
+use super::dense::{copy_box, Source};
+use super::Window;
+use crate::bound::find::{bad_page, U64Array};
+use crate::descriptor::{Descriptor, Node};
+use crate::error::Result;
+use crate::layout::paged::PagedGeometry;
+use crate::layout::MAX_RANK;
+
+/// Byte offset in the window of leaf-local `x`, given the offset of `lo`.
+fn offset_of(w: &Window<'_>, x: &[u64], lo: &[u64], off: i64) -> i64 {
+    x.iter()
+        .zip(lo)
+        .zip(w.strides)
+        .fold(off, |o, ((&x, &l), &s)| o + (x - l) as i64 * s)
+}
+
+/// A BLOCK_PAGED leaf of extent `shape`, box `[lo, hi)`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn read(
+    d: &Descriptor,
+    bufs: &[&[u8]],
+    region: u32,
+    node: &Node,
+    shape: &[u64],
+    block_size: u64,
+    pool_count: u8,
+    vals: &Values<'_>,
+    lo: &[u64],
+    hi: &[u64],
+    w: &mut Window<'_>,
+    off: i64,
+) -> Result<()> {
+    let et = d.element_type;
+    let rank = lo.len();
+    let g = PagedGeometry::new(block_size, et, shape)?;
+    let first = node.first_buffer as usize;
+    let table = U64Array(bufs.get(first).copied().ok_or_else(|| oob(region))?);
+    let lengths = U64Array(bufs.get(first + 1).copied().ok_or_else(|| oob(region))?);
+    let pools = bufs
+        .get(first + 2..first + 2 + pool_count as usize)
+        .ok_or_else(|| oob(region))?;
+    // Element strides inside a page: positions, then the inner axes row-major.
+    let mut strides = [0i128; MAX_RANK];
+    let mut acc = 1i128;
+    for a in (2..rank).rev() {
+        strides[a] = acc;
+        acc *= i128::from(shape[a]);
+    }
+    strides[1] = i128::from(g.inner);
+    let mut plo = [0u64; MAX_RANK];
+    let mut phi = [0u64; MAX_RANK];
+    plo[..rank].copy_from_slice(lo);
+    phi[..rank].copy_from_slice(hi);
+    let zero = Source::zeros();
+    for r in lo[0]..hi[0] {
+        plo[0] = r;
+        phi[0] = r + 1;
+        let len = lengths.get(r).ok_or_else(|| oob(region))?;
+        let stored_end = hi[1].min(len.max(lo[1]));
+        let mut p = lo[1];
+        while p < stored_end {
+            let b = p / block_size;
+            let bend = stored_end.min((b + 1).saturating_mul(block_size));
+            plo[1] = p;
+            phi[1] = bend;
+            let o = offset_of(w, &plo[..rank], lo, off);
+            let entry = r
+                .checked_mul(g.max_blocks)
+                .and_then(|e| e.checked_add(b))
+                .ok_or_else(|| oob(region))?;
+            let page = table.get(entry).ok_or_else(|| oob(region))?;
+            if page == u64::MAX {
+                copy_box(&zero, vals, &plo[..rank], &phi[..rank], w, o)?;
+            } else {
+                let bad = || bad_page(d, bufs, region, node, entry, page, g.page_bytes);
+                let mut start = page
+                    .checked_mul(g.page_bytes)
+                    .and_then(|s| usize::try_from(s).ok())
+                    .ok_or_else(bad)?;
+                let mut pool = None;
+                for &pb in pools {
+                    if start < pb.len() {
+                        pool = Some(pb);
+                        break;
+                    }
+                    start -= pb.len();
+                }
+                let pool = pool.ok_or_else(bad)?;
+                let src = Source {
+                    buf: pool,
+                    byte0: start as i128,
+                    base: -(i128::from(b) * i128::from(block_size) * i128::from(g.inner)),
+                    nibbles: et.is_packed(),
+                    mask: false,
+                    strides,
+                };
+                copy_box(&src, vals, &plo[..rank], &phi[..rank], w, o)?;
+            }
+            p = bend;
+        }
+        if stored_end < hi[1] {
+            plo[1] = stored_end;
+            phi[1] = hi[1];
+            let o = offset_of(w, &plo[..rank], lo, off);
+            copy_box(&zero, vals, &plo[..rank], &phi[..rank], w, o)?;
+        }
+    }
+    Ok(())
+}

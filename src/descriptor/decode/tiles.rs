@@ -1,0 +1,211 @@
+//! The common subpaving level, decoded in one tight pass: a uniform grid of plain tiles
+//! listed in row-major cell order — every region an unquantized ROW_MAJOR (or every one a
+//! COL_MAJOR) tile at byte_offset 0 with one buffer, region `k` being cell `k` of the grid
+//! whose cell size is region 0's shape (edge cells clipped). Tiled weights and chunked
+//! arrays are written this way.
+//!
+//! Requiring region `k` to be cell `k` proves the exact partition as the records are read
+//! (no overlap, no gap, nothing out of bounds), so no index pass follows: the grid index is
+//! known when the loop ends. Each record is read at once ([`Reader::record`]) and compared
+//! with what it must be; a buffer handle whose device bytes equal region 0's is not parsed
+//! again.
+//!
+//! The pass is speculative: at the first record that is not what the pattern predicts —
+//! valid or not — it undoes what it appended and the general path decodes the level from
+//! its start, producing the same result or the same error as if this pass did not exist.
+//! The decoded form it builds is identical to the general path's.
+
+use super::*;
+use crate::descriptor::index::GridAxis;
+
+/// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
+const TILE_BODY: usize = 25;
+
+impl Decoder {
+    /// Decode `count` regions at the reader's position as a grid of plain tiles, or return
+    /// `None` with nothing consumed or appended. `extent`/`base` are the enclosing box
+    /// (local extent, global origin).
+    pub(super) fn tiles_level(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        parent: u32,
+    ) -> Option<Layout> {
+        let rank = self.rank;
+        if rank == 0 {
+            return None;
+        }
+        let start = r.clone();
+        let marks = (
+            self.d.regions.len(),
+            self.d.coords.len(),
+            self.d.buffers.len(),
+        );
+        let done = self.tiles_pass(r, extent, base, count, parent);
+        if done.is_none() {
+            *r = start;
+            self.d.regions.truncate(marks.0);
+            self.d.coords.truncate(marks.1);
+            self.d.buffers.truncate(marks.2);
+        }
+        done
+    }
+
+    fn tiles_pass(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        parent: u32,
+    ) -> Option<Layout> {
+        let rank = self.rank;
+        let prefix = 16 * rank + 8;
+        let rec_len = prefix + TILE_BODY;
+        // The cell size is region 0's shape; the grid must have exactly `count` cells.
+        let mut probe = r.clone();
+        let first_rec = probe.record(rec_len)?;
+        let mut step = [0u64; MAX_RANK];
+        let mut cells = [0u64; MAX_RANK];
+        let mut total = 1u64;
+        for a in 0..rank {
+            if first_rec.u64_at(8 * a)? != 0 {
+                return None;
+            }
+            let s = first_rec.u64_at(8 * (rank + a))?;
+            if s == 0 || s > extent[a] {
+                return None;
+            }
+            step[a] = s;
+            cells[a] = extent[a].div_ceil(s);
+            total = total.checked_mul(cells[a])?;
+        }
+        if total != u64::from(count) {
+            return None;
+        }
+        let tag0 = first_rec.u8_at(16 * rank)?;
+        let row_major = match tag0 {
+            tag::ROW_MAJOR => true,
+            tag::COL_MAJOR => false,
+            _ => return None,
+        };
+        let layout = if row_major {
+            Layout::RowMajor
+        } else {
+            Layout::ColMajor
+        };
+        let first_handle =
+            BufferHandle::from_bytes(first_rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+        if let Some(f) = self.d.buffers.first() {
+            if !first_handle.colocated_with(f) {
+                return None;
+            }
+        }
+        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
+        let full_count = layout::exact_product(step[..rank].iter().copied())?;
+        let full_need = self.et.bytes_for(full_count)?;
+        if self.d.buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+            return None;
+        }
+        // Sized exactly, once: the records are known to fit in the input (the caller's
+        // check_fits), so this is bounded by the input length.
+        let first_id = self.d.regions.len() as u32;
+        let first_buffer = self.d.buffers.len() as u32;
+        self.d.regions.reserve_exact(count as usize);
+        self.d.coords.reserve_exact(count as usize * 2 * rank);
+        self.d.buffers.reserve(count as usize);
+        let mut cell = [0u64; MAX_RANK];
+        let mut shape = [0u64; MAX_RANK];
+        for k in 0..count {
+            let rec = r.record(rec_len)?;
+            let mut full = true;
+            for a in 0..rank {
+                let o = cell[a] * step[a];
+                let s = step[a].min(extent[a] - o);
+                full &= s == step[a];
+                if rec.u64_at(8 * a)? != o || rec.u64_at(8 * (rank + a))? != s {
+                    return None;
+                }
+                shape[a] = s;
+            }
+            // tag, flags 0, reserved 0, body_length 25; byte_offset 0, one buffer.
+            if rec.u8_at(16 * rank)? != tag0
+                || rec.u8_at(16 * rank + 1)? != 0
+                || rec.u16_at(16 * rank + 2)? != 0
+                || rec.u32_at(16 * rank + 4)? != TILE_BODY as u32
+                || rec.u64_at(prefix)? != 0
+                || rec.u8_at(prefix + 8)? != 1
+            {
+                return None;
+            }
+            let size_bytes = rec.u64_at(prefix + 9)?;
+            let h = if *rec.array_at::<8>(prefix + 9 + 8)? == device_bytes {
+                BufferHandle {
+                    size_bytes,
+                    ..first_handle
+                }
+            } else {
+                let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+                if !h.colocated_with(&first_handle) {
+                    return None;
+                }
+                h
+            };
+            let need = if full {
+                full_need
+            } else {
+                self.et
+                    .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?
+            };
+            if size_bytes < need {
+                return None;
+            }
+            for a in 0..rank {
+                self.d.coords.push(base[a] + cell[a] * step[a]);
+            }
+            self.d.coords.extend_from_slice(&shape[..rank]);
+            self.d.regions.push(Node {
+                layout,
+                byte_offset: 0,
+                first_buffer: first_buffer + k,
+                buffer_count: 1,
+                quant: NONE,
+                parent,
+            });
+            self.d.buffers.push(h);
+            // The next cell in row-major order.
+            for a in (0..rank).rev() {
+                cell[a] += 1;
+                if cell[a] < cells[a] {
+                    break;
+                }
+                cell[a] = 0;
+            }
+        }
+        let axes = (0..rank)
+            .map(|a| GridAxis {
+                base: base[a],
+                extent: extent[a],
+                step: step[a],
+                cuts_start: 0,
+                cells: cells[a],
+            })
+            .collect();
+        let mut index = LevelIndex::grid(axes, Vec::new(), Vec::new(), first_id);
+        index.set_uniform(
+            UniformTiles {
+                row_major,
+                first_buffer,
+            },
+            first_id,
+        );
+        self.d.indexes.push(index);
+        Some(Layout::Subpaving {
+            count,
+            end: self.d.regions.len() as u32,
+            index: (self.d.indexes.len() - 1) as u32,
+        })
+    }
+}
