@@ -1690,16 +1690,21 @@ void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
  * Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
- * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`).
+ * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
+ * reading its header and directory only: no data page is read until a buffer is. Version 1
+ * files are read too.
  *
  * The file must not be truncated or modified while the handle or any tensor bound into it
  * lives (a truncation makes reads fault, a modification changes validated bytes): write
  * files under a temporary name and rename them into place.
  *
  * Errors: `TDESC_ERR_IO` (cannot open or map), `TDESC_ERR_TRUNCATED` (anything past the
- * end, no END record), `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`,
- * `TDESC_ERR_ALIGNMENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, ... (docs/transports.md). In
- * strict mode any invalid tensor fails the open with its status.
+ * end of the file, found from its size and the directory; version 1: no END record),
+ * `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`, `TDESC_ERR_ALIGNMENT_INVALID`,
+ * `TDESC_ERR_LENGTH_MISMATCH` (a directory its entries do not fill, a data offset that is
+ * not the canonical one, bytes after the last data region), `TDESC_ERR_DUPLICATE_NAME`,
+ * ... (spec §8.2, docs/transports.md). In strict mode any invalid tensor fails the open
+ * with its status.
  */
 tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
 
@@ -1716,7 +1721,7 @@ tdesc_status tdesc_file_open_bytes(const uint8_t *bytes,
                                    tdesc_file **out);
 
 /**
- * Number of tensor records, opaque entries included; 0 when `f` is NULL.
+ * Number of tensors, opaque entries included; 0 when `f` is NULL.
  */
 size_t tdesc_file_tensor_count(const tdesc_file *f);
 

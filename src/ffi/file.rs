@@ -279,16 +279,21 @@ unsafe fn file_arg<'a>(f: *const tdesc_file) -> Result<&'a tdesc_file> {
 }
 
 /// Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
-/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`).
+/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
+/// reading its header and directory only: no data page is read until a buffer is. Version 1
+/// files are read too.
 ///
 /// The file must not be truncated or modified while the handle or any tensor bound into it
 /// lives (a truncation makes reads fault, a modification changes validated bytes): write
 /// files under a temporary name and rename them into place.
 ///
 /// Errors: `TDESC_ERR_IO` (cannot open or map), `TDESC_ERR_TRUNCATED` (anything past the
-/// end, no END record), `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`,
-/// `TDESC_ERR_ALIGNMENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, ... (docs/transports.md). In
-/// strict mode any invalid tensor fails the open with its status.
+/// end of the file, found from its size and the directory; version 1: no END record),
+/// `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`, `TDESC_ERR_ALIGNMENT_INVALID`,
+/// `TDESC_ERR_LENGTH_MISMATCH` (a directory its entries do not fill, a data offset that is
+/// not the canonical one, bytes after the last data region), `TDESC_ERR_DUPLICATE_NAME`,
+/// ... (spec §8.2, docs/transports.md). In strict mode any invalid tensor fails the open
+/// with its status.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_open(
     path: *const c_char,
@@ -329,9 +334,10 @@ pub unsafe extern "C" fn tdesc_file_open_bytes(
             slice_arg(bytes, len, "bytes")?
         };
         let mode = mode_arg(mode)?;
-        // Parse the caller's bytes first: a malformed file (or a `len` past the END
-        // record) is refused before a copy of `len` bytes is allocated. Parsing reads record
-        // headers, names and descriptors only, never the buffers.
+        // Parse the caller's bytes first: a malformed file (or a `len` past the file's end)
+        // is refused before a copy of `len` bytes is allocated. Parsing reads the header
+        // and the directory (version 1: the record headers, names and descriptors), never
+        // the buffers.
         let align = FileReader::from_bytes(bytes, mode)?.data_buffer_alignment();
         let reader = FileReader::from_owned(AlignedBuf::from_slice(bytes, align as usize)?, mode)?;
         let f = tdesc_file::new(FileData { reader });
@@ -341,7 +347,7 @@ pub unsafe extern "C" fn tdesc_file_open_bytes(
     })
 }
 
-/// Number of tensor records, opaque entries included; 0 when `f` is NULL.
+/// Number of tensors, opaque entries included; 0 when `f` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_tensor_count(f: *const tdesc_file) -> usize {
     // SAFETY: caller promise on `f`.

@@ -220,8 +220,9 @@ pub struct FileReader<'a> {
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
 /// `data_buffer_alignment`, each region starting at a multiple of it — so every buffer,
 /// which starts at such a multiple inside its region, is aligned as its handle requires.
-/// Names, descriptors and record headers are not copied: the copy is at most the file's
-/// size (data regions lie at distinct multiples of the alignment in the file too).
+/// The header, the directory (or version 1's record headers), names and descriptors are not
+/// copied: the copy is at most the file's size (data regions lie at distinct multiples of
+/// the alignment in the file too).
 pub(super) struct Realigned {
     pub(super) data: AlignedBuf,
     /// Position of entry `i`'s data region in `data` (`u64::MAX`: not copied — an opaque
