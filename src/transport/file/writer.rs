@@ -297,6 +297,14 @@ impl Cursor {
         while let Some(e) = plan.entries.get(self.entry) {
             if !self.open {
                 if self.seg >= e.segments.end {
+                    if e.segments.is_empty() {
+                        // A region without buffers still starts at a multiple of A (every
+                        // bindable tensor has a buffer; this keeps the layout canonical
+                        // regardless).
+                        let start = round_up(self.pos, plan.alignment)
+                            .ok_or_else(|| overflow("a data offset"))?;
+                        pad_to(out, self, start)?;
+                    }
                     if !cross || self.entry + 1 >= plan.entries.len() {
                         return Ok(());
                     }
