@@ -2089,3 +2089,40 @@ fn convert_memory_is_bounded_by_the_largest_tensor() {
     assert_eq!(e.buffers().unwrap()[0].len(), 8 * MIB);
     assert_eq!(e.buffers().unwrap()[0][5], (5 * 7 + 3) as u8);
 }
+
+/// An output that is not a regular file (here a FIFO, as `/dev/null` or a pipe would be)
+/// is written in place: renaming a temporary file over it would replace the FIFO (or the
+/// device) with a regular file.
+#[test]
+fn convert_writes_into_a_fifo_without_replacing_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("convert-fifo");
+    let input = dir.join("model.safetensors");
+    write_small_safetensors(&input);
+    let regular = dir.join("regular.tdf");
+    let r = run(&["convert", "-q", p(&input), p(&regular)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let fifo = dir.join("out.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let r = run(&["convert", "-q", p(&input), p(&fifo)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bytes = reader.join().unwrap();
+    assert_eq!(bytes, std::fs::read(&regular).unwrap());
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "the FIFO was replaced: {kind:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -518,24 +518,30 @@ fn progress(quiet: bool, total: u64) -> ProgressBar {
 }
 
 /// Write the output through a temporary file beside it, renamed at the end (removed on any
-/// failure): `write` fills the directory-first writer; returns the output's size.
+/// failure): `write` fills the directory-first writer; returns the output's size (None for
+/// an output that is not a regular file — a FIFO or a device, written in place).
 fn write_output(
     output: &Path,
     alignment: u32,
     pb: &ProgressBar,
     write: impl FnOnce(&mut DirectoryWriter<std::fs::File>) -> Result<()>,
-) -> Result<u64> {
+) -> Result<Option<u64>> {
     let mut tmp = TempOutput::create(output)?;
-    let written = (|| -> Result<u64> {
+    let written = (|| -> Result<Option<u64>> {
         let file = tmp
             .take_file()
             .ok_or_else(|| io_err("the temporary file is gone".to_string()))?;
         let mut w = DirectoryWriter::with_alignment(file, alignment)?;
         write(&mut w)?;
         let file = w.finish()?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            // A FIFO or a device: nothing to sync, no size to report.
+            return Ok(None);
+        }
         file.sync_all()
             .map_err(|e| io_err(format!("cannot write {}: {e}", tmp.path().display())))?;
-        Ok(file.metadata()?.len())
+        Ok(Some(meta.len()))
     })();
     pb.finish_and_clear();
     let written = written?;
@@ -615,7 +621,7 @@ pub fn run(
         text::short_bytes(plan.total),
         input.display(),
         output.display(),
-        text::bytes_text(written)
+        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
     )?;
     for (name, d, _) in &plan.tensors {
         if metadata_json.is_some() && name == METADATA_TENSOR {
@@ -725,7 +731,7 @@ fn upgrade(
         r.version_major(),
         r.version_minor(),
         output.display(),
-        text::bytes_text(written)
+        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
     )?;
     for e in r.entries() {
         match (e.descriptor(), e.problem()) {

@@ -1,6 +1,8 @@
 //! Writing an output file safely: through a temporary file in the output's directory,
 //! renamed over the output only when everything was written, and removed on any failure
 //! (including an early return or a panic), so a failed command never leaves a half file.
+//! An output that exists and is not a regular file (a device such as `/dev/null`, a FIFO,
+//! a socket) is written in place: renaming over it would replace the device with a file.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -14,6 +16,8 @@ pub struct TempOutput {
     dest: PathBuf,
     file: Option<File>,
     committed: bool,
+    /// Writing straight into `dest` (not a regular file): nothing to rename or remove.
+    direct: bool,
 }
 
 /// The directory an output path lives in (`.` for a bare file name).
@@ -38,6 +42,21 @@ impl TempOutput {
                     ),
                 ));
             }
+            if !meta.is_file() {
+                let file = OpenOptions::new().write(true).open(dest).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("cannot write {}: {e}", dest.display()),
+                    )
+                })?;
+                return Ok(TempOutput {
+                    tmp: dest.to_path_buf(),
+                    dest: dest.to_path_buf(),
+                    file: Some(file),
+                    committed: false,
+                    direct: true,
+                });
+            }
         }
         let Some(name) = dest.file_name() else {
             return Err(Error::new(
@@ -60,6 +79,7 @@ impl TempOutput {
                         dest: dest.to_path_buf(),
                         file: Some(file),
                         committed: false,
+                        direct: false,
                     })
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
@@ -96,9 +116,14 @@ impl TempOutput {
         &self.tmp
     }
 
-    /// Rename the temporary file over the output.
+    /// Rename the temporary file over the output (nothing to do for an output written in
+    /// place).
     pub fn commit(mut self) -> Result<()> {
         self.file = None;
+        if self.direct {
+            self.committed = true;
+            return Ok(());
+        }
         std::fs::rename(&self.tmp, &self.dest).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
@@ -116,7 +141,7 @@ impl TempOutput {
 
 impl Drop for TempOutput {
     fn drop(&mut self) {
-        if !self.committed {
+        if !self.committed && !self.direct {
             self.file = None;
             let _ = std::fs::remove_file(&self.tmp);
         }
