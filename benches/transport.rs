@@ -1,4 +1,5 @@
-//! Transport benchmark (harness = false), peers side by side in one run:
+//! Transport benchmark (harness = false), peers side by side in one run, against
+//! safetensors 0.8:
 //!
 //! 1. Many small tensors: open + parse + bind every tensor of a `.tdf` file (our reader over
 //!    the memory map, binding every tensor to its buffers: `TensorEntry::bound`) vs `safetensors::SafeTensors::
@@ -9,9 +10,18 @@
 //!    of the same amount between two warm heap buffers, and writing the file with
 //!    `FileWriter` vs a plain `write_all` of the same bytes.
 //!
-//! Sizes: 100,000 small tensors and a 1 GiB file; `TDESC_BENCH_SMALL=1` uses 10,000 and
-//! 64 MiB. Temporary files go under `std::env::temp_dir()` and are removed. Timings are the
-//! best of several repetitions (warm page cache); ratios > 1 mean ours is faster.
+//! 3. A realistic checkpoint: 291 FLOAT16 tensors shaped like an LLM's (953 MB), as a
+//!    version 2 `.tdf`, a version 1 `.tdf` and a `.safetensors` file: open only, open +
+//!    bind every tensor, and open + bind + read one element of each (a page fault per
+//!    tensor on both sides), warm; open and open + bind + read again cold, each file's
+//!    pages dropped from the page cache before each run (`posix_fadvise(DONTNEED)`, no
+//!    privilege needed), with the page faults taken and the bytes read from storage.
+//!
+//! Sizes: 100,000 small tensors, a 1 GiB file and the 953 MB checkpoint;
+//! `TDESC_BENCH_SMALL=1` uses 10,000, 64 MiB and a 60 MB checkpoint. Temporary files go
+//! under `std::env::temp_dir()` and are removed. Timings are the best of several
+//! repetitions; ratios > 1 mean ours is faster. `cargo bench --bench transport -- NAME`
+//! runs the parts whose name contains NAME (`small`, `large`, `checkpoint`).
 
 use std::hint::black_box;
 use std::io::Write;
@@ -20,8 +30,9 @@ use std::time::{Duration, Instant};
 
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
-use tensordesc::file::{FileReader, FileWriter, Mapping};
+use tensordesc::file::{DirectoryWriter, FileReader, FileWriter, Mapping, V1Writer};
 use tensordesc::sections::Statistics;
+use tensordesc::value::element_to_f64;
 use tensordesc::{ElementType, Mode, TensorBuilder};
 
 struct Temp(PathBuf);
@@ -266,6 +277,313 @@ fn bench_large(total: u64, reps: usize) {
     );
 }
 
+// ---------------------------------------------------------------------------------------
+// A realistic checkpoint: 291 FLOAT16 tensors shaped like an LLM's
+// ---------------------------------------------------------------------------------------
+
+/// The tensors of a Llama-shaped model: embeddings, 32 layers of q/k/v/o, MLP gate/up/down
+/// and two norms, the final norm and the LM head — 291 tensors. Full size: hidden 1024,
+/// MLP 2816, vocabulary 32000 (953 MB of FLOAT16); the smoke size divides the widths by 4.
+fn checkpoint_shapes(small: bool) -> Vec<(String, Vec<u64>)> {
+    let (h, f, v) = if small {
+        (256u64, 704u64, 8000u64)
+    } else {
+        (1024, 2816, 32000)
+    };
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
+    for l in 0..32 {
+        let p = format!("model.layers.{l}");
+        t.push((format!("{p}.input_layernorm.weight"), vec![h]));
+        for x in ["q", "k", "v", "o"] {
+            t.push((format!("{p}.self_attn.{x}_proj.weight"), vec![h, h]));
+        }
+        t.push((format!("{p}.post_attention_layernorm.weight"), vec![h]));
+        t.push((format!("{p}.mlp.gate_proj.weight"), vec![f, h]));
+        t.push((format!("{p}.mlp.up_proj.weight"), vec![f, h]));
+        t.push((format!("{p}.mlp.down_proj.weight"), vec![h, f]));
+    }
+    t.push(("model.norm.weight".to_string(), vec![h]));
+    t.push(("lm_head.weight".to_string(), vec![v, h]));
+    // Stored in name order, as checkpoint writers do.
+    t.sort();
+    assert_eq!(t.len(), 291);
+    t
+}
+
+fn bytes_of(shape: &[u64]) -> usize {
+    shape.iter().product::<u64>() as usize * 2
+}
+
+/// Tensor `i`'s bytes: FLOAT16 values of a cheap pattern (finite, tensor-dependent).
+fn fill(i: usize, out: &mut Vec<u8>, n: usize) {
+    out.clear();
+    out.extend((0..n / 2).flat_map(|k| {
+        let v: u16 = 0x3C00 ^ (((k as u16).wrapping_mul(31) ^ i as u16) & 0x03FF);
+        v.to_le_bytes()
+    }));
+}
+
+/// Write the checkpoint three ways, one tensor's data in memory at a time: a version 2
+/// `.tdf` (directory first), a version 1 `.tdf`, and a `.safetensors` file (its header
+/// written by hand as the format specifies: 8-byte length, JSON padded with spaces to a
+/// multiple of 8, then the data back to back). Every file is synced.
+fn write_checkpoint(shapes: &[(String, Vec<u64>)], v2: &Path, v1: &Path, st: &Path) {
+    let ds: Vec<_> = shapes
+        .iter()
+        .map(|(_, s)| {
+            TensorBuilder::row_major(ElementType::Float16, s)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let mut w2 = DirectoryWriter::new(std::fs::File::create(v2).unwrap()).unwrap();
+    for ((name, _), d) in shapes.iter().zip(&ds) {
+        w2.declare(name, d).unwrap();
+    }
+    let mut w1 = V1Writer::new(std::fs::File::create(v1).unwrap()).unwrap();
+    let mut header = String::from("{");
+    let mut at = 0usize;
+    for (i, (name, shape)) in shapes.iter().enumerate() {
+        let n = bytes_of(shape);
+        let dims: Vec<String> = shape.iter().map(|x| x.to_string()).collect();
+        header.push_str(&format!(
+            "{}\"{name}\":{{\"dtype\":\"F16\",\"shape\":[{}],\"data_offsets\":[{at},{}]}}",
+            if i == 0 { "" } else { "," },
+            dims.join(","),
+            at + n
+        ));
+        at += n;
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut sf = std::io::BufWriter::new(std::fs::File::create(st).unwrap());
+    sf.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    sf.write_all(header.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    for (i, ((name, shape), d)) in shapes.iter().zip(&ds).enumerate() {
+        fill(i, &mut buf, bytes_of(shape));
+        w2.write_tensor(&[&buf]).unwrap();
+        w1.write_tensor(name, d, &[&buf]).unwrap();
+        sf.write_all(&buf).unwrap();
+    }
+    w2.finish().unwrap().sync_all().unwrap();
+    w1.finish().unwrap().sync_all().unwrap();
+    sf.into_inner().unwrap().sync_all().unwrap();
+}
+
+/// Drop the file's pages from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`, which
+/// needs no privilege for a file whose pages are clean) and return how many of its pages
+/// are still resident (`mincore` over a fresh mapping).
+fn drop_cache(path: &Path) -> usize {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let m = Mapping::open(path).unwrap();
+    let b = m.as_bytes();
+    let mut vec = vec![0u8; b.len().div_ceil(4096)];
+    let mut resident = 0;
+    // Pages still being read ahead by the previous run cannot be dropped yet: retry.
+    for _ in 0..20 {
+        // SAFETY: fadvise on an open descriptor has no memory effects.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        // SAFETY: mincore reads the residency of the mapping `b` (page aligned, `b.len()`
+        // bytes) into `vec`, one byte per page.
+        let rc =
+            unsafe { libc::mincore(b.as_ptr() as *mut libc::c_void, b.len(), vec.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        resident = vec.iter().filter(|&&x| x & 1 != 0).count();
+        if resident == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    resident
+}
+
+/// This process's page faults and storage reads so far: (minor + major faults, major
+/// faults, bytes read from storage per /proc/self/io).
+fn io_counters() -> (u64, u64, u64) {
+    // SAFETY: getrusage writes one rusage struct into the zeroed local it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let read = std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("read_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    (
+        (ru.ru_minflt + ru.ru_majflt) as u64,
+        ru.ru_majflt as u64,
+        read,
+    )
+}
+
+fn bench_checkpoint(small: bool, reps: usize) {
+    let shapes = checkpoint_shapes(small);
+    let total: usize = shapes.iter().map(|(_, s)| bytes_of(s)).sum();
+    let v2 = Temp::new("ckpt-v2.tdf");
+    let v1 = Temp::new("ckpt-v1.tdf");
+    let st = Temp::new("ckpt.safetensors");
+    let t = Instant::now();
+    write_checkpoint(&shapes, &v2.0, &v1.0, &st.0);
+    println!(
+        "checkpoint: {} FLOAT16 tensors shaped like an LLM's ({:.2} GB of data), written three ways in {:.1} s",
+        shapes.len(),
+        total as f64 / 1e9,
+        t.elapsed().as_secs_f64()
+    );
+    let n = shapes.len();
+
+    // One element of each tensor, read as a double: ours through the bound tensor, theirs
+    // from the view's first two bytes with the same FLOAT16 conversion.
+    let ours_open = |p: &Path| FileReader::open(p, Mode::Strict).unwrap();
+    let ours_all = |p: &Path| {
+        let r = FileReader::open(p, Mode::Strict).unwrap();
+        let mut acc = 0f64;
+        for e in r.entries() {
+            let t = e.bound().unwrap();
+            let idx = [0u64; 2];
+            acc += t.get_f64(&idx[..t.descriptor().rank()]).unwrap();
+        }
+        assert_eq!(r.len(), n);
+        acc
+    };
+    let theirs_open = |p: &Path| {
+        let m = Mapping::open(p).unwrap();
+        let s = SafeTensors::deserialize(&m).unwrap().len();
+        (m, s)
+    };
+    let theirs_all = |p: &Path| {
+        let m = Mapping::open(p).unwrap();
+        let s = SafeTensors::deserialize(&m).unwrap();
+        let mut acc = 0f64;
+        for (_, v) in s.iter() {
+            acc += element_to_f64(ElementType::Float16, &v.data()[..2]).unwrap();
+        }
+        assert_eq!(s.len(), n);
+        acc
+    };
+    assert_eq!(ours_all(&v2.0), theirs_all(&st.0));
+    assert_eq!(ours_all(&v1.0), theirs_all(&st.0));
+
+    let us = |d: Duration| format!("{:>9.1} µs", d.as_secs_f64() * 1e6);
+    let warm_reps = reps * 20;
+    let (open2, open_st) = best_pair(warm_reps, || ours_open(&v2.0), || theirs_open(&st.0));
+    let (open1, _) = best_pair(warm_reps, || ours_open(&v1.0), || 0);
+    println!(
+        "  warm open (map + parse):\n    tensordesc v2 {}   v1 {}   safetensors {}\n    ratio (safetensors / tensordesc) = {:.1}x for v2 (v1: {:.2}x)  (target >= 3x)",
+        us(open2),
+        us(open1),
+        us(open_st),
+        open_st.as_secs_f64() / open2.as_secs_f64(),
+        open_st.as_secs_f64() / open1.as_secs_f64()
+    );
+    // Binding every tensor without reading its data: the libraries' own work.
+    let ours_bind = |p: &Path| {
+        let r = FileReader::open(p, Mode::Strict).unwrap();
+        let mut acc = 0usize;
+        for e in r.entries() {
+            acc += e.bound().unwrap().buffers()[0].len();
+        }
+        acc
+    };
+    let theirs_bind = |p: &Path| {
+        let m = Mapping::open(p).unwrap();
+        let s = SafeTensors::deserialize(&m).unwrap();
+        let mut acc = 0usize;
+        for (_, v) in s.iter() {
+            acc += v.data().len() + v.shape().len();
+        }
+        acc
+    };
+    assert_eq!(ours_bind(&v2.0), total);
+    let (bind2, bind_st) = best_pair(warm_reps, || ours_bind(&v2.0), || theirs_bind(&st.0));
+    let (bind1, _) = best_pair(warm_reps, || ours_bind(&v1.0), || 0);
+    println!(
+        "  warm open + bind all (no data read):\n    tensordesc v2 {}   v1 {}   safetensors {}\n    ratio (safetensors / tensordesc) = {:.1}x for v2 (v1: {:.2}x)",
+        us(bind2),
+        us(bind1),
+        us(bind_st),
+        bind_st.as_secs_f64() / bind2.as_secs_f64(),
+        bind_st.as_secs_f64() / bind1.as_secs_f64()
+    );
+    let (all2, all_st) = best_pair(warm_reps, || ours_all(&v2.0), || theirs_all(&st.0));
+    let (all1, _) = best_pair(warm_reps, || ours_all(&v1.0), || 0);
+    println!(
+        "  warm open + bind all + touch one element each:\n    tensordesc v2 {}   v1 {}   safetensors {}\n    ratio (safetensors / tensordesc) = {:.2}x for v2 (v1: {:.2}x)  (target >= 3x, moonshot 10x)",
+        us(all2),
+        us(all1),
+        us(all_st),
+        all_st.as_secs_f64() / all2.as_secs_f64(),
+        all_st.as_secs_f64() / all1.as_secs_f64()
+    );
+
+    // Cold: the file's pages dropped from the page cache before each open (best of
+    // `reps`), with the faults taken and the bytes read from storage.
+    let cold = |p: &Path, f: &dyn Fn(&Path) -> f64| {
+        let mut best = Duration::MAX;
+        let mut counts = (u64::MAX, u64::MAX, u64::MAX, 0usize);
+        for _ in 0..reps {
+            let resident = drop_cache(p);
+            let (f0, m0, r0) = io_counters();
+            let t = Instant::now();
+            black_box(f(p));
+            let el = t.elapsed();
+            let (f1, m1, r1) = io_counters();
+            best = best.min(el);
+            counts = (
+                counts.0.min(f1 - f0),
+                counts.1.min(m1 - m0),
+                counts.2.min(r1 - r0),
+                counts.3.max(resident),
+            );
+        }
+        (best, counts)
+    };
+    let open_only2 = |p: &Path| ours_open(p).len() as f64;
+    let open_only_st = |p: &Path| theirs_open(p).1 as f64;
+    type Run<'f> = &'f dyn Fn(&Path) -> f64;
+    let rows: [(&str, &Temp, Run); 6] = [
+        ("tensordesc v2, open", &v2, &open_only2),
+        ("tensordesc v1, open", &v1, &open_only2),
+        ("safetensors,   open", &st, &open_only_st),
+        ("tensordesc v2, open + bind + touch", &v2, &ours_all),
+        ("tensordesc v1, open + bind + touch", &v1, &ours_all),
+        ("safetensors,   open + bind + touch", &st, &theirs_all),
+    ];
+    println!("  cold (page cache dropped for the file before each run):");
+    let mut times = Vec::new();
+    for (label, path, f) in rows {
+        let (d, (faults, major, read, resident)) = cold(&path.0, f);
+        times.push(d);
+        println!(
+            "    {label:<36} {}  {faults:>6} page faults ({major} major), {:>9} bytes read from storage{}",
+            us(d),
+            read,
+            if resident > 0 {
+                format!(" ({resident} pages stayed cached)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!(
+        "    ratio (safetensors / tensordesc v2): open {:.2}x (v1 {:.3}x), open + bind + touch {:.2}x (v1 {:.2}x)",
+        times[2].as_secs_f64() / times[0].as_secs_f64(),
+        times[2].as_secs_f64() / times[1].as_secs_f64(),
+        times[5].as_secs_f64() / times[3].as_secs_f64(),
+        times[5].as_secs_f64() / times[4].as_secs_f64()
+    );
+}
+
 fn main() {
     // `cargo bench --bench transport -- small|large` runs one part; `--bench` is ignored.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
@@ -287,5 +605,8 @@ fn main() {
     }
     if run("large") {
         bench_large(total, reps);
+    }
+    if run("checkpoint") {
+        bench_checkpoint(small, reps);
     }
 }

@@ -435,11 +435,11 @@ static void test_file_roundtrip(void) {
                TDESC_ERR_TRUNCATED);
     }
     const char *cut = path_of(&pb2, "truncated.tdf");
-    CHECK(write_file(cut, disk, disk_len - 16)); /* the END record is missing */
+    CHECK(write_file(cut, disk, disk_len - 16)); /* the last data region is cut */
     EXPECT(tdesc_file_open(cut, TDESC_MODE_STRICT, &f), TDESC_ERR_TRUNCATED);
     CHECK(f == NULL);
 
-    /* A writer freed without finishing leaves a file without END. */
+    /* A writer freed without finishing leaves a file readers refuse. */
     const char *unfinished = path_of(&pb3, "unfinished.tdf");
     OK(tdesc_file_writer_open(unfinished, 128, &w));
     write_sources(w);
@@ -490,6 +490,141 @@ static void test_file_roundtrip(void) {
     tdesc_file_free(f);
     tdesc_file_free(NULL);
     tdesc_file_writer_free(NULL);
+}
+
+/* The directory-first writer: every tensor declared, then the data in declaration order —
+ * whole tensors, or pieces of any size — writes the same bytes as the tensor-by-tensor
+ * writer (one canonical file per content), to a path or into memory. */
+static void test_directory_first(void) {
+    tdesc_file_writer *w = NULL;
+    OK(tdesc_file_writer_new_memory(0, &w));
+    write_sources(w);
+    OK(tdesc_file_writer_finish(w));
+    const uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    OK(tdesc_file_writer_bytes(w, &ref, &ref_len));
+    tdesc_file *f = NULL;
+    OK(tdesc_file_open_bytes(ref, ref_len, TDESC_MODE_STRICT, &f));
+    CHECK(tdesc_file_version(f) == 2);
+    OK(tdesc_file_check_padding(f));
+    tdesc_file_free(f);
+    CHECK(tdesc_file_version(NULL) == 0);
+    EXPECT(tdesc_file_check_padding(NULL), TDESC_ERR_INVALID_ARGUMENT);
+
+    /* Whole tensors, to a path. */
+    const char *path = path_of(&pb5, "directory_first.tdf");
+    tdesc_file_writer *d = NULL;
+    OK(tdesc_file_writer_open(path, 0, &d));
+    EXPECT(tdesc_file_writer_write_directory(d), TDESC_ERR_INVALID_ARGUMENT); /* none declared */
+    EXPECT(tdesc_file_writer_write_bytes(d, (const uint8_t *)"x", 1), TDESC_ERR_INVALID_ARGUMENT);
+    for (int t = 0; t < N_SRC; ++t) {
+        OK(tdesc_file_writer_declare(d, src[t].name, strlen(src[t].name), src[t].d));
+    }
+    EXPECT(tdesc_file_writer_declare(d, src[0].name, strlen(src[0].name), src[1].d),
+           TDESC_ERR_DUPLICATE_NAME);
+    EXPECT(tdesc_file_writer_declare(d, "", 0, src[1].d), TDESC_ERR_INVALID_ARGUMENT);
+    EXPECT(tdesc_file_writer_declare(d, "z", 1, NULL), TDESC_ERR_INVALID_ARGUMENT);
+    /* This writer gives its directory first: no tensor-by-tensor adds. */
+    EXPECT(tdesc_file_writer_add(d, "z", 1, src[0].d, (const void *const *)src[0].buf, 1),
+           TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tdesc_last_error(), "tdesc_file_writer_write_tensor") != NULL);
+    /* A wrong count is refused before anything is written. */
+    EXPECT(tdesc_file_writer_write_tensor(d, (const void *const *)src[0].buf, 2),
+           TDESC_ERR_BINDING_MISMATCH);
+    for (int t = 0; t < N_SRC; ++t) {
+        OK(tdesc_file_writer_write_tensor(d, (const void *const *)src[t].buf, src[t].nbuf));
+        if (t == 0) {
+            /* The directory is written now. */
+            EXPECT(tdesc_file_writer_declare(d, "late", 4, src[0].d), TDESC_ERR_INVALID_ARGUMENT);
+            OK(tdesc_file_writer_write_directory(d)); /* again: nothing to do */
+        }
+    }
+    EXPECT(tdesc_file_writer_write_tensor(d, (const void *const *)src[0].buf, 1),
+           TDESC_ERR_INVALID_ARGUMENT); /* every declared tensor is written */
+    EXPECT(tdesc_file_writer_write_bytes(d, (const uint8_t *)"x", 1), TDESC_ERR_BINDING_MISMATCH);
+    OK(tdesc_file_writer_finish(d));
+    tdesc_file_writer_free(d);
+    size_t disk_len = 0;
+    uint8_t *disk = read_file(path, &disk_len);
+    CHECK(disk != NULL && disk_len == ref_len && memcmp(disk, ref, ref_len) == 0);
+    free(disk);
+    OK(tdesc_file_open(path, TDESC_MODE_STRICT, &f));
+    check_file(f);
+    tdesc_file_free(f);
+
+    /* Pieces of 7 bytes, in memory, with an opaque entry declared in the middle. */
+    size_t len = 0;
+    uint8_t *desc = encode(src[0].d, &len);
+    desc[18] = 0x20; /* layout_tag: unassigned */
+    const uint8_t odd[5] = {9, 8, 7, 6, 5};
+    tdesc_file_writer *spool = NULL;
+    OK(tdesc_file_writer_new_memory(0, &spool));
+    OK(tdesc_file_writer_new_memory(0, &d));
+    size_t total = 0;
+    for (int t = 0; t < N_SRC; ++t) {
+        OK(tdesc_file_writer_add(spool, src[t].name, strlen(src[t].name), src[t].d,
+                                 (const void *const *)src[t].buf, src[t].nbuf));
+        OK(tdesc_file_writer_declare(d, src[t].name, strlen(src[t].name), src[t].d));
+        for (size_t k = 0; k < src[t].nbuf; ++k) {
+            total += (size_t)src[t].size[k];
+        }
+        if (t == 1) {
+            OK(tdesc_file_writer_add_opaque(spool, "odd", 3, desc, len, odd, sizeof odd));
+            EXPECT(tdesc_file_writer_declare(d, "odd", 3, NULL),
+                   TDESC_ERR_INVALID_ARGUMENT);
+            OK(tdesc_file_writer_declare_opaque(d, "odd", 3, desc, len, sizeof odd));
+            total += sizeof odd;
+        }
+    }
+    /* Declaring on a tensor-by-tensor writer is refused. */
+    EXPECT(tdesc_file_writer_declare(spool, "more", 4, src[0].d), TDESC_ERR_INVALID_ARGUMENT);
+    OK(tdesc_file_writer_finish(spool));
+    uint8_t *all = malloc(total);
+    size_t at = 0;
+    for (int t = 0; t < N_SRC; ++t) {
+        for (size_t k = 0; k < src[t].nbuf; ++k) {
+            if (src[t].size[k] > 0) {
+                memcpy(all + at, src[t].buf[k], (size_t)src[t].size[k]);
+            }
+            at += (size_t)src[t].size[k];
+        }
+        if (t == 1) {
+            memcpy(all + at, odd, sizeof odd);
+            at += sizeof odd;
+        }
+    }
+    CHECK(at == total);
+    for (size_t pos = 0; pos < total; pos += 7) {
+        size_t n = total - pos < 7 ? total - pos : 7;
+        OK(tdesc_file_writer_write_bytes(d, all + pos, n));
+    }
+    EXPECT(tdesc_file_writer_write_bytes(d, all, 1), TDESC_ERR_BINDING_MISMATCH);
+    OK(tdesc_file_writer_finish(d));
+    const uint8_t *a = NULL, *b = NULL;
+    size_t a_len = 0, b_len = 0;
+    OK(tdesc_file_writer_bytes(spool, &a, &a_len));
+    OK(tdesc_file_writer_bytes(d, &b, &b_len));
+    CHECK(a_len == b_len && memcmp(a, b, a_len) == 0);
+    OK(tdesc_file_open_bytes(b, b_len, TDESC_MODE_PERMISSIVE, &f));
+    CHECK(tdesc_file_tensor_count(f) == N_SRC + 1 && tdesc_file_tensor_is_opaque(f, 2));
+    const uint8_t *p = NULL;
+    size_t plen = 0;
+    OK(tdesc_file_tensor_data(f, 2, &p, &plen));
+    CHECK(plen == sizeof odd && memcmp(p, odd, sizeof odd) == 0);
+    tdesc_file_free(f);
+    tdesc_file_writer_free(spool);
+    tdesc_file_writer_free(d);
+    free(all);
+    free(desc);
+
+    /* Finishing before every declared tensor's data is written. */
+    OK(tdesc_file_writer_new_memory(0, &d));
+    OK(tdesc_file_writer_declare(d, "a", 1, src[0].d));
+    OK(tdesc_file_writer_declare(d, "b", 1, src[0].d));
+    OK(tdesc_file_writer_write_tensor(d, (const void *const *)src[0].buf, 1));
+    EXPECT(tdesc_file_writer_finish(d), TDESC_ERR_BINDING_MISMATCH);
+    tdesc_file_writer_free(d);
+    tdesc_file_writer_free(w);
 }
 
 /* A file with a known tensor, an unknown-layout tensor (layout tag patched to 0x20) and
@@ -1114,6 +1249,7 @@ int main(int argc, char **argv) {
     make_sources();
     test_file_roundtrip();
     test_permissive_file();
+    test_directory_first();
     test_stream_roundtrip();
     test_stream_errors();
     free_sources();

@@ -88,6 +88,21 @@ static void test_files(const std::string &dir) {
 
     tdesc::file m = tdesc::file::from_bytes(bytes);
     CHECK(m.size() == 2 && values_ok(m.bind(0)));
+    CHECK(m.version() == 2);
+    m.check_padding();
+
+    // The directory first, then the data: the same bytes.
+    tdesc::file_writer dw = tdesc::file_writer::memory();
+    dw.declare("a", s.d).declare("b", s.d);
+    CHECK(status_of([&] { dw.add("c", s.d, s.buffers()); }) == TDESC_ERR_INVALID_ARGUMENT);
+    dw.write_tensor(s.buffers()).write_directory();
+    CHECK(status_of([&] { dw.declare("c", s.d); }) == TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(status_of([&] { dw.finish(); }) == TDESC_ERR_BINDING_MISMATCH);
+    tdesc::file_writer dw2 = tdesc::file_writer::memory();
+    dw2.declare("a", s.d).declare("b", s.d);
+    dw2.write_tensor(s.buffers()).write_tensor(s.buffers());
+    dw2.finish();
+    CHECK(dw2.bytes() == bytes);
     std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 1);
     CHECK(status_of([&] { tdesc::file::from_bytes(cut); }) == TDESC_ERR_TRUNCATED);
     CHECK(status_of([&] { tdesc::file::open(dir + "/missing/x.tdf"); }) == TDESC_ERR_IO);

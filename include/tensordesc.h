@@ -1871,16 +1871,21 @@ void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
  * Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
- * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`).
+ * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
+ * reading its header and directory only: no data page is read until a buffer is. Version 1
+ * files are read too.
  *
  * The file must not be truncated or modified while the handle or any tensor bound into it
  * lives (a truncation makes reads fault, a modification changes validated bytes): write
  * files under a temporary name and rename them into place.
  *
  * Errors: `TDESC_ERR_IO` (cannot open or map), `TDESC_ERR_TRUNCATED` (anything past the
- * end, no END record), `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`,
- * `TDESC_ERR_ALIGNMENT_INVALID`, `TDESC_ERR_DUPLICATE_NAME`, ... (docs/transports.md). In
- * strict mode any invalid tensor fails the open with its status.
+ * end of the file, found from its size and the directory; version 1: no END record),
+ * `TDESC_ERR_BAD_MAGIC`, `TDESC_ERR_UNSUPPORTED_VERSION`, `TDESC_ERR_ALIGNMENT_INVALID`,
+ * `TDESC_ERR_LENGTH_MISMATCH` (a directory its entries do not fill, a data offset that is
+ * not the canonical one, bytes after the last data region), `TDESC_ERR_DUPLICATE_NAME`,
+ * ... (spec §8.2, docs/transports.md). In strict mode any invalid tensor fails the open
+ * with its status.
  */
 tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
 
@@ -1897,7 +1902,7 @@ tdesc_status tdesc_file_open_bytes(const uint8_t *bytes,
                                    tdesc_file **out);
 
 /**
- * Number of tensor records, opaque entries included; 0 when `f` is NULL.
+ * Number of tensors, opaque entries included; 0 when `f` is NULL.
  */
 size_t tdesc_file_tensor_count(const tdesc_file *f);
 
@@ -1905,6 +1910,21 @@ size_t tdesc_file_tensor_count(const tdesc_file *f);
  * The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
  */
 uint32_t tdesc_file_data_alignment(const tdesc_file *f);
+
+/**
+ * The file's container version (`version_major`): 2, or 1 for a file in the older layout
+ * (which every reader still reads); 0 when `f` is NULL.
+ */
+uint8_t tdesc_file_version(const tdesc_file *f);
+
+/**
+ * Check that every padding byte around the tensors' data is zero (the gaps after the
+ * directory, between buffers and between data regions): `TDESC_ERR_RESERVED_NONZERO`
+ * naming the first that is not. Opening a version 2 file does not read its data area, so
+ * it does not check these bytes; this reads every data page. (A strict open of a version
+ * 1 file has checked them already.)
+ */
+tdesc_status tdesc_file_check_padding(const tdesc_file *f);
 
 /**
  * The name of tensor `i` (file order): `*name` points to its `*len` bytes of UTF-8
@@ -2002,14 +2022,26 @@ tdesc_status tdesc_file_tensor_data(const tdesc_file *f,
 void tdesc_file_free(tdesc_file *f);
 
 /**
- * Create (or truncate) the file at `path` (NUL-terminated) and write its header, with
- * `data_buffer_alignment` `data_alignment` (a power of two in 64 ... 1 MiB; 0 means the
- * default, 64; else `TDESC_ERR_ALIGNMENT_INVALID`). `TDESC_ERR_IO` when the file cannot be
- * created.
+ * Create (or truncate) the file at `path` (NUL-terminated) for a container version 2
+ * `.tdf` file with `data_buffer_alignment` `data_alignment` (a power of two in 64 ... 1 MiB;
+ * 0 means the default, 64; else `TDESC_ERR_ALIGNMENT_INVALID`). `TDESC_ERR_IO` when the
+ * file cannot be created.
  *
- * Output is buffered: the file is complete only after `tdesc_file_writer_finish`. A writer
- * freed without finishing leaves a file without END record, which readers reject as
- * `TDESC_ERR_TRUNCATED`.
+ * Write it in one of two ways, chosen by the first call:
+ *
+ * * tensor by tensor: `tdesc_file_writer_add` / `tdesc_file_writer_add_opaque` for each
+ *   tensor, then `tdesc_file_writer_finish`. Each tensor's bytes are copied into the output
+ *   during the call (the caller's buffers may be released right after it); `finish` moves
+ *   them behind the directory, which a version 2 file puts first — one more pass over the
+ *   data, without holding it in memory (so `path` must be a regular file: a pipe cannot be
+ *   rewritten, and `finish` fails with `TDESC_ERR_IO`);
+ * * directory first: `tdesc_file_writer_declare` / `tdesc_file_writer_declare_opaque` for
+ *   every tensor, then the data in declaration order with `tdesc_file_writer_write_tensor`
+ *   or, in pieces of any size, `tdesc_file_writer_write_bytes`, then
+ *   `tdesc_file_writer_finish`: one pass, front to back (to a pipe as well).
+ *
+ * The file is complete only after `tdesc_file_writer_finish`. A writer freed without
+ * finishing leaves a file that readers reject (`TDESC_ERR_TRUNCATED`).
  */
 tdesc_status tdesc_file_writer_open(const char *path,
                                     uint32_t data_alignment,
@@ -2017,7 +2049,8 @@ tdesc_status tdesc_file_writer_open(const char *path,
 
 /**
  * A writer that collects the file in memory; read it with `tdesc_file_writer_bytes`
- * after `tdesc_file_writer_finish`. `data_alignment` as for `tdesc_file_writer_open`.
+ * after `tdesc_file_writer_finish`. `data_alignment` and the two ways of writing as for
+ * `tdesc_file_writer_open`.
  */
 tdesc_status tdesc_file_writer_new_memory(uint32_t data_alignment, tdesc_file_writer **out);
 
@@ -2026,15 +2059,15 @@ tdesc_status tdesc_file_writer_new_memory(uint32_t data_alignment, tdesc_file_wr
  * `d`, whose bytes are `buffers[0, count)`: one pointer per effective buffer in the order
  * of `tdesc_descriptor_buffer`, buffer `k` holding exactly its `size_bytes` bytes (a
  * buffer of size 0 may be NULL). The buffers need no particular alignment and are only
- * read during the call.
+ * read during the call: their bytes are copied into the output before it returns.
  *
- * Errors, all before anything is written (the file stays valid): `TDESC_ERR_INVALID_ARGUMENT`
- * (empty or non-UTF-8 name; a finished writer), `TDESC_ERR_BINDING_MISMATCH` (wrong
- * `count`, NULL buffer), `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (an opaque
- * descriptor: use `tdesc_file_writer_add_opaque`), `TDESC_ERR_ALIGNMENT_INVALID` (a buffer
- * needs more alignment than the file's `data_alignment`). An I/O error
- * (`TDESC_ERR_IO`) while writing leaves the file broken and the writer refuses further
- * calls with it.
+ * Errors, all before anything is written (the writer stays usable):
+ * `TDESC_ERR_INVALID_ARGUMENT` (empty or non-UTF-8 name; a finished writer; a writer that
+ * declared its directory first), `TDESC_ERR_BINDING_MISMATCH` (wrong `count`, NULL
+ * buffer), `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (an opaque descriptor: use
+ * `tdesc_file_writer_add_opaque`), `TDESC_ERR_ALIGNMENT_INVALID` (a buffer needs more
+ * alignment than the file's `data_alignment`). An I/O error (`TDESC_ERR_IO`) while writing
+ * leaves the file broken and the writer refuses further calls with it.
  */
 tdesc_status tdesc_file_writer_add(tdesc_file_writer *w,
                                    const char *name,
@@ -2047,10 +2080,11 @@ tdesc_status tdesc_file_writer_add(tdesc_file_writer *w,
  * Append an entry verbatim: `descriptor[0, descriptor_len)` — the encoded bytes of an
  * *opaque* descriptor (one that decodes permissively but cannot be bound) — and its data
  * region `data[0, data_len)`, as read from another file with
- * `tdesc_file_tensor_descriptor_bytes` / `tdesc_file_tensor_data`. Copy between files with
- * the same `data_alignment`. Errors: `TDESC_ERR_INVALID_ARGUMENT` (empty name, a bindable
- * descriptor — use `tdesc_file_writer_add`), `TDESC_ERR_DUPLICATE_NAME`, the descriptor's
- * permissive decode status, `TDESC_ERR_LENGTH_MISMATCH` (bytes after `descriptor_length`).
+ * `tdesc_file_tensor_descriptor_bytes` / `tdesc_file_tensor_data`, copied during the call.
+ * Copy between files with the same `data_alignment`. Errors: `TDESC_ERR_INVALID_ARGUMENT`
+ * (empty name, a bindable descriptor — use `tdesc_file_writer_add`; a writer that declared
+ * its directory first), `TDESC_ERR_DUPLICATE_NAME`, the descriptor's permissive decode
+ * status, `TDESC_ERR_LENGTH_MISMATCH` (bytes after `descriptor_length`).
  */
 tdesc_status tdesc_file_writer_add_opaque(tdesc_file_writer *w,
                                           const char *name,
@@ -2061,9 +2095,76 @@ tdesc_status tdesc_file_writer_add_opaque(tdesc_file_writer *w,
                                           size_t data_len);
 
 /**
- * Write the END record, flush and close the file. Afterwards the handle can only be freed
- * (and, for a memory writer, read with `tdesc_file_writer_bytes`); a second finish or an
- * add is `TDESC_ERR_INVALID_ARGUMENT`. A failure (e.g. `TDESC_ERR_IO`) leaves the file
+ * Declare tensor `name[0, name_len)` (UTF-8, non-empty, unique in the file) described by
+ * `d`, for a writer that gives its directory first: declare every tensor, then give their
+ * data in declaration order (`tdesc_file_writer_write_tensor`,
+ * `tdesc_file_writer_write_bytes`). The descriptor is encoded during the call; `d` may be
+ * freed afterwards.
+ *
+ * Errors, before anything changes: `TDESC_ERR_INVALID_ARGUMENT` (empty or non-UTF-8 name;
+ * the directory already written; a writer that takes tensors one at a time),
+ * `TDESC_ERR_DUPLICATE_NAME`, `TDESC_ERR_NOT_BINDABLE` (an opaque descriptor: use
+ * `tdesc_file_writer_declare_opaque`), `TDESC_ERR_ALIGNMENT_INVALID`.
+ */
+tdesc_status tdesc_file_writer_declare(tdesc_file_writer *w,
+                                       const char *name,
+                                       size_t name_len,
+                                       const tdesc_descriptor *d);
+
+/**
+ * Declare an opaque entry: `descriptor[0, descriptor_len)` (the encoded bytes of an
+ * opaque descriptor, as `tdesc_file_tensor_descriptor_bytes` gives them) with a data region
+ * of `data_length` bytes, given later verbatim (`tdesc_file_writer_write_bytes`, or
+ * `tdesc_file_writer_write_tensor` with one pointer). Errors as for
+ * `tdesc_file_writer_declare`, plus the descriptor's permissive decode status,
+ * `TDESC_ERR_LENGTH_MISMATCH` (bytes after `descriptor_length`) and
+ * `TDESC_ERR_INVALID_ARGUMENT` for a bindable descriptor.
+ */
+tdesc_status tdesc_file_writer_declare_opaque(tdesc_file_writer *w,
+                                              const char *name,
+                                              size_t name_len,
+                                              const uint8_t *descriptor,
+                                              size_t descriptor_len,
+                                              uint64_t data_length);
+
+/**
+ * Write the header and the directory of the declared tensors (the first data call does it
+ * otherwise; later calls do nothing). No tensor can be declared afterwards.
+ * `TDESC_ERR_INVALID_ARGUMENT` for a writer that declared nothing or takes tensors one at a
+ * time.
+ */
+tdesc_status tdesc_file_writer_write_directory(tdesc_file_writer *w);
+
+/**
+ * Write the next declared tensor's data: `buffers[0, count)`, one pointer per effective
+ * buffer, each holding exactly its `size_bytes` bytes (NULL for size 0 allowed); for an
+ * opaque entry one pointer to its whole data region. Read during the call only.
+ *
+ * Refused before anything is written: `TDESC_ERR_BINDING_MISMATCH` (wrong `count`, a NULL
+ * pointer for a non-empty buffer), `TDESC_ERR_INVALID_ARGUMENT` (no tensor declared or
+ * left; the tensor partly written with `tdesc_file_writer_write_bytes`). An I/O error
+ * breaks the file.
+ */
+tdesc_status tdesc_file_writer_write_tensor(tdesc_file_writer *w,
+                                            const void *const *buffers,
+                                            size_t count);
+
+/**
+ * Write the next `bytes[0, len)` of the declared tensors' data: their buffers in
+ * declaration and effective order (an opaque entry's data region as one), each continued
+ * across calls; the writer inserts the padding between them. Any piece size works.
+ * `TDESC_ERR_BINDING_MISMATCH` for more bytes than the declared tensors hold (refused
+ * before writing).
+ */
+tdesc_status tdesc_file_writer_write_bytes(tdesc_file_writer *w, const uint8_t *bytes, size_t len);
+
+/**
+ * Complete the file, flush and close it: a tensor-by-tensor writer moves the data behind
+ * the directory and writes both; a directory-first writer checks that every declared
+ * tensor's data was written (`TDESC_ERR_BINDING_MISMATCH` otherwise); a writer given
+ * nothing writes an empty file. Afterwards the handle can only be freed (and, for a memory
+ * writer, read with `tdesc_file_writer_bytes`); a second finish or an add is
+ * `TDESC_ERR_INVALID_ARGUMENT`. A failure (e.g. `TDESC_ERR_IO`) leaves the file
  * incomplete, and later calls repeat it.
  */
 tdesc_status tdesc_file_writer_finish(tdesc_file_writer *w);
@@ -2078,8 +2179,8 @@ tdesc_status tdesc_file_writer_bytes(const tdesc_file_writer *w,
                                      size_t *len);
 
 /**
- * Release a writer. If it was not finished, what was written so far stays in the file,
- * which then lacks its END record (readers report `TDESC_ERR_TRUNCATED`). NULL is a no-op.
+ * Release a writer. If it was not finished, the file is incomplete and readers reject it
+ * (`TDESC_ERR_TRUNCATED`). NULL is a no-op.
  */
 void tdesc_file_writer_free(tdesc_file_writer *w);
 

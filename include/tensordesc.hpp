@@ -592,6 +592,11 @@ class file {
     /// Number of tensors (opaque entries included).
     size_t size() const noexcept { return tdesc_file_tensor_count(get()); }
     uint32_t data_alignment() const noexcept { return tdesc_file_data_alignment(get()); }
+    /// The container version: 2, or 1 for the older layout.
+    uint8_t version() const noexcept { return tdesc_file_version(get()); }
+    /// Throw TDESC_ERR_RESERVED_NONZERO unless the padding around the data is zero (reads
+    /// the whole data area; opening does not).
+    void check_padding() const { check(tdesc_file_check_padding(get())); }
     std::string name(size_t i) const {
         const char *p = nullptr;
         size_t n = 0;
@@ -645,7 +650,9 @@ inline std::vector<uint8_t> copy_bytes(const uint8_t *p, size_t n) {
     return n == 0 ? std::vector<uint8_t>() : std::vector<uint8_t>(p, p + n);
 }
 
-/// A .tdf file being written, to a path or into memory.
+/// A .tdf file (container version 2) being written, to a path or into memory: tensor by
+/// tensor (`add`, each tensor's bytes copied during the call), or the directory first
+/// (`declare` every tensor, then `write_tensor` / `write_bytes` the data in order).
 class file_writer {
   public:
     explicit file_writer(tdesc_file_writer *owned) : h_(owned) {
@@ -671,7 +678,35 @@ class file_writer {
                                     buffers.data(), buffers.size()));
         return *this;
     }
-    /// Write END, flush and close.
+    /// Declare a tensor whose data comes later, in declaration order.
+    file_writer &declare(const std::string &name, const descriptor &d) {
+        check(tdesc_file_writer_declare(h_.get(), name.data(), name.size(), d.get()));
+        return *this;
+    }
+    /// Declare an opaque entry (descriptor bytes as read from another file) whose
+    /// `data_length`-byte data region comes later, verbatim.
+    file_writer &declare_opaque(const std::string &name, const std::vector<uint8_t> &descriptor,
+                                uint64_t data_length) {
+        check(tdesc_file_writer_declare_opaque(h_.get(), name.data(), name.size(),
+                                               descriptor.data(), descriptor.size(), data_length));
+        return *this;
+    }
+    /// Write the header and directory now (the first data call does it otherwise).
+    file_writer &write_directory() {
+        check(tdesc_file_writer_write_directory(h_.get()));
+        return *this;
+    }
+    /// The next declared tensor's buffers, one pointer per effective buffer.
+    file_writer &write_tensor(const std::vector<const void *> &buffers) {
+        check(tdesc_file_writer_write_tensor(h_.get(), buffers.data(), buffers.size()));
+        return *this;
+    }
+    /// The next bytes of the declared tensors' data, in order (any piece size).
+    file_writer &write_bytes(const void *bytes, size_t len) {
+        check(tdesc_file_writer_write_bytes(h_.get(), static_cast<const uint8_t *>(bytes), len));
+        return *this;
+    }
+    /// Complete the file, flush and close.
     void finish() { check(tdesc_file_writer_finish(h_.get())); }
     /// The file of a finished memory writer.
     std::vector<uint8_t> bytes() const {

@@ -28,7 +28,7 @@ fi
 echo "== building the extension (maturin develop --release)"
 (
   cd python
-  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop --release --quiet
+  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop --release --quiet </dev/null
 )
 
 echo "== pytest"

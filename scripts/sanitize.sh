@@ -43,6 +43,7 @@ args_for() {
   case "$1" in
     test_c_api) echo "$target/rust_bytes" ;;
     test_golden | test_golden_static) echo "$root/tests/vectors" ;;
+    test_golden_files) mkdir -p "$out/golden_files_scratch" && echo "$root/tests/vectors/files $out/golden_files_scratch" ;;
     test_transport) mkdir -p "$out/transport_scratch" && echo "$out/transport_scratch" ;;
     test_transport_cpp) mkdir -p "$out/transport_cpp_scratch" && echo "$out/transport_cpp_scratch" ;;
     test_live_stream) mkdir -p "$out/live_scratch" && echo "$out/live_scratch" ;;

@@ -233,6 +233,19 @@ fn golden_vectors_from_c() {
 }
 
 #[test]
+fn golden_file_vectors_from_c() {
+    let vectors = root().join("tests").join("vectors").join("files");
+    assert!(
+        vectors.join("manifest.txt").exists(),
+        "tests/vectors/files/manifest.txt is missing"
+    );
+    let scratch = transport_dir("golden_files_scratch");
+    let exe = build_exe("test_golden_files.c", false);
+    let out = run(&exe, &[&vectors, &scratch]);
+    assert!(passed(&out) > 300, "too few checks ran:\n{out}");
+}
+
+#[test]
 fn cpp_layer_from_cpp17() {
     let exe = build_exe("test_cpp_api.cpp", true);
     let out = run(&exe, &[]);

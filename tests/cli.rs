@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use tensordesc::file::{FileReader, FileWriter};
+use tensordesc::file::{FileReader, FileWriter, V1Writer};
 use tensordesc::stream::StreamWriter;
 use tensordesc::{
     decode, BoundTensor, ElementType, Mode, NodeSpec, QuantScheme, Quantization, RegionSpec,
@@ -1589,12 +1589,14 @@ fn convert_errors_are_sentences_that_name_the_tensor() {
     let r = run(&["convert", p(&long), p(&out)]);
     check(&r, "CONTENT_INVALID", 1, &["data bytes"]);
 
-    // A .tdf given as the input (its magic read as a header length is HeaderTooLarge).
-    let tdf = dir.join("model.tdf");
-    let r = run(&["convert", p(&dir.join("good.safetensors")), p(&tdf)]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = run(&["convert", p(&tdf), p(&out)]);
-    check(&r, "CONTENT_INVALID", 1, &["looks like a .tdf file"]);
+    // A bare descriptor given as the input.
+    let bare = dir.join("bare.tdsc");
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .encode()
+        .unwrap();
+    std::fs::write(&bare, d).unwrap();
+    let r = run(&["convert", p(&bare), p(&out)]);
+    check(&r, "CONTENT_INVALID", 1, &["bare tensordesc descriptor"]);
     // Neither safetensors nor tensordesc: a header length past the 100 MB limit.
     let junk = dir.join("junk.bin");
     std::fs::write(&junk, b"PK\x03\x04 not a safetensors file at all").unwrap();
@@ -1846,4 +1848,244 @@ fn permissive_files_keep_opaque_tensors() {
     let r = run(&["locate", "--permissive", p(&path), "--tensor", "known", "2"]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.contains("value: 3\n"), "{}", r.stdout);
+}
+
+#[test]
+fn convert_upgrades_a_version_1_file() {
+    let dir = scratch("convert-v1");
+    // Version 1: a dense tensor, a CSR tensor (three buffers, one empty) and an opaque one.
+    let dense = TensorBuilder::row_major(ElementType::Float32, &[2, 3])
+        .build()
+        .unwrap();
+    let csr = TensorBuilder::new(ElementType::Float32, &[3, 4], NodeSpec::csr(2, 3))
+        .build()
+        .unwrap();
+    let words = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (d0, ip, ix, vals) = (
+        f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        words(&[0, 1, 1, 2]),
+        words(&[2, 0]),
+        f32s(&[7.5, 8.5]),
+    );
+    let mut opaque = b"TDSC".to_vec();
+    opaque.extend_from_slice(&[1, 0, 0, 0]);
+    opaque.extend_from_slice(&36u64.to_le_bytes());
+    opaque.extend_from_slice(&[0x02, 1, 0x20, 0]);
+    opaque.extend_from_slice(&4u64.to_le_bytes());
+    opaque.extend_from_slice(&[0xAB; 8]);
+    let write_v1 = |with_opaque: bool| {
+        let mut w = V1Writer::new(Vec::new()).unwrap();
+        w.write_tensor("dense", &dense, &[&d0]).unwrap();
+        if with_opaque {
+            w.write_opaque("mystery", &opaque, &[1, 2, 3, 4, 5])
+                .unwrap();
+        }
+        w.write_tensor("csr", &csr, &[&ip, &ix, &vals]).unwrap();
+        w.finish().unwrap()
+    };
+    let v1 = dir.join("old.tdf");
+    std::fs::write(&v1, write_v1(false)).unwrap();
+    let v2 = dir.join("new.tdf");
+    let r = run(&["convert", p(&v1), p(&v2)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("converted 2 tensors"), "{}", r.stdout);
+    assert!(r.stdout.contains(".tdf version 1.0) to"), "{}", r.stdout);
+    let new = FileReader::open(&v2, Mode::Strict).unwrap();
+    let old = FileReader::open(&v1, Mode::Strict).unwrap();
+    assert_eq!((new.version_major(), old.version_major()), (2, 1));
+    assert_eq!(new.len(), 2);
+    for (a, b) in new.entries().zip(old.entries()) {
+        assert_eq!(a.name(), b.name());
+        assert_eq!(a.descriptor(), b.descriptor());
+        assert_eq!(a.buffers().unwrap(), b.buffers().unwrap());
+    }
+    // The same bytes as the library's own writer: one canonical file per content.
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("dense", &dense, &[&d0]).unwrap();
+    w.write_tensor("csr", &csr, &[&ip, &ix, &vals]).unwrap();
+    assert_eq!(std::fs::read(&v2).unwrap(), w.finish().unwrap());
+    let r = run(&["inspect", p(&v2)]);
+    assert!(
+        r.stdout.contains(".tdf file, ") && r.stdout.contains("version 2.0"),
+        "{}",
+        r.stdout
+    );
+    let r = run(&["validate", "--contents", p(&v2)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    // Converting a version 2 file again changes nothing; another alignment moves the data.
+    let again = dir.join("again.tdf");
+    assert_eq!(run(&["convert", p(&v2), p(&again)]).code, 0);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&v2).unwrap());
+    let wide = dir.join("wide.tdf");
+    assert_eq!(
+        run(&["convert", "--alignment", "4096", p(&v1), p(&wide)]).code,
+        0
+    );
+    let w = FileReader::open(&wide, Mode::Strict).unwrap();
+    assert_eq!(w.data_buffer_alignment(), 4096);
+    assert_eq!(
+        w.get("csr").unwrap().buffers().unwrap(),
+        vec![&ip[..], &ix[..], &vals[..]]
+    );
+
+    // An opaque entry: strict refuses the input, permissive copies it verbatim (at the
+    // input's alignment only).
+    std::fs::write(&v1, write_v1(true)).unwrap();
+    let out = dir.join("opaque.tdf");
+    let r = run(&["convert", p(&v1), p(&out)]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_one_error_line(&r, "UNKNOWN_LAYOUT");
+    assert!(!out.exists());
+    let r = run(&[
+        "convert",
+        "--permissive",
+        "--alignment",
+        "128",
+        p(&v1),
+        p(&out),
+    ]);
+    assert_one_error_line(&r, "INVALID_ARGUMENT");
+    assert!(r.stderr.contains("\"mystery\" is opaque"), "{}", r.stderr);
+    let r = run(&["convert", "--permissive", p(&v1), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("mystery: opaque entry, copied verbatim"),
+        "{}",
+        r.stdout
+    );
+    let got = FileReader::open(&out, Mode::Permissive).unwrap();
+    assert_eq!(got.version_major(), 2);
+    let m = got.get("mystery").unwrap();
+    assert!(m.is_opaque());
+    assert_eq!(
+        (m.descriptor_bytes(), m.data()),
+        (&opaque[..], &[1u8, 2, 3, 4, 5][..])
+    );
+    assert_eq!(
+        got.get("csr").unwrap().buffers().unwrap(),
+        vec![&ip[..], &ix[..], &vals[..]]
+    );
+}
+
+/// Run the tool with `args` and return its exit status and peak resident set size in
+/// bytes: its own `ru_maxrss`, from `wait4`.
+///
+/// A child's `ru_maxrss` starts at the resident size of the process it was spawned from
+/// (Linux carries the high-water mark across `exec`), and this test process holds far more
+/// than the tool does. So the tool is spawned from a fresh, small process: this test
+/// binary re-run with only `peak_rss_helper`, which spawns the tool, waits for it and
+/// prints its figures.
+fn run_peak_rss(args: &[&str]) -> (i32, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "peak_rss_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TDESC_PEAK_RSS_ARGS", args.join("\u{1f}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split("PEAK_RSS ").nth(1))
+        .unwrap_or_else(|| panic!("no figures from the helper:\n{stdout}"));
+    let mut it = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+    (it.next().unwrap() as i32, it.next().unwrap())
+}
+
+/// Not a test by itself: run by `run_peak_rss` in a fresh process (see there).
+#[test]
+#[ignore = "a helper of convert_memory_is_bounded_by_the_largest_tensor"]
+fn peak_rss_helper() {
+    let Ok(args) = std::env::var("TDESC_PEAK_RSS_ARGS") else {
+        return;
+    };
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
+        .args(args.split('\u{1f}'))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on our own child writes its status and the zeroed rusage it is given.
+    let (pid, ru) = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru);
+        (pid, ru)
+    };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    assert!(libc::WIFEXITED(status));
+    println!(
+        "PEAK_RSS {} {}",
+        libc::WEXITSTATUS(status),
+        ru.ru_maxrss as u64 * 1024
+    );
+}
+
+#[test]
+fn convert_memory_is_bounded_by_the_largest_tensor() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let dir = scratch("convert-rss");
+    // 96 MiB of FLOAT16 tensors, the largest 8 MiB: a converter that held the whole input
+    // (or read it through its mapping) would peak 96 MiB above one that streams.
+    const MIB: usize = 1 << 20;
+    let sizes: Vec<usize> = (0..24)
+        .map(|i| if i % 3 == 0 { 8 * MIB } else { 2 * MIB })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    assert_eq!(total, 96 * MIB);
+    let largest = *sizes.iter().max().unwrap() as u64;
+    let data: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|k| (k * 7 + i) as u8).collect())
+        .collect();
+    let names: Vec<String> = (0..sizes.len())
+        .map(|i| format!("layers.{i}.weight"))
+        .collect();
+    let views: Vec<(&str, TensorView<'_>)> = names
+        .iter()
+        .zip(&data)
+        .map(|(n, d)| {
+            (
+                n.as_str(),
+                TensorView::new(Dtype::F16, vec![d.len() / 2], d).unwrap(),
+            )
+        })
+        .collect();
+    let big = dir.join("big.safetensors");
+    safetensors::serialize_to_file(views, None, &big).unwrap();
+    drop(data);
+    let small = dir.join("small.safetensors");
+    write_small_safetensors(&small);
+
+    let (code, baseline) = run_peak_rss(&["convert", "-q", p(&small), p(&dir.join("small.tdf"))]);
+    assert_eq!(code, 0);
+    let out = dir.join("big.tdf");
+    let (code, peak) = run_peak_rss(&["convert", "-q", p(&big), p(&out)]);
+    assert_eq!(code, 0);
+    println!(
+        "convert: peak RSS {} KiB for a {} MiB input (largest tensor {} MiB); a tiny input peaks at {} KiB",
+        peak >> 10,
+        total / MIB,
+        largest >> 20,
+        baseline >> 10
+    );
+    assert!(
+        peak <= baseline + largest,
+        "peak RSS {peak} B: more than {baseline} B + the largest tensor ({largest} B)"
+    );
+    // The output is complete.
+    let r = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(r.len(), sizes.len());
+    let e = r.get("layers.3.weight").unwrap();
+    assert_eq!(e.buffers().unwrap()[0].len(), 8 * MIB);
+    assert_eq!(e.buffers().unwrap()[0][5], (5 * 7 + 3) as u8);
 }

@@ -140,10 +140,15 @@ fn tensors() -> Vec<(&'static str, Descriptor, Vec<Vec<u8>>)> {
 
 fn write_file(dir: &Path) -> PathBuf {
     let path = dir.join("t.tdf");
+    // The writer borrows the tensors' buffers until it finishes.
+    let tensors = tensors();
+    let slices: Vec<Vec<&[u8]>> = tensors
+        .iter()
+        .map(|(_, _, bufs)| bufs.iter().map(|b| b.as_slice()).collect())
+        .collect();
     let mut w = FileWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
-    for (name, d, bufs) in tensors() {
-        let s: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-        w.write_tensor(name, &d, &s).unwrap();
+    for ((name, d, _), s) in tensors.iter().zip(&slices) {
+        w.write_tensor(name, d, s).unwrap();
     }
     w.finish().unwrap();
     path

@@ -451,10 +451,10 @@ fn file_from_misaligned_bytes_hands_out_the_same_buffers() {
     let d64: Vec<u8> = (0..5)
         .flat_map(|v| (v as f64 * 0.25).to_le_bytes())
         .collect();
-    let mut w = FileWriter::with_alignment(Vec::new(), 256).unwrap();
-    w.write_tensor("dense", &dense, &[&d64]).unwrap();
     let ip = words(&[0, 1, 1, 3]);
     let ix = words(&[2, 0, 3]);
+    let mut w = FileWriter::with_alignment(Vec::new(), 256).unwrap();
+    w.write_tensor("dense", &dense, &[&d64]).unwrap();
     w.write_tensor("csr", &csr, &[&ip, &ix, &vals]).unwrap();
     let bytes = w.finish().unwrap();
     // One copy at a 256-byte boundary, one 8 bytes past it (aligned for u64, not for the

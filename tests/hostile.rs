@@ -1090,17 +1090,120 @@ fn coo_coordinates_past_the_extent() {
 // ---------------------------------------------------------------------------------------
 // Files and streams that lie about lengths.
 
-use tensordesc::file::{FileReader, FileWriter};
+use tensordesc::file::{FileReader, FileWriter, V1Writer};
 use tensordesc::stream::{StreamOptions, StreamReader, StreamWriter};
 
-/// A valid one-tensor file: "t", a 4 x 4 uint8 tensor.
+/// A valid one-tensor container version 1 file: "t", a 4 x 4 uint8 tensor.
 fn small_file() -> Vec<u8> {
     let d = TensorBuilder::row_major(ElementType::Uint8, &[4, 4])
         .build()
         .unwrap();
-    let mut w = FileWriter::new(Vec::new()).unwrap();
+    let mut w = V1Writer::new(Vec::new()).unwrap();
     w.write_tensor("t", &d, &[&[7u8; 16]]).unwrap();
     w.finish().unwrap()
+}
+
+/// The same tensor as a version 2 file: header 32 bytes, the entry at 32 (name_length at
+/// 36, data_offset at 40, data_length at 48, name "t" at 56, descriptor at 57).
+fn small_v2_file() -> Vec<u8> {
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[4, 4])
+        .build()
+        .unwrap();
+    let data = [7u8; 16];
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("t", &d, &[&data]).unwrap();
+    w.finish().unwrap()
+}
+
+/// Open `bytes` in both modes, expecting `want` in both, with the heap's peak bounded by
+/// the header and directory the file declares (`8 (32 + directory_length) + 64 KiB`; the
+/// declared length, capped at the file's: what a reader can be made to look at).
+fn v2_file_strict(name: &str, bytes: &[u8], want: ErrorKind) {
+    let declared = bytes
+        .get(24..32)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+    let dir = (32 + declared.min(bytes.len() as u64)) as usize;
+    for mode in [Mode::Strict, Mode::Permissive] {
+        let (res, peak) = measure(|| FileReader::from_bytes(bytes, mode).map(|r| r.len()));
+        assert!(peak <= bound(dir), "{name}: peak heap {peak} B");
+        let e = res.expect_err(name);
+        println!("{name}: {} ({})", e.kind.name(), e.detail);
+        assert_eq!(e.kind, want, "{name} ({mode:?}): {e}");
+    }
+}
+
+#[test]
+fn v2_file_whose_lengths_lie() {
+    let good = small_v2_file();
+    assert_eq!(file_status("small_v2_file", &good, Mode::Strict), None);
+    let with = |at: usize, v: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        b
+    };
+    let le = |v: u64| v.to_le_bytes();
+    assert_eq!(u64::from_le_bytes(good[48..56].try_into().unwrap()), 16);
+    // data_length past the end of the file, however far: TRUNCATED, from the size alone.
+    for (name, v) in [
+        ("data_length_past_end", 1u64 << 20),
+        ("data_length_u64_max", u64::MAX),
+        ("data_length_u64_max_minus_63", u64::MAX - 63),
+    ] {
+        v2_file_strict(name, &with(48, &le(v)), ErrorKind::Truncated);
+    }
+    // data_offset anywhere but the canonical place: LENGTH_MISMATCH.
+    let canonical = u64::from_le_bytes(good[40..48].try_into().unwrap());
+    for (name, v) in [
+        ("data_offset_early", canonical - 64),
+        ("data_offset_late", canonical + 64),
+        ("data_offset_zero", 0),
+        ("data_offset_u64_max", u64::MAX),
+    ] {
+        v2_file_strict(name, &with(40, &le(v)), ErrorKind::LengthMismatch);
+    }
+    // directory_length past the end: TRUNCATED; shorter than the entry: LENGTH_MISMATCH.
+    v2_file_strict(
+        "directory_length_u64_max",
+        &with(24, &le(u64::MAX)),
+        ErrorKind::Truncated,
+    );
+    v2_file_strict(
+        "directory_length_short",
+        &with(24, &le(8)),
+        ErrorKind::LengthMismatch,
+    );
+    // A tensor_count no directory can hold: LENGTH_MISMATCH, nothing reserved for it.
+    v2_file_strict(
+        "tensor_count_u32_max",
+        &with(16, &u32::MAX.to_le_bytes()),
+        ErrorKind::LengthMismatch,
+    );
+    // name_length and descriptor_length past the directory: LENGTH_MISMATCH.
+    v2_file_strict(
+        "name_length_u32_max",
+        &with(36, &u32::MAX.to_le_bytes()),
+        ErrorKind::LengthMismatch,
+    );
+    v2_file_strict(
+        "descriptor_length_u64_max",
+        &with(57 + 8, &le(u64::MAX)),
+        ErrorKind::LengthMismatch,
+    );
+    // Cut anywhere: TRUNCATED.
+    for cut in [
+        0,
+        7,
+        15,
+        16,
+        31,
+        32,
+        40,
+        56,
+        good.len() - 17,
+        good.len() - 1,
+    ] {
+        v2_file_strict("file_cut", &good[..cut], ErrorKind::Truncated);
+    }
 }
 
 fn file_status(name: &str, bytes: &[u8], mode: Mode) -> Option<ErrorKind> {

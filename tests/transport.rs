@@ -1,13 +1,15 @@
-//! Transports end to end: `.tdf` files (in memory and mapped) and frame streams — round
-//! trips of random tensors of every layout family, truncation and corruption at every byte,
-//! the status of every malformed structure, and the worked example of spec §8.2.6.
+//! Transports end to end: `.tdf` files (in memory and mapped; container versions 2 and 1)
+//! and frame streams — round trips of random tensors of every layout family, truncation and
+//! corruption at every byte, the status of every malformed structure, and the worked
+//! examples of spec §8.2.7 and §8.2.8. Version 2 specifics (the directory's statuses, what
+//! opening reads) are in `tests/file_v2.rs`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use proptest::prelude::*;
 use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
-use tensordesc::file::{AlignedBuf, FileReader, FileWriter, Mapping};
+use tensordesc::file::{AlignedBuf, DirectoryWriter, FileReader, FileWriter, Mapping, V1Writer};
 use tensordesc::stream::{
     Collector, Event, StreamOptions, StreamReader, StreamTensor, StreamWriter,
 };
@@ -235,6 +237,33 @@ fn write_file(tensors: &Tensors, alignment: u32) -> Vec<u8> {
     w.finish().unwrap()
 }
 
+/// The same file through the directory-first writer, the data given in pieces whose sizes
+/// cycle through `chunking`.
+fn write_file_by_pieces(tensors: &Tensors, alignment: u32, chunking: &[usize]) -> Vec<u8> {
+    let mut w = DirectoryWriter::with_alignment(Vec::new(), alignment).unwrap();
+    for (name, d, _) in tensors {
+        w.declare(name, d).unwrap();
+    }
+    let data: Vec<u8> = tensors.iter().flat_map(|t| t.2.concat()).collect();
+    let (mut pos, mut i) = (0, 0);
+    while pos < data.len() {
+        let n = chunking[i % chunking.len()].max(1).min(data.len() - pos);
+        w.write_bytes(&data[pos..pos + n]).unwrap();
+        pos += n;
+        i += 1;
+    }
+    w.finish().unwrap()
+}
+
+/// The same tensors as a container version 1 file.
+fn write_file_v1(tensors: &Tensors, alignment: u32) -> Vec<u8> {
+    let mut w = V1Writer::with_alignment(Vec::new(), alignment).unwrap();
+    for (name, d, b) in tensors {
+        w.write_tensor(name, d, &slices(b)).unwrap();
+    }
+    w.finish().unwrap()
+}
+
 fn write_stream(tensors: &Tensors) -> Vec<u8> {
     let mut w = StreamWriter::new(Vec::new()).unwrap();
     for (name, d, b) in tensors {
@@ -268,11 +297,13 @@ fn check_file(r: &FileReader<'_>, tensors: &Tensors) {
         }
         let t = e.bound().unwrap();
         assert_eq!(t.buffers(), &bufs[..]);
+        assert!(t.is_read_only());
     }
     assert_eq!(
         r.get("no such tensor").unwrap_err().kind,
         ErrorKind::NotFound
     );
+    r.check_padding().unwrap();
 }
 
 /// Read a stream fed in pieces whose sizes cycle through `chunking`.
@@ -355,6 +386,17 @@ proptest! {
         for mode in [Mode::Strict, Mode::Permissive] {
             let r = FileReader::from_bytes(&file, mode).unwrap();
             prop_assert_eq!(r.data_buffer_alignment(), alignment);
+            prop_assert_eq!(r.version_major(), 2);
+            check_file(&r, &tensors);
+        }
+        // The directory-first writer, given the data in any pieces, writes the same bytes
+        // (one canonical file per content).
+        prop_assert_eq!(&write_file_by_pieces(&tensors, alignment, &chunking), &file);
+        // Container version 1 holds the same tensors.
+        let v1 = write_file_v1(&tensors, alignment);
+        for mode in [Mode::Strict, Mode::Permissive] {
+            let r = FileReader::from_bytes(&v1, mode).unwrap();
+            prop_assert_eq!(r.version_major(), 1);
             check_file(&r, &tensors);
         }
         // ... and from a page-aligned copy, where every buffer is handed out in place.
@@ -556,15 +598,25 @@ fn file_mixing_known_and_unknown_layouts() {
 #[test]
 fn permissive_skips_descriptors_that_fail_to_decode() {
     let known = random_tensors(11, 2, 6);
-    let mut file = write_file(&known, 64);
+    // The first descriptor follows the header and the entry's fixed fields (version 2: 32
+    // + 24; version 1: 16 + 16) and the name.
+    let name_len = known[0].0.len();
+    for (mut file, ds) in [
+        (write_file(&known, 64), 32 + 24 + name_len),
+        (write_file_v1(&known, 64), 16 + 16 + name_len),
+    ] {
+        permissive_skips(&mut file, ds, &known);
+    }
+}
+
+fn permissive_skips(file: &mut [u8], ds: usize, known: &Tensors) {
     // Corrupt the first descriptor's element type (byte 16 of the descriptor): the framing
     // stays intact, so permissive reading skips it by data_length.
-    let name_len = known[0].0.len();
-    let ds = 16 + 16 + name_len;
     file[ds + 16] = 0x7F;
-    let e = FileReader::from_bytes(&file, Mode::Strict).unwrap_err();
+    let file = &*file;
+    let e = FileReader::from_bytes(file, Mode::Strict).unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidElementType, "{e}");
-    let r = FileReader::from_bytes(&file, Mode::Permissive).unwrap();
+    let r = FileReader::from_bytes(file, Mode::Permissive).unwrap();
     let bad = r.entry(0).unwrap();
     assert!(bad.descriptor().is_none());
     assert_eq!(bad.problem().unwrap().kind, ErrorKind::InvalidElementType);
@@ -666,6 +718,8 @@ fn spec_example_file_and_stream_layout() {
     let tensors = vec![("grid".to_string(), d, buffers)];
 
     let f = write_file(&tensors, 64);
+    check_v2_example(&f, &desc);
+    let f = write_file_v1(&tensors, 64);
     assert_eq!(f.len(), 472);
     assert_eq!(
         &f[..16],
@@ -727,10 +781,42 @@ fn small_set() -> Tensors {
     t
 }
 
+/// The version 2 file of spec §8.2.7: "grid", A = 64.
+fn check_v2_example(f: &[u8], desc: &[u8]) {
+    assert_eq!(f.len(), 520);
+    assert_eq!(
+        &f[..32],
+        &hex("89 54 44 46 0D 0A 1A 0A 02 00 00 00 40 00 00 00 01 00 00 00 00 00 00 00 F8 00 00 00 00 00 00 00")[..]
+    );
+    assert_eq!(
+        &f[32..56],
+        &hex("01 00 00 00 04 00 00 00 40 01 00 00 00 00 00 00 C8 00 00 00 00 00 00 00")[..]
+    );
+    assert_eq!(&f[56..60], b"grid");
+    assert_eq!(&f[60..280], desc);
+    assert!(f[280..320].iter().all(|&x| x == 0));
+    for (k, (at, len)) in [(320, 16), (384, 24), (448, 16), (512, 8)]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(f[at..at + len].iter().all(|&x| x == k as u8 + 1));
+    }
+    assert!(f[336..384].iter().all(|&x| x == 0));
+    let r = FileReader::from_bytes(f, Mode::Strict).unwrap();
+    let e = r.entry(0).unwrap();
+    assert_eq!(e.descriptor_range(), 60..280);
+    assert_eq!(e.data_range(), 320..520);
+}
+
 #[test]
 fn file_truncated_at_every_byte_is_an_error() {
     let tensors = small_set();
-    let file = write_file(&tensors, 64);
+    for file in [write_file(&tensors, 64), write_file_v1(&tensors, 64)] {
+        truncated_at_every_byte(&file, &tensors);
+    }
+}
+
+fn truncated_at_every_byte(file: &[u8], tensors: &Tensors) {
     for mode in [Mode::Strict, Mode::Permissive] {
         for n in 0..file.len() {
             match FileReader::from_bytes(&file[..n], mode) {
@@ -741,7 +827,7 @@ fn file_truncated_at_every_byte_is_an_error() {
                 Err(e) => assert_eq!(e.kind, ErrorKind::Truncated, "prefix {n}: {e}"),
             }
         }
-        check_file(&FileReader::from_bytes(&file, mode).unwrap(), &tensors);
+        check_file(&FileReader::from_bytes(file, mode).unwrap(), tensors);
     }
 }
 
@@ -775,16 +861,18 @@ fn stream_truncated_at_every_byte_gives_a_clean_partial_result() {
 #[test]
 fn corrupting_any_byte_never_panics() {
     let tensors = small_set();
-    let file = write_file(&tensors, 64);
     let stream = write_stream(&tensors);
-    for (i, flip) in (0..file.len()).flat_map(|i| [(i, 0xFFu8), (i, 0x01)]) {
-        let mut f = file.clone();
-        f[i] ^= flip;
-        for mode in [Mode::Strict, Mode::Permissive] {
-            if let Ok(r) = FileReader::from_bytes(&f, mode) {
-                for e in r.entries() {
-                    let _ = e.buffers();
-                    let _ = e.descriptor().map(|d| d.effective_buffers().len());
+    for file in [write_file(&tensors, 64), write_file_v1(&tensors, 64)] {
+        for (i, flip) in (0..file.len()).flat_map(|i| [(i, 0xFFu8), (i, 0x01)]) {
+            let mut f = file.clone();
+            f[i] ^= flip;
+            for mode in [Mode::Strict, Mode::Permissive] {
+                if let Ok(r) = FileReader::from_bytes(&f, mode) {
+                    for e in r.entries() {
+                        let _ = e.buffers();
+                        let _ = e.descriptor().map(|d| d.effective_buffers().len());
+                    }
+                    let _ = r.check_padding();
                 }
             }
         }
@@ -803,14 +891,14 @@ fn corrupting_any_byte_never_panics() {
 }
 
 // ---------------------------------------------------------------------------------------
-// File statuses
+// File statuses (container version 1; version 2: tests/file_v2.rs)
 // ---------------------------------------------------------------------------------------
 
 fn one_tensor_file() -> (Vec<u8>, usize) {
     let d = TensorBuilder::row_major(ElementType::Uint8, &[3])
         .build()
         .unwrap();
-    let mut w = FileWriter::new(Vec::new()).unwrap();
+    let mut w = V1Writer::new(Vec::new()).unwrap();
     w.write_tensor("abc", &d, &[&[1, 2, 3]]).unwrap();
     let f = w.finish().unwrap();
     // Header 16, record 16, name 3, descriptor: data starts at 64.
@@ -822,7 +910,7 @@ fn kind_of(f: &[u8], mode: Mode) -> ErrorKind {
 }
 
 #[test]
-fn file_header_statuses() {
+fn v1_file_header_statuses() {
     let (f, _) = one_tensor_file();
     assert!(FileReader::from_bytes(&f, Mode::Strict).is_ok());
     let with = |at: usize, v: u8| {
@@ -837,7 +925,11 @@ fn file_header_statuses() {
         ErrorKind::BadMagic
     );
     assert_eq!(
-        kind_of(&with(8, 2), Mode::Permissive),
+        kind_of(&with(8, 3), Mode::Permissive),
+        ErrorKind::UnsupportedVersion
+    );
+    assert_eq!(
+        kind_of(&with(8, 0), Mode::Permissive),
         ErrorKind::UnsupportedVersion
     );
     assert_eq!(
@@ -863,7 +955,7 @@ fn file_header_statuses() {
 }
 
 #[test]
-fn record_statuses() {
+fn v1_record_statuses() {
     let (f, rec) = one_tensor_file();
     let with = |at: usize, v: u8| {
         let mut g = f.clone();
@@ -961,11 +1053,11 @@ fn record_statuses() {
 }
 
 #[test]
-fn duplicate_names_are_refused_by_writer_and_reader() {
+fn v1_duplicate_names_are_refused_by_writer_and_reader() {
     let d = TensorBuilder::row_major(ElementType::Uint8, &[3])
         .build()
         .unwrap();
-    let mut w = FileWriter::new(Vec::new()).unwrap();
+    let mut w = V1Writer::new(Vec::new()).unwrap();
     w.write_tensor("a", &d, &[&[1, 2, 3]]).unwrap();
     assert_eq!(
         w.write_tensor("a", &d, &[&[1, 2, 3]]).unwrap_err().kind,
@@ -987,64 +1079,79 @@ fn writer_statuses() {
     let d = TensorBuilder::row_major(ElementType::Float32, &[2, 2])
         .build()
         .unwrap();
-    let mut w = FileWriter::new(Vec::new()).unwrap();
     let ok = [0u8; 16];
-    assert_eq!(
-        w.write_tensor("", &d, &[&ok]).unwrap_err().kind,
-        ErrorKind::InvalidArgument
-    );
-    assert_eq!(
-        w.write_tensor("t", &d, &[]).unwrap_err().kind,
-        ErrorKind::BindingMismatch
-    );
-    assert_eq!(
-        w.write_tensor("t", &d, &[&ok[..15]]).unwrap_err().kind,
-        ErrorKind::BindingMismatch
-    );
-    assert_eq!(
-        w.write_tensor("t", &d, &[&ok, &ok]).unwrap_err().kind,
-        ErrorKind::BindingMismatch
-    );
     let opaque = decode(&unknown_layout_descriptor(), Mode::Permissive).unwrap();
-    assert_eq!(
-        w.write_tensor("t", &opaque, &[]).unwrap_err().kind,
-        ErrorKind::NotBindable
-    );
+    // The refusals of both tensor-by-tensor writers, each before anything is written.
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    let mut w1 = V1Writer::new(Vec::new()).unwrap();
+    for (name, d, bufs, want) in [
+        ("", &d, vec![&ok[..]], ErrorKind::InvalidArgument),
+        ("t", &d, vec![], ErrorKind::BindingMismatch),
+        ("t", &d, vec![&ok[..15]], ErrorKind::BindingMismatch),
+        ("t", &d, vec![&ok[..], &ok[..]], ErrorKind::BindingMismatch),
+        ("t", &opaque, vec![], ErrorKind::NotBindable),
+    ] {
+        assert_eq!(w.write_tensor(name, d, &bufs).unwrap_err().kind, want);
+        assert_eq!(w1.write_tensor(name, d, &bufs).unwrap_err().kind, want);
+    }
     assert!(FileWriter::with_alignment(Vec::new(), 100).is_err());
     assert!(FileWriter::with_alignment(Vec::new(), 32).is_err());
-    // Refusals above wrote nothing: the file is still valid.
+    assert!(DirectoryWriter::with_alignment(Vec::new(), 100).is_err());
+    assert!(V1Writer::with_alignment(Vec::new(), 32).is_err());
+    // Refusals above wrote nothing: the files are still valid.
     w.write_tensor("t", &d, &[&ok]).unwrap();
-    let f = w.finish().unwrap();
-    assert_eq!(FileReader::from_bytes(&f, Mode::Strict).unwrap().len(), 1);
+    w1.write_tensor("t", &d, &[&ok]).unwrap();
+    for f in [w.finish().unwrap(), w1.finish().unwrap()] {
+        assert_eq!(FileReader::from_bytes(&f, Mode::Strict).unwrap().len(), 1);
+    }
 
-    // A callback that writes too much or too little breaks the file for good.
-    let mut w = FileWriter::new(Vec::new()).unwrap();
-    let e = w
-        .write_tensor_with("t", &d, |_, out| {
-            out.write_all(&[0; 17])?;
+    // A callback that writes too much or too little: the version 2 writer runs callbacks
+    // at finish, which fails; the version 1 writer runs them at once and is broken for good.
+    for n in [17usize, 3] {
+        let mut w = FileWriter::new(Vec::new()).unwrap();
+        w.write_tensor_with("t", &d, move |_, out| {
+            out.write_all(&vec![0; n])?;
             Ok(())
         })
-        .unwrap_err();
-    assert_eq!(e.kind, ErrorKind::BindingMismatch, "{e}");
-    assert_eq!(
-        w.write_tensor("u", &d, &[&ok]).unwrap_err().kind,
-        ErrorKind::BindingMismatch
-    );
+        .unwrap();
+        let e = w.finish().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BindingMismatch, "{e}");
+
+        let mut w = V1Writer::new(Vec::new()).unwrap();
+        let e = w
+            .write_tensor_with("t", &d, |_, out| {
+                out.write_all(&vec![0; n])?;
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BindingMismatch, "{e}");
+        assert_eq!(
+            w.write_tensor("u", &d, &[&ok]).unwrap_err().kind,
+            ErrorKind::BindingMismatch
+        );
+        assert!(w.finish().is_err());
+    }
+    // An error returned by a callback is the error of finish.
     let mut w = FileWriter::new(Vec::new()).unwrap();
-    let e = w
-        .write_tensor_with("t", &d, |_, out| {
-            out.write_all(&[0; 3])?;
-            Ok(())
-        })
-        .unwrap_err();
-    assert_eq!(e.kind, ErrorKind::BindingMismatch, "{e}");
-    assert!(w.finish().is_err());
+    w.write_tensor_with("t", &d, |_, _| {
+        Err(tensordesc::Error::new(ErrorKind::Io, "the source is gone"))
+    })
+    .unwrap();
+    let e = w.finish().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Io);
+    assert!(e.detail.contains("the source is gone"), "{e}");
 }
 
 #[test]
 fn empty_file_round_trips() {
     let f = FileWriter::new(Vec::new()).unwrap().finish().unwrap();
     assert_eq!(f.len(), 32);
+    assert_eq!(
+        f,
+        DirectoryWriter::new(Vec::new()).unwrap().finish().unwrap()
+    );
+    let v1 = V1Writer::new(Vec::new()).unwrap().finish().unwrap();
+    assert_eq!(FileReader::from_bytes(&v1, Mode::Strict).unwrap().len(), 0);
     let r = FileReader::from_bytes(&f, Mode::Strict).unwrap();
     assert!(r.is_empty());
     let path = TempPath::new("empty");

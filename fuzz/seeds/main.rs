@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use tensordesc::builder::{LayoutSpec, TileSpec};
-use tensordesc::file::FileWriter;
+use tensordesc::file::{FileWriter, V1Writer};
 use tensordesc::layout::{sparse_flags, tag};
 use tensordesc::quant::QuantScheme;
 use tensordesc::stream::StreamWriter;
@@ -487,8 +487,13 @@ fn parse_hex(text: &str) -> Option<Vec<u8>> {
 }
 
 fn golden(root: &Path) -> Vec<(String, Vec<u8>)> {
+    golden_in(&root.join("tests/vectors"))
+}
+
+/// The golden vectors `*.hex` in `dir`, parsed.
+fn golden_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let Ok(dir) = fs::read_dir(root.join("tests/vectors")) else {
+    let Ok(dir) = fs::read_dir(dir) else {
         return out;
     };
     let mut paths: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -795,22 +800,35 @@ fn main() {
         .collect();
     let mut n_files = 0;
     for (gname, members, align) in &groups {
-        let Ok(mut fw) = FileWriter::with_alignment(Vec::new(), *align) else {
+        // The buffers outlive the writers: the version 2 writer borrows them until finish.
+        let bufs: Vec<Vec<Vec<u8>>> = members
+            .iter()
+            .map(|&i| split(&tensors[i].1, &tensors[i].2))
+            .collect();
+        let (Ok(mut fw), Ok(mut v1)) = (
+            FileWriter::with_alignment(Vec::new(), *align),
+            V1Writer::with_alignment(Vec::new(), *align),
+        ) else {
             continue;
         };
         let mut sw = StreamWriter::new(Vec::new()).expect("stream writer");
         let mut ok = true;
-        for &i in members {
-            let (name, d, c) = &tensors[i];
-            let bufs = split(d, c);
+        for (&i, bufs) in members.iter().zip(&bufs) {
+            let (name, d, _) = &tensors[i];
             let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
             ok &= fw.write_tensor(name, d, &slices).is_ok();
+            ok &= v1.write_tensor(name, d, &slices).is_ok();
             ok &= sw.write_tensor(name, d, &slices).is_ok();
         }
         if !ok {
             continue;
         }
         write(&out.join("file"), gname, &fw.finish().expect("finish file"));
+        write(
+            &out.join("file"),
+            &format!("{gname}-v1"),
+            &v1.finish().expect("finish v1 file"),
+        );
         let stream = sw.finish().expect("finish stream");
         for (k, chunking) in [[0u8, 0, 0, 0], [7, 1, 0, 0], [0x40, 0x13, 0x02, 0x99]]
             .iter()
@@ -822,7 +840,16 @@ fn main() {
         }
         n_files += 1;
     }
-    println!("wrote {n_files} file and {} stream seeds", 3 * n_files);
+    // The golden .tdf file vectors, valid and invalid, version 2 and 1.
+    let gold_files = golden_in(&root.join("tests/vectors/files"));
+    for (name, bytes) in &gold_files {
+        write(&out.join("file"), name, bytes);
+    }
+    println!(
+        "wrote {n_files} x 2 file ({} golden) and {} stream seeds",
+        gold_files.len(),
+        3 * n_files
+    );
     // Inputs that once found a bug, kept per target in fuzz/regressions/<target>/.
     let mut n_reg = 0;
     if let Ok(dirs) = fs::read_dir(root.join("fuzz/regressions")) {

@@ -173,30 +173,45 @@ pub(crate) unsafe fn buffer_slices<'a>(
     buffers: *const *const c_void,
     count: usize,
 ) -> Result<Vec<&'a [u8]>> {
-    let handles = d.effective_buffers();
-    if count != handles.len() {
+    let sizes = d.effective_buffers().iter().map(|h| h.size_bytes);
+    // SAFETY: forwarded caller promise.
+    unsafe { sized_slices(sizes, buffers, count, "the descriptor has") }
+}
+
+/// One slice per size in `sizes` from `count` caller pointers: `BINDING_MISMATCH` for a
+/// wrong count (the message says "`count` buffer pointers given, `whose` N effective
+/// buffers"), a NULL pointer of a non-empty buffer or a size beyond the address space. The
+/// count is compared before the pointer array is read.
+///
+/// # Safety
+/// `buffers` must be NULL or point to `count` pointers, each NULL or pointing to its
+/// buffer's size in readable bytes that outlive `'a`.
+pub(crate) unsafe fn sized_slices<'a>(
+    sizes: impl ExactSizeIterator<Item = u64>,
+    buffers: *const *const c_void,
+    count: usize,
+    whose: &str,
+) -> Result<Vec<&'a [u8]>> {
+    if count != sizes.len() {
         return Err(Error::new(
             ErrorKind::BindingMismatch,
             format!(
-                "{count} buffer pointers given, the descriptor has {} effective buffers",
-                handles.len()
+                "{count} buffer pointers given, {whose} {} effective buffers",
+                sizes.len()
             ),
         ));
     }
     // SAFETY: forwarded caller promise on `count` pointers.
     let ptrs = unsafe { slice_arg(buffers, count, "buffers")? };
     let mut v: Vec<&'a [u8]> = Vec::with_capacity(count);
-    for (i, (&p, h)) in ptrs.iter().zip(handles).enumerate() {
-        let len = usize::try_from(h.size_bytes)
+    for (i, (&p, size)) in ptrs.iter().zip(sizes).enumerate() {
+        let len = usize::try_from(size)
             .ok()
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| {
                 Error::new(
                     ErrorKind::BindingMismatch,
-                    format!(
-                        "effective buffer {i}: size_bytes {} exceeds the address space",
-                        h.size_bytes
-                    ),
+                    format!("effective buffer {i}: size_bytes {size} exceeds the address space"),
                 )
             })?;
         if len == 0 {

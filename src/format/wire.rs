@@ -79,6 +79,12 @@ impl<'a> Reader<'a> {
         self.take(n, field)
     }
 
+    /// Skip `n` bytes.
+    #[inline(always)]
+    pub fn skip(&mut self, n: usize, field: &str) -> Result<()> {
+        self.take(n, field).map(|_| ())
+    }
+
     /// Read a u8.
     #[inline(always)]
     pub fn u8(&mut self, field: &str) -> Result<u8> {

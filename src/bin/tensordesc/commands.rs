@@ -231,8 +231,9 @@ fn write_inspect_text(
         }
         Parsed::File(r) => writeln!(
             out,
-            "{p}: .tdf file, {}, version 1.{}, data_buffer_alignment {}, {} tensor{} ({} mode)",
+            "{p}: .tdf file, {}, version {}.{}, data_buffer_alignment {}, {} tensor{} ({} mode)",
             text::bytes_text(size),
+            r.version_major(),
             r.version_minor(),
             r.data_buffer_alignment(),
             r.len(),
@@ -347,6 +348,14 @@ pub fn validate(
         };
         let mut failures = 0usize;
         let mut notes = Vec::new();
+        // Strict: the padding around the data is zero (opening a version 2 file does not
+        // read the data area, where it lies).
+        if let (crate::input::Parsed::File(r), Mode::Strict) = (&parsed, mode) {
+            if let Err(e) = r.check_padding() {
+                failures += 1;
+                writeln!(out, "{p}: {}: {}", e.kind.name(), e.detail)?;
+            }
+        }
         let tensors = parsed.tensors(contents);
         for t in &tensors {
             let label = tensor_label(t.name);

@@ -561,6 +561,8 @@ pub fn write_document(
     match parsed {
         crate::input::Parsed::File(r) => {
             j.begin_object()?;
+            j.key("version_major")?;
+            j.u64(r.version_major() as u64)?;
             j.key("version_minor")?;
             j.u64(r.version_minor() as u64)?;
             j.key("data_buffer_alignment")?;

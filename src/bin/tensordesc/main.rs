@@ -129,9 +129,12 @@ enum Command {
     },
     /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
     /// descriptor with its bytes. The safetensors __metadata__ is kept as a tensor named
-    /// `__metadata__`: UINT8 bytes of the JSON object (keys sorted).
+    /// `__metadata__`: UINT8 bytes of the JSON object (keys sorted). Given a .tdf file
+    /// (e.g. container version 1), rewrite it as container version 2. Memory stays at a
+    /// few MB whatever the tensors' sizes: the directory is written first, then the data
+    /// streams through.
     Convert {
-        /// The .safetensors input.
+        /// The .safetensors or .tdf input.
         input: PathBuf,
         /// The .tdf output (written to a temporary file beside it, renamed when complete;
         /// it must not be the input).
@@ -140,9 +143,14 @@ enum Command {
         /// (errors still print).
         #[arg(long, short)]
         quiet: bool,
-        /// The .tdf data_buffer_alignment (a power of two, 64 ..= 1048576).
-        #[arg(long, default_value_t = 64, value_name = "BYTES")]
-        alignment: u32,
+        /// The .tdf data_buffer_alignment (a power of two, 64 ..= 1048576); by default 64,
+        /// or a .tdf input's own.
+        #[arg(long, value_name = "BYTES")]
+        alignment: Option<u32>,
+        /// Read a .tdf input permissively: tensors it cannot interpret (unknown layouts)
+        /// are copied as they are.
+        #[arg(long)]
+        permissive: bool,
     },
 }
 
@@ -259,7 +267,8 @@ fn main() -> ExitCode {
             output,
             quiet,
             alignment,
-        } => convert::run(&input, &output, alignment, quiet, &mut out).map(|()| 0),
+            permissive,
+        } => convert::run(&input, &output, alignment, permissive, quiet, &mut out).map(|()| 0),
     };
     let flushed = out.flush();
     match (result, flushed) {

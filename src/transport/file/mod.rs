@@ -1,38 +1,51 @@
-//! The `.tdf` file transport (FORMAT §8, spec §8.2): named tensors, each a descriptor followed
-//! by its buffers' bytes, laid out so that a reader can map the file and hand out buffers
-//! without copying.
+//! The `.tdf` file transport (FORMAT §8, spec §8.2): named tensors laid out so that a reader
+//! can map the file and hand out buffers without copying.
 //!
-//! * [`FileWriter`] streams a file to any [`Write`](std::io::Write) without seeking: buffers from slices
-//!   ([`FileWriter::write_tensor`]) or from a callback that writes buffer `k`
-//!   ([`FileWriter::write_tensor_with`]), opaque records copied verbatim
-//!   ([`FileWriter::write_opaque`]), and the END record ([`FileWriter::finish`]).
-//! * [`FileReader`] parses a whole file once — from a memory map ([`FileReader::open`],
+//! A container version 2 file is a 32-byte header, one contiguous *directory* of every
+//! tensor's name, descriptor, `data_offset` and `data_length`, then the tensors' data
+//! regions in directory order. Opening a file reads the header and the directory only,
+//! never a data page.
+//!
+//! * [`FileWriter`] takes tensors one at a time ([`FileWriter::write_tensor`],
+//!   [`FileWriter::write_tensor_with`], [`FileWriter::write_opaque`]) and keeps only their
+//!   names, descriptors and *borrowed* buffers (or the callbacks that will produce them);
+//!   [`FileWriter::finish`] writes the whole file in one pass to any
+//!   [`Write`](std::io::Write), without seeking.
+//! * [`DirectoryWriter`] takes the directory first — every name and descriptor
+//!   ([`DirectoryWriter::declare`]) — writes it, then takes the buffers in order as they
+//!   come ([`DirectoryWriter::write_tensor`], [`DirectoryWriter::write_bytes`]): one
+//!   tensor's data at most is ever in memory, and only if the caller holds it.
+//! * [`FileReader`] parses a file once — from a memory map ([`FileReader::open`],
 //!   [`Mapping`]) or from bytes in memory ([`FileReader::from_bytes`]), with the same code — and
 //!   then hands out every tensor's name, descriptor and buffer slices, by index or by name.
+//!   It reads container versions 2 and 1.
+//! * [`V1Writer`] writes container version 1 (records of name, descriptor and data, closed
+//!   by an END record), for readers that predate version 2.
 //!
 //! ```
 //! use tensordesc::file::{FileReader, FileWriter};
 //! use tensordesc::{ElementType, Mode, TensorBuilder};
 //!
 //! let d = TensorBuilder::row_major(ElementType::Uint8, &[2, 3]).build().unwrap();
+//! let data = [1, 2, 3, 4, 5, 6];
 //! let mut w = FileWriter::new(Vec::new()).unwrap();
-//! w.write_tensor("weights", &d, &[&[1, 2, 3, 4, 5, 6]]).unwrap();
+//! w.write_tensor("weights", &d, &[&data]).unwrap();
 //! let bytes = w.finish().unwrap();
 //!
 //! let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
 //! let t = r.get("weights").unwrap();
+//! assert_eq!(r.version_major(), 2);
 //! assert_eq!(t.descriptor(), Some(&d));
 //! assert_eq!(t.buffers().unwrap(), vec![&[1u8, 2, 3, 4, 5, 6][..]]);
 //! ```
 //!
-//! # Layout of a record
+//! # Layout of a data region
 //!
-//! A TENSOR record is a 16-byte header (`record_kind`, 3 reserved bytes, `name_length`,
-//! `data_length`), the name, the descriptor, then the *data region*: it starts at the first
-//! multiple of the file's `data_buffer_alignment` A after the descriptor, every effective
-//! buffer starts at the next multiple of A after the previous buffer's end, and
-//! `data_length` runs from the data region's start to the end of the last buffer. Gaps are
-//! zero bytes; the next record starts at the next multiple of 8. See [`data_layout`].
+//! A tensor's data region starts at a multiple of the file's `data_buffer_alignment` A;
+//! every effective buffer starts at the next multiple of A after the previous buffer's
+//! end, and `data_length` runs from the region's start to the end of the last buffer. Gaps
+//! are zero bytes. In version 2 the next region starts at the next multiple of A; in
+//! version 1 the next record starts at the next multiple of 8. See [`data_layout`].
 
 mod directory;
 #[allow(unsafe_code)] // the mmap call, and only it
@@ -41,12 +54,15 @@ mod names;
 mod reader;
 #[cfg(test)]
 mod tests;
+mod v1;
 mod writer;
 
 pub use crate::mem::AlignedBuf;
 pub use map::Mapping;
 pub use reader::{FileReader, TensorEntry};
-pub use writer::FileWriter;
+pub use v1::V1Writer;
+pub use writer::{DirectoryWriter, FileWriter};
+pub(crate) use writer::{Relocate, SpoolWriter};
 
 use crate::descriptor::Descriptor;
 use crate::device::BufferHandle;
@@ -54,18 +70,25 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// The file magic: `0x89 'T' 'D' 'F' CR LF 0x1A LF`.
 pub const FILE_MAGIC: [u8; 8] = [0x89, b'T', b'D', b'F', 0x0D, 0x0A, 0x1A, 0x0A];
-/// Bytes of the file header.
-pub const FILE_HEADER_BYTES: u64 = 16;
-/// Bytes of a record header.
-pub const RECORD_HEADER_BYTES: u64 = 16;
-/// `record_kind` of a tensor record.
-pub const RECORD_TENSOR: u8 = 1;
-/// `record_kind` of the END record.
-pub const RECORD_END: u8 = 2;
-/// The file format major version this library reads and writes.
-pub const FILE_VERSION_MAJOR: u8 = 1;
-/// The newest file format minor version this library understands.
+/// Bytes of the (container version 2) file header.
+pub const FILE_HEADER_BYTES: u64 = 32;
+/// Bytes of the fixed part of a directory entry: `entry_kind`, 3 reserved bytes,
+/// `name_length`, `data_offset`, `data_length`.
+pub const DIRECTORY_ENTRY_BYTES: u64 = 24;
+/// `entry_kind` of a tensor entry.
+pub const ENTRY_TENSOR: u8 = 1;
+/// The container major version writers write (version 1 files are read too).
+pub const FILE_VERSION_MAJOR: u8 = 2;
+/// The newest container minor version this library understands.
 pub const FILE_VERSION_MINOR: u8 = 0;
+/// Bytes of a container version 1 file header.
+pub const V1_FILE_HEADER_BYTES: u64 = 16;
+/// Bytes of a container version 1 record header.
+pub const RECORD_HEADER_BYTES: u64 = 16;
+/// `record_kind` of a container version 1 tensor record.
+pub const RECORD_TENSOR: u8 = 1;
+/// `record_kind` of the container version 1 END record.
+pub const RECORD_END: u8 = 2;
 /// `data_buffer_alignment` a [`FileWriter`] uses unless told otherwise.
 pub const DEFAULT_DATA_ALIGNMENT: u32 = 64;
 /// Smallest allowed `data_buffer_alignment`.
@@ -97,7 +120,7 @@ fn round_up(x: u64, a: u64) -> Option<u64> {
 pub struct DataLayout {
     /// Start of effective buffer `k`, relative to the data region's start.
     pub offsets: Vec<u64>,
-    /// The record's `data_length`: from the data region's start to the end of the last
+    /// The tensor's `data_length`: from the data region's start to the end of the last
     /// buffer (0 when there are no buffers or all are empty).
     pub data_length: u64,
 }
@@ -138,7 +161,8 @@ fn walk_layout(handles: &[BufferHandle], a: u64, mut at: impl FnMut(usize, u64))
     Ok(data_length)
 }
 
-/// The data region layout of `d` in a file with `data_buffer_alignment` `alignment`.
+/// The data region layout of `d` in a file with `data_buffer_alignment` `alignment` (the
+/// same in both container versions).
 ///
 /// Fails with `ALIGNMENT_INVALID` when `alignment` is not allowed or a buffer needs more
 /// alignment than it, and `NOT_BINDABLE` for an opaque descriptor (its buffers are unknown).

@@ -112,14 +112,16 @@ impl Descriptors {
     }
 }
 
-/// One TENSOR record as parsed (file offsets). Compact (56 bytes): a file of 10^5 small
-/// tensors keeps 10^5 of these, and the positions that follow from others (where the
-/// descriptor and the data region start) are computed, not stored.
+/// One tensor (a version 2 directory entry or a version 1 record) as parsed (file
+/// offsets). Compact (64 bytes): a file of 10^5 small tensors keeps 10^5 of these, and where
+/// the descriptor starts (where the name ends) is computed, not stored.
 pub(super) struct Entry {
     pub(super) name_start: usize,
     /// Start of the name in `FileReader::names_text`.
     pub(super) name_text: usize,
     pub(super) descriptor_end: usize,
+    /// File offset of the data region (checked at open: the region lies inside the file).
+    pub(super) data_start: u64,
     pub(super) data_length: u64,
     /// Index of the entry's first buffer in `FileReader::offsets` (when `problem` is None).
     pub(super) first_offset: usize,
@@ -140,13 +142,6 @@ impl Entry {
     /// File offset of the descriptor.
     pub(super) fn descriptor_start(&self) -> usize {
         self.name_start + self.name_len as usize
-    }
-
-    /// File offset of the data region: the descriptor's end rounded up to the file's
-    /// `alignment` (checked at open to lie inside the file, so this cannot overflow).
-    pub(super) fn data_start(&self, alignment: u32) -> u64 {
-        let a = u64::from(alignment.max(1));
-        (self.descriptor_end as u64).div_ceil(a) * a
     }
 }
 
@@ -173,23 +168,35 @@ pub(super) enum Source<'a> {
 /// at an aligned address). Copies are kept for the reader's lifetime. Pass `from_bytes` a
 /// slice aligned to the file's `data_buffer_alignment` to avoid all copies.
 ///
+/// Opening a container version 2 file reads its 32-byte header and its directory — every
+/// name, descriptor, `data_offset` and `data_length` — and nothing else: no data page of a
+/// mapped file is touched until a buffer is read. A file whose size does not match what
+/// the directory says is refused at open from the size alone (`TRUNCATED` when shorter,
+/// `LENGTH_MISMATCH` when longer). Version 1 files are read too (their records are walked
+/// through the whole file).
+///
 /// Strict mode rejects the whole file on any violation. Permissive mode reads a file of a
-/// newer minor version as 1.0 and keeps tensors it cannot interpret as *opaque entries*
+/// newer minor version as its `.0` and keeps tensors it cannot interpret as *opaque entries*
 /// ([`TensorEntry::problem`]): a descriptor that fails to decode (its framing — magic, major
 /// version, `descriptor_length` — must still be intact), an opaque descriptor (unknown
 /// layout or region), a buffer needing more alignment than the file provides, or buffers
-/// that do not fit in `data_length`. Such entries are skipped by `data_length`; their name,
-/// descriptor bytes and data region remain readable, their buffers are not handed out.
+/// that do not fit in `data_length`. Their name, descriptor bytes and data region remain
+/// readable, their buffers are not handed out.
 ///
-/// Errors at open, in both modes: `TRUNCATED` (anything past the end of the file, no END),
-/// `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `RESERVED_NONZERO` (file_flags, record `_reserved`,
-/// strict: padding), `ALIGNMENT_INVALID`, `CONTENT_INVALID` (unknown record kind, empty or
-/// non-UTF-8 name), `DUPLICATE_NAME`, `LENGTH_MISMATCH` (END with a name or data, bytes after
-/// END, strict: `data_length` not what the descriptor implies). Every read is bounds-checked
-/// against the source: a lying file never causes a read outside it.
+/// Errors at open, in both modes: `TRUNCATED` (anything past the end of the file; version
+/// 1: no END), `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `RESERVED_NONZERO` (file_flags, reserved
+/// header and entry bytes; strict: directory padding, and version 1 data padding),
+/// `ALIGNMENT_INVALID`, `CONTENT_INVALID` (unknown entry or record kind, empty or non-UTF-8
+/// name), `DUPLICATE_NAME`, `LENGTH_MISMATCH` (a directory its entries do not fill exactly,
+/// a `data_offset` that is not the canonical one, bytes after the last data region or after
+/// END, strict: `data_length` not what the descriptor implies). Every read is
+/// bounds-checked against the source: a lying file never causes a read outside it.
+/// Padding in the data area of a version 2 file is checked by
+/// [`check_padding`](Self::check_padding), which reads every data page.
 pub struct FileReader<'a> {
     pub(super) source: Source<'a>,
     pub(super) mode: Mode,
+    pub(super) version_major: u8,
     pub(super) version_minor: u8,
     pub(super) alignment: u32,
     pub(super) entries: Vec<Entry>,
@@ -213,8 +220,9 @@ pub struct FileReader<'a> {
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
 /// `data_buffer_alignment`, each region starting at a multiple of it — so every buffer,
 /// which starts at such a multiple inside its region, is aligned as its handle requires.
-/// Names, descriptors and record headers are not copied: the copy is at most the file's
-/// size (data regions lie at distinct multiples of the alignment in the file too).
+/// The header, the directory (or version 1's record headers), names and descriptors are not
+/// copied: the copy is at most the file's size (data regions lie at distinct multiples of
+/// the alignment in the file too).
 pub(super) struct Realigned {
     pub(super) data: AlignedBuf,
     /// Position of entry `i`'s data region in `data` (`u64::MAX`: not copied — an opaque
@@ -227,7 +235,7 @@ impl Realigned {
         let a = u64::from(r.alignment.max(1));
         let src = r.as_bytes();
         let region = |e: &Entry| {
-            let s = e.data_start(r.alignment);
+            let s = e.data_start;
             (e.problem.is_none() && e.data_length > 0).then(|| (s, s + e.data_length))
         };
         // Regions lie inside the file (checked at open), so these sums stay below its size.
@@ -342,6 +350,7 @@ impl<'a> FileReader<'a> {
         FileReader {
             source,
             mode,
+            version_major: p.version_major,
             version_minor: p.version_minor,
             alignment: p.alignment,
             entries: p.entries,
@@ -369,6 +378,11 @@ impl<'a> FileReader<'a> {
         self.mode
     }
 
+    /// The file header's `version_major`: the container version, 2 or 1.
+    pub fn version_major(&self) -> u8 {
+        self.version_major
+    }
+
     /// The file header's `version_minor`.
     pub fn version_minor(&self) -> u8 {
         self.version_minor
@@ -379,7 +393,7 @@ impl<'a> FileReader<'a> {
         self.alignment
     }
 
-    /// Number of tensor records (opaque entries included).
+    /// Number of tensors (opaque entries included).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -389,12 +403,12 @@ impl<'a> FileReader<'a> {
         self.entries.is_empty()
     }
 
-    /// Tensor record `i` (in file order), or `None` when out of range.
+    /// Tensor `i` (in file order), or `None` when out of range.
     pub fn entry(&self, i: usize) -> Option<TensorEntry<'_>> {
         (i < self.entries.len()).then_some(TensorEntry { r: self, i })
     }
 
-    /// Every tensor record, in file order.
+    /// Every tensor, in file order.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = TensorEntry<'_>> + '_ {
         (0..self.entries.len()).map(move |i| TensorEntry { r: self, i })
     }
@@ -402,6 +416,79 @@ impl<'a> FileReader<'a> {
     /// The entries kept opaque by permissive reading (never any in strict mode).
     pub fn opaque_entries(&self) -> impl Iterator<Item = TensorEntry<'_>> + '_ {
         self.entries().filter(|e| e.is_opaque())
+    }
+
+    /// Check that every padding byte around the tensors' data is zero, as writers write it:
+    /// between the directory and the first data region, between buffers, and between data
+    /// regions (version 1: between each record's descriptor, buffers and the next record).
+    /// `RESERVED_NONZERO` names the first non-zero byte. The data regions of opaque
+    /// entries are not looked into (their buffers are unknown).
+    ///
+    /// Opening a version 2 file does not check these bytes, since that would read every data
+    /// page; a strict reader of a version 1 file has checked them at open. This reads the
+    /// whole data area.
+    pub fn check_padding(&self) -> Result<()> {
+        let b = self.as_bytes();
+        let mut r = crate::format::wire::Reader::new(b);
+        let skip_to = |r: &mut crate::format::wire::Reader<'_>, to: u64, zero: Option<&str>| {
+            let at = r.pos();
+            let n = usize::try_from(to)
+                .ok()
+                .and_then(|to| to.checked_sub(at))
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "data regions out of order"))?;
+            let bytes = r.bytes(n, "padding")?;
+            match zero {
+                Some(what) => super::directory::check_zero(bytes, at, what),
+                None => Ok(()),
+            }
+        };
+        for (i, e) in self.entries.iter().enumerate() {
+            let name = &self.names_text[e.name()];
+            let ctx = |err: Error| err.context(format!("tensor {name:?}"));
+            if self.version_major == 1 {
+                // Record header, name and descriptor: not padding.
+                skip_to(&mut r, e.descriptor_end as u64, None)?;
+            } else if i == 0 {
+                // Header and directory: the first data region follows the directory.
+                let dir_end = self.directory_end();
+                skip_to(&mut r, dir_end, None)?;
+            }
+            let what = if self.version_major == 1 || i > 0 {
+                "padding before the data region"
+            } else {
+                "padding after the directory"
+            };
+            skip_to(&mut r, e.data_start, Some(what)).map_err(ctx)?;
+            let end = e.data_start + e.data_length;
+            match (&e.problem, self.descriptors.get(e.descriptor)) {
+                (None, Some(d)) => {
+                    for (k, h) in d.effective_buffers().iter().enumerate() {
+                        let s = self.offsets[e.first_offset + k];
+                        skip_to(&mut r, s, Some("padding before a buffer")).map_err(ctx)?;
+                        skip_to(&mut r, s + h.size_bytes, None)?;
+                    }
+                    skip_to(&mut r, end, Some("padding after the last buffer")).map_err(ctx)?;
+                }
+                _ => skip_to(&mut r, end, None)?,
+            }
+            if self.version_major == 1 {
+                let next = round_up(end, 8).unwrap_or(end);
+                skip_to(&mut r, next, Some("padding after the data region")).map_err(ctx)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a version 2 file's directory ends (32 + `directory_length`; read from the
+    /// header, which open checked).
+    fn directory_end(&self) -> u64 {
+        let b = self.as_bytes();
+        let mut r = crate::format::wire::Reader::new(b);
+        let len = r
+            .skip(24, "header")
+            .and_then(|()| r.u64("directory_length"))
+            .unwrap_or(0);
+        FILE_HEADER_BYTES.saturating_add(len)
     }
 
     /// Index of the tensor named `name`.
@@ -453,7 +540,7 @@ impl<'a> FileReader<'a> {
     }
 }
 
-/// One tensor record of a [`FileReader`].
+/// One tensor of a [`FileReader`].
 #[derive(Clone, Copy)]
 pub struct TensorEntry<'r> {
     pub(super) r: &'r FileReader<'r>,
@@ -515,8 +602,7 @@ impl<'r> TensorEntry<'r> {
     /// File offsets of the data region (`data_start .. data_start + data_length`).
     pub fn data_range(&self) -> Range<u64> {
         let e = self.e();
-        let start = e.data_start(self.r.alignment);
-        start..start + e.data_length
+        e.data_start..e.data_start + e.data_length
     }
 
     /// The data region's bytes (buffers and the gaps between them), as stored.
@@ -613,7 +699,7 @@ impl<'r> TensorEntry<'r> {
                 .get_or_init(|| Realigned::new(self.r))
                 .as_ref()
                 .map_err(Clone::clone)?;
-            let data_start = self.e().data_start(self.r.alignment);
+            let data_start = self.e().data_start;
             let in_region = self
                 .r
                 .offsets

@@ -1,10 +1,10 @@
 //! Unit tests of the file transport.
 
-use super::directory::ReadAhead;
 use super::names::{hash_bytes, hash_scan, NameIndex};
 use super::reader::DecodeCache;
+use super::v1::ReadAhead;
 use super::*;
-use crate::{ElementType, Mode, TensorBuilder};
+use crate::{Descriptor, ElementType, Mode, TensorBuilder};
 
 /// The words hashed cover every byte: a change to any one byte of a key of any length
 /// changes the hash, and a high bit anywhere shows in the OR (the ASCII test).
@@ -48,16 +48,23 @@ fn names_are_utf8_checked_at_every_position() {
     } else {
         &[1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 40]
     };
-    for &n in lengths {
+    for (&n, v1) in lengths.iter().flat_map(|n| [(n, false), (n, true)]) {
         let name = "x".repeat(n);
-        let mut w = FileWriter::new(Vec::new()).unwrap();
-        w.write_tensor(&name, &d, &[&[7]]).unwrap();
-        let bytes = w.finish().unwrap();
+        let (bytes, at) = if v1 {
+            let mut w = V1Writer::new(Vec::new()).unwrap();
+            w.write_tensor(&name, &d, &[&[7]]).unwrap();
+            // The name follows the 16-byte file header and the 16-byte record header.
+            (w.finish().unwrap(), 32)
+        } else {
+            let mut w = FileWriter::new(Vec::new()).unwrap();
+            w.write_tensor(&name, &d, &[&[7]]).unwrap();
+            // The name follows the 32-byte header and the entry's 24 fixed bytes.
+            (w.finish().unwrap(), 56)
+        };
         assert!(FileReader::from_bytes(&bytes, Mode::Strict).is_ok());
-        // The name follows the 16-byte file header and the 16-byte record header.
         for i in 0..n {
             let mut bad = bytes.clone();
-            bad[32 + i] = 0xFF; // never valid in UTF-8
+            bad[at + i] = 0xFF; // never valid in UTF-8
             let e = FileReader::from_bytes(&bad, Mode::Strict).unwrap_err();
             assert_eq!(
                 e.kind,
@@ -67,7 +74,7 @@ fn names_are_utf8_checked_at_every_position() {
             assert!(e.detail.contains("not UTF-8"), "{e}");
             // A valid two-byte character there is accepted.
             if i + 1 < n {
-                bad[32 + i..32 + i + 2].copy_from_slice("é".as_bytes());
+                bad[at + i..at + i + 2].copy_from_slice("é".as_bytes());
                 let r = FileReader::from_bytes(&bad, Mode::Strict).unwrap();
                 assert_eq!(r.entry(0).unwrap().name().chars().count(), n - 1);
             }
@@ -148,22 +155,30 @@ fn identical_descriptors_are_decoded_once() {
     // hash spreads them, none is evicted, so each is decoded exactly once.
     let kinds = DecodeCache::WAYS;
     let shapes: Vec<u64> = (1..=kinds as u64).collect();
+    let tensors: Vec<(String, Descriptor, Vec<u8>)> = (0..400u64)
+        .map(|i| {
+            let n = shapes[(i % kinds as u64) as usize];
+            let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
+                .build()
+                .unwrap();
+            (format!("t{i}"), d, vec![i as u8; n as usize])
+        })
+        .collect();
+    // Both container versions share the decoding.
     let mut w = FileWriter::new(Vec::new()).unwrap();
-    for i in 0..400u64 {
-        let n = shapes[(i % kinds as u64) as usize];
-        let d = TensorBuilder::row_major(ElementType::Uint8, &[n])
-            .build()
-            .unwrap();
-        let data = vec![i as u8; n as usize];
-        w.write_tensor(&format!("t{i}"), &d, &[&data]).unwrap();
+    let mut w1 = V1Writer::new(Vec::new()).unwrap();
+    for (name, d, data) in &tensors {
+        w.write_tensor(name, d, &[data]).unwrap();
+        w1.write_tensor(name, d, &[data]).unwrap();
     }
-    let bytes = w.finish().unwrap();
-    let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
-    assert_eq!(r.descriptors.0.len(), kinds);
-    for (i, e) in r.entries().enumerate() {
-        let n = shapes[i % kinds];
-        assert_eq!(e.descriptor().unwrap().shape(), &[n]);
-        assert_eq!(e.buffer(0).unwrap(), &vec![i as u8; n as usize][..]);
+    for bytes in [w.finish().unwrap(), w1.finish().unwrap()] {
+        let r = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
+        assert_eq!(r.descriptors.0.len(), kinds);
+        for (i, e) in r.entries().enumerate() {
+            let n = shapes[i % kinds];
+            assert_eq!(e.descriptor().unwrap().shape(), &[n]);
+            assert_eq!(e.buffer(0).unwrap(), &vec![i as u8; n as usize][..]);
+        }
     }
 }
 
