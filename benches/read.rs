@@ -856,6 +856,83 @@ fn locate_many_from_c(small: bool) -> Option<f64> {
     Some(ratio)
 }
 
+// ---------------------------------------------------------------------------------------
+// 7. Single-element reads on dense tensors (no target; the starting point)
+// ---------------------------------------------------------------------------------------
+
+fn single_reads(small: bool) {
+    let n = if small { 512u64 } else { 4096 };
+    let mut data = Aligned::zeroed((n * n * 4) as usize);
+    for (k, v) in data.bytes_mut().chunks_exact_mut(4).enumerate() {
+        v.copy_from_slice(&(k as f32).to_le_bytes());
+    }
+    let row = TensorBuilder::row_major(ElementType::Float32, &[n, n])
+        .build()
+        .expect("descriptor");
+    let t = BoundTensor::bind(&row, vec![data.bytes()]).expect("bind");
+    // The same memory as a grid of 16 x 16 tiles (one buffer each, cut from the data).
+    let tiles = n / 16;
+    let mut regions = Vec::new();
+    for i in 0..tiles {
+        for j in 0..tiles {
+            regions.push(RegionSpec::new(
+                &[i * 16, j * 16],
+                &[16, 16],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    let grid = TensorBuilder::subpaving(ElementType::Float32, &[n, n], regions)
+        .build()
+        .expect("grid");
+    let tile_bytes = 16 * 16 * 4;
+    let g = BoundTensor::bind(
+        &grid,
+        (0..(tiles * tiles) as usize)
+            .map(|k| &data.bytes()[k * tile_bytes..(k + 1) * tile_bytes])
+            .collect(),
+    )
+    .expect("bind grid");
+    let count = if small { 100_000 } else { 2_000_000 };
+    let mut rng = Rng(99);
+    let idx: Vec<[u64; 2]> = (0..count).map(|_| [rng.below(n), rng.below(n)]).collect();
+    let flat = f32s(data.bytes());
+    let [dense_f64, grid_f64, direct] = time_peers(
+        5,
+        [
+            &mut || {
+                let mut acc = 0f64;
+                for i in &idx {
+                    acc += t.get_f64(black_box(i)).unwrap_or(0.0);
+                }
+                acc as u64
+            },
+            &mut || {
+                let mut acc = 0f64;
+                for i in &idx {
+                    acc += g.get_f64(black_box(i)).unwrap_or(0.0);
+                }
+                acc as u64
+            },
+            &mut || {
+                let mut acc = 0f64;
+                for i in &idx {
+                    let i = black_box(i);
+                    acc += flat[(i[0] * n + i[1]) as usize] as f64;
+                }
+                acc as u64
+            },
+        ],
+    );
+    let ns = |s: f64| s * 1e9 / count as f64;
+    println!(
+        "7. single get_f64, random elements of {n} x {n} FLOAT32: ROW_MAJOR {:.1} ns, grid of 16 x 16 tiles {:.1} ns, a direct indexed load {:.1} ns (no target)",
+        ns(dense_f64),
+        ns(grid_f64),
+        ns(direct)
+    );
+}
+
 fn main() {
     let small = std::env::var("TDESC_BENCH_SMALL").is_ok_and(|v| v == "1");
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -875,6 +952,9 @@ fn main() {
     }
     if on("demo") {
         demo_tensor(small);
+    }
+    if on("single") {
+        single_reads(small);
     }
     if on("locate") && locate_many_from_c(small).is_none() {
         println!("6. locate_many from C: skipped (no C compiler or shared library)");

@@ -1087,7 +1087,7 @@ fn paged_runs_of_consecutive_pages() {
 /// (wrong values allowed) and never overflow an offset (a fuzz finding; debug builds check
 /// overflow).
 #[test]
-fn unsorted_contents_under_a_sorted_flag_read_without_panics() {
+fn finding_read_box_unsorted_entry_below_the_box_underflowed() {
     let both = sparse_flags::SORTED | sparse_flags::UNIQUE;
     let mut seed = 0xF00Du64;
     for (fam, shape, index_bufs) in [

@@ -396,7 +396,11 @@ impl<'a> BoundTensor<'a> {
         let fast = if host_readable
             && matches!(
                 desc.root.layout,
-                Layout::Csr { .. } | Layout::Csc { .. } | Layout::BlockPaged { .. }
+                Layout::Csr { .. }
+                    | Layout::Csc { .. }
+                    | Layout::BlockPaged { .. }
+                    | Layout::RowMajor
+                    | Layout::ColMajor
             ) {
             shortcut::Shortcut::new(desc, &bound)
         } else {
@@ -451,9 +455,9 @@ impl<'a> BoundTensor<'a> {
     /// Bind a descriptor with exactly one effective buffer to `b`, a slice already known
     /// to fit it: `size_bytes` long and aligned as the handle asks (what the file reader
     /// established at open). One buffer cannot alias a quantization parameter buffer
-    /// (those sit beside a layout buffer in the same sub-table), and no single-buffer
-    /// layout has a lookup fast path (CSR/CSC need three buffers, BLOCK_PAGED at least
-    /// three: decoding enforces the counts), so nothing else needs checking.
+    /// (those sit beside a layout buffer in the same sub-table), and the only
+    /// single-buffer fast path is the dense one (CSR/CSC need three buffers, BLOCK_PAGED
+    /// at least three: decoding enforces the counts), made here without allocating.
     #[inline]
     pub(crate) fn bind_one(desc: &'a Descriptor, b: &'a [u8]) -> Option<BoundTensor<'a>> {
         let [h] = desc.effective_buffers() else {
@@ -462,15 +466,20 @@ impl<'a> BoundTensor<'a> {
         if !desc.is_bindable() || b.len() as u64 != h.size_bytes {
             return None;
         }
+        let fast = match shortcut::DenseShortcut::new(desc, b) {
+            Some(dn) if h.is_host_readable() => shortcut::Shortcut::Dense(dn),
+            _ => shortcut::Shortcut::None,
+        };
         debug_assert!(matches!(
-            shortcut::Shortcut::new(desc, &[b]),
-            shortcut::Shortcut::None
+            (shortcut::Shortcut::new(desc, &[b]), &fast),
+            (shortcut::Shortcut::None, shortcut::Shortcut::None)
+                | (shortcut::Shortcut::Dense(_), _)
         ));
         Some(BoundTensor::assemble(
             desc,
             h.is_host_readable(),
             BufList::Inline([b, &[], &[], &[]], 1),
-            shortcut::Shortcut::None,
+            fast,
         ))
     }
 

@@ -140,8 +140,13 @@ impl<'a> BoundTensor<'a> {
         }
         self.require_host()?;
         if let Some((region, buffer, byte)) = self.grid_dense(index) {
-            let node = self.desc.regions.get(region as usize);
-            if node.is_some_and(|n| n.quant == NONE) {
+            // A descriptor without any quantization needs no look at the region record.
+            let d = self.desc;
+            if d.quants.is_empty()
+                || d.regions
+                    .get(region as usize)
+                    .is_some_and(|n| n.quant == NONE)
+            {
                 let slot = find::ElementPlace::At {
                     buffer,
                     byte,

@@ -32,6 +32,64 @@ pub(crate) enum Shortcut<'a> {
     CompressedPacked(Box<CompressedShortcut<'a>>),
     /// A top-level BLOCK_PAGED tensor.
     Paged(Box<PagedShortcut<'a>>),
+    /// A top-level ROW_MAJOR or COL_MAJOR tensor of a non-packed type: the position is
+    /// Horner's rule over the index (held inline: binding it allocates nothing).
+    Dense(DenseShortcut<'a>),
+}
+
+/// A top-level row- or column-major tensor: the data slice, the byte offset of element 0,
+/// the extents and the order.
+#[derive(Debug, Clone)]
+pub(crate) struct DenseShortcut<'a> {
+    data: &'a [u8],
+    byte_offset: usize,
+    shape: &'a [u64],
+    row_major: bool,
+}
+
+impl<'a> DenseShortcut<'a> {
+    /// The shortcut for `d` (top-level ROW_MAJOR / COL_MAJOR of a non-packed type) over
+    /// its data buffer `data`.
+    pub(crate) fn new(d: &'a Descriptor, data: &'a [u8]) -> Option<DenseShortcut<'a>> {
+        if d.element_type.is_packed() {
+            return None;
+        }
+        let row_major = match d.root.layout {
+            Layout::RowMajor => true,
+            Layout::ColMajor => false,
+            _ => return None,
+        };
+        Some(DenseShortcut {
+            data,
+            byte_offset: usize::try_from(d.root.byte_offset).ok()?,
+            shape: &d.shape,
+            row_major,
+        })
+    }
+
+    /// The byte of element `index`, or `None` (another rank, an index out of bounds, an
+    /// overflow) to take the general path.
+    #[inline(always)]
+    fn byte(&self, index: &[u64], esize: usize) -> Option<usize> {
+        if index.len() != self.shape.len() {
+            return None;
+        }
+        let step = |acc: Option<u64>, (&i, &e): (&u64, &u64)| -> Option<u64> {
+            if i >= e {
+                return None;
+            }
+            acc?.checked_mul(e)?.checked_add(i)
+        };
+        let pos = if self.row_major {
+            index.iter().zip(self.shape).fold(Some(0u64), step)
+        } else {
+            index.iter().zip(self.shape).rev().fold(Some(0u64), step)
+        }?;
+        usize::try_from(pos)
+            .ok()?
+            .checked_mul(esize)?
+            .checked_add(self.byte_offset)
+    }
 }
 
 /// A top-level CSR/CSC whose index buffers are viewed as native `u64` words: only on a
@@ -139,6 +197,10 @@ impl<'a> Shortcut<'a> {
                     _ => Shortcut::None,
                 }
             }
+            Layout::RowMajor | Layout::ColMajor => bufs
+                .get(first)
+                .and_then(|&data| DenseShortcut::new(d, data))
+                .map_or(Shortcut::None, Shortcut::Dense),
             _ => Shortcut::None,
         }
     }
@@ -170,6 +232,10 @@ impl<'a> Shortcut<'a> {
                     None => false,
                 }
             }
+            Shortcut::Dense(dn) => match dn.byte(index, esize) {
+                Some(at) => copy_sized(dn.data, at, esize, out),
+                None => false,
+            },
             Shortcut::None => false,
         }
     }
