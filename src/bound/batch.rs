@@ -83,13 +83,15 @@ impl<'a> BoundTensor<'a> {
                 let idx = &indices[(k0 + j) * rank..(k0 + j + 1) * rank];
                 *slot = (usize::MAX, 0, 0);
                 if let Ok(loc) = d.locate_compact(idx) {
-                    let quant = if loc.region == crate::descriptor::NO_REGION {
-                        d.root.quant
+                    let quantized = if loc.region == crate::descriptor::NO_REGION {
+                        d.root.is_quantized()
                     } else {
-                        d.regions.get(loc.region as usize).map_or(0, |r| r.quant)
+                        d.regions
+                            .get(loc.region as usize)
+                            .is_none_or(Node::is_quantized)
                     };
                     if loc.kind == LocationKind::Dense
-                        && (quant == NONE || out_type == OutputType::Raw)
+                        && (!quantized || out_type == OutputType::Raw)
                     {
                         if let (Some(b), Ok(at)) = (
                             bufs.get(loc.buffer as usize),
@@ -115,7 +117,7 @@ impl<'a> BoundTensor<'a> {
                         },
                         esize,
                         self.packed,
-                        NONE,
+                        None,
                         &mut code,
                     )
                     .is_ok();

@@ -26,7 +26,7 @@
 //! It takes a fixed number of branch-free steps; a binary search that branches on the data
 //! mispredicts half its steps on random keys.
 
-use crate::descriptor::{Descriptor, Node, NONE};
+use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -160,11 +160,10 @@ pub(super) fn search_loop(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Opti
 }
 
 /// "tensor" or "region r".
-pub(crate) fn owner_name(region: u32) -> String {
-    if region == NONE {
-        "tensor".to_string()
-    } else {
-        format!("region {region}")
+pub(crate) fn owner_name(region: Option<u32>) -> String {
+    match region {
+        None => "tensor".to_string(),
+        Some(r) => format!("region {r}"),
     }
 }
 
@@ -173,13 +172,9 @@ pub(crate) fn layout_buffer_count(d: &Descriptor, node: &Node) -> usize {
     match node.layout.required_buffers(d.rank()) {
         Some(n) => n,
         None => {
-            let p = if node.quant == NONE {
-                0
-            } else {
-                d.quants[node.quant as usize]
-                    .param_buffer_count()
-                    .unwrap_or(0)
-            };
+            let p = d
+                .quant_of(node)
+                .map_or(0, |q| q.param_buffer_count().unwrap_or(0));
             (node.buffer_count as usize).saturating_sub(p)
         }
     }
@@ -188,10 +183,9 @@ pub(crate) fn layout_buffer_count(d: &Descriptor, node: &Node) -> usize {
 /// Role and level of sub-table entry `k` of `node`.
 pub(crate) fn role_of(d: &Descriptor, node: &Node, k: usize) -> (BufferRole, u32) {
     let n = layout_buffer_count(d, node);
-    if k < n || node.quant == NONE {
-        layout::layout_buffer_role(&node.layout, d.rank(), k)
-    } else {
-        (d.quants[node.quant as usize].param_role(k - n), 0)
+    match d.quant_of(node) {
+        Some(q) if k >= n => (q.param_role(k - n), 0),
+        _ => layout::layout_buffer_role(&node.layout, d.rank(), k),
     }
 }
 
@@ -199,7 +193,7 @@ pub(crate) fn role_of(d: &Descriptor, node: &Node, k: usize) -> (BufferRole, u32
 /// sub-table entry `k` and the offending entry.
 pub(crate) fn content_error(
     d: &Descriptor,
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     k: usize,
     entry: u64,
@@ -226,7 +220,7 @@ pub(crate) fn content_error(
 
 #[cold]
 #[inline(never)]
-pub(super) fn internal(region: u32, what: &str) -> Error {
+pub(super) fn internal(region: Option<u32>, what: &str) -> Error {
     Error::new(
         ErrorKind::Internal,
         format!(
@@ -264,7 +258,7 @@ pub(super) fn run_slot(buffer: usize, et: ElementType, k: u64) -> ElementPlace {
 
 #[cold]
 #[inline(never)]
-pub(super) fn not_canonical_coo(region: u32) -> Error {
+pub(super) fn not_canonical_coo(region: Option<u32>) -> Error {
     Error::new(
         ErrorKind::NotCanonical,
         format!(
@@ -276,7 +270,7 @@ pub(super) fn not_canonical_coo(region: u32) -> Error {
 
 #[cold]
 #[inline(never)]
-pub(super) fn duplicate(region: u32, major: u64, minor: u64) -> Error {
+pub(super) fn duplicate(region: Option<u32>, major: u64, minor: u64) -> Error {
     Error::new(
         ErrorKind::NotCanonical,
         format!(
@@ -290,7 +284,7 @@ pub(super) fn duplicate(region: u32, major: u64, minor: u64) -> Error {
 #[inline(never)]
 pub(super) fn bad_segment(
     d: &Descriptor,
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     major: u64,
     lo: u64,
@@ -315,7 +309,7 @@ pub(super) fn bad_segment(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bad_children(
     d: &Descriptor,
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     l: usize,
     q: u64,
@@ -335,7 +329,13 @@ pub(super) fn bad_children(
 
 #[cold]
 #[inline(never)]
-pub(super) fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u64) -> Error {
+pub(super) fn bad_root(
+    d: &Descriptor,
+    region: Option<u32>,
+    node: &Node,
+    hi: u64,
+    n0: u64,
+) -> Error {
     content_error(
         d,
         region,
@@ -351,7 +351,7 @@ pub(super) fn bad_root(d: &Descriptor, region: u32, node: &Node, hi: u64, n0: u6
 pub(super) fn bad_page(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     entry: u64,
     page: u64,
@@ -382,7 +382,7 @@ pub(super) fn bad_page(
 
 #[cold]
 #[inline(never)]
-pub(super) fn no_lookup(region: u32, tag: u8) -> Error {
+pub(super) fn no_lookup(region: Option<u32>, tag: u8) -> Error {
     Error::new(
         ErrorKind::NotBindable,
         format!(
@@ -399,7 +399,7 @@ pub(super) fn no_lookup(region: u32, tag: u8) -> Error {
 pub(crate) fn find(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     shape: &[u64],
     x: &[u64],
@@ -442,7 +442,7 @@ pub(crate) fn find(
 #[inline(always)]
 pub(super) fn region_buffer<'b>(
     bufs: &[&'b [u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     k: usize,
 ) -> Result<&'b [u8]> {
@@ -456,7 +456,7 @@ pub(super) fn region_buffer<'b>(
 pub(super) fn find_coo(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     nnz: u64,
     flags: u8,
@@ -513,7 +513,7 @@ pub(super) fn find_coo(
 pub(super) fn find_compressed(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     nnz: u64,
     flags: u8,
@@ -573,7 +573,7 @@ pub(super) fn find_compressed(
 pub(super) fn find_csf(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     axis_order: u32,
     x: &[u64],
@@ -630,7 +630,7 @@ pub(super) fn find_csf(
 pub(super) fn find_paged(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     shape: &[u64],
     x: &[u64],
@@ -778,7 +778,7 @@ pub(crate) fn read_slot(
     bufs: &[&[u8]],
     slot: ElementPlace,
     et: ElementType,
-    region: u32,
+    region: Option<u32>,
     out: &mut [u8],
 ) -> Result<()> {
     read_slot_sized(
@@ -798,7 +798,7 @@ pub(crate) fn read_slot_sized(
     slot: ElementPlace,
     n: usize,
     packed: bool,
-    region: u32,
+    region: Option<u32>,
     out: &mut [u8],
 ) -> Result<()> {
     match slot {

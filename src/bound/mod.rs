@@ -56,7 +56,7 @@
 
 use std::collections::HashSet;
 
-use crate::descriptor::{Descriptor, Node, NONE};
+use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{
@@ -130,7 +130,7 @@ fn check_aliasing(d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
         return Ok(()); // no quantization parameter buffers at all
     }
     for (region, node) in leaves(d) {
-        if node.quant == NONE {
+        if !node.is_quantized() {
             continue;
         }
         let first = node.first_buffer as usize;
@@ -169,15 +169,15 @@ fn check_aliasing(d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
 }
 
 /// The leaf nodes of `d` (the root when it is not a subpaving, and every region that is
-/// not one), each with its region number (NONE for the root).
-fn leaves(d: &Descriptor) -> impl Iterator<Item = (u32, &Node)> + '_ {
-    let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((NONE, &d.root));
+/// not one), each with its region number (`None` for the root).
+fn leaves(d: &Descriptor) -> impl Iterator<Item = (Option<u32>, &Node)> + '_ {
+    let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((None, &d.root));
     let regions = d
         .regions
         .iter()
         .enumerate()
         .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }))
-        .map(|(i, r)| (i as u32, r));
+        .map(|(i, r)| (Some(i as u32), r));
     root.into_iter().chain(regions)
 }
 
@@ -360,7 +360,7 @@ impl<'a> BoundTensor<'a> {
                 Some(info) => format!(
                     "effective buffer {i} ({}, {})",
                     info.role.name(),
-                    info.region.map_or(owner_name(NONE), owner_name)
+                    owner_name(info.region)
                 ),
                 None => format!("effective buffer {i}"),
             };
@@ -428,7 +428,7 @@ impl<'a> BoundTensor<'a> {
             fast,
             esize: desc.element_type.storage_bytes() as usize,
             packed: desc.element_type.is_packed(),
-            fast_values: desc.root.quant == NONE
+            fast_values: desc.root.quant.is_none()
                 && !matches!(
                     desc.element_type,
                     ElementType::Complex64 | ElementType::Complex128

@@ -8,7 +8,7 @@ impl<'a> BoundTensor<'a> {
     fn with_leaf<R>(
         &self,
         index: &[u64],
-        f: impl FnOnce(u32, &'a Node, &'a [u64], &[u64]) -> Result<R>,
+        f: impl FnOnce(Option<u32>, &'a Node, &'a [u64], &[u64]) -> Result<R>,
     ) -> Result<R> {
         let d = self.desc;
         if let Layout::Subpaving { .. } = d.root.layout {
@@ -27,7 +27,7 @@ impl<'a> BoundTensor<'a> {
             }
         } else {
             check_index(&d.shape, index)?;
-            f(NONE, &d.root, &d.shape, index)
+            f(None, &d.root, &d.shape, index)
         }
     }
 
@@ -68,7 +68,7 @@ impl<'a> BoundTensor<'a> {
                 byte,
                 shift: 0,
             };
-            return find::read_slot(&self.buffers, slot, et, region, out);
+            return find::read_slot(&self.buffers, slot, et, Some(region), out);
         }
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(d, &self.buffers, region, node, shape, x)?;
@@ -145,7 +145,7 @@ impl<'a> BoundTensor<'a> {
             if d.quants.is_empty()
                 || d.regions
                     .get(region as usize)
-                    .is_some_and(|n| n.quant == NONE)
+                    .is_some_and(|n| !n.is_quantized())
             {
                 let slot = find::ElementPlace::At {
                     buffer,
@@ -153,7 +153,7 @@ impl<'a> BoundTensor<'a> {
                     shift: 0,
                 };
                 let mut code = [0u8; 16];
-                find::read_slot(&self.buffers, slot, et, region, &mut code)?;
+                find::read_slot(&self.buffers, slot, et, Some(region), &mut code)?;
                 return value::element_to_f64(et, &code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
             }
@@ -162,7 +162,7 @@ impl<'a> BoundTensor<'a> {
             let slot = find::find(self.desc, &self.buffers, region, node, shape, x)?;
             let mut code = [0u8; 16];
             find::read_slot(&self.buffers, slot, et, region, &mut code)?;
-            if node.quant == NONE {
+            if !node.is_quantized() {
                 return value::element_to_f64(et, &code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
             }
@@ -172,7 +172,7 @@ impl<'a> BoundTensor<'a> {
 
     fn dequantize(
         &self,
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         shape: &[u64],
         x: &[u64],
@@ -181,7 +181,9 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<f64> {
         let d = self.desc;
         let et = d.element_type;
-        let q = &d.quants[node.quant as usize];
+        let q = d
+            .quant_of(node)
+            .ok_or_else(|| find::internal(region, "dequantizing an unquantized node"))?;
         let params = node.first_buffer as usize + find::layout_buffer_count(d, node);
         let missing = || {
             Error::new(

@@ -228,7 +228,7 @@ impl<'a> Shortcut<'a> {
             Shortcut::Paged(p) => {
                 let bufs: &[&[u8]] = bufs;
                 match p.find(bufs, index) {
-                    Some(slot) => read_slot_sized(bufs, slot, esize, packed, NONE, out).is_ok(),
+                    Some(slot) => read_slot_sized(bufs, slot, esize, packed, None, out).is_ok(),
                     None => false,
                 }
             }

@@ -14,8 +14,8 @@ impl<'a> BoundTensor<'a> {
         for (region, node) in leaves(self.desc) {
             let shape = d.node_shape(region);
             self.validate_layout(region, node, shape)?;
-            if node.quant != NONE {
-                self.validate_quant(region, node, shape)?;
+            if let Some(q) = d.quant_of(node) {
+                self.validate_quant(region, node, q, shape)?;
             }
         }
         Ok(())
@@ -33,7 +33,7 @@ impl<'a> BoundTensor<'a> {
             })
     }
 
-    fn validate_layout(&self, region: u32, node: &Node, shape: &[u64]) -> Result<()> {
+    fn validate_layout(&self, region: Option<u32>, node: &Node, shape: &[u64]) -> Result<()> {
         match node.layout {
             Layout::Coo { flags, .. } => self.validate_coo(region, node, shape, flags),
             Layout::Csr { nnz, flags } => {
@@ -52,7 +52,13 @@ impl<'a> BoundTensor<'a> {
         }
     }
 
-    fn validate_coo(&self, region: u32, node: &Node, shape: &[u64], flags: u8) -> Result<()> {
+    fn validate_coo(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        flags: u8,
+    ) -> Result<()> {
         let d = self.desc;
         let rank = shape.len();
         if rank == 0 {
@@ -134,7 +140,7 @@ impl<'a> BoundTensor<'a> {
     /// (CONTENT_INVALID otherwise). Returns its last value (0 when empty) and its length.
     fn check_pointers(
         &self,
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         k: usize,
         ip: U64Array<'_>,
@@ -174,7 +180,7 @@ impl<'a> BoundTensor<'a> {
     #[allow(clippy::too_many_arguments)]
     fn validate_compressed(
         &self,
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         majors: u64,
         minors: u64,
@@ -266,7 +272,7 @@ impl<'a> BoundTensor<'a> {
 
     fn validate_csf(
         &self,
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         shape: &[u64],
         nnz: u64,
@@ -379,7 +385,7 @@ impl<'a> BoundTensor<'a> {
 
     fn validate_paged(
         &self,
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         shape: &[u64],
         block_size: u64,
@@ -425,9 +431,14 @@ impl<'a> BoundTensor<'a> {
         Ok(())
     }
 
-    fn validate_quant(&self, region: u32, node: &Node, shape: &[u64]) -> Result<()> {
+    fn validate_quant(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        q: &crate::quant::Quantization,
+        shape: &[u64],
+    ) -> Result<()> {
         let d = self.desc;
-        let q = &d.quants[node.quant as usize];
         let n = find::layout_buffer_count(d, node);
         match q.scheme {
             QuantScheme::PerAxisAffine { scale_type, .. }
@@ -479,7 +490,13 @@ impl<'a> BoundTensor<'a> {
     }
 
     /// Every stored element of a CODEBOOK node must be a code below `size`.
-    fn validate_codes(&self, region: u32, node: &Node, shape: &[u64], size: u64) -> Result<()> {
+    fn validate_codes(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        size: u64,
+    ) -> Result<()> {
         let d = self.desc;
         let et = d.element_type;
         let check = |k: usize, b: &[u8], byte: usize, shift: u8, entry: u64| -> Result<()> {

@@ -94,22 +94,13 @@ impl Descriptor {
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
         let layout_tag = node.layout.tag();
-        let reg = if region == NONE { NO_REGION } else { region };
+        let reg = region.unwrap_or(NO_REGION);
         if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
             && !self.element_type.is_packed()
         {
-            let (origin, shape) = if region == NONE {
-                (&ZEROS[..rank], &self.shape[..])
-            } else {
-                let b = Boxes {
-                    coords: &self.coords,
-                    rank,
-                };
-                (b.origin(region), b.shape(region))
-            };
-            let r = (region != NONE).then_some(region);
+            let (origin, shape) = self.node_box(region);
             return self
-                .dense_location(r, node, index, origin, shape)
+                .dense_location(region, node, index, origin, shape)
                 .map(|l| self.compact(l));
         }
         match layout::classify(layout_tag) {

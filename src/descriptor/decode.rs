@@ -152,8 +152,8 @@ impl Decoder {
                     byte_offset: 0,
                     first_buffer: 0,
                     buffer_count: 0,
-                    quant: NONE,
-                    parent: NONE,
+                    quant: None,
+                    parent: None,
                 },
                 shard: None,
                 statistics: None,
@@ -200,7 +200,7 @@ impl Decoder {
             zero,
             hflags & flags::HAS_QUANTIZATION != 0,
             1,
-            NONE,
+            None,
         )?;
         if hflags & flags::HAS_SHARD != 0 {
             dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
@@ -224,7 +224,7 @@ impl Decoder {
 
     /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)
     /// for a node of `tag` with extent `shape` at global `base`. `level` is the subpaving
-    /// level a SUBPAVING node here would be; `region` the node's region id (NONE: root).
+    /// level a SUBPAVING node here would be; `region` the node's region id (`None`: root).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn tail(
         &mut self,
@@ -234,13 +234,9 @@ impl Decoder {
         base: &[u64],
         has_quant: bool,
         level: u8,
-        region: u32,
+        region: Option<u32>,
     ) -> Result<Node> {
-        let region_parent = if region == NONE {
-            NONE
-        } else {
-            self.d.regions[region as usize].parent
-        };
+        let region_parent = region.and_then(|r| self.d.regions[r as usize].parent);
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
@@ -374,9 +370,10 @@ impl Decoder {
         let quant = match quant {
             Some(q) => {
                 self.d.quants.push(q);
-                (self.d.quants.len() - 1) as u32
+                // At most one quantization per node: fewer than 2^32 - 1 (see `Idx`).
+                Idx::new((self.d.quants.len() - 1) as u32)
             }
-            None => NONE,
+            None => None,
         };
         Ok(Node {
             layout,
@@ -399,7 +396,7 @@ impl Decoder {
         rtag: u8,
         rflags: u8,
         shape: &[u64],
-        parent: u32,
+        parent: Option<Idx>,
     ) -> Option<Node> {
         let layout = match rtag {
             tag::ROW_MAJOR => Layout::RowMajor,
@@ -436,7 +433,7 @@ impl Decoder {
             byte_offset,
             first_buffer,
             buffer_count: 1,
-            quant: NONE,
+            quant: None,
             parent,
         })
     }
@@ -449,7 +446,7 @@ impl Decoder {
         extent: &[u64],
         base: &[u64],
         level: u8,
-        parent: u32,
+        parent: Option<u32>,
     ) -> Result<Layout> {
         let rank = self.rank;
         let at = r.pos();
@@ -475,7 +472,8 @@ impl Decoder {
             self.max_regions * 2 * rank,
         );
         // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
-        if let Some(layout) = self.tiles_level(r, extent, base, count, parent) {
+        let parent_idx = idx(parent);
+        if let Some(layout) = self.tiles_level(r, extent, base, count, parent_idx) {
             return Ok(layout);
         }
         // Buffers are reserved for the rest of the level at its first region that has
@@ -564,8 +562,8 @@ impl Decoder {
                 byte_offset: 0,
                 first_buffer,
                 buffer_count: 0,
-                quant: NONE,
-                parent,
+                quant: None,
+                parent: parent_idx,
             });
             children.push(id);
             if !buffers_reserved && class != LayoutClass::Unknown {
@@ -585,11 +583,11 @@ impl Decoder {
                     byte_offset: 0,
                     first_buffer,
                     buffer_count: 0,
-                    quant: NONE,
-                    parent,
+                    quant: None,
+                    parent: parent_idx,
                 }
             } else if let Some(node) =
-                self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent)
+                self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent_idx)
             {
                 node
             } else {
@@ -601,7 +599,7 @@ impl Decoder {
                         &global[..rank],
                         rflags & 1 != 0,
                         level + 1,
-                        id,
+                        Some(id),
                     )
                     .map_err(ctx)?;
                 body.expect_end("region body").map_err(ctx)?;
@@ -623,7 +621,7 @@ impl Decoder {
                 tiles_ok = rm == Some(u.row_major)
                     && node.byte_offset == 0
                     && node.buffer_count == 1
-                    && node.quant == NONE
+                    && node.quant.is_none()
                     && u64::from(id) == u64::from(first) + u64::from(k)
                     && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
             }
@@ -639,10 +637,9 @@ impl Decoder {
             LevelIndex::build(boxes, base, extent, children, wire_bytes).map_err(|e| {
                 // At the level's region_count: the regions found wrong are in the detail.
                 let e = e.at(at);
-                if parent == NONE {
-                    e.context(format!("level {level} (tensor)"))
-                } else {
-                    e.context(format!("level {level} (inside region {parent})"))
+                match parent {
+                    None => e.context(format!("level {level} (tensor)")),
+                    Some(p) => e.context(format!("level {level} (inside region {p})")),
                 }
             })?;
         if let (true, Some((u, first))) = (tiles_ok, tiles) {

@@ -15,7 +15,7 @@ impl Descriptor {
     /// Encode, appending to `w`.
     pub(crate) fn encode_into(&self, w: &mut Writer) -> Result<()> {
         let mut f = FrameHeader::flags_for(
-            self.root.quant != NONE,
+            self.root.is_quantized(),
             self.shard.is_some(),
             self.statistics.is_some(),
             self.extension_type.is_some(),
@@ -36,7 +36,7 @@ impl Descriptor {
         if let Layout::Unknown { data, .. } = self.root.layout {
             w.bytes(&self.arena.small[data.range()]);
         } else {
-            self.write_tail(w, &self.root, NONE)?;
+            self.write_tail(w, &self.root, None)?;
             if let Some(s) = &self.shard {
                 s.write(w)?;
             }
@@ -52,12 +52,17 @@ impl Descriptor {
         Ok(())
     }
 
-    pub(super) fn write_tail(&self, w: &mut Writer, node: &Node, region: u32) -> Result<()> {
+    pub(super) fn write_tail(
+        &self,
+        w: &mut Writer,
+        node: &Node,
+        region: Option<u32>,
+    ) -> Result<()> {
         let rank = self.rank();
         w.u64(node.byte_offset);
         if let Layout::Subpaving { count, .. } = node.layout {
             w.u32(count);
-            let mut c = if region == NONE { 0 } else { region + 1 };
+            let mut c = region.map_or(0, |r| r + 1);
             for _ in 0..count {
                 self.write_region(w, c)?;
                 c = match self.regions[c as usize].layout {
@@ -74,8 +79,8 @@ impl Descriptor {
                 h.write(w);
             }
         }
-        if node.quant != NONE {
-            self.quants[node.quant as usize].write(w)?;
+        if let Some(q) = self.quant_of(node) {
+            q.write(w)?;
         }
         Ok(())
     }
@@ -99,7 +104,7 @@ impl Descriptor {
         if let Layout::Unknown { data, .. } = node.layout {
             w.bytes(&self.arena.small[data.range()]);
         } else {
-            self.write_tail(w, node, id)?;
+            self.write_tail(w, node, Some(id))?;
         }
         w.patch_u32_len(at)
     }

@@ -74,15 +74,16 @@ impl Descriptor {
         })
     }
 
-    /// The leaf node containing `index` (checked against the shape): (region or NONE, node).
-    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(u32, &Node)> {
+    /// The leaf node containing `index` (checked against the shape): its region (`None`:
+    /// the tensor itself) and node.
+    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(Option<u32>, &Node)> {
         self.check_index(index)?;
         let boxes = Boxes {
             coords: &self.coords,
             rank: self.rank(),
         };
         let mut node = &self.root;
-        let mut region = NONE;
+        let mut region = None;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
             let r = self.indexes[ix as usize]
                 .find(boxes, index)
@@ -92,7 +93,7 @@ impl Descriptor {
                         format!("index {index:?} is in no region of a validated subpaving"),
                     )
                 })?;
-            region = r;
+            region = Some(r);
             node = &self.regions[r as usize];
         }
         Ok((region, node))
@@ -100,32 +101,41 @@ impl Descriptor {
 
     /// Write `index` relative to `region`'s origin into `local[..rank]`.
     #[inline]
-    pub(crate) fn local_index(&self, region: u32, index: &[u64], local: &mut [u64]) {
+    pub(crate) fn local_index(&self, region: Option<u32>, index: &[u64], local: &mut [u64]) {
         let rank = self.rank();
-        if region == NONE {
-            local[..rank].copy_from_slice(index);
-        } else {
-            let o = Boxes {
-                coords: &self.coords,
-                rank,
-            }
-            .origin(region);
-            for a in 0..rank {
-                local[a] = index[a] - o[a];
+        match region {
+            None => local[..rank].copy_from_slice(index),
+            Some(r) => {
+                let o = self.boxes().origin(r);
+                for a in 0..rank {
+                    local[a] = index[a] - o[a];
+                }
             }
         }
     }
 
-    /// The extent of the node resolved for `region` (NONE: the tensor).
-    pub(crate) fn node_shape(&self, region: u32) -> &[u64] {
-        if region == NONE {
-            &self.shape
-        } else {
-            Boxes {
-                coords: &self.coords,
-                rank: self.rank(),
+    /// The extent of the node resolved for `region` (`None`: the tensor).
+    pub(crate) fn node_shape(&self, region: Option<u32>) -> &[u64] {
+        self.node_box(region).1
+    }
+
+    /// The origin and extent of the node resolved for `region` (`None`: the tensor, at
+    /// the origin).
+    pub(crate) fn node_box(&self, region: Option<u32>) -> (&[u64], &[u64]) {
+        match region {
+            None => (&ZEROS[..self.rank()], &self.shape[..]),
+            Some(r) => {
+                let b = self.boxes();
+                (b.origin(r), b.shape(r))
             }
-            .shape(region)
+        }
+    }
+
+    /// The region boxes, as the level indexes read them.
+    pub(crate) fn boxes(&self) -> Boxes<'_> {
+        Boxes {
+            coords: &self.coords,
+            rank: self.rank(),
         }
     }
 
@@ -139,22 +149,13 @@ impl Descriptor {
         }
         let (region, node) = self.leaf(index)?;
         let rank = self.rank();
-        let reg = (region != NONE).then_some(region);
         // Hot path: row- or column-major leaves of a non-packed type, addressed straight
         // from the global index without materializing the local one.
         if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
             && !self.element_type.is_packed()
         {
-            let (origin, shape) = if region == NONE {
-                (&ZEROS[..rank], &self.shape[..])
-            } else {
-                let b = Boxes {
-                    coords: &self.coords,
-                    rank,
-                };
-                (b.origin(region), b.shape(region))
-            };
-            return self.dense_location(reg, node, index, origin, shape);
+            let (origin, shape) = self.node_box(region);
+            return self.dense_location(region, node, index, origin, shape);
         }
         if let Layout::Unknown { tag, .. } = node.layout {
             return Err(Error::new(
@@ -184,7 +185,7 @@ impl Descriptor {
         };
         match dense {
             Some((byte_offset, bit_shift)) => Ok(Location::Dense {
-                region: reg,
+                region,
                 buffer: node.first_buffer,
                 byte_offset,
                 bit_shift,
@@ -200,7 +201,7 @@ impl Descriptor {
                 let mut local_index = [0u64; MAX_RANK];
                 self.local_index(region, index, &mut local_index);
                 Ok(Location::Lookup {
-                    region: reg,
+                    region,
                     layout_tag: node.layout.tag(),
                     first_buffer: node.first_buffer,
                     buffer_count: node.buffer_count,
@@ -264,11 +265,11 @@ impl Descriptor {
         let mut lo = [0u64; 8];
         let mut ext = [0u64; 8];
         let mut node = &self.root;
-        let mut region = NONE;
+        let mut region = None;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
             let level = &self.indexes[ix as usize];
             let r = level.find_box(boxes, index, &mut lo[..rank], &mut ext[..rank])?;
-            region = r;
+            region = Some(r);
             if let Some((u, first)) = level.uniform() {
                 // A regular tiling: the tile's layout and buffer follow from its number,
                 // so the region record is not read at all.
@@ -286,7 +287,7 @@ impl Descriptor {
         if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
             return None;
         }
-        Some(self.dense_location(Some(region), node, index, &lo[..rank], &ext[..rank]))
+        Some(self.dense_location(region, node, index, &lo[..rank], &ext[..rank]))
     }
 }
 

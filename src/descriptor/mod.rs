@@ -14,6 +14,7 @@ use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
 use index::{Boxes, LevelIndex, UniformTiles};
+use std::num::NonZeroU32;
 
 use crate::format::frame::{self, FrameHeader, Peek};
 pub use crate::format::frame::{flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR};
@@ -29,7 +30,27 @@ pub use batch::{CompactLocation, LocationKind, NO_REGION};
 pub use decode::decode;
 pub use query::{RegionHit, RegionInBox};
 
-pub(crate) const NONE: u32 = u32::MAX;
+/// A position in one of the descriptor's tables (a region or a quantization), stored
+/// complemented in a `NonZeroU32` so that `Option<Idx>` is 4 bytes and a [`Node`] stays 40.
+/// Decoding refuses 2^32 - 1 regions or more, so every table index fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Idx(NonZeroU32);
+
+impl Idx {
+    /// The index `i` (`u32::MAX`, which no table reaches, has no `Idx`).
+    pub(crate) fn new(i: u32) -> Option<Idx> {
+        NonZeroU32::new(!i).map(Idx)
+    }
+    /// The index.
+    pub(crate) fn get(self) -> u32 {
+        !self.0.get()
+    }
+}
+
+/// `Some(i)` as a stored index (see [`Idx`]).
+pub(crate) fn idx(i: Option<u32>) -> Option<Idx> {
+    i.and_then(Idx::new)
+}
 
 /// One node of the layout tree: the tensor itself or a region (40 bytes, no allocation of
 /// its own: a level of regions is a slice of these).
@@ -41,10 +62,23 @@ pub(crate) struct Node {
     pub first_buffer: u32,
     /// Sub-table size (leaf) or effective buffers of the subtree (subpaving).
     pub buffer_count: u32,
-    /// Index into `quants`, or NONE.
-    pub quant: u32,
-    /// Parent region (NONE for the tensor and for top-level regions).
-    pub parent: u32,
+    /// Index into `quants`, if the node is quantized.
+    pub quant: Option<Idx>,
+    /// Parent region (`None` for the tensor and for top-level regions).
+    pub parent: Option<Idx>,
+}
+
+const _: () = assert!(std::mem::size_of::<Node>() == 40);
+
+impl Node {
+    /// The parent region's id.
+    pub fn parent(&self) -> Option<u32> {
+        self.parent.map(Idx::get)
+    }
+    /// Whether the node has its own quantization.
+    pub fn is_quantized(&self) -> bool {
+        self.quant.is_some()
+    }
 }
 
 /// A validated tensor descriptor. Built only by [`decode`] or the
@@ -140,16 +174,15 @@ impl<'a> RegionView<'a> {
     }
     /// Parent region, or `None` at the top level.
     pub fn parent(&self) -> Option<u32> {
-        let p = self.rec().parent;
-        (p != NONE).then_some(p)
+        self.rec().parent()
     }
     /// Depth: 1 for regions of the tensor-level subpaving.
     pub fn depth(&self) -> u8 {
         let mut d = 1;
-        let mut p = self.rec().parent;
-        while p != NONE {
+        let mut p = self.rec().parent();
+        while let Some(r) = p {
             d += 1;
-            p = self.d.regions[p as usize].parent;
+            p = self.d.regions[r as usize].parent();
         }
         d
     }
@@ -166,7 +199,7 @@ impl<'a> RegionView<'a> {
         match self.rec().layout {
             // An opaque region's flags are kept verbatim (its body is not decoded).
             Layout::Unknown { flags, .. } => flags as u8,
-            _ => (self.rec().quant != NONE) as u8,
+            _ => self.rec().is_quantized() as u8,
         }
     }
     /// Origin in tensor coordinates.
@@ -218,8 +251,7 @@ impl<'a> RegionView<'a> {
     }
     /// The region's own quantization.
     pub fn quantization(&self) -> Option<&'a Quantization> {
-        let q = self.rec().quant;
-        (q != NONE).then(|| &self.d.quants[q as usize])
+        self.d.quant_of(self.rec())
     }
 }
 
@@ -259,7 +291,11 @@ impl Descriptor {
     }
     /// Top-level quantization.
     pub fn quantization(&self) -> Option<&Quantization> {
-        (self.root.quant != NONE).then(|| &self.quants[self.root.quant as usize])
+        self.quant_of(&self.root)
+    }
+    /// The quantization of `node` (the tensor or one of its regions).
+    pub(crate) fn quant_of(&self, node: &Node) -> Option<&Quantization> {
+        node.quant.map(|q| &self.quants[q.get() as usize])
     }
     /// Shard section.
     pub fn shard(&self) -> Option<&Shard> {
@@ -343,21 +379,17 @@ impl Descriptor {
         let layout_n = match node.layout.required_buffers(rank) {
             Some(n) => n,
             None => {
-                let p = if node.quant == NONE {
-                    0
-                } else {
-                    self.quants[node.quant as usize]
-                        .param_buffer_count()
-                        .unwrap_or(0)
-                };
+                let p = self
+                    .quant_of(node)
+                    .map_or(0, |q| q.param_buffer_count().unwrap_or(0));
                 node.buffer_count as usize - p
             }
         };
         let (role, level) = if k < layout_n {
             layout::layout_buffer_role(&node.layout, rank, k)
         } else {
-            let q = &self.quants[node.quant as usize];
-            (q.param_role(k - layout_n), 0)
+            // Past the layout's buffers only a quantized node has entries.
+            (self.quant_of(node)?.param_role(k - layout_n), 0)
         };
         Some(BufferInfo {
             handle,

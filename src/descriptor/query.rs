@@ -59,10 +59,10 @@ impl RegionInBox {
     }
 }
 
-/// What the internal walk hands its visitor: the leaf (region or NONE), its node, and the
+/// What the internal walk hands its visitor: the leaf (its region, `None` for the tensor), its node, and the
 /// clipped box in tensor coordinates.
 pub(crate) type LeafVisitor<'v, 'd> =
-    dyn FnMut(u32, &'d Node, &[u64], &[u64]) -> Result<ControlFlow<()>> + 'v;
+    dyn FnMut(Option<u32>, &'d Node, &[u64], &[u64]) -> Result<ControlFlow<()>> + 'v;
 
 impl Descriptor {
     /// Check a query box: `lo` and `hi` have the tensor's rank (INVALID_ARGUMENT) and
@@ -138,7 +138,7 @@ impl Descriptor {
     ) -> Result<()> {
         self.visit_leaves_in_box(lo, hi, &mut |region, node, l, h| {
             Ok(f(&RegionHit {
-                region: (region != NONE).then_some(region),
+                region,
                 layout_tag: node.layout.tag(),
                 lo: l,
                 hi: h,
@@ -159,7 +159,7 @@ impl Descriptor {
             return Ok(ControlFlow::Continue(()));
         }
         if !matches!(self.root.layout, Layout::Subpaving { .. }) {
-            return f(NONE, &self.root, lo, hi);
+            return f(None, &self.root, lo, hi);
         }
         self.walk_level(&self.root, lo, hi, f)
     }
@@ -202,7 +202,7 @@ impl Descriptor {
             let flow = if matches!(child.layout, Layout::Subpaving { .. }) {
                 self.walk_level(child, &clo[..rank], &chi[..rank], f)?
             } else {
-                f(r, child, &clo[..rank], &chi[..rank])?
+                f(Some(r), child, &clo[..rank], &chi[..rank])?
             };
             if flow.is_break() {
                 return Ok(flow);

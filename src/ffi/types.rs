@@ -631,7 +631,7 @@ mod tests {
         }
         assert_eq!(TDESC_MAX_RANK, crate::MAX_RANK);
         assert_eq!(TDESC_MAX_SUBPAVING_DEPTH, crate::MAX_SUBPAVING_DEPTH);
-        assert_eq!(TDESC_NO_REGION, crate::descriptor::NONE);
+        assert_eq!(TDESC_NO_REGION, crate::descriptor::NO_REGION);
         assert_eq!(TDESC_MODE_STRICT, crate::Mode::Strict as u32);
         assert_eq!(TDESC_MODE_PERMISSIVE, crate::Mode::Permissive as u32);
         assert_eq!(TDESC_SPARSE_SORTED, crate::layout::sparse_flags::SORTED);

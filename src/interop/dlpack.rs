@@ -7,7 +7,7 @@
 #![allow(non_upper_case_globals)]
 
 use crate::builder::{NodeSpec, TensorBuilder};
-use crate::descriptor::{Descriptor, Node, NONE};
+use crate::descriptor::{Descriptor, Node};
 use crate::device::{
     BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2,
 };
@@ -246,11 +246,10 @@ fn compact_strides(shape: &[u64], order: &[usize], what: &str) -> Result<Vec<i64
 }
 
 /// The node of `region` (None: the tensor) and its description.
-fn export_node(d: &Descriptor, region: Option<u32>) -> Result<(&Node, u32, String)> {
+fn export_node(d: &Descriptor, region: Option<u32>) -> Result<(&Node, String)> {
     let Some(region) = region else {
         return Ok((
             &d.root,
-            NONE,
             format!("the tensor ({})", layout::tag_name(d.root.layout.tag())),
         ));
     };
@@ -265,7 +264,6 @@ fn export_node(d: &Descriptor, region: Option<u32>) -> Result<(&Node, u32, Strin
     })?;
     Ok((
         node,
-        region,
         format!("region {region} ({})", layout::tag_name(node.layout.tag())),
     ))
 }
@@ -299,9 +297,9 @@ pub struct ExportPlan<'a> {
 /// or stride beyond int64 OVERFLOW.
 pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<ExportPlan<'a>> {
     let d = t.descriptor();
-    let (node, reg, what) = export_node(d, region)?;
+    let (node, what) = export_node(d, region)?;
     let rank = d.rank();
-    let shape = d.node_shape(reg);
+    let shape = d.node_shape(region);
     let strides = match node.layout.view(&d.arena, rank) {
         LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), &what)?,
         LayoutRef::ColMajor => {
@@ -353,8 +351,8 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
             ))
         }
     };
-    if node.quant != NONE {
-        let scheme = match d.quants[node.quant as usize].scheme {
+    if let Some(q) = d.quant_of(node) {
+        let scheme = match q.scheme {
             QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE",
             QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE",
             QuantScheme::Blockwise { .. } => "BLOCKWISE",

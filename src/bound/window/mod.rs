@@ -18,7 +18,7 @@ use std::ops::ControlFlow;
 
 use super::find::{no_lookup, owner_name};
 use super::BoundTensor;
-use crate::descriptor::{Node, NONE};
+use crate::descriptor::Node;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{tag, Layout, MAX_RANK};
@@ -90,7 +90,7 @@ pub(super) struct Window<'o> {
     buf: &'o mut [u8],
     strides: &'o [i64],
     scratch: Vec<u8>,
-    region: u32,
+    region: Option<u32>,
 }
 
 impl<'a> BoundTensor<'a> {
@@ -234,7 +234,7 @@ impl<'a> BoundTensor<'a> {
             buf: out,
             strides: &strides[..rank],
             scratch: Vec::new(),
-            region: NONE,
+            region: None,
         };
         let bufs: &[&[u8]] = &self.buffers;
         let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
@@ -281,7 +281,7 @@ impl<'a> BoundTensor<'a> {
     fn read_leaf(
         &self,
         bufs: &[&'a [u8]],
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         clo: &[u64],
         chi: &[u64],

@@ -26,7 +26,7 @@ fn offset_of(w: &Window<'_>, x: &[u64], lo: &[u64], off: i64) -> i64 {
 pub(super) fn read(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     shape: &[u64],
     block_size: u64,

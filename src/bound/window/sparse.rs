@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::layout::{sparse_flags, MAX_RANK};
 
 /// Sub-table entry `k` of `node`.
-fn sub<'a>(bufs: &[&'a [u8]], node: &Node, k: usize, region: u32) -> Result<&'a [u8]> {
+fn sub<'a>(bufs: &[&'a [u8]], node: &Node, k: usize, region: Option<u32>) -> Result<&'a [u8]> {
     bufs.get(node.first_buffer as usize + k)
         .copied()
         .ok_or_else(|| oob(region))
@@ -147,7 +147,7 @@ fn lower_bound(words: U64Array<'_>, key: u64) -> u64 {
 pub(super) fn compressed(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     csr: bool,
     nnz: u64,
@@ -248,7 +248,7 @@ pub(super) fn compressed(
 pub(super) fn coo(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     nnz: u64,
     flags: u8,
@@ -311,7 +311,7 @@ pub(super) fn coo(
 pub(super) fn csf(
     d: &Descriptor,
     bufs: &[&[u8]],
-    region: u32,
+    region: Option<u32>,
     node: &Node,
     axis_order: u32,
     vals: &Values<'_>,
@@ -364,7 +364,7 @@ pub(super) fn csf(
 struct Walk<'a, 'v> {
     sc: &'a Scatter,
     d: &'a Descriptor,
-    region: u32,
+    region: Option<u32>,
     node: &'a Node,
     ao: &'a [u8],
     ptr: &'a [U64Array<'a>],

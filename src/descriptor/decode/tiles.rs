@@ -31,7 +31,7 @@ impl Decoder {
         extent: &[u64],
         base: &[u64],
         count: u32,
-        parent: u32,
+        parent: Option<Idx>,
     ) -> Option<Layout> {
         let rank = self.rank;
         if rank == 0 {
@@ -59,7 +59,7 @@ impl Decoder {
         extent: &[u64],
         base: &[u64],
         count: u32,
-        parent: u32,
+        parent: Option<Idx>,
     ) -> Option<Layout> {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
@@ -171,7 +171,7 @@ impl Decoder {
                 byte_offset: 0,
                 first_buffer: first_buffer + k,
                 buffer_count: 1,
-                quant: NONE,
+                quant: None,
                 parent,
             });
             self.d.buffers.push(h);

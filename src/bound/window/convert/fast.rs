@@ -444,12 +444,18 @@ enum OutSlots<'o, const N: usize> {
         out: &'o mut [u8],
         off: i64,
         stride: i64,
-        region: u32,
+        region: Option<u32>,
     },
 }
 
 impl<'o, const N: usize> OutSlots<'o, N> {
-    fn new(out: &'o mut [u8], off: i64, stride: i64, n: usize, region: u32) -> Result<Self> {
+    fn new(
+        out: &'o mut [u8],
+        off: i64,
+        stride: i64,
+        n: usize,
+        region: Option<u32>,
+    ) -> Result<Self> {
         if stride == N as i64 {
             let start = usize::try_from(off).map_err(|_| oob(region))?;
             let dst = out
@@ -495,7 +501,13 @@ impl<'o, const N: usize> OutSlots<'o, N> {
 }
 
 impl<'o> F32Out<'o> {
-    fn new(out: &'o mut [u8], off: i64, stride: i64, n: usize, region: u32) -> Result<Self> {
+    fn new(
+        out: &'o mut [u8],
+        off: i64,
+        stride: i64,
+        n: usize,
+        region: Option<u32>,
+    ) -> Result<Self> {
         Ok(F32Out {
             dst: OutSlots::new(out, off, stride, n, region)?,
         })
@@ -518,7 +530,7 @@ impl<'o> F32Out<'o> {
         match &mut self.dst {
             OutSlots::Contiguous(dst) => {
                 let n = dst.len();
-                dst.copy_from_slice(codes.get(..n).ok_or_else(|| oob(NONE))?);
+                dst.copy_from_slice(codes.get(..n).ok_or_else(|| oob(None))?);
                 Ok(())
             }
             OutSlots::Strided { .. } => self.dst.each(codes, 4, |c| [c[0], c[1], c[2], c[3]]),
@@ -527,7 +539,13 @@ impl<'o> F32Out<'o> {
 }
 
 impl<'o> F64Out<'o> {
-    fn new(out: &'o mut [u8], off: i64, stride: i64, n: usize, region: u32) -> Result<Self> {
+    fn new(
+        out: &'o mut [u8],
+        off: i64,
+        stride: i64,
+        n: usize,
+        region: Option<u32>,
+    ) -> Result<Self> {
         Ok(F64Out {
             dst: OutSlots::new(out, off, stride, n, region)?,
         })

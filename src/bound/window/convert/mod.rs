@@ -11,7 +11,7 @@
 
 use super::OutputType;
 use crate::bound::find::owner_name;
-use crate::descriptor::{Descriptor, Node, NONE};
+use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::MAX_RANK;
@@ -63,10 +63,10 @@ pub(super) struct Values<'a> {
     kind: Kind<'a>,
     /// Dequantized values are rounded to this type first (FLOAT64: no rounding).
     expressed: ElementType,
-    region: u32,
+    region: Option<u32>,
 }
 
-fn missing(region: u32) -> Error {
+fn missing(region: Option<u32>) -> Error {
     Error::new(
         ErrorKind::Internal,
         format!(
@@ -82,7 +82,7 @@ impl<'a> Values<'a> {
     pub fn new(
         d: &Descriptor,
         bufs: &[&'a [u8]],
-        region: u32,
+        region: Option<u32>,
         node: &Node,
         shape: &[u64],
         out: OutputType,
@@ -101,14 +101,10 @@ impl<'a> Values<'a> {
         if out == OutputType::Raw {
             return Ok(v);
         }
-        if node.quant == NONE {
+        let Some(q) = d.quant_of(node) else {
             v.kind = Kind::Plain;
             return Ok(v);
-        }
-        let q = d
-            .quants
-            .get(node.quant as usize)
-            .ok_or_else(|| missing(region))?;
+        };
         v.expressed = q.expressed_type;
         let params = node.first_buffer as usize + crate::bound::find::layout_buffer_count(d, node);
         let param = |k: usize| bufs.get(params + k).copied().ok_or_else(|| missing(region));
@@ -394,7 +390,7 @@ impl<'a> Values<'a> {
 
 #[cold]
 #[inline(never)]
-pub(super) fn oob(region: u32) -> Error {
+pub(super) fn oob(region: Option<u32>) -> Error {
     Error::new(
         ErrorKind::Internal,
         format!(
@@ -550,7 +546,7 @@ fn store_with<const N: usize>(
     out: &mut [u8],
     off: i64,
     stride: i64,
-    region: u32,
+    region: Option<u32>,
     f: impl Fn(f64) -> [u8; N],
 ) -> Result<()> {
     if stride == N as i64 {
@@ -579,7 +575,7 @@ fn store_raw(
     out: &mut [u8],
     off: i64,
     stride: i64,
-    region: u32,
+    region: Option<u32>,
 ) -> Result<()> {
     if stride == cs as i64 {
         let start = usize::try_from(off).map_err(|_| oob(region))?;
