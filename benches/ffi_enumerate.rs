@@ -1,9 +1,16 @@
-//! Enumeration through the C ABI vs the Rust API, side by side: every effective buffer
+//! Single calls through the C ABI vs the Rust API, side by side: every effective buffer
 //! (`tdesc_descriptor_buffer` vs `Descriptor::buffer_info`) and every region
 //! (`tdesc_descriptor_region` vs `RegionView`, wire origin included) of a subpaving with
-//! 1,000,000 regions and 1,000,000 effective buffers. Prints ns per item and the C/Rust
-//! ratio (target: at most 1.5). Both sides fold the same fields into a checksum, and the
-//! checksums must agree.
+//! 1,000,000 regions and 1,000,000 effective buffers; and 2,000,000 single locates at
+//! random indices of a grid of 512 x 512 tiles of 16 x 16 (`tdesc_descriptor_locate` vs
+//! `Descriptor::locate`). Prints ns per item and the C/Rust ratio (target: at most 1.5).
+//! Both sides fold the same fields into a checksum, and the checksums must agree. Each
+//! round times the Rust loop and then the C loop, so a burst of load on a shared machine
+//! hits both alike; the best round of each counts.
+//!
+//! The C functions are called here through the statically linked crate; `cargo bench
+//! --bench read` (part 6) times `tdesc_descriptor_locate` from a C program through
+//! `libtensordesc.so`.
 //!
 //! `cargo bench --bench ffi_enumerate` (TDESC_BENCH_SMALL=1 for a 10,000-region run).
 
@@ -12,9 +19,12 @@ use std::time::Instant;
 
 use tensordesc::ffi::{
     tdesc_buffer, tdesc_descriptor_buffer, tdesc_descriptor_decode, tdesc_descriptor_free,
-    tdesc_descriptor_region, tdesc_region, tdesc_status, TDESC_MODE_STRICT, TDESC_NO_REGION,
+    tdesc_descriptor_locate, tdesc_descriptor_region, tdesc_location, tdesc_region, tdesc_status,
+    TDESC_MODE_STRICT, TDESC_NO_REGION,
 };
-use tensordesc::{decode, Descriptor, ElementType, Mode, NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc::{
+    decode, Descriptor, ElementType, Location, Mode, NodeSpec, RegionSpec, TensorBuilder,
+};
 
 /// A `side` x `side` grid of 1 x 2 regions over a `side` x `2 side` tensor, alternating
 /// row-major and column-major bodies (one buffer each).
@@ -35,17 +45,95 @@ fn grid(side: u64) -> Vec<u8> {
         .expect("encode the grid")
 }
 
-/// Best of `reps` runs, in seconds, and the last result.
-fn best<R>(reps: usize, mut f: impl FnMut() -> R) -> (f64, R) {
-    let mut best = f64::INFINITY;
+/// `reps` rounds of `rust` then `c`: the best time of each, in seconds, and their last
+/// results.
+fn peers<R>(
+    reps: usize,
+    mut rust: impl FnMut() -> R,
+    mut c: impl FnMut() -> R,
+) -> ((f64, R), (f64, R)) {
+    let (mut best_rust, mut best_c) = (f64::INFINITY, f64::INFINITY);
     let mut last = None;
     for _ in 0..reps {
         let t = Instant::now();
-        let r = black_box(f());
-        best = best.min(t.elapsed().as_secs_f64());
-        last = Some(r);
+        let r = black_box(rust());
+        best_rust = best_rust.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let k = black_box(c());
+        best_c = best_c.min(t.elapsed().as_secs_f64());
+        last = Some((r, k));
     }
-    (best, last.expect("reps >= 1"))
+    let (r, k) = last.expect("reps >= 1");
+    ((best_rust, r), (best_c, k))
+}
+
+/// A `side` x `side` grid of 16 x 16 row-major FLOAT32 tiles (the grid of `cargo bench
+/// --bench read`, part 6).
+fn tiles(side: u64) -> Vec<u8> {
+    let mut regions = Vec::with_capacity((side * side) as usize);
+    for i in 0..side {
+        for j in 0..side {
+            regions.push(RegionSpec::new(
+                &[16 * i, 16 * j],
+                &[16, 16],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    TensorBuilder::subpaving(ElementType::Float32, &[16 * side, 16 * side], regions)
+        .encode()
+        .expect("encode the tile grid")
+}
+
+/// `n` random indices (row after row) below `shape` (xorshift, fixed seed).
+fn random_indices(shape: &[u64], n: usize) -> Vec<u64> {
+    let mut x = 31u64;
+    let mut next = |below: u64| {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) % below
+    };
+    (0..n)
+        .flat_map(|_| shape.iter().map(|&e| next(e)).collect::<Vec<_>>())
+        .collect()
+}
+
+fn rust_locates(d: &Descriptor, idx: &[u64]) -> u64 {
+    let rank = d.rank();
+    let mut acc = 0u64;
+    for i in idx.chunks_exact(rank) {
+        if let Ok(Location::Dense {
+            byte_offset,
+            buffer,
+            ..
+        }) = d.locate(black_box(i))
+        {
+            acc = acc.wrapping_add(byte_offset ^ buffer as u64);
+        }
+    }
+    acc
+}
+
+unsafe fn c_locates(h: *const tensordesc::ffi::tdesc_descriptor, idx: &[u64], rank: usize) -> u64 {
+    let mut acc = 0u64;
+    let mut l = std::mem::MaybeUninit::<tdesc_location>::uninit();
+    for i in idx.chunks_exact(rank) {
+        // SAFETY: `h` is a live handle, `i` holds `rank` coordinates, `l` is writable.
+        let s = unsafe { tdesc_descriptor_locate(h, black_box(i).as_ptr(), rank, l.as_mut_ptr()) };
+        if s == tdesc_status::TDESC_OK {
+            // SAFETY: a successful call wrote the tag and the fields of its variant.
+            if let tdesc_location::Dense {
+                byte_offset,
+                buffer,
+                ..
+            } = unsafe { l.assume_init_ref() }
+            {
+                acc = acc.wrapping_add(byte_offset ^ *buffer as u64);
+            }
+        }
+    }
+    acc
 }
 
 fn mix(acc: u64, v: u64) -> u64 {
@@ -161,35 +249,59 @@ fn main() {
     let nr = d.region_count();
     assert_eq!((nb, nr), ((side * side) as usize, (side * side) as usize));
 
-    let (rb, rust_b) = best(reps, || rust_buffers(&d));
-    // SAFETY: `h` stays live until freed below.
-    let (cb, c_b) = best(reps, || unsafe { c_buffers(h, nb) });
+    // SAFETY: `h` stays live until freed at the end.
+    let c_b = || unsafe { c_buffers(h, nb) };
+    let ((rb, rust_b), (cb, c_b)) = peers(reps, || rust_buffers(&d), c_b);
     assert_eq!(rust_b, c_b, "buffer checksums differ");
-    let (rr, rust_r) = best(reps, || rust_regions(&d));
     // SAFETY: as above.
-    let (cr, c_r) = best(reps, || unsafe { c_regions(h, nr) });
+    let c_r = || unsafe { c_regions(h, nr) };
+    let ((rr, rust_r), (cr, c_r)) = peers(reps, || rust_regions(&d), c_r);
     assert_eq!(rust_r, c_r, "region checksums differ");
+
+    let tile_side: u64 = if small { 64 } else { 512 };
+    let nl = if small { 100_000 } else { 2_000_000 };
+    let tbytes = tiles(tile_side);
+    let dt = decode(&tbytes, Mode::Strict).expect("decode the tile grid");
+    let mut ht = std::ptr::null_mut();
+    // SAFETY: valid input slice and out-parameters.
+    let s = unsafe {
+        tdesc_descriptor_decode(
+            tbytes.as_ptr(),
+            tbytes.len(),
+            TDESC_MODE_STRICT,
+            &mut ht,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(s, tdesc_status::TDESC_OK);
+    let idx = random_indices(dt.shape(), nl);
+    // SAFETY: `ht` stays live until freed at the end; `idx` holds rank-2 indices.
+    let c_l = || unsafe { c_locates(ht, &idx, 2) };
+    let ((rl, rust_l), (cl, c_l)) = peers(reps, || rust_locates(&dt, &idx), c_l);
+    assert_eq!(rust_l, c_l, "locate checksums differ");
 
     let ns = |secs: f64, n: usize| secs * 1e9 / n as f64;
     println!(
-        "{:<28} {:>12} {:>12} {:>8}",
-        "enumeration", "Rust ns/item", "C ns/item", "C/Rust"
+        "{:<34} {:>12} {:>12} {:>8}",
+        "single calls", "Rust ns/item", "C ns/item", "C/Rust"
     );
-    println!(
-        "{:<28} {:>12.2} {:>12.2} {:>8.2}",
-        format!("{nb} effective buffers"),
-        ns(rb, nb),
-        ns(cb, nb),
-        cb / rb
-    );
-    println!(
-        "{:<28} {:>12.2} {:>12.2} {:>8.2}",
-        format!("{nr} regions"),
-        ns(rr, nr),
-        ns(cr, nr),
-        cr / rr
-    );
+    for (what, n, r, c) in [
+        (format!("{nb} effective buffers"), nb, rb, cb),
+        (format!("{nr} regions"), nr, rr, cr),
+        (format!("{nl} locates, {tile_side}^2 tiles"), nl, rl, cl),
+    ] {
+        println!(
+            "{:<34} {:>12.2} {:>12.2} {:>8.2}",
+            what,
+            ns(r, n),
+            ns(c, n),
+            c / r
+        );
+    }
     println!("target: C/Rust <= 1.5");
     // SAFETY: created above, freed once.
-    unsafe { tdesc_descriptor_free(h) };
+    unsafe {
+        tdesc_descriptor_free(h);
+        tdesc_descriptor_free(ht);
+    }
 }

@@ -317,6 +317,16 @@ static void test_layouts(void) {
     const uint64_t i99[2] = {999, 999};
     OK(tdesc_descriptor_locate(d, i99, 2, &loc));
     CHECK(loc.tag == TDESC_LOCATION_DENSE && loc.DENSE.byte_offset == 0);
+    {
+        /* Only the tag and the DENSE fields are written: the rest of the union stays. */
+        tdesc_location pre;
+        memset(&pre, 0xA5, sizeof pre);
+        OK(tdesc_descriptor_locate(d, i99, 2, &pre));
+        CHECK(pre.tag == TDESC_LOCATION_DENSE && pre.DENSE.byte_offset == 0 &&
+              pre.DENSE.bit_shift == 0);
+        CHECK(pre.LOOKUP.local_index[1] == 0xA5A5A5A5A5A5A5A5ull && /* past DENSE */
+              pre.LOOKUP.local_index[TDESC_MAX_RANK - 1] == 0xA5A5A5A5A5A5A5A5ull);
+    }
     check_round_trip(d);
     tdesc_descriptor_free(d);
 
@@ -336,6 +346,16 @@ static void test_layouts(void) {
           loc.LOOKUP.region == TDESC_NO_REGION && loc.LOOKUP.first_buffer == 0 &&
           loc.LOOKUP.buffer_count == 2 && loc.LOOKUP.local_index[0] == 2 &&
           loc.LOOKUP.local_index[1] == 1);
+    {
+        /* A lookup writes local_index[0, rank); later entries are left untouched. */
+        tdesc_location pre;
+        memset(&pre, 0xA5, sizeof pre);
+        OK(tdesc_descriptor_locate(d, i21, 2, &pre));
+        CHECK(pre.tag == TDESC_LOCATION_LOOKUP && pre.LOOKUP.buffer_count == 2 &&
+              pre.LOOKUP.local_index[0] == 2 && pre.LOOKUP.local_index[1] == 1 &&
+              pre.LOOKUP.local_index[2] == 0xA5A5A5A5A5A5A5A5ull &&
+              pre.LOOKUP.local_index[TDESC_MAX_RANK - 1] == 0xA5A5A5A5A5A5A5A5ull);
+    }
     check_round_trip(d);
     tdesc_descriptor_free(d);
 

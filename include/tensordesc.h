@@ -1092,7 +1092,8 @@ typedef struct {
      */
     uint32_t buffer_count;
     /**
-     * The index relative to the region origin; entries `[0, rank)` are meaningful.
+     * The index relative to the region origin: entries `[0, rank)` are written,
+     * later entries are left untouched.
      */
     uint64_t local_index[TDESC_MAX_RANK];
 } tdesc_location_lookup;
@@ -1728,6 +1729,10 @@ tdesc_status tdesc_descriptor_region(const tdesc_descriptor *d, size_t i, tdesc_
  * (`TDESC_ERR_INVALID_ARGUMENT`); a coordinate outside the shape is
  * `TDESC_ERR_INDEX_OUT_OF_BOUNDS`; an element inside a part kept opaque by permissive
  * decoding is `TDESC_ERR_NOT_BINDABLE`.
+ *
+ * Only the variant's own fields are written: `tag` and the `DENSE` fields for a dense
+ * element; `tag`, the `LOOKUP` fields and `local_index[0, rank)` for a lookup (later
+ * entries are left untouched).
  */
 tdesc_status tdesc_descriptor_locate(const tdesc_descriptor *d,
                                      const uint64_t *index,

@@ -18,27 +18,75 @@ pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidArgument, msg)
 }
 
+// The checks below are inlined into every entry point; what they report on failure is
+// built out of line (cold), so a call with good arguments runs a few compares and
+// branches and nothing else.
+
+/// `what` is NULL (a handle or out-parameter; `suffix` says which).
+#[cold]
+#[inline(never)]
+fn null_error(what: &str, suffix: &str) -> Error {
+    invalid(format!("{what}{suffix} is NULL"))
+}
+
+/// A handle argument at `ptr` is misaligned.
+#[cold]
+#[inline(never)]
+fn misaligned_handle(what: &str, ptr: usize) -> Error {
+    invalid(format!("{what} at {:p} is misaligned", ptr as *const u8))
+}
+
+/// An out-parameter at `ptr` is misaligned.
+#[cold]
+#[inline(never)]
+fn misaligned_out(what: &str, ptr: usize) -> Error {
+    invalid(format!(
+        "{what} (out-parameter) at {:p} is misaligned",
+        ptr as *const u8
+    ))
+}
+
+/// Why `len` elements aligned to `align` at `ptr` are not a slice: NULL, misaligned or
+/// too long, checked in that order.
+#[cold]
+#[inline(never)]
+fn slice_error(ptr: usize, len: usize, align: usize, what: &str) -> Error {
+    if ptr == 0 {
+        return invalid(format!("{what} is NULL but its length is {len}"));
+    }
+    if ptr % align != 0 {
+        return invalid(format!(
+            "{what} at {:p} is not aligned to {align} bytes",
+            ptr as *const u8
+        ));
+    }
+    invalid(format!("{what}: length {len} is too large"))
+}
+
+/// An index of `rank` coordinates for a tensor of rank `want`.
+#[cold]
+#[inline(never)]
+fn rank_mismatch(rank: usize, want: usize) -> Error {
+    invalid(format!(
+        "index has {rank} coordinates, the tensor has rank {want}"
+    ))
+}
+
 /// Borrow `len` elements at `ptr`: NULL is allowed only for `len == 0`; the pointer must
 /// be aligned for `T` and the span must fit in `isize`.
 ///
 /// # Safety
 /// A non-null `ptr` must point to `len` initialised `T`s that outlive `'a`.
+#[inline]
 pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
     }
-    if ptr.is_null() {
-        return Err(invalid(format!("{what} is NULL but its length is {len}")));
-    }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(invalid(format!(
-            "{what} at {ptr:p} is not aligned to {} bytes",
-            std::mem::align_of::<T>()
-        )));
-    }
-    match len.checked_mul(std::mem::size_of::<T>()) {
-        Some(n) if n <= isize::MAX as usize => {}
-        _ => return Err(invalid(format!("{what}: length {len} is too large"))),
+    let align = std::mem::align_of::<T>();
+    let fits =
+        matches!(len.checked_mul(std::mem::size_of::<T>()), Some(n) if n <= isize::MAX as usize);
+    if ptr.is_null() || (ptr as usize) % align != 0 || !fits {
+        return Err(slice_error(ptr as usize, len, align, what));
     }
     // SAFETY: non-null, aligned, size fits isize; validity for `len` elements is the
     // caller's promise (documented on every entry point).
@@ -51,15 +99,14 @@ pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, what: &str) -> 
 ///
 /// # Safety
 /// A non-null `index` must point to `rank` initialised coordinates that outlive `'a`.
+#[inline]
 pub(crate) unsafe fn index_arg<'a>(
     index: *const u64,
     rank: usize,
     want: usize,
 ) -> Result<&'a [u64]> {
     if rank != want {
-        return Err(invalid(format!(
-            "index has {rank} coordinates, the tensor has rank {want}"
-        )));
+        return Err(rank_mismatch(rank, want));
     }
     // SAFETY: forwarded caller promise.
     unsafe { slice_arg(index, rank, "index") }
@@ -69,12 +116,13 @@ pub(crate) unsafe fn index_arg<'a>(
 ///
 /// # Safety
 /// A non-null `ptr` must point to a live handle created by this library.
+#[inline]
 pub(crate) unsafe fn ref_arg<'a, T>(ptr: *const T, what: &str) -> Result<&'a T> {
     if ptr.is_null() {
-        return Err(invalid(format!("{what} is NULL")));
+        return Err(null_error(what, ""));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(invalid(format!("{what} at {ptr:p} is misaligned")));
+        return Err(misaligned_handle(what, ptr as usize));
     }
     // SAFETY: non-null and aligned; liveness is the caller's promise.
     Ok(unsafe { &*ptr })
@@ -85,26 +133,26 @@ pub(crate) unsafe fn ref_arg<'a, T>(ptr: *const T, what: &str) -> Result<&'a T> 
 /// # Safety
 /// A non-null `ptr` must point to a live handle created by this library, used by no
 /// other thread during the call.
+#[inline]
 pub(crate) unsafe fn mut_arg<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T> {
     if ptr.is_null() {
-        return Err(invalid(format!("{what} is NULL")));
+        return Err(null_error(what, ""));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(invalid(format!("{what} at {ptr:p} is misaligned")));
+        return Err(misaligned_handle(what, ptr as usize));
     }
     // SAFETY: non-null and aligned; liveness and exclusivity are the caller's promise.
     Ok(unsafe { &mut *ptr })
 }
 
 /// Check an out-parameter: non-null and aligned.
+#[inline]
 pub(crate) fn out_arg<T>(ptr: *mut T, what: &str) -> Result<()> {
     if ptr.is_null() {
-        return Err(invalid(format!("{what} (out-parameter) is NULL")));
+        return Err(null_error(what, " (out-parameter)"));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(invalid(format!(
-            "{what} (out-parameter) at {ptr:p} is misaligned"
-        )));
+        return Err(misaligned_out(what, ptr as usize));
     }
     Ok(())
 }

@@ -2,9 +2,10 @@
 //! region list and addressing.
 
 use std::ffi::{c_char, CString};
+use std::ptr::addr_of_mut;
 use std::sync::{Arc, OnceLock};
 
-use crate::descriptor::{decode, Descriptor, Location, RegionView};
+use crate::descriptor::{decode, Descriptor, Location, LocationKind, RegionView};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{self, BufferRole, LayoutRef};
@@ -321,7 +322,6 @@ pub unsafe extern "C" fn tdesc_descriptor_region(
         // SAFETY: `out` was checked non-null and aligned; the caller promises it points to
         // a writable tdesc_region. Only in-bounds fields are written (rank <= 64).
         unsafe {
-            use std::ptr::addr_of_mut;
             addr_of_mut!((*out).index).write(r.index());
             addr_of_mut!((*out).parent).write(r.parent().unwrap_or(TDESC_NO_REGION));
             addr_of_mut!((*out).depth).write(r.depth());
@@ -354,6 +354,10 @@ pub unsafe extern "C" fn tdesc_descriptor_region(
 /// (`TDESC_ERR_INVALID_ARGUMENT`); a coordinate outside the shape is
 /// `TDESC_ERR_INDEX_OUT_OF_BOUNDS`; an element inside a part kept opaque by permissive
 /// decoding is `TDESC_ERR_NOT_BINDABLE`.
+///
+/// Only the variant's own fields are written: `tag` and the `DENSE` fields for a dense
+/// element; `tag`, the `LOOKUP` fields and `local_index[0, rank)` for a lookup (later
+/// entries are left untouched).
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_locate(
     d: *const tdesc_descriptor,
@@ -367,42 +371,106 @@ pub unsafe extern "C" fn tdesc_descriptor_locate(
         // SAFETY: as above; the rank is checked before the coordinates are read.
         let index = unsafe { index_arg(index, rank, d.rank())? };
         out_arg(out, "out")?;
-        let v = location_to_c(d.locate(index)?);
-        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(v) };
+        // The compact form is what a dense element needs and costs no 64-entry local
+        // index; a lookup asks `locate` for its sub-table size and local index.
+        let c = d.locate_compact(index)?;
+        let out = out.cast::<LocationRepr>();
+        match c.kind {
+            LocationKind::Dense => {
+                // SAFETY: `out` was checked non-null and aligned (LocationRepr has the
+                // layout and alignment of tdesc_location, asserted below); the caller
+                // promises it points to a writable tdesc_location. Each write goes
+                // through a raw pointer to one field: no reference to the possibly
+                // uninitialised struct is made.
+                unsafe {
+                    addr_of_mut!((*out).tag).write(LOCATION_DENSE);
+                    let p = addr_of_mut!((*out).payload.dense);
+                    addr_of_mut!((*p).region).write(c.region);
+                    addr_of_mut!((*p).buffer).write(c.buffer);
+                    addr_of_mut!((*p).byte_offset).write(c.byte_offset);
+                    addr_of_mut!((*p).bit_shift).write(c.bit_shift);
+                }
+            }
+            LocationKind::Lookup => {
+                let l = d.locate(index)?;
+                let Location::Lookup {
+                    region,
+                    layout_tag,
+                    first_buffer,
+                    buffer_count,
+                    ref local_index,
+                } = l
+                else {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        format!("locate and locate_compact disagree on element {index:?}"),
+                    ));
+                };
+                // SAFETY: as for the dense variant; `local_index` receives `index.len()`
+                // (= rank <= 64) entries, within its 64.
+                unsafe {
+                    addr_of_mut!((*out).tag).write(LOCATION_LOOKUP);
+                    let p = addr_of_mut!((*out).payload.lookup);
+                    addr_of_mut!((*p).region).write(region.unwrap_or(TDESC_NO_REGION));
+                    addr_of_mut!((*p).layout_tag).write(layout_tag);
+                    addr_of_mut!((*p).first_buffer).write(first_buffer);
+                    addr_of_mut!((*p).buffer_count).write(buffer_count);
+                    std::ptr::copy_nonoverlapping(
+                        local_index.as_ptr(),
+                        addr_of_mut!((*p).local_index).cast::<u64>(),
+                        index.len(),
+                    );
+                }
+            }
+        }
         Ok(())
     })
 }
 
-/// The C form of a location.
-pub(crate) fn location_to_c(l: Location) -> tdesc_location {
-    match l {
-        Location::Dense {
-            region,
-            buffer,
-            byte_offset,
-            bit_shift,
-        } => tdesc_location::Dense {
-            region: region.unwrap_or(TDESC_NO_REGION),
-            buffer,
-            byte_offset,
-            bit_shift,
-        },
-        Location::Lookup {
-            region,
-            layout_tag,
-            first_buffer,
-            buffer_count,
-            local_index,
-        } => tdesc_location::Lookup {
-            region: region.unwrap_or(TDESC_NO_REGION),
-            layout_tag,
-            first_buffer,
-            buffer_count,
-            local_index,
-        },
-    }
+/// `tdesc_location` spelled out the way the Rust reference lays out a `#[repr(C, u32)]`
+/// enum with fields: a `repr(C)` struct of the `u32` tag and a `repr(C)` union of one
+/// `repr(C)` struct per variant. It lets `tdesc_descriptor_locate` write a result field
+/// by field into caller memory that may be uninitialised, without a 536-byte temporary.
+#[repr(C)]
+struct LocationRepr {
+    tag: u32,
+    payload: LocationPayload,
 }
+
+#[repr(C)]
+union LocationPayload {
+    dense: DenseRepr,
+    lookup: LookupRepr,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DenseRepr {
+    region: u32,
+    buffer: u32,
+    byte_offset: u64,
+    bit_shift: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LookupRepr {
+    region: u32,
+    layout_tag: u8,
+    first_buffer: u32,
+    buffer_count: u32,
+    local_index: [u64; TDESC_MAX_RANK],
+}
+
+/// The tags of `tdesc_location`: its variants' discriminants in declaration order.
+const LOCATION_DENSE: u32 = 0;
+const LOCATION_LOOKUP: u32 = 1;
+
+const _: () = {
+    use std::mem::{align_of, size_of};
+    assert!(size_of::<LocationRepr>() == size_of::<tdesc_location>());
+    assert!(align_of::<LocationRepr>() == align_of::<tdesc_location>());
+};
 
 /// The layout and quantization of the tensor (`region` = `TDESC_NO_REGION`) or of region
 /// `region`.
@@ -914,6 +982,204 @@ mod tests {
             assert!(msg.starts_with("TRUNCATED: 3 bytes"), "{msg}");
             tdesc_descriptor_free(h as *mut tdesc_descriptor);
         }
+    }
+
+    /// `LocationRepr` reads back every field of both variants of `tdesc_location`.
+    #[test]
+    fn location_repr_mirrors_the_tagged_union() {
+        let mut local_index = [0u64; TDESC_MAX_RANK];
+        for (k, v) in local_index.iter_mut().enumerate() {
+            *v = 1000 + k as u64;
+        }
+        let lookup = tdesc_location::Lookup {
+            region: 7,
+            layout_tag: 0x08,
+            first_buffer: 11,
+            buffer_count: 3,
+            local_index,
+        };
+        let dense = tdesc_location::Dense {
+            region: 5,
+            buffer: 9,
+            byte_offset: 0x1234_5678_9ABC,
+            bit_shift: 4,
+        };
+        // SAFETY: same size and alignment (asserted at compile time); the payload member
+        // read is the one of the value's own variant.
+        unsafe {
+            let r = &*(&lookup as *const tdesc_location).cast::<LocationRepr>();
+            assert_eq!(r.tag, LOCATION_LOOKUP);
+            let l = r.payload.lookup;
+            assert_eq!(
+                (l.region, l.layout_tag, l.first_buffer, l.buffer_count),
+                (7, 0x08, 11, 3)
+            );
+            assert_eq!(l.local_index, local_index);
+            let r = &*(&dense as *const tdesc_location).cast::<LocationRepr>();
+            assert_eq!(r.tag, LOCATION_DENSE);
+            let x = r.payload.dense;
+            assert_eq!(
+                (x.region, x.buffer, x.byte_offset, x.bit_shift),
+                (5, 9, 0x1234_5678_9ABC, 4)
+            );
+        }
+    }
+
+    /// Every element of tensors of every kind of leaf: the C result equals the Rust
+    /// `locate`, errors included, and nothing past the variant's fields (and past
+    /// `local_index[rank)`) is written.
+    #[test]
+    fn locate_writes_what_rust_locate_says_and_nothing_more() {
+        let nested = NodeSpec::subpaving(vec![
+            RegionSpec::new(&[0, 0], &[2, 4], NodeSpec::csr(3, 3)),
+            RegionSpec::new(&[2, 0], &[2, 4], NodeSpec::col_major()),
+        ]);
+        let cases = vec![
+            TensorBuilder::subpaving(
+                ElementType::Float32,
+                &[4, 12],
+                vec![
+                    RegionSpec::new(&[0, 0], &[4, 4], NodeSpec::row_major()),
+                    RegionSpec::new(&[0, 4], &[4, 4], nested),
+                    RegionSpec::new(&[0, 8], &[4, 4], NodeSpec::coo(2, 3)),
+                ],
+            ),
+            TensorBuilder::subpaving(
+                ElementType::Uint8,
+                &[6, 6],
+                (0..3)
+                    .flat_map(|i| {
+                        (0..3).map(move |j| {
+                            RegionSpec::new(&[2 * i, 2 * j], &[2, 2], NodeSpec::row_major())
+                        })
+                    })
+                    .collect(),
+            ),
+            TensorBuilder::subpaving(
+                ElementType::Int4,
+                &[3, 4],
+                vec![
+                    RegionSpec::new(&[0, 0], &[3, 2], NodeSpec::row_major()),
+                    RegionSpec::new(&[0, 2], &[3, 2], NodeSpec::csc(2, 3)),
+                ],
+            ),
+            TensorBuilder::new(ElementType::Float64, &[3, 5], NodeSpec::csr(4, 3)),
+            TensorBuilder::new(ElementType::Int4, &[3, 5], NodeSpec::col_major()),
+            TensorBuilder::new(ElementType::Int16, &[2, 3, 4], NodeSpec::tiled(&[2, 2, 2])),
+            TensorBuilder::new(
+                ElementType::Float16,
+                &[2, 5, 3],
+                NodeSpec::block_paged(2, 1),
+            ),
+            TensorBuilder::row_major(ElementType::Int8, &[]),
+        ];
+        const FILL: u8 = 0xA5;
+        let mut lookups = 0;
+        for b in cases {
+            let d = b.build().unwrap();
+            let rank = d.rank();
+            let shape = d.shape().to_vec();
+            let h = handle(d.clone());
+            let n: u64 = shape.iter().product();
+            for flat in 0..=n {
+                // Every element, then one past the end on axis 0.
+                let mut idx = vec![0u64; rank];
+                let mut rest = flat;
+                for a in (0..rank).rev() {
+                    idx[a] = rest % shape[a];
+                    rest /= shape[a];
+                }
+                if flat == n {
+                    if rank == 0 {
+                        continue;
+                    }
+                    idx[0] = shape[0];
+                }
+                let mut loc = std::mem::MaybeUninit::<tdesc_location>::uninit();
+                // SAFETY: plain bytes into our own buffer.
+                unsafe { ptr::write_bytes(loc.as_mut_ptr().cast::<u8>(), FILL, 536) };
+                // SAFETY: live handle, `rank` coordinates, a writable out-parameter.
+                let s = unsafe { tdesc_descriptor_locate(h, idx.as_ptr(), rank, loc.as_mut_ptr()) };
+                let bytes = |from: usize, to: usize| {
+                    // SAFETY: the whole 536 bytes were initialised above.
+                    let all = unsafe { std::slice::from_raw_parts(loc.as_ptr().cast::<u8>(), 536) };
+                    all[from..to].iter().all(|&b| b == FILL)
+                };
+                match d.locate(&idx) {
+                    Err(e) => {
+                        assert_eq!(s, tdesc_status::from_kind(e.kind), "{idx:?}");
+                        // SAFETY: this thread's detail string, valid until its next failure.
+                        let msg = unsafe { CStr::from_ptr(crate::ffi::tdesc_last_error()) };
+                        assert_eq!(msg.to_str().unwrap(), e.to_string(), "{idx:?}");
+                        assert!(bytes(0, 536), "{idx:?}: written on failure");
+                    }
+                    Ok(want) => {
+                        assert_eq!(s, tdesc_status::TDESC_OK, "{idx:?}");
+                        // SAFETY: the call wrote the tag and the variant's fields.
+                        let r = unsafe { &*loc.as_ptr().cast::<LocationRepr>() };
+                        match want {
+                            Location::Dense {
+                                region,
+                                buffer,
+                                byte_offset,
+                                bit_shift,
+                            } => {
+                                assert_eq!(r.tag, LOCATION_DENSE, "{idx:?}");
+                                // SAFETY: the dense member was written.
+                                let x = unsafe { r.payload.dense };
+                                assert_eq!(
+                                    (x.region, x.buffer, x.byte_offset, x.bit_shift),
+                                    (
+                                        region.unwrap_or(TDESC_NO_REGION),
+                                        buffer,
+                                        byte_offset,
+                                        bit_shift
+                                    ),
+                                    "{idx:?}"
+                                );
+                                assert!(bytes(25, 536), "{idx:?}: past the dense fields");
+                            }
+                            Location::Lookup {
+                                region,
+                                layout_tag,
+                                first_buffer,
+                                buffer_count,
+                                local_index,
+                            } => {
+                                lookups += 1;
+                                assert_eq!(r.tag, LOCATION_LOOKUP, "{idx:?}");
+                                // SAFETY: the lookup header and `rank` entries were written.
+                                let (head, li) = unsafe {
+                                    let l = &*ptr::addr_of!(r.payload.lookup);
+                                    (
+                                        (l.region, l.layout_tag, l.first_buffer, l.buffer_count),
+                                        &l.local_index[..rank],
+                                    )
+                                };
+                                assert_eq!(
+                                    head,
+                                    (
+                                        region.unwrap_or(TDESC_NO_REGION),
+                                        layout_tag,
+                                        first_buffer,
+                                        buffer_count
+                                    ),
+                                    "{idx:?}"
+                                );
+                                assert_eq!(li, &local_index[..rank], "{idx:?}");
+                                assert!(
+                                    bytes(24 + 8 * rank, 536),
+                                    "{idx:?}: past local_index[rank)"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            // SAFETY: created above, freed once.
+            unsafe { tdesc_descriptor_free(h) };
+        }
+        assert!(lookups > 20, "{lookups} lookups");
     }
 
     #[test]

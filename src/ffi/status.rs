@@ -174,6 +174,8 @@ fn to_cstring(s: String) -> CString {
 }
 
 /// Record `e` as the calling thread's last error and return its status.
+#[cold]
+#[inline(never)]
 pub(crate) fn fail(e: &Error) -> tdesc_status {
     let msg = to_cstring(e.to_string());
     // A thread being torn down has no slot any more; the status still says what happened.
@@ -192,32 +194,50 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Record a caught panic as the calling thread's last error (`INTERNAL`).
+#[cold]
+#[inline(never)]
+fn fail_panic(p: Box<dyn std::any::Any + Send>) -> tdesc_status {
+    fail(&Error::new(
+        ErrorKind::Internal,
+        format!("panic inside libtensordesc: {}", panic_message(&*p)),
+    ))
+}
+
+/// Record `e` (taking it by value, so the caller's frame does not drop it) as the
+/// calling thread's last error.
+#[cold]
+#[inline(never)]
+fn fail_owned(e: Error) -> tdesc_status {
+    fail(&e)
+}
+
 /// The panic boundary of a status-returning entry point.
+///
+/// Inlined into every entry point: the closure's body then sits in the entry point itself
+/// (no closure environment of pointers to its arguments), and the failure paths are
+/// out-of-line cold calls, so a successful call pays for nothing but its own work.
+#[inline(always)]
 pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> tdesc_status {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => tdesc_status::TDESC_OK,
-        Ok(Err(e)) => fail(&e),
-        Err(p) => fail(&Error::new(
-            ErrorKind::Internal,
-            format!("panic inside libtensordesc: {}", panic_message(&*p)),
-        )),
+        Ok(Err(e)) => fail_owned(e),
+        Err(p) => fail_panic(p),
     }
 }
 
 /// The panic boundary of an entry point that returns a value; a failure or a panic is
 /// recorded as the last error and yields `fallback`.
+#[inline(always)]
 pub(crate) fn guard_value<T>(fallback: T, f: impl FnOnce() -> Result<T>) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            fail(&e);
+            fail_owned(e);
             fallback
         }
         Err(p) => {
-            fail(&Error::new(
-                ErrorKind::Internal,
-                format!("panic inside libtensordesc: {}", panic_message(&*p)),
-            ));
+            fail_panic(p);
             fallback
         }
     }

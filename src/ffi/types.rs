@@ -366,7 +366,8 @@ pub enum tdesc_location {
         first_buffer: u32,
         /// Sub-table size.
         buffer_count: u32,
-        /// The index relative to the region origin; entries `[0, rank)` are meaningful.
+        /// The index relative to the region origin: entries `[0, rank)` are written,
+        /// later entries are left untouched.
         local_index: [u64; TDESC_MAX_RANK],
     },
 }
