@@ -59,16 +59,21 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
     }
 
     /// Make room for `additional` more items: on the heap (exactly) once they would not
-    /// fit inline.
+    /// fit inline. A large reservation is advised onto huge pages
+    /// ([`crate::mem::advise_huge_pages`]).
     pub(crate) fn reserve(&mut self, additional: usize) {
         let len = self.len();
         if len.saturating_add(additional) <= N {
             return;
         }
         match self {
-            SmallVec::Heap(v) => v.reserve_exact(additional),
+            SmallVec::Heap(v) => {
+                v.reserve_exact(additional);
+                crate::mem::advise_huge_pages(v);
+            }
             SmallVec::Inline(..) => {
                 let mut v = Vec::with_capacity(len.saturating_add(additional));
+                crate::mem::advise_huge_pages(&v);
                 v.extend_from_slice(self);
                 *self = SmallVec::Heap(v);
             }

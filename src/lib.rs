@@ -46,8 +46,8 @@ pub mod bench_support {
 pub use bound::{BoundTensor, OutputType};
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
 pub use descriptor::{
-    decode, BufferInfo, CompactLocation, Descriptor, Location, LocationKind, RegionHit,
-    RegionInBox, RegionView, NO_REGION,
+    decode, BufferInfo, CompactLocation, DecodeCache, Descriptor, Location, LocationKind,
+    RegionHit, RegionInBox, RegionView, NO_REGION,
 };
 pub use device::{BufferHandle, DeviceType, MemoryClass};
 pub use element::ElementType;

@@ -3,7 +3,11 @@
 
 use super::*;
 
+mod cache;
 mod tiles;
+
+pub use cache::DecodeCache;
+use cache::Storage;
 
 /// Decode one descriptor from the start of `bytes`. Bytes after `descriptor_length` are
 /// not read; [`Descriptor::encoded_len`] says how many were consumed.
@@ -22,7 +26,9 @@ pub(super) struct Decoder {
 }
 
 /// Make room for `additional` more items in `v`, growing geometrically (so nested levels
-/// do not copy the vector once each) but never past `max` items in all.
+/// do not copy the vector once each) but never past `max` items in all. A large
+/// reservation is advised onto huge pages ([`crate::mem::advise_huge_pages`]) before it is
+/// written.
 pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) {
     let need = v.len().saturating_add(additional);
     if need <= v.capacity() {
@@ -30,10 +36,23 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
     }
     let target = need.max(v.capacity().saturating_mul(2)).min(max.max(need));
     v.reserve_exact(target - v.len());
+    crate::mem::advise_huge_pages(v);
 }
 
 impl Decoder {
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+        Decoder::run_with(bytes, mode, &mut Storage::default(), false)
+    }
+
+    /// [`run`](Self::run), building the decoded form in `storage`'s vectors (taken, and
+    /// given back cleared when decoding fails). With `reuse`, the effective buffer list is
+    /// not shrunk to its length, so the storage keeps its capacity for the next decode.
+    pub(super) fn run_with(
+        bytes: &[u8],
+        mode: Mode,
+        storage: &mut Storage,
+        reuse: bool,
+    ) -> Result<Descriptor> {
         let h = match frame::peek(bytes) {
             Peek::NoMagic => {
                 return Err(Error::new(
@@ -160,15 +179,41 @@ impl Decoder {
                 extension_type: None,
                 trailing: Vec::new(),
                 encoded_len: dlen,
-                regions: Vec::new(),
-                coords: Vec::new(),
-                buffers: SmallVec::new(),
-                quants: Vec::new(),
-                arena: Arena::default(),
+                regions: std::mem::take(&mut storage.regions),
+                coords: std::mem::take(&mut storage.coords),
+                buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
+                quants: std::mem::take(&mut storage.quants),
+                arena: std::mem::take(&mut storage.arena),
                 indexes: Vec::new(),
                 opaque_parts: 0,
             },
         };
+        match dec.body(&mut r, ltag, hflags, count, minor) {
+            Ok(()) => {
+                if !reuse {
+                    dec.d.buffers.shrink_to_fit();
+                }
+                Ok(dec.d)
+            }
+            Err(e) => {
+                storage.recycle(dec.d);
+                Err(e)
+            }
+        }
+    }
+
+    /// Everything after the shape: the root's tail and the optional sections.
+    fn body(
+        &mut self,
+        r: &mut Reader<'_>,
+        ltag: u8,
+        hflags: u16,
+        count: u64,
+        minor: u8,
+    ) -> Result<()> {
+        let (mode, rank) = (self.mode, self.rank);
+        let class = classify(ltag);
+        let dec = self;
         if class == LayoutClass::Unknown {
             let data = r.rest();
             let span = dec.d.arena.push_small(data)?;
@@ -178,7 +223,7 @@ impl Decoder {
                 data: span,
             };
             dec.d.opaque_parts = 1;
-            return Ok(dec.d);
+            return Ok(());
         }
         // The shape (copied: `tail` borrows the decoder mutably) followed by the origin
         // (zeros). Small ranks use an array, so the common decode zeroes 128 bytes, not
@@ -194,7 +239,7 @@ impl Decoder {
         shape_and_origin[..rank].copy_from_slice(&dec.d.shape);
         let (shp, zero) = shape_and_origin.split_at(rank);
         dec.d.root = dec.tail(
-            &mut r,
+            r,
             ltag,
             shp,
             zero,
@@ -203,13 +248,13 @@ impl Decoder {
             None,
         )?;
         if hflags & flags::HAS_SHARD != 0 {
-            dec.d.shard = Some(Shard::read(&mut r, &dec.d.shape)?);
+            dec.d.shard = Some(Shard::read(r, &dec.d.shape)?);
         }
         if hflags & flags::HAS_STATISTICS != 0 {
-            dec.d.statistics = Some(Statistics::read(&mut r, count)?);
+            dec.d.statistics = Some(Statistics::read(r, count)?);
         }
         if hflags & flags::HAS_EXTENSION_TYPE != 0 {
-            dec.d.extension_type = Some(ExtensionType::read(&mut r)?);
+            dec.d.extension_type = Some(ExtensionType::read(r)?);
         }
         if !r.is_empty() {
             if mode == Mode::Permissive && minor > VERSION_MINOR {
@@ -218,8 +263,7 @@ impl Decoder {
                 r.expect_end("descriptor")?;
             }
         }
-        dec.d.buffers.shrink_to_fit();
-        Ok(dec.d)
+        Ok(())
     }
 
     /// Decode a descriptor tail (byte_offset, layout fields, buffer table, quantization)

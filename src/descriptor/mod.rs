@@ -27,7 +27,7 @@ mod locate;
 mod query;
 
 pub use batch::{CompactLocation, LocationKind, NO_REGION};
-pub use decode::decode;
+pub use decode::{decode, DecodeCache};
 pub use query::{RegionHit, RegionInBox};
 
 /// A position in one of the descriptor's tables (a region or a quantization), stored

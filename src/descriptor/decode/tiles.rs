@@ -115,6 +115,8 @@ impl Decoder {
         let first_buffer = self.d.buffers.len() as u32;
         self.d.regions.reserve_exact(count as usize);
         self.d.coords.reserve_exact(count as usize * 2 * rank);
+        crate::mem::advise_huge_pages(&self.d.regions);
+        crate::mem::advise_huge_pages(&self.d.coords);
         self.d.buffers.reserve(count as usize);
         let mut cell = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
