@@ -41,6 +41,15 @@ pub mod transport;
 #[doc(hidden)]
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
+
+    /// Address and byte capacity of the decoded form's region records, the largest array
+    /// of a subpaving's decoded form (for the test that checks its huge-page advice).
+    pub fn region_records(d: &crate::Descriptor) -> (usize, usize) {
+        (
+            d.regions.as_ptr() as usize,
+            d.regions.capacity() * std::mem::size_of_val(d.regions.first().unwrap_or(&d.root)),
+        )
+    }
 }
 
 pub use bound::{BoundTensor, OutputType};

@@ -1,0 +1,218 @@
+//! Decoding through a `DecodeCache`: the same descriptors and the same errors as `decode`,
+//! on every golden vector and on large grids and irregular partitions, with the recycled
+//! storage reused (counted: a recycled decode allocates almost nothing) — and the large
+//! decoded arrays advised onto transparent huge pages (read back from /proc/self/smaps).
+
+mod common;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+#[path = "common/geometry.rs"]
+mod geometry;
+
+use common::{manifest, read_vector};
+use geometry::{random_splits, Boxes};
+use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc::{decode, DecodeCache, Descriptor, ElementType, Mode, Result};
+
+/// `decode` and the cache agree: the same descriptor (and encoding), or the same error.
+fn same(what: &str, want: Result<Descriptor>, got: Result<Descriptor>, cache: &mut DecodeCache) {
+    match (want, got) {
+        (Ok(w), Ok(g)) => {
+            assert_eq!(w, g, "{what}: the cache decoded a different descriptor");
+            assert_eq!(w.encode().ok(), g.encode().ok(), "{what}: encodings differ");
+            cache.recycle(g);
+        }
+        (Err(w), Err(g)) => {
+            assert_eq!(w.kind(), g.kind(), "{what}");
+            assert_eq!(w.to_string(), g.to_string(), "{what}");
+        }
+        (w, g) => panic!("{what}: decode gave {w:?}, the cache {g:?}"),
+    }
+}
+
+#[test]
+fn cache_decodes_every_golden_vector_as_decode_does() {
+    let mut cache = DecodeCache::new();
+    // Twice round, so every vector is also decoded into storage a larger one left.
+    for round in 0..2 {
+        for e in manifest() {
+            let bytes = read_vector(&e.name);
+            let what = format!("round {round}, {}", e.name);
+            same(
+                &what,
+                decode(&bytes, e.mode),
+                cache.decode(&bytes, e.mode),
+                &mut cache,
+            );
+        }
+    }
+}
+
+fn subpaving(boxes: &Boxes, extent: [u64; 2], quantized_every: usize) -> Vec<u8> {
+    let regions: Vec<RegionSpec> = boxes
+        .iter()
+        .enumerate()
+        .map(|(i, (o, s))| {
+            let node = if quantized_every != 0 && i % quantized_every == 0 {
+                NodeSpec::col_major()
+            } else {
+                NodeSpec::row_major()
+            };
+            RegionSpec::new(o, s, node)
+        })
+        .collect();
+    TensorBuilder::new(ElementType::Uint8, &extent, NodeSpec::subpaving(regions))
+        .build()
+        .expect("valid")
+        .encode()
+        .expect("encodes")
+}
+
+fn grid(side: u64, tile: u64) -> (Boxes, [u64; 2]) {
+    let mut v = Vec::new();
+    for i in 0..side {
+        for j in 0..side {
+            v.push(([i * tile, j * tile], [tile, tile]));
+        }
+    }
+    (v, [side * tile, side * tile])
+}
+
+#[test]
+fn cache_matches_decode_on_grids_irregular_partitions_and_corrupted_bytes() {
+    let mut cache = DecodeCache::new();
+    let (g, ge) = grid(120, 8);
+    let (irr, ie) = random_splits(20_000, 7);
+    let inputs = [
+        ("grid of plain tiles", subpaving(&g, ge, 0)),
+        (
+            "grid with every 7th tile column-major",
+            subpaving(&g, ge, 7),
+        ),
+        ("irregular partition", subpaving(&irr, ie, 0)),
+        ("small grid", subpaving(&grid(3, 5).0, grid(3, 5).1, 2)),
+    ];
+    for round in 0..3 {
+        for (name, bytes) in &inputs {
+            let what = format!("round {round}, {name}");
+            same(
+                &what,
+                decode(bytes, Mode::Strict),
+                cache.decode(bytes, Mode::Strict),
+                &mut cache,
+            );
+            // Corruptions late in the input fail after much of the decoded form was
+            // written into the cache's storage; the storage must come back clean.
+            for cut in [bytes.len() - 1, bytes.len() / 2, bytes.len() * 9 / 10] {
+                let mut bad = bytes.clone();
+                bad[cut] ^= 0x5A;
+                same(
+                    &format!("{what}, byte {cut} flipped"),
+                    decode(&bad, Mode::Strict),
+                    cache.decode(&bad, Mode::Strict),
+                    &mut cache,
+                );
+                same(
+                    &format!("{what}, truncated to {cut}"),
+                    decode(&bytes[..cut], Mode::Strict),
+                    cache.decode(&bytes[..cut], Mode::Strict),
+                    &mut cache,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_recycled_decode_allocates_almost_nothing() {
+    let (g, ge) = grid(200, 8);
+    let bytes = subpaving(&g, ge, 0);
+    let mut cache = DecodeCache::new();
+    let (first, fresh) = counting_alloc::measure(|| cache.decode(&bytes, Mode::Strict).unwrap());
+    cache.recycle(first);
+    let held = cache.heap_bytes();
+    assert!(
+        held >= 40_000 * 40,
+        "the cache keeps the region records ({held} bytes)"
+    );
+    for _ in 0..3 {
+        let (d, again) = counting_alloc::measure(|| cache.decode(&bytes, Mode::Strict).unwrap());
+        assert_eq!(d.region_count(), 40_000);
+        println!("fresh decode peak {fresh} bytes, recycled {again} bytes");
+        // What is left is the level index's handful of small vectors.
+        assert!(
+            again * 1000 < fresh,
+            "a recycled decode allocated {again} bytes (fresh: {fresh})"
+        );
+        cache.recycle(d);
+    }
+    // A smaller descriptor through the same cache keeps the large storage.
+    let (small, se) = grid(10, 8);
+    let d = cache
+        .decode(&subpaving(&small, se, 0), Mode::Strict)
+        .unwrap();
+    cache.recycle(d);
+    assert_eq!(cache.heap_bytes(), held);
+}
+
+/// The VmFlags line of the /proc/self/smaps mapping that contains `addr`.
+#[cfg(target_os = "linux")]
+fn vm_flags(addr: usize) -> Option<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = head.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return Some(flags.to_string());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn large_decoded_arrays_are_advised_onto_huge_pages() {
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        println!("this kernel has no transparent huge pages: nothing to check");
+        return;
+    }
+    const HUGE: usize = 2 << 20;
+    // 160,000 regions: 6.4 MB of region records, above the 4 MiB advice threshold.
+    let (g, ge) = grid(400, 4);
+    let bytes = subpaving(&g, ge, 0);
+    for (how, d) in [
+        ("decode", decode(&bytes, Mode::Strict).unwrap()),
+        (
+            "DecodeCache::decode",
+            DecodeCache::new().decode(&bytes, Mode::Strict).unwrap(),
+        ),
+    ] {
+        let (addr, len) = tensordesc::bench_support::region_records(&d);
+        assert!(len >= 2 * HUGE, "{how}: {len} bytes of records");
+        // The first whole huge page inside the array is advised.
+        let page = addr.div_ceil(HUGE) * HUGE;
+        let flags = vm_flags(page).expect("the records' mapping is in /proc/self/smaps");
+        assert!(
+            flags.split_whitespace().any(|f| f == "hg"),
+            "{how}: the region records' mapping lacks the huge-page advice (VmFlags:{flags})"
+        );
+    }
+    // A small decoded form is not advised (it lives in the heap proper).
+    let (s, se) = grid(20, 4);
+    let d = decode(&subpaving(&s, se, 0), Mode::Strict).unwrap();
+    let (addr, _) = tensordesc::bench_support::region_records(&d);
+    let flags = vm_flags(addr).expect("mapped");
+    assert!(
+        !flags.split_whitespace().any(|f| f == "hg"),
+        "VmFlags:{flags}"
+    );
+}
