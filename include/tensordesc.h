@@ -705,6 +705,16 @@ typedef uint32_t tdesc_stream_event_kind;
 typedef struct tdesc_builder tdesc_builder;
 
 /**
+ * Storage kept between decodes, for a caller that decodes many descriptors (stream
+ * frames, a file's tensors, requests): `tdesc_decode_cache_decode` builds each decoded
+ * form in the vectors `tdesc_decode_cache_recycle` took back from an earlier descriptor,
+ * so it allocates (and faults in) nothing new for one no larger than those seen before.
+ * Created by `tdesc_decode_cache_new`, released by `tdesc_decode_cache_free`. Not for
+ * concurrent use: one thread at a time.
+ */
+typedef struct tdesc_decode_cache tdesc_decode_cache;
+
+/**
  * A decoded, validated descriptor. Immutable; share it freely between threads for
  * reading. Created by `tdesc_descriptor_decode`, `tdesc_descriptor_clone` or
  * `tdesc_builder_build`; released by `tdesc_descriptor_free`.
@@ -1652,6 +1662,43 @@ void tdesc_descriptor_free(tdesc_descriptor *d);
  * A second handle to the same descriptor (no copy); free both.
  */
 tdesc_status tdesc_descriptor_clone(const tdesc_descriptor *d, tdesc_descriptor **out);
+
+/**
+ * A new, empty decode cache (it allocates nothing until used).
+ */
+tdesc_status tdesc_decode_cache_new(tdesc_decode_cache **out);
+
+/**
+ * Release a decode cache and the storage it holds. NULL is a no-op. Descriptors it
+ * decoded stay valid (each owns its storage until it is recycled or freed).
+ */
+void tdesc_decode_cache_free(tdesc_decode_cache *c);
+
+/**
+ * `tdesc_descriptor_decode` into the cache's storage: the same descriptor or the same
+ * status and detail. On success `*out` is a new handle — free it with
+ * `tdesc_descriptor_free`, or give its storage back with `tdesc_decode_cache_recycle`.
+ * On failure `*out` is NULL and the storage stays in the cache.
+ */
+tdesc_status tdesc_decode_cache_decode(tdesc_decode_cache *c,
+                                       const uint8_t *bytes,
+                                       size_t len,
+                                       tdesc_mode mode,
+                                       tdesc_descriptor **out,
+                                       size_t *consumed);
+
+/**
+ * Release descriptor handle `d` (as `tdesc_descriptor_free` does) and give its storage
+ * to the cache for the next `tdesc_decode_cache_decode` — when nothing else shares the
+ * descriptor; a clone or a bound tensor keeps it alive, and then only the handle is
+ * released. `d` NULL is a no-op; with `c` NULL, `d` is just freed.
+ */
+void tdesc_decode_cache_recycle(tdesc_decode_cache *c, tdesc_descriptor *d);
+
+/**
+ * Heap bytes the cache holds for the next decode (0 when `c` is NULL).
+ */
+size_t tdesc_decode_cache_heap_bytes(const tdesc_decode_cache *c);
 
 /**
  * The rank (0 for a scalar, or when `d` is NULL).

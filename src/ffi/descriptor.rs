@@ -5,12 +5,12 @@ use std::ffi::{c_char, CString};
 use std::ptr::addr_of_mut;
 use std::sync::{Arc, OnceLock};
 
-use crate::descriptor::{decode, Descriptor, Location, LocationKind, RegionView};
+use crate::descriptor::{decode, DecodeCache, Descriptor, Location, LocationKind, RegionView};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{self, BufferRole, LayoutRef};
 
-use super::args::{index_arg, invalid, mode_arg, out_arg, out_handle, ref_arg, slice_arg};
+use super::args::{index_arg, invalid, mode_arg, mut_arg, out_arg, out_handle, ref_arg, slice_arg};
 use super::handle;
 use super::status::{guard, guard_value, name_table, tdesc_status};
 use super::types::*;
@@ -161,6 +161,113 @@ pub unsafe extern "C" fn tdesc_descriptor_clone(
         }
         Ok(())
     })
+}
+
+/// Storage kept between decodes, for a caller that decodes many descriptors (stream
+/// frames, a file's tensors, requests): `tdesc_decode_cache_decode` builds each decoded
+/// form in the vectors `tdesc_decode_cache_recycle` took back from an earlier descriptor,
+/// so it allocates (and faults in) nothing new for one no larger than those seen before.
+/// Created by `tdesc_decode_cache_new`, released by `tdesc_decode_cache_free`. Not for
+/// concurrent use: one thread at a time.
+pub struct tdesc_decode_cache {
+    inner: DecodeCache,
+}
+
+/// A new, empty decode cache (it allocates nothing until used).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_decode_cache_new(out: *mut *mut tdesc_decode_cache) -> tdesc_status {
+    guard(|| {
+        // SAFETY: `out` checked, then written once.
+        unsafe {
+            out_handle(out, "out")?;
+            handle::give(
+                out,
+                tdesc_decode_cache {
+                    inner: DecodeCache::new(),
+                },
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Release a decode cache and the storage it holds. NULL is a no-op. Descriptors it
+/// decoded stay valid (each owns its storage until it is recycled or freed).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_decode_cache_free(c: *mut tdesc_decode_cache) {
+    // SAFETY: the caller passes NULL or a handle of this type it owns, freed once.
+    unsafe { handle::free(c) }
+}
+
+/// `tdesc_descriptor_decode` into the cache's storage: the same descriptor or the same
+/// status and detail. On success `*out` is a new handle — free it with
+/// `tdesc_descriptor_free`, or give its storage back with `tdesc_decode_cache_recycle`.
+/// On failure `*out` is NULL and the storage stays in the cache.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_decode_cache_decode(
+    c: *mut tdesc_decode_cache,
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    out: *mut *mut tdesc_descriptor,
+    consumed: *mut usize,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: `out` is checked, then written once; caller promise on `c`.
+        unsafe { out_handle(out, "out")? };
+        let c = unsafe { mut_arg(c, "cache")? };
+        if !consumed.is_null() {
+            out_arg(consumed, "consumed")?;
+        }
+        let mode = mode_arg(mode)?;
+        // SAFETY: the caller promises `len` readable bytes at `bytes`.
+        let bytes = unsafe { slice_arg(bytes, len, "bytes")? };
+        let d = c.inner.decode(bytes, mode)?;
+        let n = d.encoded_len() as usize;
+        // SAFETY: both out-parameters were checked above.
+        unsafe {
+            if !consumed.is_null() {
+                consumed.write(n);
+            }
+            out.write(tdesc_descriptor::into_raw(d));
+        }
+        Ok(())
+    })
+}
+
+/// Release descriptor handle `d` (as `tdesc_descriptor_free` does) and give its storage
+/// to the cache for the next `tdesc_decode_cache_decode` — when nothing else shares the
+/// descriptor; a clone or a bound tensor keeps it alive, and then only the handle is
+/// released. `d` NULL is a no-op; with `c` NULL, `d` is just freed.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_decode_cache_recycle(
+    c: *mut tdesc_decode_cache,
+    d: *mut tdesc_descriptor,
+) {
+    if d.is_null() {
+        return;
+    }
+    let _ = guard(|| {
+        // SAFETY: `d` is a handle the caller owns and gives up here, once.
+        let owned = unsafe { handle::take(d) };
+        // SAFETY: caller promise on `c` (NULL or a live cache used by this thread only).
+        match unsafe { mut_arg(c, "cache") } {
+            Ok(c) => {
+                if let Ok(desc) = Arc::try_unwrap(owned.inner) {
+                    c.inner.recycle(desc);
+                }
+            }
+            Err(_) => drop(owned),
+        }
+        Ok(())
+    });
+}
+
+/// Heap bytes the cache holds for the next decode (0 when `c` is NULL).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_decode_cache_heap_bytes(c: *const tdesc_decode_cache) -> usize {
+    // SAFETY: caller promise on `c`.
+    guard_value(0, || Ok(unsafe { ref_arg(c, "cache")? }.inner.heap_bytes()))
 }
 
 /// The rank (0 for a scalar, or when `d` is NULL).
