@@ -384,6 +384,13 @@ fn main() {
         }
         acc
     });
+    let flat: Vec<u64> = pts.iter().flatten().copied().collect();
+    let mut out = vec![tensordesc::CompactLocation::default(); pts.len()];
+    let t_imany = time(reps, || {
+        d.locate_many(&flat, &mut out).unwrap();
+        out.iter()
+            .fold(0u64, |a, l| a.wrapping_add(l.region as u64))
+    });
     let t_irstar = time(reps, || {
         let mut acc = 0i64;
         for p in &ipts {
@@ -409,5 +416,11 @@ fn main() {
         t_iours * 1e9 / queries as f64,
         t_irstar * 1e9 / queries as f64,
         t_irstar / t_iours
+    );
+    println!(
+        "locate_many, irregular partition (bucket entries and lists prefetched ahead): {:.1} ns/index -> {:.2}x the scalar locate, {:.1}x faster than rstar",
+        t_imany * 1e9 / queries as f64,
+        t_imany / t_iours,
+        t_irstar / t_imany
     );
 }

@@ -172,3 +172,71 @@ fn decode_and_locate_on_a_64_kib_stack() {
         .join()
         .expect("decode and locate fit in a 64 KiB stack");
 }
+
+/// `locate_many` over a bucket-list level (which prefetches entries and lists ahead in
+/// the batch) answers every index as `locate` does, for batches shorter and longer than
+/// the prefetch distance, on random points and on every region's corners.
+/// Recursive random splits of a 2^20 square into `n` boxes of balanced sizes (the
+/// subpaving benchmark's irregular partition, which bucket lists answer).
+fn balanced_splits(n: usize, mut seed: u64) -> (Boxes, [u64; 2]) {
+    let extent = [1u64 << 20, 1u64 << 20];
+    let mut out = Vec::with_capacity(n);
+    let mut stack = vec![([0u64, 0u64], extent, n)];
+    while let Some((o, s, k)) = stack.pop() {
+        if k == 1 {
+            out.push((o, s));
+            continue;
+        }
+        let axis = if s[0] >= s[1] { 0 } else { 1 };
+        let k1 = 1 + (next(&mut seed) % (k as u64 - 1)) as usize;
+        let k1 = ((k1 + k / 2) / 2).clamp(1, k - 1);
+        let cut = ((s[axis] as u128 * k1 as u128) / k as u128) as u64;
+        let cut = cut.clamp(1, s[axis] - 1);
+        let (mut s1, mut s2, mut o2) = (s, s, o);
+        s1[axis] = cut;
+        s2[axis] = s[axis] - cut;
+        o2[axis] += cut;
+        stack.push((o, s1, k1));
+        stack.push((o2, s2, k - k1));
+    }
+    (out, extent)
+}
+
+#[test]
+fn batched_locate_on_bucket_lists_equals_single_locates() {
+    let (boxes, extent) = balanced_splits(20_000, 11);
+    let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
+    assert_eq!(probe.kind(), "buckets");
+    let d = decode(&descriptor(&boxes, extent), Mode::Strict).expect("decodes");
+    let mut seed = 5u64;
+    let mut points: Vec<[u64; 2]> = (0..5_000)
+        .map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]])
+        .collect();
+    for (o, s) in boxes.iter().take(2_000) {
+        points.push(*o);
+        points.push([o[0] + s[0] - 1, o[1] + s[1] - 1]);
+    }
+    for n in [1usize, 7, 8, 15, 16, 17, 33, points.len()] {
+        let flat: Vec<u64> = points[..n].iter().flatten().copied().collect();
+        let mut out = vec![tensordesc::CompactLocation::default(); n];
+        d.locate_many(&flat, &mut out)
+            .expect("every point is inside");
+        for (p, got) in points[..n].iter().zip(&out) {
+            let Location::Dense {
+                region,
+                buffer,
+                byte_offset,
+                ..
+            } = d.locate(p).expect("inside")
+            else {
+                panic!("a row-major region gives a dense location");
+            };
+            assert_eq!(
+                (got.region, got.buffer, got.byte_offset),
+                (region.unwrap(), buffer, byte_offset),
+                "point {p:?}, batch of {n}"
+            );
+            assert_eq!(Some(got.region), brute(&boxes, *p), "point {p:?}");
+        }
+    }
+}

@@ -71,7 +71,32 @@ impl Descriptor {
         mut f: impl FnMut(usize, CompactLocation),
     ) -> Result<()> {
         let rank = self.rank();
+        // A top-level bucket-list level: ask for the bucket entries AHEAD indices ahead
+        // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
+        const AHEAD: usize = 16;
+        let level = match self.root.layout {
+            Layout::Subpaving { index, .. } => {
+                self.indexes.get(index as usize).filter(|l| l.prefetches())
+            }
+            _ => None,
+        };
+        if let Some(level) = level {
+            for k in 0..n.min(AHEAD) {
+                if let Some(p) = indices.get(k * rank..(k + 1) * rank) {
+                    level.prefetch(self.boxes(), p, 0);
+                }
+            }
+        }
         for k in 0..n {
+            if let Some(level) = level {
+                if let Some(p) = indices.get((k + AHEAD) * rank..(k + AHEAD + 1) * rank) {
+                    level.prefetch(self.boxes(), p, 0);
+                }
+                let h = k + AHEAD / 2;
+                if let Some(p) = indices.get(h * rank..(h + 1) * rank) {
+                    level.prefetch(self.boxes(), p, 1);
+                }
+            }
             let idx = indices
                 .get(k * rank..(k + 1) * rank)
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "a batch index past the batch"))?;

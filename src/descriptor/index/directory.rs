@@ -313,6 +313,55 @@ impl Directory {
     }
 }
 
+impl Directory {
+    /// The bucket holding `p` (which must lie in the enclosing box; `None` otherwise or
+    /// when no lists were built).
+    #[inline]
+    fn bucket_of(&self, p: &[u64]) -> Option<usize> {
+        if self.entry.is_empty() {
+            return None;
+        }
+        let mut cell = 0u64;
+        for ((&x, &base), (&step, &cells)) in p
+            .iter()
+            .zip(&self.base)
+            .zip(self.step.iter().zip(&self.cells))
+        {
+            let i = x.checked_sub(base)? / step;
+            if i >= cells {
+                return None;
+            }
+            cell = cell * cells + i;
+        }
+        Some(cell as usize)
+    }
+
+    /// Batch prefetch, first stage: ask for the bucket entry of `p`.
+    #[inline]
+    pub(super) fn prefetch_entry(&self, p: &[u64]) {
+        if let Some(c) = self.bucket_of(p) {
+            crate::mem::prefetch(&self.entry, c);
+        }
+    }
+
+    /// Batch prefetch, second stage (the entry should be cached by now): ask for the
+    /// first four cache lines of `p`'s bucket list — a typical list whole — or, for a
+    /// bucket inside one region, for that region's box.
+    #[inline]
+    pub(super) fn prefetch_list(&self, b: Boxes<'_>, p: &[u64]) {
+        let Some(c) = self.bucket_of(p) else { return };
+        let Some(&v) = self.entry.get(c) else { return };
+        if v & Directory::LIST != 0 {
+            let at = (v & !Directory::LIST) as usize;
+            for line in 0..4 {
+                crate::mem::prefetch(&self.lists, at + 16 * line);
+            }
+        } else {
+            crate::mem::prefetch(b.coords, v as usize * 2 * b.rank);
+        }
+    }
+}
+
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
 /// corner: the origin is stored as an `i32` (a region may start before the bucket), the
 /// extent as a `u32`.

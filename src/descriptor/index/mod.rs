@@ -307,6 +307,27 @@ impl LevelIndex {
         }
     }
 
+    /// Batch prefetch for a later query of `p`: `stage` 0 asks for the bucket entry, 1
+    /// for the bucket list the (by then cached) entry names. Only bucket lists have
+    /// anything worth asking for ahead: a grid locate is arithmetic, a split tree walk
+    /// is too data-dependent to run ahead cheaply.
+    #[inline]
+    pub fn prefetch(&self, b: Boxes<'_>, p: &[u64], stage: u8) {
+        if let LevelIndex::Tree { directory, .. } = self {
+            if stage == 0 {
+                directory.prefetch_entry(p);
+            } else {
+                directory.prefetch_list(b, p);
+            }
+        }
+    }
+
+    /// Whether [`prefetch`](Self::prefetch) does anything for this level.
+    #[inline]
+    pub fn prefetches(&self) -> bool {
+        matches!(self, LevelIndex::Tree { directory, .. } if directory.has_lists())
+    }
+
     /// Bytes held by the index (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
         match self {
