@@ -423,4 +423,29 @@ fn main() {
         t_imany / t_iours,
         t_irstar / t_imany
     );
+    drop(d);
+    // This machine's memory latency, for scale: a chase of dependent random loads through
+    // a 64 MiB cyclic permutation (Sattolo), as large as the irregular level's arrays.
+    let words = 8 << 20;
+    let mut next: Vec<u64> = (0..words as u64).collect();
+    let mut r = Rng(0x5851F42D4C957F2D);
+    for i in (1..words).rev() {
+        let j = r.below(i as u64) as usize;
+        next.swap(i, j);
+    }
+    let hops = queries;
+    let t_chase = time(reps, || {
+        let mut at = 0usize;
+        for _ in 0..hops {
+            at = next[at] as usize;
+        }
+        at
+    });
+    let miss = t_chase * 1e9 / hops as f64;
+    println!(
+        "memory latency, one dependent random load over 64 MiB: {:.1} ns -> irregular locate = {:.1} loads, locate_many = {:.2} loads per index",
+        miss,
+        t_iours * 1e9 / queries as f64 / miss,
+        t_imany * 1e9 / queries as f64 / miss
+    );
 }
