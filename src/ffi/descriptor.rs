@@ -67,26 +67,41 @@ pub unsafe extern "C" fn tdesc_descriptor_decode(
     out: *mut *mut tdesc_descriptor,
     consumed: *mut usize,
 ) -> tdesc_status {
-    guard(|| {
-        // SAFETY: `out` is checked, then written once.
-        unsafe { out_handle(out, "out")? };
+    // SAFETY: the caller's promises on the arguments, forwarded.
+    guard(|| unsafe { decode_to(bytes, len, mode, out, consumed, decode) })
+}
+
+/// The argument checks and out-parameters of the decode calls around `run`.
+///
+/// # Safety
+/// `bytes` must be NULL or point to `len` readable bytes; `out` and `consumed` must be NULL
+/// or writable.
+unsafe fn decode_to(
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    out: *mut *mut tdesc_descriptor,
+    consumed: *mut usize,
+    run: impl FnOnce(&[u8], crate::Mode) -> Result<Descriptor>,
+) -> Result<()> {
+    // SAFETY: `out` is checked, then written once.
+    unsafe { out_handle(out, "out")? };
+    if !consumed.is_null() {
+        out_arg(consumed, "consumed")?;
+    }
+    let mode = mode_arg(mode)?;
+    // SAFETY: the caller promises `len` readable bytes at `bytes`.
+    let bytes = unsafe { slice_arg(bytes, len, "bytes")? };
+    let d = run(bytes, mode)?;
+    let n = d.encoded_len() as usize;
+    // SAFETY: both out-parameters were checked above.
+    unsafe {
         if !consumed.is_null() {
-            out_arg(consumed, "consumed")?;
+            consumed.write(n);
         }
-        let mode = mode_arg(mode)?;
-        // SAFETY: the caller promises `len` readable bytes at `bytes`.
-        let bytes = unsafe { slice_arg(bytes, len, "bytes")? };
-        let d = decode(bytes, mode)?;
-        let n = d.encoded_len() as usize;
-        // SAFETY: both out-parameters were checked above.
-        unsafe {
-            if !consumed.is_null() {
-                consumed.write(n);
-            }
-            out.write(tdesc_descriptor::into_raw(d));
-        }
-        Ok(())
-    })
+        out.write(tdesc_descriptor::into_raw(d));
+    }
+    Ok(())
 }
 
 /// Encode `d` into `out[0, cap)`. On success `*written` is the number of bytes written.
@@ -213,25 +228,11 @@ pub unsafe extern "C" fn tdesc_decode_cache_decode(
     consumed: *mut usize,
 ) -> tdesc_status {
     guard(|| {
-        // SAFETY: `out` is checked, then written once; caller promise on `c`.
+        // SAFETY: `out` is checked and set to NULL first; caller promise on `c`.
         unsafe { out_handle(out, "out")? };
         let c = unsafe { mut_arg(c, "cache")? };
-        if !consumed.is_null() {
-            out_arg(consumed, "consumed")?;
-        }
-        let mode = mode_arg(mode)?;
-        // SAFETY: the caller promises `len` readable bytes at `bytes`.
-        let bytes = unsafe { slice_arg(bytes, len, "bytes")? };
-        let d = c.inner.decode(bytes, mode)?;
-        let n = d.encoded_len() as usize;
-        // SAFETY: both out-parameters were checked above.
-        unsafe {
-            if !consumed.is_null() {
-                consumed.write(n);
-            }
-            out.write(tdesc_descriptor::into_raw(d));
-        }
-        Ok(())
+        // SAFETY: the caller's promises on the arguments, forwarded.
+        unsafe { decode_to(bytes, len, mode, out, consumed, |b, m| c.inner.decode(b, m)) }
     })
 }
 
