@@ -240,3 +240,35 @@ fn batched_locate_on_bucket_lists_equals_single_locates() {
         }
     }
 }
+
+/// Bucket lists find an overlap wherever it is: one region of a 20,000-region partition
+/// grown by one element onto its neighbours is reported, named in the detail.
+#[test]
+fn bucket_lists_report_an_overlap_and_name_the_region() {
+    let (boxes, extent) = balanced_splits(20_000, 3);
+    assert_eq!(
+        LevelIndexProbe::build(coords(&boxes), 2, &extent)
+            .expect("valid")
+            .kind(),
+        "buckets"
+    );
+    let mut seed = 17u64;
+    let mut tried = 0;
+    while tried < 40 {
+        let r = (next(&mut seed) % boxes.len() as u64) as usize;
+        let a = (next(&mut seed) % 2) as usize;
+        let (o, s) = boxes[r];
+        if o[a] + s[a] >= extent[a] {
+            continue;
+        }
+        tried += 1;
+        let mut grown = boxes.clone();
+        grown[r].1[a] += 1;
+        let err = LevelIndexProbe::build(coords(&grown), 2, &extent).expect_err("overlap");
+        assert_eq!(err.kind(), tensordesc::ErrorKind::RegionOverlap, "{err}");
+        assert!(
+            err.to_string().contains(&format!("region {r} (")),
+            "region {r} grown on axis {a}: {err}"
+        );
+    }
+}

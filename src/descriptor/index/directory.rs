@@ -98,6 +98,11 @@ impl Directory {
         }
         let rank = extent.len();
         let ew = d.element_words();
+        // Per list, the members' spans per axis side by side, so that one member is
+        // tested against all later ones by a branch-free loop per axis that yields a
+        // bit per later member (lists hold at most MAX_LIST = 64 members).
+        let mut lo = [[0i64; Directory::MAX_LIST as usize]; 4];
+        let mut hi = [[0i64; Directory::MAX_LIST as usize]; 4];
         for &v in &d.entry {
             if v & Directory::LIST == 0 {
                 continue;
@@ -105,27 +110,37 @@ impl Directory {
             let at = (v & !Directory::LIST) as usize;
             let n = d.lists[at] as usize;
             let list = &d.lists[at + 1..at + 1 + n * ew];
-            for (i, x) in list.chunks_exact(ew).enumerate() {
-                for y in list.chunks_exact(ew).skip(i + 1) {
-                    let meet = (0..rank).all(|a| {
-                        let ((xl, xh), (yl, yh)) = (element_span(x, a), element_span(y, a));
-                        xl.max(yl) < xh.min(yh)
-                    });
-                    if meet {
-                        return Err(overlap(&b, x[0], y[0]));
+            for (k, e) in list.chunks_exact(ew).enumerate() {
+                for a in 0..rank {
+                    (lo[a][k], hi[a][k]) = element_span(e, a);
+                }
+            }
+            for i in 0..n {
+                let mut meet = u64::MAX;
+                for a in 0..rank {
+                    let (l, h) = (lo[a][i], hi[a][i]);
+                    let mut bits = 0u64;
+                    for j in i + 1..n {
+                        bits |= u64::from((lo[a][j] < h) & (l < hi[a][j])) << j;
                     }
+                    meet &= bits;
+                }
+                if meet != 0 {
+                    let j = meet.trailing_zeros() as usize;
+                    return Err(overlap(&b, list[i * ew], list[j * ew]));
                 }
             }
         }
         Ok(Some(d))
     }
 
-    /// Bucket range [first, last] of region `r` on axis `a`.
-    pub(super) fn span(&self, b: Boxes<'_>, r: u32, a: usize) -> (u64, u64) {
-        let s = self.step[a];
+    /// Bucket range [first, last] of region `r` on axis `a`, dividing by `div[a]` (the
+    /// bucket step).
+    #[inline]
+    fn span(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32, a: usize) -> (u64, u64) {
         (
-            (b.lo(r, a) - self.base[a]) / s,
-            (b.hi(r, a) - 1 - self.base[a]) / s,
+            div[a].div(b.lo(r, a) - self.base[a]),
+            div[a].div(b.hi(r, a) - 1 - self.base[a]),
         )
     }
 
@@ -156,6 +171,10 @@ impl Directory {
         {
             return false;
         }
+        let mut div = [StepDiv::new(1); 4];
+        for (d, &s) in div.iter_mut().zip(&self.step) {
+            *d = StepDiv::new(s);
+        }
         // At most 8 memberships per region, and lists (one element per membership, plus
         // an entry and a count word per bucket) within the byte budget.
         let buckets: u64 = self.cells.iter().product();
@@ -165,7 +184,7 @@ impl Directory {
         let mut entries = 0u64;
         for &r in children {
             let k = (0..rank).fold(1u64, |acc, a| {
-                let (f, l) = self.span(b, r, a);
+                let (f, l) = self.span(b, &div, r, a);
                 acc.saturating_mul(l - f + 1)
             });
             entries = entries.saturating_add(k);
@@ -176,35 +195,9 @@ impl Directory {
         let total: usize = self.cells.iter().product::<u64>() as usize;
         let ew = self.element_words();
         // Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
-        let visit = |r: u32, f: &mut dyn FnMut(usize, &[u64])| {
-            let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
-            for a in 0..rank {
-                (lo[a], hi[a]) = self.span(b, r, a);
-            }
-            let mut idx = lo;
-            loop {
-                let cell = idx[..rank]
-                    .iter()
-                    .zip(&self.cells)
-                    .fold(0u64, |c, (&i, &n)| c * n + i);
-                f(cell as usize, &idx[..rank]);
-                let mut a = rank;
-                loop {
-                    if a == 0 {
-                        return;
-                    }
-                    a -= 1;
-                    if idx[a] < hi[a] {
-                        idx[a] += 1;
-                        break;
-                    }
-                    idx[a] = lo[a];
-                }
-            }
-        };
         let mut counts = vec![0u32; total];
         for &r in children {
-            visit(r, &mut |c, _| counts[c] += 1);
+            self.each_bucket(b, &div, r, |c, _| counts[c] += 1);
         }
         if counts.iter().any(|&n| n > Directory::MAX_LIST) {
             return false;
@@ -225,7 +218,7 @@ impl Directory {
         crate::mem::advise_huge_pages(&lists);
         let mut fill = vec![0u32; total];
         for &r in children {
-            visit(r, &mut |c, idx| {
+            self.each_bucket(b, &div, r, |c, idx| {
                 if counts[c] == 1 {
                     entry[c] = r;
                     return;
@@ -249,6 +242,42 @@ impl Directory {
         self.entry = entry;
         self.lists = lists;
         true
+    }
+
+    /// Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
+    #[inline]
+    fn each_bucket(
+        &self,
+        b: Boxes<'_>,
+        div: &[StepDiv; 4],
+        r: u32,
+        mut f: impl FnMut(usize, &[u64]),
+    ) {
+        let rank = self.step.len();
+        let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+        for a in 0..rank {
+            (lo[a], hi[a]) = self.span(b, div, r, a);
+        }
+        let mut idx = lo;
+        loop {
+            let cell = idx[..rank]
+                .iter()
+                .zip(&self.cells)
+                .fold(0u64, |c, (&i, &n)| c * n + i);
+            f(cell as usize, &idx[..rank]);
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return;
+                }
+                a -= 1;
+                if idx[a] < hi[a] {
+                    idx[a] += 1;
+                    break;
+                }
+                idx[a] = lo[a];
+            }
+        }
     }
 
     /// The region containing `p` from the bucket lists: `None` when no lists were built,
@@ -362,6 +391,43 @@ impl Directory {
     }
 }
 
+/// Division by one bucket step, by a multiply: building the lists divides every region's
+/// two corners by the step on every axis, three times (a hardware division per corner
+/// was a tenth of an irregular decode).
+#[derive(Debug, Clone, Copy)]
+struct StepDiv {
+    d: u64,
+    /// floor(2^64 / d) for d >= 2 (0 for d = 1, which divides by returning x).
+    m: u64,
+}
+
+impl StepDiv {
+    fn new(d: u64) -> StepDiv {
+        let d = d.max(1);
+        let m = if d == 1 {
+            0
+        } else {
+            ((1u128 << 64) / d as u128) as u64
+        };
+        StepDiv { d, m }
+    }
+
+    /// floor(x / d): q = floor(x·m / 2^64) is floor(x / d) or one less (x·m / 2^64 lies
+    /// in (x/d − 1, x/d]), and one comparison corrects it.
+    #[inline]
+    fn div(&self, x: u64) -> u64 {
+        if self.m == 0 {
+            return x;
+        }
+        let q = ((x as u128 * self.m as u128) >> 64) as u64;
+        if x - q * self.d >= self.d {
+            q + 1
+        } else {
+            q
+        }
+    }
+}
+
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
 /// corner: the origin is stored as an `i32` (a region may start before the bucket), the
 /// extent as a `u32`.
@@ -459,6 +525,48 @@ impl Directory {
                     break;
                 }
                 idx[a] = b_lo[a];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepDiv;
+
+    #[test]
+    fn step_division_is_exact() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut divisors = vec![
+            1u64,
+            2,
+            3,
+            7,
+            10,
+            2971,
+            1 << 31,
+            (1 << 31) - 1,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        divisors.extend((0..200).map(|_| next() >> (next() % 64)).filter(|&d| d > 0));
+        for d in divisors {
+            let f = StepDiv::new(d);
+            let mut xs = vec![0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1];
+            xs.extend((0..200).map(|_| next() >> (next() % 64)));
+            xs.extend(
+                (1..50u64)
+                    .filter_map(|k| d.checked_mul(k))
+                    .flat_map(|v| [v - 1, v]),
+            );
+            for x in xs {
+                assert_eq!(f.div(x), x / d, "{x} / {d}");
             }
         }
     }
