@@ -30,6 +30,8 @@ pub(crate) struct Directory {
     /// start before the bucket) and the extent as a `u32` — so a hit also gives the
     /// region's box without reading the region arena.
     pub(super) lists: Vec<u32>,
+    /// Division by `step[a]`, by a multiply (the query paths divide once per axis).
+    div: [StepDiv; 4],
 }
 
 impl Directory {
@@ -46,6 +48,7 @@ impl Directory {
             cells: Vec::new(),
             entry: Vec::new(),
             lists: Vec::new(),
+            div: [StepDiv::new(1); 4],
         }
     }
 
@@ -70,10 +73,15 @@ impl Directory {
             .zip(&step)
             .map(|(&e, &s)| e.div_ceil(s))
             .collect();
+        let mut div = [StepDiv::new(1); 4];
+        for (d, &s) in div.iter_mut().zip(&step) {
+            *d = StepDiv::new(s);
+        }
         Some(Directory {
             base: base.to_vec(),
             step,
             cells,
+            div,
             ..Directory::none()
         })
     }
@@ -171,10 +179,7 @@ impl Directory {
         {
             return false;
         }
-        let mut div = [StepDiv::new(1); 4];
-        for (d, &s) in div.iter_mut().zip(&self.step) {
-            *d = StepDiv::new(s);
-        }
+        let div = self.div;
         // At most 8 memberships per region, and lists (one element per membership, plus
         // an entry and a count word per bucket) within the byte budget.
         let buckets: u64 = self.cells.iter().product();
@@ -301,7 +306,7 @@ impl Directory {
         let mut corner = [0u64; 4];
         for a in 0..rank {
             let off = p[a].wrapping_sub(self.base[a]);
-            let i = off / self.step[a];
+            let i = self.div[a].div(off);
             cell = cell.wrapping_mul(self.cells[a]).wrapping_add(i);
             // off - i·step < step < 2^31.
             rel[a] = (off - i * self.step[a]) as i64;
@@ -351,12 +356,12 @@ impl Directory {
             return None;
         }
         let mut cell = 0u64;
-        for ((&x, &base), (&step, &cells)) in p
+        for ((&x, &base), (div, &cells)) in p
             .iter()
             .zip(&self.base)
-            .zip(self.step.iter().zip(&self.cells))
+            .zip(self.div.iter().zip(&self.cells))
         {
-            let i = x.checked_sub(base)? / step;
+            let i = div.div(x.checked_sub(base)?);
             if i >= cells {
                 return None;
             }
@@ -393,8 +398,8 @@ impl Directory {
 
 /// Division by one bucket step, by a multiply: building the lists divides every region's
 /// two corners by the step on every axis, three times (a hardware division per corner
-/// was a tenth of an irregular decode).
-#[derive(Debug, Clone, Copy)]
+/// was a tenth of an irregular decode), and every query divides once per axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct StepDiv {
     d: u64,
     /// floor(2^64 / d) for d >= 2 (0 for d = 1, which divides by returning x).
@@ -466,8 +471,8 @@ impl Directory {
             ) else {
                 return Some(0);
             };
-            b_lo[a] = l / self.step[a];
-            b_hi[a] = (h / self.step[a]).min(self.cells[a].saturating_sub(1));
+            b_lo[a] = self.div[a].div(l);
+            b_hi[a] = self.div[a].div(h).min(self.cells[a].saturating_sub(1));
             if b_lo[a] > b_hi[a] {
                 return Some(0);
             }
@@ -476,7 +481,7 @@ impl Directory {
         let mut visits = 0u64;
         let mut idx = b_lo;
         // The bucket (per axis) holding the low corner of `r`'s intersection with the box.
-        let owner = |a: usize, r_lo: u64| (r_lo.max(lo[a]) - self.base[a]) / self.step[a];
+        let owner = |a: usize, r_lo: u64| self.div[a].div(r_lo.max(lo[a]) - self.base[a]);
         loop {
             let cell = idx[..rank]
                 .iter()
