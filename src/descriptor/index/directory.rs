@@ -106,11 +106,12 @@ impl Directory {
         }
         let rank = extent.len();
         let ew = d.element_words();
-        // Per list, the members' spans per axis side by side, so that one member is
-        // tested against all later ones by a branch-free loop per axis that yields a
-        // bit per later member (lists hold at most MAX_LIST = 64 members).
-        let mut lo = [[0i64; Directory::MAX_LIST as usize]; 4];
-        let mut hi = [[0i64; Directory::MAX_LIST as usize]; 4];
+        // Per list, the members' spans clipped to the bucket (two members overlap inside
+        // it exactly when their clipped spans do), per axis side by side as i32 (a bucket
+        // step is below 2^31), so that the pair test runs branch-free over all later
+        // members and vectorizes (lists hold at most MAX_LIST = 64 members).
+        let mut lo = [[0i32; Directory::MAX_LIST as usize]; 4];
+        let mut hi = [[0i32; Directory::MAX_LIST as usize]; 4];
         for &v in &d.entry {
             if v & Directory::LIST == 0 {
                 continue;
@@ -120,36 +121,23 @@ impl Directory {
             let list = &d.lists[at + 1..at + 1 + n * ew];
             for (k, e) in list.chunks_exact(ew).enumerate() {
                 for a in 0..rank {
-                    (lo[a][k], hi[a][k]) = element_span(e, a);
+                    let (l, h) = element_span(e, a);
+                    // 0 <= clipped <= step < 2^31.
+                    lo[a][k] = l.max(0) as i32;
+                    hi[a][k] = h.min(d.step[a] as i64) as i32;
                 }
             }
-            for i in 0..n {
-                let mut meet = u64::MAX;
-                for a in 0..rank {
-                    let (l, h) = (lo[a][i], hi[a][i]);
-                    let mut bits = 0u64;
-                    for j in i + 1..n {
-                        bits |= u64::from((lo[a][j] < h) & (l < hi[a][j])) << j;
-                    }
-                    meet &= bits;
-                }
-                if meet != 0 {
-                    let j = meet.trailing_zeros() as usize;
-                    return Err(overlap(&b, list[i * ew], list[j * ew]));
-                }
+            let found = match rank {
+                1 => first_overlap::<1>(&lo, &hi, n),
+                2 => first_overlap::<2>(&lo, &hi, n),
+                3 => first_overlap::<3>(&lo, &hi, n),
+                _ => first_overlap::<4>(&lo, &hi, n),
+            };
+            if let Some((i, j)) = found {
+                return Err(overlap(&b, list[i * ew], list[j * ew]));
             }
         }
         Ok(Some(d))
-    }
-
-    /// Bucket range [first, last] of region `r` on axis `a`, dividing by `div[a]` (the
-    /// bucket step).
-    #[inline]
-    fn span(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32, a: usize) -> (u64, u64) {
-        (
-            div[a].div(b.lo(r, a) - self.base[a]),
-            div[a].div(b.hi(r, a) - 1 - self.base[a]),
-        )
     }
 
     /// Whether bucket lists were built.
@@ -186,23 +174,21 @@ impl Directory {
         let element_bytes = 4 * self.element_words() as u64;
         let limit = (8 * children.len() as u64)
             .min((max_bytes as u64).saturating_sub(8 * buckets) / element_bytes);
+        let total: usize = self.cells.iter().product::<u64>() as usize;
+        let ew = self.element_words();
+        // Memberships per bucket, counted in the same pass that holds them to the
+        // limit: no region's buckets are visited before the running total is known to
+        // stay within it, so the pass costs O(limit) = O(n).
+        let mut counts = vec![0u32; total];
         let mut entries = 0u64;
         for &r in children {
-            let k = (0..rank).fold(1u64, |acc, a| {
-                let (f, l) = self.span(b, &div, r, a);
-                acc.saturating_mul(l - f + 1)
-            });
+            let (lo, hi) = self.spans(b, &div, r);
+            let k = (0..rank).fold(1u64, |acc, a| acc.saturating_mul(hi[a] - lo[a] + 1));
             entries = entries.saturating_add(k);
             if entries > limit {
                 return false;
             }
-        }
-        let total: usize = self.cells.iter().product::<u64>() as usize;
-        let ew = self.element_words();
-        // Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
-        let mut counts = vec![0u32; total];
-        for &r in children {
-            self.each_bucket(b, &div, r, |c, _| counts[c] += 1);
+            self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
         }
         if counts.iter().any(|&n| n > Directory::MAX_LIST) {
             return false;
@@ -249,21 +235,37 @@ impl Directory {
         true
     }
 
+    /// The bucket ranges [first, last] of region `r` on every axis.
+    #[inline]
+    fn spans(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32) -> ([u64; 4], [u64; 4]) {
+        let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+        let (o, s) = (b.origin(r), b.shape(r));
+        for (a, ((&o, &s), (&base, d))) in o
+            .iter()
+            .zip(s)
+            .zip(self.base.iter().zip(div))
+            .enumerate()
+            .take(4)
+        {
+            // The region lies in the enclosing box (checked by the decoder): no wrap.
+            lo[a] = d.div(o - base);
+            hi[a] = d.div(o + s - 1 - base);
+        }
+        (lo, hi)
+    }
+
     /// Call `f(bucket, bucket coordinates)` for every bucket region `r` meets.
     #[inline]
-    fn each_bucket(
-        &self,
-        b: Boxes<'_>,
-        div: &[StepDiv; 4],
-        r: u32,
-        mut f: impl FnMut(usize, &[u64]),
-    ) {
+    fn each_bucket(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32, f: impl FnMut(usize, &[u64])) {
+        let (lo, hi) = self.spans(b, div, r);
+        self.each_bucket_in(&lo, &hi, f);
+    }
+
+    /// Call `f(bucket, bucket coordinates)` for every bucket in the ranges `[lo, hi]`.
+    #[inline]
+    fn each_bucket_in(&self, lo: &[u64; 4], hi: &[u64; 4], mut f: impl FnMut(usize, &[u64])) {
         let rank = self.step.len();
-        let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
-        for a in 0..rank {
-            (lo[a], hi[a]) = self.span(b, div, r, a);
-        }
-        let mut idx = lo;
+        let mut idx = *lo;
         loop {
             let cell = idx[..rank]
                 .iter()
@@ -394,6 +396,33 @@ impl Directory {
             crate::mem::prefetch(b.coords, v as usize * 2 * b.rank);
         }
     }
+}
+
+/// The first pair `i < j` (by `i`, then `j`) of the `n` members whose boxes `[lo, hi)`
+/// (per axis, `R` axes) overlap: one member against all later ones, branch-free.
+#[inline]
+fn first_overlap<const R: usize>(
+    lo: &[[i32; Directory::MAX_LIST as usize]; 4],
+    hi: &[[i32; Directory::MAX_LIST as usize]; 4],
+    n: usize,
+) -> Option<(usize, usize)> {
+    let meet = |i: usize, j: usize| {
+        let mut m = true;
+        for a in 0..R {
+            m &= (lo[a][j] < hi[a][i]) & (lo[a][i] < hi[a][j]);
+        }
+        m
+    };
+    for i in 0..n {
+        let mut any = false;
+        for j in i + 1..n {
+            any |= meet(i, j);
+        }
+        if any {
+            return (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j));
+        }
+    }
+    None
 }
 
 /// Division by one bucket step, by a multiply: building the lists divides every region's
