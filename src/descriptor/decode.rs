@@ -25,6 +25,16 @@ pub(super) struct Decoder {
     max_regions: usize,
 }
 
+/// A level index's error (overlap, gap), placed at the level's `region_count` (byte
+/// `at`; the regions found wrong are in the detail) and given the level as context.
+pub(super) fn level_error(e: Error, at: usize, level: u8, parent: Option<u32>) -> Error {
+    let e = e.at(at);
+    match parent {
+        None => e.context(format!("level {level} (tensor)")),
+        Some(p) => e.context(format!("level {level} (inside region {p})")),
+    }
+}
+
 /// Make room for `additional` more items in `v`, growing geometrically (so nested levels
 /// do not copy the vector once each) but never past `max` items in all. A large
 /// reservation is advised onto huge pages ([`crate::mem::advise_huge_pages`]) before it is
@@ -517,8 +527,8 @@ impl Decoder {
         );
         // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
         let parent_idx = idx(parent);
-        if let Some(layout) = self.tiles_level(r, extent, base, count, parent_idx) {
-            return Ok(layout);
+        if let Some(done) = self.tiles_level(r, extent, base, count, parent_idx, at, level) {
+            return done;
         }
         // Buffers are reserved for the rest of the level at its first region that has
         // any: a level of opaque regions reserves none.
@@ -677,15 +687,8 @@ impl Decoder {
             rank,
         };
         let wire_bytes = r.pos() - at;
-        let mut index =
-            LevelIndex::build(boxes, base, extent, children, wire_bytes).map_err(|e| {
-                // At the level's region_count: the regions found wrong are in the detail.
-                let e = e.at(at);
-                match parent {
-                    None => e.context(format!("level {level} (tensor)")),
-                    Some(p) => e.context(format!("level {level} (inside region {p})")),
-                }
-            })?;
+        let mut index = LevelIndex::build(boxes, base, extent, children, wire_bytes)
+            .map_err(|e| level_error(e, at, level, parent))?;
         if let (true, Some((u, first))) = (tiles_ok, tiles) {
             index.set_uniform(u, first);
         }

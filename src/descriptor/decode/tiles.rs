@@ -22,9 +22,12 @@ use crate::descriptor::index::GridAxis;
 const TILE_BODY: usize = 25;
 
 impl Decoder {
-    /// Decode `count` regions at the reader's position as a grid of plain tiles, or return
-    /// `None` with nothing consumed or appended. `extent`/`base` are the enclosing box
-    /// (local extent, global origin).
+    /// Decode `count` regions at the reader's position as a grid of plain tiles, or as
+    /// plain tiles in any arrangement (then indexed and validated as the general path
+    /// does: `at` is the position of `region_count`, `level` the level, for the error's
+    /// context), or return `None` with nothing consumed or appended. `extent`/`base` are
+    /// the enclosing box (local extent, global origin).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn tiles_level(
         &mut self,
         r: &mut Reader<'_>,
@@ -32,7 +35,9 @@ impl Decoder {
         base: &[u64],
         count: u32,
         parent: Option<Idx>,
-    ) -> Option<Layout> {
+        at: usize,
+        level: u8,
+    ) -> Option<Result<Layout>> {
         let rank = self.rank;
         if rank == 0 {
             return None;
@@ -43,14 +48,161 @@ impl Decoder {
             self.d.coords.len(),
             self.d.buffers.len(),
         );
-        let done = self.tiles_pass(r, extent, base, count, parent);
-        if done.is_none() {
-            *r = start;
-            self.d.regions.truncate(marks.0);
-            self.d.coords.truncate(marks.1);
-            self.d.buffers.truncate(marks.2);
+        if let Some(layout) = self.tiles_pass(r, extent, base, count, parent) {
+            return Some(Ok(layout));
         }
-        done
+        *r = start.clone();
+        self.undo_to(marks);
+        if !self.plain_tiles_pass(r, extent, base, count, parent) {
+            *r = start;
+            self.undo_to(marks);
+            return None;
+        }
+        // Every record was a valid plain tile: what is left to find is what the level
+        // index finds, exactly as on the general path.
+        let first = marks.0 as u32;
+        let children: Vec<u32> = (first..first + count).collect();
+        let boxes = Boxes {
+            coords: &self.d.coords,
+            rank,
+        };
+        let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
+        Some(match built {
+            Ok(mut index) => {
+                let row_major = matches!(self.d.regions[marks.0].layout, Layout::RowMajor);
+                index.set_uniform(
+                    UniformTiles {
+                        row_major,
+                        first_buffer: marks.2 as u32,
+                    },
+                    first,
+                );
+                self.d.indexes.push(index);
+                Ok(Layout::Subpaving {
+                    count,
+                    end: self.d.regions.len() as u32,
+                    index: (self.d.indexes.len() - 1) as u32,
+                })
+            }
+            Err(e) => Err(level_error(e, at, level, parent.map(Idx::get))),
+        })
+    }
+
+    /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
+    fn undo_to(&mut self, marks: (usize, usize, usize)) {
+        self.d.regions.truncate(marks.0);
+        self.d.coords.truncate(marks.1);
+        self.d.buffers.truncate(marks.2);
+    }
+
+    /// Read `count` regions at the reader's position as plain tiles — every one an
+    /// unquantized ROW_MAJOR (or every one a COL_MAJOR) region with flags 0, byte_offset 0
+    /// and one buffer on the device of the buffers before it, big enough for its tile, at
+    /// any origin inside the enclosing extent — appending their records, coordinates and
+    /// handles as the general path would. False at the first record that is anything
+    /// else (the caller undoes what was appended; the general path then decodes the
+    /// level and reports what is wrong).
+    fn plain_tiles_pass(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        parent: Option<Idx>,
+    ) -> bool {
+        let rank = self.rank;
+        let prefix = 16 * rank + 8;
+        let rec_len = prefix + TILE_BODY;
+        let Some(first_rec) = r.clone().record(rec_len) else {
+            return false;
+        };
+        let Some(tag0) = first_rec.u8_at(16 * rank) else {
+            return false;
+        };
+        let layout = match tag0 {
+            tag::ROW_MAJOR => Layout::RowMajor,
+            tag::COL_MAJOR => Layout::ColMajor,
+            _ => return false,
+        };
+        let Some(first_handle) = first_rec
+            .array_at::<16>(prefix + 9)
+            .and_then(|b| BufferHandle::from_bytes(b, 0).ok())
+        else {
+            return false;
+        };
+        if let Some(f) = self.d.buffers.first() {
+            if !first_handle.colocated_with(f) {
+                return false;
+            }
+        }
+        let Some(&device_bytes) = first_rec.array_at::<8>(prefix + 9 + 8) else {
+            return false;
+        };
+        if self.d.buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+            return false;
+        }
+        let first_buffer = self.d.buffers.len() as u32;
+        self.d.buffers.reserve(count as usize);
+        let mut origin = [0u64; MAX_RANK];
+        let mut shape = [0u64; MAX_RANK];
+        for k in 0..count {
+            let Some(rec) = r.record(rec_len) else {
+                return false;
+            };
+            let ok = (|| {
+                for a in 0..rank {
+                    let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
+                    if s == 0 || o.checked_add(s)? > extent[a] {
+                        return None;
+                    }
+                    (origin[a], shape[a]) = (o, s);
+                }
+                // tag, flags 0, reserved 0, body_length 25; byte_offset 0, one buffer.
+                if rec.u8_at(16 * rank)? != tag0
+                    || rec.u8_at(16 * rank + 1)? != 0
+                    || rec.u16_at(16 * rank + 2)? != 0
+                    || rec.u32_at(16 * rank + 4)? != TILE_BODY as u32
+                    || rec.u64_at(prefix)? != 0
+                    || rec.u8_at(prefix + 8)? != 1
+                {
+                    return None;
+                }
+                let size_bytes = rec.u64_at(prefix + 9)?;
+                let h = if *rec.array_at::<8>(prefix + 9 + 8)? == device_bytes {
+                    BufferHandle {
+                        size_bytes,
+                        ..first_handle
+                    }
+                } else {
+                    let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+                    if !h.colocated_with(&first_handle) {
+                        return None;
+                    }
+                    h
+                };
+                let need = self
+                    .et
+                    .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
+                (size_bytes >= need).then_some(h)
+            })();
+            let Some(h) = ok else {
+                return false;
+            };
+            for a in 0..rank {
+                self.d.coords.push(base[a] + origin[a]);
+            }
+            self.d.coords.extend_from_slice(&shape[..rank]);
+            self.d.regions.push(Node {
+                layout,
+                byte_offset: 0,
+                first_buffer: first_buffer + k,
+                buffer_count: 1,
+                quant: None,
+                parent,
+            });
+            self.d.buffers.push(h);
+        }
+        true
     }
 
     fn tiles_pass(
