@@ -236,7 +236,7 @@ impl Directory {
     }
 
     /// The bucket ranges [first, last] of region `r` on every axis.
-    #[inline]
+    #[inline(always)]
     fn spans(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32) -> ([u64; 4], [u64; 4]) {
         let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
         let (o, s) = (b.origin(r), b.shape(r));
