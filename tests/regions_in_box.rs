@@ -317,3 +317,38 @@ fn non_subpaving_tensors_errors_and_early_stop() {
     .unwrap();
     assert_eq!(seen, vec![0, 1, 2]);
 }
+
+/// Bucket lists under one huge region: a box inside it is reported from the first bucket
+/// of each bucket row and the rest of the row is skipped, so the buckets visited grow
+/// with the box's rows, not with its area (counted: at most 2 per row plus the list
+/// entries of the row's last bucket).
+#[test]
+fn bucket_lists_skip_the_inside_of_a_huge_region() {
+    // One region over the first 3/4 of axis 1 of a 4096 x 4096 square; the last quarter
+    // is cut into 8,192 cells of 16 x 32.
+    let side = 4096u64;
+    let mut boxes: Boxes = vec![([0, 0], [side, side / 4 * 3])];
+    let x0 = side / 4 * 3;
+    for i in 0..(side / 16) {
+        for j in 0..32u64 {
+            boxes.push(([i * 16, x0 + j * 32], [16, 32]));
+        }
+    }
+    let probe = LevelIndexProbe::build(coords(&boxes), 2, &[side, side]).expect("valid");
+    assert_eq!(probe.kind(), "buckets");
+    let mut seed = 3u64;
+    for _ in 0..200 {
+        let (mut lo, mut hi) = random_box([side, x0], &mut seed, false);
+        lo[1] = lo[1].min(x0 - 1);
+        hi[1] = hi[1].clamp(lo[1] + 1, x0);
+        let (got, visits) = probe.query_box(&lo, &hi);
+        assert_eq!(got, vec![0], "only the huge region meets [{lo:?}, {hi:?})");
+        // Bucket rows the box spans (32 buckets per axis here, as the index sizes them).
+        let step = side.div_ceil(((boxes.len() as f64 / 8.0).sqrt()) as u64);
+        let rows = (hi[0] - 1) / step - lo[0] / step + 1;
+        assert!(
+            visits <= 2 * rows + 64,
+            "[{lo:?}, {hi:?}): {visits} visits for {rows} bucket rows"
+        );
+    }
+}

@@ -523,6 +523,15 @@ impl Directory {
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
                     }
+                    // So do the next buckets along the last axis up to v's last one,
+                    // which hold nothing else and are not where v is reported (its low
+                    // corner in the box is at or before this bucket): go to v's last
+                    // bucket (it may hold more regions), or past the box's.
+                    let z = rank - 1;
+                    let last = self.div[z].div(b.hi(v, z) - 1 - self.base[z]);
+                    if last > idx[z] + 1 {
+                        idx[z] = (last - 1).min(b_hi[z]);
+                    }
                 } else {
                     let at = (v & !Directory::LIST) as usize;
                     let n = self.lists.get(at).copied().unwrap_or(0) as usize;
