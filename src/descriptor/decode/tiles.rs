@@ -339,13 +339,7 @@ impl Decoder {
             }
         }
         let axes = (0..rank)
-            .map(|a| GridAxis {
-                base: base[a],
-                extent: extent[a],
-                step: step[a],
-                cuts_start: 0,
-                cells: cells[a],
-            })
+            .map(|a| GridAxis::new(base[a], extent[a], step[a], 0, cells[a]))
             .collect();
         let mut index = LevelIndex::grid(axes, Vec::new(), Vec::new(), first_id);
         index.set_uniform(

@@ -425,43 +425,6 @@ fn first_overlap<const R: usize>(
     None
 }
 
-/// Division by one bucket step, by a multiply: building the lists divides every region's
-/// two corners by the step on every axis, three times (a hardware division per corner
-/// was a tenth of an irregular decode), and every query divides once per axis.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct StepDiv {
-    d: u64,
-    /// floor(2^64 / d) for d >= 2 (0 for d = 1, which divides by returning x).
-    m: u64,
-}
-
-impl StepDiv {
-    fn new(d: u64) -> StepDiv {
-        let d = d.max(1);
-        let m = if d == 1 {
-            0
-        } else {
-            ((1u128 << 64) / d as u128) as u64
-        };
-        StepDiv { d, m }
-    }
-
-    /// floor(x / d): q = floor(x·m / 2^64) is floor(x / d) or one less (x·m / 2^64 lies
-    /// in (x/d − 1, x/d]), and one comparison corrects it.
-    #[inline]
-    fn div(&self, x: u64) -> u64 {
-        if self.m == 0 {
-            return x;
-        }
-        let q = ((x as u128 * self.m as u128) >> 64) as u64;
-        if x - q * self.d >= self.d {
-            q + 1
-        } else {
-            q
-        }
-    }
-}
-
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
 /// corner: the origin is stored as an `i32` (a region may start before the bucket), the
 /// extent as a `u32`.

@@ -17,6 +17,23 @@ pub(crate) struct GridAxis {
     pub(crate) cuts_start: u32,
     /// Number of cells along the axis.
     pub(crate) cells: u64,
+    /// Division by `step` (when not 0).
+    pub(crate) div: StepDiv,
+}
+
+impl GridAxis {
+    /// An axis of `cells` cells of size `step` (0: between the cut points starting at
+    /// `cuts_start`) over `[base, base + extent)`.
+    pub(crate) fn new(base: u64, extent: u64, step: u64, cuts_start: u32, cells: u64) -> GridAxis {
+        GridAxis {
+            base,
+            extent,
+            step,
+            cuts_start,
+            cells,
+            div: StepDiv::new(step),
+        }
+    }
 }
 
 impl LevelIndex {
@@ -86,13 +103,7 @@ impl LevelIndex {
                 Some(t) if t <= children.len() as u64 => t,
                 _ => return Ok(None),
             };
-            axes.push(GridAxis {
-                base: base[a],
-                extent: e,
-                step: step[a],
-                cuts_start: 0,
-                cells,
-            });
+            axes.push(GridAxis::new(base[a], e, step[a], 0, cells));
         }
         if total != children.len() as u64 {
             return Ok(None);
@@ -190,13 +201,7 @@ impl LevelIndex {
             let start = cuts.len() as u32;
             cuts.extend_from_slice(&scratch);
             cuts.push(extent[a]);
-            axes.push(GridAxis {
-                base: base[a],
-                extent: extent[a],
-                step: 0,
-                cuts_start: start,
-                cells,
-            });
+            axes.push(GridAxis::new(base[a], extent[a], 0, start, cells));
         }
         if total != children.len() as u64 {
             return Ok(None);
@@ -221,8 +226,8 @@ impl LevelIndex {
 
 #[inline]
 pub(super) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
-    if let Some(k) = l.checked_div(ax.step) {
-        k
+    if ax.step != 0 {
+        ax.div.div(l)
     } else {
         let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
         // Last cut point <= l.

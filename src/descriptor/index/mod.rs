@@ -78,6 +78,44 @@ fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
     )
 }
 
+/// Division by a fixed divisor (a grid's cell size, a bucket step) by a multiply: every
+/// point query divides once per axis, and building bucket lists divides every region's
+/// two corners per axis twice (a hardware division per corner was a tenth of an
+/// irregular decode).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct StepDiv {
+    d: u64,
+    /// floor(2^64 / d) for d >= 2 (0 for d = 1, which divides by returning x).
+    m: u64,
+}
+
+impl StepDiv {
+    pub(crate) fn new(d: u64) -> StepDiv {
+        let d = d.max(1);
+        let m = if d == 1 {
+            0
+        } else {
+            ((1u128 << 64) / d as u128) as u64
+        };
+        StepDiv { d, m }
+    }
+
+    /// floor(x / d): q = floor(x·m / 2^64) is floor(x / d) or one less (x·m / 2^64 lies
+    /// in (x/d − 1, x/d]), and one comparison corrects it.
+    #[inline]
+    pub(crate) fn div(&self, x: u64) -> u64 {
+        if self.m == 0 {
+            return x;
+        }
+        let q = ((x as u128 * self.m as u128) >> 64) as u64;
+        if x - q * self.d >= self.d {
+            q + 1
+        } else {
+            q
+        }
+    }
+}
+
 /// Every region of a level is a row-major (or every one a column-major) tile with
 /// byte_offset 0, no quantization and one buffer, region `first + k` owning effective
 /// buffer `first_buffer + k` — the regular tiling of a large tensor, or an irregular
