@@ -17,9 +17,43 @@
 
 use super::*;
 use crate::descriptor::index::GridAxis;
+use crate::wire::Record;
 
 /// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
 const TILE_BODY: usize = 25;
+
+/// The buffer handle of a plain tile's record `rec` (rank `rank`), or `None` when the
+/// record is not one: its tag must be `tag0`, its flags and reserved bytes 0, its body 25
+/// bytes holding byte_offset 0 and one buffer on `first`'s device. A handle whose device
+/// bytes equal `device` (`first`'s) is `first` with the record's size, not parsed again.
+#[inline(always)]
+fn tile_handle(
+    rec: &Record<'_>,
+    rank: usize,
+    tag0: u8,
+    device: &[u8; 8],
+    first: &BufferHandle,
+) -> Option<BufferHandle> {
+    let prefix = 16 * rank + 8;
+    if rec.u8_at(16 * rank)? != tag0
+        || rec.u8_at(16 * rank + 1)? != 0
+        || rec.u16_at(16 * rank + 2)? != 0
+        || rec.u32_at(16 * rank + 4)? != TILE_BODY as u32
+        || rec.u64_at(prefix)? != 0
+        || rec.u8_at(prefix + 8)? != 1
+    {
+        return None;
+    }
+    let size_bytes = rec.u64_at(prefix + 9)?;
+    if rec.array_at::<8>(prefix + 9 + 8)? == device {
+        return Some(BufferHandle {
+            size_bytes,
+            ..*first
+        });
+    }
+    let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+    h.colocated_with(first).then_some(h)
+}
 
 impl Decoder {
     /// Decode `count` regions at the reader's position as a grid of plain tiles, or as
@@ -157,29 +191,8 @@ impl Decoder {
                     }
                     (origin[a], shape[a]) = (o, s);
                 }
-                // tag, flags 0, reserved 0, body_length 25; byte_offset 0, one buffer.
-                if rec.u8_at(16 * rank)? != tag0
-                    || rec.u8_at(16 * rank + 1)? != 0
-                    || rec.u16_at(16 * rank + 2)? != 0
-                    || rec.u32_at(16 * rank + 4)? != TILE_BODY as u32
-                    || rec.u64_at(prefix)? != 0
-                    || rec.u8_at(prefix + 8)? != 1
-                {
-                    return None;
-                }
-                let size_bytes = rec.u64_at(prefix + 9)?;
-                let h = if *rec.array_at::<8>(prefix + 9 + 8)? == device_bytes {
-                    BufferHandle {
-                        size_bytes,
-                        ..first_handle
-                    }
-                } else {
-                    let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
-                    if !h.colocated_with(&first_handle) {
-                        return None;
-                    }
-                    h
-                };
+                let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+                let size_bytes = h.size_bytes;
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
@@ -284,29 +297,8 @@ impl Decoder {
                 }
                 shape[a] = s;
             }
-            // tag, flags 0, reserved 0, body_length 25; byte_offset 0, one buffer.
-            if rec.u8_at(16 * rank)? != tag0
-                || rec.u8_at(16 * rank + 1)? != 0
-                || rec.u16_at(16 * rank + 2)? != 0
-                || rec.u32_at(16 * rank + 4)? != TILE_BODY as u32
-                || rec.u64_at(prefix)? != 0
-                || rec.u8_at(prefix + 8)? != 1
-            {
-                return None;
-            }
-            let size_bytes = rec.u64_at(prefix + 9)?;
-            let h = if *rec.array_at::<8>(prefix + 9 + 8)? == device_bytes {
-                BufferHandle {
-                    size_bytes,
-                    ..first_handle
-                }
-            } else {
-                let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
-                if !h.colocated_with(&first_handle) {
-                    return None;
-                }
-                h
-            };
+            let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+            let size_bytes = h.size_bytes;
             let need = if full {
                 full_need
             } else {
