@@ -86,15 +86,12 @@ impl<'a> BoundTensor<'a> {
         if d.rank() > 8 {
             return None;
         }
-        match d.locate_in_grid(index)? {
-            Ok(crate::Location::Dense {
-                region: Some(r),
-                buffer,
-                byte_offset,
-                ..
-            }) => Some((r, buffer as usize, usize::try_from(byte_offset).ok()?)),
-            _ => None,
-        }
+        let h = d.locate_in_grid(index)?;
+        Some((
+            h.region,
+            h.buffer as usize,
+            usize::try_from(h.byte_offset).ok()?,
+        ))
     }
 
     /// The value of element `index` as `f64`, dequantized by the quantization of its node

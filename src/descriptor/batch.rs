@@ -112,8 +112,15 @@ impl Descriptor {
     #[inline]
     pub(crate) fn locate_compact(&self, index: &[u64]) -> Result<CompactLocation> {
         if self.rank() <= 8 {
-            if let Some(loc) = self.locate_in_grid(index) {
-                return loc.map(|l| self.compact(l));
+            if let Some(h) = self.locate_in_grid(index) {
+                return Ok(CompactLocation {
+                    byte_offset: h.byte_offset,
+                    region: h.region,
+                    buffer: h.buffer,
+                    kind: LocationKind::Dense,
+                    bit_shift: 0,
+                    layout_tag: 0,
+                });
             }
         }
         let (region, node) = self.leaf(index)?;

@@ -143,8 +143,13 @@ impl Descriptor {
     /// indirect and extension regions. Works for every layout, subpaving or not.
     pub fn locate(&self, index: &[u64]) -> Result<Location> {
         if self.rank() <= 8 {
-            if let Some(loc) = self.locate_in_grid(index) {
-                return loc;
+            if let Some(h) = self.locate_in_grid(index) {
+                return Ok(Location::Dense {
+                    region: Some(h.region),
+                    buffer: h.buffer,
+                    byte_offset: h.byte_offset,
+                    bit_shift: 0,
+                });
             }
         }
         let (region, node) = self.leaf(index)?;
@@ -248,9 +253,10 @@ impl Descriptor {
     /// bucket lists (which give the tile's box without the region arena) and whose leaf is
     /// a row-/column-major tile. The leaf record is read only when its level is not
     /// [`UniformTiles`]. `None` means "take the general path", which also reports every
-    /// error.
+    /// error. The result is small (a full [`Location`] is over 500 bytes, and moving one
+    /// between enums cost a `memcpy` per call).
     #[inline]
-    pub(crate) fn locate_in_grid(&self, index: &[u64]) -> Option<Result<Location>> {
+    pub(crate) fn locate_in_grid(&self, index: &[u64]) -> Option<GridHit> {
         let rank = self.rank();
         if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
             return None;
@@ -275,20 +281,45 @@ impl Descriptor {
                 // so the region record is not read at all.
                 // An overflow (impossible for a decoded tiling) takes the general path.
                 let pos = tile_position(u.row_major, index, &lo[..rank], &ext[..rank])?;
-                return Some(Ok(Location::Dense {
-                    region: Some(r),
+                return Some(GridHit {
+                    region: r,
                     buffer: u.first_buffer + (r - first),
                     byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
-                    bit_shift: 0,
-                }));
+                });
             }
             node = &self.regions[r as usize];
         }
         if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
             return None;
         }
-        Some(self.dense_location(region, node, index, &lo[..rank], &ext[..rank]))
+        // An overflow (impossible for a decoded leaf) takes the general path, which
+        // reports it.
+        let pos = tile_position(
+            matches!(node.layout, Layout::RowMajor),
+            index,
+            &lo[..rank],
+            &ext[..rank],
+        )?;
+        Some(GridHit {
+            region: region?,
+            buffer: node.first_buffer,
+            byte_offset: pos
+                .checked_mul(self.element_type.storage_bytes())?
+                .checked_add(node.byte_offset)?,
+        })
     }
+}
+
+/// A dense element found through grid and bucket-list levels
+/// ([`Descriptor::locate_in_grid`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GridHit {
+    /// The leaf region.
+    pub region: u32,
+    /// Its effective buffer.
+    pub buffer: u32,
+    /// The element's byte offset in that buffer.
+    pub byte_offset: u64,
 }
 
 /// Element position of global `index` in a row- or column-major tile at `origin` with
