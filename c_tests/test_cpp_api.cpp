@@ -143,10 +143,44 @@ static void test_builder_and_binding() {
     CHECK(status_of([&] { t.get_f64({2, 0}); }) == TDESC_ERR_INDEX_OUT_OF_BOUNDS);
 }
 
+// Many decodes through one decode_cache: the same bytes back, storage kept between them,
+// the same exceptions as descriptor::decode.
+static void test_decode_cache() {
+    const std::vector<uint8_t> bytes = mixed().encode();
+    tdesc::decode_cache cache;
+    CHECK(cache.heap_bytes() == 0);
+    size_t held = 0;
+    for (int round = 0; round < 3; ++round) {
+        tdesc::descriptor d = cache.decode(bytes);
+        CHECK(d.encode() == bytes);
+        CHECK(d.regions().size() == 4);
+        cache.recycle(std::move(d));
+        CHECK(round == 0 || cache.heap_bytes() == held);
+        held = cache.heap_bytes();
+    }
+    std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 1);
+    std::string plain, cached;
+    try {
+        tdesc::descriptor::decode(cut);
+    } catch (const tdesc::error &e) {
+        plain = e.what();
+    }
+    try {
+        cache.decode(cut);
+    } catch (const tdesc::error &e) {
+        cached = e.what();
+        CHECK(e.status() == TDESC_ERR_TRUNCATED);
+    }
+    CHECK(!plain.empty() && plain == cached);
+    // Still usable after the failure.
+    CHECK(cache.decode(bytes).encode() == bytes);
+}
+
 int main() {
     test_ranges_and_variant();
     test_errors();
     test_builder_and_binding();
+    test_decode_cache();
     std::printf("cpp_api: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

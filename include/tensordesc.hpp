@@ -335,8 +335,47 @@ class descriptor {
         return li;
     }
 
+    /// Give up ownership of the C handle (for calls that consume it).
+    tdesc_descriptor *release() noexcept { return h_.release(); }
+
   private:
     descriptor_ptr h_;
+};
+
+/// Storage kept between decodes (`tdesc_decode_cache`): decode many descriptors without
+/// a fresh decoded form for each. Use from one thread at a time.
+class decode_cache {
+  public:
+    decode_cache() {
+        tdesc_decode_cache *c = nullptr;
+        check(tdesc_decode_cache_new(&c));
+        h_.reset(c);
+    }
+
+    /// descriptor::decode, into the cache's storage.
+    descriptor decode(const void *bytes, size_t len, tdesc_mode mode = TDESC_MODE_STRICT,
+                      size_t *consumed = nullptr) {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_decode_cache_decode(h_.get(), static_cast<const uint8_t *>(bytes), len, mode,
+                                        &d, consumed));
+        return descriptor(d);
+    }
+    descriptor decode(const std::vector<uint8_t> &bytes, tdesc_mode mode = TDESC_MODE_STRICT) {
+        return decode(bytes.data(), bytes.size(), mode);
+    }
+
+    /// Release `d` and take its storage back for the next decode (only the handle, when
+    /// a clone or a bound tensor still shares the descriptor).
+    void recycle(descriptor &&d) noexcept { tdesc_decode_cache_recycle(h_.get(), d.release()); }
+
+    /// Heap bytes held for the next decode.
+    size_t heap_bytes() const noexcept { return tdesc_decode_cache_heap_bytes(h_.get()); }
+
+  private:
+    struct deleter {
+        void operator()(tdesc_decode_cache *c) const noexcept { tdesc_decode_cache_free(c); }
+    };
+    std::unique_ptr<tdesc_decode_cache, deleter> h_;
 };
 
 /// A node under construction (see tdesc_node_new_*); moved into its parent or builder.
