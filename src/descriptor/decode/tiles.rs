@@ -122,6 +122,31 @@ impl Decoder {
         })
     }
 
+    /// Append a plain tile: its coordinates (global origin, shape), its record and its
+    /// one buffer `h`, effective buffer number `buffer`.
+    #[inline(always)]
+    fn push_tile(
+        &mut self,
+        origin: &[u64],
+        shape: &[u64],
+        layout: Layout,
+        buffer: u32,
+        parent: Option<Idx>,
+        h: BufferHandle,
+    ) {
+        self.d.coords.extend_from_slice(origin);
+        self.d.coords.extend_from_slice(shape);
+        self.d.regions.push(Node {
+            layout,
+            byte_offset: 0,
+            first_buffer: buffer,
+            buffer_count: 1,
+            quant: None,
+            parent,
+        });
+        self.d.buffers.push(h);
+    }
+
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
     fn undo_to(&mut self, marks: (usize, usize, usize)) {
         self.d.regions.truncate(marks.0);
@@ -202,18 +227,16 @@ impl Decoder {
                 return false;
             };
             for a in 0..rank {
-                self.d.coords.push(base[a] + origin[a]);
+                origin[a] += base[a];
             }
-            self.d.coords.extend_from_slice(&shape[..rank]);
-            self.d.regions.push(Node {
+            self.push_tile(
+                &origin[..rank],
+                &shape[..rank],
                 layout,
-                byte_offset: 0,
-                first_buffer: first_buffer + k,
-                buffer_count: 1,
-                quant: None,
+                first_buffer + k,
                 parent,
-            });
-            self.d.buffers.push(h);
+                h,
+            );
         }
         true
     }
@@ -308,19 +331,18 @@ impl Decoder {
             if size_bytes < need {
                 return None;
             }
+            let mut origin = [0u64; MAX_RANK];
             for a in 0..rank {
-                self.d.coords.push(base[a] + cell[a] * step[a]);
+                origin[a] = base[a] + cell[a] * step[a];
             }
-            self.d.coords.extend_from_slice(&shape[..rank]);
-            self.d.regions.push(Node {
+            self.push_tile(
+                &origin[..rank],
+                &shape[..rank],
                 layout,
-                byte_offset: 0,
-                first_buffer: first_buffer + k,
-                buffer_count: 1,
-                quant: None,
+                first_buffer + k,
                 parent,
-            });
-            self.d.buffers.push(h);
+                h,
+            );
             // The next cell in row-major order.
             for a in (0..rank).rev() {
                 cell[a] += 1;
