@@ -226,27 +226,41 @@ impl Descriptor {
         origin: &[u64],
         shape: &[u64],
     ) -> Result<Location> {
-        // Below the leaf's data size, which decoding checked; checked all the same.
-        let byte_offset = tile_position(
-            matches!(node.layout, Layout::RowMajor),
-            index,
-            origin,
-            shape,
-        )
-        .and_then(|pos| pos.checked_mul(self.element_type.storage_bytes()))
-        .and_then(|b| b.checked_add(node.byte_offset))
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                format!("the position of element {index:?} overflows u64"),
-            )
-        })?;
+        let byte_offset = self
+            .tile_byte_offset(node, index, origin, shape)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!("the position of element {index:?} overflows u64"),
+                )
+            })?;
         Ok(Location::Dense {
             region,
             buffer: node.first_buffer,
             byte_offset,
             bit_shift: 0,
         })
+    }
+
+    /// Byte offset of global `index` in the row-/column-major `node` with global `origin`
+    /// and `shape`. Below the leaf's data size, which decoding checked; checked all the
+    /// same (`None` on overflow).
+    #[inline(always)]
+    fn tile_byte_offset(
+        &self,
+        node: &Node,
+        index: &[u64],
+        origin: &[u64],
+        shape: &[u64],
+    ) -> Option<u64> {
+        tile_position(
+            matches!(node.layout, Layout::RowMajor),
+            index,
+            origin,
+            shape,
+        )?
+        .checked_mul(self.element_type.storage_bytes())?
+        .checked_add(node.byte_offset)
     }
 
     /// The fastest case of [`locate`](Self::locate): a subpaving whose levels are grids or
@@ -294,18 +308,10 @@ impl Descriptor {
         }
         // An overflow (impossible for a decoded leaf) takes the general path, which
         // reports it.
-        let pos = tile_position(
-            matches!(node.layout, Layout::RowMajor),
-            index,
-            &lo[..rank],
-            &ext[..rank],
-        )?;
         Some(GridHit {
             region: region?,
             buffer: node.first_buffer,
-            byte_offset: pos
-                .checked_mul(self.element_type.storage_bytes())?
-                .checked_add(node.byte_offset)?,
+            byte_offset: self.tile_byte_offset(node, index, &lo[..rank], &ext[..rank])?,
         })
     }
 }
