@@ -1156,7 +1156,8 @@ static void test_decode_cache(void) {
         CHECK(tdesc_decode_cache_heap_bytes(c) == 0);
         tdesc_decode_cache_recycle(c, d);
         const size_t now = tdesc_decode_cache_heap_bytes(c);
-        CHECK(now >= (size_t)N * 40);
+        /* A grid of plain tiles keeps one 8-byte size a tile. */
+        CHECK(now >= (size_t)N * 8);
         CHECK(round == 0 || now == held);
         held = now;
     }

@@ -42,12 +42,29 @@ pub mod transport;
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
 
+    /// Decode as [`crate::decode`] does, but keep region records for a top-level grid of
+    /// plain tiles (the reference its recordless form is tested against).
+    pub fn decode_with_records(
+        bytes: &[u8],
+        mode: crate::Mode,
+    ) -> crate::Result<crate::Descriptor> {
+        crate::descriptor::decode_with_records(bytes, mode)
+    }
+
+    /// Address and byte capacity of the decoded form's tile sizes, for a grid of plain
+    /// tiles held without records (for the test that checks its huge-page advice).
+    pub fn tile_sizes(d: &crate::Descriptor) -> Option<(usize, usize)> {
+        d.tiles
+            .as_ref()
+            .map(|t| (t.sizes.as_ptr() as usize, t.sizes.capacity() * 8))
+    }
+
     /// Address and byte capacity of the decoded form's region records, the largest array
     /// of a subpaving's decoded form (for the test that checks its huge-page advice).
     pub fn region_records(d: &crate::Descriptor) -> (usize, usize) {
         (
-            d.regions.as_ptr() as usize,
-            d.regions.capacity() * std::mem::size_of_val(d.regions.first().unwrap_or(&d.root)),
+            d.records.as_ptr() as usize,
+            d.records.capacity() * std::mem::size_of_val(d.records.first().unwrap_or(&d.root)),
         )
     }
 }

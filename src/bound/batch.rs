@@ -86,9 +86,8 @@ impl<'a> BoundTensor<'a> {
                     let quantized = if loc.region == crate::descriptor::NO_REGION {
                         d.root.is_quantized()
                     } else {
-                        d.regions
-                            .get(loc.region as usize)
-                            .is_none_or(Node::is_quantized)
+                        (loc.region as usize >= d.region_count())
+                            || d.node(loc.region).is_quantized()
                     };
                     if loc.kind == LocationKind::Dense
                         && (!quantized || out_type == OutputType::Raw)

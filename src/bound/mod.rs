@@ -130,6 +130,7 @@ fn check_aliasing(d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
         return Ok(()); // no quantization parameter buffers at all
     }
     for (region, node) in leaves(d) {
+        let node = &node;
         if !node.is_quantized() {
             continue;
         }
@@ -170,14 +171,11 @@ fn check_aliasing(d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
 
 /// The leaf nodes of `d` (the root when it is not a subpaving, and every region that is
 /// not one), each with its region number (`None` for the root).
-fn leaves(d: &Descriptor) -> impl Iterator<Item = (Option<u32>, &Node)> + '_ {
-    let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((None, &d.root));
-    let regions = d
-        .regions
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }))
-        .map(|(i, r)| (Some(i as u32), r));
+fn leaves(d: &Descriptor) -> impl Iterator<Item = (Option<u32>, Node)> + '_ {
+    let root = (!matches!(d.root.layout, Layout::Subpaving { .. })).then_some((None, d.root));
+    let regions = (0..d.region_count() as u32)
+        .map(|i| (Some(i), d.node(i)))
+        .filter(|(_, r)| !matches!(r.layout, Layout::Subpaving { .. }));
     root.into_iter().chain(regions)
 }
 
@@ -343,18 +341,20 @@ impl<'a> BoundTensor<'a> {
                 ),
             ));
         }
-        let handles = desc.effective_buffers();
-        if n != handles.len() {
+        let count = desc.effective_buffer_count();
+        if n != count {
             return Err(Error::new(
                 ErrorKind::BindingMismatch,
-                format!(
-                    "{n} buffers given, the descriptor's effective buffer list has {}",
-                    handles.len()
-                ),
+                format!("{n} buffers given, the descriptor's effective buffer list has {count}"),
             ));
         }
         let mut bound = BufList::with_capacity(n);
-        for (i, h) in handles.iter().enumerate() {
+        let mut host_readable = true;
+        for i in 0..n {
+            let h = desc
+                .effective_buffer(i)
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "effective buffer vanished"))?;
+            host_readable &= h.is_host_readable();
             let b = slice(i)?;
             let describe = || match desc.buffer_info(i) {
                 Some(info) => format!(
@@ -391,7 +391,6 @@ impl<'a> BoundTensor<'a> {
             }
             bound.push(&b[..size]);
         }
-        let host_readable = handles.iter().all(|h| h.is_host_readable());
         // Only top-level CSR/CSC and BLOCK_PAGED tensors have a fast path.
         let fast = if host_readable
             && matches!(
@@ -460,9 +459,10 @@ impl<'a> BoundTensor<'a> {
     /// at least three: decoding enforces the counts), made here without allocating.
     #[inline]
     pub(crate) fn bind_one(desc: &'a Descriptor, b: &'a [u8]) -> Option<BoundTensor<'a>> {
-        let [h] = desc.effective_buffers() else {
+        if desc.effective_buffer_count() != 1 {
             return None;
-        };
+        }
+        let h = desc.effective_buffer(0)?;
         if !desc.is_bindable() || b.len() as u64 != h.size_bytes {
             return None;
         }
@@ -516,10 +516,9 @@ impl<'a> BoundTensor<'a> {
     #[cold]
     #[inline(never)]
     fn host_error(&self) -> Error {
-        let handles = self.desc.effective_buffers();
-        let Some((i, h)) = handles
-            .iter()
-            .enumerate()
+        let d = self.desc;
+        let Some((i, h)) = (0..d.effective_buffer_count())
+            .filter_map(|i| Some((i, d.effective_buffer(i)?)))
             .find(|(_, h)| !h.is_host_readable())
         else {
             return Error::new(ErrorKind::Internal, "host readability changed");

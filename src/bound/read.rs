@@ -8,11 +8,12 @@ impl<'a> BoundTensor<'a> {
     fn with_leaf<R>(
         &self,
         index: &[u64],
-        f: impl FnOnce(Option<u32>, &'a Node, &'a [u64], &[u64]) -> Result<R>,
+        f: impl FnOnce(Option<u32>, &Node, &'a [u64], &[u64]) -> Result<R>,
     ) -> Result<R> {
         let d = self.desc;
         if let Layout::Subpaving { .. } = d.root.layout {
             let (region, node) = d.leaf(index)?;
+            let node = &node;
             let rank = d.rank();
             let shape = d.node_shape(region);
             // Small ranks (the usual case) do not zero a 64-entry index per call.
@@ -140,9 +141,7 @@ impl<'a> BoundTensor<'a> {
             // A descriptor without any quantization needs no look at the region record.
             let d = self.desc;
             if d.quants.is_empty()
-                || d.regions
-                    .get(region as usize)
-                    .is_some_and(|n| !n.is_quantized())
+                || ((region as usize) < d.region_count() && !d.node(region).is_quantized())
             {
                 let slot = find::ElementPlace::At {
                     buffer,

@@ -83,18 +83,18 @@ impl Descriptor {
         if let Some(level) = level {
             for k in 0..n.min(AHEAD) {
                 if let Some(p) = indices.get(k * rank..(k + 1) * rank) {
-                    level.prefetch(self.boxes(), p, 0);
+                    level.prefetch(self.index_boxes(), p, 0);
                 }
             }
         }
         for k in 0..n {
             if let Some(level) = level {
                 if let Some(p) = indices.get((k + AHEAD) * rank..(k + AHEAD + 1) * rank) {
-                    level.prefetch(self.boxes(), p, 0);
+                    level.prefetch(self.index_boxes(), p, 0);
                 }
                 let h = k + AHEAD / 2;
                 if let Some(p) = indices.get(h * rank..(h + 1) * rank) {
-                    level.prefetch(self.boxes(), p, 1);
+                    level.prefetch(self.index_boxes(), p, 1);
                 }
             }
             let idx = indices
@@ -124,6 +124,7 @@ impl Descriptor {
             }
         }
         let (region, node) = self.leaf(index)?;
+        let node = &node;
         let rank = self.rank();
         let layout_tag = node.layout.tag();
         let reg = region.unwrap_or(NO_REGION);

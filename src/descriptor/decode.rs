@@ -15,6 +15,11 @@ pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
     Decoder::run(bytes, mode)
 }
 
+/// [`decode`], keeping region records for a top-level grid of plain tiles too.
+pub(crate) fn decode_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+    Decoder::run_with_records(bytes, mode)
+}
+
 pub(super) struct Decoder {
     mode: Mode,
     et: ElementType,
@@ -23,6 +28,10 @@ pub(super) struct Decoder {
     /// The most regions the whole input can hold (each needs its 16·rank + 8-byte
     /// prefix): no region vector grows past it.
     max_regions: usize,
+    /// Room for a recordless tile grid's sizes (from the cache's storage).
+    sizes: Vec<u64>,
+    /// Whether a top-level tile grid may be held without records.
+    recordless: bool,
 }
 
 /// A level index's error (overlap, gap), placed at the level's `region_count` (byte
@@ -52,6 +61,15 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
 impl Decoder {
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         Decoder::run_with(bytes, mode, &mut Storage::default(), false)
+    }
+
+    /// [`run`](Self::run), keeping region records for a top-level tile grid too.
+    pub(crate) fn run_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
+        let mut storage = Storage {
+            records_only: true,
+            ..Storage::default()
+        };
+        Decoder::run_with(bytes, mode, &mut storage, false)
     }
 
     /// [`run`](Self::run), building the decoded form in `storage`'s vectors (taken, and
@@ -172,6 +190,8 @@ impl Decoder {
             et,
             rank,
             max_regions: bytes.len() / (16 * rank + 8),
+            sizes: std::mem::take(&mut storage.sizes),
+            recordless: !storage.records_only,
             d: Descriptor {
                 version_minor: minor,
                 element_type: et,
@@ -189,11 +209,12 @@ impl Decoder {
                 extension_type: None,
                 trailing: Vec::new(),
                 encoded_len: dlen,
-                regions: std::mem::take(&mut storage.regions),
-                coords: std::mem::take(&mut storage.coords),
-                buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
+                records: std::mem::take(&mut storage.regions),
+                record_coords: std::mem::take(&mut storage.coords),
+                record_buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
                 quants: std::mem::take(&mut storage.quants),
                 arena: std::mem::take(&mut storage.arena),
+                tiles: None,
                 indexes: Vec::new(),
                 opaque_parts: 0,
             },
@@ -201,11 +222,13 @@ impl Decoder {
         match dec.body(&mut r, ltag, hflags, count, minor) {
             Ok(()) => {
                 if !reuse {
-                    dec.d.buffers.shrink_to_fit();
+                    dec.d.record_buffers.shrink_to_fit();
                 }
+                storage.keep_sizes(dec.sizes);
                 Ok(dec.d)
             }
             Err(e) => {
+                storage.keep_sizes(dec.sizes);
                 storage.recycle(dec.d);
                 Err(e)
             }
@@ -290,7 +313,7 @@ impl Decoder {
         level: u8,
         region: Option<u32>,
     ) -> Result<Node> {
-        let region_parent = region.and_then(|r| self.d.regions[r as usize].parent);
+        let region_parent = region.and_then(|r| self.d.records[r as usize].parent);
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
@@ -311,7 +334,7 @@ impl Decoder {
                 ),
             ));
         }
-        let first = self.d.buffers.len();
+        let first = self.d.effective_buffer_count();
         let layout = if ltag == tag::SUBPAVING {
             if level > MAX_SUBPAVING_DEPTH {
                 return Err(Error::new(ErrorKind::SubpavingTooDeep, format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}")));
@@ -340,26 +363,26 @@ impl Decoder {
         r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
         for i in 0..count {
             let h = BufferHandle::read(r)?;
-            if let Some(f) = self.d.buffers.first() {
+            if let Some(f) = self.d.record_buffers.first() {
                 if !h.colocated_with(f) {
                     return Err(Error::new(
                         ErrorKind::DeviceMismatch,
                         format!(
                             "effective buffer {} (sub-table entry {i}) is on {}:{} / {} but effective buffer 0 is on {}:{} / {}",
-                            self.d.buffers.len(),
+                            self.d.record_buffers.len(),
                             h.device_type.name(), h.device_id, h.memory_class.name(),
                             f.device_type.name(), f.device_id, f.memory_class.name()
                         ),
                     ));
                 }
             }
-            if self.d.buffers.len() >= u32::MAX as usize {
+            if self.d.record_buffers.len() >= u32::MAX as usize {
                 return Err(Error::new(
                     ErrorKind::Overflow,
                     "more than 2^32 - 1 effective buffers",
                 ));
             }
-            self.d.buffers.push(h);
+            self.d.record_buffers.push(h);
         }
         let quant = if has_quant {
             if ltag == tag::SUBPAVING {
@@ -404,7 +427,7 @@ impl Decoder {
                         count - p
                     }
                 };
-                let bufs = &self.d.buffers[first..first + count];
+                let bufs = &self.d.record_buffers[first..first + count];
                 layout::check_buffers(
                     &layout,
                     &self.d.arena,
@@ -433,7 +456,7 @@ impl Decoder {
             layout,
             byte_offset,
             first_buffer: first as u32,
-            buffer_count: (self.d.buffers.len() - first) as u32,
+            buffer_count: (self.d.effective_buffer_count() - first) as u32,
             quant,
             parent: region_parent,
         })
@@ -467,7 +490,7 @@ impl Decoder {
         let mut hb = [0u8; 16];
         hb.copy_from_slice(&b[9..]);
         let h = BufferHandle::from_bytes(&hb, 0).ok()?;
-        if let Some(f) = self.d.buffers.first() {
+        if let Some(f) = self.d.record_buffers.first() {
             if !h.colocated_with(f) {
                 return None;
             }
@@ -477,11 +500,11 @@ impl Decoder {
         if byte_offset > h.size_bytes || h.size_bytes - byte_offset < need {
             return None;
         }
-        if self.d.buffers.len() >= u32::MAX as usize {
+        if self.d.record_buffers.len() >= u32::MAX as usize {
             return None;
         }
-        let first_buffer = self.d.buffers.len() as u32;
-        self.d.buffers.push(h);
+        let first_buffer = self.d.record_buffers.len() as u32;
+        self.d.record_buffers.push(h);
         Some(Node {
             layout,
             byte_offset,
@@ -513,15 +536,26 @@ impl Decoder {
         }
         // Every region needs at least its prefix: bound all allocation by the input.
         r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
-        if self.d.regions.len() as u64 + count as u64 >= u32::MAX as u64 {
+        if self.d.records.len() as u64 + count as u64 >= u32::MAX as u64 {
             return Err(Error::new(
                 ErrorKind::Overflow,
                 "more than 2^32 - 2 regions",
             ));
         }
-        reserve_bounded(&mut self.d.regions, count as usize, self.max_regions);
+        // The commonest level, a top-level grid of plain tiles in cell order, is held
+        // without records when every tile's buffer is on the first one's device.
+        if self.recordless
+            && level == 1
+            && self.d.records.is_empty()
+            && self.d.record_buffers.is_empty()
+        {
+            if let Some(layout) = self.recordless_level(r, extent, count) {
+                return Ok(layout);
+            }
+        }
+        reserve_bounded(&mut self.d.records, count as usize, self.max_regions);
         reserve_bounded(
-            &mut self.d.coords,
+            &mut self.d.record_coords,
             count as usize * 2 * rank,
             self.max_regions * 2 * rank,
         );
@@ -542,7 +576,7 @@ impl Decoder {
         let mut rshape = [0u64; MAX_RANK];
         let mut global = [0u64; MAX_RANK];
         for k in 0..count {
-            let id = self.d.regions.len() as u32;
+            let id = self.d.records.len() as u32;
             let pat = r.pos();
             let ctx = |e: Error| {
                 e.context(format!("region {id} (level {level}, child {k})"))
@@ -608,10 +642,10 @@ impl Decoder {
             }
             let body_len = r.u32("region_body_length").map_err(ctx)?;
             let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
-            self.d.coords.extend_from_slice(&global[..rank]);
-            self.d.coords.extend_from_slice(&rshape[..rank]);
-            let first_buffer = self.d.buffers.len() as u32;
-            self.d.regions.push(Node {
+            self.d.record_coords.extend_from_slice(&global[..rank]);
+            self.d.record_coords.extend_from_slice(&rshape[..rank]);
+            let first_buffer = self.d.record_buffers.len() as u32;
+            self.d.records.push(Node {
                 layout: Layout::RowMajor,
                 byte_offset: 0,
                 first_buffer,
@@ -621,7 +655,7 @@ impl Decoder {
             });
             children.push(id);
             if !buffers_reserved && class != LayoutClass::Unknown {
-                self.d.buffers.reserve((count - k) as usize);
+                self.d.record_buffers.reserve((count - k) as usize);
                 buffers_reserved = true;
             }
             let node = if class == LayoutClass::Unknown {
@@ -679,11 +713,11 @@ impl Decoder {
                     && u64::from(id) == u64::from(first) + u64::from(k)
                     && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
             }
-            self.d.regions[id as usize] = node;
+            self.d.records[id as usize] = node;
         }
-        let end = self.d.regions.len() as u32;
+        let end = self.d.records.len() as u32;
         let boxes = Boxes {
-            coords: &self.d.coords,
+            coords: &self.d.record_coords,
             rank,
         };
         let wire_bytes = r.pos() - at;

@@ -65,7 +65,7 @@ impl Descriptor {
             let mut c = region.map_or(0, |r| r + 1);
             for _ in 0..count {
                 self.write_region(w, c)?;
-                c = match self.regions[c as usize].layout {
+                c = match self.node(c).layout {
                     Layout::Subpaving { end, .. } => end,
                     _ => c + 1,
                 };
@@ -75,8 +75,10 @@ impl Descriptor {
             layout::write_fields(w, &node.layout, &self.arena, rank);
             w.u8(node.buffer_count as u8);
             let s = node.first_buffer as usize;
-            for h in &self.buffers[s..s + node.buffer_count as usize] {
-                h.write(w);
+            for k in s..s + node.buffer_count as usize {
+                self.effective_buffer(k)
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "a sub-table past the buffers"))?
+                    .write(w);
             }
         }
         if let Some(q) = self.quant_of(node) {
@@ -93,10 +95,12 @@ impl Descriptor {
         for &o in &origin[..rank] {
             w.u64(o);
         }
-        for &e in v.shape() {
+        let mut shape = [0u64; MAX_RANK];
+        v.shape_into(&mut shape[..rank]);
+        for &e in &shape[..rank] {
             w.u64(e);
         }
-        let node = &self.regions[id as usize];
+        let node = &self.node(id);
         w.u8(node.layout.tag());
         w.u8(v.flags());
         w.u16(0);

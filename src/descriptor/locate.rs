@@ -76,13 +76,10 @@ impl Descriptor {
 
     /// The leaf node containing `index` (checked against the shape): its region (`None`:
     /// the tensor itself) and node.
-    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(Option<u32>, &Node)> {
+    pub(crate) fn leaf(&self, index: &[u64]) -> Result<(Option<u32>, Node)> {
         self.check_index(index)?;
-        let boxes = Boxes {
-            coords: &self.coords,
-            rank: self.rank(),
-        };
-        let mut node = &self.root;
+        let boxes = self.index_boxes();
+        let mut node = self.root;
         let mut region = None;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
             let r = self.indexes[ix as usize]
@@ -94,7 +91,7 @@ impl Descriptor {
                     )
                 })?;
             region = Some(r);
-            node = &self.regions[r as usize];
+            node = self.node(r);
         }
         Ok((region, node))
     }
@@ -105,12 +102,15 @@ impl Descriptor {
         let rank = self.rank();
         match region {
             None => local[..rank].copy_from_slice(index),
-            Some(r) => {
-                let o = self.boxes().origin(r);
-                for a in 0..rank {
-                    local[a] = index[a] - o[a];
+            Some(r) => match &self.tiles {
+                Some(t) => t.local_index(r, index, &mut local[..rank]),
+                None => {
+                    let o = self.index_boxes().origin(r);
+                    for a in 0..rank {
+                        local[a] = index[a] - o[a];
+                    }
                 }
-            }
+            },
         }
     }
 
@@ -125,16 +125,21 @@ impl Descriptor {
         match region {
             None => (&ZEROS[..self.rank()], &self.shape[..]),
             Some(r) => {
-                let b = self.boxes();
+                let b = Boxes {
+                    coords: self.coords(),
+                    rank: self.rank(),
+                };
                 (b.origin(r), b.shape(r))
             }
         }
     }
 
-    /// The region boxes, as the level indexes read them.
-    pub(crate) fn boxes(&self) -> Boxes<'_> {
+    /// The region boxes the level indexes read: the records' (a tile grid's level is a
+    /// grid index, which reads none, so its empty record coordinates serve).
+    #[inline]
+    pub(crate) fn index_boxes(&self) -> Boxes<'_> {
         Boxes {
-            coords: &self.coords,
+            coords: &self.record_coords,
             rank: self.rank(),
         }
     }
@@ -153,6 +158,7 @@ impl Descriptor {
             }
         }
         let (region, node) = self.leaf(index)?;
+        let node = &node;
         let rank = self.rank();
         // Hot path: row- or column-major leaves of a non-packed type, addressed straight
         // from the global index without materializing the local one.
@@ -278,13 +284,10 @@ impl Descriptor {
         if index.len() != rank || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
             return None;
         }
-        let boxes = Boxes {
-            coords: &self.coords,
-            rank,
-        };
+        let boxes = self.index_boxes();
         let mut lo = [0u64; 8];
         let mut ext = [0u64; 8];
-        let mut node = &self.root;
+        let mut node = self.root;
         let mut region = None;
         while let Layout::Subpaving { index: ix, .. } = node.layout {
             let level = &self.indexes[ix as usize];
@@ -301,7 +304,7 @@ impl Descriptor {
                     byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
                 });
             }
-            node = &self.regions[r as usize];
+            node = self.node(r);
         }
         if !matches!(node.layout, Layout::RowMajor | Layout::ColMajor) {
             return None;
@@ -311,7 +314,7 @@ impl Descriptor {
         Some(GridHit {
             region: region?,
             buffer: node.first_buffer,
-            byte_offset: self.tile_byte_offset(node, index, &lo[..rank], &ext[..rank])?,
+            byte_offset: self.tile_byte_offset(&node, index, &lo[..rank], &ext[..rank])?,
         })
     }
 }

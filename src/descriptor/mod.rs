@@ -25,10 +25,13 @@ mod encode;
 pub(crate) mod index;
 mod locate;
 mod query;
+mod recordless;
 
 pub use batch::{CompactLocation, LocationKind, NO_REGION};
+pub(crate) use decode::decode_with_records;
 pub use decode::{decode, DecodeCache};
 pub use query::{RegionHit, RegionInBox};
+pub(crate) use recordless::TileGrid;
 
 /// A position in one of the descriptor's tables (a region or a quantization), stored
 /// complemented in a `NonZeroU32` so that `Option<Idx>` is 4 bytes and a [`Node`] stays 40.
@@ -83,7 +86,7 @@ impl Node {
 
 /// A validated tensor descriptor. Built only by [`decode`] or the
 /// [builder](crate::builder), so every value reachable from it obeys the format's rules.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Descriptor {
     pub(crate) version_minor: u8,
     pub(crate) element_type: ElementType,
@@ -96,14 +99,46 @@ pub struct Descriptor {
     /// Opaque bytes of a newer minor version, or of an unknown top-level layout.
     pub(crate) trailing: Vec<u8>,
     pub(crate) encoded_len: u64,
-    pub(crate) regions: Vec<Node>,
-    pub(crate) coords: Vec<u64>,
-    /// The effective buffer list; inline up to 3 handles.
-    pub(crate) buffers: SmallVec<BufferHandle, 3>,
+    /// Region records (empty when `tiles` holds the regions): read them through
+    /// [`Descriptor::nodes`] or [`Descriptor::node`].
+    pub(crate) records: Vec<Node>,
+    /// Region coordinates of `records` (see [`Descriptor::coords`]).
+    pub(crate) record_coords: Vec<u64>,
+    /// The effective buffer list of `records`; inline up to 3 handles (see
+    /// [`Descriptor::handles`]).
+    pub(crate) record_buffers: SmallVec<BufferHandle, 3>,
+    /// A top-level grid of plain tiles held without records (then `records`,
+    /// `record_coords` and `record_buffers` are empty).
+    pub(crate) tiles: Option<Box<TileGrid>>,
     pub(crate) quants: Vec<Quantization>,
     pub(crate) arena: Arena,
     pub(crate) indexes: Vec<LevelIndex>,
     pub(crate) opaque_parts: u32,
+}
+
+impl PartialEq for Descriptor {
+    /// Equal content: a tile grid held without records equals the same grid held as
+    /// records (their regions, coordinates and buffers are compared as lists).
+    fn eq(&self, o: &Descriptor) -> bool {
+        self.version_minor == o.version_minor
+            && self.element_type == o.element_type
+            && self.shape == o.shape
+            && self.root == o.root
+            && self.shard == o.shard
+            && self.statistics == o.statistics
+            && self.extension_type == o.extension_type
+            && self.trailing == o.trailing
+            && self.encoded_len == o.encoded_len
+            && self.quants == o.quants
+            && self.arena == o.arena
+            && self.indexes == o.indexes
+            && self.opaque_parts == o.opaque_parts
+            && self.region_count() == o.region_count()
+            && self.effective_buffer_count() == o.effective_buffer_count()
+            && self.nodes() == o.nodes()
+            && self.coords() == o.coords()
+            && self.handles() == o.handles()
+    }
 }
 
 const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
@@ -165,8 +200,9 @@ pub struct RegionView<'a> {
 }
 
 impl<'a> RegionView<'a> {
-    fn rec(&self) -> &'a Node {
-        &self.d.regions[self.index as usize]
+    #[inline]
+    fn rec(&self) -> Node {
+        self.d.node(self.index)
     }
     /// Pre-order index of this region.
     pub fn index(&self) -> u32 {
@@ -182,7 +218,7 @@ impl<'a> RegionView<'a> {
         let mut p = self.rec().parent();
         while let Some(r) = p {
             d += 1;
-            p = self.d.regions[r as usize].parent();
+            p = self.d.node(r).parent();
         }
         d
     }
@@ -202,32 +238,44 @@ impl<'a> RegionView<'a> {
             _ => self.rec().is_quantized() as u8,
         }
     }
-    /// Origin in tensor coordinates.
+    /// Origin in tensor coordinates. For a grid of plain tiles (held without records)
+    /// the first call of this or [`shape`](Self::shape) computes every region's box
+    /// once; [`origin_into`](Self::origin_into) and [`shape_into`](Self::shape_into) do
+    /// not.
     pub fn global_origin(&self) -> &'a [u64] {
         Boxes {
-            coords: &self.d.coords,
+            coords: self.d.coords(),
             rank: self.d.rank(),
         }
         .origin(self.index)
     }
-    /// Extent.
+    /// Extent (see [`global_origin`](Self::global_origin) on its cost).
     pub fn shape(&self) -> &'a [u64] {
         Boxes {
-            coords: &self.d.coords,
+            coords: self.d.coords(),
             rank: self.d.rank(),
         }
         .shape(self.index)
     }
-    /// Origin as on the wire (relative to the parent region) written to `out[..rank]`.
+    /// The extent written to `out[..rank]`, in O(rank) for every region.
+    pub fn shape_into(&self, out: &mut [u64]) {
+        let rank = self.d.rank();
+        let mut o = [0u64; MAX_RANK];
+        self.d
+            .region_box_into(self.index, &mut o[..rank], &mut out[..rank]);
+    }
+    /// Origin as on the wire (relative to the parent region) written to `out[..rank]`,
+    /// in O(rank · depth) for every region.
     pub fn origin_into(&self, out: &mut [u64]) {
-        let g = self.global_origin();
-        match self.parent() {
-            None => out[..g.len()].copy_from_slice(g),
-            Some(p) => {
-                let pg = self.d.region(p).global_origin();
-                for a in 0..g.len() {
-                    out[a] = g[a] - pg[a];
-                }
+        let rank = self.d.rank();
+        let mut s = [0u64; MAX_RANK];
+        self.d
+            .region_box_into(self.index, &mut out[..rank], &mut s[..rank]);
+        if let Some(p) = self.parent() {
+            let mut pg = [0u64; MAX_RANK];
+            self.d.region_box_into(p, &mut pg[..rank], &mut s[..rank]);
+            for a in 0..rank {
+                out[a] -= pg[a];
             }
         }
     }
@@ -251,7 +299,7 @@ impl<'a> RegionView<'a> {
     }
     /// The region's own quantization.
     pub fn quantization(&self) -> Option<&'a Quantization> {
-        self.d.quant_of(self.rec())
+        self.d.quant_of(&self.rec())
     }
 }
 
@@ -318,45 +366,122 @@ impl Descriptor {
     pub fn is_bindable(&self) -> bool {
         self.opaque_parts == 0
     }
-    /// The effective buffer list, in transport order.
+    /// The effective buffer list, in transport order. For a grid of plain tiles (held
+    /// without records) the first call computes the list once;
+    /// [`effective_buffer`](Self::effective_buffer) and
+    /// [`effective_buffer_count`](Self::effective_buffer_count) never do.
     pub fn effective_buffers(&self) -> &[BufferHandle] {
-        &self.buffers
+        self.handles()
+    }
+    /// Number of effective buffers.
+    #[inline]
+    pub fn effective_buffer_count(&self) -> usize {
+        match &self.tiles {
+            Some(t) => t.len(),
+            None => self.record_buffers.len(),
+        }
+    }
+    /// Effective buffer `i`, or `None` when out of range (O(1)).
+    #[inline]
+    pub fn effective_buffer(&self, i: usize) -> Option<BufferHandle> {
+        match &self.tiles {
+            Some(t) => t.handle(i),
+            None => self.record_buffers.get(i).copied(),
+        }
     }
     /// Number of regions over all levels (0 for a non-subpaving tensor).
+    #[inline]
     pub fn region_count(&self) -> usize {
-        self.regions.len()
+        match &self.tiles {
+            Some(t) => t.len(),
+            None => self.records.len(),
+        }
     }
     /// Region `i` in depth-first pre-order. Panics if out of range; see [`Descriptor::get_region`].
     pub fn region(&self, i: u32) -> RegionView<'_> {
         assert!(
-            (i as usize) < self.regions.len(),
+            (i as usize) < self.region_count(),
             "region index out of range"
         );
         RegionView { d: self, index: i }
     }
     /// Region `i`, or `None` when out of range.
     pub fn get_region(&self, i: usize) -> Option<RegionView<'_>> {
-        (i < self.regions.len()).then_some(RegionView {
+        (i < self.region_count()).then_some(RegionView {
             d: self,
             index: i as u32,
         })
     }
     /// All regions in depth-first pre-order.
     pub fn regions(&self) -> impl ExactSizeIterator<Item = RegionView<'_>> + '_ {
-        (0..self.regions.len() as u32).map(move |index| RegionView { d: self, index })
+        (0..self.region_count() as u32).map(move |index| RegionView { d: self, index })
+    }
+
+    /// Region `r`'s record (O(1), also for a tile grid held without records).
+    #[inline]
+    pub(crate) fn node(&self, r: u32) -> Node {
+        match &self.tiles {
+            Some(t) => t.node(r),
+            None => self.records[r as usize],
+        }
+    }
+
+    /// Every region's record, in pre-order (computed once for a tile grid).
+    pub(crate) fn nodes(&self) -> &[Node] {
+        match &self.tiles {
+            Some(t) => t.nodes(),
+            None => &self.records,
+        }
+    }
+
+    /// Every region's global origin and extent, `2 · rank` values a region (computed
+    /// once for a tile grid).
+    pub(crate) fn coords(&self) -> &[u64] {
+        match &self.tiles {
+            Some(t) => t.coords(&self.shape),
+            None => &self.record_coords,
+        }
+    }
+
+    /// The effective buffer list (computed once for a tile grid).
+    pub(crate) fn handles(&self) -> &[BufferHandle] {
+        match &self.tiles {
+            Some(t) => t.handles(),
+            None => &self.record_buffers,
+        }
+    }
+
+    /// Region `r`'s global origin and extent into `origin[..rank]` and `shape[..rank]`,
+    /// in O(rank) (nothing is materialized).
+    #[inline]
+    pub(crate) fn region_box_into(&self, r: u32, origin: &mut [u64], shape: &mut [u64]) {
+        match &self.tiles {
+            Some(t) => t.region_box(r, &self.shape, origin, shape),
+            None => {
+                let b = Boxes {
+                    coords: &self.record_coords,
+                    rank: self.rank(),
+                };
+                origin.copy_from_slice(b.origin(r));
+                shape.copy_from_slice(b.shape(r));
+            }
+        }
     }
 
     fn owner_of_buffer(&self, i: u32) -> Option<u32> {
-        if self.regions.is_empty() {
+        if let Some(t) = &self.tiles {
+            return ((i as usize) < t.len()).then_some(i);
+        }
+        if self.records.is_empty() {
             return None;
         }
         // Leaf regions own disjoint, increasing buffer ranges in pre-order; a subpaving
         // region's range is its subtree's, so take the last region starting at or before
         // `i` whose own sub-table contains it.
-        let mut k = self.regions.partition_point(|r| r.first_buffer <= i);
+        let mut k = self.records.partition_point(|r| r.first_buffer <= i);
         while k > 0 {
             k -= 1;
-            let n = &self.regions[k];
+            let n = &self.records[k];
             if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count
             {
                 return Some(k as u32);
@@ -367,13 +492,14 @@ impl Descriptor {
 
     /// Role, level and owner of effective buffer `i`.
     pub fn buffer_info(&self, i: usize) -> Option<BufferInfo> {
-        let handle = *self.buffers.get(i)?;
+        let handle = self.effective_buffer(i)?;
         let i = i as u32;
         let region = self.owner_of_buffer(i);
         let node = match region {
-            Some(r) => &self.regions[r as usize],
-            None => &self.root,
+            Some(r) => self.node(r),
+            None => self.root,
         };
+        let node = &node;
         let k = (i - node.first_buffer) as usize;
         let rank = self.rank();
         let layout_n = match node.layout.required_buffers(rank) {
@@ -403,9 +529,13 @@ impl Descriptor {
     /// Heap bytes held by the decoded form, index included.
     pub fn heap_bytes(&self) -> usize {
         self.shape.heap_bytes()
-            + self.regions.capacity() * std::mem::size_of::<Node>()
-            + self.coords.capacity() * 8
-            + self.buffers.heap_bytes()
+            + self.records.capacity() * std::mem::size_of::<Node>()
+            + self.record_coords.capacity() * 8
+            + self.record_buffers.heap_bytes()
+            + self
+                .tiles
+                .as_ref()
+                .map_or(0, |t| std::mem::size_of::<TileGrid>() + t.heap_bytes())
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
             + self.arena.words.capacity() * 8
             + self.arena.ints.capacity() * 8

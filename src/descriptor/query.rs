@@ -61,8 +61,8 @@ impl RegionInBox {
 
 /// What the internal walk hands its visitor: the leaf (its region, `None` for the tensor), its node, and the
 /// clipped box in tensor coordinates.
-pub(crate) type LeafVisitor<'v, 'd> =
-    dyn FnMut(Option<u32>, &'d Node, &[u64], &[u64]) -> Result<ControlFlow<()>> + 'v;
+pub(crate) type LeafVisitor<'v> =
+    dyn FnMut(Option<u32>, &Node, &[u64], &[u64]) -> Result<ControlFlow<()>> + 'v;
 
 impl Descriptor {
     /// Check a query box: `lo` and `hi` have the tensor's rank (INVALID_ARGUMENT) and
@@ -149,11 +149,11 @@ impl Descriptor {
 
     /// The walk behind the public queries: checks the box, then visits every leaf node
     /// the box meets (the root when it is not a subpaving) with its clipped box.
-    pub(crate) fn visit_leaves_in_box<'d>(
-        &'d self,
+    pub(crate) fn visit_leaves_in_box(
+        &self,
         lo: &[u64],
         hi: &[u64],
-        f: &mut LeafVisitor<'_, 'd>,
+        f: &mut LeafVisitor<'_>,
     ) -> Result<ControlFlow<()>> {
         if self.check_box(lo, hi)? {
             return Ok(ControlFlow::Continue(()));
@@ -167,12 +167,12 @@ impl Descriptor {
     /// One subpaving level: the children meeting `[lo, hi)` (global, inside the level's
     /// box) from its index, in region order, each clipped; subpavings recursed into (at
     /// most [`MAX_SUBPAVING_DEPTH`] levels, so the recursion is bounded).
-    fn walk_level<'d>(
-        &'d self,
-        node: &'d Node,
+    fn walk_level(
+        &self,
+        node: &Node,
         lo: &[u64],
         hi: &[u64],
-        f: &mut LeafVisitor<'_, 'd>,
+        f: &mut LeafVisitor<'_>,
     ) -> Result<ControlFlow<()>> {
         let Layout::Subpaving { index: ix, .. } = node.layout else {
             return Err(Error::new(ErrorKind::Internal, "a level walk on a leaf"));
@@ -182,22 +182,22 @@ impl Descriptor {
             .get(ix as usize)
             .ok_or_else(|| Error::new(ErrorKind::Internal, "a subpaving without its index"))?;
         let rank = self.rank();
-        let boxes = Boxes {
-            coords: &self.coords,
-            rank,
-        };
         let mut hits: Vec<u32> = Vec::new();
-        level.query_box(boxes, lo, hi, &mut |r| hits.push(r));
+        level.query_box(self.index_boxes(), lo, hi, &mut |r| hits.push(r));
         hits.sort_unstable();
         let mut clo = [0u64; MAX_RANK];
         let mut chi = [0u64; MAX_RANK];
         for r in hits {
-            let Some(child) = self.regions.get(r as usize) else {
+            if r as usize >= self.region_count() {
                 return Err(Error::new(ErrorKind::Internal, "an index names no region"));
-            };
+            }
+            let child = &self.node(r);
+            // The region's box, then clipped to the query.
+            self.region_box_into(r, &mut clo[..rank], &mut chi[..rank]);
             for a in 0..rank {
-                clo[a] = lo[a].max(boxes.lo(r, a));
-                chi[a] = hi[a].min(boxes.hi(r, a));
+                let end = clo[a] + chi[a];
+                clo[a] = lo[a].max(clo[a]);
+                chi[a] = hi[a].min(end);
             }
             let flow = if matches!(child.layout, Layout::Subpaving { .. }) {
                 self.walk_level(child, &clo[..rank], &chi[..rank], f)?

@@ -253,7 +253,7 @@ fn export_node(d: &Descriptor, region: Option<u32>) -> Result<(&Node, String)> {
             format!("the tensor ({})", layout::tag_name(d.root.layout.tag())),
         ));
     };
-    let node = d.regions.get(region as usize).ok_or_else(|| {
+    let node = d.nodes().get(region as usize).ok_or_else(|| {
         Error::new(
             ErrorKind::IndexOutOfBounds,
             format!(

@@ -270,9 +270,14 @@ impl<'a> BoundTensor<'a> {
                 ),
             )
         })?;
-        let lo = r.global_origin();
-        let hi: Vec<u64> = lo.iter().zip(r.shape()).map(|(&o, &s)| o + s).collect();
-        self.read_box(lo, &hi, out_type, out, out_strides)
+        let rank = d.rank();
+        let mut lo = vec![0u64; rank];
+        let mut hi = vec![0u64; rank];
+        d.region_box_into(r.index(), &mut lo, &mut hi);
+        for (h, &l) in hi.iter_mut().zip(&lo) {
+            *h += l;
+        }
+        self.read_box(&lo, &hi, out_type, out, out_strides)
     }
 
     /// One leaf: the clipped box `[clo, chi)` in tensor coordinates; its element `clo`
@@ -291,12 +296,21 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<()> {
         let d = self.desc;
         let rank = d.rank();
-        let shape = d.node_shape(region);
-        // Leaf-local box.
+        // The leaf's box (computed, so a tile grid held without records stays so), then
+        // the leaf-local box.
+        let mut origin = [0u64; MAX_RANK];
+        let mut shape = [0u64; MAX_RANK];
+        match region {
+            None => shape[..rank].copy_from_slice(d.shape()),
+            Some(r) => d.region_box_into(r, &mut origin[..rank], &mut shape[..rank]),
+        }
+        let shape = &shape[..rank];
         let mut llo = [0u64; MAX_RANK];
         let mut lhi = [0u64; MAX_RANK];
-        d.local_index(region, clo, &mut llo);
-        d.local_index(region, chi, &mut lhi);
+        for a in 0..rank {
+            llo[a] = clo[a] - origin[a];
+            lhi[a] = chi[a] - origin[a];
+        }
         let (llo, lhi) = (&llo[..rank], &lhi[..rank]);
         if let Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } = node.layout {
             return Err(no_lookup(region, tag));

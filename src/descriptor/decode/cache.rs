@@ -9,6 +9,11 @@ pub(crate) struct Storage {
     pub regions: Vec<Node>,
     pub coords: Vec<u64>,
     pub buffers: Vec<BufferHandle>,
+    /// A recordless tile grid's buffer sizes.
+    pub sizes: Vec<u64>,
+    /// Keep region records for a tile grid too (the reference the recordless form is
+    /// tested against).
+    pub records_only: bool,
     pub quants: Vec<Quantization>,
     pub arena: Arena,
 }
@@ -16,15 +21,12 @@ pub(crate) struct Storage {
 impl Storage {
     /// Take `d`'s vectors (cleared, capacity kept) where they hold more than `self`'s.
     pub(crate) fn recycle(&mut self, d: Descriptor) {
-        fn keep<T>(mine: &mut Vec<T>, mut theirs: Vec<T>) {
-            if theirs.capacity() > mine.capacity() {
-                theirs.clear();
-                *mine = theirs;
-            }
+        if let Some(t) = d.tiles {
+            self.keep_sizes(t.into_sizes());
         }
-        keep(&mut self.regions, d.regions);
-        keep(&mut self.coords, d.coords);
-        if let SmallVec::Heap(v) = d.buffers {
+        keep(&mut self.regions, d.records);
+        keep(&mut self.coords, d.record_coords);
+        if let SmallVec::Heap(v) = d.record_buffers {
             keep(&mut self.buffers, v);
         }
         keep(&mut self.quants, d.quants);
@@ -33,13 +35,27 @@ impl Storage {
         keep(&mut self.arena.small, d.arena.small);
     }
 
+    /// Keep `v` as the room for sizes if it is larger than what is kept.
+    pub(crate) fn keep_sizes(&mut self, v: Vec<u64>) {
+        keep(&mut self.sizes, v);
+    }
+
     fn heap_bytes(&self) -> usize {
         self.regions.capacity() * std::mem::size_of::<Node>()
             + self.coords.capacity() * 8
             + self.buffers.capacity() * std::mem::size_of::<BufferHandle>()
+            + self.sizes.capacity() * 8
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
             + (self.arena.words.capacity() + self.arena.ints.capacity()) * 8
             + self.arena.small.capacity()
+    }
+}
+
+/// Keep the larger of `mine` and `theirs` (cleared) in `mine`.
+fn keep<T>(mine: &mut Vec<T>, mut theirs: Vec<T>) {
+    if theirs.capacity() > mine.capacity() {
+        theirs.clear();
+        *mine = theirs;
     }
 }
 

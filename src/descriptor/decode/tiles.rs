@@ -78,11 +78,14 @@ impl Decoder {
         }
         let start = r.clone();
         let marks = (
-            self.d.regions.len(),
-            self.d.coords.len(),
-            self.d.buffers.len(),
+            self.d.records.len(),
+            self.d.record_coords.len(),
+            self.d.record_buffers.len(),
         );
-        if let Some(layout) = self.tiles_pass(r, extent, base, count, parent) {
+        let mut no_sizes = Vec::new();
+        if let Some((layout, _)) =
+            self.tiles_pass::<false>(r, extent, base, count, parent, &mut no_sizes)
+        {
             return Some(Ok(layout));
         }
         *r = start.clone();
@@ -97,13 +100,13 @@ impl Decoder {
         let first = marks.0 as u32;
         let children: Vec<u32> = (first..first + count).collect();
         let boxes = Boxes {
-            coords: &self.d.coords,
+            coords: &self.d.record_coords,
             rank,
         };
         let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
         Some(match built {
             Ok(mut index) => {
-                let row_major = matches!(self.d.regions[marks.0].layout, Layout::RowMajor);
+                let row_major = matches!(self.d.records[marks.0].layout, Layout::RowMajor);
                 index.set_uniform(
                     UniformTiles {
                         row_major,
@@ -114,7 +117,7 @@ impl Decoder {
                 self.d.indexes.push(index);
                 Ok(Layout::Subpaving {
                     count,
-                    end: self.d.regions.len() as u32,
+                    end: self.d.records.len() as u32,
                     index: (self.d.indexes.len() - 1) as u32,
                 })
             }
@@ -124,9 +127,9 @@ impl Decoder {
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
     fn undo_to(&mut self, marks: (usize, usize, usize)) {
-        self.d.regions.truncate(marks.0);
-        self.d.coords.truncate(marks.1);
-        self.d.buffers.truncate(marks.2);
+        self.d.records.truncate(marks.0);
+        self.d.record_coords.truncate(marks.1);
+        self.d.record_buffers.truncate(marks.2);
     }
 
     /// Read `count` regions at the reader's position as plain tiles — every one an
@@ -164,7 +167,7 @@ impl Decoder {
         else {
             return false;
         };
-        if let Some(f) = self.d.buffers.first() {
+        if let Some(f) = self.d.record_buffers.first() {
             if !first_handle.colocated_with(f) {
                 return false;
             }
@@ -172,11 +175,11 @@ impl Decoder {
         let Some(&device_bytes) = first_rec.array_at::<8>(prefix + 9 + 8) else {
             return false;
         };
-        if self.d.buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+        if self.d.record_buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
             return false;
         }
-        let first_buffer = self.d.buffers.len() as u32;
-        self.d.buffers.reserve(count as usize);
+        let first_buffer = self.d.record_buffers.len() as u32;
+        self.d.record_buffers.reserve(count as usize);
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
         for k in 0..count {
@@ -204,10 +207,10 @@ impl Decoder {
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
             for a in 0..rank {
-                self.d.coords.push(base[a] + origin[a]);
+                self.d.record_coords.push(base[a] + origin[a]);
             }
-            self.d.coords.extend_from_slice(&shape[..rank]);
-            self.d.regions.push(Node {
+            self.d.record_coords.extend_from_slice(&shape[..rank]);
+            self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
                 first_buffer: first_buffer + k,
@@ -215,19 +218,70 @@ impl Decoder {
                 quant: None,
                 parent,
             });
-            self.d.buffers.push(h);
+            self.d.record_buffers.push(h);
         }
         true
     }
 
-    fn tiles_pass(
+    /// The top-level tile grid held without records ([`TileGrid`]): `tiles_pass`'s
+    /// checks, keeping one size per tile. `None` with nothing consumed or kept when the
+    /// level is anything else (or a tile's buffer differs from the first one's in more
+    /// than its size).
+    pub(super) fn recordless_level(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        count: u32,
+    ) -> Option<Layout> {
+        if self.rank == 0 {
+            return None;
+        }
+        let start = r.clone();
+        let mut sizes = std::mem::take(&mut self.sizes);
+        sizes.clear();
+        let zero = [0u64; MAX_RANK];
+        match self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes) {
+            Some((layout, grid)) => {
+                let (template, step, cells) = grid?;
+                self.d.tiles = Some(Box::new(TileGrid::new(
+                    if template.1 {
+                        Layout::RowMajor
+                    } else {
+                        Layout::ColMajor
+                    },
+                    template.0,
+                    &step[..self.rank],
+                    &cells[..self.rank],
+                    sizes,
+                )));
+                Some(layout)
+            }
+            None => {
+                self.sizes = sizes;
+                *r = start;
+                None
+            }
+        }
+    }
+
+    /// A grid of plain tiles in cell order (see the module documentation). With
+    /// `RECORDLESS` nothing is appended to the records: `sizes` gets each tile's
+    /// `size_bytes`, every handle must equal the first but for its size, and the result
+    /// also carries the first handle, whether the tiles are row-major, and the grid's
+    /// steps and cell counts.
+    #[allow(clippy::type_complexity)]
+    fn tiles_pass<const RECORDLESS: bool>(
         &mut self,
         r: &mut Reader<'_>,
         extent: &[u64],
         base: &[u64],
         count: u32,
         parent: Option<Idx>,
-    ) -> Option<Layout> {
+        sizes: &mut Vec<u64>,
+    ) -> Option<(
+        Layout,
+        Option<((BufferHandle, bool), [u64; MAX_RANK], [u64; MAX_RANK])>,
+    )> {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
@@ -265,7 +319,7 @@ impl Decoder {
         };
         let first_handle =
             BufferHandle::from_bytes(first_rec.array_at::<16>(prefix + 9)?, 0).ok()?;
-        if let Some(f) = self.d.buffers.first() {
+        if let Some(f) = self.d.record_buffers.first() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
@@ -273,18 +327,25 @@ impl Decoder {
         let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
         let full_count = layout::exact_product(step[..rank].iter().copied())?;
         let full_need = self.et.bytes_for(full_count)?;
-        if self.d.buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+        if self.d.record_buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
             return None;
         }
         // Sized exactly, once: the records are known to fit in the input (the caller's
         // check_fits), so this is bounded by the input length.
-        let first_id = self.d.regions.len() as u32;
-        let first_buffer = self.d.buffers.len() as u32;
-        self.d.regions.reserve_exact(count as usize);
-        self.d.coords.reserve_exact(count as usize * 2 * rank);
-        crate::mem::advise_huge_pages(&self.d.regions);
-        crate::mem::advise_huge_pages(&self.d.coords);
-        self.d.buffers.reserve(count as usize);
+        let first_id = self.d.records.len() as u32;
+        let first_buffer = self.d.record_buffers.len() as u32;
+        if RECORDLESS {
+            sizes.reserve_exact(count as usize);
+            crate::mem::advise_huge_pages(sizes);
+        } else {
+            self.d.records.reserve_exact(count as usize);
+            self.d
+                .record_coords
+                .reserve_exact(count as usize * 2 * rank);
+            crate::mem::advise_huge_pages(&self.d.records);
+            crate::mem::advise_huge_pages(&self.d.record_coords);
+            self.d.record_buffers.reserve(count as usize);
+        }
         let mut cell = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
         for k in 0..count {
@@ -310,19 +371,26 @@ impl Decoder {
             if size_bytes < need {
                 return None;
             }
-            for a in 0..rank {
-                self.d.coords.push(base[a] + cell[a] * step[a]);
+            if RECORDLESS {
+                if h != first_handle.with_size(size_bytes) {
+                    return None;
+                }
+                sizes.push(size_bytes);
+            } else {
+                for a in 0..rank {
+                    self.d.record_coords.push(base[a] + cell[a] * step[a]);
+                }
+                self.d.record_coords.extend_from_slice(&shape[..rank]);
+                self.d.records.push(Node {
+                    layout,
+                    byte_offset: 0,
+                    first_buffer: first_buffer + k,
+                    buffer_count: 1,
+                    quant: None,
+                    parent,
+                });
+                self.d.record_buffers.push(h);
             }
-            self.d.coords.extend_from_slice(&shape[..rank]);
-            self.d.regions.push(Node {
-                layout,
-                byte_offset: 0,
-                first_buffer: first_buffer + k,
-                buffer_count: 1,
-                quant: None,
-                parent,
-            });
-            self.d.buffers.push(h);
             // The next cell in row-major order.
             for a in (0..rank).rev() {
                 cell[a] += 1;
@@ -344,10 +412,19 @@ impl Decoder {
             first_id,
         );
         self.d.indexes.push(index);
-        Some(Layout::Subpaving {
+        let end = if RECORDLESS {
+            count
+        } else {
+            self.d.records.len() as u32
+        };
+        let layout = Layout::Subpaving {
             count,
-            end: self.d.regions.len() as u32,
+            end,
             index: (self.d.indexes.len() - 1) as u32,
-        })
+        };
+        Some((
+            layout,
+            RECORDLESS.then_some(((first_handle, row_major), step, cells)),
+        ))
     }
 }

@@ -1,0 +1,413 @@
+//! A top-level grid of plain tiles is held without per-region records: one template
+//! buffer handle and one size a tile. Everything observable must equal what the decoder
+//! produces when it keeps records for the same bytes
+//! (`bench_support::decode_with_records`): descriptors, region views, buffer entries,
+//! locations, box queries, reads, encodings, statuses and details. The O(1) accessors
+//! must not materialize anything (counted with `heap_bytes`), and the decoded form must
+//! stay within a fifth of the wire bytes.
+
+use tensordesc::bench_support::{decode_with_records, tile_sizes};
+use tensordesc::{decode, BoundTensor, DecodeCache, Descriptor, Mode, OutputType};
+
+/// How a test grid is written.
+#[derive(Clone, Copy, Default)]
+struct Grid<'a> {
+    extent: &'a [u64],
+    step: &'a [u64],
+    col_major: bool,
+    /// Every tile `k` with `k % 5 == 1` gets a buffer 16 bytes larger than it needs.
+    padded: bool,
+    /// This tile's handle asks for 128-byte alignment (the others 64).
+    odd_alignment: Option<usize>,
+}
+
+/// Row-major cell order over `cells`: the boxes of the grid's tiles.
+fn tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let rank = g.extent.len();
+    let cells: Vec<u64> = (0..rank).map(|a| g.extent[a].div_ceil(g.step[a])).collect();
+    let total: u64 = cells.iter().product();
+    (0..total)
+        .map(|k| {
+            let mut rest = k;
+            let mut o = vec![0; rank];
+            let mut s = vec![0; rank];
+            for a in (0..rank).rev() {
+                let c = rest % cells[a];
+                rest /= cells[a];
+                o[a] = c * g.step[a];
+                s[a] = g.step[a].min(g.extent[a] - o[a]);
+            }
+            (o, s)
+        })
+        .collect()
+}
+
+/// A FLOAT32 top-level subpaving of the grid's tiles, in cell order.
+fn encode(g: &Grid) -> Vec<u8> {
+    let rank = g.extent.len();
+    let mut b = Vec::new();
+    b.extend_from_slice(b"TDSC");
+    b.extend_from_slice(&[1, 0, 0, 0]);
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&[0x0C, rank as u8, 0x06, 0]);
+    for e in g.extent {
+        b.extend_from_slice(&e.to_le_bytes());
+    }
+    b.extend_from_slice(&0u64.to_le_bytes());
+    let t = tiles(g);
+    b.extend_from_slice(&(t.len() as u32).to_le_bytes());
+    for (k, (o, s)) in t.iter().enumerate() {
+        for v in o.iter().chain(s) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&[if g.col_major { 0x02 } else { 0x01 }, 0, 0, 0]);
+        b.extend_from_slice(&25u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.push(1);
+        let pad = if g.padded && k % 5 == 1 { 16 } else { 0 };
+        let size = s.iter().product::<u64>() * 4 + pad;
+        b.extend_from_slice(&size.to_le_bytes());
+        let align = if g.odd_alignment == Some(k) { 7 } else { 6 };
+        b.extend_from_slice(&[1, 0, 0, 0, 0, align, 0, 0]);
+    }
+    b.push(0);
+    let len = b.len() as u64;
+    b[8..16].copy_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// Buffers for `d` (64-byte aligned: each a vector and the offset its data starts at)
+/// whose element `i` of tile `k` holds `k * 1000 + i`.
+fn buffers(d: &Descriptor) -> Vec<(Vec<u8>, usize)> {
+    (0..d.effective_buffer_count())
+        .map(|k| {
+            let size = d.effective_buffer(k).unwrap().size_bytes as usize;
+            let mut v = vec![0u8; size + 64];
+            let at = v.as_ptr().align_offset(64);
+            for (i, c) in v[at..at + size].chunks_exact_mut(4).enumerate() {
+                c.copy_from_slice(&((k * 1000 + i) as f32).to_le_bytes());
+            }
+            (v, at)
+        })
+        .collect()
+}
+
+/// Every element index of `extent` in row-major order (small extents only).
+fn all_indices(extent: &[u64]) -> Vec<Vec<u64>> {
+    let mut out = vec![vec![]];
+    for &e in extent {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                (0..e).map(move |x| {
+                    let mut q = p.clone();
+                    q.push(x);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Pseudo-random boxes inside `extent`.
+fn boxes(extent: &[u64], n: usize, mut seed: u64) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..n)
+        .map(|_| {
+            let mut lo = Vec::new();
+            let mut hi = Vec::new();
+            for &e in extent {
+                let a = next() % e;
+                let b = next() % e;
+                lo.push(a.min(b));
+                hi.push(a.max(b) + 1);
+            }
+            (lo, hi)
+        })
+        .collect()
+}
+
+/// Compare the recordless decode `t` with the records decode `r` of the same bytes.
+fn same_everywhere(what: &str, bytes: &[u8], t: &Descriptor, r: &Descriptor) {
+    let rank = t.rank();
+    let held = t.heap_bytes();
+    assert_eq!(t.region_count(), r.region_count(), "{what}");
+    assert_eq!(
+        t.effective_buffer_count(),
+        r.effective_buffer_count(),
+        "{what}"
+    );
+    for i in 0..t.region_count() as u32 {
+        let (a, b) = (t.region(i), r.region(i));
+        assert_eq!(
+            (a.index(), a.parent(), a.depth(), a.layout_tag(), a.flags()),
+            (b.index(), b.parent(), b.depth(), b.layout_tag(), b.flags()),
+            "{what}: region {i}"
+        );
+        assert_eq!(
+            (a.byte_offset(), a.first_buffer(), a.buffer_count()),
+            (b.byte_offset(), b.first_buffer(), b.buffer_count()),
+            "{what}: region {i}"
+        );
+        assert!(a.quantization().is_none() && b.quantization().is_none());
+        assert_eq!(a.layout(), b.layout(), "{what}: region {i}");
+        assert_eq!(a.origin(), b.origin(), "{what}: region {i}");
+        let mut s = vec![0; rank];
+        a.shape_into(&mut s);
+        assert_eq!(s, b.shape(), "{what}: region {i}");
+    }
+    for k in 0..=t.effective_buffer_count() {
+        assert_eq!(
+            t.effective_buffer(k),
+            r.effective_buffer(k),
+            "{what}: buffer {k}"
+        );
+        assert_eq!(t.buffer_info(k), r.buffer_info(k), "{what}: buffer {k}");
+    }
+    assert_eq!(t.encode().unwrap(), bytes, "{what}: encode(decode(b)) == b");
+    let small = t.shape().iter().product::<u64>() <= 20_000;
+    if small {
+        let all = all_indices(t.shape());
+        for x in &all {
+            assert_eq!(t.locate(x), r.locate(x), "{what}: locate {x:?}");
+        }
+        let flat: Vec<u64> = all.iter().flatten().copied().collect();
+        let mut lt = vec![Default::default(); all.len()];
+        let mut lr = vec![Default::default(); all.len()];
+        t.locate_many(&flat, &mut lt).unwrap();
+        r.locate_many(&flat, &mut lr).unwrap();
+        assert_eq!(lt, lr, "{what}: locate_many");
+    }
+    for (lo, hi) in boxes(t.shape(), 40, 0x9E37 + rank as u64) {
+        assert_eq!(
+            t.regions_in_box(&lo, &hi).unwrap(),
+            r.regions_in_box(&lo, &hi).unwrap(),
+            "{what}: box {lo:?}..{hi:?}"
+        );
+    }
+    // Reads, through a binding that never asks for the whole buffer list.
+    let data = buffers(t);
+    let slices: Vec<&[u8]> = data
+        .iter()
+        .enumerate()
+        .map(|(k, (v, at))| &v[*at..*at + t.effective_buffer(k).unwrap().size_bytes as usize])
+        .collect();
+    let bt = BoundTensor::bind(t, slices.clone()).unwrap();
+    let br = BoundTensor::bind(r, slices).unwrap();
+    bt.validate().unwrap();
+    if small {
+        for x in all_indices(t.shape()) {
+            assert_eq!(
+                bt.get_f64(&x).unwrap(),
+                br.get_f64(&x).unwrap(),
+                "{what}: {x:?}"
+            );
+        }
+    }
+    for (lo, hi) in boxes(t.shape(), 20, 0x51 + rank as u64) {
+        let n: u64 = lo.iter().zip(&hi).map(|(l, h)| h - l).product();
+        let mut a = vec![0u8; n as usize * 8];
+        let mut b = vec![0u8; n as usize * 8];
+        bt.read_box(&lo, &hi, OutputType::Float64, &mut a, None)
+            .unwrap();
+        br.read_box(&lo, &hi, OutputType::Float64, &mut b, None)
+            .unwrap();
+        assert_eq!(a, b, "{what}: read_box {lo:?}..{hi:?}");
+    }
+    for k in [0, t.region_count() as u32 - 1] {
+        let n: u64 = r.region(k).shape().iter().product();
+        let mut a = vec![0u8; n as usize * 4];
+        let mut b = vec![0u8; n as usize * 4];
+        bt.read_region(k, OutputType::Float32, &mut a, None)
+            .unwrap();
+        br.read_region(k, OutputType::Float32, &mut b, None)
+            .unwrap();
+        assert_eq!(a, b, "{what}: read_region {k}");
+    }
+    assert_eq!(
+        t.heap_bytes(),
+        held,
+        "{what}: an O(1) accessor materialized the regions"
+    );
+    // The slice accessors materialize once, and agree.
+    assert_eq!(t.effective_buffers(), r.effective_buffers(), "{what}");
+    for i in 0..t.region_count() as u32 {
+        assert_eq!(t.region(i).global_origin(), r.region(i).global_origin());
+        assert_eq!(t.region(i).shape(), r.region(i).shape());
+    }
+    assert!(t.heap_bytes() > held, "{what}");
+    assert_eq!(t, r, "{what}");
+    assert_eq!(t.clone(), *r, "{what}");
+}
+
+#[test]
+fn tile_grids_match_their_records_form_everywhere() {
+    let grids = [
+        Grid {
+            extent: &[100, 90],
+            step: &[16, 32],
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[64, 48],
+            step: &[8, 8],
+            col_major: true,
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[1000],
+            step: &[7],
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[9, 10, 11],
+            step: &[4, 3, 11],
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[5, 5],
+            step: &[5, 5],
+            ..Grid::default()
+        },
+    ];
+    for (n, g) in grids.iter().enumerate() {
+        let what = format!("grid {n}");
+        let bytes = encode(g);
+        let t = decode(&bytes, Mode::Strict).unwrap();
+        let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+        assert!(tile_sizes(&t).is_some(), "{what}: held without records");
+        assert!(
+            tile_sizes(&r).is_none(),
+            "{what}: the reference keeps records"
+        );
+        same_everywhere(&what, &bytes, &t, &r);
+        let mut cache = DecodeCache::new();
+        for _ in 0..2 {
+            let c = cache.decode(&bytes, Mode::Strict).unwrap();
+            assert!(tile_sizes(&c).is_some());
+            assert_eq!(c, r, "{what}: through a DecodeCache");
+            cache.recycle(c);
+        }
+    }
+}
+
+#[test]
+fn a_tile_grid_is_held_in_a_fifth_of_its_wire_bytes() {
+    for (extent, step) in [
+        (&[2000u64, 2000][..], &[4u64, 4][..]),
+        (&[250_000][..], &[1][..]),
+        (&[40, 50, 60][..], &[2, 2, 2][..]),
+    ] {
+        let g = Grid {
+            extent,
+            step,
+            ..Grid::default()
+        };
+        let bytes = encode(&g);
+        let d = decode(&bytes, Mode::Strict).unwrap();
+        let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+        let ratio = d.heap_bytes() as f64 / bytes.len() as f64;
+        println!(
+            "rank {}: {} regions, wire {} B, decoded {} B ({ratio:.3}x), with records {:.3}x",
+            extent.len(),
+            d.region_count(),
+            bytes.len(),
+            d.heap_bytes(),
+            r.heap_bytes() as f64 / bytes.len() as f64
+        );
+        assert!(
+            ratio <= 0.2,
+            "rank {}: decoded form {ratio:.3}x the wire",
+            extent.len()
+        );
+        assert!(
+            r.heap_bytes() > bytes.len(),
+            "the records form is larger than the wire"
+        );
+    }
+}
+
+#[test]
+fn other_levels_keep_their_records() {
+    // A handle that differs from the first in more than its size.
+    let g = Grid {
+        extent: &[40, 40],
+        step: &[8, 8],
+        odd_alignment: Some(7),
+        ..Grid::default()
+    };
+    let bytes = encode(&g);
+    let d = decode(&bytes, Mode::Strict).unwrap();
+    assert!(tile_sizes(&d).is_none());
+    assert_eq!(d.effective_buffer(7).unwrap().alignment_log2, 7);
+    assert_eq!(d, decode_with_records(&bytes, Mode::Strict).unwrap());
+    // Not in cell order: the last two tiles swapped.
+    let mut t = tiles(&Grid {
+        extent: &[40, 40],
+        step: &[8, 8],
+        ..Grid::default()
+    });
+    let n = t.len();
+    t.swap(n - 1, n - 2);
+    let specs: Vec<tensordesc::RegionSpec> = t
+        .iter()
+        .map(|(o, s)| tensordesc::RegionSpec::new(o, s, tensordesc::NodeSpec::row_major()))
+        .collect();
+    let d = tensordesc::TensorBuilder::new(
+        tensordesc::ElementType::Float32,
+        &[40, 40],
+        tensordesc::NodeSpec::subpaving(specs),
+    )
+    .build()
+    .unwrap();
+    assert!(tile_sizes(&d).is_none());
+    assert_eq!(d.region(n as u32 - 1).global_origin(), &[32, 24]);
+}
+
+#[test]
+fn corrupted_tile_grids_fail_exactly_as_the_records_decode_does() {
+    let g = Grid {
+        extent: &[48, 40],
+        step: &[8, 8],
+        padded: true,
+        ..Grid::default()
+    };
+    let bytes = encode(&g);
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut checked = 0;
+    for pos in 16..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xFF] {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if pos > 64 && seed % 4 != 0 {
+                continue;
+            }
+            let mut bad = bytes.clone();
+            bad[pos] ^= flip;
+            for mode in [Mode::Strict, Mode::Permissive] {
+                let a = decode(&bad, mode);
+                let b = decode_with_records(&bad, mode);
+                match (&a, &b) {
+                    (Ok(x), Ok(y)) => assert_eq!(x, y, "byte {pos} ^ {flip:#x}"),
+                    (Err(x), Err(y)) => {
+                        assert_eq!(x.kind(), y.kind(), "byte {pos} ^ {flip:#x}");
+                        assert_eq!(x.to_string(), y.to_string(), "byte {pos} ^ {flip:#x}");
+                        assert_eq!(x.offset(), y.offset(), "byte {pos} ^ {flip:#x}");
+                    }
+                    _ => panic!("byte {pos} ^ {flip:#x}: {a:?} against {b:?}"),
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "{checked} corruptions compared");
+}
