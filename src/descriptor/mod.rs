@@ -373,6 +373,14 @@ impl Descriptor {
     pub fn effective_buffers(&self) -> &[BufferHandle] {
         self.handles()
     }
+    /// The effective buffer list, each handle computed in O(1) (nothing is
+    /// materialized, unlike [`effective_buffers`](Self::effective_buffers)).
+    pub fn effective_buffer_iter(&self) -> impl ExactSizeIterator<Item = BufferHandle> + '_ {
+        (0..self.effective_buffer_count()).map(move |k| match &self.tiles {
+            Some(t) => t.template.with_size(t.sizes[k]),
+            None => self.record_buffers[k],
+        })
+    }
     /// Number of effective buffers.
     #[inline]
     pub fn effective_buffer_count(&self) -> usize {

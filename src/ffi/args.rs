@@ -221,7 +221,7 @@ pub(crate) unsafe fn buffer_slices<'a>(
     buffers: *const *const c_void,
     count: usize,
 ) -> Result<Vec<&'a [u8]>> {
-    let sizes = d.effective_buffers().iter().map(|h| h.size_bytes);
+    let sizes = d.effective_buffer_iter().map(|h| h.size_bytes);
     // SAFETY: forwarded caller promise.
     unsafe { sized_slices(sizes, buffers, count, "the descriptor has") }
 }

@@ -346,7 +346,7 @@ pub unsafe extern "C" fn tdesc_descriptor_is_bindable(d: *const tdesc_descriptor
 pub unsafe extern "C" fn tdesc_descriptor_buffer_count(d: *const tdesc_descriptor) -> usize {
     // SAFETY: caller promise on `d`.
     guard_value(0, || {
-        Ok(unsafe { desc_arg(d)? }.inner.effective_buffers().len())
+        Ok(unsafe { desc_arg(d)? }.inner.effective_buffer_count())
     })
 }
 
@@ -367,7 +367,7 @@ pub unsafe extern "C" fn tdesc_descriptor_buffer(
                 ErrorKind::IndexOutOfBounds,
                 format!(
                     "buffer index {i} is not below the {} effective buffers",
-                    d.effective_buffers().len()
+                    d.effective_buffer_count()
                 ),
             )
         })?;

@@ -567,7 +567,7 @@ pub unsafe extern "C" fn tdesc_file_tensor_buffer(
         let f = unsafe { file_arg(f)? };
         let e = f.entry(i)?;
         f.check_bindable(&e)?;
-        let n = e.descriptor().map_or(0, |d| d.effective_buffers().len());
+        let n = e.descriptor().map_or(0, |d| d.effective_buffer_count());
         if k >= n {
             return Err(Error::new(
                 ErrorKind::IndexOutOfBounds,

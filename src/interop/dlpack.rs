@@ -380,7 +380,7 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         })
         .collect::<Result<Vec<i64>>>()?;
     let first = node.first_buffer as usize;
-    let handle = d.effective_buffers().get(first).ok_or_else(|| {
+    let handle = d.effective_buffer(first).ok_or_else(|| {
         Error::new(
             ErrorKind::Internal,
             format!("{what}: a dense node without its DATA buffer"),

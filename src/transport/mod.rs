@@ -10,18 +10,17 @@ use crate::error::{Error, ErrorKind, Result};
 /// Writers' check of a tensor's buffer slices: one per effective buffer, each exactly its
 /// handle's `size_bytes` long (`BINDING_MISMATCH`), before anything is written.
 pub(crate) fn check_buffer_slices(name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
-    let handles = d.effective_buffers();
-    if buffers.len() != handles.len() {
+    let count = d.effective_buffer_count();
+    if buffers.len() != count {
         return Err(Error::new(
             ErrorKind::BindingMismatch,
             format!(
-                "tensor {name:?}: {} buffer slices given, the descriptor has {} effective buffers",
+                "tensor {name:?}: {} buffer slices given, the descriptor has {count} effective buffers",
                 buffers.len(),
-                handles.len()
             ),
         ));
     }
-    for (k, (b, h)) in buffers.iter().zip(handles).enumerate() {
+    for (k, (b, h)) in buffers.iter().zip(d.effective_buffer_iter()).enumerate() {
         if b.len() as u64 != h.size_bytes {
             return Err(Error::new(
                 ErrorKind::BindingMismatch,

@@ -523,19 +523,19 @@ impl<'b> Table<'b> {
                     )));
                 } else {
                     let first = self.offsets.len();
-                    let handles = d.effective_buffers();
-                    self.offsets.reserve(handles.len());
+                    let count = d.effective_buffer_count();
+                    self.offsets.reserve(count);
                     // Offsets relative to the data region first: they are only made absolute
                     // once the buffers are known to fit in data_length, which lies inside the
                     // file, so the addition cannot overflow.
                     let offsets = &mut self.offsets;
-                    let implied = match handles {
+                    let implied = match d.effective_buffer(0) {
                         // The common single buffer: at the region's start, `size_bytes` long.
-                        [h] if h.alignment() <= a => {
+                        Some(h) if count == 1 && h.alignment() <= a => {
                             offsets.push(0);
                             Ok(h.size_bytes)
                         }
-                        _ => walk_layout(handles, a, |_, o| offsets.push(o)),
+                        _ => walk_layout(d.effective_buffer_iter(), a, |_, o| offsets.push(o)),
                     };
                     let problem = match implied {
                         Err(err) => Some(err),
@@ -565,7 +565,7 @@ impl<'b> Table<'b> {
                         entry.problem = Some(Box::new(p));
                     } else {
                         let base = self.b.as_ptr() as usize;
-                        for (k, h) in handles.iter().enumerate() {
+                        for (k, h) in d.effective_buffer_iter().enumerate() {
                             let o = &mut self.offsets[first + k];
                             *o += e.data_start;
                             if (base + *o as usize) % h.alignment() as usize != 0 {

@@ -129,10 +129,14 @@ pub struct DataLayout {
 /// with `data_buffer_alignment` `a`, calling `at(k, offset)` for every buffer. A buffer
 /// whose own alignment exceeds `a` is `ALIGNMENT_INVALID`; sizes whose offsets overflow u64
 /// are `OVERFLOW`.
-fn walk_layout(handles: &[BufferHandle], a: u64, mut at: impl FnMut(usize, u64)) -> Result<u64> {
+fn walk_layout(
+    handles: impl IntoIterator<Item = BufferHandle>,
+    a: u64,
+    mut at: impl FnMut(usize, u64),
+) -> Result<u64> {
     let mut end = 0u64;
     let mut data_length = 0u64;
-    for (k, h) in handles.iter().enumerate() {
+    for (k, h) in handles.into_iter().enumerate() {
         if h.alignment() > a {
             return Err(Error::new(
                 ErrorKind::AlignmentInvalid,
@@ -174,9 +178,10 @@ pub fn data_layout(d: &Descriptor, alignment: u32) -> Result<DataLayout> {
             "an opaque descriptor has no enumerable buffers",
         ));
     }
-    let handles = d.effective_buffers();
-    let mut offsets = Vec::with_capacity(handles.len());
-    let data_length = walk_layout(handles, alignment as u64, |_, o| offsets.push(o))?;
+    let mut offsets = Vec::with_capacity(d.effective_buffer_count());
+    let data_length = walk_layout(d.effective_buffer_iter(), alignment as u64, |_, o| {
+        offsets.push(o)
+    })?;
     Ok(DataLayout {
         offsets,
         data_length,

@@ -462,7 +462,7 @@ impl<'a> FileReader<'a> {
             let end = e.data_start + e.data_length;
             match (&e.problem, self.descriptors.get(e.descriptor)) {
                 (None, Some(d)) => {
-                    for (k, h) in d.effective_buffers().iter().enumerate() {
+                    for (k, h) in d.effective_buffer_iter().enumerate() {
                         let s = self.offsets[e.first_offset + k];
                         skip_to(&mut r, s, Some("padding before a buffer")).map_err(ctx)?;
                         skip_to(&mut r, s + h.size_bytes, None)?;
@@ -643,8 +643,7 @@ impl<'r> TensorEntry<'r> {
     pub fn buffer_ranges(&self) -> Result<Vec<Range<u64>>> {
         let d = self.check_usable()?;
         let first = self.e().first_offset;
-        Ok(d.effective_buffers()
-            .iter()
+        Ok(d.effective_buffer_iter()
             .enumerate()
             .map(|(k, h)| {
                 let s = self.r.offsets[first + k];
@@ -657,13 +656,9 @@ impl<'r> TensorEntry<'r> {
     /// be less aligned than the handle asks; see [`slice`](Self::slice)). `None` only if
     /// open's promise that every buffer lies inside the source were broken.
     #[inline]
-    pub(super) fn in_source<'d>(
-        &self,
-        d: &'d Descriptor,
-        k: usize,
-    ) -> Option<(&'d BufferHandle, &'r [u8])> {
+    pub(super) fn in_source(&self, d: &Descriptor, k: usize) -> Option<(BufferHandle, &'r [u8])> {
         let flat = self.e().first_offset + k;
-        let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffers().get(k))?;
+        let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffer(k))?;
         let s = s as usize;
         let bytes = self
             .r
@@ -747,13 +742,13 @@ impl<'r> TensorEntry<'r> {
     /// an opaque entry). The slice is aligned to the handle's `2^alignment_log2`.
     pub fn buffer(&self, k: usize) -> Result<&'r [u8]> {
         let d = self.check_usable()?;
-        if k >= d.effective_buffers().len() {
+        if k >= d.effective_buffer_count() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
                     "buffer {k} is out of range: tensor {:?} has {} effective buffers",
                     self.name(),
-                    d.effective_buffers().len()
+                    d.effective_buffer_count()
                 ),
             ));
         }
@@ -766,7 +761,7 @@ impl<'r> TensorEntry<'r> {
         let d = self.check_usable()?;
         // The common case — one buffer, no aligned copies in the file — skips the
         // per-buffer checks that open already made.
-        if let ([_], true) = (d.effective_buffers(), self.r.in_place) {
+        if let (1, true) = (d.effective_buffer_count(), self.r.in_place) {
             let bound = self
                 .in_source(d, 0)
                 .and_then(|(_, b)| BoundTensor::bind_one(d, b));
@@ -775,7 +770,7 @@ impl<'r> TensorEntry<'r> {
             }
         }
         // The file's memory is a read-only mapping or borrowed bytes: never writable.
-        BoundTensor::bind_with(d, d.effective_buffers().len(), |k| self.slice(d, k))
+        BoundTensor::bind_with(d, d.effective_buffer_count(), |k| self.slice(d, k))
             .map(BoundTensor::into_read_only)
             .map_err(|e| e.context(format!("tensor {:?}", self.name())))
     }
@@ -788,7 +783,7 @@ impl<'r> TensorEntry<'r> {
     }
 
     pub(super) fn slices(&self, d: &Descriptor) -> Result<Vec<&'r [u8]>> {
-        let n = d.effective_buffers().len();
+        let n = d.effective_buffer_count();
         let mut v = Vec::with_capacity(n);
         for k in 0..n {
             v.push(self.slice(d, k)?);

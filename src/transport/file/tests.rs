@@ -137,14 +137,14 @@ fn data_layout_follows_the_formula() {
         BufferHandle::cpu(1),
     ];
     let mut offs = Vec::new();
-    let n = walk_layout(&handles, 64, |_, o| offs.push(o)).unwrap();
+    let n = walk_layout(handles, 64, |_, o| offs.push(o)).unwrap();
     assert_eq!(offs, vec![0, 64, 64, 128]);
     assert_eq!(n, 129);
     let zeros = [BufferHandle::cpu(0), BufferHandle::cpu(0)];
-    assert_eq!(walk_layout(&zeros, 64, |_, _| {}).unwrap(), 0);
+    assert_eq!(walk_layout(zeros, 64, |_, _| {}).unwrap(), 0);
     let huge = [BufferHandle::cpu(u64::MAX - 10), BufferHandle::cpu(1)];
     assert_eq!(
-        walk_layout(&huge, 64, |_, _| {}).unwrap_err().kind,
+        walk_layout(huge, 64, |_, _| {}).unwrap_err().kind,
         ErrorKind::Overflow
     );
 }

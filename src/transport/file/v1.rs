@@ -209,7 +209,7 @@ pub(super) fn parse(
             let d = entry.and_then(|di| t.descriptors.get(di)).ok_or_else(|| {
                 Error::new(ErrorKind::Internal, "a decoded descriptor went missing")
             })?;
-            for (k, h) in d.effective_buffers().iter().enumerate() {
+            for (k, h) in d.effective_buffer_iter().enumerate() {
                 let at = tail.pos();
                 let gap = t
                     .offsets
@@ -419,9 +419,8 @@ impl<W: Write> V1Writer<W> {
                 ),
             ));
         }
-        let handles = d.effective_buffers();
         let a = self.alignment;
-        let data_length = walk_layout(handles, a, |_, _| {})
+        let data_length = walk_layout(d.effective_buffer_iter(), a, |_, _| {})
             .map_err(|e| e.context(format!("tensor {name:?}")))?;
         let mut desc = WireWriter {
             buf: std::mem::take(&mut self.scratch),
@@ -433,7 +432,7 @@ impl<W: Write> V1Writer<W> {
             .and_then(|()| self.write_record_front(name, name_len, &desc_bytes, data_length));
         self.scratch = desc_bytes;
         let data_start = self.poison(r)?;
-        let r = self.write_buffers(handles, data_start, &mut fill);
+        let r = self.write_buffers(d.effective_buffer_iter(), data_start, &mut fill);
         let r = r.and_then(|()| self.pad_to_multiple(8));
         let r = r.map_err(|e| e.context(format!("tensor {name:?}")));
         self.poison(r)?;
@@ -443,7 +442,7 @@ impl<W: Write> V1Writer<W> {
 
     fn write_buffers<F>(
         &mut self,
-        handles: &[BufferHandle],
+        handles: impl Iterator<Item = BufferHandle>,
         data_start: u64,
         fill: &mut F,
     ) -> Result<()>
@@ -451,7 +450,7 @@ impl<W: Write> V1Writer<W> {
         F: FnMut(usize, &mut dyn Write) -> Result<()>,
     {
         let a = self.alignment;
-        for (k, h) in handles.iter().enumerate() {
+        for (k, h) in handles.enumerate() {
             self.pad_to_multiple(a)?;
             debug_assert!(k > 0 || self.pos == data_start);
             let mut sink = V1Sink {

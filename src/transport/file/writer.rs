@@ -114,8 +114,7 @@ impl Plan {
                 ),
             ));
         }
-        let handles = d.effective_buffers();
-        let data_length = walk_layout(handles, self.alignment, |_, _| {})
+        let data_length = walk_layout(d.effective_buffer_iter(), self.alignment, |_, _| {})
             .map_err(|e| e.context(format!("tensor {name:?}")))?;
         let mut w = WireWriter {
             buf: std::mem::take(&mut self.scratch),
@@ -125,7 +124,8 @@ impl Plan {
         let desc = w.buf;
         let r = encoded.map(|()| {
             let first = self.segments.len();
-            self.segments.extend(handles.iter().map(|h| h.size_bytes));
+            self.segments
+                .extend(d.effective_buffer_iter().map(|h| h.size_bytes));
             self.push(name, name_len, &desc, data_length, first, false);
         });
         self.scratch = desc;

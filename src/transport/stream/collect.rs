@@ -59,8 +59,8 @@ impl Collector {
             } => {
                 let mut buffers = Vec::new();
                 if descriptor.is_bindable() {
-                    buffers.reserve(descriptor.effective_buffers().len());
-                    for h in descriptor.effective_buffers() {
+                    buffers.reserve(descriptor.effective_buffer_count());
+                    for h in descriptor.effective_buffer_iter() {
                         buffers.push(AlignedBuf::new(h.alignment() as usize)?);
                     }
                 }
@@ -81,8 +81,7 @@ impl Collector {
                 })?;
                 let size = t
                     .descriptor
-                    .effective_buffers()
-                    .get(buffer)
+                    .effective_buffer(buffer)
                     .map(|h| h.size_bytes)
                     .ok_or_else(|| {
                         Error::new(

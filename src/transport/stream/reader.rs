@@ -588,7 +588,7 @@ impl StreamReader {
         let opaque = !d.is_bindable();
         let mut cur = Current {
             index,
-            sizes: d.effective_buffers().iter().map(|h| h.size_bytes).collect(),
+            sizes: d.effective_buffer_iter().map(|h| h.size_bytes).collect(),
             k: 0,
             off: 0,
             opaque,

@@ -225,7 +225,7 @@ impl<W: Write> StreamWriter<W> {
         self.names.insert(name.to_owned());
         let mut cur = Current {
             index: self.tensors,
-            sizes: d.effective_buffers().iter().map(|h| h.size_bytes).collect(),
+            sizes: d.effective_buffer_iter().map(|h| h.size_bytes).collect(),
             k: 0,
             off: 0,
             opaque: false,
