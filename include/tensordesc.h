@@ -980,9 +980,10 @@ typedef struct {
  * every nesting level.
  *
  * `global_origin` and `shape` point into the descriptor (valid while the descriptor
- * handle lives); the wire origin (relative to the parent region) is not stored by the
- * decoded form, so it is computed into the inline `origin` array: entries `[0, rank)`
- * are written, the entries past `rank` are left as they were.
+ * handle lives; for a grid of plain tiles, held without region records, the first call
+ * computes every region's box once); the wire origin (relative to the parent region) is
+ * not stored by the decoded form, so it is computed into the inline `origin` array:
+ * entries `[0, rank)` are written, the entries past `rank` are left as they were.
  */
 typedef struct {
     /**

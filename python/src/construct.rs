@@ -436,7 +436,7 @@ pub fn _subpaving(
         let spec = node_spec_of(d, None, &children_of(d))
             .map_err(|e| Fail(e.context(format!("region {i}"))))?;
         specs.push(RegionSpec::new(origin, d.shape(), spec));
-        for k in 0..d.effective_buffers().len() {
+        for k in 0..d.effective_buffer_count() {
             let (bytes, ro) = held.src.buffer(k).map_err(Fail)?;
             // SAFETY: `bytes` is effective buffer k of the region's tensor, alive while its
             // Held lives, which the buffer keeps.

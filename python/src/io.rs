@@ -60,7 +60,7 @@ fn parts(t: &Tensor) -> PyResult<Parts<'_>> {
         ))
         .into());
     }
-    let n = d.effective_buffers().len();
+    let n = d.effective_buffer_count();
     let mut slices = Vec::with_capacity(n);
     for k in 0..n {
         slices.push(t.held.src.buffer(k).map_err(Fail)?.0);

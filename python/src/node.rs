@@ -31,7 +31,7 @@ impl<'a> NodeView<'a> {
                 origin: vec![0; d.rank()],
                 byte_offset: d.byte_offset(),
                 first_buffer: 0,
-                buffer_count: d.effective_buffers().len(),
+                buffer_count: d.effective_buffer_count(),
                 quant: d.quantization(),
             }),
             Some(r) => {

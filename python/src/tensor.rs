@@ -596,7 +596,7 @@ impl Tensor {
     /// file), address (tensors with buffers).
     #[getter]
     fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let n = desc(&self.held)?.effective_buffers().len();
+        let n = desc(&self.held)?.effective_buffer_count();
         buffers_list(py, &self.held, 0, n)
     }
 
@@ -614,7 +614,7 @@ impl Tensor {
     /// read-only source array).
     #[getter]
     fn read_only(&self) -> PyResult<bool> {
-        let n = desc(&self.held)?.effective_buffers().len();
+        let n = desc(&self.held)?.effective_buffer_count();
         Ok(!self.held.src.has_buffers()
             || (0..n).any(|k| self.held.src.buffer(k).map(|(_, ro)| ro).unwrap_or(true)))
     }
@@ -776,7 +776,7 @@ impl Tensor {
             s += &format!(
                 "; {} regions in all ({leaves} leaves), {} buffers",
                 d.region_count(),
-                d.effective_buffers().len()
+                d.effective_buffer_count()
             );
         }
         s += &format!("; {}>", self.held.src.kind());
