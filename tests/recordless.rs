@@ -19,12 +19,24 @@ struct Grid<'a> {
     padded: bool,
     /// This tile's handle asks for 128-byte alignment (the others 64).
     odd_alignment: Option<usize>,
+    /// Per axis, the cut points of a rectilinear grid (`step` is then unused).
+    cuts: Option<&'a [&'a [u64]]>,
 }
 
 /// Row-major cell order over `cells`: the boxes of the grid's tiles.
 fn tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
     let rank = g.extent.len();
-    let cells: Vec<u64> = (0..rank).map(|a| g.extent[a].div_ceil(g.step[a])).collect();
+    let cuts: Vec<Vec<u64>> = match g.cuts {
+        Some(c) => c.iter().map(|v| v.to_vec()).collect(),
+        None => (0..rank)
+            .map(|a| {
+                let mut v: Vec<u64> = (0..g.extent[a]).step_by(g.step[a] as usize).collect();
+                v.push(g.extent[a]);
+                v
+            })
+            .collect(),
+    };
+    let cells: Vec<u64> = cuts.iter().map(|c| c.len() as u64 - 1).collect();
     let total: u64 = cells.iter().product();
     (0..total)
         .map(|k| {
@@ -32,10 +44,10 @@ fn tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
             let mut o = vec![0; rank];
             let mut s = vec![0; rank];
             for a in (0..rank).rev() {
-                let c = rest % cells[a];
+                let c = (rest % cells[a]) as usize;
                 rest /= cells[a];
-                o[a] = c * g.step[a];
-                s[a] = g.step[a].min(g.extent[a] - o[a]);
+                o[a] = cuts[a][c];
+                s[a] = cuts[a][c + 1] - cuts[a][c];
             }
             (o, s)
         })
@@ -277,6 +289,19 @@ fn tile_grids_match_their_records_form_everywhere() {
             step: &[5, 5],
             ..Grid::default()
         },
+        // Rectilinear grids: uneven cells, one axis of single-element cells.
+        Grid {
+            extent: &[100, 90],
+            cuts: Some(&[&[0, 10, 40, 41, 100], &[0, 30, 31, 60, 90]]),
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[7, 12, 5],
+            cuts: Some(&[&[0, 1, 2, 7], &[0, 5, 12], &[0, 1, 2, 3, 4, 5]]),
+            col_major: true,
+            ..Grid::default()
+        },
     ];
     for (n, g) in grids.iter().enumerate() {
         let what = format!("grid {n}");
@@ -301,14 +326,20 @@ fn tile_grids_match_their_records_form_everywhere() {
 
 #[test]
 fn a_tile_grid_is_held_in_a_fifth_of_its_wire_bytes() {
-    for (extent, step) in [
-        (&[2000u64, 2000][..], &[4u64, 4][..]),
-        (&[250_000][..], &[1][..]),
-        (&[40, 50, 60][..], &[2, 2, 2][..]),
+    // A rectilinear grid of 500 x 500 cells alternating 3 and 5 wide.
+    let uneven: Vec<u64> = (0..=500u64).map(|i| i / 2 * 8 + (i % 2) * 3).collect();
+    let uneven_cuts: [&[u64]; 2] = [&uneven, &uneven];
+    let span = *uneven.last().unwrap();
+    for (extent, step, cuts) in [
+        (&[2000u64, 2000][..], &[4u64, 4][..], None),
+        (&[250_000][..], &[1][..], None),
+        (&[40, 50, 60][..], &[2, 2, 2][..], None),
+        (&[span, span][..], &[1, 1][..], Some(&uneven_cuts[..])),
     ] {
         let g = Grid {
             extent,
             step,
+            cuts,
             ..Grid::default()
         };
         let bytes = encode(&g);
@@ -374,13 +405,23 @@ fn other_levels_keep_their_records() {
 
 #[test]
 fn corrupted_tile_grids_fail_exactly_as_the_records_decode_does() {
-    let g = Grid {
+    let uniform = Grid {
         extent: &[48, 40],
         step: &[8, 8],
         padded: true,
         ..Grid::default()
     };
-    let bytes = encode(&g);
+    let rectilinear = Grid {
+        extent: &[48, 40],
+        cuts: Some(&[&[0, 8, 10, 30, 48], &[0, 1, 21, 40]]),
+        ..Grid::default()
+    };
+    for g in [uniform, rectilinear] {
+        corruptions(&encode(&g));
+    }
+}
+
+fn corruptions(bytes: &[u8]) {
     let mut seed = 0x2545F4914F6CDD1Du64;
     let mut checked = 0;
     for pos in 16..bytes.len() {
@@ -391,7 +432,7 @@ fn corrupted_tile_grids_fail_exactly_as_the_records_decode_does() {
             if pos > 64 && seed % 4 != 0 {
                 continue;
             }
-            let mut bad = bytes.clone();
+            let mut bad = bytes.to_vec();
             bad[pos] ^= flip;
             for mode in [Mode::Strict, Mode::Permissive] {
                 let a = decode(&bad, mode);

@@ -446,7 +446,7 @@ impl Descriptor {
     /// once for a tile grid).
     pub(crate) fn coords(&self) -> &[u64] {
         match &self.tiles {
-            Some(t) => t.coords(&self.shape),
+            Some(t) => t.coords(),
             None => &self.record_coords,
         }
     }
@@ -464,7 +464,7 @@ impl Descriptor {
     #[inline]
     pub(crate) fn region_box_into(&self, r: u32, origin: &mut [u64], shape: &mut [u64]) {
         match &self.tiles {
-            Some(t) => t.region_box(r, &self.shape, origin, shape),
+            Some(t) => t.region_box(r, origin, shape),
             None => {
                 let b = Boxes {
                     coords: &self.record_coords,

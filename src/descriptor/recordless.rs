@@ -1,13 +1,17 @@
 //! A top-level grid of plain tiles held without per-region records.
 //!
-//! The commonest subpaving — tiled weights, chunked arrays — is one level of same-shape
-//! row-major (or column-major) tiles listed in row-major cell order, each with byte_offset
-//! 0, no quantization and one buffer on one device. Everything about region `k` then
+//! The commonest subpaving — tiled weights, chunked arrays — is one level of row-major (or
+//! column-major) tiles forming a uniform or rectilinear grid, listed in row-major cell
+//! order, each with byte_offset 0, no quantization and one buffer on one device. Everything about region `k` then
 //! follows from `k` and the grid, except its buffer's `size_bytes`: the decoded form keeps
 //! the grid, one handle as the template and one `u64` size per tile (8 bytes a region,
 //! against 65 on the wire at rank 2 and 64 for a region record, its coordinates and its
 //! handle). Region views, buffer handles and locate compute what they need from that in
 //! O(rank).
+//!
+//! A uniform grid is recognised in the decoder's one pass over the tiles; a rectilinear
+//! one is decoded into records and indexed like any arrangement of tiles, then held this
+//! way once its index turns out to be a grid in cell order.
 //!
 //! The few accessors that hand out borrowed slices of every region at once — the
 //! effective buffer list, region coordinates, the region records the general code paths
@@ -16,9 +20,9 @@
 
 use std::sync::OnceLock;
 
+use super::index::GridAxis;
 use super::Node;
 use crate::device::BufferHandle;
-use crate::inline::SmallVec;
 use crate::layout::{Layout, MAX_RANK};
 
 /// A top-level grid of plain tiles (see the module documentation).
@@ -28,10 +32,11 @@ pub(crate) struct TileGrid {
     pub layout: Layout,
     /// Every tile's buffer handle but for its size.
     pub template: BufferHandle,
-    /// The cell size per axis (region 0's shape).
-    pub step: SmallVec<u64, 4>,
-    /// Cells per axis.
-    pub cells: SmallVec<u64, 4>,
+    /// The grid's axes (uniform: a cell size; rectilinear: cut points in `cuts`), as
+    /// the level index holds them, at the tensor's origin.
+    pub axes: Vec<GridAxis>,
+    /// Cut points of the rectilinear axes.
+    pub cuts: Vec<u64>,
     /// `size_bytes` of tile `k`'s buffer.
     pub sizes: Vec<u64>,
     nodes: OnceLock<Vec<Node>>,
@@ -45,27 +50,27 @@ impl PartialEq for TileGrid {
     fn eq(&self, o: &TileGrid) -> bool {
         self.layout == o.layout
             && self.template == o.template
-            && self.step == o.step
-            && self.cells == o.cells
+            && self.axes == o.axes
+            && self.cuts == o.cuts
             && self.sizes == o.sizes
     }
 }
 
 impl TileGrid {
-    /// A grid of `cells` cells of size `step` (per axis), tiles of `layout` whose buffers
+    /// The grid of `axes` and `cuts` (a level index's), tiles of `layout` whose buffers
     /// are `template` with the sizes in `sizes` (one per cell, row-major cell order).
     pub(crate) fn new(
         layout: Layout,
         template: BufferHandle,
-        step: &[u64],
-        cells: &[u64],
+        axes: Vec<GridAxis>,
+        cuts: Vec<u64>,
         sizes: Vec<u64>,
     ) -> TileGrid {
         TileGrid {
             layout,
             template,
-            step: SmallVec::from_slice(step),
-            cells: SmallVec::from_slice(cells),
+            axes,
+            cuts,
             sizes,
             nodes: OnceLock::new(),
             coords: OnceLock::new(),
@@ -98,17 +103,27 @@ impl TileGrid {
         self.sizes.get(k).map(|&s| self.template.with_size(s))
     }
 
-    /// Region `k`'s global origin and extent into `origin[..rank]` and `shape[..rank]`
-    /// (`extent` is the tensor's shape).
+    /// Cell `c`'s start and length on axis `ax`.
     #[inline]
-    pub(crate) fn region_box(&self, k: u32, extent: &[u64], origin: &mut [u64], shape: &mut [u64]) {
-        let mut rest = u64::from(k);
-        for a in (0..extent.len()).rev() {
-            let c = rest % self.cells[a];
-            rest /= self.cells[a];
+    fn span(&self, ax: &GridAxis, c: u64) -> (u64, u64) {
+        if ax.step != 0 {
             // Cells lie inside the extent by construction (checked when decoded).
-            origin[a] = c * self.step[a];
-            shape[a] = self.step[a].min(extent[a] - origin[a]);
+            let o = c * ax.step;
+            (o, ax.step.min(ax.extent - o))
+        } else {
+            let i = ax.cuts_start as usize + c as usize;
+            (self.cuts[i], self.cuts[i + 1] - self.cuts[i])
+        }
+    }
+
+    /// Region `k`'s global origin and extent into `origin[..rank]` and `shape[..rank]`.
+    #[inline]
+    pub(crate) fn region_box(&self, k: u32, origin: &mut [u64], shape: &mut [u64]) {
+        let mut rest = u64::from(k);
+        for (a, ax) in self.axes.iter().enumerate().rev() {
+            let c = rest % ax.cells;
+            rest /= ax.cells;
+            (origin[a], shape[a]) = self.span(ax, c);
         }
     }
 
@@ -116,10 +131,10 @@ impl TileGrid {
     #[inline]
     pub(crate) fn local_index(&self, k: u32, index: &[u64], local: &mut [u64]) {
         let mut rest = u64::from(k);
-        for a in (0..index.len()).rev() {
-            let c = rest % self.cells[a];
-            rest /= self.cells[a];
-            local[a] = index[a] - c * self.step[a];
+        for (a, ax) in self.axes.iter().enumerate().rev() {
+            let c = rest % ax.cells;
+            rest /= ax.cells;
+            local[a] = index[a] - self.span(ax, c).0;
         }
     }
 
@@ -130,14 +145,14 @@ impl TileGrid {
     }
 
     /// Every region's global origin and extent (`2 * rank` values a region), computed once.
-    pub(crate) fn coords(&self, extent: &[u64]) -> &[u64] {
+    pub(crate) fn coords(&self) -> &[u64] {
         self.coords.get_or_init(|| {
-            let rank = extent.len();
+            let rank = self.axes.len();
             let mut v = Vec::with_capacity(self.len() * 2 * rank);
             let mut o = [0u64; MAX_RANK];
             let mut s = [0u64; MAX_RANK];
             for k in 0..self.len() as u32 {
-                self.region_box(k, extent, &mut o[..rank], &mut s[..rank]);
+                self.region_box(k, &mut o[..rank], &mut s[..rank]);
                 v.extend_from_slice(&o[..rank]);
                 v.extend_from_slice(&s[..rank]);
             }
@@ -158,8 +173,8 @@ impl TileGrid {
     /// Heap bytes held, materialized arrays included.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.sizes.capacity() * 8
-            + self.step.heap_bytes()
-            + self.cells.heap_bytes()
+            + self.axes.capacity() * std::mem::size_of::<GridAxis>()
+            + self.cuts.capacity() * 8
             + self
                 .nodes
                 .get()

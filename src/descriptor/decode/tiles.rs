@@ -115,14 +115,62 @@ impl Decoder {
                     first,
                 );
                 self.d.indexes.push(index);
+                self.hold_without_records(level, count);
                 Ok(Layout::Subpaving {
                     count,
-                    end: self.d.records.len() as u32,
+                    end: count + first,
                     index: (self.d.indexes.len() - 1) as u32,
                 })
             }
             Err(e) => Err(level_error(e, at, level, parent.map(Idx::get))),
         })
+    }
+
+    /// After a top-level level of plain tiles was decoded into records and indexed: when
+    /// the index is a grid in cell order (a rectilinear one: a uniform grid in cell order
+    /// never reaches this) and every handle equals the first but for its size, hold the
+    /// level as a [`TileGrid`] and give the records back (their room is kept for a
+    /// [`DecodeCache`]).
+    fn hold_without_records(&mut self, level: u8, count: u32) {
+        if !self.recordless || level != 1 || self.d.records.len() != count as usize {
+            return;
+        }
+        let Some(LevelIndex::Grid {
+            axes,
+            cuts,
+            cells,
+            first: 0,
+            ..
+        }) = self.d.indexes.last()
+        else {
+            return;
+        };
+        let Some(&first) = self.d.record_buffers.first() else {
+            return;
+        };
+        if !cells.is_empty()
+            || self.d.record_buffers.len() != count as usize
+            || self
+                .d
+                .record_buffers
+                .iter()
+                .any(|h| *h != first.with_size(h.size_bytes))
+        {
+            return;
+        }
+        let mut sizes = std::mem::take(&mut self.sizes);
+        sizes.clear();
+        sizes.reserve_exact(count as usize);
+        crate::mem::advise_huge_pages(&sizes);
+        sizes.extend(self.d.record_buffers.iter().map(|h| h.size_bytes));
+        let layout = self.d.records[0].layout;
+        let grid = TileGrid::new(layout, first, axes.clone(), cuts.clone(), sizes);
+        self.d.tiles = Some(Box::new(grid));
+        self.spare = Some((
+            std::mem::take(&mut self.d.records),
+            std::mem::take(&mut self.d.record_coords),
+            std::mem::take(&mut self.d.record_buffers),
+        ));
     }
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
@@ -242,16 +290,17 @@ impl Decoder {
         let zero = [0u64; MAX_RANK];
         match self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes) {
             Some((layout, grid)) => {
-                let (template, step, cells) = grid?;
+                let (template, row_major, axes) = grid?;
+                let tile = if row_major {
+                    Layout::RowMajor
+                } else {
+                    Layout::ColMajor
+                };
                 self.d.tiles = Some(Box::new(TileGrid::new(
-                    if template.1 {
-                        Layout::RowMajor
-                    } else {
-                        Layout::ColMajor
-                    },
-                    template.0,
-                    &step[..self.rank],
-                    &cells[..self.rank],
+                    tile,
+                    template,
+                    axes,
+                    Vec::new(),
                     sizes,
                 )));
                 Some(layout)
@@ -268,7 +317,7 @@ impl Decoder {
     /// `RECORDLESS` nothing is appended to the records: `sizes` gets each tile's
     /// `size_bytes`, every handle must equal the first but for its size, and the result
     /// also carries the first handle, whether the tiles are row-major, and the grid's
-    /// steps and cell counts.
+    /// axes.
     #[allow(clippy::type_complexity)]
     fn tiles_pass<const RECORDLESS: bool>(
         &mut self,
@@ -278,10 +327,7 @@ impl Decoder {
         count: u32,
         parent: Option<Idx>,
         sizes: &mut Vec<u64>,
-    ) -> Option<(
-        Layout,
-        Option<((BufferHandle, bool), [u64; MAX_RANK], [u64; MAX_RANK])>,
-    )> {
+    ) -> Option<(Layout, Option<(BufferHandle, bool, Vec<GridAxis>)>)> {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
@@ -400,9 +446,10 @@ impl Decoder {
                 cell[a] = 0;
             }
         }
-        let axes = (0..rank)
+        let axes: Vec<GridAxis> = (0..rank)
             .map(|a| GridAxis::new(base[a], extent[a], step[a], 0, cells[a]))
             .collect();
+        let grid = RECORDLESS.then(|| (first_handle, row_major, axes.clone()));
         let mut index = LevelIndex::grid(axes, Vec::new(), Vec::new(), first_id);
         index.set_uniform(
             UniformTiles {
@@ -422,9 +469,6 @@ impl Decoder {
             end,
             index: (self.d.indexes.len() - 1) as u32,
         };
-        Some((
-            layout,
-            RECORDLESS.then_some(((first_handle, row_major), step, cells)),
-        ))
+        Some((layout, grid))
     }
 }

@@ -38,7 +38,7 @@ impl Directory {
     /// Tag of an [`entry`](Self::entry) that points to a list.
     const LIST: u32 = 1 << 31;
     /// Longest bucket list.
-    const MAX_LIST: u32 = 64;
+    pub(super) const MAX_LIST: u32 = 64;
 
     /// No buckets.
     pub(super) fn none() -> Directory {
@@ -350,6 +350,60 @@ impl Directory {
 }
 
 impl Directory {
+    /// The first and last bucket (per axis) of the box `[lo, hi)`: `None` when no lists
+    /// were built, `Some(None)` when the box holds no bucket (it is empty or outside).
+    #[allow(clippy::type_complexity)]
+    fn bucket_range(&self, lo: &[u64], hi: &[u64]) -> Option<Option<([u64; 4], [u64; 4])>> {
+        if self.entry.is_empty() {
+            return None;
+        }
+        let mut b_lo = [0u64; 4];
+        let mut b_hi = [0u64; 4];
+        for a in 0..self.step.len() {
+            let (Some(l), Some(h)) = (
+                lo[a].checked_sub(self.base[a]),
+                hi[a]
+                    .checked_sub(1)
+                    .and_then(|h| h.checked_sub(self.base[a])),
+            ) else {
+                return Some(None);
+            };
+            b_lo[a] = self.div[a].div(l);
+            b_hi[a] = self.div[a].div(h).min(self.cells[a].saturating_sub(1));
+            if b_lo[a] > b_hi[a] {
+                return Some(None);
+            }
+        }
+        Some(Some((b_lo, b_hi)))
+    }
+
+    /// The number of buckets the box `[lo, hi)` covers: what a bucket scan of it visits
+    /// at least (`None` when no lists were built).
+    pub(super) fn buckets_in(&self, lo: &[u64], hi: &[u64]) -> Option<u64> {
+        Some(match self.bucket_range(lo, hi)? {
+            None => 0,
+            Some((l, h)) => (0..self.step.len())
+                .map(|a| h[a] - l[a] + 1)
+                .fold(1u64, u64::saturating_mul),
+        })
+    }
+
+    /// [`locate`](Self::locate) and the bucket entries and list elements it examines
+    /// (`None` when no lists were built).
+    pub(super) fn find_counting(&self, p: &[u64]) -> Option<(Option<u32>, u64)> {
+        let v = *self.entry.get(self.bucket_of(p)?)?;
+        let n = if v & Directory::LIST != 0 {
+            self.lists
+                .get((v & !Directory::LIST) as usize)
+                .copied()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let r = self.locate(p, &mut [], &mut [])?.map(|(r, _)| r);
+        Some((r, 1 + u64::from(n)))
+    }
+
     /// The bucket holding `p` (which must lie in the enclosing box; `None` otherwise or
     /// when no lists were built).
     #[inline]
@@ -448,27 +502,10 @@ impl Directory {
         hi: &[u64],
         f: &mut dyn FnMut(u32),
     ) -> Option<u64> {
-        if self.entry.is_empty() {
-            return None;
-        }
         let rank = self.step.len();
-        let mut b_lo = [0u64; 4];
-        let mut b_hi = [0u64; 4];
-        for a in 0..rank {
-            let (Some(l), Some(h)) = (
-                lo[a].checked_sub(self.base[a]),
-                hi[a]
-                    .checked_sub(1)
-                    .and_then(|h| h.checked_sub(self.base[a])),
-            ) else {
-                return Some(0);
-            };
-            b_lo[a] = self.div[a].div(l);
-            b_hi[a] = self.div[a].div(h).min(self.cells[a].saturating_sub(1));
-            if b_lo[a] > b_hi[a] {
-                return Some(0);
-            }
-        }
+        let Some((b_lo, b_hi)) = self.bucket_range(lo, hi)? else {
+            return Some(0);
+        };
         let ew = self.element_words();
         let mut visits = 0u64;
         let mut idx = b_lo;

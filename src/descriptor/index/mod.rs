@@ -338,11 +338,95 @@ impl LevelIndex {
             } => LevelIndex::grid_box(axes, cuts, cells, *first, lo, hi, f),
             LevelIndex::Tree {
                 split, directory, ..
-            } => match directory.query_box(b, lo, hi, f) {
-                Some(v) => v,
-                None => split.query_box(b, lo, hi, f),
-            },
+            } => {
+                // A scan examines every bucket the box covers, or (split tree) up to the
+                // whole structure whatever it reports; a walk costs a few point queries
+                // per region reported. The walk runs first, within the scan's cost.
+                let mut walked = 0;
+                if b.rank == 2 {
+                    let budget = directory.buckets_in(lo, hi).unwrap_or_else(|| split.size());
+                    let mut hits = Vec::new();
+                    match self.walk_box_2d(b, lo, hi, budget, &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Err(v) => walked = v,
+                    }
+                }
+                walked
+                    + match directory.query_box(b, lo, hi, f) {
+                        Some(v) => v,
+                        None => split.query_box(b, lo, hi, f),
+                    }
+            }
         }
+    }
+
+    /// The region containing `p` and the entries the query examined (`None`: none found).
+    fn find_counting(&self, b: Boxes<'_>, p: &[u64]) -> (Option<u32>, u64) {
+        match self {
+            LevelIndex::Tree {
+                split, directory, ..
+            } => directory
+                .find_counting(p)
+                .unwrap_or_else(|| split.find_counting(b, p)),
+            LevelIndex::Grid { .. } => (self.find(b, p), 1),
+        }
+    }
+
+    /// Box query of a rank-2 level by walking its partition, for levels whose index is
+    /// not a grid: the regions meeting `[lo, hi)` are pushed to `hits`, each once, and
+    /// the entries examined returned — or, as `Err`, what was examined when that
+    /// exceeded `budget` (`hits` is then incomplete).
+    ///
+    /// Every region `r` meeting the box has a low corner in it, `c(r) = max(r.lo, lo)`.
+    /// The walk visits points column by column: the left edge `x = lo.x` from `lo.y` up,
+    /// and for every region reported the line just right of it (`x = r.hi.x`, over `r`'s
+    /// rows inside the box). On a line it steps from one region's top to the next
+    /// region (`y = s.hi.y`), so it visits every region crossing that stretch of line at
+    /// its lowest point there. A region is reported where the visited point is its
+    /// `c(r)`: for `c(r).x > lo.x` the point left of `c(r)` lies in a region `s` with
+    /// `s.hi.x = c(r).x` that contains row `c(r).y` and is reported first (its corner is
+    /// further left), so `s`'s line reaches `c(r)`. Each step is one point query; the
+    /// steps of a line are the regions touching one side of one region, and those
+    /// side-by-side pairs in a partition of the plane number at most a few per region:
+    /// the walk makes O(k) point queries for k regions reported, on any geometry.
+    fn walk_box_2d(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        hits: &mut Vec<u32>,
+    ) -> std::result::Result<u64, u64> {
+        let mut visits = 0u64;
+        // Lines still to walk: x and the rows [y0, y1). At most one per region reported.
+        let mut lines = vec![(lo[0], lo[1], hi[1])];
+        while let Some((x, y0, y1)) = lines.pop() {
+            let mut y = y0;
+            while y < y1 {
+                let (r, v) = self.find_counting(b, &[x, y]);
+                visits += v;
+                if visits > budget {
+                    return Err(visits);
+                }
+                let Some(r) = r else { return Err(visits) };
+                let (r_lo, r_hi) = ([b.lo(r, 0), b.lo(r, 1)], [b.hi(r, 0), b.hi(r, 1)]);
+                if !(r_lo[0] <= x && x < r_hi[0] && r_lo[1] <= y && y < r_hi[1]) {
+                    // Not a partition after all: let the scan answer.
+                    return Err(visits);
+                }
+                if r_lo[0].max(lo[0]) == x && r_lo[1].max(lo[1]) == y {
+                    hits.push(r);
+                    if r_hi[0] < hi[0] {
+                        lines.push((r_hi[0], y, r_hi[1].min(hi[1])));
+                    }
+                }
+                y = r_hi[1];
+            }
+        }
+        Ok(visits)
     }
 
     /// Batch prefetch for a later query of `p`: `stage` 0 asks for the bucket entry, 1
@@ -444,6 +528,20 @@ impl LevelIndexProbe {
     pub fn query_cost(&self, p: &[u64]) -> Option<(u64, u64)> {
         let n = self.coords.len() / (2 * self.rank).max(1);
         self.index.query_cost(self.boxes(), p, n)
+    }
+
+    /// The most entries one point query examines on this level: 1 for a grid, a bucket
+    /// entry and a full list for bucket lists, the split tree's
+    /// [`visit_bound`](SplitTree::visit_bound).
+    pub fn point_bound(&self) -> u64 {
+        let n = self.coords.len() / (2 * self.rank).max(1);
+        match &self.index {
+            LevelIndex::Grid { .. } => 1,
+            LevelIndex::Tree { directory, .. } if directory.has_lists() => {
+                1 + u64::from(Directory::MAX_LIST)
+            }
+            LevelIndex::Tree { split, .. } => split.visit_bound(n),
+        }
     }
 
     /// The regions meeting the box `[lo, hi)` (inside `[0, extent)`, not empty), sorted,

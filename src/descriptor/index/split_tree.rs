@@ -404,6 +404,11 @@ impl SplitTree {
             .saturating_mul(LEAF as u64 + 1)
     }
 
+    /// Nodes and list entries held: the most any box query examines.
+    pub(crate) fn size(&self) -> u64 {
+        (self.nodes.len() + self.items.len()) as u64
+    }
+
     /// Bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<SplitNode>() + self.items.capacity() * 4
