@@ -125,6 +125,18 @@ fn grids_visit_exactly_the_cells_reported() {
     assert_eq!(check_probe("rectilinear grid", &b, e, 400).1, "grid");
 }
 
+/// The adversarial geometries of the hardening catalogue (split trees).
+fn adversarial() -> Vec<(&'static str, (Boxes, [u64; 2]))> {
+    vec![
+        ("pinwheel rings", pinwheel_rings(300)),
+        ("staircase", staircase(800)),
+        ("bricks", bricks(600, 1 << 20)),
+        ("cluster", cluster(40, 1 << 30)),
+        ("spiral", spiral(2000)),
+        ("thick spiral", thick_spiral(5000)),
+    ]
+}
+
 #[test]
 fn irregular_partitions_agree_with_brute_force() {
     let (b, e) = random_splits(20_000, 7);
@@ -142,14 +154,7 @@ fn irregular_partitions_agree_with_brute_force() {
     // A bucket holds about 8 regions: each bucket met costs its entry and list.
     assert!(ratio < 80.0, "walls: {ratio} visits per region reported");
     println!("walls: {kind}, at most {ratio:.1} visits per region reported (+1)");
-    for (name, (b, e)) in [
-        ("pinwheel rings", pinwheel_rings(300)),
-        ("staircase", staircase(800)),
-        ("bricks", bricks(600, 1 << 20)),
-        ("cluster", cluster(40, 1 << 30)),
-        ("spiral", spiral(2000)),
-        ("thick spiral", thick_spiral(5000)),
-    ] {
+    for (name, (b, e)) in adversarial() {
         let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
         let items = probe.heap_bytes() as f64;
         let (ratio, kind) = check_probe(name, &b, e, 200);
@@ -173,16 +178,12 @@ fn irregular_partitions_agree_with_brute_force() {
 /// is at most twice that (counted, against brute force).
 #[test]
 fn rank_two_box_queries_cost_a_few_point_queries_per_region() {
-    for (name, (b, e)) in [
+    let mut all = vec![
         ("random splits", random_splits(20_000, 7)),
         ("walls", walls(150, 1200, 3)),
-        ("pinwheel rings", pinwheel_rings(300)),
-        ("staircase", staircase(800)),
-        ("bricks", bricks(600, 1 << 20)),
-        ("cluster", cluster(40, 1 << 30)),
-        ("spiral", spiral(2000)),
-        ("thick spiral", thick_spiral(5000)),
-    ] {
+    ];
+    all.extend(adversarial());
+    for (name, (b, e)) in all {
         let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
         let pb = probe.point_bound();
         let mut seed = 0x5EED ^ b.len() as u64;
