@@ -326,18 +326,14 @@ impl Directory {
         let Some(list) = self.lists.get(at + 1..at + 1 + n * ew) else {
             return Some(None);
         };
-        // Every element is checked (no early exit: the list is one or two cache lines).
-        let mut hit = None;
-        for e in list.chunks_exact(ew) {
-            let inside = (0..rank).all(|a| {
-                let (l, h) = element_span(e, a);
-                rel[a] >= l && rel[a] < h
-            });
-            if inside {
-                hit = Some(e);
-            }
-        }
-        let Some(e) = hit else {
+        // The regions are disjoint: the first element containing the point is the one.
+        let at = match rank {
+            1 => element_at::<1>(list, &rel),
+            2 => element_at::<2>(list, &rel),
+            3 => element_at::<3>(list, &rel),
+            _ => element_at::<4>(list, &rel),
+        };
+        let Some(e) = at.and_then(|i| list.get(i..i + ew)) else {
             return Some(None);
         };
         for a in 0..rank.min(lo.len()).min(ext.len()) {
@@ -475,6 +471,27 @@ fn first_overlap<const R: usize>(
         if any {
             return (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j));
         }
+    }
+    None
+}
+
+/// The start (in words) of the first element of bucket list `list` (rank `R`) containing
+/// the point `rel` (relative to the bucket's low corner), if any: one subtraction and one
+/// unsigned comparison per axis (`rel - lo` wraps to a huge value below the element).
+#[inline(always)]
+fn element_at<const R: usize>(list: &[u32], rel: &[i64; 4]) -> Option<usize> {
+    let ew = 1 + 2 * R;
+    let mut i = 0;
+    while let Some(e) = list.get(i..i + ew) {
+        let mut inside = true;
+        for a in 0..R {
+            let lo = i64::from(e[1 + 2 * a] as i32);
+            inside &= ((rel[a] - lo) as u64) < u64::from(e[2 + 2 * a]);
+        }
+        if inside {
+            return Some(i);
+        }
+        i += ew;
     }
     None
 }
