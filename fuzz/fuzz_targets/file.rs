@@ -163,13 +163,15 @@ fuzz_target!(|data: &[u8]| {
         let again = if r.version_major() == 1 {
             let mut w = V1Writer::with_alignment(Vec::new(), a).unwrap();
             for (e, b) in r.entries().zip(&buffers) {
-                w.write_tensor(e.name(), e.descriptor().unwrap(), b).unwrap();
+                w.write_tensor(e.name(), e.descriptor().unwrap(), b)
+                    .unwrap();
             }
             w.finish().unwrap()
         } else {
             let mut w = FileWriter::with_alignment(Vec::new(), a).unwrap();
             for (e, b) in r.entries().zip(&buffers) {
-                w.write_tensor(e.name(), e.descriptor().unwrap(), b).unwrap();
+                w.write_tensor(e.name(), e.descriptor().unwrap(), b)
+                    .unwrap();
             }
             w.finish().unwrap()
         };

@@ -114,7 +114,10 @@ fuzz_target!(|data: &[u8]| {
         let mut store = vec![0u64; need.div_ceil(8) + 1];
         let out = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..need];
         let (res, peak) = measure(|| t.read_box(&lo, &hi, out_type, out, Some(&strides)));
-        assert!(peak <= heap_bound(input_len + need), "read_box peaked at {peak} B");
+        assert!(
+            peak <= heap_bound(input_len + need),
+            "read_box peaked at {peak} B"
+        );
         match res {
             Ok(()) => {}
             Err(e) => {
@@ -147,7 +150,10 @@ fuzz_target!(|data: &[u8]| {
                 }
             } else if let Ok(v) = t.get_f64(&x) {
                 let g = f64::from_le_bytes(got.try_into().unwrap());
-                assert!(g.to_bits() == v.to_bits() || (g.is_nan() && v.is_nan()), "{x:?}");
+                assert!(
+                    g.to_bits() == v.to_bits() || (g.is_nan() && v.is_nan()),
+                    "{x:?}"
+                );
             }
             let mut a = rank;
             loop {

@@ -429,6 +429,22 @@ fn built() -> Vec<(String, TensorBuilder)> {
         "sub_uniform_clipped",
         TensorBuilder::subpaving(Uint16, &[14, 15], grid),
     );
+    // A rectilinear grid (uneven cells) in cell order: held without region records.
+    let (xs, ys) = ([0u64, 1, 5, 6, 14], [0u64, 7, 9, 15]);
+    let mut rect = Vec::new();
+    for i in 0..4 {
+        for j in 0..3 {
+            rect.push(r(
+                &[xs[i], ys[j]],
+                &[xs[i + 1] - xs[i], ys[j + 1] - ys[j]],
+                NodeSpec::col_major(),
+            ));
+        }
+    }
+    add(
+        "sub_rectilinear",
+        TensorBuilder::subpaving(Uint16, &[14, 15], rect),
+    );
     v
 }
 
