@@ -281,6 +281,16 @@ impl Descriptor {
         if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
             return None;
         }
+        if let Some(t) = &self.tiles {
+            // A tile grid held without records: the tile and the position follow from the
+            // grid alone. (The byte offset fits u64: each tile's buffer holds it.)
+            let (k, pos) = t.locate(index)?;
+            return Some(GridHit {
+                region: k,
+                buffer: k,
+                byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
+            });
+        }
         if index.len() != rank || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
             return None;
         }

@@ -20,7 +20,7 @@
 
 use std::sync::OnceLock;
 
-use super::index::GridAxis;
+use super::index::{axis_cell, GridAxis};
 use super::Node;
 use crate::device::BufferHandle;
 use crate::layout::{Layout, MAX_RANK};
@@ -125,6 +125,43 @@ impl TileGrid {
             rest /= ax.cells;
             (origin[a], shape[a]) = self.span(ax, c);
         }
+    }
+
+    /// The tile holding element `index` (its region and effective buffer number) and the
+    /// element's position in the tile (row- or column-major), for a rank of at most 8:
+    /// `None` for an index of another length or outside the tensor, and for rank > 8.
+    /// Arithmetic only: the cell per axis is a multiply-based division (uniform axes) or
+    /// a binary search of the cut points (rectilinear ones).
+    #[inline]
+    pub(crate) fn locate(&self, index: &[u64]) -> Option<(u32, u64)> {
+        let rank = self.axes.len();
+        if index.len() != rank || rank > 8 {
+            return None;
+        }
+        let mut local = [0u64; 8];
+        let mut ext = [0u64; 8];
+        let mut cell = 0u64;
+        for (a, (ax, &x)) in self.axes.iter().zip(index).enumerate() {
+            if x >= ax.extent {
+                return None;
+            }
+            let c = axis_cell(ax, &self.cuts, x);
+            cell = cell * ax.cells + c;
+            let (o, s) = self.span(ax, c);
+            (local[a], ext[a]) = (x - o, s);
+        }
+        // The position fits: the tile's element count was checked when decoded.
+        let mut pos = 0u64;
+        if matches!(self.layout, Layout::RowMajor) {
+            for a in 0..rank {
+                pos = pos * ext[a] + local[a];
+            }
+        } else {
+            for a in (0..rank).rev() {
+                pos = pos * ext[a] + local[a];
+            }
+        }
+        Some((cell as u32, pos))
     }
 
     /// `index` relative to region `k`'s origin into `local[..rank]`.

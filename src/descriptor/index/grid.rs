@@ -225,7 +225,7 @@ impl LevelIndex {
 }
 
 #[inline]
-pub(super) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
+pub(crate) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
     if ax.step != 0 {
         ax.div.div(l)
     } else {

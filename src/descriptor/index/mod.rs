@@ -21,7 +21,7 @@ mod kdtree;
 pub(crate) mod split_tree;
 
 use directory::{list_budget, Directory};
-use grid::axis_cell;
+pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
 use split_tree::SplitTree;
