@@ -123,11 +123,20 @@ fn deep_spirals_stay_polylogarithmic() {
 /// The worst-case generators through the decoder: a descriptor per generator, decoded,
 /// every sampled locate equal to brute force.
 fn descriptor(boxes: &Boxes, extent: [u64; 2]) -> Vec<u8> {
+    descriptor_of(boxes, extent, NodeSpec::row_major, ElementType::Uint8)
+}
+
+fn descriptor_of(
+    boxes: &Boxes,
+    extent: [u64; 2],
+    tile: fn() -> NodeSpec,
+    et: ElementType,
+) -> Vec<u8> {
     let regions: Vec<RegionSpec> = boxes
         .iter()
-        .map(|(o, s)| RegionSpec::new(o, s, NodeSpec::row_major()))
+        .map(|(o, s)| RegionSpec::new(o, s, tile()))
         .collect();
-    TensorBuilder::new(ElementType::Uint8, &extent, NodeSpec::subpaving(regions))
+    TensorBuilder::new(et, &extent, NodeSpec::subpaving(regions))
         .build()
         .expect("valid")
         .encode()
@@ -239,6 +248,45 @@ fn batched_locate_on_bucket_lists_equals_single_locates() {
             assert_eq!(Some(got.region), brute(&boxes, *p), "point {p:?}");
         }
     }
+}
+
+/// The batch over column-major FLOAT32 tiles agrees with single locates too, and an
+/// index outside the tensor in the middle of a batch fails the call naming its position.
+#[test]
+fn batched_locate_on_column_major_tiles_and_a_bad_index() {
+    let (boxes, extent) = balanced_splits(20_000, 13);
+    let bytes = descriptor_of(&boxes, extent, NodeSpec::col_major, ElementType::Float32);
+    let d = decode(&bytes, Mode::Strict).expect("decodes");
+    let mut seed = 9u64;
+    let points: Vec<[u64; 2]> = (0..3_000)
+        .map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]])
+        .collect();
+    let flat: Vec<u64> = points.iter().flatten().copied().collect();
+    let mut out = vec![tensordesc::CompactLocation::default(); points.len()];
+    d.locate_many(&flat, &mut out)
+        .expect("every point is inside");
+    for (p, got) in points.iter().zip(&out) {
+        let Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            ..
+        } = d.locate(p).expect("inside")
+        else {
+            panic!("a column-major region gives a dense location");
+        };
+        assert_eq!(
+            (got.region, got.buffer, got.byte_offset),
+            (region.unwrap(), buffer, byte_offset),
+            "point {p:?}"
+        );
+    }
+    let mut bad = flat[..80].to_vec();
+    bad[2 * 20 + 1] = extent[1];
+    let mut out = vec![tensordesc::CompactLocation::default(); 40];
+    let e = d.locate_many(&bad, &mut out).unwrap_err();
+    assert_eq!(e.kind, tensordesc::ErrorKind::IndexOutOfBounds);
+    assert!(e.detail.contains("batch index 20"), "{}", e.detail);
 }
 
 /// Bucket lists find an overlap wherever it is: one region of a 20,000-region partition

@@ -3,6 +3,7 @@
 //! ABI in particular — pays per element what a Rust `locate` loop pays.
 
 use super::*;
+use crate::descriptor::index::{BucketPoint, Directory};
 
 /// `region` of a [`CompactLocation`] in a tensor that is not a subpaving.
 pub const NO_REGION: u32 = u32::MAX;
@@ -74,6 +75,11 @@ impl Descriptor {
         // A top-level bucket-list level: ask for the bucket entries AHEAD indices ahead
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
+        if rank == 2 && !self.element_type.is_packed() {
+            if let Some(tiles) = self.top_tile_lists() {
+                return self.locate_tile_lists(tiles, indices, n, f);
+            }
+        }
         let level = match self.root.layout {
             Layout::Subpaving { index, .. } => {
                 self.indexes.get(index as usize).filter(|l| l.prefetches())
@@ -103,6 +109,96 @@ impl Descriptor {
             match self.locate_compact(idx) {
                 Ok(loc) => f(k, loc),
                 Err(e) => return Err(e.context(format_args!("batch index {k}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The top-level level's bucket lists when it is a level of uniform tiles.
+    fn top_tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
+        match self.root.layout {
+            Layout::Subpaving { index, .. } => self.indexes.get(index as usize)?.tile_lists(),
+            _ => None,
+        }
+    }
+
+    /// [`locate_each`](Self::locate_each) for a rank-2 tensor whose top-level level is
+    /// uniform tiles indexed by bucket lists (an irregular tiling): each index is placed
+    /// in its bucket once, AHEAD indices ahead (and its bucket entry asked for), its list
+    /// asked for AHEAD / 2 ahead, and resolved to its tile from what was computed then.
+    /// Anything unusual (an index outside the tensor, an arithmetic overflow) goes
+    /// through [`locate_compact`](Self::locate_compact), which also reports errors.
+    fn locate_tile_lists(
+        &self,
+        (dir, u, first): (&Directory, UniformTiles, u32),
+        indices: &[u64],
+        n: usize,
+        mut f: impl FnMut(usize, CompactLocation),
+    ) -> Result<()> {
+        const AHEAD: usize = 16;
+        const RING: usize = 32;
+        let (e0, e1) = (self.shape[0], self.shape[1]);
+        let esize = self.element_type.storage_bytes();
+        let boxes = self.index_boxes();
+        let place = |k: usize| -> Option<BucketPoint> {
+            let p = indices.get(2 * k..2 * k + 2)?;
+            if p[0] >= e0 || p[1] >= e1 {
+                return None;
+            }
+            dir.bucket_point(p)
+        };
+        let mut ring = [None::<BucketPoint>; RING];
+        for (k, slot) in ring.iter_mut().enumerate().take(n.min(AHEAD)) {
+            *slot = place(k);
+            if let Some(bp) = slot {
+                dir.prefetch_bucket(bp);
+            }
+        }
+        let resolve = |bp: &BucketPoint, p: &[u64]| -> Option<CompactLocation> {
+            let (mut lo, mut ext) = ([0u64; 2], [0u64; 2]);
+            let (r, boxed) = dir.resolve(bp, &mut lo, &mut ext)?;
+            if !boxed {
+                lo.copy_from_slice(boxes.origin(r));
+                ext.copy_from_slice(boxes.shape(r));
+            }
+            let (l0, l1) = (p[0].checked_sub(lo[0])?, p[1].checked_sub(lo[1])?);
+            let pos = if u.row_major {
+                l0.checked_mul(ext[1])?.checked_add(l1)?
+            } else {
+                l1.checked_mul(ext[0])?.checked_add(l0)?
+            };
+            Some(CompactLocation {
+                byte_offset: pos.checked_mul(esize)?,
+                region: r,
+                buffer: u.first_buffer.checked_add(r.checked_sub(first)?)?,
+                kind: LocationKind::Dense,
+                bit_shift: 0,
+                layout_tag: 0,
+            })
+        };
+        for k in 0..n {
+            if k + AHEAD < n {
+                let slot = &mut ring[(k + AHEAD) % RING];
+                *slot = place(k + AHEAD);
+                if let Some(bp) = slot {
+                    dir.prefetch_bucket(bp);
+                }
+            }
+            if k + AHEAD / 2 < n {
+                if let Some(bp) = &ring[(k + AHEAD / 2) % RING] {
+                    dir.prefetch_members(boxes, bp);
+                }
+            }
+            let idx = indices
+                .get(2 * k..2 * k + 2)
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "a batch index past the batch"))?;
+            let fast = ring[k % RING].as_ref().and_then(|bp| resolve(bp, idx));
+            match fast {
+                Some(loc) => f(k, loc),
+                None => match self.locate_compact(idx) {
+                    Ok(loc) => f(k, loc),
+                    Err(e) => return Err(e.context(format_args!("batch index {k}"))),
+                },
             }
         }
         Ok(())

@@ -34,6 +34,15 @@ pub(crate) struct Directory {
     div: [StepDiv; 4],
 }
 
+/// A point placed in its bucket ([`Directory::bucket_point`]): the bucket's number, and
+/// per axis the point's offset from the bucket's low corner and that corner.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BucketPoint {
+    cell: usize,
+    rel: [i64; 4],
+    corner: [u64; 4],
+}
+
 impl Directory {
     /// Tag of an [`entry`](Self::entry) that points to a list.
     const LIST: u32 = 1 << 31;
@@ -299,49 +308,87 @@ impl Directory {
         lo: &mut [u64],
         ext: &mut [u64],
     ) -> Option<Option<(u32, bool)>> {
+        let bp = self.bucket_point(p)?;
+        Some(self.resolve(&bp, lo, ext))
+    }
+
+    /// The bucket of `p` and `p` relative to it (`None` when no lists were built). `p`
+    /// must lie in the enclosing box.
+    #[inline]
+    pub(crate) fn bucket_point(&self, p: &[u64]) -> Option<BucketPoint> {
         if self.entry.is_empty() {
             return None;
         }
-        let rank = self.step.len();
+        let mut bp = BucketPoint::default();
         let mut cell = 0u64;
-        let mut rel = [0i64; 4];
-        let mut corner = [0u64; 4];
-        for a in 0..rank {
-            let off = p[a].wrapping_sub(self.base[a]);
+        for (a, &x) in p.iter().enumerate().take(self.step.len()) {
+            let off = x.wrapping_sub(self.base[a]);
             let i = self.div[a].div(off);
             cell = cell.wrapping_mul(self.cells[a]).wrapping_add(i);
             // off - i·step < step < 2^31.
-            rel[a] = (off - i * self.step[a]) as i64;
-            corner[a] = p[a] - rel[a] as u64;
+            bp.rel[a] = (off - i * self.step[a]) as i64;
+            bp.corner[a] = x - bp.rel[a] as u64;
         }
-        let Some(&v) = self.entry.get(cell as usize) else {
-            return Some(None);
-        };
+        bp.cell = cell as usize;
+        Some(bp)
+    }
+
+    /// The region holding the point of `bp`: `None` when no listed region holds it, else
+    /// the region and whether its global box was written to `lo` and `ext` (not for a
+    /// bucket met by one region alone, which holds no box).
+    #[inline]
+    pub(crate) fn resolve(
+        &self,
+        bp: &BucketPoint,
+        lo: &mut [u64],
+        ext: &mut [u64],
+    ) -> Option<(u32, bool)> {
+        let rank = self.step.len();
+        let v = *self.entry.get(bp.cell)?;
         if v & Directory::LIST == 0 {
-            return Some(Some((v, false)));
+            return Some((v, false));
         }
         let at = (v & !Directory::LIST) as usize;
         let n = self.lists.get(at).copied().unwrap_or(0) as usize;
         let ew = self.element_words();
-        let Some(list) = self.lists.get(at + 1..at + 1 + n * ew) else {
-            return Some(None);
-        };
+        let list = self.lists.get(at + 1..at + 1 + n * ew)?;
         // The regions are disjoint: the first element containing the point is the one.
-        let at = match rank {
-            1 => element_at::<1>(list, &rel),
-            2 => element_at::<2>(list, &rel),
-            3 => element_at::<3>(list, &rel),
-            _ => element_at::<4>(list, &rel),
-        };
-        let Some(e) = at.and_then(|i| list.get(i..i + ew)) else {
-            return Some(None);
-        };
+        let i = match rank {
+            1 => element_at::<1>(list, &bp.rel),
+            2 => element_at::<2>(list, &bp.rel),
+            3 => element_at::<3>(list, &bp.rel),
+            _ => element_at::<4>(list, &bp.rel),
+        }?;
+        let e = list.get(i..i + ew)?;
         for a in 0..rank.min(lo.len()).min(ext.len()) {
             let (l, h) = element_span(e, a);
-            lo[a] = corner[a].wrapping_add_signed(l);
+            lo[a] = bp.corner[a].wrapping_add_signed(l);
             ext[a] = (h - l) as u64;
         }
-        Some(Some((e[0], true)))
+        Some((e[0], true))
+    }
+
+    /// Batch prefetch, first stage, for a point already placed in its bucket.
+    #[inline]
+    pub(crate) fn prefetch_bucket(&self, bp: &BucketPoint) {
+        crate::mem::prefetch(&self.entry, bp.cell);
+    }
+
+    /// Batch prefetch, second stage (see [`prefetch_list`](Self::prefetch_list)), for a
+    /// point already placed in its bucket.
+    #[inline]
+    pub(crate) fn prefetch_members(&self, b: Boxes<'_>, bp: &BucketPoint) {
+        let Some(&v) = self.entry.get(bp.cell) else {
+            return;
+        };
+        if v & Directory::LIST != 0 {
+            let at = (v & !Directory::LIST) as usize;
+            for line in 0..4 {
+                crate::mem::prefetch(&self.lists, at + 16 * line);
+            }
+        } else {
+            crate::mem::prefetch(b.coords, v as usize * 2 * b.rank);
+        }
     }
 }
 
@@ -435,15 +482,12 @@ impl Directory {
     /// bucket inside one region, for that region's box.
     #[inline]
     pub(super) fn prefetch_list(&self, b: Boxes<'_>, p: &[u64]) {
-        let Some(c) = self.bucket_of(p) else { return };
-        let Some(&v) = self.entry.get(c) else { return };
-        if v & Directory::LIST != 0 {
-            let at = (v & !Directory::LIST) as usize;
-            for line in 0..4 {
-                crate::mem::prefetch(&self.lists, at + 16 * line);
-            }
-        } else {
-            crate::mem::prefetch(b.coords, v as usize * 2 * b.rank);
+        if let Some(cell) = self.bucket_of(p) {
+            let bp = BucketPoint {
+                cell,
+                ..BucketPoint::default()
+            };
+            self.prefetch_members(b, &bp);
         }
     }
 }

@@ -20,7 +20,8 @@ mod grid;
 mod kdtree;
 pub(crate) mod split_tree;
 
-use directory::{list_budget, Directory};
+use directory::list_budget;
+pub(crate) use directory::{BucketPoint, Directory};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
@@ -441,6 +442,20 @@ impl LevelIndex {
             } else {
                 directory.prefetch_list(b, p);
             }
+        }
+    }
+
+    /// The bucket lists of a level of [`UniformTiles`], with the tiles and the level's
+    /// first region: the case the batch locate runs in a loop of its own.
+    #[inline]
+    pub(crate) fn tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
+        match self {
+            LevelIndex::Tree {
+                directory,
+                uniform: Some((u, first)),
+                ..
+            } if directory.has_lists() => Some((directory, *u, *first)),
+            _ => None,
         }
     }
 
