@@ -211,6 +211,36 @@ fn balanced_splits(n: usize, mut seed: u64) -> (Boxes, [u64; 2]) {
     (out, extent)
 }
 
+/// `locate_many` over `points` (all inside, all dense) agrees with `locate` point by
+/// point; returns the batch's results.
+fn batch_equals_single_locates(
+    d: &tensordesc::Descriptor,
+    points: &[[u64; 2]],
+) -> Vec<tensordesc::CompactLocation> {
+    let flat: Vec<u64> = points.iter().flatten().copied().collect();
+    let mut out = vec![tensordesc::CompactLocation::default(); points.len()];
+    d.locate_many(&flat, &mut out)
+        .expect("every point is inside");
+    for (p, got) in points.iter().zip(&out) {
+        let Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            ..
+        } = d.locate(p).expect("inside")
+        else {
+            panic!("a row- or column-major region gives a dense location");
+        };
+        assert_eq!(
+            (got.region, got.buffer, got.byte_offset),
+            (region.unwrap(), buffer, byte_offset),
+            "point {p:?}, batch of {}",
+            points.len()
+        );
+    }
+    out
+}
+
 #[test]
 fn batched_locate_on_bucket_lists_equals_single_locates() {
     let (boxes, extent) = balanced_splits(20_000, 11);
@@ -226,25 +256,8 @@ fn batched_locate_on_bucket_lists_equals_single_locates() {
         points.push([o[0] + s[0] - 1, o[1] + s[1] - 1]);
     }
     for n in [1usize, 7, 8, 15, 16, 17, 33, points.len()] {
-        let flat: Vec<u64> = points[..n].iter().flatten().copied().collect();
-        let mut out = vec![tensordesc::CompactLocation::default(); n];
-        d.locate_many(&flat, &mut out)
-            .expect("every point is inside");
+        let out = batch_equals_single_locates(&d, &points[..n]);
         for (p, got) in points[..n].iter().zip(&out) {
-            let Location::Dense {
-                region,
-                buffer,
-                byte_offset,
-                ..
-            } = d.locate(p).expect("inside")
-            else {
-                panic!("a row-major region gives a dense location");
-            };
-            assert_eq!(
-                (got.region, got.buffer, got.byte_offset),
-                (region.unwrap(), buffer, byte_offset),
-                "point {p:?}, batch of {n}"
-            );
             assert_eq!(Some(got.region), brute(&boxes, *p), "point {p:?}");
         }
     }
@@ -261,26 +274,8 @@ fn batched_locate_on_column_major_tiles_and_a_bad_index() {
     let points: Vec<[u64; 2]> = (0..3_000)
         .map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]])
         .collect();
+    batch_equals_single_locates(&d, &points);
     let flat: Vec<u64> = points.iter().flatten().copied().collect();
-    let mut out = vec![tensordesc::CompactLocation::default(); points.len()];
-    d.locate_many(&flat, &mut out)
-        .expect("every point is inside");
-    for (p, got) in points.iter().zip(&out) {
-        let Location::Dense {
-            region,
-            buffer,
-            byte_offset,
-            ..
-        } = d.locate(p).expect("inside")
-        else {
-            panic!("a column-major region gives a dense location");
-        };
-        assert_eq!(
-            (got.region, got.buffer, got.byte_offset),
-            (region.unwrap(), buffer, byte_offset),
-            "point {p:?}"
-        );
-    }
     let mut bad = flat[..80].to_vec();
     bad[2 * 20 + 1] = extent[1];
     let mut out = vec![tensordesc::CompactLocation::default(); 40];
