@@ -329,11 +329,10 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
         }
         return Ok(NodeSpec::subpaving(regions));
     }
-    let handles = d
-        .effective_buffers()
-        .get(n.first_buffer..n.first_buffer + n.buffer_count)
-        .ok_or_else(|| Error::new(ErrorKind::Internal, "sub-table outside the buffer list"))?
-        .to_vec();
+    let handles = (n.first_buffer..n.first_buffer + n.buffer_count)
+        .map(|k| d.effective_buffer(k))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "sub-table outside the buffer list"))?;
     let spec = match &n.layout {
         LayoutRef::RowMajor => NodeSpec::row_major(),
         LayoutRef::ColMajor => NodeSpec::col_major(),

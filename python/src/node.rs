@@ -284,7 +284,7 @@ pub fn dense_plan(d: &Descriptor, region: Option<u32>) -> Result<DensePlan> {
             ))
         }
     };
-    let handle = *d.effective_buffers().get(n.first_buffer).ok_or_else(|| {
+    let handle = d.effective_buffer(n.first_buffer).ok_or_else(|| {
         Error::new(
             ErrorKind::Internal,
             format!("{what}: a dense node without its DATA buffer"),

@@ -156,18 +156,17 @@ pub struct MemTensor {
 
 impl MemTensor {
     pub fn new(desc: Descriptor, bufs: Vec<MemBuf>) -> Result<MemTensor> {
-        let handles = desc.effective_buffers();
-        if handles.len() != bufs.len() {
+        if desc.effective_buffer_count() != bufs.len() {
             return Err(Error::new(
                 ErrorKind::BindingMismatch,
                 format!(
                     "{} buffers given, the descriptor has {} effective buffers",
                     bufs.len(),
-                    handles.len()
+                    desc.effective_buffer_count()
                 ),
             ));
         }
-        for (k, (h, b)) in handles.iter().zip(&bufs).enumerate() {
+        for (k, (h, b)) in desc.effective_buffer_iter().zip(&bufs).enumerate() {
             if h.size_bytes != b.as_slice().len() as u64 {
                 return Err(Error::new(
                     ErrorKind::BindingMismatch,
@@ -187,10 +186,14 @@ impl MemTensor {
     }
 
     fn bound(&self) -> Result<BoundTensor<'_>> {
-        let handles = self.desc.effective_buffers();
+        let desc = &self.desc;
+        let align = |k: usize| {
+            desc.effective_buffer(k)
+                .map_or(1, |h| h.alignment() as usize)
+        };
         let misaligned = |k: usize| {
             let b = self.bufs[k].as_slice();
-            !b.is_empty() && (b.as_ptr() as usize) % handles[k].alignment() as usize != 0
+            !b.is_empty() && (b.as_ptr() as usize) % align(k) != 0
         };
         if !(0..self.bufs.len()).any(misaligned) {
             let slices = self.bufs.iter().map(MemBuf::as_slice).collect();
@@ -202,12 +205,7 @@ impl MemTensor {
                 (0..self.bufs.len())
                     .map(|k| {
                         misaligned(k)
-                            .then(|| {
-                                AlignedBytes::copy_of(
-                                    self.bufs[k].as_slice(),
-                                    handles[k].alignment() as usize,
-                                )
-                            })
+                            .then(|| AlignedBytes::copy_of(self.bufs[k].as_slice(), align(k)))
                             .transpose()
                     })
                     .collect()

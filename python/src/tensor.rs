@@ -604,8 +604,7 @@ impl Tensor {
     #[getter]
     fn nbytes(&self) -> PyResult<u64> {
         Ok(desc(&self.held)?
-            .effective_buffers()
-            .iter()
+            .effective_buffer_iter()
             .map(|h| h.size_bytes)
             .sum())
     }

@@ -1133,14 +1133,14 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     let desc = builder.build()?;
     let plains = plain_tensors()?;
     if desc.region_count() != built.region_labels.len()
-        || desc.effective_buffers().len() != built.buffers.len()
+        || desc.effective_buffer_count() != built.buffers.len()
     {
         return Err(mismatch(format!(
             "built {} regions / {} buffers, the descriptor has {} / {}",
             built.region_labels.len(),
             built.buffers.len(),
             desc.region_count(),
-            desc.effective_buffers().len()
+            desc.effective_buffer_count()
         ))
         .into());
     }
@@ -1210,7 +1210,7 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         reader.len(),
         desc.encoded_len(),
         desc.region_count(),
-        desc.effective_buffers().len(),
+        desc.effective_buffer_count(),
         text::short_bytes(built.buffers.iter().map(|b| b.len() as u64).sum()),
         bufs.len()
     )?;

@@ -432,10 +432,10 @@ pub fn write_descriptor(
     j.key("bindable")?;
     j.bool(d.is_bindable())?;
     j.key("buffer_count")?;
-    j.u64(d.effective_buffers().len() as u64)?;
+    j.u64(d.effective_buffer_count() as u64)?;
     j.key("buffers")?;
     j.begin_array()?;
-    for k in 0..d.effective_buffers().len() {
+    for k in 0..d.effective_buffer_count() {
         let Some(info) = d.buffer_info(k) else {
             continue;
         };

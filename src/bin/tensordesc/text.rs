@@ -275,7 +275,7 @@ pub fn write_descriptor_tree(
     opts: &TreeOptions<'_>,
 ) -> io::Result<()> {
     let ind = opts.indent;
-    let n_buf = d.effective_buffers().len();
+    let n_buf = d.effective_buffer_count();
     write!(out, "{ind}layout: {}", layout_text(&d.layout()))?;
     if d.byte_offset() != 0 {
         write!(out, ", byte_offset {}", d.byte_offset())?;
@@ -421,7 +421,7 @@ pub fn write_buffer_table(
         "{indent}{:>4}  {:>6}  {:<18} {:>10}  {:>12}  device",
         "#", "region", "role", "bytes", "file offset"
     )?;
-    for k in 0..d.effective_buffers().len() {
+    for k in 0..d.effective_buffer_count() {
         let Some(info) = d.buffer_info(k) else {
             continue;
         };
