@@ -21,6 +21,7 @@
 use std::sync::OnceLock;
 
 use super::index::{axis_cell, GridAxis};
+use super::locate::tile_position;
 use super::Node;
 use crate::device::BufferHandle;
 use crate::layout::{Layout, MAX_RANK};
@@ -42,18 +43,6 @@ pub(crate) struct TileGrid {
     nodes: OnceLock<Vec<Node>>,
     coords: OnceLock<Vec<u64>>,
     handles: OnceLock<Vec<BufferHandle>>,
-}
-
-impl PartialEq for TileGrid {
-    /// The materialized arrays are caches: equal grids are equal whatever was asked of
-    /// them.
-    fn eq(&self, o: &TileGrid) -> bool {
-        self.layout == o.layout
-            && self.template == o.template
-            && self.axes == o.axes
-            && self.cuts == o.cuts
-            && self.sizes == o.sizes
-    }
 }
 
 impl TileGrid {
@@ -103,19 +92,6 @@ impl TileGrid {
         self.sizes.get(k).map(|&s| self.template.with_size(s))
     }
 
-    /// Cell `c`'s start and length on axis `ax`.
-    #[inline]
-    fn span(&self, ax: &GridAxis, c: u64) -> (u64, u64) {
-        if ax.step != 0 {
-            // Cells lie inside the extent by construction (checked when decoded).
-            let o = c * ax.step;
-            (o, ax.step.min(ax.extent - o))
-        } else {
-            let i = ax.cuts_start as usize + c as usize;
-            (self.cuts[i], self.cuts[i + 1] - self.cuts[i])
-        }
-    }
-
     /// Region `k`'s global origin and extent into `origin[..rank]` and `shape[..rank]`.
     #[inline]
     pub(crate) fn region_box(&self, k: u32, origin: &mut [u64], shape: &mut [u64]) {
@@ -123,7 +99,7 @@ impl TileGrid {
         for (a, ax) in self.axes.iter().enumerate().rev() {
             let c = rest % ax.cells;
             rest /= ax.cells;
-            (origin[a], shape[a]) = self.span(ax, c);
+            (origin[a], shape[a]) = ax.span(&self.cuts, c);
         }
     }
 
@@ -138,7 +114,7 @@ impl TileGrid {
         if index.len() != rank || rank > 8 {
             return None;
         }
-        let mut local = [0u64; 8];
+        let mut lo = [0u64; 8];
         let mut ext = [0u64; 8];
         let mut cell = 0u64;
         for (a, (ax, &x)) in self.axes.iter().zip(index).enumerate() {
@@ -147,20 +123,10 @@ impl TileGrid {
             }
             let c = axis_cell(ax, &self.cuts, x);
             cell = cell * ax.cells + c;
-            let (o, s) = self.span(ax, c);
-            (local[a], ext[a]) = (x - o, s);
+            (lo[a], ext[a]) = ax.span(&self.cuts, c);
         }
-        // The position fits: the tile's element count was checked when decoded.
-        let mut pos = 0u64;
-        if matches!(self.layout, Layout::RowMajor) {
-            for a in 0..rank {
-                pos = pos * ext[a] + local[a];
-            }
-        } else {
-            for a in (0..rank).rev() {
-                pos = pos * ext[a] + local[a];
-            }
-        }
+        let row_major = matches!(self.layout, Layout::RowMajor);
+        let pos = tile_position(row_major, index, &lo[..rank], &ext[..rank])?;
         Some((cell as u32, pos))
     }
 
@@ -171,7 +137,7 @@ impl TileGrid {
         for (a, ax) in self.axes.iter().enumerate().rev() {
             let c = rest % ax.cells;
             rest /= ax.cells;
-            local[a] = index[a] - self.span(ax, c).0;
+            local[a] = index[a] - ax.span(&self.cuts, c).0;
         }
     }
 

@@ -34,6 +34,19 @@ impl GridAxis {
             div: StepDiv::new(step),
         }
     }
+
+    /// Cell `k`'s start (relative to `base`) and length on this axis; `cuts` holds the
+    /// cut points of rectilinear axes. Cells lie inside the extent by construction.
+    #[inline]
+    pub(crate) fn span(&self, cuts: &[u64], k: u64) -> (u64, u64) {
+        if self.step != 0 {
+            let start = k * self.step;
+            (start, self.step.min(self.extent - start))
+        } else {
+            let c = self.cuts_start as usize + k as usize;
+            (cuts[c], cuts[c + 1] - cuts[c])
+        }
+    }
 }
 
 impl LevelIndex {

@@ -307,13 +307,7 @@ impl LevelIndex {
                 return None;
             }
             cell = cell * ax.cells + k;
-            let (start, len) = if ax.step != 0 {
-                let start = k * ax.step;
-                (start, ax.step.min(ax.extent - start))
-            } else {
-                let c = ax.cuts_start as usize + k as usize;
-                (cuts[c], cuts[c + 1] - cuts[c])
-            };
+            let (start, len) = ax.span(cuts, k);
             *lo = ax.base + start;
             *ext = len;
         }
