@@ -161,6 +161,8 @@ impl Descriptor {
                 lo.copy_from_slice(boxes.origin(r));
                 ext.copy_from_slice(boxes.shape(r));
             }
+            // `tile_position` at rank 2, written out: the generic one cost this loop 66
+            // more instructions per index (545 against 479, callgrind).
             let (l0, l1) = (p[0].checked_sub(lo[0])?, p[1].checked_sub(lo[1])?);
             let pos = if u.row_major {
                 l0.checked_mul(ext[1])?.checked_add(l1)?
