@@ -432,9 +432,10 @@ impl Directory {
     }
 
     /// [`locate`](Self::locate) and the bucket entries and list elements it examines
-    /// (`None` when no lists were built).
+    /// (`None` when no lists were built). `p` must lie in the enclosing box.
     pub(super) fn find_counting(&self, p: &[u64]) -> Option<(Option<u32>, u64)> {
-        let v = *self.entry.get(self.bucket_of(p)?)?;
+        let bp = self.bucket_point(p)?;
+        let v = *self.entry.get(bp.cell)?;
         let n = if v & Directory::LIST != 0 {
             self.lists
                 .get((v & !Directory::LIST) as usize)
@@ -443,7 +444,7 @@ impl Directory {
         } else {
             0
         };
-        let r = self.locate(p, &mut [], &mut [])?.map(|(r, _)| r);
+        let r = self.resolve(&bp, &mut [], &mut []).map(|(r, _)| r);
         Some((r, 1 + u64::from(n)))
     }
 
