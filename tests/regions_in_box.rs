@@ -148,12 +148,25 @@ fn irregular_partitions_agree_with_brute_force() {
         ratio < 150.0,
         "random splits: {ratio} visits per region reported"
     );
+    // The walls in both list forms: as built, bucket steps and extents stay below 2^15
+    // (narrow elements); scaled by 4096 on axis 0 they do not (wide ones).
     let (b, e) = walls(150, 1200, 3);
-    let (ratio, kind) = check_probe("walls", &b, e, 300);
-    assert_eq!(kind, "buckets");
-    // A bucket holds about 8 regions: each bucket met costs its entry and list.
-    assert!(ratio < 80.0, "walls: {ratio} visits per region reported");
-    println!("walls: {kind}, at most {ratio:.1} visits per region reported (+1)");
+    let wide: Boxes = b
+        .iter()
+        .map(|&(o, s)| ([o[0] * 4096, o[1]], [s[0] * 4096, s[1]]))
+        .collect();
+    for (name, b, e, narrow) in [
+        ("walls", b, e, true),
+        ("wide walls", wide, [e[0] * 4096, e[1]], false),
+    ] {
+        let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
+        assert_eq!(probe.narrow_lists(), narrow, "{name}");
+        let (ratio, kind) = check_probe(name, &b, e, 300);
+        assert_eq!(kind, "buckets");
+        // A bucket holds about 8 regions: each bucket met costs its entry and list.
+        assert!(ratio < 80.0, "{name}: {ratio} visits per region reported");
+        println!("{name}: {kind}, at most {ratio:.1} visits per region reported (+1)");
+    }
     for (name, (b, e)) in adversarial() {
         let probe = LevelIndexProbe::build(coords(&b), 2, &e).unwrap();
         let items = probe.heap_bytes() as f64;

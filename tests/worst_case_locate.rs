@@ -241,24 +241,91 @@ fn batch_equals_single_locates(
     out
 }
 
+/// Both list forms: 20,000 regions of a 2^20 square have bucket steps and extents below
+/// 2^15 (narrow elements), 2,000 have steps of about 70,000 (wide ones).
 #[test]
 fn batched_locate_on_bucket_lists_equals_single_locates() {
-    let (boxes, extent) = balanced_splits(20_000, 11);
-    let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
-    assert_eq!(probe.kind(), "buckets");
-    let d = decode(&descriptor(&boxes, extent), Mode::Strict).expect("decodes");
-    let mut seed = 5u64;
-    let mut points: Vec<[u64; 2]> = (0..5_000)
-        .map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]])
-        .collect();
-    for (o, s) in boxes.iter().take(2_000) {
-        points.push(*o);
-        points.push([o[0] + s[0] - 1, o[1] + s[1] - 1]);
+    for (n, narrow) in [(20_000, true), (2_000, false)] {
+        let (boxes, extent) = balanced_splits(n, 11);
+        let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
+        assert_eq!(probe.kind(), "buckets");
+        assert_eq!(probe.narrow_lists(), narrow, "{n} regions");
+        let d = decode(&descriptor(&boxes, extent), Mode::Strict).expect("decodes");
+        let mut seed = 5u64;
+        let mut points: Vec<[u64; 2]> = (0..5_000)
+            .map(|_| [next(&mut seed) % extent[0], next(&mut seed) % extent[1]])
+            .collect();
+        for (o, s) in boxes.iter().take(2_000) {
+            points.push(*o);
+            points.push([o[0] + s[0] - 1, o[1] + s[1] - 1]);
+        }
+        for k in [1usize, 7, 8, 15, 16, 17, 33, points.len()] {
+            let out = batch_equals_single_locates(&d, &points[..k]);
+            for (p, got) in points[..k].iter().zip(&out) {
+                assert_eq!(Some(got.region), brute(&boxes, *p), "point {p:?}");
+            }
+        }
     }
-    for n in [1usize, 7, 8, 15, 16, 17, 33, points.len()] {
-        let out = batch_equals_single_locates(&d, &points[..n]);
-        for (p, got) in points[..n].iter().zip(&out) {
-            assert_eq!(Some(got.region), brute(&boxes, *p), "point {p:?}");
+}
+
+/// Narrow list elements at their limits. A rank-2 level of 8 rows of 64 regions over
+/// 8 × 8 buckets, the buckets exactly 2^15 elements long on axis 0: regions of extent
+/// 2^15 there, one starting 2^15 - 1 before a bucket's corner (rows alternate the order
+/// of their regions, so the level is no grid). One element more on either (regions of
+/// 2^15 + 1, or buckets of 2^15 + 1) gives wide elements. Every region's first and last
+/// element, and every bucket corner with its neighbours, is located as brute force
+/// says, in both forms.
+#[test]
+fn narrow_bucket_lists_at_their_limits() {
+    let limit = 1u64 << 15;
+    for (big, extent, narrow) in [
+        (limit, 8 * limit, true),
+        (limit + 1, 8 * limit, false),
+        (limit - 1, 8 * (limit + 1), false),
+    ] {
+        // Region 0 is one element, region 1 (extent `big`) starts right after it, so it
+        // starts 2^15 - 1 before bucket 1 when the buckets are 2^15 long.
+        let small = (extent - 1 - 7 * big) / 56;
+        let mut sizes: Vec<u64> = (0..64)
+            .map(|i| match i {
+                0 => 1,
+                1 => big,
+                i if i % 9 == 0 => big,
+                _ => small,
+            })
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        *sizes.last_mut().unwrap() += extent - total;
+        let mut boxes: Boxes = Vec::new();
+        for row in 0..8u64 {
+            let mut at = 0u64;
+            let order: Vec<u64> = if row % 2 == 0 {
+                sizes.clone()
+            } else {
+                sizes.iter().rev().copied().collect()
+            };
+            for s in order {
+                boxes.push(([at, row], [s, 1]));
+                at += s;
+            }
+            assert_eq!(at, extent);
+        }
+        let ext = [extent, 8];
+        let probe = LevelIndexProbe::build(coords(&boxes), 2, &ext).expect("valid");
+        assert_eq!(probe.kind(), "buckets", "extent {extent}, big {big}");
+        assert_eq!(probe.narrow_lists(), narrow, "extent {extent}, big {big}");
+        let step = extent / 8;
+        let mut points: Vec<[u64; 2]> = boxes
+            .iter()
+            .flat_map(|(o, s)| [*o, [o[0] + s[0] - 1, o[1]]])
+            .collect();
+        for row in 0..8 {
+            for k in 1..8 {
+                points.extend([k * step - 1, k * step, k * step + 1].map(|x| [x, row]));
+            }
+        }
+        for p in points {
+            assert_eq!(probe.locate(&p), brute(&boxes, p), "point {p:?}, big {big}");
         }
     }
 }
@@ -288,13 +355,16 @@ fn batched_locate_on_column_major_tiles_and_a_bad_index() {
 /// grown by one element onto its neighbours is reported, named in the detail.
 #[test]
 fn bucket_lists_report_an_overlap_and_name_the_region() {
-    let (boxes, extent) = balanced_splits(20_000, 3);
-    assert_eq!(
-        LevelIndexProbe::build(coords(&boxes), 2, &extent)
-            .expect("valid")
-            .kind(),
-        "buckets"
-    );
+    for (n, narrow) in [(20_000, true), (2_000, false)] {
+        bucket_lists_report_an_overlap(n, narrow);
+    }
+}
+
+fn bucket_lists_report_an_overlap(n: usize, narrow: bool) {
+    let (boxes, extent) = balanced_splits(n, 3);
+    let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
+    assert_eq!(probe.kind(), "buckets");
+    assert_eq!(probe.narrow_lists(), narrow, "{n} regions");
     let mut seed = 17u64;
     let mut tried = 0;
     while tried < 40 {

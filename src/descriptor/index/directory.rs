@@ -26,10 +26,16 @@ pub(crate) struct Directory {
     /// offset of its list in `lists`. Empty when lists are not built.
     pub(super) entry: Vec<u32>,
     /// Per listed bucket: the count, then per region its id and, per axis, its whole
-    /// box relative to the bucket's low corner — the origin as an `i32` (a region may
-    /// start before the bucket) and the extent as a `u32` — so a hit also gives the
-    /// region's box without reading the region arena.
+    /// box relative to the bucket's low corner — so a hit also gives the region's box
+    /// without reading the region arena. Wide elements hold, per axis, the origin as an
+    /// `i32` (a region may start before the bucket) and the extent as a `u32`; narrow
+    /// ones (see [`narrow`](Self::narrow)) pack both into one word.
     pub(super) lists: Vec<u32>,
+    /// Whether list elements are narrow: one word per axis, the relative origin as an
+    /// `i16` in the low half and the extent as a `u16` in the high half. Chosen when every
+    /// bucket step and every region extent is at most 2^15, which keeps every relative
+    /// origin within `(-2^15, 2^15)`: 12 bytes per rank-2 element instead of 20.
+    pub(super) narrow: bool,
     /// Division by `step[a]`, by a multiply (the query paths divide once per axis).
     div: [StepDiv; 4],
 }
@@ -57,6 +63,7 @@ impl Directory {
             cells: Vec::new(),
             entry: Vec::new(),
             lists: Vec::new(),
+            narrow: false,
             div: [StepDiv::new(1); 4],
         }
     }
@@ -115,6 +122,7 @@ impl Directory {
         }
         let rank = extent.len();
         let ew = d.element_words();
+        let narrow = d.narrow;
         // Per list, the members' spans clipped to the bucket (two members overlap inside
         // it exactly when their clipped spans do), per axis side by side as i32 (a bucket
         // step is below 2^31), so that the pair test runs branch-free over all later
@@ -130,7 +138,7 @@ impl Directory {
             let list = &d.lists[at + 1..at + 1 + n * ew];
             for (k, e) in list.chunks_exact(ew).enumerate() {
                 for a in 0..rank {
-                    let (l, h) = element_span(e, a);
+                    let (l, h) = element_span(e, a, narrow);
                     // 0 <= clipped <= step < 2^31.
                     lo[a][k] = l.max(0) as i32;
                     hi[a][k] = h.min(d.step[a] as i64) as i32;
@@ -154,9 +162,10 @@ impl Directory {
         !self.entry.is_empty()
     }
 
-    /// U64Array per list element: the id, then two words per axis (see [`element_span`]).
+    /// Words per list element: the id, then one word per axis when
+    /// [`narrow`](Self::narrow), else two (see [`element_span`]).
     pub(super) fn element_words(&self) -> usize {
-        1 + 2 * self.step.len()
+        1 + if self.narrow { 1 } else { 2 } * self.step.len()
     }
 
     /// Build the bucket entries and lists; false (nothing built) when the lists would be
@@ -167,15 +176,17 @@ impl Directory {
     /// 2^31 or more (relative origins are `i32`).
     pub(super) fn build_lists(&mut self, b: Boxes<'_>, children: &[u32], max_bytes: usize) -> bool {
         let rank = self.step.len();
-        let small = |v: u64| v <= i32::MAX as u64;
-        if !self.step.iter().all(|&s| small(s))
-            || children.iter().any(|&r| r & Directory::LIST != 0)
-            || !children
-                .iter()
-                .all(|&r| b.shape(r).iter().all(|&e| small(e)))
-        {
+        // The largest bucket step or region extent decides the element form: narrow
+        // when it is at most 2^15 (see `narrow`), none at 2^31 or more.
+        let widest = children
+            .iter()
+            .flat_map(|&r| b.shape(r))
+            .chain(&self.step)
+            .fold(0u64, |m, &v| m.max(v));
+        if widest > i32::MAX as u64 || children.iter().any(|&r| r & Directory::LIST != 0) {
             return false;
         }
+        self.narrow = widest <= 1 << 15;
         let div = self.div;
         // At most 8 memberships per region, and lists (one element per membership, plus
         // an entry and a count word per bucket) within the byte budget.
@@ -234,8 +245,14 @@ impl Directory {
                     // the corner and before the corner's next bucket (step < 2^31).
                     let blo = self.base[a] + idx[a] * self.step[a];
                     let rel = (b.lo(r, a) as i64).wrapping_sub(blo as i64);
-                    lists[e + 1 + 2 * a] = rel as i32 as u32;
-                    lists[e + 2 + 2 * a] = b.shape(r)[a] as u32;
+                    let ext = b.shape(r)[a] as u32;
+                    if self.narrow {
+                        // |rel| < 2^15 and ext <= 2^15 (see `narrow`).
+                        lists[e + 1 + a] = u32::from(rel as i16 as u16) | ext << 16;
+                    } else {
+                        lists[e + 1 + 2 * a] = rel as i32 as u32;
+                        lists[e + 2 + 2 * a] = ext;
+                    }
                 }
             });
         }
@@ -353,15 +370,19 @@ impl Directory {
         let ew = self.element_words();
         let list = self.lists.get(at + 1..at + 1 + n * ew)?;
         // The regions are disjoint: the first element containing the point is the one.
-        let i = match rank {
-            1 => element_at::<1>(list, &bp.rel),
-            2 => element_at::<2>(list, &bp.rel),
-            3 => element_at::<3>(list, &bp.rel),
-            _ => element_at::<4>(list, &bp.rel),
+        let i = match (rank, self.narrow) {
+            (1, false) => element_at::<1, 2>(list, &bp.rel),
+            (2, false) => element_at::<2, 2>(list, &bp.rel),
+            (3, false) => element_at::<3, 2>(list, &bp.rel),
+            (_, false) => element_at::<4, 2>(list, &bp.rel),
+            (1, true) => element_at::<1, 1>(list, &bp.rel),
+            (2, true) => element_at::<2, 1>(list, &bp.rel),
+            (3, true) => element_at::<3, 1>(list, &bp.rel),
+            (_, true) => element_at::<4, 1>(list, &bp.rel),
         }?;
         let e = list.get(i..i + ew)?;
         for a in 0..rank.min(lo.len()).min(ext.len()) {
-            let (l, h) = element_span(e, a);
+            let (l, h) = element_span(e, a, self.narrow);
             lo[a] = bp.corner[a].wrapping_add_signed(l);
             ext[a] = (h - l) as u64;
         }
@@ -520,18 +541,24 @@ fn first_overlap<const R: usize>(
     None
 }
 
-/// The start (in words) of the first element of bucket list `list` (rank `R`) containing
-/// the point `rel` (relative to the bucket's low corner), if any: one subtraction and one
-/// unsigned comparison per axis (`rel - lo` wraps to a huge value below the element).
+/// The start (in words) of the first element of bucket list `list` (rank `R`, `W` words
+/// per axis: 1 when narrow) containing the point `rel` (relative to the bucket's low
+/// corner), if any: one subtraction and one unsigned comparison per axis (`rel - lo`
+/// wraps to a huge value below the element).
 #[inline(always)]
-fn element_at<const R: usize>(list: &[u32], rel: &[i64; 4]) -> Option<usize> {
-    let ew = 1 + 2 * R;
+fn element_at<const R: usize, const W: usize>(list: &[u32], rel: &[i64; 4]) -> Option<usize> {
+    let ew = 1 + W * R;
     let mut i = 0;
     while let Some(e) = list.get(i..i + ew) {
         let mut inside = true;
         for a in 0..R {
-            let lo = i64::from(e[1 + 2 * a] as i32);
-            inside &= ((rel[a] - lo) as u64) < u64::from(e[2 + 2 * a]);
+            let (lo, ext) = if W == 1 {
+                let w = e[1 + a];
+                (i64::from(w as u16 as i16), u64::from(w >> 16))
+            } else {
+                (i64::from(e[1 + 2 * a] as i32), u64::from(e[2 + 2 * a]))
+            };
+            inside &= ((rel[a] - lo) as u64) < ext;
         }
         if inside {
             return Some(i);
@@ -543,11 +570,17 @@ fn element_at<const R: usize>(list: &[u32], rel: &[i64; 4]) -> Option<usize> {
 
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
 /// corner: the origin is stored as an `i32` (a region may start before the bucket), the
-/// extent as a `u32`.
+/// extent as a `u32`, or both in one word when `narrow` (see [`Directory::narrow`]).
 #[inline]
-pub(super) fn element_span(e: &[u32], a: usize) -> (i64, i64) {
-    let lo = i64::from(e[1 + 2 * a] as i32);
-    (lo, lo + i64::from(e[2 + 2 * a]))
+pub(super) fn element_span(e: &[u32], a: usize, narrow: bool) -> (i64, i64) {
+    if narrow {
+        let w = e[1 + a];
+        let lo = i64::from(w as u16 as i16);
+        (lo, lo + i64::from(w >> 16))
+    } else {
+        let lo = i64::from(e[1 + 2 * a] as i32);
+        (lo, lo + i64::from(e[2 + 2 * a]))
+    }
 }
 
 impl Directory {
@@ -604,7 +637,7 @@ impl Directory {
                         let mut mine = true;
                         for a in 0..rank {
                             let corner = self.base[a] + idx[a] * self.step[a];
-                            let (l, h) = element_span(e, a);
+                            let (l, h) = element_span(e, a, self.narrow);
                             let r_lo = corner.wrapping_add_signed(l);
                             let r_hi = corner.wrapping_add_signed(h);
                             if r_lo >= hi[a] || r_hi <= lo[a] {

@@ -569,6 +569,12 @@ impl LevelIndexProbe {
         self.index.heap_bytes()
     }
 
+    /// Whether the bucket lists hold narrow elements (one word per axis; see the
+    /// decisions on the level index). False when there are no lists.
+    pub fn narrow_lists(&self) -> bool {
+        matches!(&self.index, LevelIndex::Tree { directory, .. } if directory.has_lists() && directory.narrow)
+    }
+
     /// Which index kind answers queries: "grid", "buckets" or "split tree".
     pub fn kind(&self) -> &'static str {
         match &self.index {
