@@ -200,8 +200,9 @@ fn scaling(small: bool) {
                 ([side * 16, side * 16], b)
             }),
             ("irregular", {
+                // The main run's density at every size: regions of about 1024 × 1024.
                 let mut rng = Rng(0x9E3779B97F4A7C15 ^ n as u64);
-                let ext = [1u64 << 24, 1u64 << 24];
+                let ext = [1024 * side, 1024 * side];
                 (ext, irregular(ext, n, &mut rng))
             }),
         ];

@@ -385,3 +385,38 @@ fn bucket_lists_report_an_overlap(n: usize, narrow: bool) {
         );
     }
 }
+/// A point query in bucket lists reads its bucket entry and, on the benchmark-shaped
+/// partition (balanced splits, about 8 regions per bucket), 2.5 cache lines of its list
+/// on average with narrow elements, 3.6 with wide ones (counted at the lists' real
+/// addresses over 20,000 random points); never more than a whole list of
+/// `MAX_LIST` = 64 elements spans.
+#[test]
+fn bucket_list_queries_read_two_or_three_cache_lines() {
+    for (n, narrow, mean_at_most) in [
+        (20_000usize, true, 2.6),
+        (200_000, true, 2.6),
+        (2_000, false, 3.8),
+    ] {
+        let (boxes, extent) = balanced_splits(n, 11);
+        let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
+        assert_eq!(probe.narrow_lists(), narrow, "{n} regions");
+        // Count word and 64 elements of 3 (narrow) or 5 (wide) words, from any offset.
+        let words = 1 + 64 * if narrow { 3 } else { 5 };
+        let most = (4 * words as u64).div_ceil(64) + 1;
+        let mut seed = 5u64;
+        let queries = 20_000;
+        let mut sum = 0;
+        for _ in 0..queries {
+            let p = [next(&mut seed) % extent[0], next(&mut seed) % extent[1]];
+            let lines = probe.list_lines_read(&p).expect("bucket lists");
+            assert!(lines <= most, "{lines} lines for {p:?}");
+            sum += lines;
+        }
+        let mean = sum as f64 / queries as f64;
+        println!("{n} regions, narrow {narrow}: {mean:.2} list lines per query");
+        assert!(
+            mean <= mean_at_most,
+            "{n} regions: {mean:.2} lines per query"
+        );
+    }
+}

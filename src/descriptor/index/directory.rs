@@ -7,7 +7,8 @@ use super::*;
 /// Set by the decode memory bound (docs/security.md: 2.5 bytes kept per wire byte): an
 /// opaque rank-2 region is 40 wire bytes and keeps 72 bytes of record and coordinates
 /// (1.8x), so the lists may add 0.625x; a realistic irregular partition of dense regions
-/// needs about 0.58x (1M recursive random splits: 38 MB of lists for 65 MB).
+/// needs about 0.58x with wide elements (1M recursive random splits: 38 MB of lists for
+/// 65 MB) and 0.35x with narrow ones (23 MB; see [`Directory::narrow`]).
 pub(crate) fn list_budget(wire_bytes: usize) -> usize {
     wire_bytes / 8 * 5
 }
@@ -467,6 +468,32 @@ impl Directory {
         };
         let r = self.resolve(&bp, &mut [], &mut []).map(|(r, _)| r);
         Some((r, 1 + u64::from(n)))
+    }
+
+    /// The 64-byte cache lines of the bucket lists a point query for `p` reads: from
+    /// its list's count word to the end of the element holding `p` (0 for a bucket
+    /// inside one region, which has no list). `None` when no lists were built. Counted
+    /// at the lists' real addresses, so the allocation's alignment is included.
+    pub(super) fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
+        let bp = self.bucket_point(p)?;
+        let v = *self.entry.get(bp.cell)?;
+        if v & Directory::LIST == 0 {
+            return Some(0);
+        }
+        let at = (v & !Directory::LIST) as usize;
+        let n = self.lists.get(at).copied().unwrap_or(0) as usize;
+        let ew = self.element_words();
+        let list = self.lists.get(at + 1..at + 1 + n * ew)?;
+        let i = (0..n).find(|&k| {
+            let e = &list[k * ew..(k + 1) * ew];
+            (0..self.step.len()).all(|a| {
+                let (l, h) = element_span(e, a, self.narrow);
+                (l..h).contains(&bp.rel[a])
+            })
+        })?;
+        let start = self.lists.as_ptr() as usize + 4 * at;
+        let end = start + 4 * (1 + (i + 1) * ew);
+        Some(((end - 1) / 64 - start / 64 + 1) as u64)
     }
 
     /// The bucket holding `p` (which must lie in the enclosing box; `None` otherwise or

@@ -569,6 +569,16 @@ impl LevelIndexProbe {
         self.index.heap_bytes()
     }
 
+    /// For bucket lists: the 64-byte cache lines of the lists the point query for `p`
+    /// reads (besides its bucket entry), from the list's start to the element holding
+    /// `p`; 0 for a bucket inside one region. `None` without lists.
+    pub fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
+        match &self.index {
+            LevelIndex::Tree { directory, .. } => directory.list_lines_read(p),
+            LevelIndex::Grid { .. } => None,
+        }
+    }
+
     /// Whether the bucket lists hold narrow elements (one word per axis; see the
     /// decisions on the level index). False when there are no lists.
     pub fn narrow_lists(&self) -> bool {
