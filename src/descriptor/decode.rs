@@ -32,9 +32,6 @@ pub(super) struct Decoder {
     sizes: Vec<u64>,
     /// Whether a top-level tile grid may be held without records.
     recordless: bool,
-    /// Records, coordinates and handles a rectilinear tile grid no longer needs (their
-    /// room goes back to the storage).
-    spare: Option<(Vec<Node>, Vec<u64>, SmallVec<BufferHandle, 3>)>,
 }
 
 /// A level index's error (overlap, gap), placed at the level's `region_count` (byte
@@ -195,7 +192,6 @@ impl Decoder {
             max_regions: bytes.len() / (16 * rank + 8),
             sizes: std::mem::take(&mut storage.sizes),
             recordless: !storage.records_only,
-            spare: None,
             d: Descriptor {
                 version_minor: minor,
                 element_type: et,
@@ -229,16 +225,10 @@ impl Decoder {
                     dec.d.record_buffers.shrink_to_fit();
                 }
                 storage.keep_sizes(dec.sizes);
-                if let Some(spare) = dec.spare {
-                    storage.keep_records(spare);
-                }
                 Ok(dec.d)
             }
             Err(e) => {
                 storage.keep_sizes(dec.sizes);
-                if let Some(spare) = dec.spare {
-                    storage.keep_records(spare);
-                }
                 storage.recycle(dec.d);
                 Err(e)
             }

@@ -35,15 +35,6 @@ impl Storage {
         keep(&mut self.arena.small, d.arena.small);
     }
 
-    /// Keep the room of records, coordinates and handles a decode no longer needed.
-    pub(crate) fn keep_records(&mut self, spare: (Vec<Node>, Vec<u64>, SmallVec<BufferHandle, 3>)) {
-        keep(&mut self.regions, spare.0);
-        keep(&mut self.coords, spare.1);
-        if let SmallVec::Heap(v) = spare.2 {
-            keep(&mut self.buffers, v);
-        }
-    }
-
     /// Keep `v` as the room for sizes if it is larger than what is kept.
     pub(crate) fn keep_sizes(&mut self, v: Vec<u64>) {
         keep(&mut self.sizes, v);

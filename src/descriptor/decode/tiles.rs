@@ -115,7 +115,6 @@ impl Decoder {
                     first,
                 );
                 self.d.indexes.push(index);
-                self.hold_without_records(level, count);
                 Ok(Layout::Subpaving {
                     count,
                     end: count + first,
@@ -124,53 +123,6 @@ impl Decoder {
             }
             Err(e) => Err(level_error(e, at, level, parent.map(Idx::get))),
         })
-    }
-
-    /// After a top-level level of plain tiles was decoded into records and indexed: when
-    /// the index is a grid in cell order (a rectilinear one: a uniform grid in cell order
-    /// never reaches this) and every handle equals the first but for its size, hold the
-    /// level as a [`TileGrid`] and give the records back (their room is kept for a
-    /// [`DecodeCache`]).
-    fn hold_without_records(&mut self, level: u8, count: u32) {
-        if !self.recordless || level != 1 || self.d.records.len() != count as usize {
-            return;
-        }
-        let Some(LevelIndex::Grid {
-            axes,
-            cuts,
-            cells,
-            first: 0,
-            ..
-        }) = self.d.indexes.last()
-        else {
-            return;
-        };
-        let Some(&first) = self.d.record_buffers.first() else {
-            return;
-        };
-        if !cells.is_empty()
-            || self.d.record_buffers.len() != count as usize
-            || self
-                .d
-                .record_buffers
-                .iter()
-                .any(|h| *h != first.with_size(h.size_bytes))
-        {
-            return;
-        }
-        let mut sizes = std::mem::take(&mut self.sizes);
-        sizes.clear();
-        sizes.reserve_exact(count as usize);
-        crate::mem::advise_huge_pages(&sizes);
-        sizes.extend(self.d.record_buffers.iter().map(|h| h.size_bytes));
-        let layout = self.d.records[0].layout;
-        let grid = TileGrid::new(layout, first, axes.clone(), cuts.clone(), sizes);
-        self.d.tiles = Some(Box::new(grid));
-        self.spare = Some((
-            std::mem::take(&mut self.d.records),
-            std::mem::take(&mut self.d.record_coords),
-            std::mem::take(&mut self.d.record_buffers),
-        ));
     }
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
@@ -288,29 +240,144 @@ impl Decoder {
         let mut sizes = std::mem::take(&mut self.sizes);
         sizes.clear();
         let zero = [0u64; MAX_RANK];
-        match self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes) {
-            Some((layout, grid)) => {
-                let (template, row_major, axes) = grid?;
-                let tile = if row_major {
-                    Layout::RowMajor
-                } else {
-                    Layout::ColMajor
-                };
-                self.d.tiles = Some(Box::new(TileGrid::new(
-                    tile,
-                    template,
-                    axes,
-                    Vec::new(),
-                    sizes,
-                )));
-                Some(layout)
+        if let Some((layout, grid)) =
+            self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes)
+        {
+            let (template, row_major, axes) = grid?;
+            let tile = if row_major {
+                Layout::RowMajor
+            } else {
+                Layout::ColMajor
+            };
+            self.d.tiles = Some(Box::new(TileGrid::new(
+                tile,
+                template,
+                axes,
+                Vec::new(),
+                sizes,
+            )));
+            return Some(layout);
+        }
+        *r = start.clone();
+        sizes.clear();
+        if let Some(grid) = self.rectilinear_pass(r, extent, count, &mut sizes) {
+            let (tile, template, axes, cuts) = grid;
+            // The index the records decode builds for this level (`rectilinear_grid`,
+            // regions in cell order, uniform tiles).
+            let mut index = LevelIndex::grid(axes.clone(), cuts.clone(), Vec::new(), 0);
+            index.set_uniform(
+                UniformTiles {
+                    row_major: matches!(tile, Layout::RowMajor),
+                    first_buffer: 0,
+                },
+                0,
+            );
+            self.d.indexes.push(index);
+            self.d.tiles = Some(Box::new(TileGrid::new(tile, template, axes, cuts, sizes)));
+            return Some(Layout::Subpaving {
+                count,
+                end: count,
+                index: (self.d.indexes.len() - 1) as u32,
+            });
+        }
+        self.sizes = sizes;
+        *r = start;
+        None
+    }
+
+    /// A rectilinear grid of plain tiles in row-major cell order, held without records:
+    /// the cut points of every axis are learnt from the tiles as they come, and every
+    /// later tile must fit them. Region 0 starts at the origin; along each axis the
+    /// tiles continue, each starting where the one before it ended, until one ends at
+    /// the extent, then the next axis up advances (an odometer whose wrap is the
+    /// extent). A cut point is learnt only while every axis before it is at its first
+    /// cell (the first time any tile reaches it); after that each tile must start and
+    /// end on known cut points. When the last tile wraps the odometer past axis 0 the
+    /// tiles are exactly the grid's cells, each once: an exact partition. Tile records
+    /// are checked as [`tiles_pass`](Self::tiles_pass) checks them, and every handle
+    /// must equal the first but for its size. Returns the tile layout, the template
+    /// handle, the axes and the cut points, with each tile's `size_bytes` in `sizes`;
+    /// `None` at the first tile that is anything else, or when the tiles end before
+    /// the grid does or go on after it (the caller then decodes the level with records,
+    /// which reports what is wrong). Memory: `sizes` holds `count` words and the cut
+    /// points at most `count + rank`, each bought by a record of the input.
+    #[allow(clippy::type_complexity)]
+    fn rectilinear_pass(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        count: u32,
+        sizes: &mut Vec<u64>,
+    ) -> Option<(Layout, BufferHandle, Vec<GridAxis>, Vec<u64>)> {
+        let rank = self.rank;
+        let prefix = 16 * rank + 8;
+        let rec_len = prefix + TILE_BODY;
+        let first_rec = r.clone().record(rec_len)?;
+        let tag0 = first_rec.u8_at(16 * rank)?;
+        let layout = match tag0 {
+            tag::ROW_MAJOR => Layout::RowMajor,
+            tag::COL_MAJOR => Layout::ColMajor,
+            _ => return None,
+        };
+        let first_handle =
+            BufferHandle::from_bytes(first_rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
+        sizes.reserve_exact(count as usize);
+        crate::mem::advise_huge_pages(sizes);
+        // Per axis, the cut points learnt so far (local coordinates), starting at 0.
+        let mut cuts: Vec<Vec<u64>> = vec![vec![0]; rank];
+        let mut cell = [0usize; MAX_RANK];
+        let mut shape = [0u64; MAX_RANK];
+        let mut wrapped = false;
+        for _ in 0..count {
+            if wrapped {
+                return None;
             }
-            None => {
-                self.sizes = sizes;
-                *r = start;
-                None
+            let rec = r.record(rec_len)?;
+            for (a, c) in cuts.iter_mut().enumerate() {
+                let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
+                let k = cell[a];
+                let end = o.checked_add(s)?;
+                if o != c[k] || s == 0 || end > extent[a] {
+                    return None;
+                }
+                match c.get(k + 1) {
+                    Some(&known) if known != end => return None,
+                    Some(_) => {}
+                    None => c.push(end),
+                }
+                shape[a] = s;
+            }
+            let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+            let need = self
+                .et
+                .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
+            if h.size_bytes < need || h != first_handle.with_size(h.size_bytes) {
+                return None;
+            }
+            sizes.push(h.size_bytes);
+            // The next cell: along the last axis until a tile ends at the extent.
+            wrapped = true;
+            for a in (0..rank).rev() {
+                cell[a] += 1;
+                if cuts[a][cell[a]] < extent[a] {
+                    wrapped = false;
+                    break;
+                }
+                cell[a] = 0;
             }
         }
+        if !wrapped {
+            return None;
+        }
+        let mut axes = Vec::with_capacity(rank);
+        let mut all = Vec::with_capacity(cuts.iter().map(Vec::len).sum());
+        for (a, c) in cuts.iter().enumerate() {
+            let start = u32::try_from(all.len()).ok()?;
+            axes.push(GridAxis::new(0, extent[a], 0, start, c.len() as u64 - 1));
+            all.extend_from_slice(c);
+        }
+        Some((layout, first_handle, axes, all))
     }
 
     /// A grid of plain tiles in cell order (see the module documentation). With
