@@ -412,3 +412,79 @@ fn bucket_lists_skip_the_inside_of_a_huge_region() {
         );
     }
 }
+
+/// Rank 3, bucket lists under one huge region: half of a 64³ cube is one region, the
+/// other half is cut into 2 × 2 × 8 bricks staggered along axis 2 column by column (no
+/// grid). Box queries agree with brute force; a box inside the huge region costs one
+/// bucket (the scan skips every bucket that lies inside a region met, along as many axes
+/// as the box allows: one or two per bucket row before); and a box across both halves
+/// pays for the huge half one bucket more than for its other half alone.
+#[test]
+fn rank_three_bucket_scans_skip_the_inside_of_a_huge_region() {
+    type Box3 = ([u64; 3], [u64; 3]);
+    let side = 64u64;
+    let half = side / 2;
+    let mut boxes: Vec<Box3> = vec![([0, 0, 0], [half, side, side])];
+    for x in (half..side).step_by(2) {
+        for y in (0..side).step_by(2) {
+            let stagger = (x / 2 + y / 2) % 8;
+            let mut z = 0;
+            while z < side {
+                let len = if z == 0 && stagger > 0 { stagger } else { 8 }.min(side - z);
+                boxes.push(([x, y, z], [2, 2, len]));
+                z += len;
+            }
+        }
+    }
+    let coords: Vec<u64> = boxes
+        .iter()
+        .flat_map(|(o, s)| o.iter().chain(s).copied().collect::<Vec<_>>())
+        .collect();
+    let probe = LevelIndexProbe::build(coords, 3, &[side; 3]).expect("valid");
+    assert_eq!(probe.kind(), "buckets");
+    let brute3 = |lo: [u64; 3], hi: [u64; 3]| -> Vec<u32> {
+        (0..boxes.len() as u32)
+            .filter(|&r| {
+                let (o, s) = boxes[r as usize];
+                (0..3).all(|a| o[a] < hi[a] && o[a] + s[a] > lo[a])
+            })
+            .collect()
+    };
+    let mut seed = 41u64;
+    let mut random3 = |within: [u64; 3], from: [u64; 3]| {
+        let (mut lo, mut hi) = ([0u64; 3], [0u64; 3]);
+        for a in 0..3 {
+            let span = within[a] - from[a];
+            lo[a] = from[a] + next(&mut seed) % span;
+            hi[a] = lo[a] + 1 + next(&mut seed) % (within[a] - lo[a]);
+        }
+        (lo, hi)
+    };
+    for _ in 0..300 {
+        let (lo, hi) = random3([side; 3], [0; 3]);
+        let (got, _) = probe.query_box(&lo, &hi);
+        assert_eq!(got, brute3(lo, hi), "[{lo:?}, {hi:?})");
+    }
+    for _ in 0..200 {
+        let (lo, hi) = random3([half, side, side], [0; 3]);
+        let (got, visits) = probe.query_box(&lo, &hi);
+        assert_eq!(got, vec![0], "[{lo:?}, {hi:?})");
+        assert_eq!(
+            visits, 1,
+            "[{lo:?}, {hi:?}): {visits} visits for one region"
+        );
+    }
+    for _ in 0..200 {
+        let (mut lo, hi) = random3([side; 3], [half, 0, 0]);
+        lo[0] = half;
+        let (_, alone) = probe.query_box(&lo, &hi);
+        lo[0] = 0;
+        let (got, visits) = probe.query_box(&lo, &hi);
+        assert_eq!(got, brute3(lo, hi), "[{lo:?}, {hi:?})");
+        assert_eq!(got[0], 0);
+        assert!(
+            visits <= alone + 1,
+            "[{lo:?}, {hi:?}): {visits} visits, {alone} for the small half alone"
+        );
+    }
+}

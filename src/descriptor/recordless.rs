@@ -9,9 +9,9 @@
 //! handle). Region views, buffer handles and locate compute what they need from that in
 //! O(rank).
 //!
-//! A uniform grid is recognised in the decoder's one pass over the tiles; a rectilinear
-//! one is decoded into records and indexed like any arrangement of tiles, then held this
-//! way once its index turns out to be a grid in cell order.
+//! Both are recognised in one pass over the tiles, without records: a uniform grid
+//! against the cell size of tile 0, a rectilinear one against cut points learnt from the
+//! tiles as they come (`decode/tiles.rs`).
 //!
 //! The few accessors that hand out borrowed slices of every region at once — the
 //! effective buffer list, region coordinates, the region records the general code paths

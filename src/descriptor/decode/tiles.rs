@@ -10,6 +10,10 @@
 //! with what it must be; a buffer handle whose device bytes equal region 0's is not parsed
 //! again.
 //!
+//! A top-level grid is held without records ([`TileGrid`]): the uniform pass keeps one
+//! size per tile, and a rectilinear grid (uneven cells) gets a pass of its own,
+//! [`Decoder::rectilinear_pass`], which learns the cut points from the tiles.
+//!
 //! The pass is speculative: at the first record that is not what the pattern predicts —
 //! valid or not — it undoes what it appended and the general path decodes the level from
 //! its start, producing the same result or the same error as if this pass did not exist.

@@ -541,6 +541,50 @@ impl Directory {
     }
 }
 
+impl Directory {
+    /// After a bucket scan reached bucket `idx`, which lies inside region `v` (it is met
+    /// by `v` alone): move `idx` to the last of the buckets after it, in scan order, that
+    /// surely lie inside `v` too — they hold nothing else, and `v` is not reported from
+    /// them (the low corner of its intersection with the box is at or before `idx`).
+    /// Along the last axis that run ends at `v`'s last inner bucket (one whose whole span
+    /// lies in `v`) or the box's last bucket; when the box's whole bucket range on that
+    /// axis lies in `v`'s inner range and `idx` is at its start, the run goes on along
+    /// the next axis up (every bucket of those rows lies in `v`), and so on. A box inside
+    /// one region then costs one bucket at any rank, instead of one or two per bucket row.
+    fn skip_inside(
+        &self,
+        b: Boxes<'_>,
+        v: u32,
+        idx: &mut [u64; 4],
+        b_lo: &[u64; 4],
+        b_hi: &[u64; 4],
+    ) {
+        let rank = self.step.len();
+        let mut run = None;
+        for a in (0..rank).rev() {
+            // `v`'s inner buckets on axis a: [first, last] (both spans inside the
+            // enclosing box, so no wrap).
+            let (l, h) = (b.lo(v, a) - self.base[a], b.hi(v, a) - self.base[a]);
+            let q = self.div[a].div(l);
+            let first = q + u64::from(q * self.step[a] < l);
+            let Some(last) = self.div[a].div(h).checked_sub(1) else {
+                break;
+            };
+            if idx[a] < first || idx[a] > last {
+                break;
+            }
+            run = Some((a, last.min(b_hi[a])));
+            if idx[a] != b_lo[a] || b_lo[a] < first || b_hi[a] > last {
+                break;
+            }
+        }
+        if let Some((a, to)) = run {
+            idx[a] = idx[a].max(to);
+            idx[a + 1..rank].copy_from_slice(&b_hi[a + 1..rank]);
+        }
+    }
+}
+
 /// The first pair `i < j` (by `i`, then `j`) of the `n` members whose boxes `[lo, hi)`
 /// (per axis, `R` axes) overlap: one member against all later ones, branch-free.
 #[inline]
@@ -645,15 +689,7 @@ impl Directory {
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
                     }
-                    // So do the next buckets along the last axis up to v's last one,
-                    // which hold nothing else and are not where v is reported (its low
-                    // corner in the box is at or before this bucket): go to v's last
-                    // bucket (it may hold more regions), or past the box's.
-                    let z = rank - 1;
-                    let last = self.div[z].div(b.hi(v, z) - 1 - self.base[z]);
-                    if last > idx[z] + 1 {
-                        idx[z] = (last - 1).min(b_hi[z]);
-                    }
+                    self.skip_inside(b, v, &mut idx, &b_lo, &b_hi);
                 } else {
                     let at = (v & !Directory::LIST) as usize;
                     let n = self.lists.get(at).copied().unwrap_or(0) as usize;
