@@ -227,10 +227,11 @@ impl Decoder {
         true
     }
 
-    /// The top-level tile grid held without records ([`TileGrid`]): `tiles_pass`'s
-    /// checks, keeping one size per tile. `None` with nothing consumed or kept when the
-    /// level is anything else (or a tile's buffer differs from the first one's in more
-    /// than its size).
+    /// The top-level tile grid held without records ([`TileGrid`]): a uniform grid
+    /// through `tiles_pass`'s checks, else a rectilinear one through
+    /// [`rectilinear_pass`](Self::rectilinear_pass), keeping one size per tile. `None`
+    /// with nothing consumed or kept when the level is anything else (or a tile's buffer
+    /// differs from the first one's in more than its size).
     pub(super) fn recordless_level(
         &mut self,
         r: &mut Reader<'_>,
