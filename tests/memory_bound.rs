@@ -52,6 +52,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
 
+/// The counters are global: the tests that read them take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const TILE: u64 = 16;
 /// Region prefix (origin, shape: 4 × u64; tag, flags, reserved: 4; body length: 4) + body
 /// (byte_offset 8, buffer_count 1, one 16-byte handle).
@@ -97,6 +100,7 @@ fn grid_descriptor(n: u64) -> Vec<u8> {
 
 #[test]
 fn million_region_decode_peaks_below_twice_the_wire_size() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n: u64 = std::env::var("TENSORDESC_MEMORY_BOUND_GRID")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -187,6 +191,7 @@ fn rectilinear_descriptor(cuts: &[u64]) -> Vec<u8> {
 /// 1.35 times the wire.
 #[test]
 fn tile_grid_decodes_peak_at_a_fifth_of_the_wire_size() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = 300u64;
     let uniform: Vec<u64> = (0..=n).map(|i| i * TILE).collect();
     // Cells alternating 12 and 20 wide, and a last one of 1.
