@@ -295,7 +295,10 @@ fn narrow_bucket_lists_at_their_limits() {
             })
             .collect();
         let total: u64 = sizes.iter().sum();
-        *sizes.last_mut().unwrap() += extent - total;
+        // The last region takes the remainder (added before subtracting: `total` may
+        // exceed `extent` by the last region's own share).
+        let last = sizes.last_mut().unwrap();
+        *last = *last + extent - total;
         let mut boxes: Boxes = Vec::new();
         for row in 0..8u64 {
             let mut at = 0u64;
