@@ -10,12 +10,16 @@ use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
-use tensordesc::{decode, Location, Mode};
+use tensordesc::{decode, ElementType, Location, Mode, NodeSpec, RegionSpec, TensorBuilder};
 
 struct CountingAlloc;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Reallocations that grew an allocation of at least [`LARGE`] bytes (a vector copying
+/// itself to grow).
+static GROWS: AtomicUsize = AtomicUsize::new(0);
+const LARGE: usize = 256 << 10;
 
 fn add_live(n: usize) {
     let v = LIVE.fetch_add(n, Relaxed) + n;
@@ -41,6 +45,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if new_size > layout.size() && layout.size() >= LARGE {
+            GROWS.fetch_add(1, Relaxed);
+        }
         if !p.is_null() {
             LIVE.fetch_sub(layout.size(), Relaxed);
             add_live(new_size);
@@ -230,5 +237,75 @@ fn tile_grid_decodes_peak_at_a_fifth_of_the_wire_size() {
                 other => panic!("expected a dense location, got {other:?}"),
             }
         }
+    }
+}
+
+/// Nested tile grids are sized once: four quadrants, each a subpaving of a 120 × 120 grid
+/// of 16 × 16 tiles (57,604 regions in all). Decoding them never grows a large vector
+/// (the records, their coordinates and the buffer list are reserved for every nested
+/// region before the first is read; growing at each quadrant copied them, 3 times per
+/// quadrant after the first), and the decode peaks at what it keeps plus the index of
+/// one level.
+#[test]
+fn nested_tile_grids_are_sized_once() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = 120u64;
+    let side = n * TILE;
+    let quadrant = || {
+        let tiles = (0..n * n)
+            .map(|k| {
+                RegionSpec::new(
+                    &[k / n * TILE, k % n * TILE],
+                    &[TILE, TILE],
+                    NodeSpec::row_major(),
+                )
+            })
+            .collect();
+        NodeSpec::subpaving(tiles)
+    };
+    let regions = [[0, 0], [0, side], [side, 0], [side, side]]
+        .iter()
+        .map(|o| RegionSpec::new(o, &[side, side], quadrant()))
+        .collect();
+    let bytes = TensorBuilder::subpaving(ElementType::Float32, &[2 * side, 2 * side], regions)
+        .encode()
+        .expect("valid");
+    let wire = bytes.len();
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    GROWS.store(0, Relaxed);
+    let d = decode(&bytes, Mode::Strict).expect("valid");
+    let grows = GROWS.load(Relaxed);
+    let peak = PEAK.load(Relaxed) - base;
+    let held = LIVE.load(Relaxed) - base;
+    println!(
+        "nested grids: {} regions, wire {wire} B, peak {peak} B ({:.3}x wire), held {held} B, \
+         {grows} large vectors grown",
+        d.region_count(),
+        peak as f64 / wire as f64
+    );
+    assert_eq!(d.region_count() as u64, 4 + 4 * n * n);
+    assert_eq!(
+        grows, 0,
+        "a large vector grew (copied itself) during the decode"
+    );
+    assert!(
+        peak as f64 <= held as f64 * 1.2,
+        "decode peaked at {peak} B for {held} B kept"
+    );
+    // The last tile of the last quadrant holds the last element, at its end.
+    let last = 2 * side - 1;
+    match d.locate(&[last, last]).unwrap() {
+        Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            ..
+        } => {
+            assert_eq!(region, Some(d.region_count() as u32 - 1));
+            assert_eq!(buffer as u64, 4 * n * n - 1);
+            assert_eq!(byte_offset, TILE * TILE * 4 - 4);
+        }
+        other => panic!("expected a dense location, got {other:?}"),
     }
 }

@@ -58,6 +58,90 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
     crate::mem::advise_huge_pages(v);
 }
 
+/// Regions and leaf regions in the `count` region records at the start of `bytes` and in
+/// the subpavings nested in them, at most `limit` of each: what the decoded form will
+/// hold, so that it is sized once before it is filled instead of growing (and copying
+/// itself) at each nested level. `level` is the records' subpaving level, `rank` the
+/// tensor's. A hint, never a check: the walk reads each record's `region_layout_tag` and
+/// `region_body_length` and a nested subpaving's `region_count`, stops at the first
+/// record that does not fit its enclosing window (the decode then reports it), and does
+/// not descend past [`MAX_SUBPAVING_DEPTH`]. It descends only into levels whose records
+/// are large on average ([`LARGE_RECORDS`] prefixes or more: they hold levels of their
+/// own); a level of small records (a grid of tiles) is counted from its `region_count`
+/// alone, its regions taken as leaves when its first record is one. So the walk reads
+/// one record header per `LARGE_RECORDS` prefixes of input at most, never a whole tile
+/// grid. No recursion: an explicit stack of at most `MAX_SUBPAVING_DEPTH` windows.
+pub(super) fn count_nested_regions(
+    bytes: &[u8],
+    count: u32,
+    rank: usize,
+    level: u8,
+    limit: usize,
+) -> (usize, usize) {
+    let prefix = 16 * rank + 8;
+    let leaf = |t: u8| {
+        !matches!(
+            classify(t),
+            LayoutClass::Container | LayoutClass::Unknown | LayoutClass::Invalid
+        )
+    };
+    let mut regions = count as usize;
+    let mut leaves = 0usize;
+    let mut stack: [(&[u8], u32, u8); MAX_SUBPAVING_DEPTH as usize] =
+        [(&[], 0, 0); MAX_SUBPAVING_DEPTH as usize];
+    let mut depth = 1;
+    stack[0] = (bytes, count, level);
+    while depth > 0 && regions < limit {
+        let (window, left, lv) = &mut stack[depth - 1];
+        if *left == 0 {
+            depth -= 1;
+            continue;
+        }
+        *left -= 1;
+        let lv = *lv;
+        let Some(head) = window.get(..prefix) else {
+            break;
+        };
+        let rtag = head[16 * rank];
+        let body_len = u32::from_le_bytes([
+            head[16 * rank + 4],
+            head[16 * rank + 5],
+            head[16 * rank + 6],
+            head[16 * rank + 7],
+        ]) as usize;
+        let Some(body) = prefix
+            .checked_add(body_len)
+            .and_then(|end| window.get(prefix..end))
+        else {
+            break;
+        };
+        *window = &window[prefix + body_len..];
+        if leaf(rtag) {
+            leaves += 1;
+            continue;
+        }
+        // A subpaving: byte_offset (8 bytes), then the nested level's region_count.
+        if classify(rtag) != LayoutClass::Container || lv >= MAX_SUBPAVING_DEPTH {
+            continue;
+        }
+        let Some(n) = body.get(8..12) else { continue };
+        let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]);
+        regions = regions.saturating_add(n as usize);
+        let records = &body[12..];
+        if n > 0 && records.len() / n as usize >= LARGE_RECORDS * prefix && depth < stack.len() {
+            stack[depth] = (records, n, lv + 1);
+            depth += 1;
+        } else if records.get(16 * rank).is_some_and(|&t| leaf(t)) {
+            leaves = leaves.saturating_add(n as usize);
+        }
+    }
+    (regions.min(limit), leaves.min(limit))
+}
+
+/// Records of at least this many region prefixes on average make a level worth walking
+/// ahead of its decode ([`count_nested_regions`]).
+pub(super) const LARGE_RECORDS: usize = 4;
+
 impl Decoder {
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         Decoder::run_with(bytes, mode, &mut Storage::default(), false)
@@ -553,12 +637,23 @@ impl Decoder {
                 return Ok(layout);
             }
         }
-        reserve_bounded(&mut self.d.records, count as usize, self.max_regions);
+        // Room for every region of the level — and, when its records are large on
+        // average (subpavings nested in them, most likely), for every region nested in
+        // them too, counted by a walk of their length fields, so that the decoded form
+        // is allocated once instead of growing (a copy of itself) at each nested level.
+        let (regions, leaves) =
+            if level == 1 && r.remaining() / count as usize >= 4 * (16 * rank + 8) {
+                count_nested_regions(r.peek_rest(), count, rank, level, self.max_regions)
+            } else {
+                (count as usize, 0)
+            };
+        reserve_bounded(&mut self.d.records, regions, self.max_regions);
         reserve_bounded(
             &mut self.d.record_coords,
-            count as usize * 2 * rank,
+            regions * 2 * rank,
             self.max_regions * 2 * rank,
         );
+        self.d.record_buffers.reserve(leaves);
         // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
         let parent_idx = idx(parent);
         if let Some(done) = self.tiles_level(r, extent, base, count, parent_idx, at, level) {
@@ -732,5 +827,77 @@ impl Decoder {
             end,
             index: (self.d.indexes.len() - 1) as u32,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank-1 region record: origin, shape, `tag`, flags 0, reserved 0, the body.
+    fn record(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 16];
+        b.extend_from_slice(&[tag, 0, 0, 0]);
+        b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        b.extend_from_slice(body);
+        b
+    }
+
+    /// A SUBPAVING body: byte_offset 0, `count`, the records (no buffer table needed by
+    /// the walk).
+    fn subpaving(count: u32, records: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        b.extend_from_slice(&count.to_le_bytes());
+        for r in records {
+            b.extend_from_slice(r);
+        }
+        b
+    }
+
+    #[test]
+    fn the_nested_region_count_walks_large_records_and_stops_at_bad_lengths() {
+        let leaf = record(tag::ROW_MAJOR, &[0u8; 25]);
+        let opaque = record(0xE0, &[1, 2, 3]);
+        // A level of small records (three of 41 bytes on average, under 4 prefixes of
+        // 24): counted from its region_count, its regions taken as leaves.
+        let inner = record(
+            tag::SUBPAVING,
+            &subpaving(3, &[leaf.clone(), leaf.clone(), opaque]),
+        );
+        // Large records on average (105 bytes): walked.
+        let outer = record(
+            tag::SUBPAVING,
+            &subpaving(2, &[inner.clone(), leaf.clone()]),
+        );
+        let top: Vec<u8> = [outer.clone(), leaf.clone(), inner.clone()].concat();
+        // 3 top-level + 2 in outer + 3 in each inner; leaves: outer's leaf, the top-level
+        // leaf and 3 for each inner (the opaque region among them over-counted).
+        assert_eq!(count_nested_regions(&top, 3, 1, 1, 1000), (11, 8));
+        // The walk stops at the limit (here at outer's inner level).
+        assert_eq!(count_nested_regions(&top, 3, 1, 1, 7), (7, 3));
+        // A body length past the window stops the walk where it is.
+        let mut bad = top.clone();
+        bad[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(count_nested_regions(&bad, 3, 1, 1, 1000), (3, 0));
+        // Truncated input: the records that fit are counted.
+        assert_eq!(
+            count_nested_regions(&top[..outer.len()], 3, 1, 1, 1000),
+            (8, 4)
+        );
+        // A claimed count larger than the records present is taken as claimed (the
+        // decode will report the shortfall), up to the limit.
+        let liar = record(
+            tag::SUBPAVING,
+            &subpaving(u32::MAX, std::slice::from_ref(&leaf)),
+        );
+        assert_eq!(count_nested_regions(&liar, 1, 1, 1, 500), (500, 500));
+        // Nothing deeper than the subpaving depth limit is descended into (records of
+        // 200 bytes and more: every level is walked).
+        let mut deep = record(tag::ROW_MAJOR, &[0u8; 200]);
+        for _ in 0..12 {
+            deep = record(tag::SUBPAVING, &subpaving(1, &[deep]));
+        }
+        let (regions, leaves) = count_nested_regions(&deep, 1, 1, 1, 1000);
+        assert_eq!((regions, leaves), (MAX_SUBPAVING_DEPTH as usize, 0));
     }
 }
