@@ -26,7 +26,7 @@ fn expect(name: &str, bytes: &[u8], mode: Mode, want: Option<ErrorKind>) -> Opti
         peak <= decode_bound(bytes.len()),
         "{name}: peak heap {peak} B for {} input bytes exceeds {}",
         bytes.len(),
-        bound(bytes.len())
+        decode_bound(bytes.len())
     );
     match (res, want) {
         (Ok(d), None) => {
@@ -762,6 +762,38 @@ fn many_tiny_unknown_regions_stay_bounded() {
         Mode::Strict,
         Some(ErrorKind::UnknownLayout),
     );
+}
+
+/// The same cheapest regions one level down, behind one dense region: the decoder walks
+/// a top-level level of large records ahead to size the decoded form once, and must not
+/// take the nested level's 40,000 regions for buffer-owning leaves because the first
+/// one is (16 bytes of handle room each would break the kept bound).
+#[test]
+fn nested_tiny_unknown_regions_stay_bounded() {
+    let n = 40_000u32;
+    let mut r = Raw::header(I8, tag::SUBPAVING, 0, &[n as u64]);
+    r.u64(0).u32(1);
+    let at = r.region(&[0], &[n as u64], tag::SUBPAVING);
+    r.u64(0).u32(n);
+    r.dense_region(&[0], &[1], 1);
+    for i in 1..n as u64 {
+        r.region(&[i], &[1], 0x33);
+    }
+    r.u8(0);
+    r.patch_body(at);
+    r.u8(0);
+    let b = r.finish();
+    let base = LIVE.with(|l| l.get());
+    let d = expect("nested_tiny_unknown_regions", &b, Mode::Permissive, None).unwrap();
+    let kept = LIVE.with(|l| l.get()) - base;
+    assert!(
+        kept <= kept_bound(b.len()),
+        "kept {kept} B for {} B ({:.2}x)",
+        b.len(),
+        kept as f64 / b.len() as f64
+    );
+    assert_eq!(d.region_count(), n as usize + 1);
+    assert_eq!(d.effective_buffer_count(), 1);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
 /// not descend past [`MAX_SUBPAVING_DEPTH`]. It descends only into levels whose records
 /// are large on average ([`LARGE_RECORDS`] prefixes or more: they hold levels of their
 /// own); a level of small records (a grid of tiles) is counted from its `region_count`
-/// alone, its regions taken as leaves when its first record is one. So the walk reads
+/// alone, its regions taken as leaves when its first record is one and its records are
+/// on average at least the size of a one-buffer leaf. So the walk reads
 /// one record header per `LARGE_RECORDS` prefixes of input at most, never a whole tile
 /// grid. No recursion: an explicit stack of at most `MAX_SUBPAVING_DEPTH` windows.
 pub(super) fn count_nested_regions(
@@ -131,7 +132,13 @@ pub(super) fn count_nested_regions(
         if n > 0 && records.len() / n as usize >= LARGE_RECORDS * prefix && depth < stack.len() {
             stack[depth] = (records, n, lv + 1);
             depth += 1;
-        } else if records.get(16 * rank).is_some_and(|&t| leaf(t)) {
+        } else if records.len() / n.max(1) as usize >= prefix + tiles::TILE_BODY
+            && records.get(16 * rank).is_some_and(|&t| leaf(t))
+        {
+            // Records the size of a one-buffer leaf on average, the first one a leaf: a
+            // grid of tiles, most likely. (Room for one handle per region is then at
+            // most 16 / (16 · rank + 33) of these bytes, whatever they hold: the decode
+            // memory bound is kept even when most of them are opaque.)
             leaves = leaves.saturating_add(n as usize);
         }
     }
@@ -859,22 +866,28 @@ mod tests {
         let leaf = record(tag::ROW_MAJOR, &[0u8; 25]);
         let opaque = record(0xE0, &[1, 2, 3]);
         // A level of small records (three of 41 bytes on average, under 4 prefixes of
-        // 24): counted from its region_count, its regions taken as leaves.
+        // 24): counted from its region_count alone; smaller on average than a one-buffer
+        // leaf (49 bytes at rank 1), so its regions are not taken for leaves.
         let inner = record(
             tag::SUBPAVING,
             &subpaving(3, &[leaf.clone(), leaf.clone(), opaque]),
+        );
+        // Three leaves of 49 bytes: a grid of tiles, counted as three leaves unread.
+        let grid = record(
+            tag::SUBPAVING,
+            &subpaving(3, &[leaf.clone(), leaf.clone(), leaf.clone()]),
         );
         // Large records on average (105 bytes): walked.
         let outer = record(
             tag::SUBPAVING,
             &subpaving(2, &[inner.clone(), leaf.clone()]),
         );
-        let top: Vec<u8> = [outer.clone(), leaf.clone(), inner.clone()].concat();
-        // 3 top-level + 2 in outer + 3 in each inner; leaves: outer's leaf, the top-level
-        // leaf and 3 for each inner (the opaque region among them over-counted).
-        assert_eq!(count_nested_regions(&top, 3, 1, 1, 1000), (11, 8));
+        let top: Vec<u8> = [outer.clone(), leaf.clone(), grid].concat();
+        // 3 top-level + 2 in outer + 3 in inner + 3 in grid; leaves: outer's leaf, the
+        // top-level leaf and grid's three.
+        assert_eq!(count_nested_regions(&top, 3, 1, 1, 1000), (11, 5));
         // The walk stops at the limit (here at outer's inner level).
-        assert_eq!(count_nested_regions(&top, 3, 1, 1, 7), (7, 3));
+        assert_eq!(count_nested_regions(&top, 3, 1, 1, 7), (7, 0));
         // A body length past the window stops the walk where it is.
         let mut bad = top.clone();
         bad[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -882,7 +895,7 @@ mod tests {
         // Truncated input: the records that fit are counted.
         assert_eq!(
             count_nested_regions(&top[..outer.len()], 3, 1, 1, 1000),
-            (8, 4)
+            (8, 1)
         );
         // A claimed count larger than the records present is taken as claimed (the
         // decode will report the shortfall), up to the limit.
@@ -890,7 +903,7 @@ mod tests {
             tag::SUBPAVING,
             &subpaving(u32::MAX, std::slice::from_ref(&leaf)),
         );
-        assert_eq!(count_nested_regions(&liar, 1, 1, 1, 500), (500, 500));
+        assert_eq!(count_nested_regions(&liar, 1, 1, 1, 500), (500, 0));
         // Nothing deeper than the subpaving depth limit is descended into (records of
         // 200 bytes and more: every level is walked).
         let mut deep = record(tag::ROW_MAJOR, &[0u8; 200]);

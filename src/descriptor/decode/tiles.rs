@@ -24,7 +24,16 @@ use crate::descriptor::index::GridAxis;
 use crate::wire::Record;
 
 /// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
-const TILE_BODY: usize = 25;
+pub(super) const TILE_BODY: usize = 25;
+
+/// Whether the input left can hold `count` plain tile records (each exactly
+/// `16 · rank + 8 + TILE_BODY` bytes). A level that cannot is no grid of tiles: the tile
+/// passes are not tried, so nothing is reserved for tiles that are not there (a level of
+/// 24-byte opaque regions behind one tile had room for 16 bytes of handle reserved per
+/// region, which broke the decode memory bound).
+fn room_for_tiles(r: &Reader<'_>, rank: usize, count: u32) -> bool {
+    (r.remaining() as u64) >= u64::from(count) * (16 * rank as u64 + 8 + TILE_BODY as u64)
+}
 
 /// The buffer handle of a plain tile's record `rec` (rank `rank`), or `None` when the
 /// record is not one: its tag must be `tag0`, its flags and reserved bytes 0, its body 25
@@ -77,7 +86,7 @@ impl Decoder {
         level: u8,
     ) -> Option<Result<Layout>> {
         let rank = self.rank;
-        if rank == 0 {
+        if rank == 0 || !room_for_tiles(r, rank, count) {
             return None;
         }
         let start = r.clone();
@@ -238,7 +247,7 @@ impl Decoder {
         extent: &[u64],
         count: u32,
     ) -> Option<Layout> {
-        if self.rank == 0 {
+        if self.rank == 0 || !room_for_tiles(r, self.rank, count) {
             return None;
         }
         let start = r.clone();
