@@ -32,6 +32,20 @@ pub(super) struct Decoder {
     sizes: Vec<u64>,
     /// Whether a top-level tile grid may be held without records.
     recordless: bool,
+    /// Set by a tile pass that met a record of the current level which is no plain tile
+    /// (tag, flags, body or device): every other tile pass would stop at the same record,
+    /// so none is tried (a grid with one odd tile read the level four times over before
+    /// the general path).
+    not_tiles: bool,
+    /// Set when the current level failed the uniform grid pass held without records
+    /// for any reason but a buffer handle unlike the first one: the same pass with
+    /// records would fail too, and is not tried.
+    no_uniform_grid: bool,
+    /// Set by that pass when a tile's handle differs from the first one's in more than
+    /// its size.
+    template_differs: bool,
+    /// Bytes of region records read by tile passes that were then abandoned.
+    abandoned: usize,
 }
 
 /// A level index's error (overlap, gap), placed at the level's `region_count` (byte
@@ -283,6 +297,10 @@ impl Decoder {
             max_regions: bytes.len() / (16 * rank + 8),
             sizes: std::mem::take(&mut storage.sizes),
             recordless: !storage.records_only,
+            not_tiles: false,
+            no_uniform_grid: false,
+            template_differs: false,
+            abandoned: 0,
             d: Descriptor {
                 version_minor: minor,
                 element_type: et,
@@ -310,7 +328,9 @@ impl Decoder {
                 opaque_parts: 0,
             },
         };
-        match dec.body(&mut r, ltag, hflags, count, minor) {
+        let done = dec.body(&mut r, ltag, hflags, count, minor);
+        storage.abandoned_tile_bytes = dec.abandoned;
+        match done {
             Ok(()) => {
                 if !reuse {
                     dec.d.record_buffers.shrink_to_fit();
@@ -633,6 +653,8 @@ impl Decoder {
                 "more than 2^32 - 2 regions",
             ));
         }
+        self.not_tiles = false;
+        self.no_uniform_grid = false;
         // The commonest level, a top-level grid of plain tiles in cell order, is held
         // without records when every tile's buffer is on the first one's device.
         if self.recordless
@@ -912,5 +934,83 @@ mod tests {
         }
         let (regions, leaves) = count_nested_regions(&deep, 1, 1, 1, 1000);
         assert_eq!((regions, leaves), (MAX_SUBPAVING_DEPTH as usize, 0));
+    }
+
+    /// A rank-2 FLOAT32 subpaving of ROW_MAJOR 16 × 16 tiles at `origins` (a `side` ×
+    /// `side` grid's extent), each with one buffer of its size; the tiles listed in
+    /// `col_major` are COL_MAJOR.
+    fn tiles(side: u64, origins: &[[u64; 2]], col_major: &[usize]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"TDSC");
+        b.extend_from_slice(&[1, 0, 0, 0]);
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&[0x0C, 2, tag::SUBPAVING, 0]);
+        b.extend_from_slice(&(side * 16).to_le_bytes());
+        b.extend_from_slice(&(side * 16).to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&(origins.len() as u32).to_le_bytes());
+        for (k, o) in origins.iter().enumerate() {
+            for v in [o[0], o[1], 16, 16] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            let t = if col_major.contains(&k) {
+                tag::COL_MAJOR
+            } else {
+                tag::ROW_MAJOR
+            };
+            b.extend_from_slice(&[t, 0, 0, 0]);
+            b.extend_from_slice(&25u32.to_le_bytes());
+            b.extend_from_slice(&0u64.to_le_bytes());
+            b.push(1);
+            b.extend_from_slice(&1024u64.to_le_bytes());
+            b.extend_from_slice(&[1, 0, 0, 0, 0, 6, 0, 0]);
+        }
+        b.push(0);
+        let len = b.len() as u64;
+        b[8..16].copy_from_slice(&len.to_le_bytes());
+        b
+    }
+
+    /// Bytes of records the tile passes read in vain decoding `bytes`, and the result.
+    fn abandoned(bytes: &[u8]) -> (usize, Descriptor) {
+        let mut st = Storage::default();
+        let d = Decoder::run_with(bytes, Mode::Strict, &mut st, false).expect("valid");
+        (st.abandoned_tile_bytes, d)
+    }
+
+    #[test]
+    fn a_grid_with_one_odd_tile_is_read_in_vain_at_most_twice() {
+        let side = 40u64;
+        let cells: Vec<[u64; 2]> = (0..side * side)
+            .map(|k| [k / side * 16, k % side * 16])
+            .collect();
+        let n = cells.len();
+        let level = n * (16 * 2 + 8 + 25);
+        // A plain grid: no pass abandoned.
+        let (vain, d) = abandoned(&tiles(side, &cells, &[]));
+        assert_eq!((vain, d.region_count()), (0, n));
+        // The last tile COL_MAJOR: no plain tile grid, and every tile pass would stop at
+        // the same record, so only the first one reads the level (it read it 4 times).
+        let bytes = tiles(side, &cells, &[n - 1]);
+        let (vain, d) = abandoned(&bytes);
+        assert!(
+            vain <= level,
+            "{vain} bytes read in vain for a {level}-byte level"
+        );
+        assert_eq!(d, decode_with_records(&bytes, Mode::Strict).unwrap());
+        assert!(matches!(d.node(n as u32 - 1).layout, Layout::ColMajor));
+        // The last two tiles swapped: plain tiles but not in cell order. The uniform and
+        // the rectilinear pass read the level; the uniform pass with records would stop
+        // where the first did and is not tried; the plain-tile pass keeps what it reads.
+        let mut swapped = cells.clone();
+        swapped.swap(n - 1, n - 2);
+        let bytes = tiles(side, &swapped, &[]);
+        let (vain, d) = abandoned(&bytes);
+        assert!(
+            vain <= 2 * level,
+            "{vain} bytes read in vain for a {level}-byte level"
+        );
+        assert_eq!(d.region_count(), n);
+        assert_eq!(d, decode_with_records(&bytes, Mode::Strict).unwrap());
     }
 }

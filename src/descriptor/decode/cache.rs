@@ -16,6 +16,9 @@ pub(crate) struct Storage {
     pub records_only: bool,
     pub quants: Vec<Quantization>,
     pub arena: Arena,
+    /// Bytes of region records the last decode read in tile passes it then abandoned
+    /// (a count for tests: each level's records are read at most once in vain).
+    pub abandoned_tile_bytes: usize,
 }
 
 impl Storage {

@@ -86,7 +86,7 @@ impl Decoder {
         level: u8,
     ) -> Option<Result<Layout>> {
         let rank = self.rank;
-        if rank == 0 || !room_for_tiles(r, rank, count) {
+        if rank == 0 || self.not_tiles || !room_for_tiles(r, rank, count) {
             return None;
         }
         let start = r.clone();
@@ -96,14 +96,21 @@ impl Decoder {
             self.d.record_buffers.len(),
         );
         let mut no_sizes = Vec::new();
-        if let Some((layout, _)) =
-            self.tiles_pass::<false>(r, extent, base, count, parent, &mut no_sizes)
-        {
-            return Some(Ok(layout));
+        if !self.no_uniform_grid {
+            if let Some((layout, _)) =
+                self.tiles_pass::<false>(r, extent, base, count, parent, &mut no_sizes)
+            {
+                return Some(Ok(layout));
+            }
         }
+        self.abandoned += r.pos() - start.pos();
         *r = start.clone();
         self.undo_to(marks);
+        if self.not_tiles {
+            return None;
+        }
         if !self.plain_tiles_pass(r, extent, base, count, parent) {
+            self.abandoned += r.pos() - start.pos();
             *r = start;
             self.undo_to(marks);
             return None;
@@ -254,6 +261,7 @@ impl Decoder {
         let mut sizes = std::mem::take(&mut self.sizes);
         sizes.clear();
         let zero = [0u64; MAX_RANK];
+        self.template_differs = false;
         if let Some((layout, grid)) =
             self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes)
         {
@@ -272,8 +280,17 @@ impl Decoder {
             )));
             return Some(layout);
         }
+        self.abandoned += r.pos() - start.pos();
+        // Only a handle that differs from the first one's in more than its size can fail
+        // this pass and pass the same checks with records.
+        self.no_uniform_grid = !self.template_differs;
         *r = start.clone();
         sizes.clear();
+        if self.not_tiles {
+            self.sizes = sizes;
+            *r = start;
+            return None;
+        }
         if let Some(grid) = self.rectilinear_pass(r, extent, count, &mut sizes) {
             let (tile, template, axes, cuts) = grid;
             // The index the records decode builds for this level (`rectilinear_grid`,
@@ -294,6 +311,7 @@ impl Decoder {
                 index: (self.d.indexes.len() - 1) as u32,
             });
         }
+        self.abandoned += r.pos() - start.pos();
         self.sizes = sizes;
         *r = start;
         None
@@ -362,7 +380,10 @@ impl Decoder {
                 }
                 shape[a] = s;
             }
-            let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
+                self.not_tiles = true;
+                return None;
+            };
             let need = self
                 .et
                 .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
@@ -487,7 +508,10 @@ impl Decoder {
                 }
                 shape[a] = s;
             }
-            let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
+                self.not_tiles = true;
+                return None;
+            };
             let size_bytes = h.size_bytes;
             let need = if full {
                 full_need
@@ -500,6 +524,7 @@ impl Decoder {
             }
             if RECORDLESS {
                 if h != first_handle.with_size(size_bytes) {
+                    self.template_differs = true;
                     return None;
                 }
                 sizes.push(size_bytes);
