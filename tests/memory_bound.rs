@@ -138,7 +138,12 @@ fn million_region_decode_peaks_below_twice_the_wire_size() {
         "decode peaked at {peak} B, more than twice the {wire}-byte wire size"
     );
     // The decoded form is usable: the last element of the last tile.
-    let last = n * TILE - 1;
+    last_element_ends_the_last_tile(&d, n * TILE - 1, n * n - 1);
+}
+
+/// `[last, last]` is the last element of region `tile` (the last region), which owns
+/// buffer `tile`, at the end of its 16 × 16 float32 tile.
+fn last_element_ends_the_last_tile(d: &tensordesc::Descriptor, last: u64, tile: u64) {
     match d.locate(&[last, last]).unwrap() {
         Location::Dense {
             region,
@@ -146,8 +151,8 @@ fn million_region_decode_peaks_below_twice_the_wire_size() {
             byte_offset,
             ..
         } => {
-            assert_eq!(region, Some((n * n - 1) as u32));
-            assert_eq!(buffer as u64, n * n - 1);
+            assert_eq!(region, Some(d.region_count() as u32 - 1));
+            assert_eq!(buffer as u64, tile);
             assert_eq!(byte_offset, TILE * TILE * 4 - 4);
         }
         other => panic!("expected a dense location, got {other:?}"),
@@ -294,18 +299,5 @@ fn nested_tile_grids_are_sized_once() {
         "decode peaked at {peak} B for {held} B kept"
     );
     // The last tile of the last quadrant holds the last element, at its end.
-    let last = 2 * side - 1;
-    match d.locate(&[last, last]).unwrap() {
-        Location::Dense {
-            region,
-            buffer,
-            byte_offset,
-            ..
-        } => {
-            assert_eq!(region, Some(d.region_count() as u32 - 1));
-            assert_eq!(buffer as u64, 4 * n * n - 1);
-            assert_eq!(byte_offset, TILE * TILE * 4 - 4);
-        }
-        other => panic!("expected a dense location, got {other:?}"),
-    }
+    last_element_ends_the_last_tile(&d, 2 * side - 1, 4 * n * n - 1);
 }
