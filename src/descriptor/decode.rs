@@ -626,6 +626,148 @@ impl Decoder {
         })
     }
 
+    /// Region `k` of the `count` regions of a level at `level` (inside region `parent`,
+    /// or the tensor), read from `r` as the general path reads every region: its prefix
+    /// checked field by field, its coordinates and record appended, its body decoded.
+    /// Returns its id and record. `buffers_reserved` says whether the level has reserved
+    /// its buffer handles yet (done at its first region that has any).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn region_record(
+        &mut self,
+        r: &mut Reader<'_>,
+        k: u32,
+        count: u32,
+        extent: &[u64],
+        base: &[u64],
+        level: u8,
+        parent: Option<u32>,
+        buffers_reserved: &mut bool,
+    ) -> Result<(u32, Node)> {
+        let rank = self.rank;
+        let parent_idx = idx(parent);
+        let mut origin = [0u64; MAX_RANK];
+        let mut rshape = [0u64; MAX_RANK];
+        let mut global = [0u64; MAX_RANK];
+        let id = self.d.records.len() as u32;
+        let pat = r.pos();
+        let ctx = |e: Error| {
+            e.context(format!("region {id} (level {level}, child {k})"))
+                .at(pat)
+        };
+        for o in origin.iter_mut().take(rank) {
+            *o = r.u64("region origin").map_err(ctx)?;
+        }
+        for s in rshape.iter_mut().take(rank) {
+            *s = r.u64("region_shape").map_err(ctx)?;
+        }
+        for a in 0..rank {
+            if rshape[a] == 0 {
+                return Err(ctx(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!("region_shape at byte {pat} has a zero extent on axis {a}"),
+                )));
+            }
+            match origin[a].checked_add(rshape[a]) {
+                Some(end) if end <= extent[a] => {}
+                _ => {
+                    return Err(ctx(Error::new(
+                        ErrorKind::RegionOutOfBounds,
+                        format!(
+                            "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
+                            origin[a], rshape[a], extent[a]
+                        ),
+                    )))
+                }
+            }
+            global[a] = base[a] + origin[a];
+        }
+        // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
+        let rtag = r.u8("region_layout_tag").map_err(ctx)?;
+        let class = classify(rtag);
+        if class == LayoutClass::Invalid
+            || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
+        {
+            return Err(ctx(Error::new(
+                ErrorKind::UnknownLayout,
+                format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
+            )));
+        }
+        if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
+            return Err(ctx(Error::new(
+                ErrorKind::SubpavingTooDeep,
+                format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
+            )));
+        }
+        let rflags = r.u8("region_flags").map_err(ctx)?;
+        if rflags & !1 != 0 {
+            return Err(ctx(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("region_flags 0x{rflags:02X} have reserved bits set"),
+            )));
+        }
+        let res = r.u16("region _reserved").map_err(ctx)?;
+        if res != 0 {
+            return Err(ctx(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("region reserved bytes are 0x{res:04X}"),
+            )));
+        }
+        let body_len = r.u32("region_body_length").map_err(ctx)?;
+        let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
+        self.d.record_coords.extend_from_slice(&global[..rank]);
+        self.d.record_coords.extend_from_slice(&rshape[..rank]);
+        let first_buffer = self.d.record_buffers.len() as u32;
+        self.d.records.push(Node {
+            layout: Layout::RowMajor,
+            byte_offset: 0,
+            first_buffer,
+            buffer_count: 0,
+            quant: None,
+            parent: parent_idx,
+        });
+        if !*buffers_reserved && class != LayoutClass::Unknown {
+            self.d.record_buffers.reserve((count - k) as usize);
+            *buffers_reserved = true;
+        }
+        let node = if class == LayoutClass::Unknown {
+            self.d.opaque_parts += 1;
+            let data = body.rest();
+            let span = self.d.arena.push_small(data)?;
+            Node {
+                layout: Layout::Unknown {
+                    tag: rtag,
+                    flags: rflags as u16,
+                    data: span,
+                },
+                byte_offset: 0,
+                first_buffer,
+                buffer_count: 0,
+                quant: None,
+                parent: parent_idx,
+            }
+        } else if let Some(node) =
+            self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent_idx)
+        {
+            node
+        } else {
+            let node = self
+                .tail(
+                    &mut body,
+                    rtag,
+                    &rshape[..rank],
+                    &global[..rank],
+                    rflags & 1 != 0,
+                    level + 1,
+                    Some(id),
+                )
+                .map_err(ctx)?;
+            body.expect_end("region body").map_err(ctx)?;
+            node
+        };
+        self.d.records[id as usize] = node;
+        Ok((id, node))
+    }
+
     /// Decode `region_count` and the regions of a subpaving at `level`, then index and
     /// validate the level.
     pub(super) fn regions(
@@ -696,127 +838,18 @@ impl Decoder {
         // as each region is decoded, while its record is at hand).
         let mut tiles: Option<(UniformTiles, u32)> = None;
         let mut tiles_ok = true;
-        let mut origin = [0u64; MAX_RANK];
-        let mut rshape = [0u64; MAX_RANK];
-        let mut global = [0u64; MAX_RANK];
         for k in 0..count {
-            let id = self.d.records.len() as u32;
-            let pat = r.pos();
-            let ctx = |e: Error| {
-                e.context(format!("region {id} (level {level}, child {k})"))
-                    .at(pat)
-            };
-            for o in origin.iter_mut().take(rank) {
-                *o = r.u64("region origin").map_err(ctx)?;
-            }
-            for s in rshape.iter_mut().take(rank) {
-                *s = r.u64("region_shape").map_err(ctx)?;
-            }
-            for a in 0..rank {
-                if rshape[a] == 0 {
-                    return Err(ctx(Error::new(
-                        ErrorKind::LayoutConstraint,
-                        format!("region_shape at byte {pat} has a zero extent on axis {a}"),
-                    )));
-                }
-                match origin[a].checked_add(rshape[a]) {
-                    Some(end) if end <= extent[a] => {}
-                    _ => {
-                        return Err(ctx(Error::new(
-                            ErrorKind::RegionOutOfBounds,
-                            format!(
-                                "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
-                                origin[a], rshape[a], extent[a]
-                            ),
-                        )))
-                    }
-                }
-                global[a] = base[a] + origin[a];
-            }
-            // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
-            let rtag = r.u8("region_layout_tag").map_err(ctx)?;
-            let class = classify(rtag);
-            if class == LayoutClass::Invalid
-                || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
-            {
-                return Err(ctx(Error::new(
-                    ErrorKind::UnknownLayout,
-                    format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
-                )));
-            }
-            if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
-                return Err(ctx(Error::new(
-                    ErrorKind::SubpavingTooDeep,
-                    format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
-                )));
-            }
-            let rflags = r.u8("region_flags").map_err(ctx)?;
-            if rflags & !1 != 0 {
-                return Err(ctx(Error::new(
-                    ErrorKind::ReservedNonzero,
-                    format!("region_flags 0x{rflags:02X} have reserved bits set"),
-                )));
-            }
-            let res = r.u16("region _reserved").map_err(ctx)?;
-            if res != 0 {
-                return Err(ctx(Error::new(
-                    ErrorKind::ReservedNonzero,
-                    format!("region reserved bytes are 0x{res:04X}"),
-                )));
-            }
-            let body_len = r.u32("region_body_length").map_err(ctx)?;
-            let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
-            self.d.record_coords.extend_from_slice(&global[..rank]);
-            self.d.record_coords.extend_from_slice(&rshape[..rank]);
-            let first_buffer = self.d.record_buffers.len() as u32;
-            self.d.records.push(Node {
-                layout: Layout::RowMajor,
-                byte_offset: 0,
-                first_buffer,
-                buffer_count: 0,
-                quant: None,
-                parent: parent_idx,
-            });
+            let (id, node) = self.region_record(
+                r,
+                k,
+                count,
+                extent,
+                base,
+                level,
+                parent,
+                &mut buffers_reserved,
+            )?;
             children.push(id);
-            if !buffers_reserved && class != LayoutClass::Unknown {
-                self.d.record_buffers.reserve((count - k) as usize);
-                buffers_reserved = true;
-            }
-            let node = if class == LayoutClass::Unknown {
-                self.d.opaque_parts += 1;
-                let data = body.rest();
-                let span = self.d.arena.push_small(data)?;
-                Node {
-                    layout: Layout::Unknown {
-                        tag: rtag,
-                        flags: rflags as u16,
-                        data: span,
-                    },
-                    byte_offset: 0,
-                    first_buffer,
-                    buffer_count: 0,
-                    quant: None,
-                    parent: parent_idx,
-                }
-            } else if let Some(node) =
-                self.dense_region_fast(&body, rtag, rflags, &rshape[..rank], parent_idx)
-            {
-                node
-            } else {
-                let node = self
-                    .tail(
-                        &mut body,
-                        rtag,
-                        &rshape[..rank],
-                        &global[..rank],
-                        rflags & 1 != 0,
-                        level + 1,
-                        Some(id),
-                    )
-                    .map_err(ctx)?;
-                body.expect_end("region body").map_err(ctx)?;
-                node
-            };
             if tiles_ok {
                 let rm = match node.layout {
                     Layout::RowMajor => Some(true),
@@ -837,7 +870,6 @@ impl Decoder {
                     && u64::from(id) == u64::from(first) + u64::from(k)
                     && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
             }
-            self.d.records[id as usize] = node;
         }
         let end = self.d.records.len() as u32;
         let boxes = Boxes {
