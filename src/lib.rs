@@ -42,8 +42,9 @@ pub mod transport;
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
 
-    /// Decode as [`crate::decode`] does, but keep region records for a top-level grid of
-    /// plain tiles (the reference its recordless form is tested against).
+    /// Decode as [`crate::decode`] does, but through the general path alone: region
+    /// records for every level (also a top-level grid of plain tiles), and no tile pass
+    /// (the reference the fast paths are tested against).
     pub fn decode_with_records(
         bytes: &[u8],
         mode: crate::Mode,

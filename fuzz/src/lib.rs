@@ -195,22 +195,26 @@ fn layout_summary(l: LayoutRef<'_>) -> usize {
 }
 
 /// Decode `data` in `mode` and check everything; errors are checked for a sane status.
-/// The result must also be what a decode that keeps region records for every level
-/// gives (a grid of plain tiles is otherwise held without them): the same descriptor, or
-/// the same status, detail and offset.
+/// The result must also be what the general path alone gives (region records for every
+/// level, no tile pass; a grid of plain tiles is otherwise held without records, and
+/// tiles are otherwise read in a fast lane): the same descriptor, or the same status,
+/// detail and offset.
 pub fn fuzz_decode(data: &[u8], mode: Mode) -> Option<Descriptor> {
     let res = decode_bounded(data, mode);
     match (
         &res,
         tensordesc::bench_support::decode_with_records(data, mode),
     ) {
-        (Ok(d), Ok(r)) => assert_eq!(d, &r, "held without records != with records"),
+        (Ok(d), Ok(r)) => assert_eq!(
+            d, &r,
+            "the fast paths decode differently from the general path"
+        ),
         (Err(e), Err(r)) => assert_eq!(
             (e.kind, &e.detail, e.offset()),
             (r.kind, &r.detail, r.offset()),
-            "the recordless decode fails differently"
+            "the fast paths fail differently from the general path"
         ),
-        (a, b) => panic!("recordless decode {a:?} against records decode {b:?}"),
+        (a, b) => panic!("fast paths {a:?} against the general path {b:?}"),
     }
     match res {
         Ok(d) => {

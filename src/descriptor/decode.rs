@@ -15,7 +15,8 @@ pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
     Decoder::run(bytes, mode)
 }
 
-/// [`decode`], keeping region records for a top-level grid of plain tiles too.
+/// [`decode`] through the general path alone (region records for every level, no tile
+/// pass): the reference the fast paths are tested against.
 pub(crate) fn decode_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
     Decoder::run_with_records(bytes, mode)
 }
@@ -30,8 +31,10 @@ pub(super) struct Decoder {
     max_regions: usize,
     /// Room for a recordless tile grid's sizes (from the cache's storage).
     sizes: Vec<u64>,
-    /// Whether a top-level tile grid may be held without records.
-    recordless: bool,
+    /// Whether the fast paths may be taken: a top-level tile grid held without records,
+    /// and the tile passes (off: every level read region by region, the reference the
+    /// fast paths are tested against).
+    fast_paths: bool,
     /// Set by a tile pass that met a record of the current level which is no plain tile
     /// (tag, flags, body or device): every other tile pass would stop at the same record,
     /// so none is tried (a grid with one odd tile read the level four times over before
@@ -168,10 +171,11 @@ impl Decoder {
         Decoder::run_with(bytes, mode, &mut Storage::default(), false)
     }
 
-    /// [`run`](Self::run), keeping region records for a top-level tile grid too.
+    /// [`run`](Self::run) through the general path alone: every level read region by
+    /// region into records, no tile pass, no grid held without records.
     pub(crate) fn run_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         let mut storage = Storage {
-            records_only: true,
+            general_only: true,
             ..Storage::default()
         };
         Decoder::run_with(bytes, mode, &mut storage, false)
@@ -296,7 +300,7 @@ impl Decoder {
             rank,
             max_regions: bytes.len() / (16 * rank + 8),
             sizes: std::mem::take(&mut storage.sizes),
-            recordless: !storage.records_only,
+            fast_paths: !storage.general_only,
             not_tiles: false,
             no_uniform_grid: false,
             template_differs: false,
@@ -799,7 +803,7 @@ impl Decoder {
         self.no_uniform_grid = false;
         // The commonest level, a top-level grid of plain tiles in cell order, is held
         // without records when every tile's buffer is on the first one's device.
-        if self.recordless
+        if self.fast_paths
             && level == 1
             && self.d.records.is_empty()
             && self.d.record_buffers.is_empty()
@@ -827,8 +831,10 @@ impl Decoder {
         self.d.record_buffers.reserve(leaves);
         // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
         let parent_idx = idx(parent);
-        if let Some(done) = self.tiles_level(r, extent, base, count, parent_idx, at, level) {
-            return done;
+        if self.fast_paths {
+            if let Some(done) = self.tiles_level(r, extent, base, count, parent_idx, at, level) {
+                return done;
+            }
         }
         // Buffers are reserved for the rest of the level at its first region that has
         // any: a level of opaque regions reserves none.

@@ -11,9 +11,9 @@ pub(crate) struct Storage {
     pub buffers: Vec<BufferHandle>,
     /// A recordless tile grid's buffer sizes.
     pub sizes: Vec<u64>,
-    /// Keep region records for a tile grid too (the reference the recordless form is
-    /// tested against).
-    pub records_only: bool,
+    /// Read every level region by region into records, with no tile pass and no grid
+    /// held without records (the reference the fast paths are tested against).
+    pub general_only: bool,
     pub quants: Vec<Quantization>,
     pub arena: Arena,
     /// Bytes of region records the last decode read in tile passes it then abandoned

@@ -86,7 +86,7 @@ impl Decoder {
         level: u8,
     ) -> Option<Result<Layout>> {
         let rank = self.rank;
-        if rank == 0 || self.not_tiles || !room_for_tiles(r, rank, count) {
+        if rank == 0 || !room_for_tiles(r, rank, count) {
             return None;
         }
         let start = r.clone();
@@ -96,29 +96,24 @@ impl Decoder {
             self.d.record_buffers.len(),
         );
         let mut no_sizes = Vec::new();
-        if !self.no_uniform_grid {
+        if !self.no_uniform_grid && !self.not_tiles {
             if let Some((layout, _)) =
                 self.tiles_pass::<false>(r, extent, base, count, parent, &mut no_sizes)
             {
                 return Some(Ok(layout));
             }
-        }
-        self.abandoned += r.pos() - start.pos();
-        *r = start.clone();
-        self.undo_to(marks);
-        if self.not_tiles {
-            return None;
-        }
-        if !self.plain_tiles_pass(r, extent, base, count, parent) {
             self.abandoned += r.pos() - start.pos();
-            *r = start;
+            *r = start.clone();
             self.undo_to(marks);
-            return None;
         }
-        // Every record was a valid plain tile: what is left to find is what the level
-        // index finds, exactly as on the general path.
+        let (children, all_plain) =
+            match self.plain_tiles_pass(r, extent, base, count, parent, level)? {
+                Ok(done) => done,
+                Err(e) => return Some(Err(e)),
+            };
+        // What is left to find is what the level index finds, exactly as on the general
+        // path.
         let first = marks.0 as u32;
-        let children: Vec<u32> = (first..first + count).collect();
         let boxes = Boxes {
             coords: &self.d.record_coords,
             rank,
@@ -126,18 +121,20 @@ impl Decoder {
         let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
         Some(match built {
             Ok(mut index) => {
-                let row_major = matches!(self.d.records[marks.0].layout, Layout::RowMajor);
-                index.set_uniform(
-                    UniformTiles {
-                        row_major,
-                        first_buffer: marks.2 as u32,
-                    },
-                    first,
-                );
+                if all_plain {
+                    let row_major = matches!(self.d.records[marks.0].layout, Layout::RowMajor);
+                    index.set_uniform(
+                        UniformTiles {
+                            row_major,
+                            first_buffer: marks.2 as u32,
+                        },
+                        first,
+                    );
+                }
                 self.d.indexes.push(index);
                 Ok(Layout::Subpaving {
                     count,
-                    end: count + first,
+                    end: self.d.records.len() as u32,
                     index: (self.d.indexes.len() - 1) as u32,
                 })
             }
@@ -152,13 +149,17 @@ impl Decoder {
         self.d.record_buffers.truncate(marks.2);
     }
 
-    /// Read `count` regions at the reader's position as plain tiles — every one an
-    /// unquantized ROW_MAJOR (or every one a COL_MAJOR) region with flags 0, byte_offset 0
-    /// and one buffer on the device of the buffers before it, big enough for its tile, at
-    /// any origin inside the enclosing extent — appending their records, coordinates and
-    /// handles as the general path would. False at the first record that is anything
-    /// else (the caller undoes what was appended; the general path then decodes the
-    /// level and reports what is wrong).
+    /// Read the `count` regions of a level at the reader's position, the plain tiles
+    /// among them in one fast lane — an unquantized ROW_MAJOR (or, if the first region
+    /// is one, COL_MAJOR) region with flags 0, byte_offset 0 and one buffer on the
+    /// device of the buffers before it, big enough for its tile, at any origin inside the
+    /// enclosing extent — and every other region as the general path reads it
+    /// ([`region_record`](Self::region_record)), appending records, coordinates and
+    /// handles as the general path would. Returns the level's children and whether every
+    /// region was a plain tile; a region's error is the general path's, as it would meet
+    /// it at the same region. `None`, with nothing appended, when the first region is no
+    /// plain tile (the general path then reads the level).
+    #[allow(clippy::too_many_arguments)]
     fn plain_tiles_pass(
         &mut self,
         r: &mut Reader<'_>,
@@ -166,47 +167,41 @@ impl Decoder {
         base: &[u64],
         count: u32,
         parent: Option<Idx>,
-    ) -> bool {
+        level: u8,
+    ) -> Option<Result<(Vec<u32>, bool)>> {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
-        let Some(first_rec) = r.clone().record(rec_len) else {
-            return false;
-        };
-        let Some(tag0) = first_rec.u8_at(16 * rank) else {
-            return false;
-        };
+        let first_rec = r.clone().record(rec_len)?;
+        let tag0 = first_rec.u8_at(16 * rank)?;
         let layout = match tag0 {
             tag::ROW_MAJOR => Layout::RowMajor,
             tag::COL_MAJOR => Layout::ColMajor,
-            _ => return false,
+            _ => return None,
         };
-        let Some(first_handle) = first_rec
+        let first_handle = first_rec
             .array_at::<16>(prefix + 9)
-            .and_then(|b| BufferHandle::from_bytes(b, 0).ok())
-        else {
-            return false;
-        };
+            .and_then(|b| BufferHandle::from_bytes(b, 0).ok())?;
         if let Some(f) = self.d.record_buffers.first() {
             if !first_handle.colocated_with(f) {
-                return false;
+                return None;
             }
         }
-        let Some(&device_bytes) = first_rec.array_at::<8>(prefix + 9 + 8) else {
-            return false;
-        };
-        if self.d.record_buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
-            return false;
-        }
-        let first_buffer = self.d.record_buffers.len() as u32;
+        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
+        tile_handle(&first_rec, rank, tag0, &device_bytes, &first_handle)?;
+        // Room for a handle per region: the caller checked that the input left holds the
+        // level as tile records, so this is at most 16 bytes per 16 · rank + 33 read.
         self.d.record_buffers.reserve(count as usize);
+        let mut children = Vec::with_capacity(count as usize);
+        let mut all_plain = true;
+        let first_id = self.d.records.len() as u64;
+        let first_buffer = self.d.record_buffers.len() as u64;
+        let mut buffers_reserved = true;
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
         for k in 0..count {
-            let Some(rec) = r.record(rec_len) else {
-                return false;
-            };
-            let ok = (|| {
+            let before = r.clone();
+            let tile = r.record(rec_len).and_then(|rec| {
                 for a in 0..rank {
                     let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
                     if s == 0 || o.checked_add(s)? > extent[a] {
@@ -215,17 +210,43 @@ impl Decoder {
                     (origin[a], shape[a]) = (o, s);
                 }
                 let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
-                let size_bytes = h.size_bytes;
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
-                (size_bytes >= need).then_some(h)
-            })();
-            let Some(h) = ok else {
-                return false;
+                (h.size_bytes >= need && self.d.record_buffers.len() < u32::MAX as usize)
+                    .then_some(h)
+            });
+            let Some(h) = tile else {
+                // Anything else is read as the general path reads it, from its start.
+                *r = before;
+                match self.region_record(
+                    r,
+                    k,
+                    count,
+                    extent,
+                    base,
+                    level,
+                    parent.map(Idx::get),
+                    &mut buffers_reserved,
+                ) {
+                    Ok((id, node)) => {
+                        // Still a uniform tile (as the general path judges it) if it has
+                        // the record a plain tile would have.
+                        all_plain &= node.layout == layout
+                            && node.byte_offset == 0
+                            && node.buffer_count == 1
+                            && node.quant.is_none()
+                            && u64::from(id) == first_id + u64::from(k)
+                            && u64::from(node.first_buffer) == first_buffer + u64::from(k);
+                        children.push(id);
+                    }
+                    Err(e) => return Some(Err(e)),
+                }
+                continue;
             };
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
+            let id = self.d.records.len() as u32;
             for a in 0..rank {
                 self.d.record_coords.push(base[a] + origin[a]);
             }
@@ -233,14 +254,15 @@ impl Decoder {
             self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
-                first_buffer: first_buffer + k,
+                first_buffer: self.d.record_buffers.len() as u32,
                 buffer_count: 1,
                 quant: None,
                 parent,
             });
             self.d.record_buffers.push(h);
+            children.push(id);
         }
-        true
+        Some(Ok((children, all_plain)))
     }
 
     /// The top-level tile grid held without records ([`TileGrid`]): a uniform grid
