@@ -35,6 +35,26 @@ fn room_for_tiles(r: &Reader<'_>, rank: usize, count: u32) -> bool {
     (r.remaining() as u64) >= u64::from(count) * (16 * rank as u64 + 8 + TILE_BODY as u64)
 }
 
+/// What the first record of a would-be level of plain tiles fixes for the rest: its
+/// record, tag, layout (ROW_MAJOR or COL_MAJOR), buffer handle and the handle's device
+/// bytes. `None` when it cannot start such a level.
+#[inline(always)]
+fn first_tile<'a>(
+    rec: Record<'a>,
+    rank: usize,
+) -> Option<(Record<'a>, u8, Layout, BufferHandle, [u8; 8])> {
+    let prefix = 16 * rank + 8;
+    let tag0 = rec.u8_at(16 * rank)?;
+    let layout = match tag0 {
+        tag::ROW_MAJOR => Layout::RowMajor,
+        tag::COL_MAJOR => Layout::ColMajor,
+        _ => return None,
+    };
+    let handle = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+    let device = *rec.array_at::<8>(prefix + 9 + 8)?;
+    Some((rec, tag0, layout, handle, device))
+}
+
 /// The buffer handle of a plain tile's record `rec` (rank `rank`), or `None` when the
 /// record is not one: its tag must be `tag0`, its flags and reserved bytes 0, its body 25
 /// bytes holding byte_offset 0 and one buffer on `first`'s device. A handle whose device
@@ -172,22 +192,13 @@ impl Decoder {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
-        let first_rec = r.clone().record(rec_len)?;
-        let tag0 = first_rec.u8_at(16 * rank)?;
-        let layout = match tag0 {
-            tag::ROW_MAJOR => Layout::RowMajor,
-            tag::COL_MAJOR => Layout::ColMajor,
-            _ => return None,
-        };
-        let first_handle = first_rec
-            .array_at::<16>(prefix + 9)
-            .and_then(|b| BufferHandle::from_bytes(b, 0).ok())?;
+        let (first_rec, tag0, layout, first_handle, device_bytes) =
+            first_tile(r.clone().record(rec_len)?, rank)?;
         if let Some(f) = self.d.record_buffers.first() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
         }
-        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
         tile_handle(&first_rec, rank, tag0, &device_bytes, &first_handle)?;
         // Room for a handle per region: the caller checked that the input left holds the
         // level as tile records, so this is at most 16 bytes per 16 · rank + 33 read.
@@ -366,16 +377,8 @@ impl Decoder {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
-        let first_rec = r.clone().record(rec_len)?;
-        let tag0 = first_rec.u8_at(16 * rank)?;
-        let layout = match tag0 {
-            tag::ROW_MAJOR => Layout::RowMajor,
-            tag::COL_MAJOR => Layout::ColMajor,
-            _ => return None,
-        };
-        let first_handle =
-            BufferHandle::from_bytes(first_rec.array_at::<16>(prefix + 9)?, 0).ok()?;
-        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
+        let (_, tag0, layout, first_handle, device_bytes) =
+            first_tile(r.clone().record(rec_len)?, rank)?;
         sizes.reserve_exact(count as usize);
         crate::mem::advise_huge_pages(sizes);
         // Per axis, the cut points learnt so far (local coordinates), starting at 0.
