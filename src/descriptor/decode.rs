@@ -134,12 +134,16 @@ pub(super) fn count_nested_regions(
             break;
         };
         *window = &window[prefix + body_len..];
-        if leaf(rtag) {
-            leaves += 1;
-            continue;
+        match classify(rtag) {
+            LayoutClass::Container => {}
+            LayoutClass::Unknown | LayoutClass::Invalid => continue,
+            _ => {
+                leaves += 1;
+                continue;
+            }
         }
         // A subpaving: byte_offset (8 bytes), then the nested level's region_count.
-        if classify(rtag) != LayoutClass::Container || lv >= MAX_SUBPAVING_DEPTH {
+        if lv >= MAX_SUBPAVING_DEPTH {
             continue;
         }
         let Some(n) = body.get(8..12) else { continue };

@@ -479,25 +479,13 @@ impl Decoder {
         if total != u64::from(count) {
             return None;
         }
-        let tag0 = first_rec.u8_at(16 * rank)?;
-        let row_major = match tag0 {
-            tag::ROW_MAJOR => true,
-            tag::COL_MAJOR => false,
-            _ => return None,
-        };
-        let layout = if row_major {
-            Layout::RowMajor
-        } else {
-            Layout::ColMajor
-        };
-        let first_handle =
-            BufferHandle::from_bytes(first_rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+        let (_, tag0, layout, first_handle, device_bytes) = first_tile(first_rec, rank)?;
+        let row_major = matches!(layout, Layout::RowMajor);
         if let Some(f) = self.d.record_buffers.first() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
         }
-        let device_bytes = *first_rec.array_at::<8>(prefix + 9 + 8)?;
         let full_count = layout::exact_product(step[..rank].iter().copied())?;
         let full_need = self.et.bytes_for(full_count)?;
         if self.d.record_buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
