@@ -60,6 +60,11 @@ pub mod bench_support {
             .map(|t| (t.sizes.as_ptr() as usize, t.sizes.capacity() * 8))
     }
 
+    /// Number of nested levels held as tile grids without records.
+    pub fn held_grids(d: &crate::Descriptor) -> usize {
+        d.held.len()
+    }
+
     /// Address and byte capacity of the decoded form's region records, the largest array
     /// of a subpaving's decoded form (for the test that checks its huge-page advice).
     pub fn region_records(d: &crate::Descriptor) -> (usize, usize) {

@@ -4,10 +4,14 @@
 //! (`bench_support::decode_with_records`): descriptors, region views, buffer entries,
 //! locations, box queries, reads, encodings, statuses and details. The O(1) accessors
 //! must not materialize anything (counted with `heap_bytes`), and the decoded form must
-//! stay within a fifth of the wire bytes.
+//! stay within a fifth of the wire bytes. Nested uniform grids are held without records
+//! too, between and inside regions that keep theirs.
 
-use tensordesc::bench_support::{decode_with_records, tile_sizes};
-use tensordesc::{decode, BoundTensor, DecodeCache, Descriptor, Mode, OutputType};
+use tensordesc::bench_support::{decode_with_records, held_grids, tile_sizes};
+use tensordesc::{
+    decode, BoundTensor, BufferHandle, DecodeCache, Descriptor, ElementType, Mode, NodeSpec,
+    OutputType, RegionSpec, TensorBuilder,
+};
 
 /// How a test grid is written.
 #[derive(Clone, Copy, Default)]
@@ -88,14 +92,14 @@ fn encode(g: &Grid) -> Vec<u8> {
     b
 }
 
-/// Buffers for `d` (64-byte aligned: each a vector and the offset its data starts at)
+/// Buffers for `d` (128-byte aligned: each a vector and the offset its data starts at)
 /// whose element `i` of tile `k` holds `k * 1000 + i`.
 fn buffers(d: &Descriptor) -> Vec<(Vec<u8>, usize)> {
     (0..d.effective_buffer_count())
         .map(|k| {
             let size = d.effective_buffer(k).unwrap().size_bytes as usize;
-            let mut v = vec![0u8; size + 64];
-            let at = v.as_ptr().align_offset(64);
+            let mut v = vec![0u8; size + 128];
+            let at = v.as_ptr().align_offset(128);
             for (i, c) in v[at..at + size].chunks_exact_mut(4).enumerate() {
                 c.copy_from_slice(&((k * 1000 + i) as f32).to_le_bytes());
             }
@@ -210,7 +214,7 @@ fn same_everywhere(what: &str, bytes: &[u8], t: &Descriptor, r: &Descriptor) {
         .enumerate()
         .map(|(k, (v, at))| &v[*at..*at + t.effective_buffer(k).unwrap().size_bytes as usize])
         .collect();
-    let bt = BoundTensor::bind(t, slices.clone()).unwrap();
+    let bt = BoundTensor::bind(t, slices.clone()).expect("bind");
     let br = BoundTensor::bind(r, slices).unwrap();
     bt.validate().unwrap();
     if small {
@@ -374,6 +378,182 @@ fn a_tile_grid_is_held_in_a_fifth_of_its_wire_bytes() {
             bytes.len()
         );
     }
+}
+
+/// A region at `origin` holding a uniform grid of `step` tiles over `shape` (FLOAT32,
+/// row-major cell order); tile `k`'s buffer is `size + pad(k)` bytes, aligned to
+/// `2^align(k)`.
+fn grid_region(
+    origin: &[u64],
+    shape: &[u64],
+    step: &[u64],
+    col_major: bool,
+    pad: impl Fn(usize) -> u64,
+    align: impl Fn(usize) -> u8,
+) -> RegionSpec {
+    let cells = tiles(&Grid {
+        extent: shape,
+        step,
+        ..Grid::default()
+    });
+    let specs = cells
+        .iter()
+        .enumerate()
+        .map(|(k, (o, s))| {
+            let node = if col_major {
+                NodeSpec::col_major()
+            } else {
+                NodeSpec::row_major()
+            };
+            let mut h = BufferHandle::cpu(s.iter().product::<u64>() * 4 + pad(k));
+            h.alignment_log2 = align(k);
+            RegionSpec::new(o, s, node.with_buffers(vec![h]))
+        })
+        .collect();
+    RegionSpec::new(origin, shape, NodeSpec::subpaving(specs))
+}
+
+/// Subpavings whose nested levels are uniform grids of plain tiles, beside leaves,
+/// deeper levels, and grids that keep their records.
+fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
+    let none = |_: usize| 0;
+    let six = |_: usize| 6;
+    let padded = |k: usize| if k % 5 == 1 { 16 } else { 0 };
+    let leaf = |o: &[u64], s: &[u64], col: bool| {
+        RegionSpec::new(
+            o,
+            s,
+            if col {
+                NodeSpec::col_major()
+            } else {
+                NodeSpec::row_major()
+            },
+        )
+    };
+    let a = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[40, 60],
+        vec![
+            grid_region(&[0, 0], &[40, 20], &[10, 5], false, padded, six),
+            leaf(&[0, 20], &[20, 40], false),
+            RegionSpec::new(
+                &[20, 20],
+                &[20, 40],
+                NodeSpec::subpaving(vec![
+                    leaf(&[0, 0], &[20, 15], true),
+                    grid_region(&[0, 15], &[20, 25], &[6, 10], true, none, six),
+                ]),
+            ),
+        ],
+    );
+    // A nested grid with one tile's handle unlike the others (kept as records) before
+    // one held without them; rank 3, clipped edge cells.
+    let b = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[9, 10, 12],
+        vec![
+            grid_region(&[0, 0, 0], &[9, 10, 4], &[4, 4, 4], false, none, |k| {
+                if k == 3 {
+                    7
+                } else {
+                    6
+                }
+            }),
+            grid_region(&[0, 0, 4], &[9, 10, 8], &[4, 3, 8], false, padded, six),
+        ],
+    );
+    // Grids two levels down, one per quadrant of one region, and one grid of one tile.
+    let quadrants = (0..4u64)
+        .map(|q| {
+            grid_region(
+                &[q / 2 * 8, q % 2 * 8],
+                &[8, 8],
+                &[3, 2],
+                q % 2 == 1,
+                none,
+                six,
+            )
+        })
+        .collect();
+    let c = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[16, 20],
+        vec![
+            RegionSpec::new(&[0, 0], &[16, 16], NodeSpec::subpaving(quadrants)),
+            grid_region(&[0, 16], &[16, 4], &[16, 4], false, none, six),
+        ],
+    );
+    vec![
+        ("nested a", a.encode().unwrap(), 2),
+        ("nested b", b.encode().unwrap(), 1),
+        ("nested c", c.encode().unwrap(), 5),
+    ]
+}
+
+#[test]
+fn nested_tile_grids_match_their_records_form_everywhere() {
+    for (what, bytes, held) in nested_cases() {
+        let t = decode(&bytes, Mode::Strict).unwrap();
+        let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+        assert_eq!(held_grids(&t), held, "{what}: grids held without records");
+        assert_eq!(held_grids(&r), 0, "{what}: the reference keeps records");
+        same_everywhere(what, &bytes, &t, &r);
+        let mut cache = DecodeCache::new();
+        for _ in 0..2 {
+            let c = cache.decode(&bytes, Mode::Strict).unwrap();
+            assert_eq!(held_grids(&c), held);
+            assert_eq!(c, r, "{what}: through a DecodeCache");
+            cache.recycle(c);
+        }
+    }
+}
+
+#[test]
+fn corrupted_nested_grids_fail_exactly_as_the_records_decode_does() {
+    for (_, bytes, _) in nested_cases() {
+        corruptions(&bytes);
+    }
+}
+
+#[test]
+fn nested_grids_are_held_in_a_fifth_of_their_wire_bytes() {
+    // Four quadrants of 150 x 150 tiles of 4 x 4, and a leaf beside them.
+    let n = 150u64;
+    let side = 4 * n;
+    let mut regions: Vec<RegionSpec> = (0..4u64)
+        .map(|q| {
+            grid_region(
+                &[q / 2 * side, q % 2 * side],
+                &[side, side],
+                &[4, 4],
+                false,
+                |_| 0,
+                |_| 6,
+            )
+        })
+        .collect();
+    regions.push(RegionSpec::new(
+        &[0, 2 * side],
+        &[2 * side, 8],
+        NodeSpec::row_major(),
+    ));
+    let bytes = TensorBuilder::subpaving(ElementType::Float32, &[2 * side, 2 * side + 8], regions)
+        .encode()
+        .unwrap();
+    let d = decode(&bytes, Mode::Strict).unwrap();
+    let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+    assert_eq!(held_grids(&d), 4);
+    let ratio = d.heap_bytes() as f64 / bytes.len() as f64;
+    println!(
+        "{} regions, wire {} B, decoded {} B ({ratio:.3}x), with records {:.3}x",
+        d.region_count(),
+        bytes.len(),
+        d.heap_bytes(),
+        r.heap_bytes() as f64 / bytes.len() as f64
+    );
+    assert!(ratio <= 0.2, "decoded form {ratio:.3}x the wire");
+    assert!(r.heap_bytes() > bytes.len());
+    assert_eq!(d, r);
 }
 
 #[test]

@@ -8,14 +8,15 @@ impl<'a> BoundTensor<'a> {
     fn with_leaf<R>(
         &self,
         index: &[u64],
-        f: impl FnOnce(Option<u32>, &Node, &'a [u64], &[u64]) -> Result<R>,
+        f: impl FnOnce(Option<u32>, &Node, &[u64], &[u64]) -> Result<R>,
     ) -> Result<R> {
         let d = self.desc;
         if let Layout::Subpaving { .. } = d.root.layout {
             let (region, node) = d.leaf(index)?;
             let node = &node;
             let rank = d.rank();
-            let shape = d.node_shape(region);
+            let nb = d.node_box(region);
+            let shape = nb.shape();
             // Small ranks (the usual case) do not zero a 64-entry index per call.
             if rank <= 8 {
                 let mut local = [0u64; 8];

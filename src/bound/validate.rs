@@ -18,7 +18,8 @@ impl<'a> BoundTensor<'a> {
                 // A dense leaf's buffers hold values only: nothing to validate.
                 continue;
             }
-            let shape = d.node_shape(region);
+            let nb = d.node_box(region);
+            let shape = nb.shape();
             self.validate_layout(region, node, shape)?;
             if let Some(q) = d.quant_of(node) {
                 self.validate_quant(region, node, q, shape)?;

@@ -229,9 +229,9 @@ impl Descriptor {
         if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
             && !self.element_type.is_packed()
         {
-            let (origin, shape) = self.node_box(region);
+            let b = self.node_box(region);
             return self
-                .dense_location(region, node, index, origin, shape)
+                .dense_location(region, node, index, b.origin(), b.shape())
                 .map(|l| self.compact(l));
         }
         match layout::classify(layout_tag) {
@@ -250,7 +250,7 @@ impl Descriptor {
                     &node.layout,
                     &self.arena,
                     self.element_type,
-                    self.node_shape(region),
+                    self.node_box(region).shape(),
                     node.byte_offset,
                     x,
                 )

@@ -171,6 +171,28 @@ pub(super) fn count_nested_regions(
 pub(super) const LARGE_RECORDS: usize = 4;
 
 impl Decoder {
+    /// The id the next region record gets (records and held grids so far).
+    #[inline]
+    pub(super) fn next_id(&self) -> usize {
+        self.d.records.len() + self.d.held_count()
+    }
+
+    /// The number the next effective buffer gets.
+    #[inline]
+    pub(super) fn next_buffer(&self) -> usize {
+        self.d.record_buffers.len() + self.d.held_count()
+    }
+
+    /// Effective buffer 0, whose device every other buffer must be on.
+    #[inline]
+    pub(super) fn first_handle(&self) -> Option<BufferHandle> {
+        if self.d.held.is_empty() {
+            self.d.record_buffers.first().copied()
+        } else {
+            self.d.effective_buffer(0)
+        }
+    }
+
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
         Decoder::run_with(bytes, mode, &mut Storage::default(), false)
     }
@@ -332,6 +354,9 @@ impl Decoder {
                 quants: std::mem::take(&mut storage.quants),
                 arena: std::mem::take(&mut storage.arena),
                 tiles: None,
+                held: Vec::new(),
+                gaps: Vec::new(),
+                merged: std::sync::OnceLock::new(),
                 indexes: Vec::new(),
                 opaque_parts: 0,
             },
@@ -432,7 +457,7 @@ impl Decoder {
         level: u8,
         region: Option<u32>,
     ) -> Result<Node> {
-        let region_parent = region.and_then(|r| self.d.records[r as usize].parent);
+        let region_parent = region.and_then(|r| self.d.node(r).parent);
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
         check_rank(ltag, self.rank)?;
         if ltag == tag::STRIDED && self.et.is_packed() {
@@ -482,20 +507,20 @@ impl Decoder {
         r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
         for i in 0..count {
             let h = BufferHandle::read(r)?;
-            if let Some(f) = self.d.record_buffers.first() {
+            if let Some(f) = &self.first_handle() {
                 if !h.colocated_with(f) {
                     return Err(Error::new(
                         ErrorKind::DeviceMismatch,
                         format!(
                             "effective buffer {} (sub-table entry {i}) is on {}:{} / {} but effective buffer 0 is on {}:{} / {}",
-                            self.d.record_buffers.len(),
+                            self.next_buffer(),
                             h.device_type.name(), h.device_id, h.memory_class.name(),
                             f.device_type.name(), f.device_id, f.memory_class.name()
                         ),
                     ));
                 }
             }
-            if self.d.record_buffers.len() >= u32::MAX as usize {
+            if self.next_buffer() >= u32::MAX as usize {
                 return Err(Error::new(
                     ErrorKind::Overflow,
                     "more than 2^32 - 1 effective buffers",
@@ -546,7 +571,9 @@ impl Decoder {
                         count - p
                     }
                 };
-                let bufs = &self.d.record_buffers[first..first + count];
+                // The handles just appended (their slots: held grids are not in the list).
+                let end = self.d.record_buffers.len();
+                let bufs = &self.d.record_buffers[end - count..end];
                 layout::check_buffers(
                     &layout,
                     &self.d.arena,
@@ -609,7 +636,7 @@ impl Decoder {
         let mut hb = [0u8; 16];
         hb.copy_from_slice(&b[9..]);
         let h = BufferHandle::from_bytes(&hb, 0).ok()?;
-        if let Some(f) = self.d.record_buffers.first() {
+        if let Some(f) = &self.first_handle() {
             if !h.colocated_with(f) {
                 return None;
             }
@@ -619,10 +646,11 @@ impl Decoder {
         if byte_offset > h.size_bytes || h.size_bytes - byte_offset < need {
             return None;
         }
-        if self.d.record_buffers.len() >= u32::MAX as usize {
+        let first_buffer = self.next_buffer();
+        if first_buffer >= u32::MAX as usize {
             return None;
         }
-        let first_buffer = self.d.record_buffers.len() as u32;
+        let first_buffer = first_buffer as u32;
         self.d.record_buffers.push(h);
         Some(Node {
             layout,
@@ -656,7 +684,8 @@ impl Decoder {
         let mut origin = [0u64; MAX_RANK];
         let mut rshape = [0u64; MAX_RANK];
         let mut global = [0u64; MAX_RANK];
-        let id = self.d.records.len() as u32;
+        let id = self.next_id() as u32;
+        let slot = self.d.records.len();
         let pat = r.pos();
         let ctx = |e: Error| {
             e.context(format!("region {id} (level {level}, child {k})"))
@@ -724,7 +753,7 @@ impl Decoder {
         let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
         self.d.record_coords.extend_from_slice(&global[..rank]);
         self.d.record_coords.extend_from_slice(&rshape[..rank]);
-        let first_buffer = self.d.record_buffers.len() as u32;
+        let first_buffer = self.next_buffer() as u32;
         self.d.records.push(Node {
             layout: Layout::RowMajor,
             byte_offset: 0,
@@ -772,7 +801,7 @@ impl Decoder {
             body.expect_end("region body").map_err(ctx)?;
             node
         };
-        self.d.records[id as usize] = node;
+        self.d.records[slot] = node;
         Ok((id, node))
     }
 
@@ -797,7 +826,7 @@ impl Decoder {
         }
         // Every region needs at least its prefix: bound all allocation by the input.
         r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
-        if self.d.records.len() as u64 + count as u64 >= u32::MAX as u64 {
+        if self.next_id() as u64 + count as u64 >= u32::MAX as u64 {
             return Err(Error::new(
                 ErrorKind::Overflow,
                 "more than 2^32 - 2 regions",
@@ -816,6 +845,12 @@ impl Decoder {
                 return Ok(layout);
             }
         }
+        // A nested grid of plain tiles likewise, before any room is reserved for records.
+        if let (true, Some(p)) = (self.fast_paths && level > 1, idx(parent)) {
+            if let Some(layout) = self.held_level(r, extent, base, count, p) {
+                return Ok(layout);
+            }
+        }
         // Room for every region of the level — and, when its records are large on
         // average (subpavings nested in them, most likely), for every region nested in
         // them too, counted by a walk of their length fields, so that the decoded form
@@ -826,6 +861,13 @@ impl Decoder {
             } else {
                 (count as usize, 0)
             };
+        // The leaves counted are levels of leaf-sized records: tile grids, most likely,
+        // which the fast paths hold without records or buffer handles.
+        let (regions, leaves) = if self.fast_paths {
+            (regions.saturating_sub(leaves), 0)
+        } else {
+            (regions, leaves)
+        };
         reserve_bounded(&mut self.d.records, regions, self.max_regions);
         reserve_bounded(
             &mut self.d.record_coords,
@@ -881,10 +923,11 @@ impl Decoder {
                     && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
             }
         }
-        let end = self.d.records.len() as u32;
+        let end = self.next_id() as u32;
         let boxes = Boxes {
             coords: &self.d.record_coords,
             rank,
+            gaps: &self.d.gaps,
         };
         let wire_bytes = r.pos() - at;
         let mut index = LevelIndex::build(boxes, base, extent, children, wire_bytes)

@@ -102,9 +102,10 @@ impl Descriptor {
         let rank = self.rank();
         match region {
             None => local[..rank].copy_from_slice(index),
-            Some(r) => match &self.tiles {
-                Some(t) => t.local_index(r, index, &mut local[..rank]),
-                None => {
+            Some(r) => match (&self.tiles, self.held_region(r)) {
+                (Some(t), _) => t.local_index(r, index, &mut local[..rank]),
+                (None, Some((g, k))) => g.grid.local_index(k, index, &mut local[..rank]),
+                (None, None) => {
                     let o = self.index_boxes().origin(r);
                     for a in 0..rank {
                         local[a] = index[a] - o[a];
@@ -114,24 +115,25 @@ impl Descriptor {
         }
     }
 
-    /// The extent of the node resolved for `region` (`None`: the tensor).
-    pub(crate) fn node_shape(&self, region: Option<u32>) -> &[u64] {
-        self.node_box(region).1
-    }
-
     /// The origin and extent of the node resolved for `region` (`None`: the tensor, at
-    /// the origin).
-    pub(crate) fn node_box(&self, region: Option<u32>) -> (&[u64], &[u64]) {
-        match region {
-            None => (&ZEROS[..self.rank()], &self.shape[..]),
-            Some(r) => {
-                let b = Boxes {
-                    coords: self.coords(),
-                    rank: self.rank(),
-                };
-                (b.origin(r), b.shape(r))
+    /// the origin): borrowed from the records, or computed for a tile held without
+    /// records (nothing is materialized up to rank 8).
+    pub(crate) fn node_box(&self, region: Option<u32>) -> NodeBox<'_> {
+        let rank = self.rank();
+        let Some(r) = region else {
+            return NodeBox::Slices(&ZEROS[..rank], &self.shape[..]);
+        };
+        if self.tiles.is_some() || self.held_region(r).is_some() {
+            if rank > 8 {
+                let b = Boxes::new(self.coords(), rank);
+                return NodeBox::Slices(b.origin(r), b.shape(r));
             }
+            let (mut o, mut s) = ([0u64; 8], [0u64; 8]);
+            self.region_box_into(r, &mut o[..rank], &mut s[..rank]);
+            return NodeBox::Inline(o, s, rank);
         }
+        let b = self.index_boxes();
+        NodeBox::Slices(b.origin(r), b.shape(r))
     }
 
     /// The region boxes the level indexes read: the records' (a tile grid's level is a
@@ -141,6 +143,7 @@ impl Descriptor {
         Boxes {
             coords: &self.record_coords,
             rank: self.rank(),
+            gaps: &self.gaps,
         }
     }
 
@@ -165,8 +168,8 @@ impl Descriptor {
         if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
             && !self.element_type.is_packed()
         {
-            let (origin, shape) = self.node_box(region);
-            return self.dense_location(region, node, index, origin, shape);
+            let b = self.node_box(region);
+            return self.dense_location(region, node, index, b.origin(), b.shape());
         }
         if let Layout::Unknown { tag, .. } = node.layout {
             return Err(Error::new(
@@ -174,12 +177,13 @@ impl Descriptor {
                 format!("index {index:?} falls in an opaque part with unknown layout 0x{tag:02X}"),
             ));
         }
+        let nb = self.node_box(region);
         let dense_at = |local: &[u64]| {
             dense::element_offset(
                 &node.layout,
                 &self.arena,
                 self.element_type,
-                self.node_shape(region),
+                nb.shape(),
                 node.byte_offset,
                 local,
             )
@@ -357,5 +361,32 @@ pub(super) fn tile_position(
         local.zip(shape).try_fold(0u64, step)
     } else {
         local.zip(shape).rev().try_fold(0u64, step)
+    }
+}
+
+/// A node's global origin and extent ([`Descriptor::node_box`]).
+pub(crate) enum NodeBox<'a> {
+    /// Borrowed from the decoded form.
+    Slices(&'a [u64], &'a [u64]),
+    /// Computed (origin, extent, rank).
+    Inline([u64; 8], [u64; 8], usize),
+}
+
+impl NodeBox<'_> {
+    /// The global origin.
+    #[inline]
+    pub(crate) fn origin(&self) -> &[u64] {
+        match self {
+            NodeBox::Slices(o, _) => o,
+            NodeBox::Inline(o, _, rank) => &o[..*rank],
+        }
+    }
+    /// The extent.
+    #[inline]
+    pub(crate) fn shape(&self) -> &[u64] {
+        match self {
+            NodeBox::Slices(_, s) => s,
+            NodeBox::Inline(_, s, rank) => &s[..*rank],
+        }
     }
 }

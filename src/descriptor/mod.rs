@@ -13,8 +13,9 @@ use crate::quant::Quantization;
 use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
-use index::{Boxes, LevelIndex, UniformTiles};
+use index::{Boxes, IdGap, LevelIndex, UniformTiles};
 use std::num::NonZeroU32;
+use std::sync::OnceLock;
 
 use crate::format::frame::{self, FrameHeader, Peek};
 pub use crate::format::frame::{flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR};
@@ -31,7 +32,7 @@ pub use batch::{CompactLocation, LocationKind, NO_REGION};
 pub(crate) use decode::decode_with_records;
 pub use decode::{decode, DecodeCache};
 pub use query::{RegionHit, RegionInBox};
-pub(crate) use recordless::TileGrid;
+pub(crate) use recordless::{HeldGrid, TileGrid};
 
 /// A position in one of the descriptor's tables (a region or a quantization), stored
 /// complemented in a `NonZeroU32` so that `Option<Idx>` is 4 bytes and a [`Node`] stays 40.
@@ -110,6 +111,15 @@ pub struct Descriptor {
     /// A top-level grid of plain tiles held without records (then `records`,
     /// `record_coords` and `record_buffers` are empty).
     pub(crate) tiles: Option<Box<TileGrid>>,
+    /// Nested levels of plain tiles held without records, by first region id (their
+    /// regions and buffers are absent from `records`, `record_coords` and
+    /// `record_buffers`, which skip them: see [`HeldGrid`]).
+    pub(crate) held: Vec<HeldGrid>,
+    /// The id gaps the held grids leave in `records` (one per held grid).
+    pub(crate) gaps: Vec<IdGap>,
+    /// Every region's record, coordinates and buffer, materialized on first use of a
+    /// slice accessor when nested grids are held without records.
+    pub(crate) merged: OnceLock<Box<Merged>>,
     pub(crate) quants: Vec<Quantization>,
     pub(crate) arena: Arena,
     pub(crate) indexes: Vec<LevelIndex>,
@@ -142,6 +152,15 @@ impl PartialEq for Descriptor {
 }
 
 const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
+
+/// The slice forms of a decoded form with nested grids held without records (see
+/// [`Descriptor::merged`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Merged {
+    nodes: Vec<Node>,
+    coords: Vec<u64>,
+    handles: Vec<BufferHandle>,
+}
 
 /// Where an element lives, as far as the descriptor alone can tell.
 ///
@@ -243,19 +262,11 @@ impl<'a> RegionView<'a> {
     /// once; [`origin_into`](Self::origin_into) and [`shape_into`](Self::shape_into) do
     /// not.
     pub fn global_origin(&self) -> &'a [u64] {
-        Boxes {
-            coords: self.d.coords(),
-            rank: self.d.rank(),
-        }
-        .origin(self.index)
+        Boxes::new(self.d.coords(), self.d.rank()).origin(self.index)
     }
     /// Extent (see [`global_origin`](Self::global_origin) on its cost).
     pub fn shape(&self) -> &'a [u64] {
-        Boxes {
-            coords: self.d.coords(),
-            rank: self.d.rank(),
-        }
-        .shape(self.index)
+        Boxes::new(self.d.coords(), self.d.rank()).shape(self.index)
     }
     /// The extent written to `out[..rank]`, in O(rank) for every region.
     pub fn shape_into(&self, out: &mut [u64]) {
@@ -378,7 +389,7 @@ impl Descriptor {
     pub fn effective_buffer_iter(&self) -> impl ExactSizeIterator<Item = BufferHandle> + '_ {
         (0..self.effective_buffer_count()).map(move |k| match &self.tiles {
             Some(t) => t.template.with_size(t.sizes[k]),
-            None => self.record_buffers[k],
+            None => self.buffer_at(k),
         })
     }
     /// Number of effective buffers.
@@ -386,7 +397,7 @@ impl Descriptor {
     pub fn effective_buffer_count(&self) -> usize {
         match &self.tiles {
             Some(t) => t.len(),
-            None => self.record_buffers.len(),
+            None => self.record_buffers.len() + self.held_count(),
         }
     }
     /// Effective buffer `i`, or `None` when out of range (O(1)).
@@ -394,7 +405,14 @@ impl Descriptor {
     pub fn effective_buffer(&self, i: usize) -> Option<BufferHandle> {
         match &self.tiles {
             Some(t) => t.handle(i),
-            None => self.record_buffers.get(i).copied(),
+            None if self.held.is_empty() => self.record_buffers.get(i).copied(),
+            None => match self.held_buffer(i as u64) {
+                Some((g, k)) => g.grid.handle(k as usize),
+                None => self
+                    .record_buffers
+                    .get(i.checked_sub(self.buffers_held_before(i as u64))?)
+                    .copied(),
+            },
         }
     }
     /// Number of regions over all levels (0 for a non-subpaving tensor).
@@ -402,7 +420,7 @@ impl Descriptor {
     pub fn region_count(&self) -> usize {
         match &self.tiles {
             Some(t) => t.len(),
-            None => self.records.len(),
+            None => self.records.len() + self.held_count(),
         }
     }
     /// Region `i` in depth-first pre-order. Panics if out of range; see [`Descriptor::get_region`].
@@ -430,7 +448,11 @@ impl Descriptor {
     pub(crate) fn node(&self, r: u32) -> Node {
         match &self.tiles {
             Some(t) => t.node(r),
-            None => self.records[r as usize],
+            None if self.held.is_empty() => self.records[r as usize],
+            None => match self.held_region(r) {
+                Some((g, k)) => g.node(k),
+                None => self.records[index::slot_of(&self.gaps, r) as usize],
+            },
         }
     }
 
@@ -438,7 +460,8 @@ impl Descriptor {
     pub(crate) fn nodes(&self) -> &[Node] {
         match &self.tiles {
             Some(t) => t.nodes(),
-            None => &self.records,
+            None if self.held.is_empty() => &self.records,
+            None => &self.merged().nodes,
         }
     }
 
@@ -447,7 +470,8 @@ impl Descriptor {
     pub(crate) fn coords(&self) -> &[u64] {
         match &self.tiles {
             Some(t) => t.coords(),
-            None => &self.record_coords,
+            None if self.held.is_empty() => &self.record_coords,
+            None => &self.merged().coords,
         }
     }
 
@@ -455,7 +479,8 @@ impl Descriptor {
     pub(crate) fn handles(&self) -> &[BufferHandle] {
         match &self.tiles {
             Some(t) => t.handles(),
-            None => &self.record_buffers,
+            None if self.held.is_empty() => &self.record_buffers,
+            None => &self.merged().handles,
         }
     }
 
@@ -463,13 +488,13 @@ impl Descriptor {
     /// in O(rank) (nothing is materialized).
     #[inline]
     pub(crate) fn region_box_into(&self, r: u32, origin: &mut [u64], shape: &mut [u64]) {
+        if let Some((g, k)) = self.held_region(r) {
+            return g.grid.region_box(k, origin, shape);
+        }
         match &self.tiles {
             Some(t) => t.region_box(r, origin, shape),
             None => {
-                let b = Boxes {
-                    coords: &self.record_coords,
-                    rank: self.rank(),
-                };
+                let b = self.index_boxes();
                 origin.copy_from_slice(b.origin(r));
                 shape.copy_from_slice(b.shape(r));
             }
@@ -479,6 +504,9 @@ impl Descriptor {
     fn owner_of_buffer(&self, i: u32) -> Option<u32> {
         if let Some(t) = &self.tiles {
             return ((i as usize) < t.len()).then_some(i);
+        }
+        if let Some((g, k)) = self.held_buffer(u64::from(i)) {
+            return Some(g.first + k);
         }
         if self.records.is_empty() {
             return None;
@@ -492,7 +520,7 @@ impl Descriptor {
             let n = &self.records[k];
             if !matches!(n.layout, Layout::Subpaving { .. }) && i < n.first_buffer + n.buffer_count
             {
-                return Some(k as u32);
+                return Some(self.id_of_slot(k as u32));
             }
         }
         None
@@ -550,6 +578,101 @@ impl Descriptor {
             + self.arena.small.capacity()
             + self.trailing.capacity()
             + self.indexes.iter().map(|i| i.heap_bytes()).sum::<usize>()
+            + self.held.capacity() * std::mem::size_of::<HeldGrid>()
+            + self.held.iter().map(|g| g.grid.heap_bytes()).sum::<usize>()
+            + self.gaps.capacity() * std::mem::size_of::<IdGap>()
+            + self.merged.get().map_or(0, |m| {
+                std::mem::size_of::<Merged>()
+                    + m.nodes.capacity() * std::mem::size_of::<Node>()
+                    + m.coords.capacity() * 8
+                    + m.handles.capacity() * std::mem::size_of::<BufferHandle>()
+            })
+    }
+
+    /// Regions (= buffers) held without records in nested grids.
+    #[inline]
+    pub(crate) fn held_count(&self) -> usize {
+        self.held
+            .last()
+            .map_or(0, |g| g.before as usize + g.len() as usize)
+    }
+
+    /// The held grid holding region `r` and its tile number there.
+    #[inline]
+    pub(crate) fn held_region(&self, r: u32) -> Option<(&HeldGrid, u32)> {
+        if self.held.is_empty() {
+            return None;
+        }
+        let i = self.held.partition_point(|g| g.first <= r);
+        let g = &self.held[i.checked_sub(1)?];
+        let k = r - g.first;
+        (k < g.len()).then_some((g, k))
+    }
+
+    /// The held grid owning effective buffer `i` and its tile number there.
+    #[inline]
+    fn held_buffer(&self, i: u64) -> Option<(&HeldGrid, u32)> {
+        if self.held.is_empty() {
+            return None;
+        }
+        let n = self
+            .held
+            .partition_point(|g| u64::from(g.first_buffer) <= i);
+        let g = &self.held[n.checked_sub(1)?];
+        let k = i - u64::from(g.first_buffer);
+        (k < u64::from(g.len())).then_some((g, k as u32))
+    }
+
+    /// Buffers held in the grids wholly before effective buffer `i` (which no grid
+    /// holds): `i` less this is its place in `record_buffers`.
+    fn buffers_held_before(&self, i: u64) -> usize {
+        match self
+            .held
+            .partition_point(|g| u64::from(g.first_buffer) <= i)
+        {
+            0 => 0,
+            n => (self.held[n - 1].before + self.held[n - 1].len()) as usize,
+        }
+    }
+
+    /// Effective buffer `k < effective_buffer_count()` of a descriptor without a
+    /// top-level tile grid.
+    fn buffer_at(&self, k: usize) -> BufferHandle {
+        match self.held_buffer(k as u64) {
+            Some((g, t)) => g.grid.template.with_size(g.grid.sizes[t as usize]),
+            None => self.record_buffers[k - self.buffers_held_before(k as u64)],
+        }
+    }
+
+    /// The region id of record slot `s` (the inverse of [`index::slot_of`]).
+    fn id_of_slot(&self, s: u32) -> u32 {
+        match self.gaps.partition_point(|g| g.end - g.shift <= s) {
+            0 => s,
+            k => s + self.gaps[k - 1].shift,
+        }
+    }
+
+    /// Every region's record, coordinates and buffer as slices, built once.
+    fn merged(&self) -> &Merged {
+        self.merged.get_or_init(|| {
+            let rank = self.rank();
+            let n = self.region_count();
+            let mut m = Merged {
+                nodes: Vec::with_capacity(n),
+                coords: Vec::with_capacity(n * 2 * rank),
+                handles: Vec::with_capacity(self.effective_buffer_count()),
+            };
+            let mut o = [0u64; MAX_RANK];
+            let mut e = [0u64; MAX_RANK];
+            for r in 0..n as u32 {
+                m.nodes.push(self.node(r));
+                self.region_box_into(r, &mut o[..rank], &mut e[..rank]);
+                m.coords.extend_from_slice(&o[..rank]);
+                m.coords.extend_from_slice(&e[..rank]);
+            }
+            m.handles.extend(self.effective_buffer_iter());
+            Box::new(m)
+        })
     }
 }
 

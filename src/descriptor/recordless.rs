@@ -26,7 +26,8 @@ use super::Node;
 use crate::device::BufferHandle;
 use crate::layout::{Layout, MAX_RANK};
 
-/// A top-level grid of plain tiles (see the module documentation).
+/// A grid of plain tiles (see the module documentation): the top level's, or a nested
+/// level's inside a [`HeldGrid`].
 #[derive(Debug, Clone)]
 pub(crate) struct TileGrid {
     /// `Layout::RowMajor` or `Layout::ColMajor`, every tile's.
@@ -99,7 +100,8 @@ impl TileGrid {
         for (a, ax) in self.axes.iter().enumerate().rev() {
             let c = rest % ax.cells;
             rest /= ax.cells;
-            (origin[a], shape[a]) = ax.span(&self.cuts, c);
+            let (start, len) = ax.span(&self.cuts, c);
+            (origin[a], shape[a]) = (ax.base + start, len);
         }
     }
 
@@ -118,12 +120,14 @@ impl TileGrid {
         let mut ext = [0u64; 8];
         let mut cell = 0u64;
         for (a, (ax, &x)) in self.axes.iter().zip(index).enumerate() {
+            let x = x.checked_sub(ax.base)?;
             if x >= ax.extent {
                 return None;
             }
             let c = axis_cell(ax, &self.cuts, x);
             cell = cell * ax.cells + c;
-            (lo[a], ext[a]) = ax.span(&self.cuts, c);
+            let (start, len) = ax.span(&self.cuts, c);
+            (lo[a], ext[a]) = (ax.base + start, len);
         }
         let row_major = matches!(self.layout, Layout::RowMajor);
         let pos = tile_position(row_major, index, &lo[..rank], &ext[..rank])?;
@@ -137,7 +141,7 @@ impl TileGrid {
         for (a, ax) in self.axes.iter().enumerate().rev() {
             let c = rest % ax.cells;
             rest /= ax.cells;
-            local[a] = index[a] - ax.span(&self.cuts, c).0;
+            local[a] = index[a] - ax.base - ax.span(&self.cuts, c).0;
         }
     }
 
@@ -192,5 +196,41 @@ impl TileGrid {
     /// Give back the sizes vector (for reuse).
     pub(crate) fn into_sizes(self) -> Vec<u64> {
         self.sizes
+    }
+}
+
+/// A nested level of plain tiles held without records: tile `k` is region `first + k`,
+/// owns effective buffer `first_buffer + k`, and lies in region `parent`. Its regions
+/// are a run of ids (a level of leaves is one run in pre-order) and of buffers, which the
+/// records and the buffer list skip: a region id or buffer number past the grid is
+/// stored `before + len` places lower.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldGrid {
+    /// Region id of tile 0.
+    pub first: u32,
+    /// Effective buffer of tile 0.
+    pub first_buffer: u32,
+    /// Regions (= buffers) held by the grids before this one.
+    pub before: u32,
+    /// The enclosing region.
+    pub parent: super::Idx,
+    /// The tiles (axes at the enclosing region's global origin).
+    pub grid: TileGrid,
+}
+
+impl HeldGrid {
+    /// Number of tiles.
+    #[inline]
+    pub(crate) fn len(&self) -> u32 {
+        self.grid.len() as u32
+    }
+    /// The record of tile `k`.
+    #[inline]
+    pub(crate) fn node(&self, k: u32) -> Node {
+        Node {
+            first_buffer: self.first_buffer + k,
+            parent: Some(self.parent),
+            ..self.grid.node(k)
+        }
     }
 }

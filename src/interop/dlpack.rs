@@ -299,7 +299,8 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
     let d = t.descriptor();
     let (node, what) = export_node(d, region)?;
     let rank = d.rank();
-    let shape = d.node_shape(region);
+    let nb = d.node_box(region);
+    let shape = nb.shape();
     let strides = match node.layout.view(&d.arena, rank) {
         LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), &what)?,
         LayoutRef::ColMajor => {

@@ -12,7 +12,9 @@
 //!
 //! A top-level grid is held without records ([`TileGrid`]): the uniform pass keeps one
 //! size per tile, and a rectilinear grid (uneven cells) gets a pass of its own,
-//! [`Decoder::rectilinear_pass`], which learns the cut points from the tiles.
+//! [`Decoder::rectilinear_pass`], which learns the cut points from the tiles. A nested
+//! uniform grid is held without records too ([`HeldGrid`]): its tiles are a run of
+//! region ids and buffer numbers that the records skip.
 //!
 //! The pass is speculative: at the first record that is not what the pattern predicts —
 //! valid or not — it undoes what it appended and the general path decodes the level from
@@ -20,7 +22,8 @@
 //! The decoded form it builds is identical to the general path's.
 
 use super::*;
-use crate::descriptor::index::GridAxis;
+use crate::descriptor::index::{GridAxis, IdGap};
+use crate::descriptor::HeldGrid;
 use crate::wire::Record;
 
 /// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
@@ -115,6 +118,8 @@ impl Decoder {
             self.d.record_coords.len(),
             self.d.record_buffers.len(),
         );
+        // The level's first region id and buffer number.
+        let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
         let mut no_sizes = Vec::new();
         if !self.no_uniform_grid && !self.not_tiles {
             if let Some((layout, _)) =
@@ -133,10 +138,10 @@ impl Decoder {
             };
         // What is left to find is what the level index finds, exactly as on the general
         // path.
-        let first = marks.0 as u32;
         let boxes = Boxes {
             coords: &self.d.record_coords,
             rank,
+            gaps: &self.d.gaps,
         };
         let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
         Some(match built {
@@ -146,7 +151,7 @@ impl Decoder {
                     index.set_uniform(
                         UniformTiles {
                             row_major,
-                            first_buffer: marks.2 as u32,
+                            first_buffer,
                         },
                         first,
                     );
@@ -154,12 +159,61 @@ impl Decoder {
                 self.d.indexes.push(index);
                 Ok(Layout::Subpaving {
                     count,
-                    end: self.d.records.len() as u32,
+                    end: self.next_id() as u32,
                     index: (self.d.indexes.len() - 1) as u32,
                 })
             }
             Err(e) => Err(level_error(e, at, level, parent.map(Idx::get))),
         })
+    }
+
+    /// A nested level of `count` regions inside region `parent` held without records
+    /// ([`HeldGrid`]) when it is a uniform grid of plain tiles in cell order whose
+    /// buffers differ from the first one's in their size alone; `None` with nothing
+    /// consumed or kept otherwise.
+    pub(super) fn held_level(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        parent: Idx,
+    ) -> Option<Layout> {
+        if self.rank == 0 || !room_for_tiles(r, self.rank, count) {
+            return None;
+        }
+        let start = r.clone();
+        let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
+        let before = self.d.held_count() as u32;
+        let mut sizes = Vec::new();
+        self.template_differs = false;
+        let Some((layout, Some((template, row_major, axes)))) =
+            self.tiles_pass::<true>(r, extent, base, count, Some(parent), &mut sizes)
+        else {
+            self.abandoned += r.pos() - start.pos();
+            // Only a handle that differs from the first one's in more than its size can
+            // fail this pass and pass the same checks with records.
+            self.no_uniform_grid = !self.template_differs;
+            *r = start;
+            return None;
+        };
+        let tile = if row_major {
+            Layout::RowMajor
+        } else {
+            Layout::ColMajor
+        };
+        self.d.held.push(HeldGrid {
+            first,
+            first_buffer,
+            before,
+            parent,
+            grid: TileGrid::new(tile, template, axes, Vec::new(), sizes),
+        });
+        self.d.gaps.push(IdGap {
+            end: first + count,
+            shift: before + count,
+        });
+        Some(layout)
     }
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
@@ -194,7 +248,7 @@ impl Decoder {
         let rec_len = prefix + TILE_BODY;
         let (first_rec, tag0, layout, first_handle, device_bytes) =
             first_tile(r.clone().record(rec_len)?, rank)?;
-        if let Some(f) = self.d.record_buffers.first() {
+        if let Some(f) = &self.first_handle() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
@@ -205,8 +259,8 @@ impl Decoder {
         self.d.record_buffers.reserve(count as usize);
         let mut children = Vec::with_capacity(count as usize);
         let mut all_plain = true;
-        let first_id = self.d.records.len() as u64;
-        let first_buffer = self.d.record_buffers.len() as u64;
+        let first_id = self.next_id() as u64;
+        let first_buffer = self.next_buffer() as u64;
         let mut buffers_reserved = true;
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
@@ -224,8 +278,7 @@ impl Decoder {
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
-                (h.size_bytes >= need && self.d.record_buffers.len() < u32::MAX as usize)
-                    .then_some(h)
+                (h.size_bytes >= need && self.next_buffer() < u32::MAX as usize).then_some(h)
             });
             let Some(h) = tile else {
                 // Anything else is read as the general path reads it, from its start.
@@ -257,7 +310,7 @@ impl Decoder {
             };
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
-            let id = self.d.records.len() as u32;
+            let id = self.next_id() as u32;
             for a in 0..rank {
                 self.d.record_coords.push(base[a] + origin[a]);
             }
@@ -265,7 +318,7 @@ impl Decoder {
             self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
-                first_buffer: self.d.record_buffers.len() as u32,
+                first_buffer: self.next_buffer() as u32,
                 buffer_count: 1,
                 quant: None,
                 parent,
@@ -481,20 +534,20 @@ impl Decoder {
         }
         let (_, tag0, layout, first_handle, device_bytes) = first_tile(first_rec, rank)?;
         let row_major = matches!(layout, Layout::RowMajor);
-        if let Some(f) = self.d.record_buffers.first() {
+        if let Some(f) = &self.first_handle() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
         }
         let full_count = layout::exact_product(step[..rank].iter().copied())?;
         let full_need = self.et.bytes_for(full_count)?;
-        if self.d.record_buffers.len() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+        if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
             return None;
         }
         // Sized exactly, once: the records are known to fit in the input (the caller's
         // check_fits), so this is bounded by the input length.
-        let first_id = self.d.records.len() as u32;
-        let first_buffer = self.d.record_buffers.len() as u32;
+        let first_id = self.next_id() as u32;
+        let first_buffer = self.next_buffer() as u32;
         if RECORDLESS {
             sizes.reserve_exact(count as usize);
             crate::mem::advise_huge_pages(sizes);
@@ -579,9 +632,9 @@ impl Decoder {
         );
         self.d.indexes.push(index);
         let end = if RECORDLESS {
-            count
+            first_id + count
         } else {
-            self.d.records.len() as u32
+            self.next_id() as u32
         };
         let layout = Layout::Subpaving {
             count,

@@ -27,32 +27,65 @@ pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
 use split_tree::SplitTree;
 
-/// Region coordinates: for region `r`, `coords[r*2*rank ..][..rank]` is its global origin
-/// and the next `rank` values its shape.
+/// Regions held without records (nested tile grids) leave a gap in the records' id
+/// space: ids from `end` on (up to the next gap) are stored `shift` slots lower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IdGap {
+    /// The first id after the held regions.
+    pub end: u32,
+    /// Regions held without records up to `end`, this gap's included.
+    pub shift: u32,
+}
+
+/// Region coordinates: for the region in record slot `s`, `coords[s*2*rank ..][..rank]`
+/// is its global origin and the next `rank` values its shape. A region's slot is its id
+/// less the regions held without records before it (`gaps`, usually none); the regions
+/// held without records have no coordinates here (their levels are grid indexes, which
+/// read none).
 #[derive(Clone, Copy)]
 pub(crate) struct Boxes<'a> {
     pub coords: &'a [u64],
     pub rank: usize,
+    pub gaps: &'a [IdGap],
 }
 
 impl<'a> Boxes<'a> {
+    /// The boxes of `coords`, every region holding its record.
+    #[inline]
+    pub fn new(coords: &'a [u64], rank: usize) -> Boxes<'a> {
+        Boxes {
+            coords,
+            rank,
+            gaps: &[],
+        }
+    }
+    /// Where region `r`'s coordinates start.
+    #[inline(always)]
+    fn at(&self, r: u32) -> usize {
+        let slot = if self.gaps.is_empty() {
+            r
+        } else {
+            slot_of(self.gaps, r)
+        };
+        slot as usize * 2 * self.rank
+    }
     #[inline]
     pub fn origin(&self, r: u32) -> &'a [u64] {
-        let s = r as usize * 2 * self.rank;
+        let s = self.at(r);
         &self.coords[s..s + self.rank]
     }
     #[inline]
     pub fn shape(&self, r: u32) -> &'a [u64] {
-        let s = r as usize * 2 * self.rank + self.rank;
+        let s = self.at(r) + self.rank;
         &self.coords[s..s + self.rank]
     }
     #[inline]
     pub fn lo(&self, r: u32, a: usize) -> u64 {
-        self.coords[r as usize * 2 * self.rank + a]
+        self.coords[self.at(r) + a]
     }
     #[inline]
     pub fn hi(&self, r: u32, a: usize) -> u64 {
-        let s = r as usize * 2 * self.rank;
+        let s = self.at(r);
         self.coords[s + a] + self.coords[s + self.rank + a]
     }
     #[inline]
@@ -68,6 +101,15 @@ impl<'a> Boxes<'a> {
             self.origin(r),
             self.shape(r)
         )
+    }
+}
+
+/// The record slot of region `r` (which holds a record) past the id gaps `gaps`.
+#[inline(never)]
+pub(crate) fn slot_of(gaps: &[IdGap], r: u32) -> u32 {
+    match gaps.partition_point(|g| g.end <= r) {
+        0 => r,
+        k => r - gaps[k - 1].shift,
     }
 }
 
@@ -503,10 +545,7 @@ impl LevelIndexProbe {
         let n = coords.len() / (2 * rank).max(1);
         let base = vec![0u64; rank];
         let index = LevelIndex::build(
-            Boxes {
-                coords: &coords,
-                rank,
-            },
+            Boxes::new(&coords, rank),
             &base,
             extent,
             (0..n as u32).collect(),
@@ -520,10 +559,7 @@ impl LevelIndexProbe {
     }
 
     fn boxes(&self) -> Boxes<'_> {
-        Boxes {
-            coords: &self.coords,
-            rank: self.rank,
-        }
+        Boxes::new(&self.coords, self.rank)
     }
 
     /// The region containing `p`.
@@ -602,7 +638,7 @@ pub fn build_index_for_bench(coords: &[u64], rank: usize, extent: &[u64]) -> Res
     let n = coords.len() / (2 * rank);
     let base = vec![0u64; rank];
     let ix = LevelIndex::build(
-        Boxes { coords, rank },
+        Boxes::new(coords, rank),
         &base,
         extent,
         (0..n as u32).collect(),

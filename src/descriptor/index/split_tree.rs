@@ -454,7 +454,7 @@ mod tests {
     use super::*;
 
     fn brute(coords: &[u64], rank: usize, p: &[u64]) -> Option<u32> {
-        let b = Boxes { coords, rank };
+        let b = Boxes::new(coords, rank);
         (0..(coords.len() / (2 * rank)) as u32).find(|&r| contains(b, r, p))
     }
 
@@ -477,10 +477,7 @@ mod tests {
     #[test]
     fn pinwheel_rings_locate_within_the_bound() {
         let (coords, side) = pinwheel_rings(200);
-        let b = Boxes {
-            coords: &coords,
-            rank: 2,
-        };
+        let b = Boxes::new(&coords, 2);
         let n = coords.len() / 4;
         let t = SplitTree::build(b, (0..n as u32).collect());
         let bound = t.visit_bound(n);
@@ -505,10 +502,7 @@ mod tests {
     #[test]
     fn outside_points_and_empty_trees() {
         let coords = [0, 0, 2, 2, 2, 0, 2, 2];
-        let b = Boxes {
-            coords: &coords,
-            rank: 2,
-        };
+        let b = Boxes::new(&coords, 2);
         let t = SplitTree::build(b, vec![0, 1]);
         assert_eq!(t.find(b, &[3, 1]), Some(1));
         assert_eq!(t.find(b, &[4, 1]), None);
