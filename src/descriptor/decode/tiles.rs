@@ -29,6 +29,12 @@ use crate::wire::Record;
 /// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
 pub(super) const TILE_BODY: usize = 25;
 
+/// The fewest tiles a nested grid is held without records with: a held grid keeps its
+/// own axes, template handle and id gap (a few hundred bytes), which smaller grids would
+/// not repay (their records cost 88 bytes a tile at rank 2), and many tiny grids could
+/// hold more than the decode-memory bound allows (docs/security.md).
+pub(super) const MIN_HELD_TILES: u32 = 16;
+
 /// Whether the input left can hold `count` plain tile records (each exactly
 /// `16 · rank + 8 + TILE_BODY` bytes). A level that cannot is no grid of tiles: the tile
 /// passes are not tried, so nothing is reserved for tiles that are not there (a level of
@@ -179,7 +185,7 @@ impl Decoder {
         count: u32,
         parent: Idx,
     ) -> Option<Layout> {
-        if self.rank == 0 || !room_for_tiles(r, self.rank, count) {
+        if self.rank == 0 || count < MIN_HELD_TILES || !room_for_tiles(r, self.rank, count) {
             return None;
         }
         let start = r.clone();
