@@ -441,7 +441,7 @@ fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
                 &[20, 40],
                 NodeSpec::subpaving(vec![
                     leaf(&[0, 0], &[20, 15], true),
-                    grid_region(&[0, 15], &[20, 25], &[6, 10], true, none, six),
+                    grid_region(&[0, 15], &[20, 25], &[5, 5], true, none, six),
                 ]),
             ),
         ],
@@ -459,16 +459,17 @@ fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
                     6
                 }
             }),
-            grid_region(&[0, 0, 4], &[9, 10, 8], &[4, 3, 8], false, padded, six),
+            grid_region(&[0, 0, 4], &[9, 10, 8], &[3, 2, 4], false, padded, six),
         ],
     );
-    // Grids two levels down, one per quadrant of one region, and one grid of one tile.
+    // Grids two levels down, one per quadrant of one region, and a grid of one tile
+    // (too small to be held without records).
     let quadrants = (0..4u64)
         .map(|q| {
             grid_region(
                 &[q / 2 * 8, q % 2 * 8],
                 &[8, 8],
-                &[3, 2],
+                &[2, 2],
                 q % 2 == 1,
                 none,
                 six,
@@ -486,7 +487,7 @@ fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
     vec![
         ("nested a", a.encode().unwrap(), 2),
         ("nested b", b.encode().unwrap(), 1),
-        ("nested c", c.encode().unwrap(), 5),
+        ("nested c", c.encode().unwrap(), 4),
     ]
 }
 
