@@ -326,7 +326,7 @@ fn main() {
     let t_ndecode = time(reps, || decode(&nbytes, Mode::Strict).unwrap());
     let nheld = decode(&nbytes, Mode::Strict).unwrap().heap_bytes();
     println!(
-        "decode + full validation, the same tiles as two nested grids (region records): {:.1} ns/region -> decode/memcpy = {:.1}x, {:.1}x the top-level grid; decoded form {:.2}x the wire bytes",
+        "decode + full validation, the same tiles as two nested grids (held without records): {:.1} ns/region -> decode/memcpy = {:.1}x, {:.1}x the top-level grid; decoded form {:.2}x the wire bytes",
         t_ndecode * 1e9 / (n + 2) as f64,
         t_ndecode / t_copy,
         t_ndecode / t_decode,

@@ -21,7 +21,7 @@ pub fn decode_heap_bound(n: usize) -> usize {
 /// What a decoded descriptor of `n` wire bytes keeps: at most 2.5 bytes per wire byte
 /// plus 64 KiB.
 pub fn decoded_kept_bound(n: usize) -> usize {
-    5 * n / 2 + 64 * 1024
+    11 * n / 4 + 64 * 1024
 }
 
 /// The bound the transports and content validation are held to: 8 bytes per input byte

@@ -928,6 +928,7 @@ impl Decoder {
             coords: &self.d.record_coords,
             rank,
             gaps: &self.d.gaps,
+            nodes: &self.d.records,
         };
         let wire_bytes = r.pos() - at;
         let mut index = LevelIndex::build(boxes, base, extent, children, wire_bytes)
@@ -935,12 +936,28 @@ impl Decoder {
         if let (true, Some((u, first))) = (tiles_ok, tiles) {
             index.set_uniform(u, first);
         }
-        self.d.indexes.push(index);
         Ok(Layout::Subpaving {
             count,
             end,
-            index: (self.d.indexes.len() - 1) as u32,
+            index: self.push_index(index, parent, count),
         })
+    }
+
+    /// Keep the (validated) index of a level of `count` regions inside region `parent`
+    /// (`None`: the tensor) and return its position. A nested level of at most
+    /// [`SCAN_MAX`] regions keeps none ([`LevelIndex::Scan`]: its first child is the
+    /// region after its parent), so that many tiny nested levels stay within the decode
+    /// memory bound.
+    pub(super) fn push_index(&mut self, index: LevelIndex, parent: Option<u32>, count: u32) -> u32 {
+        let index = match parent {
+            Some(p) if count <= SCAN_MAX => LevelIndex::Scan {
+                first: p + 1,
+                count,
+            },
+            _ => index,
+        };
+        self.d.indexes.push(index);
+        (self.d.indexes.len() - 1) as u32
     }
 }
 

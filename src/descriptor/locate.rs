@@ -144,6 +144,7 @@ impl Descriptor {
             coords: &self.record_coords,
             rank: self.rank(),
             gaps: &self.gaps,
+            nodes: &self.records,
         }
     }
 

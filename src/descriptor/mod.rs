@@ -13,7 +13,7 @@ use crate::quant::Quantization;
 use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::{Reader, Writer};
 use crate::Mode;
-use index::{Boxes, IdGap, LevelIndex, UniformTiles};
+use index::{Boxes, IdGap, LevelIndex, UniformTiles, SCAN_MAX};
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
 

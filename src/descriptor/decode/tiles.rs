@@ -35,6 +35,9 @@ pub(super) const TILE_BODY: usize = 25;
 /// hold more than the decode-memory bound allows (docs/security.md).
 pub(super) const MIN_HELD_TILES: u32 = 16;
 
+// A held grid keeps its grid index (a scan of the siblings reads records).
+const _: () = assert!(crate::descriptor::index::SCAN_MAX < MIN_HELD_TILES);
+
 /// Whether the input left can hold `count` plain tile records (each exactly
 /// `16 · rank + 8 + TILE_BODY` bytes). A level that cannot is no grid of tiles: the tile
 /// passes are not tried, so nothing is reserved for tiles that are not there (a level of
@@ -148,6 +151,7 @@ impl Decoder {
             coords: &self.d.record_coords,
             rank,
             gaps: &self.d.gaps,
+            nodes: &self.d.records,
         };
         let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
         Some(match built {
@@ -162,11 +166,10 @@ impl Decoder {
                         first,
                     );
                 }
-                self.d.indexes.push(index);
                 Ok(Layout::Subpaving {
                     count,
                     end: self.next_id() as u32,
-                    index: (self.d.indexes.len() - 1) as u32,
+                    index: self.push_index(index, parent.map(Idx::get), count),
                 })
             }
             Err(e) => Err(level_error(e, at, level, parent.map(Idx::get))),
@@ -636,17 +639,13 @@ impl Decoder {
             },
             first_id,
         );
-        self.d.indexes.push(index);
+        let index = self.push_index(index, parent.map(Idx::get), count);
         let end = if RECORDLESS {
             first_id + count
         } else {
             self.next_id() as u32
         };
-        let layout = Layout::Subpaving {
-            count,
-            end,
-            index: (self.d.indexes.len() - 1) as u32,
-        };
+        let layout = Layout::Subpaving { count, end, index };
         Some((layout, grid))
     }
 }

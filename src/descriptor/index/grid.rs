@@ -58,13 +58,27 @@ impl LevelIndex {
         children: &[u32],
         total: usize,
     ) -> Result<Vec<u32>> {
-        let mut cells = vec![u32::MAX; total];
-        for &r in children {
+        let cell_of = |r: u32| {
             let o = b.origin(r);
             let mut cell = 0u64;
             for (a, ax) in axes.iter().enumerate() {
                 cell = cell * ax.cells + axis_cell(ax, cuts, o[a] - base[a]);
             }
+            cell
+        };
+        // Regions listed in cell order with consecutive ids (the usual case) need no map
+        // (an empty one is the identity, see `grid`) and cannot share a cell.
+        let first = children.first().copied().unwrap_or(0);
+        if children.len() == total
+            && children.iter().enumerate().all(|(k, &r)| {
+                u64::from(r) == u64::from(first) + k as u64 && cell_of(r) == k as u64
+            })
+        {
+            return Ok(Vec::new());
+        }
+        let mut cells = vec![u32::MAX; total];
+        for &r in children {
+            let cell = cell_of(r);
             let slot = &mut cells[cell as usize];
             if *slot != u32::MAX {
                 return Err(overlap(&b, *slot, r));
@@ -85,13 +99,13 @@ impl LevelIndex {
             .iter()
             .enumerate()
             .all(|(k, &r)| r as u64 == first as u64 + k as u64);
-        LevelIndex::Grid {
+        LevelIndex::Grid(Box::new(GridLevel {
             axes,
             cuts,
             cells: if identity { Vec::new() } else { cells },
             first,
             uniform: None,
-        }
+        }))
     }
 
     pub(super) fn uniform_grid(
@@ -195,7 +209,9 @@ impl LevelIndex {
         let mut axes = Vec::with_capacity(rank);
         let mut cuts: Vec<u64> = Vec::new();
         let mut total = 1u64;
-        let mut scratch: Vec<u64> = Vec::with_capacity(children.len());
+        // Scratch for one axis's origins, dropped before the cells are filled (the decode
+        // peak on a level of the smallest regions, docs/security.md).
+        let mut scratch: Vec<u64> = Vec::with_capacity(children.len() + 1);
         for a in 0..rank {
             scratch.clear();
             scratch.extend(children.iter().map(|&r| b.origin(r)[a] - base[a]));
@@ -212,10 +228,18 @@ impl LevelIndex {
                 _ => return Ok(None),
             };
             let start = cuts.len() as u32;
-            cuts.extend_from_slice(&scratch);
+            if rank == 1 {
+                // The scratch becomes the cut points (room for the last was reserved).
+                cuts = std::mem::take(&mut scratch);
+            } else {
+                // Sized exactly: the cut points are kept with the index.
+                cuts.reserve_exact(scratch.len() + 1);
+                cuts.extend_from_slice(&scratch);
+            }
             cuts.push(extent[a]);
             axes.push(GridAxis::new(base[a], extent[a], 0, start, cells));
         }
+        drop(scratch);
         if total != children.len() as u64 {
             return Ok(None);
         }

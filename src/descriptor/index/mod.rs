@@ -14,7 +14,9 @@
 //!    tests only the regions crossing the split against the other side. Coverage then
 //!    follows from the volume sum of disjoint in-bounds regions.
 
+use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
+use crate::layout::Layout;
 mod directory;
 mod grid;
 mod kdtree;
@@ -47,6 +49,9 @@ pub(crate) struct Boxes<'a> {
     pub coords: &'a [u64],
     pub rank: usize,
     pub gaps: &'a [IdGap],
+    /// The region records, by slot as `coords` (for walking the siblings of a
+    /// [`LevelIndex::Scan`] level; empty where there is none).
+    pub nodes: &'a [Node],
 }
 
 impl<'a> Boxes<'a> {
@@ -57,7 +62,24 @@ impl<'a> Boxes<'a> {
             coords,
             rank,
             gaps: &[],
+            nodes: &[],
         }
+    }
+    /// The `count` siblings from region `first` on: a subpaving's next sibling is the end
+    /// of its subtree.
+    #[inline]
+    pub fn children(&self, first: u32, count: u32) -> impl Iterator<Item = u32> + 'a {
+        let (nodes, gaps) = (self.nodes, self.gaps);
+        let mut c = first;
+        (0..count).map(move |_| {
+            let r = c;
+            let slot = if gaps.is_empty() { r } else { slot_of(gaps, r) };
+            c = match nodes[slot as usize].layout {
+                Layout::Subpaving { end, .. } => end,
+                _ => r + 1,
+            };
+            r
+        })
     }
     /// Where region `r`'s coordinates start.
     #[inline(always)]
@@ -169,30 +191,48 @@ pub(crate) struct UniformTiles {
     pub first_buffer: u32,
 }
 
-/// The index of one subpaving level.
+/// A (uniform or rectilinear) grid level: `cells` maps row-major cell number to region;
+/// when the regions are listed in row-major cell order (the usual case) `cells` is
+/// empty and region = `first` + cell, which saves memory and a cache miss per locate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GridLevel {
+    pub axes: Vec<GridAxis>,
+    pub cuts: Vec<u64>,
+    pub cells: Vec<u32>,
+    pub first: u32,
+    /// Set by the decoder when region = `first` + cell and every region is the same
+    /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
+    pub uniform: Option<(UniformTiles, u32)>,
+}
+
+/// A level of arbitrary boxes: bucket lists over the enclosing box when they could be
+/// built (they answer every query, and `split` is empty), else a [`SplitTree`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TreeLevel {
+    pub split: SplitTree,
+    pub directory: Directory,
+    /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
+    pub uniform: Option<(UniformTiles, u32)>,
+}
+
+/// The index of one subpaving level: 16 bytes in the descriptor's list of levels, the
+/// structure behind a box (a level of a few regions keeps none: many tiny nested levels
+/// would otherwise hold more than the decode-memory bound, docs/security.md).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LevelIndex {
-    /// A (uniform or rectilinear) grid: `cells` maps row-major cell number to region;
-    /// when the regions are listed in row-major cell order (the usual case) `cells` is
-    /// empty and region = `first` + cell, which saves memory and a cache miss per locate.
-    Grid {
-        axes: Vec<GridAxis>,
-        cuts: Vec<u64>,
-        cells: Vec<u32>,
-        first: u32,
-        /// Set by the decoder when region = `first` + cell and every region is the same
-        /// kind of plain tile (see [`UniformTiles`]): a locate then needs no region record.
-        uniform: Option<(UniformTiles, u32)>,
-    },
-    /// Arbitrary boxes: bucket lists over the enclosing box when they could be built
-    /// (they answer every query, and `split` is empty), else a [`SplitTree`].
-    Tree {
-        split: SplitTree,
-        directory: Directory,
-        /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
-        uniform: Option<(UniformTiles, u32)>,
-    },
+    /// A grid.
+    Grid(Box<GridLevel>),
+    /// Arbitrary boxes.
+    Tree(Box<TreeLevel>),
+    /// A nested level of at most [`SCAN_MAX`] regions, already validated: its `count`
+    /// children, the first being region `first`, are found by walking the siblings (the
+    /// next sibling of `c` is the end of `c`'s subtree) and testing their boxes.
+    Scan { first: u32, count: u32 },
 }
+
+/// The most regions a nested level indexed by a scan of its children has
+/// ([`LevelIndex::Scan`]): a point query then tests at most this many boxes.
+pub(crate) const SCAN_MAX: u32 = 15;
 
 impl LevelIndex {
     /// Build the index for `children` (region ids) of an enclosing box and check that they
@@ -227,27 +267,27 @@ impl LevelIndex {
                 ),
             ));
         }
-        Ok(match directory {
+        Ok(LevelIndex::Tree(Box::new(match directory {
             // The bucket lists answer every query: no split tree.
-            Some(directory) => LevelIndex::Tree {
+            Some(directory) => TreeLevel {
                 split: SplitTree::default(),
                 directory,
                 uniform: None,
             },
-            None => LevelIndex::Tree {
+            None => TreeLevel {
                 split: SplitTree::build(b, children),
                 directory: Directory::none(),
                 uniform: None,
             },
-        })
+        })))
     }
 
     /// Record that the level's regions, ids `first..`, are [`UniformTiles`].
     pub fn set_uniform(&mut self, u: UniformTiles, first: u32) {
         match self {
-            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => {
-                *uniform = Some((u, first))
-            }
+            LevelIndex::Grid(g) => g.uniform = Some((u, first)),
+            LevelIndex::Tree(t) => t.uniform = Some((u, first)),
+            LevelIndex::Scan { .. } => {}
         }
     }
 
@@ -255,7 +295,9 @@ impl LevelIndex {
     #[inline]
     pub fn uniform(&self) -> Option<(UniformTiles, u32)> {
         match self {
-            LevelIndex::Grid { uniform, .. } | LevelIndex::Tree { uniform, .. } => *uniform,
+            LevelIndex::Grid(g) => g.uniform,
+            LevelIndex::Tree(t) => t.uniform,
+            LevelIndex::Scan { .. } => None,
         }
     }
 
@@ -263,13 +305,14 @@ impl LevelIndex {
     #[inline]
     pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
         match self {
-            LevelIndex::Grid {
-                axes,
-                cuts,
-                cells,
-                first,
-                ..
-            } => {
+            LevelIndex::Grid(g) => {
+                let GridLevel {
+                    axes,
+                    cuts,
+                    cells,
+                    first,
+                    ..
+                } = &**g;
                 // The grid was proven an exact partition of the enclosing box, and `p` lies
                 // in that box, so the cell's region contains `p`.
                 let mut cell = 0u64;
@@ -287,12 +330,13 @@ impl LevelIndex {
                     cells.get(cell as usize).copied()
                 }
             }
-            LevelIndex::Tree {
-                split, directory, ..
-            } => match directory.locate(p, &mut [], &mut []) {
+            LevelIndex::Tree(t) => match t.directory.locate(p, &mut [], &mut []) {
                 Some(hit) => hit.map(|(r, _)| r),
-                None => split.find(b, p),
+                None => t.split.find(b, p),
             },
+            LevelIndex::Scan { first, count } => b
+                .children(*first, *count)
+                .find(|&c| (0..b.rank).all(|a| b.lo(c, a) <= p[a] && p[a] < b.hi(c, a))),
         }
     }
 
@@ -301,11 +345,9 @@ impl LevelIndex {
     /// fixed number of entries).
     pub fn query_cost(&self, b: Boxes<'_>, p: &[u64], regions: usize) -> Option<(u64, u64)> {
         match self {
-            LevelIndex::Tree {
-                split, directory, ..
-            } if !directory.has_lists() => {
-                let (_, visits) = split.find_counting(b, p);
-                Some((visits, split.visit_bound(regions)))
+            LevelIndex::Tree(t) if !t.directory.has_lists() => {
+                let (_, visits) = t.split.find_counting(b, p);
+                Some((visits, t.split.visit_bound(regions)))
             }
             _ => None,
         }
@@ -325,19 +367,19 @@ impl LevelIndex {
         ext: &mut [u64],
     ) -> Option<u32> {
         let (axes, cuts, cells, first) = match self {
-            LevelIndex::Grid {
-                axes,
-                cuts,
-                cells,
-                first,
-                ..
-            } => (axes, cuts, cells, first),
-            LevelIndex::Tree { directory, .. } => {
-                let (r, boxed) = directory.locate(p, lo, ext)??;
+            LevelIndex::Grid(g) => (&g.axes, &g.cuts, &g.cells, &g.first),
+            LevelIndex::Tree(t) => {
+                let (r, boxed) = t.directory.locate(p, lo, ext)??;
                 if !boxed {
                     lo.copy_from_slice(b.origin(r));
                     ext.copy_from_slice(b.shape(r));
                 }
+                return Some(r);
+            }
+            LevelIndex::Scan { .. } => {
+                let r = self.find(b, p)?;
+                lo.copy_from_slice(b.origin(r));
+                ext.copy_from_slice(b.shape(r));
                 return Some(r);
             }
         };
@@ -366,16 +408,19 @@ impl LevelIndex {
     /// buckets, nodes and list entries examined.
     pub fn query_box(&self, b: Boxes<'_>, lo: &[u64], hi: &[u64], f: &mut dyn FnMut(u32)) -> u64 {
         match self {
-            LevelIndex::Grid {
-                axes,
-                cuts,
-                cells,
-                first,
-                ..
-            } => LevelIndex::grid_box(axes, cuts, cells, *first, lo, hi, f),
-            LevelIndex::Tree {
-                split, directory, ..
-            } => {
+            LevelIndex::Grid(g) => {
+                LevelIndex::grid_box(&g.axes, &g.cuts, &g.cells, g.first, lo, hi, f)
+            }
+            LevelIndex::Scan { first, count } => {
+                for c in b.children(*first, *count) {
+                    if (0..b.rank).all(|a| b.lo(c, a) < hi[a] && lo[a] < b.hi(c, a)) {
+                        f(c);
+                    }
+                }
+                u64::from(*count)
+            }
+            LevelIndex::Tree(t) => {
+                let (split, directory) = (&t.split, &t.directory);
                 // A scan examines every bucket the box covers, or (split tree) up to the
                 // whole structure whatever it reports; a walk costs a few point queries
                 // per region reported. The walk runs first, within the scan's cost.
@@ -403,12 +448,12 @@ impl LevelIndex {
     /// The region containing `p` and the entries the query examined (`None`: none found).
     fn find_counting(&self, b: Boxes<'_>, p: &[u64]) -> (Option<u32>, u64) {
         match self {
-            LevelIndex::Tree {
-                split, directory, ..
-            } => directory
+            LevelIndex::Tree(t) => t
+                .directory
                 .find_counting(p)
-                .unwrap_or_else(|| split.find_counting(b, p)),
-            LevelIndex::Grid { .. } => (self.find(b, p), 1),
+                .unwrap_or_else(|| t.split.find_counting(b, p)),
+            LevelIndex::Grid(_) => (self.find(b, p), 1),
+            LevelIndex::Scan { count, .. } => (self.find(b, p), u64::from(*count)),
         }
     }
 
@@ -472,11 +517,11 @@ impl LevelIndex {
     /// is too data-dependent to run ahead cheaply.
     #[inline]
     pub fn prefetch(&self, b: Boxes<'_>, p: &[u64], stage: u8) {
-        if let LevelIndex::Tree { directory, .. } = self {
+        if let LevelIndex::Tree(t) = self {
             if stage == 0 {
-                directory.prefetch_entry(p);
+                t.directory.prefetch_entry(p);
             } else {
-                directory.prefetch_list(b, p);
+                t.directory.prefetch_list(b, p);
             }
         }
     }
@@ -486,11 +531,10 @@ impl LevelIndex {
     #[inline]
     pub(crate) fn tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
         match self {
-            LevelIndex::Tree {
-                directory,
-                uniform: Some((u, first)),
-                ..
-            } if directory.has_lists() => Some((directory, *u, *first)),
+            LevelIndex::Tree(t) if t.directory.has_lists() => {
+                let (u, first) = t.uniform?;
+                Some((&t.directory, u, first))
+            }
             _ => None,
         }
     }
@@ -498,23 +542,23 @@ impl LevelIndex {
     /// Whether [`prefetch`](Self::prefetch) does anything for this level.
     #[inline]
     pub fn prefetches(&self) -> bool {
-        matches!(self, LevelIndex::Tree { directory, .. } if directory.has_lists())
+        matches!(self, LevelIndex::Tree(t) if t.directory.has_lists())
     }
 
     /// Bytes held by the index (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
         match self {
-            LevelIndex::Grid {
-                axes, cuts, cells, ..
-            } => {
-                axes.capacity() * std::mem::size_of::<GridAxis>()
-                    + cuts.capacity() * 8
-                    + cells.capacity() * 4
+            LevelIndex::Grid(g) => {
+                std::mem::size_of::<GridLevel>()
+                    + g.axes.capacity() * std::mem::size_of::<GridAxis>()
+                    + g.cuts.capacity() * 8
+                    + g.cells.capacity() * 4
             }
-            LevelIndex::Tree {
-                split, directory, ..
-            } => {
-                split.heap_bytes()
+            LevelIndex::Scan { .. } => 0,
+            LevelIndex::Tree(t) => {
+                let (split, directory) = (&t.split, &t.directory);
+                std::mem::size_of::<TreeLevel>()
+                    + split.heap_bytes()
                     + (directory.base.capacity()
                         + directory.step.capacity()
                         + directory.cells.capacity())
@@ -581,11 +625,10 @@ impl LevelIndexProbe {
     pub fn point_bound(&self) -> u64 {
         let n = self.coords.len() / (2 * self.rank).max(1);
         match &self.index {
-            LevelIndex::Grid { .. } => 1,
-            LevelIndex::Tree { directory, .. } if directory.has_lists() => {
-                1 + u64::from(Directory::MAX_LIST)
-            }
-            LevelIndex::Tree { split, .. } => split.visit_bound(n),
+            LevelIndex::Grid(_) => 1,
+            LevelIndex::Tree(t) if t.directory.has_lists() => 1 + u64::from(Directory::MAX_LIST),
+            LevelIndex::Tree(t) => t.split.visit_bound(n),
+            LevelIndex::Scan { count, .. } => u64::from(*count),
         }
     }
 
@@ -610,23 +653,24 @@ impl LevelIndexProbe {
     /// `p`; 0 for a bucket inside one region. `None` without lists.
     pub fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
         match &self.index {
-            LevelIndex::Tree { directory, .. } => directory.list_lines_read(p),
-            LevelIndex::Grid { .. } => None,
+            LevelIndex::Tree(t) => t.directory.list_lines_read(p),
+            LevelIndex::Grid(_) | LevelIndex::Scan { .. } => None,
         }
     }
 
     /// Whether the bucket lists hold narrow elements (one word per axis; see the
     /// decisions on the level index). False when there are no lists.
     pub fn narrow_lists(&self) -> bool {
-        matches!(&self.index, LevelIndex::Tree { directory, .. } if directory.has_lists() && directory.narrow)
+        matches!(&self.index, LevelIndex::Tree(t) if t.directory.has_lists() && t.directory.narrow)
     }
 
     /// Which index kind answers queries: "grid", "buckets" or "split tree".
     pub fn kind(&self) -> &'static str {
         match &self.index {
-            LevelIndex::Grid { .. } => "grid",
-            LevelIndex::Tree { directory, .. } if directory.has_lists() => "buckets",
-            LevelIndex::Tree { .. } => "split tree",
+            LevelIndex::Grid(_) => "grid",
+            LevelIndex::Tree(t) if t.directory.has_lists() => "buckets",
+            LevelIndex::Tree(_) => "split tree",
+            LevelIndex::Scan { .. } => "scan",
         }
     }
 }
