@@ -271,6 +271,8 @@ impl Decoder {
         let first_id = self.next_id() as u64;
         let first_buffer = self.next_buffer() as u64;
         let mut buffers_reserved = true;
+        // Regions held in nested grids so far (an odd record read in place may add some).
+        let mut held = self.d.held_count();
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
         for k in 0..count {
@@ -287,7 +289,8 @@ impl Decoder {
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
-                (h.size_bytes >= need && self.next_buffer() < u32::MAX as usize).then_some(h)
+                (h.size_bytes >= need && self.d.record_buffers.len() + held < u32::MAX as usize)
+                    .then_some(h)
             });
             let Some(h) = tile else {
                 // Anything else is read as the general path reads it, from its start.
@@ -315,11 +318,12 @@ impl Decoder {
                     }
                     Err(e) => return Some(Err(e)),
                 }
+                held = self.d.held_count();
                 continue;
             };
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
-            let id = self.next_id() as u32;
+            let id = (self.d.records.len() + held) as u32;
             for a in 0..rank {
                 self.d.record_coords.push(base[a] + origin[a]);
             }
@@ -327,7 +331,7 @@ impl Decoder {
             self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
-                first_buffer: self.next_buffer() as u32,
+                first_buffer: (self.d.record_buffers.len() + held) as u32,
                 buffer_count: 1,
                 quant: None,
                 parent,

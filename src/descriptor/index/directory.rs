@@ -230,6 +230,7 @@ impl Directory {
         crate::mem::advise_huge_pages(&lists);
         let mut fill = vec![0u32; total];
         for &r in children {
+            let (o, s) = (b.origin(r), b.shape(r));
             self.each_bucket(b, &div, r, |c, idx| {
                 if counts[c] == 1 {
                     entry[c] = r;
@@ -245,8 +246,8 @@ impl Directory {
                     // meets the bucket, so it starts less than its extent (< 2^31) before
                     // the corner and before the corner's next bucket (step < 2^31).
                     let blo = self.base[a] + idx[a] * self.step[a];
-                    let rel = (b.lo(r, a) as i64).wrapping_sub(blo as i64);
-                    let ext = b.shape(r)[a] as u32;
+                    let rel = (o[a] as i64).wrapping_sub(blo as i64);
+                    let ext = s[a] as u32;
                     if self.narrow {
                         // |rel| < 2^15 and ext <= 2^15 (see `narrow`).
                         lists[e + 1 + a] = u32::from(rel as i16 as u16) | ext << 16;
