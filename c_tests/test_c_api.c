@@ -1265,6 +1265,117 @@ static void test_rectilinear_grid(void) {
     free(bytes);
 }
 
+
+/* ------------------------------------------------------- nested grids */
+
+/* Nested uniform grids of plain tiles, beside a leaf, decoded from their bytes: they are
+ * held without region records (the decode cache takes back only the few parents'
+ * records, where records would leave over 60 bytes a tile), and every region, buffer and
+ * location is what the grids say; the bytes encode back unchanged. */
+enum { NG_TILES = 30 + 1 + 16 };
+typedef struct {
+    uint64_t o[2], s[2];
+    uint32_t parent, depth;
+} ng_tile;
+
+/* A subpaving node of `rows` x `cols` row-major tiles of `h` x `w` (local origins). */
+static tdesc_node_spec *ng_grid(uint64_t rows, uint64_t cols, uint64_t h, uint64_t w) {
+    tdesc_node_spec *g = NULL;
+    OK(tdesc_node_new_subpaving(&g));
+    for (uint64_t i = 0; i < rows; ++i) {
+        for (uint64_t j = 0; j < cols; ++j) {
+            tdesc_node_spec *t = NULL;
+            OK(tdesc_node_new_row_major(&t));
+            const uint64_t o[2] = {i * h, j * w}, sh[2] = {h, w};
+            OK(tdesc_node_add_region(g, o, sh, 2, t));
+        }
+    }
+    return g;
+}
+
+static void test_nested_grids(void) {
+    /* Region 0: a 6 x 5 grid of 4 x 4 tiles (regions 1-30); region 31: a leaf (32) and
+     * region 33, a 4 x 4 grid of 6 x 4 tiles (regions 34-49). */
+    tdesc_node_spec *top = NULL, *right = NULL, *leaf = NULL;
+    OK(tdesc_node_new_subpaving(&top));
+    OK(tdesc_node_new_subpaving(&right));
+    OK(tdesc_node_new_row_major(&leaf));
+    const uint64_t o0[2] = {0, 0}, s0[2] = {24, 20}, o1[2] = {0, 20}, s1[2] = {24, 20};
+    const uint64_t lo[2] = {0, 0}, ls[2] = {24, 4}, go[2] = {0, 4}, gs[2] = {24, 16};
+    OK(tdesc_node_add_region(top, o0, s0, 2, ng_grid(6, 5, 4, 4)));
+    OK(tdesc_node_add_region(right, lo, ls, 2, leaf));
+    OK(tdesc_node_add_region(right, go, gs, 2, ng_grid(4, 4, 6, 4)));
+    OK(tdesc_node_add_region(top, o1, s1, 2, right));
+    const uint64_t shape[2] = {24, 40};
+    tdesc_descriptor *built = build(TDESC_ELEMENT_FLOAT32, shape, 2, top);
+    size_t n = 0;
+    uint8_t *bytes = encode_all(built, &n);
+    tdesc_descriptor_free(built);
+    CHECK(bytes != NULL);
+
+    /* The leaf regions in pre-order: tiles of region 0, the leaf, tiles of region 33. */
+    ng_tile want[NG_TILES];
+    uint32_t ids[NG_TILES];
+    for (uint32_t k = 0; k < 30; ++k) {
+        want[k] = (ng_tile){{k / 5 * 4, k % 5 * 4}, {4, 4}, 0, 2};
+        ids[k] = 1 + k;
+    }
+    want[30] = (ng_tile){{0, 20}, {24, 4}, 31, 2};
+    ids[30] = 32;
+    for (uint32_t k = 0; k < 16; ++k) {
+        want[31 + k] = (ng_tile){{k / 4 * 6, 24 + k % 4 * 4}, {6, 4}, 33, 3};
+        ids[31 + k] = 34 + k;
+    }
+
+    tdesc_decode_cache *c = NULL;
+    OK(tdesc_decode_cache_new(&c));
+    tdesc_descriptor *d = NULL;
+    OK(tdesc_decode_cache_decode(c, bytes, n, TDESC_MODE_STRICT, &d, NULL));
+    CHECK(tdesc_descriptor_region_count(d) == 50);
+    CHECK(tdesc_descriptor_buffer_count(d) == NG_TILES);
+    for (uint32_t k = 0; k < NG_TILES; ++k) {
+        const ng_tile *t = &want[k];
+        tdesc_region r;
+        OK(tdesc_descriptor_region(d, ids[k], &r));
+        CHECK(r.index == ids[k] && r.parent == t->parent && r.depth == t->depth &&
+              r.layout_tag == TDESC_LAYOUT_ROW_MAJOR && r.first_buffer == k &&
+              r.buffer_count == 1 && r.global_origin[0] == t->o[0] &&
+              r.global_origin[1] == t->o[1] && r.shape[0] == t->s[0] && r.shape[1] == t->s[1]);
+        tdesc_buffer b;
+        OK(tdesc_descriptor_buffer(d, k, &b));
+        CHECK(b.size_bytes == 4 * t->s[0] * t->s[1] && b.region == ids[k]);
+        const uint64_t first[2] = {t->o[0], t->o[1]};
+        const uint64_t last[2] = {t->o[0] + t->s[0] - 1, t->o[1] + t->s[1] - 1};
+        const uint64_t inner[2] = {t->o[0] + 1, t->o[1] + 2};
+        tdesc_location loc;
+        OK(tdesc_descriptor_locate(d, first, 2, &loc));
+        CHECK(loc.tag == TDESC_LOCATION_DENSE && loc.DENSE.region == ids[k] &&
+              loc.DENSE.buffer == k && loc.DENSE.byte_offset == 0);
+        OK(tdesc_descriptor_locate(d, last, 2, &loc));
+        CHECK(loc.tag == TDESC_LOCATION_DENSE && loc.DENSE.region == ids[k] &&
+              loc.DENSE.byte_offset == 4 * t->s[0] * t->s[1] - 4);
+        OK(tdesc_descriptor_locate(d, inner, 2, &loc));
+        CHECK(loc.tag == TDESC_LOCATION_DENSE &&
+              loc.DENSE.byte_offset == 4 * (t->s[1] + 2));
+    }
+    /* The parents: region 0 and 33 own their grids' buffers. */
+    tdesc_region r;
+    OK(tdesc_descriptor_region(d, 0, &r));
+    CHECK(r.layout_tag == TDESC_LAYOUT_SUBPAVING && r.first_buffer == 0 && r.buffer_count == 30);
+    OK(tdesc_descriptor_region(d, 33, &r));
+    CHECK(r.layout_tag == TDESC_LAYOUT_SUBPAVING && r.parent == 31 && r.first_buffer == 31 &&
+          r.buffer_count == 16 && r.global_origin[1] == 24);
+    size_t m = 0;
+    uint8_t *again = encode_all(d, &m);
+    CHECK(again != NULL && m == n && memcmp(again, bytes, n) == 0);
+    free(again);
+    tdesc_decode_cache_recycle(c, d);
+    /* Records (and coordinates and handles) for the 4 parents and the leaf only. */
+    CHECK(tdesc_decode_cache_heap_bytes(c) < 60 * 5 + 1024);
+    tdesc_decode_cache_free(c);
+    free(bytes);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s RUST_BYTES_DIR\n", argv[0]);
@@ -1278,6 +1389,7 @@ int main(int argc, char **argv) {
     test_many_buffers();
     test_decode_cache();
     test_rectilinear_grid();
+    test_nested_grids();
     test_errors();
     printf("c_api: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
