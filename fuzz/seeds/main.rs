@@ -445,6 +445,35 @@ fn built() -> Vec<(String, TensorBuilder)> {
         "sub_rectilinear",
         TensorBuilder::subpaving(Uint16, &[14, 15], rect),
     );
+    // Nested uniform grids of 16 tiles and more (held without records) beside a leaf
+    // and a nested level of a few regions (indexed by a scan of its siblings).
+    let tiles = |rows: u64, cols: u64, h: u64, w: u64| {
+        let mut t = Vec::new();
+        for i in 0..rows {
+            for j in 0..cols {
+                t.push(r(&[i * h, j * w], &[h, w], NodeSpec::row_major()));
+            }
+        }
+        NodeSpec::subpaving(t)
+    };
+    add(
+        "sub_nested_grids",
+        TensorBuilder::subpaving(
+            Float32,
+            &[16, 24],
+            vec![
+                r(&[0, 0], &[16, 8], tiles(4, 4, 4, 2)),
+                r(
+                    &[0, 8],
+                    &[16, 16],
+                    NodeSpec::subpaving(vec![
+                        r(&[0, 0], &[4, 16], NodeSpec::col_major()),
+                        r(&[4, 0], &[12, 16], tiles(6, 4, 2, 4)),
+                    ]),
+                ),
+            ],
+        ),
+    );
     v
 }
 
