@@ -246,11 +246,11 @@ fn tile_grid_decodes_peak_at_a_fifth_of_the_wire_size() {
 }
 
 /// Nested tile grids are sized once: four quadrants, each a subpaving of a 120 × 120 grid
-/// of 16 × 16 tiles (57,604 regions in all). Decoding them never grows a large vector
-/// (the records, their coordinates and the buffer list are reserved for every nested
-/// region before the first is read; growing at each quadrant copied them, 3 times per
-/// quadrant after the first), and the decode peaks at what it keeps plus the index of
-/// one level.
+/// of 16 × 16 tiles (57,604 regions in all). Decoding them never grows a large vector:
+/// the grids are held without records (one size a tile), the quadrants' records are
+/// reserved once by the walk ahead of the top level (growing at each quadrant copied the
+/// records, 3 times per quadrant after the first, when nested levels kept records), and
+/// the decode peaks at what it keeps plus the index of one level.
 #[test]
 fn nested_tile_grids_are_sized_once() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
