@@ -413,6 +413,22 @@ fn grid_region(
     RegionSpec::new(origin, shape, NodeSpec::subpaving(specs))
 }
 
+/// A region at `origin` holding a rectilinear grid of FLOAT32 column-major tiles between
+/// the cut points `cuts` (local, per axis), in row-major cell order.
+fn rectilinear_region(origin: &[u64], cuts: &[&[u64]]) -> RegionSpec {
+    let shape: Vec<u64> = cuts.iter().map(|c| *c.last().unwrap()).collect();
+    let cells = tiles(&Grid {
+        extent: &shape,
+        cuts: Some(cuts),
+        ..Grid::default()
+    });
+    let specs = cells
+        .iter()
+        .map(|(o, s)| RegionSpec::new(o, s, NodeSpec::col_major()))
+        .collect();
+    RegionSpec::new(origin, &shape, NodeSpec::subpaving(specs))
+}
+
 /// Subpavings whose nested levels are uniform grids of plain tiles, beside leaves,
 /// deeper levels, and grids that keep their records.
 fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
@@ -484,8 +500,25 @@ fn nested_cases() -> Vec<(&'static str, Vec<u8>, usize)> {
             grid_region(&[0, 16], &[16, 4], &[16, 4], false, none, six),
         ],
     );
+    // A nested rectilinear grid (uneven cells) beside a leaf, one level further down.
+    let d = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[30, 21],
+        vec![
+            RegionSpec::new(
+                &[0, 0],
+                &[30, 13],
+                NodeSpec::subpaving(vec![rectilinear_region(
+                    &[0, 0],
+                    &[&[0, 3, 8, 9, 15, 16, 17, 30], &[0, 5, 6, 10, 13]],
+                )]),
+            ),
+            leaf(&[0, 13], &[30, 8], false),
+        ],
+    );
     vec![
         ("nested a", a.encode().unwrap(), 2),
+        ("nested d", d.encode().unwrap(), 1),
         ("nested b", b.encode().unwrap(), 1),
         ("nested c", c.encode().unwrap(), 4),
     ]

@@ -13,8 +13,8 @@
 //! A top-level grid is held without records ([`TileGrid`]): the uniform pass keeps one
 //! size per tile, and a rectilinear grid (uneven cells) gets a pass of its own,
 //! [`Decoder::rectilinear_pass`], which learns the cut points from the tiles. A nested
-//! uniform grid is held without records too ([`HeldGrid`]): its tiles are a run of
-//! region ids and buffer numbers that the records skip.
+//! grid of either kind is held without records too ([`HeldGrid`]): its tiles are a run
+//! of region ids and buffer numbers that the records skip.
 //!
 //! The pass is speculative: at the first record that is not what the pattern predicts —
 //! valid or not — it undoes what it appended and the general path decodes the level from
@@ -177,7 +177,8 @@ impl Decoder {
     }
 
     /// A nested level of `count` regions inside region `parent` held without records
-    /// ([`HeldGrid`]) when it is a uniform grid of plain tiles in cell order whose
+    /// ([`HeldGrid`]) when it is a uniform or rectilinear grid of plain tiles in cell
+    /// order (at least [`MIN_HELD_TILES`] of them) whose
     /// buffers differ from the first one's in their size alone; `None` with nothing
     /// consumed or kept otherwise.
     pub(super) fn held_level(
@@ -196,27 +197,60 @@ impl Decoder {
         let before = self.d.held_count() as u32;
         let mut sizes = Vec::new();
         self.template_differs = false;
-        let Some((layout, Some((template, row_major, axes)))) =
-            self.tiles_pass::<true>(r, extent, base, count, Some(parent), &mut sizes)
-        else {
-            self.abandoned += r.pos() - start.pos();
-            // Only a handle that differs from the first one's in more than its size can
-            // fail this pass and pass the same checks with records.
-            self.no_uniform_grid = !self.template_differs;
-            *r = start;
-            return None;
-        };
-        let tile = if row_major {
-            Layout::RowMajor
-        } else {
-            Layout::ColMajor
-        };
+        let (layout, grid) =
+            match self.tiles_pass::<true>(r, extent, base, count, Some(parent), &mut sizes) {
+                Some((layout, Some((template, row_major, axes)))) => {
+                    let tile = if row_major {
+                        Layout::RowMajor
+                    } else {
+                        Layout::ColMajor
+                    };
+                    (
+                        layout,
+                        TileGrid::new(tile, template, axes, Vec::new(), sizes),
+                    )
+                }
+                _ => {
+                    self.abandoned += r.pos() - start.pos();
+                    // Only a handle that differs from the first one's in more than its size
+                    // can fail this pass and pass the same checks with records.
+                    self.no_uniform_grid = !self.template_differs;
+                    *r = start.clone();
+                    if self.template_differs || self.not_tiles {
+                        return None;
+                    }
+                    // Uneven cells: a rectilinear grid, as at the top level.
+                    sizes.clear();
+                    let Some((tile, template, axes, cuts)) =
+                        self.rectilinear_pass(r, extent, base, count, &mut sizes)
+                    else {
+                        self.abandoned += r.pos() - start.pos();
+                        *r = start;
+                        return None;
+                    };
+                    let mut index = LevelIndex::grid(axes.clone(), cuts.clone(), Vec::new(), first);
+                    index.set_uniform(
+                        UniformTiles {
+                            row_major: matches!(tile, Layout::RowMajor),
+                            first_buffer,
+                        },
+                        first,
+                    );
+                    self.d.indexes.push(index);
+                    let layout = Layout::Subpaving {
+                        count,
+                        end: first + count,
+                        index: (self.d.indexes.len() - 1) as u32,
+                    };
+                    (layout, TileGrid::new(tile, template, axes, cuts, sizes))
+                }
+            };
         self.d.held.push(HeldGrid {
             first,
             first_buffer,
             before,
             parent,
-            grid: TileGrid::new(tile, template, axes, Vec::new(), sizes),
+            grid,
         });
         self.d.gaps.push(IdGap {
             end: first + count,
@@ -390,7 +424,8 @@ impl Decoder {
             *r = start;
             return None;
         }
-        if let Some(grid) = self.rectilinear_pass(r, extent, count, &mut sizes) {
+        if let Some(grid) = self.rectilinear_pass(r, extent, &zero[..self.rank], count, &mut sizes)
+        {
             let (tile, template, axes, cuts) = grid;
             // The index the records decode builds for this level (`rectilinear_grid`,
             // regions in cell order, uniform tiles).
@@ -437,6 +472,7 @@ impl Decoder {
         &mut self,
         r: &mut Reader<'_>,
         extent: &[u64],
+        base: &[u64],
         count: u32,
         sizes: &mut Vec<u64>,
     ) -> Option<(Layout, BufferHandle, Vec<GridAxis>, Vec<u64>)> {
@@ -445,6 +481,14 @@ impl Decoder {
         let rec_len = prefix + TILE_BODY;
         let (_, tag0, layout, first_handle, device_bytes) =
             first_tile(r.clone().record(rec_len)?, rank)?;
+        if let Some(f) = &self.first_handle() {
+            if !first_handle.colocated_with(f) {
+                return None;
+            }
+        }
+        if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+            return None;
+        }
         sizes.reserve_exact(count as usize);
         crate::mem::advise_huge_pages(sizes);
         // Per axis, the cut points learnt so far (local coordinates), starting at 0.
@@ -500,7 +544,13 @@ impl Decoder {
         let mut all = Vec::with_capacity(cuts.iter().map(Vec::len).sum());
         for (a, c) in cuts.iter().enumerate() {
             let start = u32::try_from(all.len()).ok()?;
-            axes.push(GridAxis::new(0, extent[a], 0, start, c.len() as u64 - 1));
+            axes.push(GridAxis::new(
+                base[a],
+                extent[a],
+                0,
+                start,
+                c.len() as u64 - 1,
+            ));
             all.extend_from_slice(c);
         }
         Some((layout, first_handle, axes, all))
