@@ -915,12 +915,12 @@ impl Decoder {
                     },
                     id,
                 ));
-                tiles_ok = rm == Some(u.row_major)
-                    && node.byte_offset == 0
-                    && node.buffer_count == 1
-                    && node.quant.is_none()
-                    && u64::from(id) == u64::from(first) + u64::from(k)
-                    && u64::from(node.first_buffer) == u64::from(u.first_buffer) + u64::from(k);
+                let tile = if u.row_major {
+                    Layout::RowMajor
+                } else {
+                    Layout::ColMajor
+                };
+                tiles_ok = node.is_uniform_tile(id, k, tile, first, u.first_buffer);
             }
         }
         let end = self.next_id() as u32;

@@ -83,6 +83,25 @@ impl Node {
     pub fn is_quantized(&self) -> bool {
         self.quant.is_some()
     }
+    /// Whether this record, region `id`, is tile `k` of a level of [`UniformTiles`] whose
+    /// tile 0 is region `first`, owns effective buffer `first_buffer` and has `layout`:
+    /// the same layout, byte_offset 0, one buffer, no quantization, and the id and buffer
+    /// `k` places on.
+    pub(crate) fn is_uniform_tile(
+        &self,
+        id: u32,
+        k: u32,
+        layout: Layout,
+        first: u32,
+        first_buffer: u32,
+    ) -> bool {
+        self.layout == layout
+            && self.byte_offset == 0
+            && self.buffer_count == 1
+            && self.quant.is_none()
+            && u64::from(id) == u64::from(first) + u64::from(k)
+            && u64::from(self.first_buffer) == u64::from(first_buffer) + u64::from(k)
+    }
 }
 
 /// A validated tensor descriptor. Built only by [`decode`] or the

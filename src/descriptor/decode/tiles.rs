@@ -302,8 +302,8 @@ impl Decoder {
         self.d.record_buffers.reserve(count as usize);
         let mut children = Vec::with_capacity(count as usize);
         let mut all_plain = true;
-        let first_id = self.next_id() as u64;
-        let first_buffer = self.next_buffer() as u64;
+        let first_id = self.next_id() as u32;
+        let first_buffer = self.next_buffer() as u32;
         let mut buffers_reserved = true;
         // Regions held in nested grids so far (an odd record read in place may add some).
         let mut held = self.d.held_count();
@@ -342,12 +342,7 @@ impl Decoder {
                     Ok((id, node)) => {
                         // Still a uniform tile (as the general path judges it) if it has
                         // the record a plain tile would have.
-                        all_plain &= node.layout == layout
-                            && node.byte_offset == 0
-                            && node.buffer_count == 1
-                            && node.quant.is_none()
-                            && u64::from(id) == first_id + u64::from(k)
-                            && u64::from(node.first_buffer) == first_buffer + u64::from(k);
+                        all_plain &= node.is_uniform_tile(id, k, layout, first_id, first_buffer);
                         children.push(id);
                     }
                     Err(e) => return Some(Err(e)),
