@@ -178,9 +178,8 @@ impl Decoder {
 
     /// A nested level of `count` regions inside region `parent` held without records
     /// ([`HeldGrid`]) when it is a uniform or rectilinear grid of plain tiles in cell
-    /// order (at least [`MIN_HELD_TILES`] of them) whose
-    /// buffers differ from the first one's in their size alone; `None` with nothing
-    /// consumed or kept otherwise.
+    /// order (at least [`MIN_HELD_TILES`] of them) whose buffers differ from the first
+    /// one's in their size alone; `None` with nothing consumed or kept otherwise.
     pub(super) fn held_level(
         &mut self,
         r: &mut Reader<'_>,
@@ -192,59 +191,11 @@ impl Decoder {
         if self.rank == 0 || count < MIN_HELD_TILES || !room_for_tiles(r, self.rank, count) {
             return None;
         }
-        let start = r.clone();
         let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
         let before = self.d.held_count() as u32;
-        let mut sizes = Vec::new();
-        self.template_differs = false;
-        let (layout, grid) =
-            match self.tiles_pass::<true>(r, extent, base, count, Some(parent), &mut sizes) {
-                Some((layout, Some((template, row_major, axes)))) => {
-                    let tile = if row_major {
-                        Layout::RowMajor
-                    } else {
-                        Layout::ColMajor
-                    };
-                    (
-                        layout,
-                        TileGrid::new(tile, template, axes, Vec::new(), sizes),
-                    )
-                }
-                _ => {
-                    self.abandoned += r.pos() - start.pos();
-                    // Only a handle that differs from the first one's in more than its size
-                    // can fail this pass and pass the same checks with records.
-                    self.no_uniform_grid = !self.template_differs;
-                    *r = start.clone();
-                    if self.template_differs || self.not_tiles {
-                        return None;
-                    }
-                    // Uneven cells: a rectilinear grid, as at the top level.
-                    sizes.clear();
-                    let Some((tile, template, axes, cuts)) =
-                        self.rectilinear_pass(r, extent, base, count, &mut sizes)
-                    else {
-                        self.abandoned += r.pos() - start.pos();
-                        *r = start;
-                        return None;
-                    };
-                    let mut index = LevelIndex::grid(axes.clone(), cuts.clone(), Vec::new(), first);
-                    index.set_uniform(
-                        UniformTiles {
-                            row_major: matches!(tile, Layout::RowMajor),
-                            first_buffer,
-                        },
-                        first,
-                    );
-                    self.d.indexes.push(index);
-                    let layout = Layout::Subpaving {
-                        count,
-                        end: first + count,
-                        index: (self.d.indexes.len() - 1) as u32,
-                    };
-                    (layout, TileGrid::new(tile, template, axes, cuts, sizes))
-                }
-            };
+        let (layout, grid) = self
+            .grid_without_records(r, extent, base, count, Some(parent), Vec::new())
+            .ok()?;
         self.d.held.push(HeldGrid {
             first,
             first_buffer,
@@ -257,6 +208,77 @@ impl Decoder {
             shift: before + count,
         });
         Some(layout)
+    }
+
+    /// The `count` regions of a level at the reader's position (inside region `parent`,
+    /// or the tensor; `base` the enclosing box's global origin) as a grid of plain tiles
+    /// held without records, its index pushed: a uniform grid through `tiles_pass`'s
+    /// checks, else a rectilinear one through
+    /// [`rectilinear_pass`](Self::rectilinear_pass), keeping one size per tile in
+    /// `sizes`. `Err` gives `sizes` back, with nothing consumed or kept, when the level
+    /// is anything else (or a tile's buffer differs from the first one's in more than its
+    /// size); `no_uniform_grid` then says whether the records passes may skip the uniform
+    /// grid.
+    fn grid_without_records(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        parent: Option<Idx>,
+        mut sizes: Vec<u64>,
+    ) -> std::result::Result<(Layout, TileGrid), Vec<u64>> {
+        let start = r.clone();
+        let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
+        sizes.clear();
+        self.template_differs = false;
+        if let Some((layout, Some((template, row_major, axes)))) =
+            self.tiles_pass::<true>(r, extent, base, count, parent, &mut sizes)
+        {
+            let tile = if row_major {
+                Layout::RowMajor
+            } else {
+                Layout::ColMajor
+            };
+            return Ok((
+                layout,
+                TileGrid::new(tile, template, axes, Vec::new(), sizes),
+            ));
+        }
+        self.abandoned += r.pos() - start.pos();
+        // Only a handle that differs from the first one's in more than its size can fail
+        // this pass and pass the same checks with records.
+        self.no_uniform_grid = !self.template_differs;
+        *r = start.clone();
+        sizes.clear();
+        // Such a handle, or a record that is no plain tile, fails the rectilinear pass too.
+        if self.template_differs || self.not_tiles {
+            return Err(sizes);
+        }
+        let Some((tile, template, axes, cuts)) =
+            self.rectilinear_pass(r, extent, base, count, &mut sizes)
+        else {
+            self.abandoned += r.pos() - start.pos();
+            *r = start;
+            return Err(sizes);
+        };
+        // The index the records decode builds for this level (`rectilinear_grid`,
+        // regions in cell order, uniform tiles).
+        let mut index = LevelIndex::grid(axes.clone(), cuts.clone(), Vec::new(), first);
+        index.set_uniform(
+            UniformTiles {
+                row_major: matches!(tile, Layout::RowMajor),
+                first_buffer,
+            },
+            first,
+        );
+        self.d.indexes.push(index);
+        let layout = Layout::Subpaving {
+            count,
+            end: first + count,
+            index: (self.d.indexes.len() - 1) as u32,
+        };
+        Ok((layout, TileGrid::new(tile, template, axes, cuts, sizes)))
     }
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
@@ -371,11 +393,10 @@ impl Decoder {
         Some(Ok((children, all_plain)))
     }
 
-    /// The top-level tile grid held without records ([`TileGrid`]): a uniform grid
-    /// through `tiles_pass`'s checks, else a rectilinear one through
-    /// [`rectilinear_pass`](Self::rectilinear_pass), keeping one size per tile. `None`
-    /// with nothing consumed or kept when the level is anything else (or a tile's buffer
-    /// differs from the first one's in more than its size).
+    /// The top-level tile grid held without records ([`TileGrid`]), through
+    /// [`grid_without_records`](Self::grid_without_records) in the decoder's recycled
+    /// room for sizes; `None` with nothing consumed or kept when the level is anything
+    /// else.
     pub(super) fn recordless_level(
         &mut self,
         r: &mut Reader<'_>,
@@ -385,65 +406,18 @@ impl Decoder {
         if self.rank == 0 || !room_for_tiles(r, self.rank, count) {
             return None;
         }
-        let start = r.clone();
-        let mut sizes = std::mem::take(&mut self.sizes);
-        sizes.clear();
         let zero = [0u64; MAX_RANK];
-        self.template_differs = false;
-        if let Some((layout, grid)) =
-            self.tiles_pass::<true>(r, extent, &zero[..self.rank], count, None, &mut sizes)
-        {
-            let (template, row_major, axes) = grid?;
-            let tile = if row_major {
-                Layout::RowMajor
-            } else {
-                Layout::ColMajor
-            };
-            self.d.tiles = Some(Box::new(TileGrid::new(
-                tile,
-                template,
-                axes,
-                Vec::new(),
-                sizes,
-            )));
-            return Some(layout);
+        let sizes = std::mem::take(&mut self.sizes);
+        match self.grid_without_records(r, extent, &zero[..self.rank], count, None, sizes) {
+            Ok((layout, grid)) => {
+                self.d.tiles = Some(Box::new(grid));
+                Some(layout)
+            }
+            Err(sizes) => {
+                self.sizes = sizes;
+                None
+            }
         }
-        self.abandoned += r.pos() - start.pos();
-        // Only a handle that differs from the first one's in more than its size can fail
-        // this pass and pass the same checks with records.
-        self.no_uniform_grid = !self.template_differs;
-        *r = start.clone();
-        sizes.clear();
-        if self.not_tiles {
-            self.sizes = sizes;
-            *r = start;
-            return None;
-        }
-        if let Some(grid) = self.rectilinear_pass(r, extent, &zero[..self.rank], count, &mut sizes)
-        {
-            let (tile, template, axes, cuts) = grid;
-            // The index the records decode builds for this level (`rectilinear_grid`,
-            // regions in cell order, uniform tiles).
-            let mut index = LevelIndex::grid(axes.clone(), cuts.clone(), Vec::new(), 0);
-            index.set_uniform(
-                UniformTiles {
-                    row_major: matches!(tile, Layout::RowMajor),
-                    first_buffer: 0,
-                },
-                0,
-            );
-            self.d.indexes.push(index);
-            self.d.tiles = Some(Box::new(TileGrid::new(tile, template, axes, cuts, sizes)));
-            return Some(Layout::Subpaving {
-                count,
-                end: count,
-                index: (self.d.indexes.len() - 1) as u32,
-            });
-        }
-        self.abandoned += r.pos() - start.pos();
-        self.sizes = sizes;
-        *r = start;
-        None
     }
 
     /// A rectilinear grid of plain tiles in row-major cell order, held without records:
