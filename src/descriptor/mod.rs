@@ -425,13 +425,7 @@ impl Descriptor {
         match &self.tiles {
             Some(t) => t.handle(i),
             None if self.held.is_empty() => self.record_buffers.get(i).copied(),
-            None => match self.held_buffer(i as u64) {
-                Some((g, k)) => g.grid.handle(k as usize),
-                None => self
-                    .record_buffers
-                    .get(i.checked_sub(self.buffers_held_before(i as u64))?)
-                    .copied(),
-            },
+            None => (i < self.effective_buffer_count()).then(|| self.buffer_at(i)),
         }
     }
     /// Number of regions over all levels (0 for a non-subpaving tensor).
@@ -616,50 +610,40 @@ impl Descriptor {
             .map_or(0, |g| g.before as usize + g.len() as usize)
     }
 
+    /// The last held grid whose run (its ids when `start` gives a grid's first id, its
+    /// buffers when it gives its first buffer) starts at or before `i`, and `i`'s place
+    /// past that start: inside the run when below the grid's length.
+    #[inline]
+    fn held_run(&self, start: impl Fn(&HeldGrid) -> u32, i: u64) -> Option<(&HeldGrid, u64)> {
+        let n = self.held.partition_point(|g| u64::from(start(g)) <= i);
+        let g = self.held.get(n.checked_sub(1)?)?;
+        Some((g, i - u64::from(start(g))))
+    }
+
     /// The held grid holding region `r` and its tile number there.
     #[inline]
     pub(crate) fn held_region(&self, r: u32) -> Option<(&HeldGrid, u32)> {
-        if self.held.is_empty() {
-            return None;
-        }
-        let i = self.held.partition_point(|g| g.first <= r);
-        let g = &self.held[i.checked_sub(1)?];
-        let k = r - g.first;
-        (k < g.len()).then_some((g, k))
+        let (g, k) = self.held_run(|g| g.first, u64::from(r))?;
+        (k < u64::from(g.len())).then_some((g, k as u32))
     }
 
     /// The held grid owning effective buffer `i` and its tile number there.
     #[inline]
     fn held_buffer(&self, i: u64) -> Option<(&HeldGrid, u32)> {
-        if self.held.is_empty() {
-            return None;
-        }
-        let n = self
-            .held
-            .partition_point(|g| u64::from(g.first_buffer) <= i);
-        let g = &self.held[n.checked_sub(1)?];
-        let k = i - u64::from(g.first_buffer);
+        let (g, k) = self.held_run(|g| g.first_buffer, i)?;
         (k < u64::from(g.len())).then_some((g, k as u32))
     }
 
-    /// Buffers held in the grids wholly before effective buffer `i` (which no grid
-    /// holds): `i` less this is its place in `record_buffers`.
-    fn buffers_held_before(&self, i: u64) -> usize {
-        match self
-            .held
-            .partition_point(|g| u64::from(g.first_buffer) <= i)
-        {
-            0 => 0,
-            n => (self.held[n - 1].before + self.held[n - 1].len()) as usize,
-        }
-    }
-
     /// Effective buffer `k < effective_buffer_count()` of a descriptor without a
-    /// top-level tile grid.
+    /// top-level tile grid: from its held grid, or from `record_buffers`, which skip the
+    /// buffers of the grids before it.
     fn buffer_at(&self, k: usize) -> BufferHandle {
-        match self.held_buffer(k as u64) {
-            Some((g, t)) => g.grid.template.with_size(g.grid.sizes[t as usize]),
-            None => self.record_buffers[k - self.buffers_held_before(k as u64)],
+        match self.held_run(|g| g.first_buffer, k as u64) {
+            None => self.record_buffers[k],
+            Some((g, t)) if t < u64::from(g.len()) => {
+                g.grid.template.with_size(g.grid.sizes[t as usize])
+            }
+            Some((g, _)) => self.record_buffers[k - (g.before + g.len()) as usize],
         }
     }
 
