@@ -356,7 +356,7 @@ impl Decoder {
                 tiles: None,
                 held: Vec::new(),
                 gaps: Vec::new(),
-                merged: std::sync::OnceLock::new(),
+                merged: Merged::default(),
                 indexes: Vec::new(),
                 opaque_parts: 0,
             },

@@ -136,9 +136,9 @@ pub struct Descriptor {
     pub(crate) held: Vec<HeldGrid>,
     /// The id gaps the held grids leave in `records` (one per held grid).
     pub(crate) gaps: Vec<IdGap>,
-    /// Every region's record, coordinates and buffer, materialized on first use of a
-    /// slice accessor when nested grids are held without records.
-    pub(crate) merged: OnceLock<Box<Merged>>,
+    /// Every region's record, coordinates and buffer, each materialized on first use of
+    /// its slice accessor when grids are held without records (`tiles` or `held`).
+    pub(crate) merged: Merged,
     pub(crate) quants: Vec<Quantization>,
     pub(crate) arena: Arena,
     pub(crate) indexes: Vec<LevelIndex>,
@@ -172,13 +172,27 @@ impl PartialEq for Descriptor {
 
 const ZEROS: [u64; MAX_RANK] = [0; MAX_RANK];
 
-/// The slice forms of a decoded form with nested grids held without records (see
-/// [`Descriptor::merged`]).
+/// The slice forms of a decoded form with grids held without records, each computed
+/// once, on first use (see [`Descriptor::nodes`], [`Descriptor::coords`] and
+/// [`Descriptor::handles`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Merged {
-    nodes: Vec<Node>,
-    coords: Vec<u64>,
-    handles: Vec<BufferHandle>,
+    nodes: OnceLock<Vec<Node>>,
+    coords: OnceLock<Vec<u64>>,
+    handles: OnceLock<Vec<BufferHandle>>,
+}
+
+impl Merged {
+    fn heap_bytes(&self) -> usize {
+        self.nodes
+            .get()
+            .map_or(0, |v| v.capacity() * std::mem::size_of::<Node>())
+            + self.coords.get().map_or(0, |v| v.capacity() * 8)
+            + self
+                .handles
+                .get()
+                .map_or(0, |v| v.capacity() * std::mem::size_of::<BufferHandle>())
+    }
 }
 
 /// Where an element lives, as far as the descriptor alone can tell.
@@ -469,32 +483,54 @@ impl Descriptor {
         }
     }
 
-    /// Every region's record, in pre-order (computed once for a tile grid).
+    /// Whether every region has its record (no grid is held without records).
+    #[inline]
+    fn all_records(&self) -> bool {
+        self.tiles.is_none() && self.held.is_empty()
+    }
+
+    /// Every region's record, in pre-order (computed once where grids are held without
+    /// records).
     pub(crate) fn nodes(&self) -> &[Node] {
-        match &self.tiles {
-            Some(t) => t.nodes(),
-            None if self.held.is_empty() => &self.records,
-            None => &self.merged().nodes,
+        if self.all_records() {
+            return &self.records;
         }
+        self.merged.nodes.get_or_init(|| {
+            (0..self.region_count() as u32)
+                .map(|r| self.node(r))
+                .collect()
+        })
     }
 
     /// Every region's global origin and extent, `2 · rank` values a region (computed
-    /// once for a tile grid).
+    /// once where grids are held without records).
     pub(crate) fn coords(&self) -> &[u64] {
-        match &self.tiles {
-            Some(t) => t.coords(),
-            None if self.held.is_empty() => &self.record_coords,
-            None => &self.merged().coords,
+        if self.all_records() {
+            return &self.record_coords;
         }
+        self.merged.coords.get_or_init(|| {
+            let rank = self.rank();
+            let n = self.region_count();
+            let mut v = Vec::with_capacity(n * 2 * rank);
+            let mut o = [0u64; MAX_RANK];
+            let mut e = [0u64; MAX_RANK];
+            for r in 0..n as u32 {
+                self.region_box_into(r, &mut o[..rank], &mut e[..rank]);
+                v.extend_from_slice(&o[..rank]);
+                v.extend_from_slice(&e[..rank]);
+            }
+            v
+        })
     }
 
-    /// The effective buffer list (computed once for a tile grid).
+    /// The effective buffer list (computed once where grids are held without records).
     pub(crate) fn handles(&self) -> &[BufferHandle] {
-        match &self.tiles {
-            Some(t) => t.handles(),
-            None if self.held.is_empty() => &self.record_buffers,
-            None => &self.merged().handles,
+        if self.all_records() {
+            return &self.record_buffers;
         }
+        self.merged
+            .handles
+            .get_or_init(|| self.effective_buffer_iter().collect())
     }
 
     /// Region `r`'s global origin and extent into `origin[..rank]` and `shape[..rank]`,
@@ -594,12 +630,7 @@ impl Descriptor {
             + self.held.capacity() * std::mem::size_of::<HeldGrid>()
             + self.held.iter().map(|g| g.grid.heap_bytes()).sum::<usize>()
             + self.gaps.capacity() * std::mem::size_of::<IdGap>()
-            + self.merged.get().map_or(0, |m| {
-                std::mem::size_of::<Merged>()
-                    + m.nodes.capacity() * std::mem::size_of::<Node>()
-                    + m.coords.capacity() * 8
-                    + m.handles.capacity() * std::mem::size_of::<BufferHandle>()
-            })
+            + self.merged.heap_bytes()
     }
 
     /// Regions (= buffers) held without records in nested grids.
@@ -653,29 +684,6 @@ impl Descriptor {
             0 => s,
             k => s + self.gaps[k - 1].shift,
         }
-    }
-
-    /// Every region's record, coordinates and buffer as slices, built once.
-    fn merged(&self) -> &Merged {
-        self.merged.get_or_init(|| {
-            let rank = self.rank();
-            let n = self.region_count();
-            let mut m = Merged {
-                nodes: Vec::with_capacity(n),
-                coords: Vec::with_capacity(n * 2 * rank),
-                handles: Vec::with_capacity(self.effective_buffer_count()),
-            };
-            let mut o = [0u64; MAX_RANK];
-            let mut e = [0u64; MAX_RANK];
-            for r in 0..n as u32 {
-                m.nodes.push(self.node(r));
-                self.region_box_into(r, &mut o[..rank], &mut e[..rank]);
-                m.coords.extend_from_slice(&o[..rank]);
-                m.coords.extend_from_slice(&e[..rank]);
-            }
-            m.handles.extend(self.effective_buffer_iter());
-            Box::new(m)
-        })
     }
 }
 

@@ -15,16 +15,15 @@
 //!
 //! The few accessors that hand out borrowed slices of every region at once — the
 //! effective buffer list, region coordinates, the region records the general code paths
-//! walk — materialize them on first use, once (`OnceLock`), and
-//! [`Descriptor::heap_bytes`](super::Descriptor::heap_bytes) counts what was materialized.
-
-use std::sync::OnceLock;
+//! walk — materialize them on first use, once (`Descriptor::merged`, for this grid and
+//! for nested ones alike), and [`Descriptor::heap_bytes`](super::Descriptor::heap_bytes)
+//! counts what was materialized.
 
 use super::index::{axis_cell, GridAxis};
 use super::locate::tile_position;
 use super::Node;
 use crate::device::BufferHandle;
-use crate::layout::{Layout, MAX_RANK};
+use crate::layout::Layout;
 
 /// A grid of plain tiles (see the module documentation): the top level's, or a nested
 /// level's inside a [`HeldGrid`].
@@ -41,9 +40,6 @@ pub(crate) struct TileGrid {
     pub cuts: Vec<u64>,
     /// `size_bytes` of tile `k`'s buffer.
     pub sizes: Vec<u64>,
-    nodes: OnceLock<Vec<Node>>,
-    coords: OnceLock<Vec<u64>>,
-    handles: OnceLock<Vec<BufferHandle>>,
 }
 
 impl TileGrid {
@@ -62,9 +58,6 @@ impl TileGrid {
             axes,
             cuts,
             sizes,
-            nodes: OnceLock::new(),
-            coords: OnceLock::new(),
-            handles: OnceLock::new(),
         }
     }
 
@@ -145,52 +138,11 @@ impl TileGrid {
         }
     }
 
-    /// Every region's record, computed once.
-    pub(crate) fn nodes(&self) -> &[Node] {
-        self.nodes
-            .get_or_init(|| (0..self.len() as u32).map(|k| self.node(k)).collect())
-    }
-
-    /// Every region's global origin and extent (`2 * rank` values a region), computed once.
-    pub(crate) fn coords(&self) -> &[u64] {
-        self.coords.get_or_init(|| {
-            let rank = self.axes.len();
-            let mut v = Vec::with_capacity(self.len() * 2 * rank);
-            let mut o = [0u64; MAX_RANK];
-            let mut s = [0u64; MAX_RANK];
-            for k in 0..self.len() as u32 {
-                self.region_box(k, &mut o[..rank], &mut s[..rank]);
-                v.extend_from_slice(&o[..rank]);
-                v.extend_from_slice(&s[..rank]);
-            }
-            v
-        })
-    }
-
-    /// The effective buffer list, computed once.
-    pub(crate) fn handles(&self) -> &[BufferHandle] {
-        self.handles.get_or_init(|| {
-            self.sizes
-                .iter()
-                .map(|&s| self.template.with_size(s))
-                .collect()
-        })
-    }
-
-    /// Heap bytes held, materialized arrays included.
+    /// Heap bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.sizes.capacity() * 8
             + self.axes.capacity() * std::mem::size_of::<GridAxis>()
             + self.cuts.capacity() * 8
-            + self
-                .nodes
-                .get()
-                .map_or(0, |v| v.capacity() * std::mem::size_of::<Node>())
-            + self.coords.get().map_or(0, |v| v.capacity() * 8)
-            + self
-                .handles
-                .get()
-                .map_or(0, |v| v.capacity() * std::mem::size_of::<BufferHandle>())
     }
 
     /// Give back the sizes vector (for reuse).
