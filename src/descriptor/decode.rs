@@ -35,20 +35,38 @@ pub(super) struct Decoder {
     /// and the tile passes (off: every level read region by region, the reference the
     /// fast paths are tested against).
     fast_paths: bool,
-    /// Set by a tile pass that met a record of the current level which is no plain tile
-    /// (tag, flags, body or device): every other tile pass would stop at the same record,
-    /// so none is tried (a grid with one odd tile read the level four times over before
-    /// the general path).
-    not_tiles: bool,
-    /// Set when the current level failed the uniform grid pass held without records
-    /// for any reason but a buffer handle unlike the first one: the same pass with
-    /// records would fail too, and is not tried.
-    no_uniform_grid: bool,
-    /// Set by that pass when a tile's handle differs from the first one's in more than
-    /// its size.
-    template_differs: bool,
+    /// Why the current level's tile passes failed so far, which says which of them are
+    /// still worth trying (see [`TileMiss`]).
+    miss: TileMiss,
     /// Bytes of region records read by tile passes that were then abandoned.
     abandoned: usize,
+}
+
+/// Why a level's tile passes failed so far, from the mildest failure to the most
+/// final: a later pass is skipped when the failure already seen would stop it too (a
+/// grid with one odd tile read the level four times over before the general path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TileMiss {
+    /// No tile pass ran, or none failed.
+    Untried,
+    /// The uniform grid pass held without records met a tile whose buffer differs from
+    /// the first one's in more than its size: a pass that keeps records may still
+    /// succeed, the passes held without records cannot.
+    HandleDiffers,
+    /// The uniform grid pass held without records failed for another reason (the
+    /// tiles are no uniform grid in cell order, or a size is short): the same pass with
+    /// records would fail too; a rectilinear grid is still possible.
+    NotUniformGrid,
+    /// A record of the level is no plain tile (tag, flags, body or device): every tile
+    /// pass would stop at it.
+    NotTiles,
+}
+
+impl TileMiss {
+    /// Whether the uniform grid pass that keeps records may still succeed.
+    pub(super) fn records_grid_possible(self) -> bool {
+        matches!(self, TileMiss::Untried | TileMiss::HandleDiffers)
+    }
 }
 
 /// A level index's error (overlap, gap), placed at the level's `region_count` (byte
@@ -183,14 +201,12 @@ impl Decoder {
         self.d.record_buffers.len() + self.d.held_count()
     }
 
-    /// Effective buffer 0, whose device every other buffer must be on.
+    /// Effective buffer 0, whose device every other buffer must be on (while decoding,
+    /// `tiles` is unset: a top-level grid is set once its level is read, and then no
+    /// other level follows).
     #[inline]
     pub(super) fn first_handle(&self) -> Option<BufferHandle> {
-        if self.d.held.is_empty() {
-            self.d.record_buffers.first().copied()
-        } else {
-            self.d.effective_buffer(0)
-        }
+        self.d.effective_buffer(0)
     }
 
     pub(super) fn run(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
@@ -327,9 +343,7 @@ impl Decoder {
             max_regions: bytes.len() / (16 * rank + 8),
             sizes: std::mem::take(&mut storage.sizes),
             fast_paths: !storage.general_only,
-            not_tiles: false,
-            no_uniform_grid: false,
-            template_differs: false,
+            miss: TileMiss::Untried,
             abandoned: 0,
             d: Descriptor {
                 version_minor: minor,
@@ -832,8 +846,7 @@ impl Decoder {
                 "more than 2^32 - 2 regions",
             ));
         }
-        self.not_tiles = false;
-        self.no_uniform_grid = false;
+        self.miss = TileMiss::Untried;
         // The commonest level, a top-level grid of plain tiles in cell order, is held
         // without records when every tile's buffer is on the first one's device.
         if self.fast_paths

@@ -130,7 +130,7 @@ impl Decoder {
         // The level's first region id and buffer number.
         let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
         let mut no_sizes = Vec::new();
-        if !self.no_uniform_grid && !self.not_tiles {
+        if self.miss.records_grid_possible() {
             if let Some((layout, _)) =
                 self.tiles_pass::<false>(r, extent, base, count, parent, &mut no_sizes)
             {
@@ -217,8 +217,7 @@ impl Decoder {
     /// [`rectilinear_pass`](Self::rectilinear_pass), keeping one size per tile in
     /// `sizes`. `Err` gives `sizes` back, with nothing consumed or kept, when the level
     /// is anything else (or a tile's buffer differs from the first one's in more than its
-    /// size); `no_uniform_grid` then says whether the records passes may skip the uniform
-    /// grid.
+    /// size); [`miss`](Decoder::miss) then says why.
     fn grid_without_records(
         &mut self,
         r: &mut Reader<'_>,
@@ -231,7 +230,6 @@ impl Decoder {
         let start = r.clone();
         let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
         sizes.clear();
-        self.template_differs = false;
         if let Some((layout, Some((template, row_major, axes)))) =
             self.tiles_pass::<true>(r, extent, base, count, parent, &mut sizes)
         {
@@ -246,15 +244,15 @@ impl Decoder {
             ));
         }
         self.abandoned += r.pos() - start.pos();
-        // Only a handle that differs from the first one's in more than its size can fail
-        // this pass and pass the same checks with records.
-        self.no_uniform_grid = !self.template_differs;
         *r = start.clone();
         sizes.clear();
-        // Such a handle, or a record that is no plain tile, fails the rectilinear pass too.
-        if self.template_differs || self.not_tiles {
+        // Only a handle that differs from the first one's in more than its size can fail
+        // this pass and pass the same checks with records; such a handle, or a record
+        // that is no plain tile, fails the rectilinear pass too.
+        if self.miss != TileMiss::Untried {
             return Err(sizes);
         }
+        self.miss = TileMiss::NotUniformGrid;
         let Some((tile, template, axes, cuts)) =
             self.rectilinear_pass(r, extent, base, count, &mut sizes)
         else {
@@ -485,7 +483,7 @@ impl Decoder {
                 shape[a] = s;
             }
             let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
-                self.not_tiles = true;
+                self.miss = TileMiss::NotTiles;
                 return None;
             };
             let need = self
@@ -607,7 +605,7 @@ impl Decoder {
                 shape[a] = s;
             }
             let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
-                self.not_tiles = true;
+                self.miss = TileMiss::NotTiles;
                 return None;
             };
             let size_bytes = h.size_bytes;
@@ -622,7 +620,7 @@ impl Decoder {
             }
             if RECORDLESS {
                 if h != first_handle.with_size(size_bytes) {
-                    self.template_differs = true;
+                    self.miss = TileMiss::HandleDiffers;
                     return None;
                 }
                 sizes.push(size_bytes);
