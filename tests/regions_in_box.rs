@@ -488,3 +488,134 @@ fn rank_three_bucket_scans_skip_the_inside_of_a_huge_region() {
         );
     }
 }
+
+/// A rank-1 partition of `[0, extent)` into `parts` segments listed in a random order,
+/// some of them (at `depth` > 0) nested levels of their own.
+fn line_partition(extent: u64, depth: u32, seed: &mut u64, parts: usize) -> Vec<RegionSpec> {
+    let mut cuts: Vec<u64> = (0..parts.saturating_sub(1))
+        .map(|_| 1 + next(seed) % extent.max(2).saturating_sub(1))
+        .filter(|&c| c < extent)
+        .collect();
+    cuts.push(0);
+    cuts.push(extent);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut segs: Vec<(u64, u64)> = cuts.windows(2).map(|w| (w[0], w[1] - w[0])).collect();
+    // Fisher-Yates: the wire order is not the order along the line.
+    for i in (1..segs.len()).rev() {
+        segs.swap(i, (next(seed) % (i as u64 + 1)) as usize);
+    }
+    segs.into_iter()
+        .map(|(o, s)| {
+            let node = if depth > 0 && next(seed) % 3 == 0 && s >= 2 {
+                let parts = 2 + (next(seed) % 40) as usize;
+                NodeSpec::subpaving(line_partition(s, depth - 1, seed, parts))
+            } else {
+                NodeSpec::splat()
+            };
+            RegionSpec::new(&[o], &[s], node)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Rank-1 levels are indexed by their regions' own origins (no cut points kept):
+    /// regions in any order, nested levels whose children's ids are not consecutive,
+    /// every point located and random boxes queried against brute force.
+    #[test]
+    fn rank_one_levels_agree_with_brute_force(
+        seed in any::<u64>(),
+        extent in 1..400u64,
+        parts in 1..80usize,
+        boxes in proptest::collection::vec((0..400u64, 0..400u64), 1..12),
+    ) {
+        let mut s = seed | 1;
+        let regions = line_partition(extent, 2, &mut s, parts);
+        let d = TensorBuilder::subpaving(ElementType::Float32, &[extent], regions).build().unwrap();
+        let leaves: Vec<(u32, u64, u64)> = d
+            .regions()
+            .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
+            .map(|r| (r.index(), r.global_origin()[0], r.shape()[0]))
+            .collect();
+        for x in 0..extent {
+            let want = leaves.iter().find(|&&(_, o, s)| o <= x && x < o + s).unwrap().0;
+            let got = match d.locate(&[x]).unwrap() {
+                tensordesc::Location::Dense { region, .. }
+                | tensordesc::Location::Lookup { region, .. } => region,
+            };
+            prop_assert_eq!(got, Some(want), "point {}", x);
+        }
+        for (a, b) in boxes {
+            let (l, h) = (a % (extent + 1), b % (extent + 1));
+            let (lo, hi) = ([l.min(h)], [l.max(h)]);
+            let got: Vec<_> = d
+                .regions_in_box(&lo, &hi)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.region, h.lo, h.hi))
+                .collect();
+            let want: Vec<_> = leaves
+                .iter()
+                .filter(|&&(_, o, s)| lo[0] < hi[0] && o < hi[0] && lo[0] < o + s)
+                .map(|&(r, o, s)| (Some(r), vec![lo[0].max(o)], vec![hi[0].min(o + s)]))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
+
+/// The rank-1 index examines exactly the regions a box meets, as a grid does, and keeps
+/// no cut points: regions listed last to first keep a cell map of one word each, regions
+/// in order nothing.
+#[test]
+fn rank_one_levels_visit_exactly_the_regions_reported() {
+    let mut seed = 7u64;
+    let mut boxes: Boxes = Vec::new();
+    let mut x = 0;
+    for _ in 0..3000 {
+        let w = 1 + next(&mut seed) % 9;
+        boxes.push(([x, 0], [w, 0]));
+        x += w;
+    }
+    let extent = x;
+    for reversed in [false, true] {
+        let mut order: Vec<([u64; 2], [u64; 2])> = boxes.clone();
+        if reversed {
+            order.reverse();
+        }
+        let coords: Vec<u64> = order.iter().flat_map(|(o, s)| [o[0], s[0]]).collect();
+        let probe = LevelIndexProbe::build(coords, 1, &[extent]).expect("valid");
+        assert_eq!(probe.kind(), "grid");
+        // The boxed grid level and its one axis: no cut points, the cell map when reversed.
+        let cells = if reversed { 4 * order.len() } else { 0 };
+        assert!(
+            probe.heap_bytes() <= 256 + cells,
+            "{} bytes for {} regions",
+            probe.heap_bytes(),
+            order.len()
+        );
+        for q in 0..500u64 {
+            let l = next(&mut seed) % extent;
+            let h = if q % 2 == 0 {
+                (l + 1 + next(&mut seed) % 40).min(extent)
+            } else {
+                l + 1 + next(&mut seed) % (extent - l)
+            };
+            let (got, visits) = probe.query_box(&[l], &[h]);
+            let want: Vec<u32> = (0..order.len() as u32)
+                .filter(|&r| {
+                    let (o, s) = order[r as usize];
+                    o[0] < h && l < o[0] + s[0]
+                })
+                .collect();
+            assert_eq!(got, want, "[{l}, {h})");
+            assert_eq!(visits, got.len() as u64);
+            let p = l;
+            let at = probe.locate(&[p]).expect("inside");
+            let (o, s) = order[at as usize];
+            assert!(o[0] <= p && p < o[0] + s[0]);
+        }
+    }
+}

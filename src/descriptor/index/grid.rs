@@ -166,6 +166,48 @@ impl LevelIndex {
         Ok(Some(Self::grid(axes, Vec::new(), cells, first)))
     }
 
+    /// A rank-1 level whose regions, in order of their origins, follow one another from
+    /// the enclosing origin to its end: a rectilinear grid whose cut points are the
+    /// regions' own origins, so that none are kept. `children` (ascending ids), sorted
+    /// by origin, becomes the cell map, dropped when it is the identity. `Err` gives
+    /// `children` back in ascending order when the level is anything else.
+    ///
+    /// Memory: beside the regions' records this keeps at most the cell map, 4 bytes a
+    /// region, and needs no scratch (a rank-1 region is 24 bytes on the wire at the
+    /// least; docs/security.md).
+    pub(super) fn line(
+        b: Boxes<'_>,
+        base: u64,
+        extent: u64,
+        mut children: Vec<u32>,
+    ) -> std::result::Result<LevelIndex, Vec<u32>> {
+        debug_assert!(children.windows(2).all(|w| w[0] < w[1]));
+        let origin = |r: u32| b.origin(r)[0];
+        let in_order = children.windows(2).all(|w| origin(w[0]) < origin(w[1]));
+        if !in_order {
+            children.sort_unstable_by_key(|&r| origin(r));
+        }
+        // Each region starts where the one before it ended (a region lies in the
+        // enclosing box, checked by the decoder, so the sums stay below its end).
+        let mut at = Some(base);
+        for &r in &children {
+            at = match at {
+                Some(x) if origin(r) == x => x.checked_add(b.shape(r)[0]),
+                _ => None,
+            };
+        }
+        if at != base.checked_add(extent) || children.is_empty() {
+            if !in_order {
+                children.sort_unstable();
+            }
+            return Err(children);
+        }
+        let cells = children.len() as u64;
+        let first = children[0];
+        let axes = vec![GridAxis::new(base, extent, 0, 0, cells)];
+        Ok(Self::grid(axes, Vec::new(), children, first))
+    }
+
     /// A linear pre-check that spares irregular levels the per-axis sorts of
     /// [`rectilinear_grid`](Self::rectilinear_grid): in a rectilinear grid of `n` cells,
     /// the cells along axis `a` through the corner (local origin 0 on every other axis)
@@ -196,6 +238,8 @@ impl LevelIndex {
             .is_some_and(|p| p == children.len() as u64)
     }
 
+    /// A level of rank 2 or more whose regions are exactly the cells of a rectilinear
+    /// grid (cut points per axis, from the regions' origins), else `None`.
     pub(super) fn rectilinear_grid(
         b: Boxes<'_>,
         base: &[u64],
@@ -211,7 +255,7 @@ impl LevelIndex {
         let mut total = 1u64;
         // Scratch for one axis's origins, dropped before the cells are filled (the decode
         // peak on a level of the smallest regions, docs/security.md).
-        let mut scratch: Vec<u64> = Vec::with_capacity(children.len() + 1);
+        let mut scratch: Vec<u64> = Vec::with_capacity(children.len());
         for a in 0..rank {
             scratch.clear();
             scratch.extend(children.iter().map(|&r| b.origin(r)[a] - base[a]));
@@ -228,14 +272,10 @@ impl LevelIndex {
                 _ => return Ok(None),
             };
             let start = cuts.len() as u32;
-            if rank == 1 {
-                // The scratch becomes the cut points (room for the last was reserved).
-                cuts = std::mem::take(&mut scratch);
-            } else {
-                // Sized exactly: the cut points are kept with the index.
-                cuts.reserve_exact(scratch.len() + 1);
-                cuts.extend_from_slice(&scratch);
-            }
+            // Sized exactly: the cut points are kept with the index (rank 1 keeps none,
+            // see `line`).
+            cuts.reserve_exact(scratch.len() + 1);
+            cuts.extend_from_slice(&scratch);
             cuts.push(extent[a]);
             axes.push(GridAxis::new(base[a], extent[a], 0, start, cells));
         }
@@ -269,6 +309,62 @@ pub(crate) fn axis_cell(ax: &GridAxis, cuts: &[u64], l: u64) -> u64 {
         let c = &cuts[ax.cuts_start as usize..ax.cuts_start as usize + ax.cells as usize + 1];
         // Last cut point <= l.
         (c.partition_point(|&x| x <= l) as u64).saturating_sub(1)
+    }
+}
+
+impl GridLevel {
+    /// Whether this is a [`line`](LevelIndex::line): one axis of cut points that are the
+    /// regions' own origins, none kept.
+    #[inline]
+    pub(crate) fn on_regions(&self) -> bool {
+        self.cuts.is_empty() && self.axes.len() == 1 && self.axes[0].step == 0
+    }
+
+    /// The region of cell `k`.
+    #[inline]
+    pub(crate) fn region_of_cell(&self, k: u64) -> u32 {
+        if self.cells.is_empty() {
+            self.first + k as u32
+        } else {
+            self.cells[k as usize]
+        }
+    }
+
+    /// The cell of a [`line`](LevelIndex::line) holding local coordinate `l` (the last
+    /// whose region starts at or before it): a binary search over the regions' origins.
+    #[inline]
+    pub(crate) fn line_cell(&self, b: Boxes<'_>, l: u64) -> u64 {
+        let ax = &self.axes[0];
+        let (mut lo, mut hi) = (0u64, ax.cells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if b.origin(self.region_of_cell(mid))[0] - ax.base <= l {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.saturating_sub(1)
+    }
+
+    /// Box query of a [`line`](LevelIndex::line): the cells from the one holding `lo` to
+    /// the one holding `hi - 1`, through `f`; returns the number visited.
+    pub(crate) fn line_box(&self, b: Boxes<'_>, lo: u64, hi: u64, f: &mut dyn FnMut(u32)) -> u64 {
+        let ax = &self.axes[0];
+        let (Some(l), Some(h)) = (
+            lo.checked_sub(ax.base),
+            hi.checked_sub(1).and_then(|h| h.checked_sub(ax.base)),
+        ) else {
+            return 0;
+        };
+        if h < l || l >= ax.extent {
+            return 0;
+        }
+        let (first, last) = (self.line_cell(b, l), self.line_cell(b, h));
+        for k in first..=last {
+            f(self.region_of_cell(k));
+        }
+        last - first + 1
     }
 }
 

@@ -243,13 +243,18 @@ impl LevelIndex {
         b: Boxes<'_>,
         base: &[u64],
         extent: &[u64],
-        children: Vec<u32>,
+        mut children: Vec<u32>,
         wire_bytes: usize,
     ) -> Result<LevelIndex> {
         if let Some(ix) = Self::uniform_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
-        if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
+        if b.rank == 1 {
+            match Self::line(b, base[0], extent[0], children) {
+                Ok(ix) => return Ok(ix),
+                Err(given_back) => children = given_back,
+            }
+        } else if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children)? {
             return Ok(ix);
         }
         let directory = Directory::validated(b, base, extent, &children, list_budget(wire_bytes))?;
@@ -305,6 +310,10 @@ impl LevelIndex {
     #[inline]
     pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
         match self {
+            LevelIndex::Grid(g) if g.on_regions() => {
+                let l = p[0].checked_sub(g.axes[0].base)?;
+                (l < g.axes[0].extent).then(|| g.region_of_cell(g.line_cell(b, l)))
+            }
             LevelIndex::Grid(g) => {
                 let GridLevel {
                     axes,
@@ -367,6 +376,12 @@ impl LevelIndex {
         ext: &mut [u64],
     ) -> Option<u32> {
         let (axes, cuts, cells, first) = match self {
+            LevelIndex::Grid(g) if g.on_regions() => {
+                let r = self.find(b, p)?;
+                lo.copy_from_slice(b.origin(r));
+                ext.copy_from_slice(b.shape(r));
+                return Some(r);
+            }
             LevelIndex::Grid(g) => (&g.axes, &g.cuts, &g.cells, &g.first),
             LevelIndex::Tree(t) => {
                 let (r, boxed) = t.directory.locate(p, lo, ext)??;
@@ -408,6 +423,7 @@ impl LevelIndex {
     /// buckets, nodes and list entries examined.
     pub fn query_box(&self, b: Boxes<'_>, lo: &[u64], hi: &[u64], f: &mut dyn FnMut(u32)) -> u64 {
         match self {
+            LevelIndex::Grid(g) if g.on_regions() => g.line_box(b, lo[0], hi[0], f),
             LevelIndex::Grid(g) => {
                 LevelIndex::grid_box(&g.axes, &g.cuts, &g.cells, g.first, lo, hi, f)
             }
