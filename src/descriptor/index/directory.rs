@@ -601,10 +601,21 @@ fn first_overlap<const R: usize>(
         }
         m
     };
+    // Lists hold at most MAX_LIST members: saying so lets the compiler drop the bounds
+    // checks of the inner loop and vectorize it.
+    let n = n.min(Directory::MAX_LIST as usize);
     for i in 0..n {
+        let (li, hi_i): ([i32; R], [i32; R]) = (
+            std::array::from_fn(|a| lo[a][i]),
+            std::array::from_fn(|a| hi[a][i]),
+        );
         let mut any = false;
         for j in i + 1..n {
-            any |= meet(i, j);
+            let mut m = true;
+            for a in 0..R {
+                m &= (lo[a][j] < hi_i[a]) & (li[a] < hi[a][j]);
+            }
+            any |= m;
         }
         if any {
             return (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j));
