@@ -700,6 +700,10 @@ impl Directory {
                     // The bucket lies in region v, which therefore meets the box.
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
+                        // A region holding the whole box is the only one meeting it.
+                        if (0..rank).all(|a| b.lo(v, a) <= lo[a] && hi[a] <= b.hi(v, a)) {
+                            return Some(visits);
+                        }
                     }
                     self.skip_inside(b, v, &mut idx, &b_lo, &b_hi);
                 } else {
@@ -710,6 +714,7 @@ impl Directory {
                         visits += 1;
                         let mut meets = true;
                         let mut mine = true;
+                        let mut holds = true;
                         for a in 0..rank {
                             let corner = self.base[a] + idx[a] * self.step[a];
                             let (l, h) = element_span(e, a, self.narrow);
@@ -720,9 +725,15 @@ impl Directory {
                                 break;
                             }
                             mine &= owner(a, r_lo) == idx[a];
+                            holds &= r_lo <= lo[a] && hi[a] <= r_hi;
                         }
                         if meets && mine {
                             f(e[0]);
+                            // A region holding the whole box is the only one meeting it
+                            // (met first, in the bucket of the box's low corner).
+                            if holds {
+                                return Some(visits);
+                            }
                         }
                     }
                 }

@@ -452,6 +452,18 @@ impl LevelIndex {
                         Err(v) => walked = v,
                     }
                 }
+                if !directory.has_lists() {
+                    // A box inside one region costs one point query (bucket lists find
+                    // that region first, in the bucket of the box's low corner).
+                    let (r, visits) = split.find_counting(b, lo);
+                    walked += visits;
+                    if let Some(r) = r {
+                        if (0..b.rank).all(|a| hi[a] <= b.hi(r, a)) {
+                            f(r);
+                            return walked;
+                        }
+                    }
+                }
                 walked
                     + match directory.query_box(b, lo, hi, f) {
                         Some(v) => v,
