@@ -280,6 +280,15 @@ fn partition(extent: [u64; 2], depth: u32, seed: &mut u64, parts: usize) -> Vec<
         .collect()
 }
 
+/// `regions_in_box` as (region, clipped lo, clipped hi).
+fn hits(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
+    d.regions_in_box(lo, hi)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.region, h.lo, h.hi))
+        .collect()
+}
+
 /// Brute force over every leaf region, in pre-order.
 fn brute_leaves(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
     if d.region_count() == 0 {
@@ -318,12 +327,7 @@ proptest! {
             let (l1, h1) = (c % (ey + 1), e % (ey + 1));
             let lo = [l0.min(h0), l1.min(h1)];
             let hi = [l0.max(h0), l1.max(h1)];
-            let got: Vec<_> = d
-                .regions_in_box(&lo, &hi)
-                .unwrap()
-                .into_iter()
-                .map(|h| (h.region, h.lo, h.hi))
-                .collect();
+            let got = hits(&d, &lo, &hi);
             let want = if lo[0] == hi[0] || lo[1] == hi[1] {
                 Vec::new()
             } else {
@@ -413,6 +417,27 @@ fn bucket_lists_skip_the_inside_of_a_huge_region() {
     }
 }
 
+type Box3 = ([u64; 3], [u64; 3]);
+
+/// The level index of rank-3 `boxes` in a cube of `side`.
+fn probe3(boxes: &[Box3], side: u64) -> LevelIndexProbe {
+    let coords: Vec<u64> = boxes
+        .iter()
+        .flat_map(|(o, s)| o.iter().chain(s).copied())
+        .collect();
+    LevelIndexProbe::build(coords, 3, &[side; 3]).expect("valid")
+}
+
+/// The boxes meeting `[lo, hi)`, by brute force.
+fn brute3(boxes: &[Box3], lo: [u64; 3], hi: [u64; 3]) -> Vec<u32> {
+    (0..boxes.len() as u32)
+        .filter(|&r| {
+            let (o, s) = boxes[r as usize];
+            (0..3).all(|a| o[a] < hi[a] && o[a] + s[a] > lo[a])
+        })
+        .collect()
+}
+
 /// Rank 3, bucket lists under one huge region: half of a 64³ cube is one region, the
 /// other half is cut into 2 × 2 × 8 bricks staggered along axis 2 column by column (no
 /// grid). Box queries agree with brute force; a box inside the huge region costs one
@@ -421,7 +446,6 @@ fn bucket_lists_skip_the_inside_of_a_huge_region() {
 /// pays for the huge half one bucket more than for its other half alone.
 #[test]
 fn rank_three_bucket_scans_skip_the_inside_of_a_huge_region() {
-    type Box3 = ([u64; 3], [u64; 3]);
     let side = 64u64;
     let half = side / 2;
     let mut boxes: Vec<Box3> = vec![([0, 0, 0], [half, side, side])];
@@ -436,20 +460,9 @@ fn rank_three_bucket_scans_skip_the_inside_of_a_huge_region() {
             }
         }
     }
-    let coords: Vec<u64> = boxes
-        .iter()
-        .flat_map(|(o, s)| o.iter().chain(s).copied().collect::<Vec<_>>())
-        .collect();
-    let probe = LevelIndexProbe::build(coords, 3, &[side; 3]).expect("valid");
+    let probe = probe3(&boxes, side);
     assert_eq!(probe.kind(), "buckets");
-    let brute3 = |lo: [u64; 3], hi: [u64; 3]| -> Vec<u32> {
-        (0..boxes.len() as u32)
-            .filter(|&r| {
-                let (o, s) = boxes[r as usize];
-                (0..3).all(|a| o[a] < hi[a] && o[a] + s[a] > lo[a])
-            })
-            .collect()
-    };
+    let brute3 = |lo: [u64; 3], hi: [u64; 3]| brute3(&boxes, lo, hi);
     let mut seed = 41u64;
     let mut random3 = |within: [u64; 3], from: [u64; 3]| {
         let (mut lo, mut hi) = ([0u64; 3], [0u64; 3]);
@@ -550,12 +563,7 @@ proptest! {
         for (a, b) in boxes {
             let (l, h) = (a % (extent + 1), b % (extent + 1));
             let (lo, hi) = ([l.min(h)], [l.max(h)]);
-            let got: Vec<_> = d
-                .regions_in_box(&lo, &hi)
-                .unwrap()
-                .into_iter()
-                .map(|h| (h.region, h.lo, h.hi))
-                .collect();
+            let got = hits(&d, &lo, &hi);
             let want: Vec<_> = leaves
                 .iter()
                 .filter(|&&(_, o, s)| lo[0] < hi[0] && o < hi[0] && lo[0] < o + s)
@@ -629,7 +637,6 @@ fn rank_one_levels_visit_exactly_the_regions_reported() {
 /// 3,619 before).
 #[test]
 fn rank_three_box_inside_one_thin_region_costs_one_point_query() {
-    type Box3 = ([u64; 3], [u64; 3]);
     let side = 64u64;
     let half = side / 2;
     for cluster in [false, true] {
@@ -667,20 +674,8 @@ fn rank_three_box_inside_one_thin_region_costs_one_point_query() {
                 }
             }
         }
-        let coords: Vec<u64> = boxes
-            .iter()
-            .flat_map(|(o, s)| o.iter().chain(s).copied().collect::<Vec<_>>())
-            .collect();
-        let probe = LevelIndexProbe::build(coords, 3, &[side; 3]).expect("valid");
+        let probe = probe3(&boxes, side);
         assert_eq!(probe.kind(), if cluster { "split tree" } else { "buckets" });
-        let brute3 = |lo: [u64; 3], hi: [u64; 3]| -> Vec<u32> {
-            (0..boxes.len() as u32)
-                .filter(|&r| {
-                    let (o, s) = boxes[r as usize];
-                    (0..3).all(|a| o[a] < hi[a] && o[a] + s[a] > lo[a])
-                })
-                .collect()
-        };
         let mut seed = 43u64;
         let mut worst = 0;
         for q in 0..400 {
@@ -695,7 +690,7 @@ fn rank_three_box_inside_one_thin_region_costs_one_point_query() {
                 lo[2] = hi[2] - 1;
             }
             let (got, visits) = probe.query_box(&lo, &hi);
-            assert_eq!(got, brute3(lo, hi), "[{lo:?}, {hi:?})");
+            assert_eq!(got, brute3(&boxes, lo, hi), "[{lo:?}, {hi:?})");
             if q % 2 == 0 {
                 worst = worst.max(visits);
                 assert_eq!(got, vec![lo[2] as u32]);
