@@ -128,8 +128,8 @@ impl Directory {
         // it exactly when their clipped spans do), per axis side by side as i32 (a bucket
         // step is below 2^31), so that the pair test runs branch-free over all later
         // members and vectorizes (lists hold at most MAX_LIST = 64 members).
-        let mut lo = [[0i32; Directory::MAX_LIST as usize]; 4];
-        let mut hi = [[0i32; Directory::MAX_LIST as usize]; 4];
+        let mut lo = [[0i32; PAIR_ROW]; 4];
+        let mut hi = [[0i32; PAIR_ROW]; 4];
         for &v in &d.entry {
             if v & Directory::LIST == 0 {
                 continue;
@@ -144,6 +144,11 @@ impl Directory {
                     lo[a][k] = l.max(0) as i32;
                     hi[a][k] = h.min(d.step[a] as i64) as i32;
                 }
+            }
+            // Past the members, boxes that meet nothing (see `first_overlap`).
+            for a in 0..rank {
+                lo[a][n..n + PAIR_LANES].fill(i32::MAX);
+                hi[a][n..n + PAIR_LANES].fill(i32::MIN);
             }
             let found = match rank {
                 1 => first_overlap::<1>(&lo, &hi, n),
@@ -586,12 +591,20 @@ impl Directory {
     }
 }
 
+/// Members compared at once by the pair test (two SSE2 registers of `i32`).
+const PAIR_LANES: usize = 8;
+/// Room per axis for a list's clipped spans: its members, then one run of
+/// [`PAIR_LANES`] boxes that meet nothing.
+const PAIR_ROW: usize = Directory::MAX_LIST as usize + PAIR_LANES;
+
 /// The first pair `i < j` (by `i`, then `j`) of the `n` members whose boxes `[lo, hi)`
-/// (per axis, `R` axes) overlap: one member against all later ones, branch-free.
+/// (per axis, `R` axes) overlap: one member against all later ones, branch-free, in runs
+/// of [`PAIR_LANES`] that the compiler vectorizes (entries `n .. n + PAIR_LANES` must
+/// hold boxes meeting nothing: `lo = i32::MAX`, `hi = i32::MIN`).
 #[inline]
 fn first_overlap<const R: usize>(
-    lo: &[[i32; Directory::MAX_LIST as usize]; 4],
-    hi: &[[i32; Directory::MAX_LIST as usize]; 4],
+    lo: &[[i32; PAIR_ROW]; 4],
+    hi: &[[i32; PAIR_ROW]; 4],
     n: usize,
 ) -> Option<(usize, usize)> {
     let meet = |i: usize, j: usize| {
@@ -602,23 +615,37 @@ fn first_overlap<const R: usize>(
         m
     };
     // Lists hold at most MAX_LIST members: saying so lets the compiler drop the bounds
-    // checks of the inner loop and vectorize it.
+    // checks of the inner loop.
     let n = n.min(Directory::MAX_LIST as usize);
     for i in 0..n {
         let (li, hi_i): ([i32; R], [i32; R]) = (
             std::array::from_fn(|a| lo[a][i]),
             std::array::from_fn(|a| hi[a][i]),
         );
-        let mut any = false;
-        for j in i + 1..n {
-            let mut m = true;
+        let mut any = 0u32;
+        let mut j = i + 1;
+        'runs: while j < n {
+            let mut m = [1u32; PAIR_LANES];
             for a in 0..R {
-                m &= (lo[a][j] < hi_i[a]) & (li[a] < hi[a][j]);
+                let (Some(l), Some(h)) = (
+                    lo[a].get(j..j + PAIR_LANES),
+                    hi[a].get(j..j + PAIR_LANES),
+                ) else {
+                    // Not reached (j < n <= MAX_LIST): the rest one by one.
+                    any |= u32::from((j..n).any(|j| meet(i, j)));
+                    break 'runs;
+                };
+                for t in 0..PAIR_LANES {
+                    m[t] &= u32::from(l[t] < hi_i[a]) & u32::from(li[a] < h[t]);
+                }
             }
-            any |= m;
+            any |= m.iter().fold(0, |x, &y| x | y);
+            j += PAIR_LANES;
         }
-        if any {
-            return (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j));
+        if any != 0 {
+            if let Some(j) = (i + 1..n).find(|&j| meet(i, j)) {
+                return Some((i, j));
+            }
         }
     }
     None
@@ -756,7 +783,53 @@ impl Directory {
 
 #[cfg(test)]
 mod tests {
-    use super::StepDiv;
+    use super::{first_overlap, StepDiv, PAIR_LANES, PAIR_ROW};
+
+    /// The pair test in runs of PAIR_LANES finds the same first overlapping pair as a
+    /// plain double loop, for every list length up to MAX_LIST and every rank.
+    #[test]
+    fn pair_test_runs_find_the_first_overlap() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for round in 0..4000 {
+            let rank = 1 + round % 4;
+            let n = (next(65)) as usize;
+            let (mut lo, mut hi) = ([[0i32; PAIR_ROW]; 4], [[0i32; PAIR_ROW]; 4]);
+            // Stale spans past the members, as a longer list before would leave them.
+            for a in 0..4 {
+                for k in 0..PAIR_ROW {
+                    lo[a][k] = next(4) as i32;
+                    hi[a][k] = lo[a][k] + 8;
+                }
+            }
+            // Sparse boxes in a wide space, so that many lists have no overlap at all.
+            let width = if round % 3 == 0 { 16 } else { 4096 };
+            for a in 0..rank {
+                for k in 0..n {
+                    lo[a][k] = next(width) as i32;
+                    hi[a][k] = lo[a][k] + 1 + next(8) as i32;
+                }
+                lo[a][n..n + PAIR_LANES].fill(i32::MAX);
+                hi[a][n..n + PAIR_LANES].fill(i32::MIN);
+            }
+            let meet = |i: usize, j: usize| {
+                (0..rank).all(|a| lo[a][j] < hi[a][i] && lo[a][i] < hi[a][j])
+            };
+            let want = (0..n).find_map(|i| (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j)));
+            let got = match rank {
+                1 => first_overlap::<1>(&lo, &hi, n),
+                2 => first_overlap::<2>(&lo, &hi, n),
+                3 => first_overlap::<3>(&lo, &hi, n),
+                _ => first_overlap::<4>(&lo, &hi, n),
+            };
+            assert_eq!(got, want, "rank {rank}, {n} members");
+        }
+    }
 
     #[test]
     fn step_division_is_exact() {
