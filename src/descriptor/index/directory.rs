@@ -627,10 +627,9 @@ fn first_overlap<const R: usize>(
         'runs: while j < n {
             let mut m = [1u32; PAIR_LANES];
             for a in 0..R {
-                let (Some(l), Some(h)) = (
-                    lo[a].get(j..j + PAIR_LANES),
-                    hi[a].get(j..j + PAIR_LANES),
-                ) else {
+                let (Some(l), Some(h)) =
+                    (lo[a].get(j..j + PAIR_LANES), hi[a].get(j..j + PAIR_LANES))
+                else {
                     // Not reached (j < n <= MAX_LIST): the rest one by one.
                     any |= u32::from((j..n).any(|j| meet(i, j)));
                     break 'runs;
@@ -817,9 +816,8 @@ mod tests {
                 lo[a][n..n + PAIR_LANES].fill(i32::MAX);
                 hi[a][n..n + PAIR_LANES].fill(i32::MIN);
             }
-            let meet = |i: usize, j: usize| {
-                (0..rank).all(|a| lo[a][j] < hi[a][i] && lo[a][i] < hi[a][j])
-            };
+            let meet =
+                |i: usize, j: usize| (0..rank).all(|a| lo[a][j] < hi[a][i] && lo[a][i] < hi[a][j]);
             let want = (0..n).find_map(|i| (i + 1..n).find(|&j| meet(i, j)).map(|j| (i, j)));
             let got = match rank {
                 1 => first_overlap::<1>(&lo, &hi, n),

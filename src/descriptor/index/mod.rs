@@ -311,7 +311,7 @@ impl LevelIndex {
     pub fn find(&self, b: Boxes<'_>, p: &[u64]) -> Option<u32> {
         match self {
             LevelIndex::Grid(g) if g.on_regions() => {
-                let l = p[0].checked_sub(g.axes[0].base)?;
+                let l = p.first()?.checked_sub(g.axes[0].base)?;
                 (l < g.axes[0].extent).then(|| g.region_of_cell(g.line_cell(b, l)))
             }
             LevelIndex::Grid(g) => {
@@ -423,7 +423,10 @@ impl LevelIndex {
     /// buckets, nodes and list entries examined.
     pub fn query_box(&self, b: Boxes<'_>, lo: &[u64], hi: &[u64], f: &mut dyn FnMut(u32)) -> u64 {
         match self {
-            LevelIndex::Grid(g) if g.on_regions() => g.line_box(b, lo[0], hi[0], f),
+            LevelIndex::Grid(g) if g.on_regions() => match (lo.first(), hi.first()) {
+                (Some(&l), Some(&h)) => g.line_box(b, l, h, f),
+                _ => 0,
+            },
             LevelIndex::Grid(g) => {
                 LevelIndex::grid_box(&g.axes, &g.cuts, &g.cells, g.first, lo, hi, f)
             }
