@@ -1129,3 +1129,51 @@ fn finding_read_box_unsorted_entry_below_the_box_underflowed() {
         }
     }
 }
+
+/// A rank-1 COO tensor of extent 2^64 − 1 (the fuzz finding `read_box/extent-u64-max`
+/// was in the fuzz target's own box picking; the library is held here): boxes at the top
+/// of the axis, up to its last element, read the stored entries and implicit zeros, and
+/// `regions_in_box` reports the tensor once.
+#[test]
+fn boxes_at_the_top_of_a_u64_max_extent() {
+    let top = u64::MAX;
+    let d = TensorBuilder::new(
+        ElementType::Float64,
+        &[top],
+        NodeSpec::coo(3, sparse_flags::SORTED | sparse_flags::UNIQUE),
+    )
+    .build()
+    .unwrap();
+    let indices: Vec<u8> = [0u64, top - 3, top - 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let values: Vec<u8> = [1.5f64, -2.0, 8.25]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let a = align_all(&[indices, values]);
+    let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+    t.validate().unwrap();
+    let mut out = vec![0u8; 5 * 8];
+    t.read_box(&[top - 5], &[top], OutputType::Float64, &mut out, None)
+        .unwrap();
+    let got: Vec<f64> = out
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, vec![0.0, 0.0, -2.0, 0.0, 8.25]);
+    for (k, v) in got.iter().enumerate() {
+        assert_eq!(t.get_f64(&[top - 5 + k as u64]).unwrap(), *v);
+    }
+    let hits = d.regions_in_box(&[top - 5], &[top]).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!((hits[0].lo[0], hits[0].hi[0]), (top - 5, top));
+    // The other end of the axis.
+    assert_eq!(
+        t.read_box(&[0], &[1], OutputType::Float64, &mut out[..8], None)
+            .map(|()| f64::from_le_bytes(out[..8].try_into().unwrap()))
+            .unwrap(),
+        1.5
+    );
+}

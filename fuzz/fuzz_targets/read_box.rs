@@ -69,8 +69,9 @@ fuzz_target!(|data: &[u8]| {
         let mut n = 1u64;
         for a in 0..rank {
             let e = shape[a];
-            let x = input.u64() % (e + 1);
-            let y = input.u64() % (e + 1);
+            // An extent may be u64::MAX: then any coordinate is inside.
+            let pick = |v: u64| e.checked_add(1).map_or(v, |m| v % m);
+            let (x, y) = (pick(input.u64()), pick(input.u64()));
             lo[a] = x.min(y);
             hi[a] = x.max(y);
             n = n.saturating_mul(hi[a] - lo[a]);
