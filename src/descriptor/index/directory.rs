@@ -727,7 +727,7 @@ impl Directory {
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
                         // A region holding the whole box is the only one meeting it.
-                        if (0..rank).all(|a| b.lo(v, a) <= lo[a] && hi[a] <= b.hi(v, a)) {
+                        if b.holds(v, lo, hi) {
                             return Some(visits);
                         }
                     }

@@ -69,27 +69,30 @@ impl<'a> Boxes<'a> {
     /// of its subtree.
     #[inline]
     pub fn children(&self, first: u32, count: u32) -> impl Iterator<Item = u32> + 'a {
-        let (nodes, gaps) = (self.nodes, self.gaps);
+        let b = *self;
         let mut c = first;
         (0..count).map(move |_| {
             let r = c;
-            let slot = if gaps.is_empty() { r } else { slot_of(gaps, r) };
-            c = match nodes[slot as usize].layout {
+            c = match b.nodes[b.slot(r) as usize].layout {
                 Layout::Subpaving { end, .. } => end,
                 _ => r + 1,
             };
             r
         })
     }
-    /// Where region `r`'s coordinates start.
+    /// Region `r`'s record slot (past the id gaps).
     #[inline(always)]
-    fn at(&self, r: u32) -> usize {
-        let slot = if self.gaps.is_empty() {
+    fn slot(&self, r: u32) -> u32 {
+        if self.gaps.is_empty() {
             r
         } else {
             slot_of(self.gaps, r)
-        };
-        slot as usize * 2 * self.rank
+        }
+    }
+    /// Where region `r`'s coordinates start.
+    #[inline(always)]
+    fn at(&self, r: u32) -> usize {
+        self.slot(r) as usize * 2 * self.rank
     }
     #[inline]
     pub fn origin(&self, r: u32) -> &'a [u64] {
@@ -109,6 +112,25 @@ impl<'a> Boxes<'a> {
     pub fn hi(&self, r: u32, a: usize) -> u64 {
         let s = self.at(r);
         self.coords[s + a] + self.coords[s + self.rank + a]
+    }
+    /// Whether region `r` holds the point `p`.
+    #[inline]
+    pub fn contains(&self, r: u32, p: &[u64]) -> bool {
+        let (o, s) = (self.origin(r), self.shape(r));
+        o.iter()
+            .zip(s)
+            .zip(p)
+            .all(|((&o, &s), &x)| x >= o && x - o < s)
+    }
+    /// Whether region `r` meets the box `[lo, hi)`.
+    #[inline]
+    pub fn meets(&self, r: u32, lo: &[u64], hi: &[u64]) -> bool {
+        (0..self.rank).all(|a| self.lo(r, a) < hi[a] && lo[a] < self.hi(r, a))
+    }
+    /// Whether region `r` holds the whole box `[lo, hi)`.
+    #[inline]
+    pub fn holds(&self, r: u32, lo: &[u64], hi: &[u64]) -> bool {
+        (0..self.rank).all(|a| self.lo(r, a) <= lo[a] && hi[a] <= self.hi(r, a))
     }
     #[inline]
     fn intersects(&self, r: u32, s: u32) -> bool {
@@ -343,9 +365,9 @@ impl LevelIndex {
                 Some(hit) => hit.map(|(r, _)| r),
                 None => t.split.find(b, p),
             },
-            LevelIndex::Scan { first, count } => b
-                .children(*first, *count)
-                .find(|&c| (0..b.rank).all(|a| b.lo(c, a) <= p[a] && p[a] < b.hi(c, a))),
+            LevelIndex::Scan { first, count } => {
+                b.children(*first, *count).find(|&c| b.contains(c, p))
+            }
         }
     }
 
@@ -376,13 +398,7 @@ impl LevelIndex {
         ext: &mut [u64],
     ) -> Option<u32> {
         let (axes, cuts, cells, first) = match self {
-            LevelIndex::Grid(g) if g.on_regions() => {
-                let r = self.find(b, p)?;
-                lo.copy_from_slice(b.origin(r));
-                ext.copy_from_slice(b.shape(r));
-                return Some(r);
-            }
-            LevelIndex::Grid(g) => (&g.axes, &g.cuts, &g.cells, &g.first),
+            LevelIndex::Grid(g) if !g.on_regions() => (&g.axes, &g.cuts, &g.cells, &g.first),
             LevelIndex::Tree(t) => {
                 let (r, boxed) = t.directory.locate(p, lo, ext)??;
                 if !boxed {
@@ -391,7 +407,8 @@ impl LevelIndex {
                 }
                 return Some(r);
             }
-            LevelIndex::Scan { .. } => {
+            // A rank-1 line or a scanned level: the region found gives its box.
+            LevelIndex::Grid(_) | LevelIndex::Scan { .. } => {
                 let r = self.find(b, p)?;
                 lo.copy_from_slice(b.origin(r));
                 ext.copy_from_slice(b.shape(r));
@@ -432,7 +449,7 @@ impl LevelIndex {
             }
             LevelIndex::Scan { first, count } => {
                 for c in b.children(*first, *count) {
-                    if (0..b.rank).all(|a| b.lo(c, a) < hi[a] && lo[a] < b.hi(c, a)) {
+                    if b.meets(c, lo, hi) {
                         f(c);
                     }
                 }
@@ -461,7 +478,7 @@ impl LevelIndex {
                     let (r, visits) = split.find_counting(b, lo);
                     walked += visits;
                     if let Some(r) = r {
-                        if (0..b.rank).all(|a| hi[a] <= b.hi(r, a)) {
+                        if b.holds(r, lo, hi) {
                             f(r);
                             return walked;
                         }

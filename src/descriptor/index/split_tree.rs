@@ -264,7 +264,7 @@ impl SplitTree {
                 SplitNode::Scan { start, len } => {
                     let run = &self.items[start as usize..(start + len) as usize];
                     visits += u64::from(len);
-                    run.iter().copied().find(|&r| contains(b, r, p))
+                    run.iter().copied().find(|&r| b.contains(r, p))
                 }
                 SplitNode::Sorted { start, len, axis } => {
                     let run = &self.items[start as usize..(start + len) as usize];
@@ -274,7 +274,7 @@ impl SplitTree {
                     visits += u64::from(usize::BITS - run.len().leading_zeros()) + 1;
                     k.checked_sub(1)
                         .map(|k| run[k])
-                        .filter(|&r| contains(b, r, p))
+                        .filter(|&r| b.contains(r, p))
                 }
             };
             if hit.is_some() {
@@ -331,7 +331,6 @@ impl SplitTree {
         if self.nodes.is_empty() {
             return visits;
         }
-        let meets = |r: u32| (0..b.rank).all(|a| b.lo(r, a) < hi[a] && b.hi(r, a) > lo[a]);
         // Each node is pushed at most once (the structure is a tree), so the stack never
         // holds more than the node count.
         let mut stack = vec![0u32];
@@ -365,7 +364,7 @@ impl SplitTree {
                         .unwrap_or(&[]);
                     visits += u64::from(len);
                     for &r in run {
-                        if meets(r) {
+                        if b.meets(r, lo, hi) {
                             f(r);
                         }
                     }
@@ -385,7 +384,7 @@ impl SplitTree {
                             break;
                         }
                         visits += 1;
-                        if meets(r) {
+                        if b.meets(r, lo, hi) {
                             f(r);
                         }
                     }
@@ -413,16 +412,6 @@ impl SplitTree {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<SplitNode>() + self.items.capacity() * 4
     }
-}
-
-#[inline]
-fn contains(b: Boxes<'_>, r: u32, p: &[u64]) -> bool {
-    let o = b.origin(r);
-    let s = b.shape(r);
-    o.iter()
-        .zip(s)
-        .zip(p)
-        .all(|((&o, &s), &x)| x >= o && x - o < s)
 }
 
 /// The cut on axis `a` for the set `ids`: with `h` the `⌊m/2⌋`-th smallest high corner
@@ -455,7 +444,7 @@ mod tests {
 
     fn brute(coords: &[u64], rank: usize, p: &[u64]) -> Option<u32> {
         let b = Boxes::new(coords, rank);
-        (0..(coords.len() / (2 * rank)) as u32).find(|&r| contains(b, r, p))
+        (0..(coords.len() / (2 * rank)) as u32).find(|&r| b.contains(r, p))
     }
 
     /// Concentric rings of four arms around a centre cell: no cut is clean at any scale.
