@@ -928,11 +928,7 @@ impl Decoder {
                     },
                     id,
                 ));
-                let tile = if u.row_major {
-                    Layout::RowMajor
-                } else {
-                    Layout::ColMajor
-                };
+                let tile = tiles::tile_layout(u.row_major);
                 tiles_ok = node.is_uniform_tile(id, k, tile, first, u.first_buffer);
             }
         }

@@ -38,6 +38,15 @@ pub(super) const MIN_HELD_TILES: u32 = 16;
 // A held grid keeps its grid index (a scan of the siblings reads records).
 const _: () = assert!(crate::descriptor::index::SCAN_MAX < MIN_HELD_TILES);
 
+/// The layout of a plain tile: ROW_MAJOR or COL_MAJOR.
+pub(super) fn tile_layout(row_major: bool) -> Layout {
+    if row_major {
+        Layout::RowMajor
+    } else {
+        Layout::ColMajor
+    }
+}
+
 /// Whether the input left can hold `count` plain tile records (each exactly
 /// `16 · rank + 8 + TILE_BODY` bytes). A level that cannot is no grid of tiles: the tile
 /// passes are not tried, so nothing is reserved for tiles that are not there (a level of
@@ -233,14 +242,9 @@ impl Decoder {
         if let Some((layout, Some((template, row_major, axes)))) =
             self.tiles_pass::<true>(r, extent, base, count, parent, &mut sizes)
         {
-            let tile = if row_major {
-                Layout::RowMajor
-            } else {
-                Layout::ColMajor
-            };
             return Ok((
                 layout,
-                TileGrid::new(tile, template, axes, Vec::new(), sizes),
+                TileGrid::new(tile_layout(row_major), template, axes, Vec::new(), sizes),
             ));
         }
         self.abandoned += r.pos() - start.pos();
@@ -270,11 +274,11 @@ impl Decoder {
             },
             first,
         );
-        self.d.indexes.push(index);
+        // A held grid has at least MIN_HELD_TILES > SCAN_MAX tiles: its index is kept.
         let layout = Layout::Subpaving {
             count,
             end: first + count,
-            index: (self.d.indexes.len() - 1) as u32,
+            index: self.push_index(index, parent.map(Idx::get), count),
         };
         Ok((layout, TileGrid::new(tile, template, axes, cuts, sizes)))
     }
