@@ -59,8 +59,7 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
     }
 
     /// Make room for `additional` more items: on the heap (exactly) once they would not
-    /// fit inline. A large reservation is advised onto huge pages
-    /// ([`crate::mem::advise_huge_pages`]).
+    /// fit inline.
     pub(crate) fn reserve(&mut self, additional: usize) {
         let len = self.len();
         if len.saturating_add(additional) <= N {
@@ -69,11 +68,9 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
         match self {
             SmallVec::Heap(v) => {
                 v.reserve_exact(additional);
-                crate::mem::advise_huge_pages(v);
             }
             SmallVec::Inline(..) => {
                 let mut v = Vec::with_capacity(len.saturating_add(additional));
-                crate::mem::advise_huge_pages(&v);
                 v.extend_from_slice(self);
                 *self = SmallVec::Heap(v);
             }

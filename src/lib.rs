@@ -53,7 +53,7 @@ pub mod bench_support {
     }
 
     /// Address and byte capacity of the decoded form's tile sizes, for a grid of plain
-    /// tiles held without records (for the test that checks its huge-page advice).
+    /// tiles held without records (`None` for a descriptor that keeps records).
     pub fn tile_sizes(d: &crate::Descriptor) -> Option<(usize, usize)> {
         d.tiles
             .as_ref()
@@ -63,15 +63,6 @@ pub mod bench_support {
     /// Number of nested levels held as tile grids without records.
     pub fn held_grids(d: &crate::Descriptor) -> usize {
         d.held.len()
-    }
-
-    /// Address and byte capacity of the decoded form's region records, the largest array
-    /// of a subpaving's decoded form (for the test that checks its huge-page advice).
-    pub fn region_records(d: &crate::Descriptor) -> (usize, usize) {
-        (
-            d.records.as_ptr() as usize,
-            d.records.capacity() * std::mem::size_of_val(d.records.first().unwrap_or(&d.root)),
-        )
     }
 }
 

@@ -1,7 +1,6 @@
 //! Decoding through a `DecodeCache`: the same descriptors and the same errors as `decode`,
 //! on every golden vector and on large grids and irregular partitions, with the recycled
-//! storage reused (counted: a recycled decode allocates almost nothing) — and the large
-//! decoded arrays advised onto transparent huge pages (read back from /proc/self/smaps).
+//! storage reused (counted: a recycled decode allocates almost nothing).
 
 mod common;
 #[path = "common/counting_alloc.rs"]
@@ -180,77 +179,4 @@ fn recycled_decodes(bytes: &[u8], per_region: usize, what: &str) {
         .unwrap();
     cache.recycle(d);
     assert_eq!(cache.heap_bytes(), held);
-}
-
-/// The VmFlags line of the /proc/self/smaps mapping that contains `addr`.
-#[cfg(target_os = "linux")]
-fn vm_flags(addr: usize) -> Option<String> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-    let mut inside = false;
-    for line in smaps.lines() {
-        let head = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, hi)) = head.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = lo <= addr && addr < hi;
-                continue;
-            }
-        }
-        if inside {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return Some(flags.to_string());
-            }
-        }
-    }
-    None
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn large_decoded_arrays_are_advised_onto_huge_pages() {
-    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-        println!("this kernel has no transparent huge pages: nothing to check");
-        return;
-    }
-    const HUGE: usize = 2 << 20;
-    // 160,000 regions: 6.4 MB of region records, above the 4 MiB advice threshold.
-    let (g, ge) = grid(400, 4);
-    let bytes = subpaving(&g, ge, 7);
-    for (how, d) in [
-        ("decode", decode(&bytes, Mode::Strict).unwrap()),
-        (
-            "DecodeCache::decode",
-            DecodeCache::new().decode(&bytes, Mode::Strict).unwrap(),
-        ),
-    ] {
-        let (addr, len) = tensordesc::bench_support::region_records(&d);
-        assert!(len >= 2 * HUGE, "{how}: {len} bytes of records");
-        // The first whole huge page inside the array is advised.
-        let page = addr.div_ceil(HUGE) * HUGE;
-        let flags = vm_flags(page).expect("the records' mapping is in /proc/self/smaps");
-        assert!(
-            flags.split_whitespace().any(|f| f == "hg"),
-            "{how}: the region records' mapping lacks the huge-page advice (VmFlags:{flags})"
-        );
-    }
-    // A grid of plain tiles keeps one size a tile: 640,000 of them (5.1 MB) are advised.
-    let (g, ge) = grid(800, 1);
-    let d = decode(&subpaving(&g, ge, 0), Mode::Strict).unwrap();
-    let (addr, len) =
-        tensordesc::bench_support::tile_sizes(&d).expect("a grid of plain tiles has no records");
-    assert!(len >= 2 * HUGE, "{len} bytes of tile sizes");
-    let flags = vm_flags(addr.div_ceil(HUGE) * HUGE).expect("the sizes' mapping");
-    assert!(
-        flags.split_whitespace().any(|f| f == "hg"),
-        "the tile sizes' mapping lacks the huge-page advice (VmFlags:{flags})"
-    );
-    // A small decoded form is not advised (it lives in the heap proper).
-    let (s, se) = grid(20, 4);
-    let d = decode(&subpaving(&s, se, 7), Mode::Strict).unwrap();
-    let (addr, _) = tensordesc::bench_support::region_records(&d);
-    let flags = vm_flags(addr).expect("mapped");
-    assert!(
-        !flags.split_whitespace().any(|f| f == "hg"),
-        "VmFlags:{flags}"
-    );
 }

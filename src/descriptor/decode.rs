@@ -80,9 +80,7 @@ pub(super) fn level_error(e: Error, at: usize, level: u8, parent: Option<u32>) -
 }
 
 /// Make room for `additional` more items in `v`, growing geometrically (so nested levels
-/// do not copy the vector once each) but never past `max` items in all. A large
-/// reservation is advised onto huge pages ([`crate::mem::advise_huge_pages`]) before it is
-/// written.
+/// do not copy the vector once each) but never past `max` items in all.
 pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) {
     let need = v.len().saturating_add(additional);
     if need <= v.capacity() {
@@ -90,7 +88,6 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
     }
     let target = need.max(v.capacity().saturating_mul(2)).min(max.max(need));
     v.reserve_exact(target - v.len());
-    crate::mem::advise_huge_pages(v);
 }
 
 /// Regions and leaf regions in the `count` region records at the start of `bytes` and in

@@ -461,7 +461,6 @@ impl Decoder {
             return None;
         }
         sizes.reserve_exact(count as usize);
-        crate::mem::advise_huge_pages(sizes);
         // Per axis, the cut points learnt so far (local coordinates), starting at 0.
         let mut cuts: Vec<Vec<u64>> = vec![vec![0]; rank];
         let mut cell = [0usize; MAX_RANK];
@@ -584,14 +583,11 @@ impl Decoder {
         let first_buffer = self.next_buffer() as u32;
         if RECORDLESS {
             sizes.reserve_exact(count as usize);
-            crate::mem::advise_huge_pages(sizes);
         } else {
             self.d.records.reserve_exact(count as usize);
             self.d
                 .record_coords
                 .reserve_exact(count as usize * 2 * rank);
-            crate::mem::advise_huge_pages(&self.d.records);
-            crate::mem::advise_huge_pages(&self.d.record_coords);
             self.d.record_buffers.reserve(count as usize);
         }
         let mut cell = [0u64; MAX_RANK];
