@@ -67,10 +67,11 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
         }
         match self {
             SmallVec::Heap(v) => {
-                v.reserve_exact(additional);
+                crate::mem::reserve_exact_populated(v, additional);
             }
             SmallVec::Inline(..) => {
                 let mut v = Vec::with_capacity(len.saturating_add(additional));
+                crate::mem::populate(&v);
                 v.extend_from_slice(self);
                 *self = SmallVec::Heap(v);
             }

@@ -87,7 +87,7 @@ pub(super) fn reserve_bounded<T>(v: &mut Vec<T>, additional: usize, max: usize) 
         return;
     }
     let target = need.max(v.capacity().saturating_mul(2)).min(max.max(need));
-    v.reserve_exact(target - v.len());
+    crate::mem::reserve_exact_populated(v, target - v.len());
 }
 
 /// Regions and leaf regions in the `count` region records at the start of `bytes` and in

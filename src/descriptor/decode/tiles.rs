@@ -460,7 +460,7 @@ impl Decoder {
         if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
             return None;
         }
-        sizes.reserve_exact(count as usize);
+        crate::mem::reserve_exact_populated(sizes, count as usize);
         // Per axis, the cut points learnt so far (local coordinates), starting at 0.
         let mut cuts: Vec<Vec<u64>> = vec![vec![0]; rank];
         let mut cell = [0usize; MAX_RANK];
@@ -582,12 +582,13 @@ impl Decoder {
         let first_id = self.next_id() as u32;
         let first_buffer = self.next_buffer() as u32;
         if RECORDLESS {
-            sizes.reserve_exact(count as usize);
+            crate::mem::reserve_exact_populated(sizes, count as usize);
         } else {
-            self.d.records.reserve_exact(count as usize);
-            self.d
-                .record_coords
-                .reserve_exact(count as usize * 2 * rank);
+            crate::mem::reserve_exact_populated(&mut self.d.records, count as usize);
+            crate::mem::reserve_exact_populated(
+                &mut self.d.record_coords,
+                count as usize * 2 * rank,
+            );
             self.d.record_buffers.reserve(count as usize);
         }
         let mut cell = [0u64; MAX_RANK];

@@ -232,6 +232,7 @@ impl Directory {
             }
         }
         let mut lists = vec![0u32; words as usize];
+        crate::mem::populate(&lists);
         let mut fill = vec![0u32; total];
         for &r in children {
             let (o, s) = (b.origin(r), b.shape(r));
