@@ -20,7 +20,6 @@
 //! counts what was materialized.
 
 use super::index::{axis_cell, GridAxis};
-use super::locate::tile_position;
 use super::Node;
 use crate::device::BufferHandle;
 use crate::layout::Layout;
@@ -105,14 +104,16 @@ impl TileGrid {
     /// a binary search of the cut points (rectilinear ones).
     #[inline]
     pub(crate) fn locate(&self, index: &[u64]) -> Option<(u32, u64)> {
-        let rank = self.axes.len();
-        if index.len() != rank || rank > 8 {
+        if index.len() != self.axes.len() {
             return None;
         }
-        let mut lo = [0u64; 8];
-        let mut ext = [0u64; 8];
-        let mut cell = 0u64;
-        for (a, (ax, &x)) in self.axes.iter().zip(index).enumerate() {
+        let row_major = matches!(self.layout, Layout::RowMajor);
+        // The position inside the tile, accumulated axis by axis as the tile is found
+        // (no per-axis arrays): row-major `(l0 · e1 + l1) · e2 + l2 …`, column-major
+        // `l0 + e0 · (l1 + e1 · …)` as `Σ la · (e0 ⋯ e(a-1))`. Checked, as the general
+        // path's `tile_position` is: an index inside a decoded tile cannot overflow.
+        let (mut cell, mut pos, mut stride) = (0u64, 0u64, 1u64);
+        for (ax, &x) in self.axes.iter().zip(index) {
             let x = x.checked_sub(ax.base)?;
             if x >= ax.extent {
                 return None;
@@ -120,10 +121,14 @@ impl TileGrid {
             let c = axis_cell(ax, &self.cuts, x);
             cell = cell * ax.cells + c;
             let (start, len) = ax.span(&self.cuts, c);
-            (lo[a], ext[a]) = (ax.base + start, len);
+            let l = x.checked_sub(start)?;
+            if row_major {
+                pos = pos.checked_mul(len)?.checked_add(l)?;
+            } else {
+                pos = l.checked_mul(stride)?.checked_add(pos)?;
+                stride = stride.checked_mul(len)?;
+            }
         }
-        let row_major = matches!(self.layout, Layout::RowMajor);
-        let pos = tile_position(row_major, index, &lo[..rank], &ext[..rank])?;
         Some((cell as u32, pos))
     }
 
