@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
 use tensordesc::layout::tag;
-use tensordesc::{ErrorKind, Mode};
+use tensordesc::{CompactLocation, ErrorKind, Location, LocationKind, Mode, NO_REGION};
 use tensordesc_fuzz::{check_locate, decode_bounded, Bytes};
 
 fuzz_target!(|data: &[u8]| {
@@ -42,6 +42,36 @@ fuzz_target!(|data: &[u8]| {
     }
     for p in &points {
         check_locate(&d, p);
+    }
+    // The batch says what the single calls say, or fails as the first failing one does.
+    let flat: Vec<u64> = points.iter().flatten().copied().collect();
+    let mut out = vec![CompactLocation::default(); points.len()];
+    let batch = d.locate_many(&flat, &mut out);
+    let first_err = points.iter().find_map(|p| d.locate(p).err());
+    match (batch, first_err) {
+        (Ok(()), None) => {
+            for (p, c) in points.iter().zip(&out) {
+                let want = match d.locate(p).unwrap() {
+                    Location::Dense {
+                        region,
+                        buffer,
+                        byte_offset,
+                        bit_shift,
+                    } => (LocationKind::Dense, region, buffer, byte_offset, bit_shift, 0),
+                    Location::Lookup {
+                        region,
+                        layout_tag,
+                        first_buffer,
+                        ..
+                    } => (LocationKind::Lookup, region, first_buffer, 0, 0, layout_tag),
+                };
+                let region = (c.region != NO_REGION).then_some(c.region);
+                let got = (c.kind, region, c.buffer, c.byte_offset, c.bit_shift, c.layout_tag);
+                assert_eq!(got, want, "locate_many and locate disagree on {p:?}");
+            }
+        }
+        (Err(e), Some(f)) => assert_eq!(e.kind, f.kind, "{e} / {f}"),
+        (b, f) => panic!("locate_many gave {b:?}, the first failing locate {f:?}"),
     }
     // Enumerate small tensors completely.
     if d.element_count() > 4096 || d.region_count() > 256 {
