@@ -308,7 +308,8 @@ pub(crate) fn populate<T>(v: &Vec<T>) {
             // last ≤ start + capacity bytes), which this process owns and may write.
             // MADV_POPULATE_WRITE only faults those pages in as a write would (a page
             // already present is left as it is): no byte changes, nothing is freed or
-            // unmapped. Failure (EINVAL before Linux 5.14) is harmless and ignored.
+            // unmapped. Failure (EINVAL before Linux 5.14, or where pages are larger than
+            // 4 KiB and `first` is not aligned to one) is harmless and ignored.
             unsafe {
                 libc::madvise(
                     first as *mut libc::c_void,
