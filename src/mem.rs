@@ -286,8 +286,8 @@ pub(crate) fn reserve_exact_populated<T>(v: &mut Vec<T>, additional: usize) {
 
 /// Ask the kernel to fault in the whole pages of `v`'s capacity now, in one call
 /// (`MADV_POPULATE_WRITE`, Linux 5.14), instead of one page fault per 4 KiB as the array
-/// is first written (measured on this project's VM: 2.5 GB/s of fresh memory against
-/// 1.9; docs/decisions.md, "Decode memory"). A hint: contents and results are unchanged;
+/// is first written (measured on this project's VM: 2.3–2.8 GB/s of fresh memory against
+/// 1.4–2.5; docs/decisions.md, "Decode memory"). A hint: contents and results are unchanged;
 /// call it only on storage about to be written whole, as the pages of the whole capacity
 /// become resident. Nothing below [`POPULATE_MIN_BYTES`], off Linux, or on a kernel
 /// without the call (it fails and is ignored).
