@@ -320,3 +320,115 @@ pub(crate) fn populate<T>(v: &Vec<T>) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Copies that bypass the caches
+// ---------------------------------------------------------------------------------------
+
+/// Outputs of at least this many bytes are written with [`copy_streaming`]: the size of the
+/// last-level cache as the C library reports it (`sysconf(_SC_LEVEL3_CACHE_SIZE)`), or
+/// 32 MiB where it reports none. An output larger than the cache cannot stay in it, so
+/// caching its lines only costs the read of every destination line before it is written.
+pub(crate) fn stream_min_bytes() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
+        {
+            // SAFETY: sysconf only reads a configuration value; an unknown name returns -1
+            // (and 0 means unknown), both mapped to the fallback below.
+            let llc = unsafe { libc::sysconf(libc::_SC_LEVEL3_CACHE_SIZE) };
+            if llc > 0 {
+                return usize::try_from(llc).unwrap_or(usize::MAX).max(1 << 20);
+            }
+        }
+        32 << 20
+    })
+}
+
+/// Copy `src` into `dst` (the shorter length of the two) with non-temporal stores, which
+/// write whole lines to memory without reading them into the cache first, while asking
+/// for the lines of `ahead` (the next copy's source, if known; may be empty) one by one as
+/// the copy goes — so that a row-by-row copy of a strided window streams like one large
+/// `memcpy` (docs/decisions.md, "Data plane"). Call [`store_fence`] once the copies of a
+/// call are done. Plain `copy_from_slice` off x86-64.
+pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        // Up to the first 16-byte aligned destination byte, then whole 64-byte lines.
+        let head = dst.as_ptr().align_offset(16).min(n);
+        dst[..head].copy_from_slice(&src[..head]);
+        let lines = (n - head) / 64;
+        let (d, s) = (dst[head..].as_mut_ptr(), src[head..].as_ptr());
+        for k in 0..lines {
+            prefetch(ahead, head + 64 * k);
+            let at = 64 * k;
+            // SAFETY: bytes [head + at, head + at + 64) lie inside both slices (at + 64 <=
+            // 64 · lines <= n - head); the loads are unaligned loads, the stores go to
+            // `d + at`, 16-byte aligned (`d` is, by `head`), as MOVNTDQ requires. SSE2 is
+            // part of every x86-64 target.
+            unsafe {
+                let a = _mm_loadu_si128(s.add(at).cast::<__m128i>());
+                let b = _mm_loadu_si128(s.add(at + 16).cast::<__m128i>());
+                let c = _mm_loadu_si128(s.add(at + 32).cast::<__m128i>());
+                let e = _mm_loadu_si128(s.add(at + 48).cast::<__m128i>());
+                _mm_stream_si128(d.add(at).cast::<__m128i>(), a);
+                _mm_stream_si128(d.add(at + 16).cast::<__m128i>(), b);
+                _mm_stream_si128(d.add(at + 32).cast::<__m128i>(), c);
+                _mm_stream_si128(d.add(at + 48).cast::<__m128i>(), e);
+            }
+        }
+        let done = head + 64 * lines;
+        dst[done..].copy_from_slice(&src[done..]);
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        let _ = ahead;
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Order the non-temporal stores of [`copy_streaming`] before every later store (SFENCE),
+/// so that a caller that hands the output to another thread hands over written bytes.
+pub(crate) fn store_fence() {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: SFENCE only orders stores; it reads and writes no memory. SSE is part of
+    // every x86-64 target.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every head (destination alignment), body and tail length gives the bytes a plain
+    /// copy gives, and nothing outside the destination range changes.
+    #[test]
+    fn streaming_copy_writes_exactly_the_source() {
+        let src: Vec<u8> = (0..1200u32).map(|k| (k * 7 + 3) as u8).collect();
+        for start in 0..20 {
+            for len in [0, 1, 15, 16, 63, 64, 65, 127, 128, 200, 1000] {
+                let mut dst = vec![0xAAu8; 1300];
+                copy_streaming(&mut dst[start..start + len], &src[5..5 + len], &src[600..]);
+                store_fence();
+                assert_eq!(&dst[start..start + len], &src[5..5 + len], "{start} {len}");
+                assert!(dst[..start].iter().all(|&b| b == 0xAA));
+                assert!(dst[start + len..].iter().all(|&b| b == 0xAA));
+            }
+        }
+        // Unequal lengths copy the shorter; an empty `ahead` asks for nothing.
+        let mut dst = [0u8; 100];
+        copy_streaming(&mut dst, &src[..90], &[]);
+        assert_eq!(&dst[..90], &src[..90]);
+        assert_eq!(dst[90..], [0; 10]);
+    }
+
+    #[test]
+    fn the_streaming_threshold_is_at_least_a_mebibyte() {
+        assert!(stream_min_bytes() >= 1 << 20);
+    }
+}

@@ -68,7 +68,7 @@ pub(super) fn copy_box(
 ) -> Result<()> {
     let rank = lo.len();
     if rank == 0 {
-        return run_at(src, vals, &[], 0, 1, w, off_lo, 0);
+        return run_at(src, vals, &[], 0, 1, w, off_lo, 0, 0);
     }
     let mut n = [0u64; MAX_RANK];
     for ((n, &l), &h) in n.iter_mut().zip(lo).zip(hi) {
@@ -129,6 +129,12 @@ pub(super) fn copy_box(
         Some(&ib) if os[ib].unsigned_abs() < os[r].unsigned_abs() => BLOCK.min(run_len),
         _ => run_len,
     };
+    // Source elements from one run to the next along the innermost other axis: the next
+    // run's lines are asked for while a streaming copy writes this one.
+    let ahead = match order[..m].last() {
+        Some(&ib) => src.strides[ib],
+        None => 0,
+    };
     let mut x = [0u64; MAX_RANK];
     x[..rank].copy_from_slice(lo);
     let mut c = 0u64;
@@ -145,7 +151,7 @@ pub(super) fn copy_box(
             for k in 0..m {
                 off += idx[k] as i64 * os[order[k]];
             }
-            run_at(src, vals, &x[..rank], r, len, w, off, os[r])?;
+            run_at(src, vals, &x[..rank], r, len, w, off, os[r], ahead)?;
             let mut k = m;
             let done = loop {
                 if k == 0 {
@@ -167,7 +173,8 @@ pub(super) fn copy_box(
     Ok(())
 }
 
-/// One run of `len` elements from `x` along axis `r`.
+/// One run of `len` elements from `x` along axis `r`; the next run probably starts
+/// `ahead` source elements after this one (a hint).
 #[allow(clippy::too_many_arguments)]
 fn run_at(
     src: &Source<'_>,
@@ -178,6 +185,7 @@ fn run_at(
     w: &mut Window<'_>,
     off: i64,
     ostride: i64,
+    ahead: i128,
 ) -> Result<()> {
     let cs = vals.cs;
     let region = w.region;
@@ -191,6 +199,21 @@ fn run_at(
             .buf
             .get(start..start + len * cs)
             .ok_or_else(|| oob(region))?;
+        if w.stream && vals.is_raw() && ostride == cs as i64 {
+            let at = usize::try_from(off).map_err(|_| oob(region))?;
+            let dst = w
+                .buf
+                .get_mut(at..at + codes.len())
+                .ok_or_else(|| oob(region))?;
+            let next = ahead
+                .checked_mul(cs as i128)
+                .and_then(|d| b.checked_add(d))
+                .and_then(|a| usize::try_from(a).ok())
+                .and_then(|a| src.buf.get(a..))
+                .unwrap_or(&[]);
+            crate::mem::copy_streaming(dst, codes, next);
+            return Ok(());
+        }
         return vals.run(codes, x, r, len, w.buf, off, ostride);
     }
     w.scratch.clear();

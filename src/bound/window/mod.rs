@@ -91,6 +91,9 @@ pub(super) struct Window<'o> {
     strides: &'o [i64],
     scratch: Vec<u8>,
     region: Option<u32>,
+    /// Whether contiguous RAW runs are written with non-temporal stores: the output
+    /// reaches [`crate::mem::stream_min_bytes`] (it cannot stay in the cache anyway).
+    stream: bool,
 }
 
 impl<'a> BoundTensor<'a> {
@@ -235,6 +238,7 @@ impl<'a> BoundTensor<'a> {
             strides: &strides[..rank],
             scratch: Vec::new(),
             region: None,
+            stream: need >= crate::mem::stream_min_bytes() as i128,
         };
         let bufs: &[&[u8]] = &self.buffers;
         let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
@@ -245,7 +249,12 @@ impl<'a> BoundTensor<'a> {
             w.region = region;
             self.read_leaf(bufs, region, node, clo, chi, out_type, &mut w, off)?;
             Ok(ControlFlow::Continue(()))
-        })?;
+        });
+        if w.stream {
+            // On failure too: the bytes written so far are ordered before the return.
+            crate::mem::store_fence();
+        }
+        let flow = flow?;
         debug_assert!(flow.is_continue());
         Ok(())
     }
@@ -570,5 +579,45 @@ impl Tiles<'_> {
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{BoundTensor, ElementType, OutputType, TensorBuilder};
+
+    /// A window whose output reaches the streaming threshold is written by non-temporal
+    /// row copies (each asking for the next row's lines): the same bytes as the source
+    /// rows, on destination rows that start at every alignment, and nothing past them.
+    #[test]
+    fn a_window_larger_than_the_cache_streams_the_same_bytes() {
+        let min = crate::mem::stream_min_bytes();
+        if min > 256 << 20 {
+            return; // a last-level cache this large would make the test too heavy
+        }
+        let (cols, w) = (8192 + 100, 8191u64);
+        let rows = (min as u64).div_ceil(w) + 2;
+        let mut storage = vec![0u8; (rows * cols) as usize + 64];
+        let start = storage.as_ptr().align_offset(64);
+        let data = &mut storage[start..start + (rows * cols) as usize];
+        for (k, b) in data.iter_mut().enumerate() {
+            *b = (k % 251) as u8;
+        }
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[rows, cols])
+            .build()
+            .unwrap();
+        let t = BoundTensor::bind(&d, vec![&*data]).unwrap();
+        let (lo, hi) = ([1, 37], [rows - 1, 37 + w]);
+        let bytes = ((rows - 2) * w) as usize;
+        assert!(bytes >= min);
+        let mut out = vec![0xEEu8; bytes + 1];
+        t.read_box(&lo, &hi, OutputType::Raw, &mut out[..bytes], None)
+            .unwrap();
+        for r in 0..(rows - 2) as usize {
+            let at = (r + 1) * cols as usize + 37;
+            let row = &out[r * w as usize..(r + 1) * w as usize];
+            assert!(row == &data[at..at + w as usize], "row {r}");
+        }
+        assert_eq!(out[bytes], 0xEE);
     }
 }

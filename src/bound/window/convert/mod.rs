@@ -181,6 +181,11 @@ impl<'a> Values<'a> {
         Ok(v)
     }
 
+    /// Whether the output is the codes themselves (RAW).
+    pub fn is_raw(&self) -> bool {
+        matches!(self.kind, Kind::Raw)
+    }
+
     /// Whether values do not depend on positions (a merged run may then wrap rows).
     pub fn position_free(&self) -> bool {
         !matches!(self.kind, Kind::Affine { .. } | Kind::Codebook { .. })
