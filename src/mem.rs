@@ -1,5 +1,5 @@
-//! Owned aligned memory and CPU prefetch hints: with the memory map and the FFI layer, the
-//! only code allowed `unsafe`.
+//! Owned aligned memory, CPU prefetch hints, page population and non-temporal copies: with
+//! the memory map and the FFI layer, the only code allowed `unsafe`.
 
 use std::alloc::{self, Layout};
 use std::fmt;
