@@ -590,6 +590,7 @@ mod tests {
     /// row copies (each asking for the next row's lines): the same bytes as the source
     /// rows, on destination rows that start at every alignment, and nothing past them.
     #[test]
+    #[cfg_attr(miri, ignore = "tens of MiB of output")]
     fn a_window_larger_than_the_cache_streams_the_same_bytes() {
         let min = crate::mem::stream_min_bytes();
         if min > 256 << 20 {
