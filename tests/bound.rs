@@ -288,6 +288,60 @@ fn block_paged_reads_back() {
     check_family(Fam::Paged(3, 2), &[3, 7, 2], &ALL_T);
     check_family(Fam::Paged(2, 1), &[4, 6], &F32_I4);
     check_family(Fam::Paged(4, 3), &[5, 9, 3], &F32_I4);
+    // Every element size of the lookup's fast path (1, 2, 4, 8 bytes; 4 bits above).
+    use ElementType::*;
+    check_family(Fam::Paged(3, 2), &[3, 7, 2], &[Int8, Int32, Int64, Float64]);
+}
+
+/// BLOCK_PAGED element bytes of every storage size (16-byte complex elements included),
+/// against the spec's formula computed here: the block table entry of (row, position /
+/// block), unallocated (u64::MAX) or past the row's length reads zeros, else the element
+/// `(position % block) · inner + inner position` of that page, pages counted across the
+/// pools in order.
+#[test]
+fn block_paged_bytes_of_every_element_size() {
+    use ElementType::*;
+    let (rows, positions, heads, block) = (3u64, 7u64, 2u64, 2u64);
+    let max_blocks = positions.div_ceil(block);
+    let lengths = [7u64, 3, 0];
+    // Row 0: pages 4, 0, unallocated, 2; row 1: pages 1, 3; row 2: none.
+    let mut table = vec![u64::MAX; (rows * max_blocks) as usize];
+    table[..4].copy_from_slice(&[4, 0, u64::MAX, 2]);
+    table[4..6].copy_from_slice(&[1, 3]);
+    for et in [Int8, Float16, Float32, Float64, Complex64, Complex128] {
+        let es = et.storage_bytes();
+        let page_bytes = block * heads * es;
+        // Five pages: two in the first pool, three in the second, every byte distinct.
+        let pool0: Vec<u8> = (0..2 * page_bytes).map(|k| (k * 7 + 1) as u8).collect();
+        let pool1: Vec<u8> = (0..3 * page_bytes).map(|k| (k * 11 + 5) as u8).collect();
+        let words = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let bufs = align_all(&[words(&table), words(&lengths), pool0.clone(), pool1.clone()]);
+        let node = NodeSpec::block_paged(block, 2).with_buffers(
+            bufs.iter()
+                .map(|b| BufferHandle::cpu(b.bytes().len() as u64))
+                .collect(),
+        );
+        let d = TensorBuilder::new(et, &[rows, positions, heads], node)
+            .build()
+            .unwrap();
+        let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+        t.validate().unwrap();
+        let pages: Vec<u8> = pool0.iter().chain(&pool1).copied().collect();
+        for x in all_indices(&[rows, positions, heads]) {
+            let (r, p, h) = (x[0], x[1], x[2]);
+            let page = table[(r * max_blocks + p / block) as usize];
+            let want = if p >= lengths[r as usize] || page == u64::MAX {
+                vec![0u8; es as usize]
+            } else {
+                let at = (page * page_bytes + ((p % block) * heads + h) * es) as usize;
+                pages[at..at + es as usize].to_vec()
+            };
+            let mut out = [0xEEu8; 17];
+            t.get_bytes(&x, &mut out).unwrap();
+            assert_eq!(&out[..es as usize], &want[..], "{et} {x:?}");
+            assert!(out[es as usize..].iter().all(|&b| b == 0xEE), "{et} {x:?}");
+        }
+    }
 }
 
 /// Regions of every family in a [6, 48] tensor, the last a subpaving nested two deep.

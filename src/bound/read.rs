@@ -46,10 +46,7 @@ impl<'a> BoundTensor<'a> {
     // stays out of line.
     #[inline(always)]
     pub fn get_bytes(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
-        if self
-            .fast
-            .get_bytes(&self.buffers, index, out, self.esize, self.packed)
-        {
+        if self.fast.get_bytes(index, out, self.esize) {
             return Ok(());
         }
         self.get_bytes_general(index, out)
@@ -115,10 +112,7 @@ impl<'a> BoundTensor<'a> {
     pub fn get_f64(&self, index: &[u64]) -> Result<f64> {
         if self.fast_values {
             let mut code = [0u8; 16];
-            if self
-                .fast
-                .get_bytes(&self.buffers, index, &mut code, self.esize, self.packed)
-            {
+            if self.fast.get_bytes(index, &mut code, self.esize) {
                 if let Some(v) = value::element_to_f64(self.desc.element_type, &code) {
                     return Ok(v);
                 }

@@ -30,8 +30,18 @@ pub(crate) enum Shortcut<'a> {
     Compressed16(Box<CompressedShortcut<'a>>),
     /// The same, packed 4-bit elements.
     CompressedPacked(Box<CompressedShortcut<'a>>),
-    /// A top-level BLOCK_PAGED tensor.
-    Paged(Box<PagedShortcut<'a>>),
+    /// A top-level BLOCK_PAGED tensor, 1-byte elements.
+    Paged1(Box<PagedShortcut<'a>>),
+    /// The same, 2-byte elements.
+    Paged2(Box<PagedShortcut<'a>>),
+    /// The same, 4-byte elements.
+    Paged4(Box<PagedShortcut<'a>>),
+    /// The same, 8-byte elements.
+    Paged8(Box<PagedShortcut<'a>>),
+    /// The same, 16-byte elements.
+    Paged16(Box<PagedShortcut<'a>>),
+    /// The same, packed 4-bit elements.
+    PagedPacked(Box<PagedShortcut<'a>>),
     /// A top-level ROW_MAJOR or COL_MAJOR tensor of a non-packed type: the position is
     /// Horner's rule over the index (held inline: binding it allocates nothing).
     Dense(DenseShortcut<'a>),
@@ -114,15 +124,15 @@ pub(crate) struct PagedShortcut<'a> {
     table: &'a [u8],
     lengths: &'a [u8],
     shape: &'a [u64],
-    first_pool: usize,
-    pools: usize,
+    /// The page pools, in order (bound slices, each cut to its handle's size): held here
+    /// so that a lookup reads no buffer list.
+    pools: Vec<&'a [u8]>,
     block_size: u64,
     /// log2(block_size) when it is a power of two, else 64.
     block_shift: u32,
     max_blocks: u64,
     inner: u64,
     page_bytes: u64,
-    et: ElementType,
 }
 
 impl<'a> Shortcut<'a> {
@@ -174,14 +184,16 @@ impl<'a> Shortcut<'a> {
                     return Shortcut::None;
                 };
                 let (inner, page_bytes) = (g.inner, g.page_bytes);
-                match (bufs.get(first), bufs.get(first + 1)) {
-                    (Some(&table), Some(&lengths)) if page_bytes > 0 => {
-                        Shortcut::Paged(Box::new(PagedShortcut {
+                let pools = first
+                    .checked_add(2)
+                    .and_then(|p| bufs.get(p..p.checked_add(pool_count as usize)?));
+                match (bufs.get(first), bufs.get(first + 1), pools) {
+                    (Some(&table), Some(&lengths), Some(pools)) if page_bytes > 0 => {
+                        let p = Box::new(PagedShortcut {
                             table,
                             lengths,
                             shape,
-                            first_pool: first + 2,
-                            pools: pool_count as usize,
+                            pools: pools.to_vec(),
                             block_size,
                             block_shift: if block_size.is_power_of_two() {
                                 block_size.trailing_zeros()
@@ -191,8 +203,16 @@ impl<'a> Shortcut<'a> {
                             max_blocks: g.max_blocks,
                             inner,
                             page_bytes,
-                            et,
-                        }))
+                        });
+                        match et.storage_bytes() {
+                            _ if et.is_packed() => Shortcut::PagedPacked(p),
+                            1 => Shortcut::Paged1(p),
+                            2 => Shortcut::Paged2(p),
+                            4 => Shortcut::Paged4(p),
+                            8 => Shortcut::Paged8(p),
+                            16 => Shortcut::Paged16(p),
+                            _ => Shortcut::None,
+                        }
                     }
                     _ => Shortcut::None,
                 }
@@ -205,18 +225,11 @@ impl<'a> Shortcut<'a> {
         }
     }
 
-    /// Write the stored bits of element `index` (elements of `esize` bytes, `packed`
-    /// nibbles) into `out` and return true; false leaves the lookup, and any error, to
-    /// the general path.
+    /// Write the stored bits of element `index` (elements of `esize` bytes; a packed
+    /// element as one byte) into `out` and return true; false leaves the lookup, and any
+    /// error, to the general path.
     #[inline(always)]
-    pub(crate) fn get_bytes<B: std::ops::Deref<Target = [&'a [u8]]>>(
-        &self,
-        bufs: &B,
-        index: &[u64],
-        out: &mut [u8],
-        esize: usize,
-        packed: bool,
-    ) -> bool {
+    pub(crate) fn get_bytes(&self, index: &[u64], out: &mut [u8], esize: usize) -> bool {
         match self {
             Shortcut::Compressed1(c) => c.get_bytes::<1>(index, out),
             Shortcut::Compressed2(c) => c.get_bytes::<2>(index, out),
@@ -224,14 +237,12 @@ impl<'a> Shortcut<'a> {
             Shortcut::Compressed8(c) => c.get_bytes::<8>(index, out),
             Shortcut::Compressed16(c) => c.get_bytes::<16>(index, out),
             Shortcut::CompressedPacked(c) => c.get_nibble(index, out),
-            // Only the paged path reads the buffer list (dereferenced here, not per call).
-            Shortcut::Paged(p) => {
-                let bufs: &[&[u8]] = bufs;
-                match p.find(bufs, index) {
-                    Some(slot) => read_slot_sized(bufs, slot, esize, packed, None, out).is_ok(),
-                    None => false,
-                }
-            }
+            Shortcut::Paged1(p) => p.get_bytes::<1>(index, out),
+            Shortcut::Paged2(p) => p.get_bytes::<2>(index, out),
+            Shortcut::Paged4(p) => p.get_bytes::<4>(index, out),
+            Shortcut::Paged8(p) => p.get_bytes::<8>(index, out),
+            Shortcut::Paged16(p) => p.get_bytes::<16>(index, out),
+            Shortcut::PagedPacked(p) => p.get_nibble(index, out),
             Shortcut::Dense(dn) => match dn.byte(index, esize) {
                 Some(at) => copy_sized(dn.data, at, esize, out),
                 None => false,
@@ -309,9 +320,50 @@ impl CompressedShortcut<'_> {
     }
 }
 
-impl PagedShortcut<'_> {
+impl<'a> PagedShortcut<'a> {
+    /// Write the `N` bytes of element `index` (an unallocated block or a position past its
+    /// row: zeros) into `out`; false for the general path.
     #[inline(always)]
-    fn find(&self, bufs: &[&[u8]], index: &[u64]) -> Option<ElementPlace> {
+    fn get_bytes<const N: usize>(&self, index: &[u64], out: &mut [u8]) -> bool {
+        match self.place(index) {
+            Some(Some((pool, k))) => match k.checked_mul(N as u64).map(usize::try_from) {
+                Some(Ok(byte)) => copy_fixed::<N>(pool, byte, out),
+                _ => false,
+            },
+            Some(None) => zero_fixed::<N>(out),
+            None => false,
+        }
+    }
+
+    /// [`get_bytes`](Self::get_bytes) for packed 4-bit elements: the code in the low
+    /// nibble of `out[0]`.
+    #[inline(always)]
+    fn get_nibble(&self, index: &[u64], out: &mut [u8]) -> bool {
+        let Some(o) = out.first_mut() else {
+            return false;
+        };
+        match self.place(index) {
+            Some(Some((pool, k))) => match usize::try_from(k / 2).ok().and_then(|b| pool.get(b)) {
+                Some(&v) => {
+                    *o = (v >> ((k % 2) * 4)) & 0xF;
+                    true
+                }
+                None => false,
+            },
+            Some(None) => {
+                *o = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The pool holding element `index` and the element's number from the start of that
+    /// pool (`Some(None)`: an implicit zero). `None` (another rank, an index out of
+    /// bounds, an overflow, a page past the pools) takes the general path, which reports
+    /// what is wrong.
+    #[inline(always)]
+    fn place(&self, index: &[u64]) -> Option<Option<(&'a [u8], u64)>> {
         if index.len() != self.shape.len() || index.len() < 2 {
             return None;
         }
@@ -321,7 +373,7 @@ impl PagedShortcut<'_> {
         let (r, pos) = (index[0], index[1]);
         let len = U64Array(self.lengths).get(r)?;
         if pos >= len {
-            return Some(ElementPlace::Zero);
+            return Some(None);
         }
         let (blk, in_blk) = if self.block_shift < 64 {
             (pos >> self.block_shift, pos & (self.block_size - 1))
@@ -333,27 +385,23 @@ impl PagedShortcut<'_> {
         let entry = r.checked_mul(self.max_blocks)?.checked_add(blk)?;
         let page = U64Array(self.table).get(entry)?;
         if page == u64::MAX {
-            return Some(ElementPlace::Zero);
+            return Some(None);
         }
         let mut inner_pos = 0u64;
         for (&i, &s) in index[2..].iter().zip(&self.shape[2..]) {
             inner_pos = inner_pos.checked_mul(s)?.checked_add(i)?;
         }
-        let (byte, shift) = run_pos(
-            self.et,
-            in_blk.checked_mul(self.inner)?.checked_add(inner_pos)?,
-        );
-        let mut start = usize::try_from(page.checked_mul(self.page_bytes)?).ok()?;
-        let pools = bufs.get(self.first_pool..self.first_pool.checked_add(self.pools)?)?;
-        for (j, pool) in pools.iter().enumerate() {
-            if start < pool.len() {
-                return Some(ElementPlace::At {
-                    buffer: self.first_pool + j,
-                    byte: start.checked_add(byte)?,
-                    shift,
-                });
+        let k = in_blk.checked_mul(self.inner)?.checked_add(inner_pos)?;
+        // The page's first byte, counted across the pools as the general path counts it;
+        // the element lies `k` elements after it (read checked by the caller).
+        let mut start = page.checked_mul(self.page_bytes)?;
+        for pool in &self.pools {
+            let n = pool.len() as u64;
+            if start < n {
+                let pool = &pool[start as usize..];
+                return Some(Some((pool, k)));
             }
-            start -= pool.len();
+            start -= n;
         }
         None
     }
