@@ -3,7 +3,7 @@
 //! ABI in particular — pays per element what a Rust `locate` loop pays.
 
 use super::*;
-use crate::descriptor::index::{BucketPoint, Directory};
+use crate::descriptor::index::{Directory, Plane, PlanePoint};
 
 /// `region` of a [`CompactLocation`] in a tensor that is not a subpaving.
 pub const NO_REGION: u32 = u32::MAX;
@@ -76,8 +76,13 @@ impl Descriptor {
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
         if rank == 2 && !self.element_type.is_packed() {
-            if let Some(tiles) = self.top_tile_lists() {
-                return self.locate_tile_lists(tiles, indices, n, f);
+            if let Some((dir, u, first)) = self.top_tile_lists() {
+                if let Some(plane) = dir.plane::<1>() {
+                    return self.locate_in_plane(plane, (u, first), indices, n, f);
+                }
+                if let Some(plane) = dir.plane::<2>() {
+                    return self.locate_in_plane(plane, (u, first), indices, n, f);
+                }
             }
         }
         let level = match self.root.layout {
@@ -123,14 +128,17 @@ impl Descriptor {
     }
 
     /// [`locate_each`](Self::locate_each) for a rank-2 tensor whose top-level level is
-    /// uniform tiles indexed by bucket lists (an irregular tiling): each index is placed
-    /// in its bucket once, AHEAD indices ahead (and its bucket entry asked for), its list
-    /// asked for AHEAD / 2 ahead, and resolved to its tile from what was computed then.
+    /// uniform tiles indexed by bucket lists (an irregular tiling): each index is placed in
+    /// its bucket once, AHEAD indices ahead (and its bucket entry asked for), its list
+    /// asked for AHEAD / 2 ahead, and resolved to its tile from what was computed then;
+    /// a listed region gives the position inside it directly (the point's offset from
+    /// the element's origin), so only a bucket inside one region reads that region's box.
     /// Anything unusual (an index outside the tensor, an arithmetic overflow) goes
     /// through [`locate_compact`](Self::locate_compact), which also reports errors.
-    fn locate_tile_lists(
+    fn locate_in_plane<const W: usize>(
         &self,
-        (dir, u, first): (&Directory, UniformTiles, u32),
+        plane: Plane<'_, W>,
+        (u, first): (UniformTiles, u32),
         indices: &[u64],
         n: usize,
         mut f: impl FnMut(usize, CompactLocation),
@@ -140,34 +148,37 @@ impl Descriptor {
         let (e0, e1) = (self.shape[0], self.shape[1]);
         let esize = self.element_type.storage_bytes();
         let boxes = self.index_boxes();
-        let place = |k: usize| -> Option<BucketPoint> {
+        let place = |k: usize| -> Option<PlanePoint> {
             let p = indices.get(2 * k..2 * k + 2)?;
             if p[0] >= e0 || p[1] >= e1 {
                 return None;
             }
-            dir.bucket_point(p)
+            Some(plane.place([p[0], p[1]]))
         };
-        let mut ring = [None::<BucketPoint>; RING];
+        let mut ring = [None::<PlanePoint>; RING];
         for (k, slot) in ring.iter_mut().enumerate().take(n.min(AHEAD)) {
             *slot = place(k);
-            if let Some(bp) = slot {
-                dir.prefetch_bucket(bp);
+            if let Some(pp) = slot {
+                plane.prefetch_bucket(pp);
             }
         }
-        let resolve = |bp: &BucketPoint, p: &[u64]| -> Option<CompactLocation> {
-            let (mut lo, mut ext) = ([0u64; 2], [0u64; 2]);
-            let (r, boxed) = dir.resolve(bp, &mut lo, &mut ext)?;
-            if !boxed {
-                lo.copy_from_slice(boxes.origin(r));
-                ext.copy_from_slice(boxes.shape(r));
-            }
-            // `tile_position` at rank 2, written out: the generic one cost this loop 66
-            // more instructions per index (545 against 479, callgrind).
-            let (l0, l1) = (p[0].checked_sub(lo[0])?, p[1].checked_sub(lo[1])?);
+        let resolve = |pp: &PlanePoint, p: &[u64]| -> Option<CompactLocation> {
+            let hit = plane.resolve(pp)?;
+            let r = hit.region;
+            let (l, ext) = match hit.inside {
+                Some(inside) => inside,
+                None => {
+                    let (o, s) = (boxes.origin(r), boxes.shape(r));
+                    (
+                        [p[0].checked_sub(o[0])?, p[1].checked_sub(o[1])?],
+                        [s[0], s[1]],
+                    )
+                }
+            };
             let pos = if u.row_major {
-                l0.checked_mul(ext[1])?.checked_add(l1)?
+                l[0].checked_mul(ext[1])?.checked_add(l[1])?
             } else {
-                l1.checked_mul(ext[0])?.checked_add(l0)?
+                l[1].checked_mul(ext[0])?.checked_add(l[0])?
             };
             Some(CompactLocation {
                 byte_offset: pos.checked_mul(esize)?,
@@ -182,19 +193,19 @@ impl Descriptor {
             if k + AHEAD < n {
                 let slot = &mut ring[(k + AHEAD) % RING];
                 *slot = place(k + AHEAD);
-                if let Some(bp) = slot {
-                    dir.prefetch_bucket(bp);
+                if let Some(pp) = slot {
+                    plane.prefetch_bucket(pp);
                 }
             }
             if k + AHEAD / 2 < n {
-                if let Some(bp) = &ring[(k + AHEAD / 2) % RING] {
-                    dir.prefetch_members(boxes, bp);
+                if let Some(pp) = &ring[(k + AHEAD / 2) % RING] {
+                    plane.prefetch_members(boxes.coords, pp);
                 }
             }
             let idx = indices
                 .get(2 * k..2 * k + 2)
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "a batch index past the batch"))?;
-            let fast = ring[k % RING].as_ref().and_then(|bp| resolve(bp, idx));
+            let fast = ring[k % RING].as_ref().and_then(|pp| resolve(pp, idx));
             match fast {
                 Some(loc) => f(k, loc),
                 None => match self.locate_compact(idx) {

@@ -23,7 +23,7 @@ mod kdtree;
 pub(crate) mod split_tree;
 
 use directory::list_budget;
-pub(crate) use directory::{BucketPoint, Directory};
+pub(crate) use directory::{Directory, Plane, PlanePoint};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
@@ -172,33 +172,35 @@ fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct StepDiv {
     d: u64,
-    /// floor(2^64 / d) for d >= 2 (0 for d = 1, which divides by returning x).
+    /// floor(2^64 / d) for d >= 2, and 2^64 - 1 for d = 1 (see [`div`](Self::div)).
     m: u64,
 }
 
 impl StepDiv {
     pub(crate) fn new(d: u64) -> StepDiv {
         let d = d.max(1);
-        let m = if d == 1 {
-            0
-        } else {
-            ((1u128 << 64) / d as u128) as u64
-        };
+        let m = ((1u128 << 64) / d as u128).min(u64::MAX as u128) as u64;
         StepDiv { d, m }
     }
 
-    /// floor(x / d): q = floor(x·m / 2^64) is floor(x / d) or one less (x·m / 2^64 lies
-    /// in (x/d − 1, x/d]), and one comparison corrects it.
+    /// floor(x / d).
     #[inline]
     pub(crate) fn div(&self, x: u64) -> u64 {
-        if self.m == 0 {
-            return x;
-        }
+        self.div_rem(x).0
+    }
+
+    /// (floor(x / d), x mod d): q = floor(x·m / 2^64) is floor(x / d) or one less (x·m /
+    /// 2^64 lies in (x/d − 1, x/d], also for d = 1, where m = 2^64 − 1 stands for 2^64),
+    /// and one comparison of the remainder corrects both, with no branch on the divisor.
+    #[inline]
+    pub(crate) fn div_rem(&self, x: u64) -> (u64, u64) {
         let q = ((x as u128 * self.m as u128) >> 64) as u64;
-        if x - q * self.d >= self.d {
-            q + 1
+        // q·d <= x: no wrap.
+        let r = x - q * self.d;
+        if r >= self.d {
+            (q + 1, r - self.d)
         } else {
-            q
+            (q, r)
         }
     }
 }
