@@ -120,7 +120,8 @@ impl Descriptor {
     }
 
     /// The top-level level's bucket lists when it is a level of uniform tiles.
-    fn top_tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
+    #[inline]
+    pub(crate) fn top_tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
         match self.root.layout {
             Layout::Subpaving { index, .. } => self.indexes.get(index as usize)?.tile_lists(),
             _ => None,
@@ -138,7 +139,7 @@ impl Descriptor {
     fn locate_in_plane<const W: usize>(
         &self,
         plane: Plane<'_, W>,
-        (u, first): (UniformTiles, u32),
+        tiles: (UniformTiles, u32),
         indices: &[u64],
         n: usize,
         mut f: impl FnMut(usize, CompactLocation),
@@ -146,7 +147,6 @@ impl Descriptor {
         const AHEAD: usize = 16;
         const RING: usize = 32;
         let (e0, e1) = (self.shape[0], self.shape[1]);
-        let esize = self.element_type.storage_bytes();
         let boxes = self.index_boxes();
         let place = |k: usize| -> Option<PlanePoint> {
             let p = indices.get(2 * k..2 * k + 2)?;
@@ -163,27 +163,11 @@ impl Descriptor {
             }
         }
         let resolve = |pp: &PlanePoint, p: &[u64]| -> Option<CompactLocation> {
-            let hit = plane.resolve(pp)?;
-            let r = hit.region;
-            let (l, ext) = match hit.inside {
-                Some(inside) => inside,
-                None => {
-                    let (o, s) = (boxes.origin(r), boxes.shape(r));
-                    (
-                        [p[0].checked_sub(o[0])?, p[1].checked_sub(o[1])?],
-                        [s[0], s[1]],
-                    )
-                }
-            };
-            let pos = if u.row_major {
-                l[0].checked_mul(ext[1])?.checked_add(l[1])?
-            } else {
-                l[1].checked_mul(ext[0])?.checked_add(l[0])?
-            };
+            let h = self.plane_hit(&plane, tiles, pp, [p[0], p[1]])?;
             Some(CompactLocation {
-                byte_offset: pos.checked_mul(esize)?,
-                region: r,
-                buffer: u.first_buffer.checked_add(r.checked_sub(first)?)?,
+                byte_offset: h.byte_offset,
+                region: h.region,
+                buffer: h.buffer,
                 kind: LocationKind::Dense,
                 bit_shift: 0,
                 layout_tag: 0,

@@ -2,6 +2,7 @@
 //! every addressing call shares.
 
 use super::*;
+use crate::descriptor::index::{Plane, PlanePoint};
 
 impl Descriptor {
     #[inline]
@@ -299,6 +300,17 @@ impl Descriptor {
         if index.len() != rank || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
             return None;
         }
+        if let [p0, p1] = *index {
+            // An irregular rank-2 tiling: the batch's plane, without the level walk.
+            if let Some((dir, u, first)) = self.top_tile_lists() {
+                if let Some(plane) = dir.plane::<1>() {
+                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]), [p0, p1]);
+                }
+                if let Some(plane) = dir.plane::<2>() {
+                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]), [p0, p1]);
+                }
+            }
+        }
         let boxes = self.index_boxes();
         let mut lo = [0u64; 8];
         let mut ext = [0u64; 8];
@@ -330,6 +342,47 @@ impl Descriptor {
             region: region?,
             buffer: node.first_buffer,
             byte_offset: self.tile_byte_offset(&node, index, &lo[..rank], &ext[..rank])?,
+        })
+    }
+}
+
+impl Descriptor {
+    /// The element at `p` of a rank-2 tensor whose top-level level is uniform tiles in
+    /// bucket lists (`tiles`: the level's tile form and first region), `p` placed in its
+    /// bucket as `pp`: a listed region gives the position inside it directly (the point's
+    /// offset from the element's origin), so only a bucket inside one region reads that
+    /// region's box. `None` (no listed region holds `p`, an overflow) takes the general
+    /// path, which reports what is wrong.
+    #[inline(always)]
+    pub(crate) fn plane_hit<const W: usize>(
+        &self,
+        plane: &Plane<'_, W>,
+        (u, first): (UniformTiles, u32),
+        pp: &PlanePoint,
+        p: [u64; 2],
+    ) -> Option<GridHit> {
+        let hit = plane.resolve(pp)?;
+        let r = hit.region;
+        let (l, ext) = match hit.inside {
+            Some(inside) => inside,
+            None => {
+                let boxes = self.index_boxes();
+                let (o, s) = (boxes.origin(r), boxes.shape(r));
+                (
+                    [p[0].checked_sub(o[0])?, p[1].checked_sub(o[1])?],
+                    [s[0], s[1]],
+                )
+            }
+        };
+        let pos = if u.row_major {
+            l[0].checked_mul(ext[1])?.checked_add(l[1])?
+        } else {
+            l[1].checked_mul(ext[0])?.checked_add(l[0])?
+        };
+        Some(GridHit {
+            region: r,
+            buffer: u.first_buffer.checked_add(r.checked_sub(first)?)?,
+            byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
         })
     }
 }

@@ -166,6 +166,7 @@ impl<const W: usize> Plane<'_, W> {
 impl Directory {
     /// The rank-2 batch view of these lists when they are built at rank 2 with elements
     /// of `W` words per axis (`None` otherwise).
+    #[inline]
     pub(crate) fn plane<const W: usize>(&self) -> Option<Plane<'_, W>> {
         if self.step.len() != 2 || !self.has_lists() || (W == 1) != self.narrow {
             return None;
