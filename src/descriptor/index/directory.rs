@@ -336,14 +336,32 @@ impl Directory {
         // stay within it, so the pass costs O(limit) = O(n).
         let mut counts = vec![0u32; total];
         let mut entries = 0u64;
-        for &r in children {
-            let (lo, hi) = self.spans(b, &div, r);
-            let k = (0..rank).fold(1u64, |acc, a| acc.saturating_mul(hi[a] - lo[a] + 1));
-            entries = entries.saturating_add(k);
-            if entries > limit {
-                return false;
+        if rank == 2 {
+            // The same pass written out for rank 2 (the common case): no per-axis arrays
+            // or odometer (callgrind: see docs/decisions.md, "Level index and locate").
+            let c1 = self.cells[1];
+            for &r in children {
+                let [l0, h0, l1, h1] = self.spans2(b, &div, r);
+                entries = entries.saturating_add((h0 - l0 + 1).saturating_mul(h1 - l1 + 1));
+                if entries > limit {
+                    return false;
+                }
+                for i0 in l0..=h0 {
+                    for i1 in l1..=h1 {
+                        counts[(i0 * c1 + i1) as usize] += 1;
+                    }
+                }
             }
-            self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
+        } else {
+            for &r in children {
+                let (lo, hi) = self.spans(b, &div, r);
+                let k = (0..rank).fold(1u64, |acc, a| acc.saturating_mul(hi[a] - lo[a] + 1));
+                entries = entries.saturating_add(k);
+                if entries > limit {
+                    return false;
+                }
+                self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
+            }
         }
         if counts.iter().any(|&n| n > Directory::MAX_LIST) {
             return false;
@@ -363,38 +381,92 @@ impl Directory {
         let mut lists = vec![0u32; words as usize];
         crate::mem::populate(&lists);
         let mut fill = vec![0u32; total];
-        for &r in children {
-            let (o, s) = (b.origin(r), b.shape(r));
-            self.each_bucket(b, &div, r, |c, idx| {
-                if counts[c] == 1 {
-                    entry[c] = r;
-                    return;
-                }
-                let at = (entry[c] & !Directory::LIST) as usize;
-                lists[at] = counts[c];
-                let e = at + 1 + fill[c] as usize * ew;
-                fill[c] += 1;
-                lists[e] = r;
-                for a in 0..rank {
-                    // The region's origin relative to the bucket's low corner: the region
-                    // meets the bucket, so it starts less than its extent (< 2^31) before
-                    // the corner and before the corner's next bucket (step < 2^31).
-                    let blo = self.base[a] + idx[a] * self.step[a];
-                    let rel = (o[a] as i64).wrapping_sub(blo as i64);
-                    let ext = s[a] as u32;
-                    if self.narrow {
-                        // |rel| < 2^15 and ext <= 2^15 (see `narrow`).
-                        lists[e + 1 + a] = u32::from(rel as i16 as u16) | ext << 16;
-                    } else {
-                        lists[e + 1 + 2 * a] = rel as i32 as u32;
-                        lists[e + 2 + 2 * a] = ext;
+        if rank == 2 {
+            let narrow = self.narrow;
+            let (c1, step) = (self.cells[1], [self.step[0], self.step[1]]);
+            let base = [self.base[0], self.base[1]];
+            for &r in children {
+                let [l0, h0, l1, h1] = self.spans2(b, &div, r);
+                let (o, s) = (b.origin(r), b.shape(r));
+                let ext = [s[0] as u32, s[1] as u32];
+                for i0 in l0..=h0 {
+                    // As below: the region meets the bucket, so |rel| < 2^31 (< 2^15 narrow).
+                    let rel0 = (o[0] as i64).wrapping_sub((base[0] + i0 * step[0]) as i64);
+                    for i1 in l1..=h1 {
+                        let c = (i0 * c1 + i1) as usize;
+                        if counts[c] == 1 {
+                            entry[c] = r;
+                            continue;
+                        }
+                        let rel1 = (o[1] as i64).wrapping_sub((base[1] + i1 * step[1]) as i64);
+                        let at = (entry[c] & !Directory::LIST) as usize;
+                        lists[at] = counts[c];
+                        let e = at + 1 + fill[c] as usize * ew;
+                        fill[c] += 1;
+                        if narrow {
+                            let el = &mut lists[e..e + 3];
+                            el[0] = r;
+                            el[1] = u32::from(rel0 as i16 as u16) | ext[0] << 16;
+                            el[2] = u32::from(rel1 as i16 as u16) | ext[1] << 16;
+                        } else {
+                            let el = &mut lists[e..e + 5];
+                            el[0] = r;
+                            el[1] = rel0 as i32 as u32;
+                            el[2] = ext[0];
+                            el[3] = rel1 as i32 as u32;
+                            el[4] = ext[1];
+                        }
                     }
                 }
-            });
+            }
+        } else {
+            for &r in children {
+                let (o, s) = (b.origin(r), b.shape(r));
+                self.each_bucket(b, &div, r, |c, idx| {
+                    if counts[c] == 1 {
+                        entry[c] = r;
+                        return;
+                    }
+                    let at = (entry[c] & !Directory::LIST) as usize;
+                    lists[at] = counts[c];
+                    let e = at + 1 + fill[c] as usize * ew;
+                    fill[c] += 1;
+                    lists[e] = r;
+                    for a in 0..rank {
+                        // The region's origin relative to the bucket's low corner: the region
+                        // meets the bucket, so it starts less than its extent (< 2^31) before
+                        // the corner and before the corner's next bucket (step < 2^31).
+                        let blo = self.base[a] + idx[a] * self.step[a];
+                        let rel = (o[a] as i64).wrapping_sub(blo as i64);
+                        let ext = s[a] as u32;
+                        if self.narrow {
+                            // |rel| < 2^15 and ext <= 2^15 (see `narrow`).
+                            lists[e + 1 + a] = u32::from(rel as i16 as u16) | ext << 16;
+                        } else {
+                            lists[e + 1 + 2 * a] = rel as i32 as u32;
+                            lists[e + 2 + 2 * a] = ext;
+                        }
+                    }
+                });
+            }
         }
         self.entry = entry;
         self.lists = lists;
         true
+    }
+
+    /// [`spans`](Self::spans) at rank 2: `[first0, last0, first1, last1]`.
+    #[inline(always)]
+    fn spans2(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32) -> [u64; 4] {
+        let (o, s) = (b.origin(r), b.shape(r));
+        let (b0, b1) = (self.base[0], self.base[1]);
+        // The region lies in the enclosing box (checked by the decoder): no wrap.
+        [
+            div[0].div(o[0] - b0),
+            div[0].div(o[0] + s[0] - 1 - b0),
+            div[1].div(o[1] - b1),
+            div[1].div(o[1] + s[1] - 1 - b1),
+        ]
     }
 
     /// The bucket ranges [first, last] of region `r` on every axis.
