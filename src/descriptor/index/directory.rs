@@ -341,7 +341,7 @@ impl Directory {
             // or odometer (callgrind: see docs/decisions.md, "Level index and locate").
             let c1 = self.cells[1];
             for &r in children {
-                let [l0, h0, l1, h1] = self.spans2(b, &div, r);
+                let (_, _, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
                 entries = entries.saturating_add((h0 - l0 + 1).saturating_mul(h1 - l1 + 1));
                 if entries > limit {
                     return false;
@@ -386,8 +386,7 @@ impl Directory {
             let (c1, step) = (self.cells[1], [self.step[0], self.step[1]]);
             let base = [self.base[0], self.base[1]];
             for &r in children {
-                let [l0, h0, l1, h1] = self.spans2(b, &div, r);
-                let (o, s) = (b.origin(r), b.shape(r));
+                let (o, s, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
                 let ext = [s[0] as u32, s[1] as u32];
                 for i0 in l0..=h0 {
                     // As below: the region meets the bucket, so |rel| < 2^31 (< 2^15 narrow).
@@ -455,18 +454,19 @@ impl Directory {
         true
     }
 
-    /// [`spans`](Self::spans) at rank 2: `[first0, last0, first1, last1]`.
+    /// Region `r`'s origin and extents and [`spans`](Self::spans) at rank 2:
+    /// `[first0, last0, first1, last1]`.
     #[inline(always)]
-    fn spans2(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32) -> [u64; 4] {
+    fn spans2(&self, b: Boxes<'_>, div: &[StepDiv; 4], r: u32) -> ([u64; 2], [u64; 2], [u64; 4]) {
         let (o, s) = (b.origin(r), b.shape(r));
-        let (b0, b1) = (self.base[0], self.base[1]);
-        // The region lies in the enclosing box (checked by the decoder): no wrap.
-        [
-            div[0].div(o[0] - b0),
-            div[0].div(o[0] + s[0] - 1 - b0),
-            div[1].div(o[1] - b1),
-            div[1].div(o[1] + s[1] - 1 - b1),
-        ]
+        let (o, s) = ([o[0], o[1]], [s[0], s[1]]);
+        let mut spans = [0u64; 4];
+        for a in 0..2 {
+            // The region lies in the enclosing box (checked by the decoder): no wrap.
+            spans[2 * a] = div[a].div(o[a] - self.base[a]);
+            spans[2 * a + 1] = div[a].div(o[a] + s[a] - 1 - self.base[a]);
+        }
+        (o, s, spans)
     }
 
     /// The bucket ranges [first, last] of region `r` on every axis.
