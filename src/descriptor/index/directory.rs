@@ -104,17 +104,7 @@ impl<const W: usize> Plane<'_, W> {
     /// region's box in `coords` (batch prefetch, second stage).
     #[inline(always)]
     pub(crate) fn prefetch_members(&self, coords: &[u64], pp: &PlanePoint) {
-        let Some(&v) = self.entry.get(pp.cell) else {
-            return;
-        };
-        if v & Directory::LIST != 0 {
-            let at = (v & !Directory::LIST) as usize;
-            for line in 0..4 {
-                crate::mem::prefetch(self.lists, at + 16 * line);
-            }
-        } else {
-            crate::mem::prefetch(coords, v as usize * 4);
-        }
+        prefetch_members(self.entry, self.lists, pp.cell, coords, 4);
     }
 
     /// The region holding the point of `pp`; `None` when no listed region holds it or
@@ -620,17 +610,24 @@ impl Directory {
     /// point already placed in its bucket.
     #[inline]
     pub(crate) fn prefetch_members(&self, b: Boxes<'_>, bp: &BucketPoint) {
-        let Some(&v) = self.entry.get(bp.cell) else {
-            return;
-        };
-        if v & Directory::LIST != 0 {
-            let at = (v & !Directory::LIST) as usize;
-            for line in 0..4 {
-                crate::mem::prefetch(&self.lists, at + 16 * line);
-            }
-        } else {
-            crate::mem::prefetch(b.coords, v as usize * 2 * b.rank);
+        prefetch_members(&self.entry, &self.lists, bp.cell, b.coords, 2 * b.rank);
+    }
+}
+
+/// Ask for the first four lines of bucket `cell`'s list, or, for a bucket inside one
+/// region, that region's box in `coords` (`words` coordinates a region).
+#[inline(always)]
+fn prefetch_members(entry: &[u32], lists: &[u32], cell: usize, coords: &[u64], words: usize) {
+    let Some(&v) = entry.get(cell) else {
+        return;
+    };
+    if v & Directory::LIST != 0 {
+        let at = (v & !Directory::LIST) as usize;
+        for line in 0..4 {
+            crate::mem::prefetch(lists, at + 16 * line);
         }
+    } else {
+        crate::mem::prefetch(coords, v as usize * words);
     }
 }
 
