@@ -668,6 +668,72 @@ fn every_case_every_output_type() {
     }
 }
 
+/// Blockwise one-byte codes read along their blocked axis into FLOAT32 (the Q8_0 shape):
+/// rows longer than one batch of 64 gathered scales, windows starting inside a block and
+/// ending inside another, every scale type the kernel reads — every element equal to
+/// `get_f64` rounded.
+#[test]
+fn blockwise_runs_along_the_blocked_axis_equal_single_reads() {
+    let shape = [3u64, 2200];
+    let boxes: [([u64; 2], [u64; 2]); 4] = [
+        ([0, 0], [3, 2200]),
+        ([1, 5], [3, 2150]),
+        ([0, 31], [1, 33]),
+        ([2, 2199], [3, 2200]),
+    ];
+    let mut checked = 0usize;
+    for (k, et) in [
+        ElementType::Int8,
+        ElementType::Uint8,
+        ElementType::Int4,
+        ElementType::Uint4,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for block in [1u32, 3, 32, 33] {
+            for (sk, st) in SCALE_TYPES.into_iter().enumerate() {
+                let q = Q::Blockwise {
+                    axis: 1,
+                    block,
+                    st,
+                    zp: false,
+                };
+                let seed = (k * 100 + sk) as u64 + block as u64;
+                let dense = reference(&Fam::Row, &shape, et, q, seed);
+                let expressed = EXPRESSED[sk % 2];
+                let (node, bufs) = encode_q(&Fam::Row, et, &dense, q, expressed, seed);
+                let d = TensorBuilder::new(et, &shape, node).build().unwrap();
+                let a = align_all(&bufs);
+                let t = BoundTensor::bind(&d, slices(&a)).unwrap();
+                for (lo, hi) in boxes {
+                    let n = ((hi[0] - lo[0]) * (hi[1] - lo[1])) as usize;
+                    {
+                        let mut store = vec![0u32; n];
+                        let buf = bytemuck::cast_slice_mut::<u32, u8>(&mut store);
+                        t.read_box(&lo, &hi, OutputType::Float32, buf, None)
+                            .unwrap_or_else(|e| panic!("{et} {block} {st}: {e}"));
+                        let mut e = 0;
+                        for i in lo[0]..hi[0] {
+                            for j in lo[1]..hi[1] {
+                                let want = expected(&t, &[i, j], OutputType::Float32);
+                                assert_eq!(
+                                    &buf[4 * e..4 * e + 4],
+                                    &want[..],
+                                    "{et} block {block} {st} {lo:?}..{hi:?}: [{i}, {j}]"
+                                );
+                                e += 1;
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 4 * 5 * (6600 + 4290 + 2 + 1));
+}
+
 // ---------------------------------------------------------------------------------------
 // Argument errors, unreadable parts, malformed contents
 // ---------------------------------------------------------------------------------------
