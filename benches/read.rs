@@ -872,7 +872,7 @@ fn locate_many_from_c(small: bool) -> Option<f64> {
         side,
         side,
         c_single / rust_ns,
-        count * std::mem::size_of::<tensordesc::CompactLocation>() >> 20,
+        (count * std::mem::size_of::<tensordesc::CompactLocation>()) >> 20,
         c_many / r_many_ns
     );
     Some(ratio)
