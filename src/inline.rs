@@ -40,8 +40,22 @@ impl<T: Copy, const N: usize> SmallVec<T, N> {
     }
 
     /// Append `x`, moving everything to the heap when the inline array is full.
+    #[inline]
     pub(crate) fn push(&mut self, x: T) {
         let () = Self::FITS;
+        // The decoder's case (a heap array reserved for the whole level) inline.
+        if let SmallVec::Heap(v) = self {
+            if v.len() < v.capacity() {
+                v.push(x);
+                return;
+            }
+        }
+        self.push_other(x);
+    }
+
+    /// [`push`](Self::push) into an inline array or a full heap one.
+    #[inline(never)]
+    fn push_other(&mut self, x: T) {
         match self {
             SmallVec::Inline(len, a) if (*len as usize) < N => {
                 a[*len as usize] = x;

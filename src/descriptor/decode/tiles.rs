@@ -109,6 +109,24 @@ fn tile_handle(
     h.colocated_with(first).then_some(h)
 }
 
+/// A rank-2 plain tile record: 16 · 2 + 8 + [`TILE_BODY`] bytes.
+const REC2: usize = 16 * 2 + 8 + TILE_BODY;
+
+/// The little-endian `u64` at `at` of a whole record read as one array.
+#[inline(always)]
+fn word<const N: usize>(b: &[u8; N], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The 16 bytes after a plain tile's shape — tag `tag0`, flags 0, reserved 0, body length
+/// [`TILE_BODY`], byte_offset 0 — as one little-endian word.
+#[inline(always)]
+fn tile_head(tag0: u8) -> u128 {
+    u128::from(tag0) | (TILE_BODY as u128) << 32
+}
+
 impl Decoder {
     /// The tile pass of [`tiles_level`](Self::tiles_level) for a rank-2 grid held without
     /// records: the same checks in the same order (the same misses), on each 65-byte
@@ -128,29 +146,16 @@ impl Decoder {
         full_need: u64,
         sizes: &mut Vec<u64>,
     ) -> Option<()> {
-        const REC: usize = 16 * 2 + 8 + TILE_BODY;
-        let fixed = u128::from(tag0) | (TILE_BODY as u128) << 32;
+        let fixed = tile_head(tag0);
         let device = u64::from_le_bytes(*device_bytes);
-        let word = |b: &[u8; REC], at: usize| {
-            u64::from_le_bytes([
-                b[at],
-                b[at + 1],
-                b[at + 2],
-                b[at + 3],
-                b[at + 4],
-                b[at + 5],
-                b[at + 6],
-                b[at + 7],
-            ])
-        };
         for c0 in 0..cells[0] {
             let o0 = c0 * step[0];
             let s0 = step[0].min(extent[0] - o0);
             for c1 in 0..cells[1] {
                 let o1 = c1 * step[1];
                 let s1 = step[1].min(extent[1] - o1);
-                let rec = r.record(REC)?;
-                let b = rec.array_at::<REC>(0)?;
+                let rec = r.record(REC2)?;
+                let b = rec.array_at::<REC2>(0)?;
                 if word(b, 0) != o0 || word(b, 8) != o1 || word(b, 16) != s0 || word(b, 24) != s1 {
                     return None;
                 }
@@ -412,9 +417,48 @@ impl Decoder {
         let mut held = self.d.held_count();
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
+        let (fixed, device) = (tile_head(tag0), u64::from_le_bytes(device_bytes));
         for k in 0..count {
             let before = r.clone();
+            // At rank 2 the record is one array read at fixed offsets, its fixed bytes
+            // compared as one word (as `tile_sizes2` reads grid tiles): the same checks,
+            // so the same records are tiles.
+            let tile2 =
+                |rec: Record<'_>, origin: &mut [u64; MAX_RANK], shape: &mut [u64; MAX_RANK]| {
+                    let b = rec.array_at::<REC2>(0)?;
+                    let (o, s) = ([word(b, 0), word(b, 8)], [word(b, 16), word(b, 24)]);
+                    if s[0] == 0
+                        || s[1] == 0
+                        || o[0].checked_add(s[0])? > extent[0]
+                        || o[1].checked_add(s[1])? > extent[1]
+                    {
+                        return None;
+                    }
+                    let head: [u8; 16] = b[32..48].try_into().ok()?;
+                    if u128::from_le_bytes(head) != fixed || b[48] != 1 {
+                        return None;
+                    }
+                    let h = if word(b, 57) == device {
+                        BufferHandle {
+                            size_bytes: word(b, 49),
+                            ..first_handle
+                        }
+                    } else {
+                        tile_handle(&rec, 2, tag0, &device_bytes, &first_handle)?
+                    };
+                    (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
+                    Some(h)
+                };
             let tile = r.record(rec_len).and_then(|rec| {
+                if rank == 2 {
+                    let h = tile2(rec, &mut origin, &mut shape)?;
+                    let need = self
+                        .et
+                        .bytes_for(layout::exact_product([shape[0], shape[1]])?)?;
+                    return (h.size_bytes >= need
+                        && self.d.record_buffers.len() + held < u32::MAX as usize)
+                        .then_some(h);
+                }
                 for a in 0..rank {
                     let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
                     if s == 0 || o.checked_add(s)? > extent[a] {
@@ -456,10 +500,19 @@ impl Decoder {
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
             let id = (self.d.records.len() + held) as u32;
-            for a in 0..rank {
-                self.d.record_coords.push(base[a] + origin[a]);
+            if rank == 2 {
+                self.d.record_coords.extend_from_slice(&[
+                    base[0] + origin[0],
+                    base[1] + origin[1],
+                    shape[0],
+                    shape[1],
+                ]);
+            } else {
+                for a in 0..rank {
+                    self.d.record_coords.push(base[a] + origin[a]);
+                }
+                self.d.record_coords.extend_from_slice(&shape[..rank]);
             }
-            self.d.record_coords.extend_from_slice(&shape[..rank]);
             self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
