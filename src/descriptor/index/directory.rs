@@ -171,7 +171,7 @@ impl Directory {
     }
 
     /// Tag of an [`entry`](Self::entry) that points to a list.
-    const LIST: u32 = 1 << 31;
+    pub(super) const LIST: u32 = 1 << 31;
     /// Longest bucket list.
     pub(super) const MAX_LIST: u32 = 64;
 
@@ -232,12 +232,13 @@ impl Directory {
         base: &[u64],
         extent: &[u64],
         children: &[u32],
+        scan: &LevelScan,
         max_bytes: usize,
     ) -> Result<Option<Directory>> {
         let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
             return Ok(None);
         };
-        if !d.build_lists(b, children, max_bytes) {
+        if !d.build_lists(b, children, scan, max_bytes) {
             return Ok(None);
         }
         let rank = extent.len();
@@ -299,16 +300,21 @@ impl Directory {
     /// than [`MAX_LIST`](Self::MAX_LIST) regions (a cluster of small regions, where a
     /// tree walk beats scanning) — or cannot be encoded: a bucket or a region extent of
     /// 2^31 or more (relative origins are `i32`).
-    pub(super) fn build_lists(&mut self, b: Boxes<'_>, children: &[u32], max_bytes: usize) -> bool {
+    pub(super) fn build_lists(
+        &mut self,
+        b: Boxes<'_>,
+        children: &[u32],
+        scan: &LevelScan,
+        max_bytes: usize,
+    ) -> bool {
         let rank = self.step.len();
         // The largest bucket step or region extent decides the element form: narrow
         // when it is at most 2^15 (see `narrow`), none at 2^31 or more.
-        let widest = children
+        let widest = scan.max_shape[..rank]
             .iter()
-            .flat_map(|&r| b.shape(r))
             .chain(&self.step)
             .fold(0u64, |m, &v| m.max(v));
-        if widest > i32::MAX as u64 || children.iter().any(|&r| r & Directory::LIST != 0) {
+        if widest > i32::MAX as u64 || scan.marked_id {
             return false;
         }
         self.narrow = widest <= 1 << 15;

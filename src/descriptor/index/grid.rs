@@ -113,15 +113,11 @@ impl LevelIndex {
         base: &[u64],
         extent: &[u64],
         children: &[u32],
+        scan: &LevelScan,
     ) -> Result<Option<LevelIndex>> {
         let rank = b.rank;
         // The cell size per axis is the largest extent on that axis.
-        let mut step = [1u64; crate::layout::MAX_RANK];
-        for &r in children {
-            for (st, &s) in step.iter_mut().zip(b.shape(r)) {
-                *st = (*st).max(s);
-            }
-        }
+        let step = scan.max_shape;
         let mut axes = Vec::with_capacity(rank);
         let mut total = 1u64;
         for (a, &e) in extent.iter().enumerate().take(rank) {
@@ -208,36 +204,6 @@ impl LevelIndex {
         Ok(Self::grid(axes, Vec::new(), children, first))
     }
 
-    /// A linear pre-check that spares irregular levels the per-axis sorts of
-    /// [`rectilinear_grid`](Self::rectilinear_grid): in a rectilinear grid of `n` cells,
-    /// the cells along axis `a` through the corner (local origin 0 on every other axis)
-    /// are that axis' `c_a` cells, and `n = Π c_a`. False when the counts say the level
-    /// cannot be such a grid.
-    fn could_be_rectilinear(b: Boxes<'_>, base: &[u64], children: &[u32]) -> bool {
-        let rank = b.rank;
-        let mut line = [0u64; crate::layout::MAX_RANK];
-        for &r in children {
-            let o = b.origin(r);
-            let mut off_axis = None;
-            let mut off = 0;
-            for a in 0..rank {
-                if o[a] != base[a] {
-                    off += 1;
-                    off_axis = Some(a);
-                }
-            }
-            match (off, off_axis) {
-                (0, _) => line[..rank].iter_mut().for_each(|c| *c += 1),
-                (1, Some(a)) => line[a] += 1,
-                _ => {}
-            }
-        }
-        line[..rank]
-            .iter()
-            .try_fold(1u64, |p, &c| p.checked_mul(c))
-            .is_some_and(|p| p == children.len() as u64)
-    }
-
     /// A level of rank 2 or more whose regions are exactly the cells of a rectilinear
     /// grid (cut points per axis, from the regions' origins), else `None`.
     pub(super) fn rectilinear_grid(
@@ -245,9 +211,15 @@ impl LevelIndex {
         base: &[u64],
         extent: &[u64],
         children: &[u32],
+        scan: &LevelScan,
     ) -> Result<Option<LevelIndex>> {
         let rank = b.rank;
-        if !Self::could_be_rectilinear(b, base, children) {
+        // A rectilinear grid's regions at the enclosing origin on all axes but one are
+        // its first row of cells along that axis, and the rows multiply to the count.
+        let rows = scan.line[..rank]
+            .iter()
+            .try_fold(1u64, |p, &c| p.checked_mul(c));
+        if rows != Some(children.len() as u64) {
             return Ok(None);
         }
         let mut axes = Vec::with_capacity(rank);
