@@ -127,6 +127,47 @@ fn tile_head(tag0: u8) -> u128 {
     u128::from(tag0) | (TILE_BODY as u128) << 32
 }
 
+/// Whether the fixed bytes after a rank-2 plain tile's shape (see [`tile_head`], `fixed`)
+/// and its buffer count (1) are what a plain tile's are.
+#[inline(always)]
+fn plain_head2(b: &[u8; REC2], fixed: u128) -> bool {
+    let mut head = [0u8; 16];
+    head.copy_from_slice(&b[32..48]);
+    u128::from_le_bytes(head) == fixed && b[48] == 1
+}
+
+/// A rank-2 record `rec` read as a plain tile in the enclosing `extent`, the record
+/// being one array read at fixed offsets (as [`Decoder::tile_sizes2`] reads grid tiles):
+/// the checks of the generic lane of [`plain_tiles_pass`](Decoder::plain_tiles_pass),
+/// so the same records are tiles. Its origin, shape and buffer handle, or `None`.
+#[inline(always)]
+fn plain_tile2(
+    rec: &Record<'_>,
+    extent: &[u64],
+    (tag0, device_bytes): (u8, &[u8; 8]),
+    first: &BufferHandle,
+) -> Option<([u64; 2], [u64; 2], BufferHandle)> {
+    let b = rec.array_at::<REC2>(0)?;
+    let (o, s) = ([word(b, 0), word(b, 8)], [word(b, 16), word(b, 24)]);
+    if s[0] == 0
+        || s[1] == 0
+        || o[0].checked_add(s[0])? > extent[0]
+        || o[1].checked_add(s[1])? > extent[1]
+        || !plain_head2(b, tile_head(tag0))
+    {
+        return None;
+    }
+    let h = if word(b, 57) == u64::from_le_bytes(*device_bytes) {
+        BufferHandle {
+            size_bytes: word(b, 49),
+            ..*first
+        }
+    } else {
+        tile_handle(rec, 2, tag0, device_bytes, first)?
+    };
+    Some((o, s, h))
+}
+
 impl Decoder {
     /// The tile pass of [`tiles_level`](Self::tiles_level) for a rank-2 grid held without
     /// records: the same checks in the same order (the same misses), on each 65-byte
@@ -159,8 +200,7 @@ impl Decoder {
                 if word(b, 0) != o0 || word(b, 8) != o1 || word(b, 16) != s0 || word(b, 24) != s1 {
                     return None;
                 }
-                let head: [u8; 16] = b[32..48].try_into().ok()?;
-                if u128::from_le_bytes(head) != fixed || b[48] != 1 {
+                if !plain_head2(b, fixed) {
                     self.miss = TileMiss::NotTiles;
                     return None;
                 }
@@ -417,56 +457,24 @@ impl Decoder {
         let mut held = self.d.held_count();
         let mut origin = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
-        let (fixed, device) = (tile_head(tag0), u64::from_le_bytes(device_bytes));
         for k in 0..count {
             let before = r.clone();
-            // At rank 2 the record is one array read at fixed offsets, its fixed bytes
-            // compared as one word (as `tile_sizes2` reads grid tiles): the same checks,
-            // so the same records are tiles.
-            let tile2 =
-                |rec: Record<'_>, origin: &mut [u64; MAX_RANK], shape: &mut [u64; MAX_RANK]| {
-                    let b = rec.array_at::<REC2>(0)?;
-                    let (o, s) = ([word(b, 0), word(b, 8)], [word(b, 16), word(b, 24)]);
-                    if s[0] == 0
-                        || s[1] == 0
-                        || o[0].checked_add(s[0])? > extent[0]
-                        || o[1].checked_add(s[1])? > extent[1]
-                    {
-                        return None;
-                    }
-                    let head: [u8; 16] = b[32..48].try_into().ok()?;
-                    if u128::from_le_bytes(head) != fixed || b[48] != 1 {
-                        return None;
-                    }
-                    let h = if word(b, 57) == device {
-                        BufferHandle {
-                            size_bytes: word(b, 49),
-                            ..first_handle
-                        }
-                    } else {
-                        tile_handle(&rec, 2, tag0, &device_bytes, &first_handle)?
-                    };
-                    (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
-                    Some(h)
-                };
             let tile = r.record(rec_len).and_then(|rec| {
-                if rank == 2 {
-                    let h = tile2(rec, &mut origin, &mut shape)?;
-                    let need = self
-                        .et
-                        .bytes_for(layout::exact_product([shape[0], shape[1]])?)?;
-                    return (h.size_bytes >= need
-                        && self.d.record_buffers.len() + held < u32::MAX as usize)
-                        .then_some(h);
-                }
-                for a in 0..rank {
-                    let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
-                    if s == 0 || o.checked_add(s)? > extent[a] {
-                        return None;
+                let h = if rank == 2 {
+                    let (o, s, h) =
+                        plain_tile2(&rec, extent, (tag0, &device_bytes), &first_handle)?;
+                    (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
+                    h
+                } else {
+                    for a in 0..rank {
+                        let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
+                        if s == 0 || o.checked_add(s)? > extent[a] {
+                            return None;
+                        }
+                        (origin[a], shape[a]) = (o, s);
                     }
-                    (origin[a], shape[a]) = (o, s);
-                }
-                let h = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?;
+                    tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?
+                };
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
