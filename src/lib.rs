@@ -53,11 +53,17 @@ pub mod bench_support {
     }
 
     /// Address and byte capacity of the decoded form's tile sizes, for a grid of plain
-    /// tiles held without records (`None` for a descriptor that keeps records).
+    /// tiles held without records (`None` for a descriptor that keeps records, and for
+    /// listed tiles).
     pub fn tile_sizes(d: &crate::Descriptor) -> Option<(usize, usize)> {
-        d.tiles
-            .as_ref()
+        d.grid_tiles()
             .map(|t| (t.sizes.as_ptr() as usize, t.sizes.capacity() * 8))
+    }
+
+    /// Whether the tensor's level is plain tiles listed with their boxes and held
+    /// without records (an irregular partition of the tensor into plain tiles).
+    pub fn listed_tiles(d: &crate::Descriptor) -> bool {
+        d.tiles.as_ref().is_some_and(|t| t.listed)
     }
 
     /// Number of nested levels held as tile grids without records.

@@ -7,7 +7,7 @@
 //! stay within a fifth of the wire bytes. Nested uniform grids are held without records
 //! too, between and inside regions that keep theirs.
 
-use tensordesc::bench_support::{decode_with_records, held_grids, tile_sizes};
+use tensordesc::bench_support::{decode_with_records, held_grids, listed_tiles, tile_sizes};
 use tensordesc::{
     decode, BoundTensor, BufferHandle, DecodeCache, Descriptor, ElementType, Mode, NodeSpec,
     OutputType, RegionSpec, TensorBuilder,
@@ -602,6 +602,7 @@ fn other_levels_keep_their_records() {
     let bytes = encode(&g);
     let d = decode(&bytes, Mode::Strict).unwrap();
     assert!(tile_sizes(&d).is_none());
+    assert!(!listed_tiles(&d));
     assert_eq!(d.effective_buffer(7).unwrap().alignment_log2, 7);
     assert_eq!(d, decode_with_records(&bytes, Mode::Strict).unwrap());
     // Not in cell order: the last two tiles swapped.
@@ -623,7 +624,9 @@ fn other_levels_keep_their_records() {
     )
     .build()
     .unwrap();
+    // No grid in cell order, but plain tiles: listed with their boxes, without records.
     assert!(tile_sizes(&d).is_none());
+    assert!(listed_tiles(&d));
     assert_eq!(d.region(n as u32 - 1).global_origin(), &[32, 24]);
 }
 

@@ -186,16 +186,16 @@ pub(super) fn count_nested_regions(
 pub(super) const LARGE_RECORDS: usize = 4;
 
 impl Decoder {
-    /// The id the next region record gets (records and held grids so far).
+    /// The id the next region record gets (records, held grids and listed tiles so far).
     #[inline]
     pub(super) fn next_id(&self) -> usize {
-        self.d.records.len() + self.d.held_count()
+        self.d.region_count()
     }
 
     /// The number the next effective buffer gets.
     #[inline]
     pub(super) fn next_buffer(&self) -> usize {
-        self.d.record_buffers.len() + self.d.held_count()
+        self.d.effective_buffer_count()
     }
 
     /// Effective buffer 0, whose device every other buffer must be on (while decoding,
@@ -878,7 +878,19 @@ impl Decoder {
         } else {
             (regions, leaves)
         };
-        reserve_bounded(&mut self.d.records, regions, self.max_regions);
+        // A top-level level of plain tiles with no nested levels may be held without
+        // records (listed tiles): records are then reserved only if it turns out not to
+        // be one (see `plain_tiles_pass`).
+        let listable = self.fast_paths
+            && level == 1
+            && regions == count as usize
+            && count > SCAN_MAX
+            && self.d.records.is_empty()
+            && self.d.record_buffers.is_empty()
+            && self.d.held.is_empty();
+        if !listable {
+            reserve_bounded(&mut self.d.records, regions, self.max_regions);
+        }
         reserve_bounded(
             &mut self.d.record_coords,
             regions * 2 * rank,
@@ -888,9 +900,14 @@ impl Decoder {
         // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
         let parent_idx = idx(parent);
         if self.fast_paths {
-            if let Some(done) = self.tiles_level(r, extent, base, count, parent_idx, at, level) {
+            if let Some(done) =
+                self.tiles_level(r, extent, base, count, parent_idx, at, level, listable)
+            {
                 return done;
             }
+        }
+        if listable {
+            reserve_bounded(&mut self.d.records, regions, self.max_regions);
         }
         // Buffers are reserved for the rest of the level at its first region that has
         // any: a level of opaque regions reserves none.

@@ -103,7 +103,7 @@ impl Descriptor {
         let rank = self.rank();
         match region {
             None => local[..rank].copy_from_slice(index),
-            Some(r) => match (&self.tiles, self.held_region(r)) {
+            Some(r) => match (self.grid_tiles(), self.held_region(r)) {
                 (Some(t), _) => t.local_index(r, index, &mut local[..rank]),
                 (None, Some((g, k))) => g.grid.local_index(k, index, &mut local[..rank]),
                 (None, None) => {
@@ -124,7 +124,7 @@ impl Descriptor {
         let Some(r) = region else {
             return NodeBox::Slices(&ZEROS[..rank], &self.shape[..]);
         };
-        if self.tiles.is_some() || self.held_region(r).is_some() {
+        if self.grid_tiles().is_some() || self.held_region(r).is_some() {
             if rank > 8 {
                 let b = Boxes::new(self.coords(), rank);
                 return NodeBox::Slices(b.origin(r), b.shape(r));
@@ -287,7 +287,7 @@ impl Descriptor {
         if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
             return None;
         }
-        if let Some(t) = &self.tiles {
+        if let Some(t) = self.grid_tiles() {
             // A tile grid held without records: the tile and the position follow from the
             // grid alone. (The byte offset fits u64: each tile's buffer holds it.)
             let (k, pos) = t.locate(index)?;

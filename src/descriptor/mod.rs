@@ -127,8 +127,10 @@ pub struct Descriptor {
     /// The effective buffer list of `records`; inline up to 3 handles (see
     /// [`Descriptor::handles`]).
     pub(crate) record_buffers: SmallVec<BufferHandle, 3>,
-    /// A top-level grid of plain tiles held without records (then `records`,
-    /// `record_coords` and `record_buffers` are empty).
+    /// A top-level level of plain tiles held without records: a grid (then `records`,
+    /// `record_coords` and `record_buffers` are empty) or listed tiles (an irregular
+    /// partition: `record_coords` holds their boxes, `records` and `record_buffers` are
+    /// empty).
     pub(crate) tiles: Option<Box<TileGrid>>,
     /// Nested levels of plain tiles held without records, by first region id (their
     /// regions and buffers are absent from `records`, `record_coords` and
@@ -489,6 +491,20 @@ impl Descriptor {
         self.tiles.is_none() && self.held.is_empty()
     }
 
+    /// The top-level tile grid held without records, if there is one (not listed tiles,
+    /// whose boxes are record coordinates).
+    #[inline]
+    pub(crate) fn grid_tiles(&self) -> Option<&TileGrid> {
+        self.tiles.as_deref().and_then(TileGrid::grid)
+    }
+
+    /// Whether every region's box is in `record_coords` (no grid is held without
+    /// records; listed tiles keep their boxes there).
+    #[inline]
+    fn all_boxes(&self) -> bool {
+        self.held.is_empty() && self.grid_tiles().is_none()
+    }
+
     /// Every region's record, in pre-order (computed once where grids are held without
     /// records).
     pub(crate) fn nodes(&self) -> &[Node] {
@@ -505,7 +521,7 @@ impl Descriptor {
     /// Every region's global origin and extent, `2 · rank` values a region (computed
     /// once where grids are held without records).
     pub(crate) fn coords(&self) -> &[u64] {
-        if self.all_records() {
+        if self.all_boxes() {
             return &self.record_coords;
         }
         self.merged.coords.get_or_init(|| {
@@ -540,7 +556,7 @@ impl Descriptor {
         if let Some((g, k)) = self.held_region(r) {
             return g.grid.region_box(k, origin, shape);
         }
-        match &self.tiles {
+        match self.grid_tiles() {
             Some(t) => t.region_box(r, origin, shape),
             None => {
                 let b = self.index_boxes();

@@ -13,6 +13,13 @@
 //! against the cell size of tile 0, a rectilinear one against cut points learnt from the
 //! tiles as they come (`decode/tiles.rs`).
 //!
+//! An irregular partition of the tensor into plain tiles (any arrangement of boxes, each
+//! tile's handle the first one's but for its size) is held the same way but for its
+//! geometry: a *listed* [`TileGrid`] has no axes, its tiles' boxes are the record
+//! coordinates (`Descriptor::record_coords`), which the level index reads, and a locate
+//! goes through that index. It keeps 8 bytes a region beside the coordinates and the
+//! index, against 56 for a region record and its handle.
+//!
 //! The few accessors that hand out borrowed slices of every region at once — the
 //! effective buffer list, region coordinates, the region records the general code paths
 //! walk — materialize them on first use, once (`Descriptor::merged`, for this grid and
@@ -39,6 +46,12 @@ pub(crate) struct TileGrid {
     pub cuts: Vec<u64>,
     /// `size_bytes` of tile `k`'s buffer.
     pub sizes: Vec<u64>,
+    /// The tiles are an irregular partition, listed with their boxes: tile `k`'s box is
+    /// region `k`'s record coordinates and the level index finds it (`axes` and `cuts`
+    /// are empty). Only the grid accessors below ([`region_box`](Self::region_box),
+    /// [`locate`](Self::locate), [`local_index`](Self::local_index)) need the axes; the
+    /// descriptor asks [`grid`](Self::grid) before it calls them.
+    pub listed: bool,
 }
 
 impl TileGrid {
@@ -57,7 +70,24 @@ impl TileGrid {
             axes,
             cuts,
             sizes,
+            listed: false,
         }
+    }
+
+    /// Tiles of `layout` listed with their boxes (an irregular partition, see
+    /// [`listed`](Self::listed)) whose buffers are `template` with the sizes in `sizes`.
+    pub(crate) fn listed(layout: Layout, template: BufferHandle, sizes: Vec<u64>) -> TileGrid {
+        TileGrid {
+            listed: true,
+            ..TileGrid::new(layout, template, Vec::new(), Vec::new(), sizes)
+        }
+    }
+
+    /// This, when its tiles are a grid (their boxes follow from their numbers); `None`
+    /// for listed tiles.
+    #[inline]
+    pub(crate) fn grid(&self) -> Option<&TileGrid> {
+        (!self.listed).then_some(self)
     }
 
     /// Number of tiles (= regions = effective buffers).

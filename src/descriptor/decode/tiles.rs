@@ -109,6 +109,20 @@ fn tile_handle(
     h.colocated_with(first).then_some(h)
 }
 
+/// Append a region's global box — `base + origin`, then `shape`, `rank` values each — to
+/// the record coordinates.
+#[inline(always)]
+fn push_box(coords: &mut Vec<u64>, base: &[u64], origin: &[u64], shape: &[u64], rank: usize) {
+    if rank == 2 {
+        coords.extend_from_slice(&[base[0] + origin[0], base[1] + origin[1], shape[0], shape[1]]);
+    } else {
+        for a in 0..rank {
+            coords.push(base[a] + origin[a]);
+        }
+        coords.extend_from_slice(&shape[..rank]);
+    }
+}
+
 /// A rank-2 plain tile record: 16 · 2 + 8 + [`TILE_BODY`] bytes.
 const REC2: usize = 16 * 2 + 8 + TILE_BODY;
 
@@ -249,6 +263,7 @@ impl Decoder {
         parent: Option<Idx>,
         at: usize,
         level: u8,
+        listable: bool,
     ) -> Option<Result<Layout>> {
         let rank = self.rank;
         if rank == 0 || !room_for_tiles(r, rank, count) {
@@ -273,8 +288,8 @@ impl Decoder {
             *r = start.clone();
             self.undo_to(marks);
         }
-        let (children, all_plain) =
-            match self.plain_tiles_pass(r, extent, base, count, parent, level)? {
+        let (children, all_plain, row_major) =
+            match self.plain_tiles_pass(r, extent, base, count, parent, level, listable)? {
                 Ok(done) => done,
                 Err(e) => return Some(Err(e)),
             };
@@ -290,7 +305,6 @@ impl Decoder {
         Some(match built {
             Ok(mut index) => {
                 if all_plain {
-                    let row_major = matches!(self.d.records[marks.0].layout, Layout::RowMajor);
                     index.set_uniform(
                         UniformTiles {
                             row_major,
@@ -420,10 +434,17 @@ impl Decoder {
     /// device of the buffers before it, big enough for its tile, at any origin inside the
     /// enclosing extent — and every other region as the general path reads it
     /// ([`region_record`](Self::region_record)), appending records, coordinates and
-    /// handles as the general path would. Returns the level's children and whether every
-    /// region was a plain tile; a region's error is the general path's, as it would meet
-    /// it at the same region. `None`, with nothing appended, when the first region is no
-    /// plain tile (the general path then reads the level).
+    /// handles as the general path would. Returns the level's children, whether every
+    /// region was a plain tile and whether the first one is row-major; a region's error
+    /// is the general path's, as it would meet it at the same region. `None`, with
+    /// nothing appended, when the first region is no plain tile (the general path then
+    /// reads the level).
+    ///
+    /// `listable` (the tensor's own level, nothing decoded before it): the tiles are
+    /// held without records ([`TileGrid::listed`]: coordinates and one size a tile) while
+    /// every one is a plain tile whose handle is the first one's but for its size; at the
+    /// first region that is not, the records and handles of the tiles before it are
+    /// written (once) and the pass goes on as for any other level.
     #[allow(clippy::too_many_arguments)]
     fn plain_tiles_pass(
         &mut self,
@@ -433,7 +454,8 @@ impl Decoder {
         count: u32,
         parent: Option<Idx>,
         level: u8,
-    ) -> Option<Result<(Vec<u32>, bool)>> {
+        listable: bool,
+    ) -> Option<Result<(Vec<u32>, bool, bool)>> {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
@@ -445,9 +467,18 @@ impl Decoder {
             }
         }
         tile_handle(&first_rec, rank, tag0, &device_bytes, &first_handle)?;
-        // Room for a handle per region: the caller checked that the input left holds the
-        // level as tile records, so this is at most 16 bytes per 16 · rank + 33 read.
-        self.d.record_buffers.reserve(count as usize);
+        // Room for a handle per region (or, for listed tiles, a size): the caller checked
+        // that the input left holds the level as tile records, so this is at most 16
+        // bytes per 16 · rank + 33 read.
+        let mut listed = listable.then(|| {
+            let mut sizes = std::mem::take(&mut self.sizes);
+            sizes.clear();
+            crate::mem::reserve_exact_populated(&mut sizes, count as usize);
+            sizes
+        });
+        if listed.is_none() {
+            self.d.record_buffers.reserve(count as usize);
+        }
         let mut children = Vec::with_capacity(count as usize);
         let mut all_plain = true;
         let first_id = self.next_id() as u32;
@@ -481,6 +512,17 @@ impl Decoder {
                 (h.size_bytes >= need && self.d.record_buffers.len() + held < u32::MAX as usize)
                     .then_some(h)
             });
+            if let (Some(sizes), Some(h)) = (&mut listed, tile) {
+                if h == first_handle.with_size(h.size_bytes) {
+                    push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
+                    children.push(sizes.len() as u32);
+                    sizes.push(h.size_bytes);
+                    continue;
+                }
+            }
+            if let Some(sizes) = listed.take() {
+                self.list_to_records(sizes, layout, &first_handle, count);
+            }
             let Some(h) = tile else {
                 // Anything else is read as the general path reads it, from its start.
                 *r = before;
@@ -508,19 +550,7 @@ impl Decoder {
             // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
             // 26-47 more instructions per tile).
             let id = (self.d.records.len() + held) as u32;
-            if rank == 2 {
-                self.d.record_coords.extend_from_slice(&[
-                    base[0] + origin[0],
-                    base[1] + origin[1],
-                    shape[0],
-                    shape[1],
-                ]);
-            } else {
-                for a in 0..rank {
-                    self.d.record_coords.push(base[a] + origin[a]);
-                }
-                self.d.record_coords.extend_from_slice(&shape[..rank]);
-            }
+            push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
             self.d.records.push(Node {
                 layout,
                 byte_offset: 0,
@@ -532,7 +562,39 @@ impl Decoder {
             self.d.record_buffers.push(h);
             children.push(id);
         }
-        Some(Ok((children, all_plain)))
+        if let Some(sizes) = listed {
+            self.d.tiles = Some(Box::new(TileGrid::listed(layout, first_handle, sizes)));
+        }
+        Some(Ok((children, all_plain, tag0 == tag::ROW_MAJOR)))
+    }
+
+    /// Write the records and handles of the listed tiles so far (their sizes in
+    /// `sizes`, each `template` but for its size), with room for the level's `count`
+    /// regions, and keep `sizes` as recycled room: the level has a region that is no
+    /// such tile.
+    #[cold]
+    fn list_to_records(
+        &mut self,
+        mut sizes: Vec<u64>,
+        layout: Layout,
+        template: &BufferHandle,
+        count: u32,
+    ) {
+        crate::mem::reserve_exact_populated(&mut self.d.records, count as usize);
+        self.d.record_buffers.reserve(count as usize);
+        for (k, &s) in sizes.iter().enumerate() {
+            self.d.records.push(Node {
+                layout,
+                byte_offset: 0,
+                first_buffer: k as u32,
+                buffer_count: 1,
+                quant: None,
+                parent: None,
+            });
+            self.d.record_buffers.push(template.with_size(s));
+        }
+        sizes.clear();
+        self.sizes = sizes;
     }
 
     /// The top-level tile grid held without records ([`TileGrid`]), through
