@@ -5,7 +5,9 @@
 //! locations, box queries, reads, encodings, statuses and details. The O(1) accessors
 //! must not materialize anything (counted with `heap_bytes`), and the decoded form must
 //! stay within a fifth of the wire bytes. Nested uniform grids are held without records
-//! too, between and inside regions that keep theirs.
+//! too, between and inside regions that keep theirs. A top-level irregular partition
+//! into plain tiles (any arrangement) is held without records as listed tiles: their
+//! coordinates, one size a tile and the level index, within the wire bytes.
 
 use tensordesc::bench_support::{decode_with_records, held_grids, listed_tiles, tile_sizes};
 use tensordesc::{
@@ -25,10 +27,60 @@ struct Grid<'a> {
     odd_alignment: Option<usize>,
     /// Per axis, the cut points of a rectilinear grid (`step` is then unused).
     cuts: Option<&'a [&'a [u64]]>,
+    /// Instead of a grid, this many boxes from recursive splits of the extent.
+    splits: Option<usize>,
+    /// The tiles listed in an order shuffled with this seed (no cell order).
+    shuffle: Option<u64>,
+}
+
+/// xorshift64.
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// `n` boxes exactly covering `extent`: a box at least 2 long on some axis is split
+/// in two there, at a random point, until there are `n`.
+fn split_boxes(extent: &[u64], n: usize, mut seed: u64) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let rank = extent.len();
+    let mut v = vec![(vec![0; rank], extent.to_vec())];
+    while v.len() < n {
+        let at = (next(&mut seed) % v.len() as u64) as usize;
+        let a = (next(&mut seed) % rank as u64) as usize;
+        let (o, s) = v[at].clone();
+        if s[a] < 2 {
+            continue;
+        }
+        let cut = 1 + next(&mut seed) % (s[a] - 1);
+        let (mut s1, mut o2, mut s2) = (s.clone(), o.clone(), s.clone());
+        s1[a] = cut;
+        o2[a] += cut;
+        s2[a] -= cut;
+        v[at] = (o, s1);
+        v.push((o2, s2));
+    }
+    v
+}
+
+/// The boxes of the test's tiles, in the order they are listed.
+fn tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let mut t = match g.splits {
+        Some(n) => split_boxes(g.extent, n, 0x5EED + n as u64),
+        None => grid_tiles(g),
+    };
+    if let Some(mut seed) = g.shuffle {
+        for i in (1..t.len()).rev() {
+            let j = (next(&mut seed) % (i as u64 + 1)) as usize;
+            t.swap(i, j);
+        }
+    }
+    t
 }
 
 /// Row-major cell order over `cells`: the boxes of the grid's tiles.
-fn tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
+fn grid_tiles(g: &Grid) -> Vec<(Vec<u64>, Vec<u64>)> {
     let rank = g.extent.len();
     let cuts: Vec<Vec<u64>> = match g.cuts {
         Some(c) => c.iter().map(|v| v.to_vec()).collect(),
@@ -678,4 +730,156 @@ fn corruptions(bytes: &[u8]) {
         }
     }
     assert!(checked > 500, "{checked} corruptions compared");
+}
+
+#[test]
+fn listed_tiles_match_their_records_form_everywhere() {
+    let cases = [
+        Grid {
+            extent: &[120, 90],
+            splits: Some(300),
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[64, 48],
+            splits: Some(57),
+            col_major: true,
+            ..Grid::default()
+        },
+        // Just past the levels that keep no index.
+        Grid {
+            extent: &[40, 40],
+            splits: Some(16),
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[1000],
+            step: &[7],
+            shuffle: Some(3),
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[9, 10, 11],
+            step: &[4, 3, 2],
+            shuffle: Some(5),
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[12, 14, 6],
+            splits: Some(80),
+            col_major: true,
+            padded: true,
+            ..Grid::default()
+        },
+    ];
+    for (n, g) in cases.iter().enumerate() {
+        let what = format!("listed {n}");
+        let bytes = encode(g);
+        let t = decode(&bytes, Mode::Strict).unwrap();
+        let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+        assert!(listed_tiles(&t), "{what}: held without records");
+        assert!(tile_sizes(&t).is_none(), "{what}: not a grid");
+        assert!(!listed_tiles(&r), "{what}: the reference keeps records");
+        same_everywhere(&what, &bytes, &t, &r);
+        let mut cache = DecodeCache::new();
+        for _ in 0..2 {
+            let c = cache.decode(&bytes, Mode::Strict).unwrap();
+            assert!(listed_tiles(&c));
+            assert_eq!(c, r, "{what}: through a DecodeCache");
+            cache.recycle(c);
+        }
+    }
+}
+
+#[test]
+fn listed_tiles_fall_back_to_records_where_a_tile_differs() {
+    // A handle unlike the first but for its size, first, in the middle and last; and a
+    // level of at most SCAN_MAX regions: records, written once, as the general path has them.
+    for odd in [1, 100, 299] {
+        let g = Grid {
+            extent: &[120, 90],
+            splits: Some(300),
+            odd_alignment: Some(odd),
+            ..Grid::default()
+        };
+        let bytes = encode(&g);
+        let d = decode(&bytes, Mode::Strict).unwrap();
+        assert!(!listed_tiles(&d), "odd tile {odd}");
+        assert_eq!(d.effective_buffer(odd).unwrap().alignment_log2, 7);
+        let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+        assert_eq!(d, r, "odd tile {odd}");
+        for x in all_indices(d.shape()).iter().step_by(7) {
+            assert_eq!(d.locate(x), r.locate(x), "odd tile {odd}: locate {x:?}");
+        }
+        assert_eq!(d.encode().unwrap(), bytes);
+        let mut cache = DecodeCache::new();
+        let c = cache.decode(&bytes, Mode::Strict).unwrap();
+        assert_eq!(c, r);
+        cache.recycle(c);
+        assert_eq!(cache.decode(&bytes, Mode::Strict).unwrap(), r);
+    }
+    let g = Grid {
+        extent: &[40, 40],
+        splits: Some(15),
+        ..Grid::default()
+    };
+    let bytes = encode(&g);
+    let d = decode(&bytes, Mode::Strict).unwrap();
+    assert!(!listed_tiles(&d));
+    assert_eq!(d, decode_with_records(&bytes, Mode::Strict).unwrap());
+}
+
+#[test]
+fn corrupted_listed_tiles_fail_exactly_as_the_records_decode_does() {
+    for g in [
+        Grid {
+            extent: &[48, 40],
+            splits: Some(20),
+            padded: true,
+            ..Grid::default()
+        },
+        Grid {
+            extent: &[48, 40],
+            step: &[8, 8],
+            shuffle: Some(9),
+            ..Grid::default()
+        },
+    ] {
+        let bytes = encode(&g);
+        assert!(listed_tiles(&decode(&bytes, Mode::Strict).unwrap()));
+        corruptions(&bytes);
+    }
+}
+
+#[test]
+fn listed_tiles_are_held_in_the_wire_bytes_or_fewer() {
+    // Rank 2: 65 wire bytes a tile; kept: 32 of coordinates, 8 of size and the index,
+    // against 40 of record and 16 of handle more with records (48/65 = 0.74x).
+    let g = Grid {
+        extent: &[4096, 4096],
+        splits: Some(20_000),
+        ..Grid::default()
+    };
+    let bytes = encode(&g);
+    let d = decode(&bytes, Mode::Strict).unwrap();
+    let r = decode_with_records(&bytes, Mode::Strict).unwrap();
+    assert!(listed_tiles(&d));
+    let (kept, records) = (
+        d.heap_bytes() as f64 / bytes.len() as f64,
+        r.heap_bytes() as f64 / bytes.len() as f64,
+    );
+    assert!(kept <= 1.0, "listed tiles keep {kept:.2}x the wire bytes");
+    assert!(
+        records - kept >= 0.7,
+        "records {records:.2}x, listed {kept:.2}x the wire bytes"
+    );
+    let before = d.heap_bytes();
+    let mut rng = 0x1234u64;
+    for _ in 0..10_000 {
+        let x = [next(&mut rng) % 4096, next(&mut rng) % 4096];
+        assert_eq!(d.locate(&x), r.locate(&x));
+    }
+    assert_eq!(d.heap_bytes(), before, "a locate materialized the regions");
 }
