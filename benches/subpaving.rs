@@ -188,12 +188,32 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
     v[reps / 2]
 }
 
+/// Nanoseconds of one dependent random load over `bytes`: a chase of `hops` loads through
+/// a cyclic permutation (Sattolo), the median of `reps` chases.
+fn load_latency(bytes: usize, hops: usize, reps: usize) -> f64 {
+    let words = bytes / 8;
+    let mut next: Vec<u64> = (0..words as u64).collect();
+    let mut r = Rng(0x5851F42D4C957F2D);
+    for i in (1..words).rev() {
+        let j = r.below(i as u64) as usize;
+        next.swap(i, j);
+    }
+    let t = time(reps, || {
+        let mut at = 0usize;
+        for _ in 0..hops {
+            at = next[at] as usize;
+        }
+        at
+    });
+    t * 1e9 / hops as f64
+}
+
 /// Decode (fresh memory each time, as a user decoding once pays), decoded bytes and locate
 /// per region, for grids and irregular partitions of 10^3 … 10^7 regions (10^5 at most
 /// with TDESC_BENCH_SMALL).
 fn scaling(small: bool) {
     println!(
-        "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns"
+        "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns; for irregular levels, one dependent random load over as many bytes as the decoded form (the memory a locate's loads land in), and locate in such loads"
     );
     let top = if small { 5 } else { 7 };
     for exp in 3..=top {
@@ -233,12 +253,19 @@ fn scaling(small: bool) {
                 }
                 acc
             });
+            let locate = tl * 1e9 / pts.len() as f64;
+            let loads = if kind == "irregular" {
+                drop(d);
+                let load = load_latency(held.max(1 << 20), pts.len(), 3);
+                format!("  load {load:>6.1} ns = {:.2} loads", locate / load)
+            } else {
+                String::new()
+            };
             println!(
-                "scaling: {regions:>9} {kind:<9} decode {:>6.1} ns/region  decoded {:>6.1} B/region  wire {:>5.1} B/region  locate {:>6.1} ns",
+                "scaling: {regions:>9} {kind:<9} decode {:>6.1} ns/region  decoded {:>6.1} B/region  wire {:>5.1} B/region  locate {locate:>6.1} ns{loads}",
                 t * 1e9 / regions as f64,
                 held as f64 / regions as f64,
                 bytes.len() as f64 / regions as f64,
-                tl * 1e9 / pts.len() as f64
             );
         }
     }
@@ -563,24 +590,7 @@ fn main() {
     // a cyclic permutation (Sattolo) of 4 to 64 MiB, the largest as large as the
     // irregular level's arrays. A query that must answer in fewer nanoseconds than one
     // such load needs its structure in the sizes that still run fast.
-    let chase = |bytes: usize| {
-        let words = bytes / 8;
-        let mut next: Vec<u64> = (0..words as u64).collect();
-        let mut r = Rng(0x5851F42D4C957F2D);
-        for i in (1..words).rev() {
-            let j = r.below(i as u64) as usize;
-            next.swap(i, j);
-        }
-        let hops = queries;
-        let t = time(reps, || {
-            let mut at = 0usize;
-            for _ in 0..hops {
-                at = next[at] as usize;
-            }
-            at
-        });
-        t * 1e9 / hops as f64
-    };
+    let chase = |bytes: usize| load_latency(bytes, queries, reps);
     let sweep: Vec<(usize, f64)> = [4usize, 8, 16, 32]
         .iter()
         .map(|&mb| (mb, chase(mb << 20)))
