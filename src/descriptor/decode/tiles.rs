@@ -474,7 +474,7 @@ impl Decoder {
             let mut sizes = std::mem::take(&mut self.sizes);
             sizes.clear();
             crate::mem::reserve_exact_populated(&mut sizes, count as usize);
-            sizes
+            TileGrid::listed(layout, first_handle, sizes)
         });
         if listed.is_none() {
             self.d.record_buffers.reserve(count as usize);
@@ -512,16 +512,16 @@ impl Decoder {
                 (h.size_bytes >= need && self.d.record_buffers.len() + held < u32::MAX as usize)
                     .then_some(h)
             });
-            if let (Some(sizes), Some(h)) = (&mut listed, tile) {
-                if h == first_handle.with_size(h.size_bytes) {
+            if let (Some(tiles), Some(h)) = (&mut listed, tile) {
+                if h == tiles.template.with_size(h.size_bytes) {
                     push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
-                    children.push(sizes.len() as u32);
-                    sizes.push(h.size_bytes);
+                    children.push(tiles.len() as u32);
+                    tiles.sizes.push(h.size_bytes);
                     continue;
                 }
             }
-            if let Some(sizes) = listed.take() {
-                self.list_to_records(sizes, layout, &first_handle, count);
+            if let Some(tiles) = listed.take() {
+                self.list_to_records(tiles, count);
             }
             let Some(h) = tile else {
                 // Anything else is read as the general path reads it, from its start.
@@ -547,8 +547,8 @@ impl Decoder {
                 held = self.d.held_count();
                 continue;
             };
-            // Appended in place, as `tiles_pass` does (a shared helper cost the grid pass
-            // 26-47 more instructions per tile).
+            // Appended in place (`push_box` is inlined; a shared out-of-line helper cost
+            // the grid pass 26-47 more instructions per tile).
             let id = (self.d.records.len() + held) as u32;
             push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
             self.d.records.push(Node {
@@ -562,37 +562,25 @@ impl Decoder {
             self.d.record_buffers.push(h);
             children.push(id);
         }
-        if let Some(sizes) = listed {
-            self.d.tiles = Some(Box::new(TileGrid::listed(layout, first_handle, sizes)));
+        if let Some(tiles) = listed {
+            self.d.tiles = Some(Box::new(tiles));
         }
         Some(Ok((children, all_plain, tag0 == tag::ROW_MAJOR)))
     }
 
-    /// Write the records and handles of the listed tiles so far (their sizes in
-    /// `sizes`, each `template` but for its size), with room for the level's `count`
-    /// regions, and keep `sizes` as recycled room: the level has a region that is no
-    /// such tile.
+    /// Write the records and handles of the listed tiles so far (the tensor's own
+    /// level: tile `k` is region `k` and owns buffer `k`), with room for the level's
+    /// `count` regions, and keep their sizes vector as recycled room: the level has a
+    /// region that is no such tile.
     #[cold]
-    fn list_to_records(
-        &mut self,
-        mut sizes: Vec<u64>,
-        layout: Layout,
-        template: &BufferHandle,
-        count: u32,
-    ) {
+    fn list_to_records(&mut self, tiles: TileGrid, count: u32) {
         crate::mem::reserve_exact_populated(&mut self.d.records, count as usize);
         self.d.record_buffers.reserve(count as usize);
-        for (k, &s) in sizes.iter().enumerate() {
-            self.d.records.push(Node {
-                layout,
-                byte_offset: 0,
-                first_buffer: k as u32,
-                buffer_count: 1,
-                quant: None,
-                parent: None,
-            });
-            self.d.record_buffers.push(template.with_size(s));
+        for (k, &size) in tiles.sizes.iter().enumerate() {
+            self.d.records.push(tiles.node(k as u32));
+            self.d.record_buffers.push(tiles.template.with_size(size));
         }
+        let mut sizes = tiles.into_sizes();
         sizes.clear();
         self.sizes = sizes;
     }
