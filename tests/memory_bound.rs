@@ -70,6 +70,29 @@ const BODY_BYTES: u32 = 8 + 1 + 16;
 
 /// The descriptor of an `n` × `n` grid of 16 × 16 float32 ROW_MAJOR tiles, written
 /// directly (one template region, origins patched).
+/// What decoding `bytes` cost: heap bytes at the peak and kept after it (beyond what
+/// was live before), and large vectors grown (copied to grow) during it.
+struct Counted {
+    d: tensordesc::Descriptor,
+    peak: usize,
+    held: usize,
+    grows: usize,
+}
+
+/// Decode `bytes` (strict, valid) under the counting allocator.
+fn counted_decode(bytes: &[u8]) -> Counted {
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    GROWS.store(0, Relaxed);
+    let d = decode(bytes, Mode::Strict).expect("valid");
+    Counted {
+        d,
+        peak: PEAK.load(Relaxed) - base,
+        held: LIVE.load(Relaxed) - base,
+        grows: GROWS.load(Relaxed),
+    }
+}
+
 fn grid_descriptor(n: u64) -> Vec<u8> {
     let extent = n * TILE;
     let regions = n * n;
@@ -116,13 +139,9 @@ fn million_region_decode_peaks_below_twice_the_wire_size() {
     let bytes = grid_descriptor(n);
     let wire = bytes.len();
 
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
     let t0 = Instant::now();
-    let d = decode(&bytes, Mode::Strict).expect("the grid descriptor is valid");
+    let Counted { d, peak, held, .. } = counted_decode(&bytes);
     let secs = t0.elapsed().as_secs_f64();
-    let peak = PEAK.load(Relaxed) - base;
-    let held = LIVE.load(Relaxed) - base;
 
     assert_eq!(d.region_count() as u64, n * n);
     assert_eq!(d.effective_buffers().len() as u64, n * n);
@@ -212,10 +231,7 @@ fn tile_grid_decodes_peak_at_a_fifth_of_the_wire_size() {
     for (what, cuts) in [("uniform", uniform), ("rectilinear", uneven)] {
         let bytes = rectilinear_descriptor(&cuts);
         let wire = bytes.len();
-        let base = LIVE.load(Relaxed);
-        PEAK.store(base, Relaxed);
-        let d = decode(&bytes, Mode::Strict).expect("valid");
-        let peak = PEAK.load(Relaxed) - base;
+        let Counted { d, peak, .. } = counted_decode(&bytes);
         let ratio = peak as f64 / wire as f64;
         println!(
             "{what}: {} regions, decode peak {ratio:.3}x wire",
@@ -276,13 +292,12 @@ fn nested_tile_grids_are_sized_once() {
         .encode()
         .expect("valid");
     let wire = bytes.len();
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
-    GROWS.store(0, Relaxed);
-    let d = decode(&bytes, Mode::Strict).expect("valid");
-    let grows = GROWS.load(Relaxed);
-    let peak = PEAK.load(Relaxed) - base;
-    let held = LIVE.load(Relaxed) - base;
+    let Counted {
+        d,
+        peak,
+        held,
+        grows,
+    } = counted_decode(&bytes);
     println!(
         "nested grids: {} regions, wire {wire} B, peak {peak} B ({:.3}x wire), held {held} B, \
          {grows} large vectors grown",
@@ -337,13 +352,12 @@ fn listed_tiles_decode_within_the_wire_size() {
             .encode()
             .expect("valid");
         let wire = bytes.len();
-        let base = LIVE.load(Relaxed);
-        PEAK.store(base, Relaxed);
-        GROWS.store(0, Relaxed);
-        let d = decode(&bytes, Mode::Strict).expect("valid");
-        let grows = GROWS.load(Relaxed);
-        let peak = PEAK.load(Relaxed) - base;
-        let held = LIVE.load(Relaxed) - base;
+        let Counted {
+            d,
+            peak,
+            held,
+            grows,
+        } = counted_decode(&bytes);
         let (p, h) = (peak as f64 / wire as f64, held as f64 / wire as f64);
         println!("listed tiles, odd last tile {odd_last}: peak {p:.3}x wire, held {h:.3}x, {grows} large vectors grown");
         assert_eq!(
