@@ -216,6 +216,9 @@ fn scaling(small: bool) {
         "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns; for irregular levels, one dependent random load over as many bytes as the decoded form (the memory a locate's loads land in), and locate in such loads"
     );
     let top = if small { 5 } else { 7 };
+    // The two largest irregular partitions, decoded, with their query points: their
+    // locates are timed again side by side at the end.
+    let mut largest: Vec<(tensordesc::Descriptor, Vec<[u64; 2]>)> = Vec::new();
     for exp in 3..=top {
         let n = 10usize.pow(exp);
         let side = (n as f64).sqrt().round() as u64;
@@ -254,9 +257,14 @@ fn scaling(small: bool) {
                 acc
             });
             let locate = tl * 1e9 / pts.len() as f64;
+            let queries = pts.len();
             let loads = if kind == "irregular" {
-                drop(d);
-                let load = load_latency(held.max(1 << 20), pts.len(), 3);
+                if exp + 1 >= top {
+                    largest.push((d, pts));
+                } else {
+                    drop(d);
+                }
+                let load = load_latency(held.max(1 << 20), queries, 3);
                 format!("  load {load:>6.1} ns = {:.2} loads", locate / load)
             } else {
                 String::new()
@@ -268,6 +276,36 @@ fn scaling(small: bool) {
                 bytes.len() as f64 / regions as f64,
             );
         }
+    }
+    // The growth from the second largest to the largest irregular partition, with the two
+    // timed in alternation (this machine's memory latency drifts by half within a run,
+    // which separate runs of each size would fold into the ratio): per round, one pass
+    // of each; the ratio of the medians.
+    if let [(small_d, small_pts), (large_d, large_pts)] = &largest[..] {
+        let pass = |d: &tensordesc::Descriptor, pts: &[[u64; 2]]| {
+            time(1, || {
+                let mut acc = 0u64;
+                for p in pts {
+                    if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
+                        acc = acc.wrapping_add(byte_offset);
+                    }
+                }
+                acc
+            }) * 1e9
+                / pts.len() as f64
+        };
+        let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..9)
+            .map(|_| (pass(small_d, small_pts), pass(large_d, large_pts)))
+            .unzip();
+        a.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        b.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let (n_small, n_large) = (small_d.region_count(), large_d.region_count());
+        println!(
+            "scaling: irregular locate, {n_small} and {n_large} regions in alternation: {:.1} and {:.1} ns (medians of 9) -> {:.2}x",
+            a[4],
+            b[4],
+            b[4] / a[4]
+        );
     }
 }
 

@@ -94,18 +94,18 @@ impl Descriptor {
         if let Some(level) = level {
             for k in 0..n.min(AHEAD) {
                 if let Some(p) = indices.get(k * rank..(k + 1) * rank) {
-                    level.prefetch(self.index_boxes(), p, 0);
+                    level.prefetch(p, 0);
                 }
             }
         }
         for k in 0..n {
             if let Some(level) = level {
                 if let Some(p) = indices.get((k + AHEAD) * rank..(k + AHEAD + 1) * rank) {
-                    level.prefetch(self.index_boxes(), p, 0);
+                    level.prefetch(p, 0);
                 }
                 let h = k + AHEAD / 2;
                 if let Some(p) = indices.get(h * rank..(h + 1) * rank) {
-                    level.prefetch(self.index_boxes(), p, 1);
+                    level.prefetch(p, 1);
                 }
             }
             let idx = indices
@@ -147,7 +147,6 @@ impl Descriptor {
         const AHEAD: usize = 16;
         const RING: usize = 32;
         let (e0, e1) = (self.shape[0], self.shape[1]);
-        let boxes = self.index_boxes();
         let place = |k: usize| -> Option<PlanePoint> {
             let p = indices.get(2 * k..2 * k + 2)?;
             if p[0] >= e0 || p[1] >= e1 {
@@ -162,8 +161,8 @@ impl Descriptor {
                 plane.prefetch_bucket(pp);
             }
         }
-        let resolve = |pp: &PlanePoint, p: &[u64]| -> Option<CompactLocation> {
-            let h = self.plane_hit(&plane, tiles, pp, [p[0], p[1]])?;
+        let resolve = |pp: &PlanePoint| -> Option<CompactLocation> {
+            let h = self.plane_hit(&plane, tiles, pp)?;
             Some(CompactLocation {
                 byte_offset: h.byte_offset,
                 region: h.region,
@@ -183,13 +182,13 @@ impl Descriptor {
             }
             if k + AHEAD / 2 < n {
                 if let Some(pp) = &ring[(k + AHEAD / 2) % RING] {
-                    plane.prefetch_members(boxes.coords, pp);
+                    plane.prefetch_members(pp);
                 }
             }
             let idx = indices
                 .get(2 * k..2 * k + 2)
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "a batch index past the batch"))?;
-            let fast = ring[k % RING].as_ref().and_then(|pp| resolve(pp, idx));
+            let fast = ring[k % RING].as_ref().and_then(resolve);
             match fast {
                 Some(loc) => f(k, loc),
                 None => match self.locate_compact(idx) {

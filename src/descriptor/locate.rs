@@ -304,10 +304,10 @@ impl Descriptor {
             // An irregular rank-2 tiling: the batch's plane, without the level walk.
             if let Some((dir, u, first)) = self.top_tile_lists() {
                 if let Some(plane) = dir.plane::<1>() {
-                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]), [p0, p1]);
+                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]));
                 }
                 if let Some(plane) = dir.plane::<2>() {
-                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]), [p0, p1]);
+                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]));
                 }
             }
         }
@@ -347,11 +347,11 @@ impl Descriptor {
 }
 
 impl Descriptor {
-    /// The element at `p` of a rank-2 tensor whose top-level level is uniform tiles in
-    /// bucket lists (`tiles`: the level's tile form and first region), `p` placed in its
-    /// bucket as `pp`: a listed region gives the position inside it directly (the point's
-    /// offset from the element's origin), so only a bucket inside one region reads that
-    /// region's box. `None` (no listed region holds `p`, an overflow) takes the general
+    /// The element at the point placed in its bucket as `pp`, of a rank-2 tensor whose
+    /// top-level level is uniform tiles in bucket lists (`tiles`: the level's tile form
+    /// and first region): the list element holding the point gives its position inside
+    /// the region directly (the point's offset from the element's origin), so the
+    /// region's box is not read. `None` (no listed region holds `p`, an overflow) takes the general
     /// path, which reports what is wrong.
     #[inline(always)]
     pub(crate) fn plane_hit<const W: usize>(
@@ -359,21 +359,9 @@ impl Descriptor {
         plane: &Plane<'_, W>,
         (u, first): (UniformTiles, u32),
         pp: &PlanePoint,
-        p: [u64; 2],
     ) -> Option<GridHit> {
         let hit = plane.resolve(pp)?;
-        let r = hit.region;
-        let (l, ext) = match hit.inside {
-            Some(inside) => inside,
-            None => {
-                let boxes = self.index_boxes();
-                let (o, s) = (boxes.origin(r), boxes.shape(r));
-                (
-                    [p[0].checked_sub(o[0])?, p[1].checked_sub(o[1])?],
-                    [s[0], s[1]],
-                )
-            }
-        };
+        let (r, l, ext) = (hit.region, hit.pos, hit.ext);
         let pos = if u.row_major {
             l[0].checked_mul(ext[1])?.checked_add(l[1])?
         } else {

@@ -13,22 +13,23 @@ pub(crate) fn list_budget(wire_bytes: usize) -> usize {
     wire_bytes / 8 * 5
 }
 
-/// Buckets of a uniform grid over the enclosing box. Each bucket either names the one
-/// region it lies in, or points to the list of regions meeting it, each with its box
-/// stored relative to the bucket's low corner — so a point query reads one bucket entry
-/// and at most one short list, never the region arena. Built only while the lists stay
-/// small (see [`Directory::build_lists`]); otherwise the level uses a [`SplitTree`].
+/// Buckets of a uniform grid over the enclosing box, each with the list of regions meeting
+/// it, every region with its box stored relative to the bucket's low corner — so a point
+/// query reads its bucket's [`Group`] (1.33 bytes a bucket, small enough to stay cached)
+/// and one short list, never the region arena. Built only while
+/// the lists stay small (see [`Directory::build_lists`]); otherwise the level uses a
+/// [`SplitTree`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Directory {
     pub(super) base: Vec<u64>,
     pub(super) step: Vec<u64>,
     pub(super) cells: Vec<u64>,
-    /// Per bucket: the id of the only region meeting it, or [`Directory::LIST`] | the
-    /// offset of its list in `lists`. Empty when lists are not built.
-    pub(super) entry: Vec<u32>,
-    /// Per listed bucket: the count, then per region its id and, per axis, its whole
-    /// box relative to the bucket's low corner — so a hit also gives the region's box
-    /// without reading the region arena. Wide elements hold, per axis, the origin as an
+    /// Per [`GROUP`] buckets in order: where the first one's list starts in `lists`, and
+    /// each one's member count (see [`Group`]). Empty when lists are not built.
+    pub(super) groups: Vec<Group>,
+    /// Per bucket in order, its list: per region meeting it, the region's id and, per
+    /// axis, its whole box relative to the bucket's low corner — so a hit also gives the
+    /// region's box without reading the region arena. Wide elements hold, per axis, the origin as an
     /// `i32` (a region may start before the bucket) and the extent as a `u32`; narrow
     /// ones (see [`narrow`](Self::narrow)) pack both into one word.
     pub(super) lists: Vec<u32>,
@@ -39,6 +40,55 @@ pub(crate) struct Directory {
     pub(super) narrow: bool,
     /// Division by `step[a]`, by a multiply (the query paths divide once per axis).
     div: [StepDiv; 4],
+}
+
+/// Buckets per [`Group`].
+pub(crate) const GROUP: usize = 12;
+
+/// The bucket directory of [`GROUP`] consecutive buckets in one aligned 16-byte word:
+/// word 0 is the offset in `lists` (in words) of the first bucket's list, words 1 to 3
+/// hold the buckets' member counts as bytes, little-endian (a list holds at most
+/// [`Directory::MAX_LIST`] = 64 members). A bucket's list starts after the lists of the
+/// buckets before it in its group: one load and a byte sum place it. 1.33 bytes a bucket
+/// against 4 for a word per bucket, so that at 10^7 regions the directory (1.7 MB) stays
+/// in the cache that a word per bucket (5 MB) fell out of.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[repr(C, align(16))]
+pub(crate) struct Group(pub(super) [u32; 4]);
+
+impl Group {
+    /// The list of bucket `j` of this group (`j < GROUP`): its first word in `lists` and
+    /// its member count, for elements of `ew` words. The offsets were checked to fit the
+    /// lists when they were built, so no sum here can overflow (at most 11 · 64 members
+    /// before the bucket, each at most 9 words).
+    #[inline(always)]
+    pub(crate) fn list(&self, j: usize, ew: usize) -> (usize, usize) {
+        let w = &self.0;
+        let lo = u64::from(w[1]) | u64::from(w[2]) << 32;
+        let hi = u64::from(w[3]);
+        // The counts of the buckets before `j`: bytes 0 .. j of lo:hi.
+        let (before_lo, before_hi) = if j < 8 {
+            (lo & ((1u64 << (8 * j)) - 1), 0)
+        } else {
+            (lo, hi & ((1u64 << (8 * (j - 8))) - 1))
+        };
+        let before = byte_sum(before_lo) + byte_sum(before_hi);
+        let count = if j < 8 {
+            lo >> (8 * j)
+        } else {
+            hi >> (8 * (j - 8))
+        } & 0xFF;
+        (w[0] as usize + before * ew, count as usize)
+    }
+}
+
+/// The sum of the eight bytes of `v`: pairs in 16-bit lanes (each at most 510), then one
+/// multiply gathers the lanes in the top one (at most 2040, no carry out of a lane).
+#[inline(always)]
+fn byte_sum(v: u64) -> usize {
+    const EVEN: u64 = 0x00FF_00FF_00FF_00FF;
+    let pairs = (v & EVEN) + ((v >> 8) & EVEN);
+    (pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48) as usize
 }
 
 /// A point placed in its bucket ([`Directory::bucket_point`]): the bucket's number, and
@@ -58,14 +108,16 @@ pub(crate) struct PlanePoint {
     rel: [u32; 2],
 }
 
-/// A region found by [`Plane::resolve`]: its id, and when the bucket lists it (the bucket
-/// is shared), the point's position inside it per axis and the region's extents — so a
-/// batch computes the element's offset without reading the region's box.
+/// A region found by [`Plane::resolve`]: its id, the point's position inside it per axis
+/// and the region's extents — so a batch computes the element's offset without reading
+/// the region's box.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlaneHit {
     pub region: u32,
-    /// `Some((position in the region, region extents))` for a listed region.
-    pub inside: Option<([u64; 2], [u64; 2])>,
+    /// The point's position in the region, per axis.
+    pub pos: [u64; 2],
+    /// The region's extents.
+    pub ext: [u64; 2],
 }
 
 /// The bucket lists of a rank-2 level with the bucket grid's constants held by value, for a
@@ -76,7 +128,7 @@ pub(crate) struct Plane<'a, const W: usize> {
     base: [u64; 2],
     cells1: u64,
     div: [StepDiv; 2],
-    entry: &'a [u32],
+    groups: &'a [Group],
     lists: &'a [u32],
 }
 
@@ -94,34 +146,25 @@ impl<const W: usize> Plane<'_, W> {
         }
     }
 
-    /// Ask for the bucket entry of `pp` (batch prefetch, first stage).
+    /// Ask for the bucket group of `pp` (batch prefetch, first stage).
     #[inline(always)]
     pub(crate) fn prefetch_bucket(&self, pp: &PlanePoint) {
-        crate::mem::prefetch(self.entry, pp.cell);
+        crate::mem::prefetch(self.groups, pp.cell / GROUP);
     }
 
-    /// Ask for the first lines of `pp`'s list, or, for a bucket inside one region, that
-    /// region's box in `coords` (batch prefetch, second stage).
+    /// Ask for the first lines of `pp`'s list (batch prefetch, second stage).
     #[inline(always)]
-    pub(crate) fn prefetch_members(&self, coords: &[u64], pp: &PlanePoint) {
-        prefetch_members(self.entry, self.lists, pp.cell, coords, 4);
+    pub(crate) fn prefetch_members(&self, pp: &PlanePoint) {
+        prefetch_members(self.groups, self.lists, pp.cell, 1 + 2 * W);
     }
 
     /// The region holding the point of `pp`; `None` when no listed region holds it or
-    /// the bucket is past the entries.
+    /// the bucket is past the directory.
     #[inline(always)]
     pub(crate) fn resolve(&self, pp: &PlanePoint) -> Option<PlaneHit> {
-        let v = *self.entry.get(pp.cell)?;
-        if v & Directory::LIST == 0 {
-            return Some(PlaneHit {
-                region: v,
-                inside: None,
-            });
-        }
-        let at = (v & !Directory::LIST) as usize;
-        let n = *self.lists.get(at)? as usize;
         let ew = 1 + 2 * W;
-        let list = self.lists.get(at + 1..at + 1 + n * ew)?;
+        let (at, n) = self.groups.get(pp.cell / GROUP)?.list(pp.cell % GROUP, ew);
+        let list = self.lists.get(at..at + n * ew)?;
         let (x0, x1) = (i64::from(pp.rel[0]), i64::from(pp.rel[1]));
         // The regions are disjoint: the first element containing the point is the one.
         for e in list.chunks_exact(ew) {
@@ -145,7 +188,8 @@ impl<const W: usize> Plane<'_, W> {
             if d0 < ext0 && d1 < ext1 {
                 return Some(PlaneHit {
                     region: e[0],
-                    inside: Some(([d0, d1], [ext0, ext1])),
+                    pos: [d0, d1],
+                    ext: [ext0, ext1],
                 });
             }
         }
@@ -165,13 +209,11 @@ impl Directory {
             base: [self.base[0], self.base[1]],
             cells1: self.cells[1],
             div: [self.div[0], self.div[1]],
-            entry: &self.entry,
+            groups: &self.groups,
             lists: &self.lists,
         })
     }
 
-    /// Tag of an [`entry`](Self::entry) that points to a list.
-    pub(super) const LIST: u32 = 1 << 31;
     /// Longest bucket list.
     pub(super) const MAX_LIST: u32 = 64;
 
@@ -181,7 +223,7 @@ impl Directory {
             base: Vec::new(),
             step: Vec::new(),
             cells: Vec::new(),
-            entry: Vec::new(),
+            groups: Vec::new(),
             lists: Vec::new(),
             narrow: false,
             div: [StepDiv::new(1); 4],
@@ -189,17 +231,24 @@ impl Directory {
     }
 
     /// The bucket grid for `regions` regions in the box `base` + `extent`: about one bucket
-    /// per eight regions, for ranks 1 to 4 and at least 64 regions (`None` otherwise).
-    /// Measured on 10^6 irregular regions (lists holding whole boxes): one bucket per two
-    /// regions locates in ~330 ns with 63 MB of lists, per four in ~255 ns with 48 MB, per
-    /// eight in ~245 ns with 38 MB — the bucket entries then stay in cache and a list is
-    /// two or three cache lines; per sixteen would crowd buckets past `MAX_LIST`.
-    pub(super) fn grid_for(base: &[u64], extent: &[u64], regions: usize) -> Option<Directory> {
+    /// per `per` regions, for ranks 1 to 4 and at least 64 regions (`None` otherwise).
+    /// Measured on irregular partitions of 10^6 and 10^7 regions (regions of about
+    /// 1024 × 1024, narrow lists, timed in alternation): one bucket per eight regions
+    /// locates in 107–112 and 235 ns with 62.4 bytes a region decoded, per four in
+    /// 114–117 and 180 ns with 67.7 bytes, per three and per two no faster at 10^7 with
+    /// 70.8 and 76.2 bytes — a list of about nine members is two cache lines, one of
+    /// fifteen three; per sixteen would crowd buckets past `MAX_LIST`.
+    pub(super) fn grid_for(
+        base: &[u64],
+        extent: &[u64],
+        regions: usize,
+        per: f64,
+    ) -> Option<Directory> {
         let rank = extent.len();
         if rank == 0 || rank > 4 || regions < 64 {
             return None;
         }
-        let per_axis = ((regions as f64 / 8.0).powf(1.0 / rank as f64).floor() as u64).max(1);
+        let per_axis = ((regions as f64 / per).powf(1.0 / rank as f64).floor() as u64).max(1);
         let step: Vec<u64> = extent
             .iter()
             .map(|&e| e.div_ceil(per_axis).max(1))
@@ -223,10 +272,14 @@ impl Directory {
     }
 
     /// Bucket lists for `children`, which must lie in the box, with the overlap check:
-    /// two overlapping regions share a point, and so a bucket both meet, so comparing the members of each bucket's list finds every overlap in
-    /// O(Σ list²) <= O(64 · 8 · n) — linear, no sort, no tree. `Ok(None)` when the lists
-    /// cannot be built (see [`build_lists`](Self::build_lists)); the caller then builds
-    /// the k-d tree, which validates by itself.
+    /// two overlapping regions share a point, and so a bucket both meet, so comparing the
+    /// members of each bucket's list finds every overlap in O(Σ list²) <= O(64 · 8 · n) —
+    /// linear, no sort, no tree. The buckets hold about four regions each, or eight where
+    /// their elements would be wide or that many lists cannot be built (long thin
+    /// regions cross more buckets: each attempt stops at 8 memberships a region, so two
+    /// cost O(n) still). `Ok(None)` when
+    /// neither can be built (see [`build_lists`](Self::build_lists)); the caller then
+    /// builds the k-d tree, which validates by itself.
     pub(super) fn validated(
         b: Boxes<'_>,
         base: &[u64],
@@ -235,12 +288,25 @@ impl Directory {
         scan: &LevelScan,
         max_bytes: usize,
     ) -> Result<Option<Directory>> {
-        let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
+        let mut built = None;
+        for per in [4.0, 8.0] {
+            let Some(mut d) = Directory::grid_for(base, extent, children.len(), per) else {
+                return Ok(None);
+            };
+            // Wide elements (20 bytes at rank 2) in buckets of four need about 46 bytes a
+            // region on a partition of balanced splits, past the lists' byte budget
+            // (5/8 of 65 wire bytes): straight to buckets of eight.
+            if per == 4.0 && d.widest(scan) > 1 << 15 {
+                continue;
+            }
+            if d.build_lists(b, children, scan, max_bytes) {
+                built = Some(d);
+                break;
+            }
+        }
+        let Some(d) = built else {
             return Ok(None);
         };
-        if !d.build_lists(b, children, scan, max_bytes) {
-            return Ok(None);
-        }
         let rank = extent.len();
         let ew = d.element_words();
         let narrow = d.narrow;
@@ -250,13 +316,13 @@ impl Directory {
         // members and vectorizes (lists hold at most MAX_LIST = 64 members).
         let mut lo = [[0i32; PAIR_ROW]; 4];
         let mut hi = [[0i32; PAIR_ROW]; 4];
-        for &v in &d.entry {
-            if v & Directory::LIST == 0 {
+        let buckets = d.cells.iter().product::<u64>() as usize;
+        for c in 0..buckets {
+            let (at, n) = d.groups[c / GROUP].list(c % GROUP, ew);
+            if n < 2 {
                 continue;
             }
-            let at = (v & !Directory::LIST) as usize;
-            let n = d.lists[at] as usize;
-            let list = &d.lists[at + 1..at + 1 + n * ew];
+            let list = &d.lists[at..at + n * ew];
             for (k, e) in list.chunks_exact(ew).enumerate() {
                 for a in 0..rank {
                     let (l, h) = element_span(e, a, narrow);
@@ -283,9 +349,25 @@ impl Directory {
         Ok(Some(d))
     }
 
+    /// The largest bucket step or region extent (`scan` of the level's regions).
+    fn widest(&self, scan: &LevelScan) -> u64 {
+        scan.max_shape[..self.step.len()]
+            .iter()
+            .chain(&self.step)
+            .fold(0u64, |m, &v| m.max(v))
+    }
+
     /// Whether bucket lists were built.
     pub(super) fn has_lists(&self) -> bool {
-        !self.entry.is_empty()
+        !self.groups.is_empty()
+    }
+
+    /// The list of bucket `cell`: its first word in `lists` and its member count (`None`
+    /// past the directory).
+    #[inline(always)]
+    fn list_of(&self, cell: usize) -> Option<(usize, usize)> {
+        let g = self.groups.get(cell / GROUP)?;
+        Some(g.list(cell % GROUP, self.element_words()))
     }
 
     /// Words per list element: the id, then one word per axis when
@@ -294,12 +376,11 @@ impl Directory {
         1 + if self.narrow { 1 } else { 2 } * self.step.len()
     }
 
-    /// Build the bucket entries and lists; false (nothing built) when the lists would be
-    /// too large — more than 8 bucket memberships per region, more than `max_bytes` in
-    /// all, or a bucket met by more
-    /// than [`MAX_LIST`](Self::MAX_LIST) regions (a cluster of small regions, where a
-    /// tree walk beats scanning) — or cannot be encoded: a bucket or a region extent of
-    /// 2^31 or more (relative origins are `i32`).
+    /// Build the bucket directory and lists; false (nothing built) when the lists would
+    /// be too large — more than 8 bucket memberships per region, more than `max_bytes`
+    /// in all, or a bucket met by more than [`MAX_LIST`](Self::MAX_LIST) regions (a
+    /// cluster of small regions, where a tree walk beats scanning) — or cannot be
+    /// encoded: a bucket or a region extent of 2^31 or more (relative origins are `i32`).
     pub(super) fn build_lists(
         &mut self,
         b: Boxes<'_>,
@@ -310,22 +391,19 @@ impl Directory {
         let rank = self.step.len();
         // The largest bucket step or region extent decides the element form: narrow
         // when it is at most 2^15 (see `narrow`), none at 2^31 or more.
-        let widest = scan.max_shape[..rank]
-            .iter()
-            .chain(&self.step)
-            .fold(0u64, |m, &v| m.max(v));
-        if widest > i32::MAX as u64 || scan.marked_id {
+        let widest = self.widest(scan);
+        if widest > i32::MAX as u64 {
             return false;
         }
         self.narrow = widest <= 1 << 15;
         let div = self.div;
         // At most 8 memberships per region, and lists (one element per membership, plus
-        // an entry and a count word per bucket) within the byte budget.
-        let buckets: u64 = self.cells.iter().product();
+        // the directory's 16 bytes per GROUP buckets) within the byte budget.
+        let total: usize = self.cells.iter().product::<u64>() as usize;
+        let groups = total.div_ceil(GROUP);
         let element_bytes = 4 * self.element_words() as u64;
         let limit = (8 * children.len() as u64)
-            .min((max_bytes as u64).saturating_sub(8 * buckets) / element_bytes);
-        let total: usize = self.cells.iter().product::<u64>() as usize;
+            .min((max_bytes as u64).saturating_sub(16 * groups as u64) / element_bytes);
         let ew = self.element_words();
         // Memberships per bucket, counted in the same pass that holds them to the
         // limit: no region's buckets are visited before the running total is known to
@@ -362,21 +440,28 @@ impl Directory {
         if counts.iter().any(|&n| n > Directory::MAX_LIST) {
             return false;
         }
-        // Lists: count word + elements, for buckets met by more than one region.
-        let mut entry = vec![0u32; total];
-        let mut words = 0u64;
-        for (e, &n) in entry.iter_mut().zip(&counts) {
-            if n > 1 {
-                if words >= Directory::LIST as u64 {
-                    return false;
-                }
-                *e = Directory::LIST | words as u32;
-                words += 1 + n as u64 * ew as u64;
+        // The lists hold `entries` elements (within the byte budget, so their words fit
+        // a u32). The directory: per group its first list's offset and the counts; then
+        // `counts` becomes each bucket's next free word, for the fill.
+        let words = entries * ew as u64;
+        if words > u64::from(u32::MAX) {
+            return false;
+        }
+        let mut directory = vec![Group::default(); groups];
+        let mut at = 0u32;
+        for (g, chunk) in directory.iter_mut().zip(counts.chunks_mut(GROUP)) {
+            g.0[0] = at;
+            for (j, n) in chunk.iter_mut().enumerate() {
+                // n <= MAX_LIST = 64: one byte.
+                g.0[1 + j / 4] |= *n << (8 * (j % 4));
+                let start = at;
+                at += *n * ew as u32;
+                *n = start;
             }
         }
+        let next = &mut counts;
         let mut lists = vec![0u32; words as usize];
         crate::mem::populate(&lists);
-        let mut fill = vec![0u32; total];
         if rank == 2 {
             let narrow = self.narrow;
             let (c1, step) = (self.cells[1], [self.step[0], self.step[1]]);
@@ -389,15 +474,9 @@ impl Directory {
                     let rel0 = (o[0] as i64).wrapping_sub((base[0] + i0 * step[0]) as i64);
                     for i1 in l1..=h1 {
                         let c = (i0 * c1 + i1) as usize;
-                        if counts[c] == 1 {
-                            entry[c] = r;
-                            continue;
-                        }
                         let rel1 = (o[1] as i64).wrapping_sub((base[1] + i1 * step[1]) as i64);
-                        let at = (entry[c] & !Directory::LIST) as usize;
-                        lists[at] = counts[c];
-                        let e = at + 1 + fill[c] as usize * ew;
-                        fill[c] += 1;
+                        let e = next[c] as usize;
+                        next[c] += ew as u32;
                         if narrow {
                             let el = &mut lists[e..e + 3];
                             el[0] = r;
@@ -418,14 +497,8 @@ impl Directory {
             for &r in children {
                 let (o, s) = (b.origin(r), b.shape(r));
                 self.each_bucket(b, &div, r, |c, idx| {
-                    if counts[c] == 1 {
-                        entry[c] = r;
-                        return;
-                    }
-                    let at = (entry[c] & !Directory::LIST) as usize;
-                    lists[at] = counts[c];
-                    let e = at + 1 + fill[c] as usize * ew;
-                    fill[c] += 1;
+                    let e = next[c] as usize;
+                    next[c] += ew as u32;
                     lists[e] = r;
                     for a in 0..rank {
                         // The region's origin relative to the bucket's low corner: the region
@@ -445,7 +518,7 @@ impl Directory {
                 });
             }
         }
-        self.entry = entry;
+        self.groups = directory;
         self.lists = lists;
         true
     }
@@ -519,9 +592,8 @@ impl Directory {
 
     /// The region containing `p` from the bucket lists: `None` when no lists were built,
     /// `Some(None)` when no listed region contains `p`, else the region and whether its
-    /// global box was written to `lo` and `ext` (not for a bucket met by one region
-    /// alone, which holds no box). `p` must lie in the enclosing box, which the regions
-    /// exactly cover (a bucket met by one region lies in it).
+    /// global box was written to `lo` and `ext` (when they have room for it). `p` must
+    /// lie in the enclosing box.
     #[inline]
     pub(super) fn locate(
         &self,
@@ -538,14 +610,14 @@ impl Directory {
             } else {
                 self.plane::<2>().map(|pl| pl.resolve(&pl.place([p0, p1])))
             }?;
-            return Some(hit.map(|h| match h.inside {
-                Some((d, e)) if lo.len() >= 2 && ext.len() >= 2 => {
-                    // The point lies `d` inside the region: its origin is `p - d`.
-                    lo[..2].copy_from_slice(&[p0 - d[0], p1 - d[1]]);
-                    ext[..2].copy_from_slice(&e);
-                    (h.region, true)
+            return Some(hit.map(|h| {
+                if lo.len() < 2 || ext.len() < 2 {
+                    return (h.region, false);
                 }
-                _ => (h.region, false),
+                // The point lies `pos` inside the region: its origin is `p - pos`.
+                lo[..2].copy_from_slice(&[p0 - h.pos[0], p1 - h.pos[1]]);
+                ext[..2].copy_from_slice(&h.ext);
+                (h.region, true)
             }));
         }
         let bp = self.bucket_point(p)?;
@@ -556,7 +628,7 @@ impl Directory {
     /// must lie in the enclosing box.
     #[inline]
     pub(crate) fn bucket_point(&self, p: &[u64]) -> Option<BucketPoint> {
-        if self.entry.is_empty() {
+        if self.groups.is_empty() {
             return None;
         }
         let mut bp = BucketPoint::default();
@@ -574,8 +646,8 @@ impl Directory {
     }
 
     /// The region holding the point of `bp`: `None` when no listed region holds it, else
-    /// the region and whether its global box was written to `lo` and `ext` (not for a
-    /// bucket met by one region alone, which holds no box).
+    /// the region and whether its global box was written to `lo` and `ext` (when they
+    /// have room for it).
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -584,14 +656,9 @@ impl Directory {
         ext: &mut [u64],
     ) -> Option<(u32, bool)> {
         let rank = self.step.len();
-        let v = *self.entry.get(bp.cell)?;
-        if v & Directory::LIST == 0 {
-            return Some((v, false));
-        }
-        let at = (v & !Directory::LIST) as usize;
-        let n = self.lists.get(at).copied().unwrap_or(0) as usize;
+        let (at, n) = self.list_of(bp.cell)?;
         let ew = self.element_words();
-        let list = self.lists.get(at + 1..at + 1 + n * ew)?;
+        let list = self.lists.get(at..at + n * ew)?;
         // The regions are disjoint: the first element containing the point is the one.
         let i = match (rank, self.narrow) {
             (1, false) => element_at::<1, 2>(list, &bp.rel),
@@ -604,7 +671,10 @@ impl Directory {
             (_, true) => element_at::<4, 1>(list, &bp.rel),
         }?;
         let e = list.get(i..i + ew)?;
-        for a in 0..rank.min(lo.len()).min(ext.len()) {
+        if lo.len() < rank || ext.len() < rank {
+            return Some((e[0], false));
+        }
+        for a in 0..rank {
             let (l, h) = element_span(e, a, self.narrow);
             lo[a] = bp.corner[a].wrapping_add_signed(l);
             ext[a] = (h - l) as u64;
@@ -615,25 +685,24 @@ impl Directory {
     /// Batch prefetch, second stage (see [`prefetch_list`](Self::prefetch_list)), for a
     /// point already placed in its bucket.
     #[inline]
-    pub(crate) fn prefetch_members(&self, b: Boxes<'_>, bp: &BucketPoint) {
-        prefetch_members(&self.entry, &self.lists, bp.cell, b.coords, 2 * b.rank);
+    pub(crate) fn prefetch_members(&self, bp: &BucketPoint) {
+        prefetch_members(&self.groups, &self.lists, bp.cell, self.element_words());
     }
 }
 
-/// Ask for the first four lines of bucket `cell`'s list, or, for a bucket inside one
-/// region, that region's box in `coords` (`words` coordinates a region).
+/// Ask for the cache lines of bucket `cell`'s list, up to four (a typical list whole),
+/// for elements of `ew` words.
 #[inline(always)]
-fn prefetch_members(entry: &[u32], lists: &[u32], cell: usize, coords: &[u64], words: usize) {
-    let Some(&v) = entry.get(cell) else {
+fn prefetch_members(groups: &[Group], lists: &[u32], cell: usize, ew: usize) {
+    let Some(g) = groups.get(cell / GROUP) else {
         return;
     };
-    if v & Directory::LIST != 0 {
-        let at = (v & !Directory::LIST) as usize;
-        for line in 0..4 {
-            crate::mem::prefetch(lists, at + 16 * line);
-        }
-    } else {
-        crate::mem::prefetch(coords, v as usize * words);
+    let (at, n) = g.list(cell % GROUP, ew);
+    let end = at + n * ew;
+    let mut w = at;
+    while w < end && w < at + 64 {
+        crate::mem::prefetch(lists, w);
+        w += 16;
     }
 }
 
@@ -642,7 +711,7 @@ impl Directory {
     /// were built, `Some(None)` when the box holds no bucket (it is empty or outside).
     #[allow(clippy::type_complexity)]
     fn bucket_range(&self, lo: &[u64], hi: &[u64]) -> Option<Option<([u64; 4], [u64; 4])>> {
-        if self.entry.is_empty() {
+        if self.groups.is_empty() {
             return None;
         }
         let mut b_lo = [0u64; 4];
@@ -676,37 +745,24 @@ impl Directory {
         })
     }
 
-    /// [`locate`](Self::locate) and the bucket entries and list elements it examines
+    /// [`locate`](Self::locate) and the bucket groups and list elements it examines
     /// (`None` when no lists were built). `p` must lie in the enclosing box.
     pub(super) fn find_counting(&self, p: &[u64]) -> Option<(Option<u32>, u64)> {
         let bp = self.bucket_point(p)?;
-        let v = *self.entry.get(bp.cell)?;
-        let n = if v & Directory::LIST != 0 {
-            self.lists
-                .get((v & !Directory::LIST) as usize)
-                .copied()
-                .unwrap_or(0)
-        } else {
-            0
-        };
+        let (_, n) = self.list_of(bp.cell)?;
         let r = self.resolve(&bp, &mut [], &mut []).map(|(r, _)| r);
-        Some((r, 1 + u64::from(n)))
+        Some((r, 1 + n as u64))
     }
 
     /// The 64-byte cache lines of the bucket lists a point query for `p` reads: from
-    /// its list's count word to the end of the element holding `p` (0 for a bucket
-    /// inside one region, which has no list). `None` when no lists were built. Counted
-    /// at the lists' real addresses, so the allocation's alignment is included.
+    /// its list's first word to the end of the element holding `p`. `None` when no
+    /// lists were built. Counted at the lists' real addresses, so the allocation's
+    /// alignment is included.
     pub(super) fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
         let bp = self.bucket_point(p)?;
-        let v = *self.entry.get(bp.cell)?;
-        if v & Directory::LIST == 0 {
-            return Some(0);
-        }
-        let at = (v & !Directory::LIST) as usize;
-        let n = self.lists.get(at).copied().unwrap_or(0) as usize;
+        let (at, n) = self.list_of(bp.cell)?;
         let ew = self.element_words();
-        let list = self.lists.get(at + 1..at + 1 + n * ew)?;
+        let list = self.lists.get(at..at + n * ew)?;
         let i = (0..n).find(|&k| {
             let e = &list[k * ew..(k + 1) * ew];
             (0..self.step.len()).all(|a| {
@@ -715,7 +771,7 @@ impl Directory {
             })
         })?;
         let start = self.lists.as_ptr() as usize + 4 * at;
-        let end = start + 4 * (1 + (i + 1) * ew);
+        let end = start + 4 * (i + 1) * ew;
         Some(((end - 1) / 64 - start / 64 + 1) as u64)
     }
 
@@ -723,7 +779,7 @@ impl Directory {
     /// when no lists were built).
     #[inline]
     fn bucket_of(&self, p: &[u64]) -> Option<usize> {
-        if self.entry.is_empty() {
+        if self.groups.is_empty() {
             return None;
         }
         let mut cell = 0u64;
@@ -741,25 +797,24 @@ impl Directory {
         Some(cell as usize)
     }
 
-    /// Batch prefetch, first stage: ask for the bucket entry of `p`.
+    /// Batch prefetch, first stage: ask for the bucket group of `p`.
     #[inline]
     pub(super) fn prefetch_entry(&self, p: &[u64]) {
         if let Some(c) = self.bucket_of(p) {
-            crate::mem::prefetch(&self.entry, c);
+            crate::mem::prefetch(&self.groups, c / GROUP);
         }
     }
 
-    /// Batch prefetch, second stage (the entry should be cached by now): ask for the
-    /// first four cache lines of `p`'s bucket list — a typical list whole — or, for a
-    /// bucket inside one region, for that region's box.
+    /// Batch prefetch, second stage (the group should be cached by now): ask for the
+    /// first four cache lines of `p`'s bucket list — a typical list whole.
     #[inline]
-    pub(super) fn prefetch_list(&self, b: Boxes<'_>, p: &[u64]) {
+    pub(super) fn prefetch_list(&self, p: &[u64]) {
         if let Some(cell) = self.bucket_of(p) {
             let bp = BucketPoint {
                 cell,
                 ..BucketPoint::default()
             };
-            self.prefetch_members(b, &bp);
+            self.prefetch_members(&bp);
         }
     }
 }
@@ -914,7 +969,7 @@ impl Directory {
     /// enclosing box, not empty), each once, through `f`. Visits the buckets meeting the
     /// box and their lists; a region is reported from the one bucket that holds the low
     /// corner of its intersection with the box, so no set of seen regions is kept.
-    /// Returns the number of bucket entries and list elements examined; `None` when no
+    /// Returns the number of buckets and list elements examined; `None` when no
     /// lists were built.
     pub(super) fn query_box(
         &self,
@@ -938,8 +993,9 @@ impl Directory {
                 .zip(&self.cells)
                 .fold(0u64, |c, (&i, &n)| c.wrapping_mul(n).wrapping_add(i));
             visits += 1;
-            if let Some(&v) = self.entry.get(cell as usize) {
-                if v & Directory::LIST == 0 {
+            if let Some((at, n)) = self.list_of(cell as usize) {
+                let list = self.lists.get(at..at + n * ew).unwrap_or(&[]);
+                if let (1, Some(&v)) = (n, list.first()) {
                     // The bucket lies in region v, which therefore meets the box.
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
@@ -950,9 +1006,6 @@ impl Directory {
                     }
                     self.skip_inside(b, v, &mut idx, &b_lo, &b_hi);
                 } else {
-                    let at = (v & !Directory::LIST) as usize;
-                    let n = self.lists.get(at).copied().unwrap_or(0) as usize;
-                    let list = self.lists.get(at + 1..at + 1 + n * ew).unwrap_or(&[]);
                     for e in list.chunks_exact(ew) {
                         visits += 1;
                         let mut meets = true;

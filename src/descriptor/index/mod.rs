@@ -23,7 +23,7 @@ mod kdtree;
 pub(crate) mod split_tree;
 
 use directory::list_budget;
-pub(crate) use directory::{Directory, Plane, PlanePoint};
+pub(crate) use directory::{Directory, Group, Plane, PlanePoint};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
@@ -158,8 +158,6 @@ pub(crate) struct LevelScan {
     /// The elements the regions hold together (each region lies in the enclosing box,
     /// whose element count fits a `u64`: no overflow).
     pub covered: u128,
-    /// Whether some region id has the bucket list marker bit.
-    pub marked_id: bool,
 }
 
 impl LevelScan {
@@ -170,11 +168,8 @@ impl LevelScan {
             max_shape: [1; crate::layout::MAX_RANK],
             line: [0; crate::layout::MAX_RANK],
             covered: 0,
-            marked_id: false,
         };
-        let mut ids = 0u32;
         for &r in children {
-            ids |= r;
             let (o, s) = (b.origin(r), b.shape(r));
             let (mut off, mut off_axis, mut volume) = (0, 0, 1u128);
             for a in 0..rank {
@@ -192,7 +187,6 @@ impl LevelScan {
                 _ => {}
             }
         }
-        scan.marked_id = ids & Directory::LIST != 0;
         scan
     }
 }
@@ -612,17 +606,17 @@ impl LevelIndex {
         Ok(visits)
     }
 
-    /// Batch prefetch for a later query of `p`: `stage` 0 asks for the bucket entry, 1
-    /// for the bucket list the (by then cached) entry names. Only bucket lists have
+    /// Batch prefetch for a later query of `p`: `stage` 0 asks for the bucket group, 1
+    /// for the bucket list the (by then cached) group places. Only bucket lists have
     /// anything worth asking for ahead: a grid locate is arithmetic, a split tree walk
     /// is too data-dependent to run ahead cheaply.
     #[inline]
-    pub fn prefetch(&self, b: Boxes<'_>, p: &[u64], stage: u8) {
+    pub fn prefetch(&self, p: &[u64], stage: u8) {
         if let LevelIndex::Tree(t) = self {
             if stage == 0 {
                 t.directory.prefetch_entry(p);
             } else {
-                t.directory.prefetch_list(b, p);
+                t.directory.prefetch_list(p);
             }
         }
     }
@@ -664,7 +658,8 @@ impl LevelIndex {
                         + directory.step.capacity()
                         + directory.cells.capacity())
                         * 8
-                    + (directory.entry.capacity() + directory.lists.capacity()) * 4
+                    + directory.groups.capacity() * std::mem::size_of::<Group>()
+                    + directory.lists.capacity() * 4
             }
         }
     }
@@ -763,6 +758,14 @@ impl LevelIndexProbe {
     /// decisions on the level index). False when there are no lists.
     pub fn narrow_lists(&self) -> bool {
         matches!(&self.index, LevelIndex::Tree(t) if t.directory.has_lists() && t.directory.narrow)
+    }
+
+    /// The number of buckets of the bucket lists (0 when there are none).
+    pub fn buckets(&self) -> u64 {
+        match &self.index {
+            LevelIndex::Tree(t) if t.directory.has_lists() => t.directory.cells.iter().product(),
+            _ => 0,
+        }
     }
 
     /// Which index kind answers queries: "grid", "buckets" or "split tree".
