@@ -280,10 +280,11 @@ fn scaling(small: bool) {
     // The growth from the second largest to the largest irregular partition, with the two
     // timed in alternation (this machine's memory latency drifts by half within a run,
     // which separate runs of each size would fold into the ratio): per round, one pass
-    // of each; the ratio of the medians.
+    // of each, each timed after an untimed pass over the same points (as the separate
+    // runs above time a median of passes); the ratio of the medians.
     if let [(small_d, small_pts), (large_d, large_pts)] = &largest[..] {
         let pass = |d: &tensordesc::Descriptor, pts: &[[u64; 2]]| {
-            time(1, || {
+            let run = || {
                 let mut acc = 0u64;
                 for p in pts {
                     if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
@@ -291,8 +292,9 @@ fn scaling(small: bool) {
                     }
                 }
                 acc
-            }) * 1e9
-                / pts.len() as f64
+            };
+            black_box(run());
+            time(1, run) * 1e9 / pts.len() as f64
         };
         let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..9)
             .map(|_| (pass(small_d, small_pts), pass(large_d, large_pts)))
@@ -618,7 +620,7 @@ fn main() {
         t_irstar / t_iours
     );
     println!(
-        "locate_many, irregular partition (bucket entries and lists prefetched ahead): {:.1} ns/index -> {:.2}x the scalar locate, {:.1}x faster than rstar",
+        "locate_many, irregular partition (bucket groups and lists prefetched ahead): {:.1} ns/index -> {:.2}x the scalar locate, {:.1}x faster than rstar",
         t_imany * 1e9 / queries as f64,
         t_imany / t_iours,
         t_irstar / t_imany

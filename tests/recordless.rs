@@ -870,6 +870,7 @@ fn listed_tiles_are_held_in_the_wire_bytes_or_fewer() {
         d.heap_bytes() as f64 / bytes.len() as f64,
         r.heap_bytes() as f64 / bytes.len() as f64,
     );
+    println!("listed tiles keep {kept:.3}x the wire bytes, with records {records:.3}x");
     assert!(kept <= 1.0, "listed tiles keep {kept:.2}x the wire bytes");
     assert!(
         records - kept >= 0.7,

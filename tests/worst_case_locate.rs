@@ -268,8 +268,8 @@ fn batched_locate_on_bucket_lists_equals_single_locates() {
     }
 }
 
-/// Narrow list elements at their limits. A rank-2 level of 8 rows of 36 regions over
-/// 8 × 8 buckets (288 regions, about four a bucket), the buckets exactly 2^15 elements long on axis 0: regions of extent
+/// Narrow list elements at their limits. A rank-2 level of 8 rows of 64 regions over
+/// 8 × 8 buckets, the buckets exactly 2^15 elements long on axis 0: regions of extent
 /// 2^15 there, one starting 2^15 - 1 before a bucket's corner (rows alternate the order
 /// of their regions, so the level is no grid). One element more on either (regions of
 /// 2^15 + 1, or buckets of 2^15 + 1) gives wide elements. Every region's first and last
@@ -285,10 +285,8 @@ fn narrow_bucket_lists_at_their_limits() {
     ] {
         // Region 0 is one element, region 1 (extent `big`) starts right after it, so it
         // starts 2^15 - 1 before bucket 1 when the buckets are 2^15 long.
-        // Per row: region 0, region 1 and every ninth region of extent `big` (4 of
-        // them), the other 31 small.
-        let small = (extent - 1 - 4 * big) / 31;
-        let mut sizes: Vec<u64> = (0..36)
+        let small = (extent - 1 - 7 * big) / 56;
+        let mut sizes: Vec<u64> = (0..64)
             .map(|i| match i {
                 0 => 1,
                 1 => big,
@@ -392,24 +390,22 @@ fn bucket_lists_report_an_overlap(n: usize, narrow: bool) {
 }
 
 /// A point query in bucket lists reads its bucket's group and, on the benchmark-shaped
-/// partition (balanced splits), 1.9 cache lines of its list on average with narrow
-/// elements (about 4 regions per bucket), 3.6 with wide ones (about 8) (counted at the lists' real
+/// partition (balanced splits, about 8 regions per bucket), 2.4 cache lines of its list
+/// on average with narrow elements, 3.6 with wide ones (counted at the lists' real
 /// addresses over 20,000 random points); never more than a whole list of
 /// `MAX_LIST` = 64 elements spans.
 #[test]
 fn bucket_list_queries_read_two_or_three_cache_lines() {
     for (n, narrow, mean_at_most) in [
-        (20_000usize, true, 2.1),
-        (200_000, true, 2.1),
+        (20_000usize, true, 2.6),
+        (200_000, true, 2.6),
         (2_000, false, 3.8),
     ] {
         let (boxes, extent) = balanced_splits(n, 11);
         let probe = LevelIndexProbe::build(coords(&boxes), 2, &extent).expect("valid");
         assert_eq!(probe.narrow_lists(), narrow, "{n} regions");
-        // About four regions a bucket with narrow elements, eight with wide ones
-        // (floor(sqrt(n / 4)) or floor(sqrt(n / 8)) buckets an axis).
-        let per = if narrow { 4 } else { 8 };
-        let side = ((n / per) as f64).sqrt().floor() as u64;
+        // About eight regions a bucket: floor(sqrt(n / 8)) buckets an axis.
+        let side = ((n / 8) as f64).sqrt().floor() as u64;
         assert_eq!(probe.buckets(), side * side, "{n} regions");
         // 64 elements of 3 (narrow) or 5 (wide) words, from any offset.
         let words = 64 * if narrow { 3 } else { 5 };

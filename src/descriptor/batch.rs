@@ -72,7 +72,7 @@ impl Descriptor {
         mut f: impl FnMut(usize, CompactLocation),
     ) -> Result<()> {
         let rank = self.rank();
-        // A top-level bucket-list level: ask for the bucket entries AHEAD indices ahead
+        // A top-level bucket-list level: ask for the bucket groups AHEAD indices ahead
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
         if rank == 2 && !self.element_type.is_packed() {
@@ -130,10 +130,10 @@ impl Descriptor {
 
     /// [`locate_each`](Self::locate_each) for a rank-2 tensor whose top-level level is
     /// uniform tiles indexed by bucket lists (an irregular tiling): each index is placed in
-    /// its bucket once, AHEAD indices ahead (and its bucket entry asked for), its list
+    /// its bucket once, AHEAD indices ahead (and its bucket group asked for), its list
     /// asked for AHEAD / 2 ahead, and resolved to its tile from what was computed then;
-    /// a listed region gives the position inside it directly (the point's offset from
-    /// the element's origin), so only a bucket inside one region reads that region's box.
+    /// the list element gives the position inside the region directly (the point's
+    /// offset from the element's origin), so no region box is read.
     /// Anything unusual (an index outside the tensor, an arithmetic overflow) goes
     /// through [`locate_compact`](Self::locate_compact), which also reports errors.
     fn locate_in_plane<const W: usize>(

@@ -1,5 +1,6 @@
-//! Bucket lists over a uniform bucket grid: a point query reads one bucket entry and at
-//! most one short list; building them checks the level for overlaps.
+//! Bucket lists over a uniform bucket grid: a point query reads its bucket's group (a
+//! cache-resident directory) and one short list; building them checks the level for
+//! overlaps.
 
 use super::*;
 
@@ -231,24 +232,21 @@ impl Directory {
     }
 
     /// The bucket grid for `regions` regions in the box `base` + `extent`: about one bucket
-    /// per `per` regions, for ranks 1 to 4 and at least 64 regions (`None` otherwise).
+    /// per eight regions, for ranks 1 to 4 and at least 64 regions (`None` otherwise).
     /// Measured on irregular partitions of 10^6 and 10^7 regions (regions of about
-    /// 1024 × 1024, narrow lists, timed in alternation): one bucket per eight regions
-    /// locates in 107–112 and 235 ns with 62.4 bytes a region decoded, per four in
-    /// 114–117 and 180 ns with 67.7 bytes, per three and per two no faster at 10^7 with
-    /// 70.8 and 76.2 bytes — a list of about nine members is two cache lines, one of
-    /// fifteen three; per sixteen would crowd buckets past `MAX_LIST`.
-    pub(super) fn grid_for(
-        base: &[u64],
-        extent: &[u64],
-        regions: usize,
-        per: f64,
-    ) -> Option<Directory> {
+    /// 1024 × 1024, narrow lists, timed in alternation, each pass after an untimed one):
+    /// one bucket per eight regions locates in 96–99 and 231–233 ns with 62.4 bytes a
+    /// region decoded; per six in 111–123 and 220–224 ns (64.3 bytes), per five in
+    /// 134–137 and 228–229 (65.7), per four in 123–141 and 207–226 (67.7). Smaller buckets
+    /// shorten the lists a query reads at 10^7 a little, but their larger lists no longer
+    /// stay in the last-level cache at 10^6; per sixteen would crowd buckets past
+    /// `MAX_LIST`.
+    pub(super) fn grid_for(base: &[u64], extent: &[u64], regions: usize) -> Option<Directory> {
         let rank = extent.len();
         if rank == 0 || rank > 4 || regions < 64 {
             return None;
         }
-        let per_axis = ((regions as f64 / per).powf(1.0 / rank as f64).floor() as u64).max(1);
+        let per_axis = ((regions as f64 / 8.0).powf(1.0 / rank as f64).floor() as u64).max(1);
         let step: Vec<u64> = extent
             .iter()
             .map(|&e| e.div_ceil(per_axis).max(1))
@@ -274,11 +272,7 @@ impl Directory {
     /// Bucket lists for `children`, which must lie in the box, with the overlap check:
     /// two overlapping regions share a point, and so a bucket both meet, so comparing the
     /// members of each bucket's list finds every overlap in O(Σ list²) <= O(64 · 8 · n) —
-    /// linear, no sort, no tree. The buckets hold about four regions each, or eight where
-    /// their elements would be wide or that many lists cannot be built (long thin
-    /// regions cross more buckets: each attempt stops at 8 memberships a region, so two
-    /// cost O(n) still). `Ok(None)` when
-    /// neither can be built (see [`build_lists`](Self::build_lists)); the caller then
+    /// linear, no sort, no tree. `Ok(None)` when the lists cannot be built (see [`build_lists`](Self::build_lists)); the caller then
     /// builds the k-d tree, which validates by itself.
     pub(super) fn validated(
         b: Boxes<'_>,
@@ -288,25 +282,12 @@ impl Directory {
         scan: &LevelScan,
         max_bytes: usize,
     ) -> Result<Option<Directory>> {
-        let mut built = None;
-        for per in [4.0, 8.0] {
-            let Some(mut d) = Directory::grid_for(base, extent, children.len(), per) else {
-                return Ok(None);
-            };
-            // Wide elements (20 bytes at rank 2) in buckets of four need about 46 bytes a
-            // region on a partition of balanced splits, past the lists' byte budget
-            // (5/8 of 65 wire bytes): straight to buckets of eight.
-            if per == 4.0 && d.widest(scan) > 1 << 15 {
-                continue;
-            }
-            if d.build_lists(b, children, scan, max_bytes) {
-                built = Some(d);
-                break;
-            }
-        }
-        let Some(d) = built else {
+        let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
             return Ok(None);
         };
+        if !d.build_lists(b, children, scan, max_bytes) {
+            return Ok(None);
+        }
         let rank = extent.len();
         let ew = d.element_words();
         let narrow = d.narrow;
@@ -799,7 +780,7 @@ impl Directory {
 
     /// Batch prefetch, first stage: ask for the bucket group of `p`.
     #[inline]
-    pub(super) fn prefetch_entry(&self, p: &[u64]) {
+    pub(super) fn prefetch_group(&self, p: &[u64]) {
         if let Some(c) = self.bucket_of(p) {
             crate::mem::prefetch(&self.groups, c / GROUP);
         }

@@ -7,7 +7,7 @@
 //! 2. a *rectilinear grid* (cells between per-axis cut points): locate is a binary search
 //!    per axis; validation O(n log n);
 //! 3. arbitrary boxes: bucket lists over a uniform bucket grid when they stay small (one
-//!    bucket entry and one short list per query), else a [`SplitTree`], whose point query
+//!    bucket group and one short list per query), else a [`SplitTree`], whose point query
 //!    is polylogarithmic on any geometry. Their overlap check is the bucket lists' own,
 //!    or a transient k-d tree that prefers "clean" cuts no region crosses (so guillotine
 //!    partitions need no overlap tests at all) and otherwise splits at the median and
@@ -614,7 +614,7 @@ impl LevelIndex {
     pub fn prefetch(&self, p: &[u64], stage: u8) {
         if let LevelIndex::Tree(t) = self {
             if stage == 0 {
-                t.directory.prefetch_entry(p);
+                t.directory.prefetch_group(p);
             } else {
                 t.directory.prefetch_list(p);
             }
@@ -716,7 +716,7 @@ impl LevelIndexProbe {
     }
 
     /// The most entries one point query examines on this level: 1 for a grid, a bucket
-    /// entry and a full list for bucket lists, the split tree's
+    /// group and a full list for bucket lists, the split tree's
     /// [`visit_bound`](SplitTree::visit_bound).
     pub fn point_bound(&self) -> u64 {
         let n = self.coords.len() / (2 * self.rank).max(1);
@@ -745,8 +745,8 @@ impl LevelIndexProbe {
     }
 
     /// For bucket lists: the 64-byte cache lines of the lists the point query for `p`
-    /// reads (besides its bucket entry), from the list's start to the element holding
-    /// `p`; 0 for a bucket inside one region. `None` without lists.
+    /// reads (besides its bucket group), from the list's start to the element holding
+    /// `p`. `None` without lists.
     pub fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
         match &self.index {
             LevelIndex::Tree(t) => t.directory.list_lines_read(p),
