@@ -161,8 +161,16 @@ impl Descriptor {
                 plane.prefetch_bucket(pp);
             }
         }
+        // The first AHEAD / 2 lists are opened here, the later ones AHEAD / 2 ahead.
+        for slot in ring.iter_mut().take(n.min(AHEAD / 2)) {
+            if let Some(pp) = slot {
+                if !plane.open_list(pp) {
+                    *slot = None;
+                }
+            }
+        }
         let resolve = |pp: &PlanePoint| -> Option<CompactLocation> {
-            let h = self.plane_hit(&plane, tiles, pp)?;
+            let h = self.plane_hit(tiles, plane.resolve(pp)?)?;
             Some(CompactLocation {
                 byte_offset: h.byte_offset,
                 region: h.region,
@@ -181,8 +189,11 @@ impl Descriptor {
                 }
             }
             if k + AHEAD / 2 < n {
-                if let Some(pp) = &ring[(k + AHEAD / 2) % RING] {
-                    plane.prefetch_members(pp);
+                let slot = &mut ring[(k + AHEAD / 2) % RING];
+                if let Some(pp) = slot {
+                    if !plane.open_list(pp) {
+                        *slot = None;
+                    }
                 }
             }
             let idx = indices

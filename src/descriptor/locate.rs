@@ -2,7 +2,7 @@
 //! every addressing call shares.
 
 use super::*;
-use crate::descriptor::index::{Plane, PlanePoint};
+use crate::descriptor::index::PlaneHit;
 
 impl Descriptor {
     #[inline]
@@ -304,10 +304,10 @@ impl Descriptor {
             // An irregular rank-2 tiling: the batch's plane, without the level walk.
             if let Some((dir, u, first)) = self.top_tile_lists() {
                 if let Some(plane) = dir.plane::<1>() {
-                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]));
+                    return self.plane_hit((u, first), plane.find([p0, p1])?);
                 }
                 if let Some(plane) = dir.plane::<2>() {
-                    return self.plane_hit(&plane, (u, first), &plane.place([p0, p1]));
+                    return self.plane_hit((u, first), plane.find([p0, p1])?);
                 }
             }
         }
@@ -347,20 +347,17 @@ impl Descriptor {
 }
 
 impl Descriptor {
-    /// The element at the point placed in its bucket as `pp`, of a rank-2 tensor whose
-    /// top-level level is uniform tiles in bucket lists (`tiles`: the level's tile form
-    /// and first region): the list element holding the point gives its position inside
-    /// the region directly (the point's offset from the element's origin), so the
-    /// region's box is not read. `None` (no listed region holds `p`, an overflow) takes the general
+    /// The element of a rank-2 tensor whose top-level level is uniform tiles in bucket
+    /// lists (`tiles`: the level's tile form and first region) at the point the list
+    /// element `hit` holds: the element gives the point's position inside the region
+    /// directly, so the region's box is not read. `None` (an overflow) takes the general
     /// path, which reports what is wrong.
     #[inline(always)]
-    pub(crate) fn plane_hit<const W: usize>(
+    pub(crate) fn plane_hit(
         &self,
-        plane: &Plane<'_, W>,
         (u, first): (UniformTiles, u32),
-        pp: &PlanePoint,
+        hit: PlaneHit,
     ) -> Option<GridHit> {
-        let hit = plane.resolve(pp)?;
         let (r, l, ext) = (hit.region, hit.pos, hit.ext);
         let pos = if u.row_major {
             l[0].checked_mul(ext[1])?.checked_add(l[1])?

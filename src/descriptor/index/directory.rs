@@ -101,12 +101,15 @@ pub(crate) struct BucketPoint {
     corner: [u64; 4],
 }
 
-/// A rank-2 point placed in its bucket ([`Directory::plane`]): the bucket's number and the
-/// point's offset from the bucket's low corner per axis (below the step, < 2^31).
+/// A rank-2 point placed in its bucket ([`Directory::plane`]): the bucket's number, the
+/// point's offset from the bucket's low corner per axis (below the step, < 2^31), and
+/// once [`Plane::open_list`] has read the bucket's group, where its list starts in the
+/// lists (in words) and its member count.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PlanePoint {
     cell: usize,
     rel: [u32; 2],
+    list: [u32; 2],
 }
 
 /// A region found by [`Plane::resolve`]: its id, the point's position inside it per axis
@@ -144,6 +147,7 @@ impl<const W: usize> Plane<'_, W> {
             cell: i0.wrapping_mul(self.cells1).wrapping_add(i1) as usize,
             // Remainders are below the step, which is below 2^31.
             rel: [r0 as u32, r1 as u32],
+            list: [0, 0],
         }
     }
 
@@ -153,18 +157,28 @@ impl<const W: usize> Plane<'_, W> {
         crate::mem::prefetch(self.groups, pp.cell / GROUP);
     }
 
-    /// Ask for the first lines of `pp`'s list (batch prefetch, second stage).
+    /// Read `pp`'s bucket group: note where its list lies, and ask for the list's lines
+    /// (up to four) at once, so that their misses overlap. False when the bucket is past
+    /// the directory.
     #[inline(always)]
-    pub(crate) fn prefetch_members(&self, pp: &PlanePoint) {
-        prefetch_members(self.groups, self.lists, pp.cell, 1 + 2 * W);
+    pub(crate) fn open_list(&self, pp: &mut PlanePoint) -> bool {
+        let ew = 1 + 2 * W;
+        let Some(g) = self.groups.get(pp.cell / GROUP) else {
+            return false;
+        };
+        let (at, n) = g.list(pp.cell % GROUP, ew);
+        // Offsets within the lists, which hold fewer than 2^32 words (`build_lists`).
+        pp.list = [at as u32, n as u32];
+        prefetch_lines(self.lists, at);
+        true
     }
 
-    /// The region holding the point of `pp`; `None` when no listed region holds it or
-    /// the bucket is past the directory.
+    /// The region holding the point of `pp`, whose list is open
+    /// ([`open_list`](Self::open_list)); `None` when no listed region holds it.
     #[inline(always)]
     pub(crate) fn resolve(&self, pp: &PlanePoint) -> Option<PlaneHit> {
         let ew = 1 + 2 * W;
-        let (at, n) = self.groups.get(pp.cell / GROUP)?.list(pp.cell % GROUP, ew);
+        let (at, n) = (pp.list[0] as usize, pp.list[1] as usize);
         let list = self.lists.get(at..at + n * ew)?;
         let (x0, x1) = (i64::from(pp.rel[0]), i64::from(pp.rel[1]));
         // The regions are disjoint: the first element containing the point is the one.
@@ -195,6 +209,19 @@ impl<const W: usize> Plane<'_, W> {
             }
         }
         None
+    }
+}
+
+impl<const W: usize> Plane<'_, W> {
+    /// The region holding `p` (which must lie in the enclosing box), for one query:
+    /// place, open the list, resolve.
+    #[inline(always)]
+    pub(crate) fn find(&self, p: [u64; 2]) -> Option<PlaneHit> {
+        let mut pp = self.place(p);
+        if !self.open_list(&mut pp) {
+            return None;
+        }
+        self.resolve(&pp)
     }
 }
 
@@ -587,9 +614,9 @@ impl Directory {
             // element form (callgrind: 337 -> 101 instructions for placing and resolving
             // a point on the irregular benchmark partition).
             let hit = if self.narrow {
-                self.plane::<1>().map(|pl| pl.resolve(&pl.place([p0, p1])))
+                self.plane::<1>().map(|pl| pl.find([p0, p1]))
             } else {
-                self.plane::<2>().map(|pl| pl.resolve(&pl.place([p0, p1])))
+                self.plane::<2>().map(|pl| pl.find([p0, p1]))
             }?;
             return Some(hit.map(|h| {
                 if lo.len() < 2 || ext.len() < 2 {
@@ -667,23 +694,20 @@ impl Directory {
     /// point already placed in its bucket.
     #[inline]
     pub(crate) fn prefetch_members(&self, bp: &BucketPoint) {
-        prefetch_members(&self.groups, &self.lists, bp.cell, self.element_words());
+        if let Some((at, _)) = self.list_of(bp.cell) {
+            prefetch_lines(&self.lists, at);
+        }
     }
 }
 
-/// Ask for the cache lines of bucket `cell`'s list, up to four (a typical list whole),
-/// for elements of `ew` words.
+/// Ask for the cache lines of a list that starts at word `at` of `lists`: four lines
+/// worth from there, a typical list whole (fifteen narrow members at rank 2 are 45 words).
+/// Unconditional: counting the list's own lines cost 30 instructions a batch index
+/// (callgrind), more than asking for a line past its end does.
 #[inline(always)]
-fn prefetch_members(groups: &[Group], lists: &[u32], cell: usize, ew: usize) {
-    let Some(g) = groups.get(cell / GROUP) else {
-        return;
-    };
-    let (at, n) = g.list(cell % GROUP, ew);
-    let end = at + n * ew;
-    let mut w = at;
-    while w < end && w < at + 64 {
-        crate::mem::prefetch(lists, w);
-        w += 16;
+fn prefetch_lines(lists: &[u32], at: usize) {
+    for line in 0..4 {
+        crate::mem::prefetch(lists, at + 16 * line);
     }
 }
 

@@ -23,7 +23,7 @@ mod kdtree;
 pub(crate) mod split_tree;
 
 use directory::list_budget;
-pub(crate) use directory::{Directory, Group, Plane, PlanePoint};
+pub(crate) use directory::{Directory, Group, Plane, PlaneHit, PlanePoint};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
