@@ -1057,7 +1057,41 @@ impl Directory {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_overlap, StepDiv, PAIR_LANES, PAIR_ROW};
+    use super::{first_overlap, Group, StepDiv, GROUP, PAIR_LANES, PAIR_ROW};
+
+    /// A group places each of its buckets' lists where the counts before it say, with its
+    /// own count, for every count from 0 to MAX_LIST (the byte sums never carry between
+    /// lanes) and every element width.
+    #[test]
+    fn group_places_each_bucket_list() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for round in 0..5000 {
+            let counts: [u32; GROUP] = std::array::from_fn(|_| match round % 3 {
+                0 => 64,
+                1 => next(65) as u32,
+                _ => next(4) as u32 * 21,
+            });
+            let first = next(1 << 32) as u32;
+            let mut g = Group::default();
+            g.0[0] = first;
+            for (j, &n) in counts.iter().enumerate() {
+                g.0[1 + j / 4] |= n << (8 * (j % 4));
+            }
+            for ew in [3usize, 4, 5, 9] {
+                let mut at = first as usize;
+                for (j, &n) in counts.iter().enumerate() {
+                    assert_eq!(g.list(j, ew), (at, n as usize), "{counts:?}, bucket {j}");
+                    at += n as usize * ew;
+                }
+            }
+        }
+    }
 
     /// The pair test in runs of PAIR_LANES finds the same first overlapping pair as a
     /// plain double loop, for every list length up to MAX_LIST and every rank.
