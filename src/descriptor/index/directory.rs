@@ -58,6 +58,17 @@ pub(crate) const GROUP: usize = 12;
 pub(crate) struct Group(pub(super) [u32; 4]);
 
 impl Group {
+    /// The group whose first bucket's list starts at word `first`, for the member counts
+    /// `counts` (at most [`GROUP`] of them, each at most [`Directory::MAX_LIST`]: one
+    /// byte).
+    pub(crate) fn new(first: u32, counts: &[u32]) -> Group {
+        let mut g = Group([first, 0, 0, 0]);
+        for (j, &n) in counts.iter().enumerate().take(GROUP) {
+            g.0[1 + j / 4] |= (n & 0xFF) << (8 * (j % 4));
+        }
+        g
+    }
+
     /// The list of bucket `j` of this group (`j < GROUP`): its first word in `lists` and
     /// its member count, for elements of `ew` words. The offsets were checked to fit the
     /// lists when they were built, so no sum here can overflow (at most 11 · 64 members
@@ -458,10 +469,8 @@ impl Directory {
         let mut directory = vec![Group::default(); groups];
         let mut at = 0u32;
         for (g, chunk) in directory.iter_mut().zip(counts.chunks_mut(GROUP)) {
-            g.0[0] = at;
-            for (j, n) in chunk.iter_mut().enumerate() {
-                // n <= MAX_LIST = 64: one byte.
-                g.0[1 + j / 4] |= *n << (8 * (j % 4));
+            *g = Group::new(at, chunk);
+            for n in chunk {
                 let start = at;
                 at += *n * ew as u32;
                 *n = start;
@@ -1059,18 +1068,22 @@ impl Directory {
 mod tests {
     use super::{first_overlap, Group, StepDiv, GROUP, PAIR_LANES, PAIR_ROW};
 
+    /// Numbers below `m` from a xorshift sequence started at `seed`.
+    fn below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        }
+    }
+
     /// A group places each of its buckets' lists where the counts before it say, with its
     /// own count, for every count from 0 to MAX_LIST (the byte sums never carry between
     /// lanes) and every element width.
     #[test]
     fn group_places_each_bucket_list() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = below(0x2545_F491_4F6C_DD1D);
         for round in 0..5000 {
             let counts: [u32; GROUP] = std::array::from_fn(|_| match round % 3 {
                 0 => 64,
@@ -1078,11 +1091,7 @@ mod tests {
                 _ => next(4) as u32 * 21,
             });
             let first = next(1 << 32) as u32;
-            let mut g = Group::default();
-            g.0[0] = first;
-            for (j, &n) in counts.iter().enumerate() {
-                g.0[1 + j / 4] |= n << (8 * (j % 4));
-            }
+            let g = Group::new(first, &counts);
             for ew in [3usize, 4, 5, 9] {
                 let mut at = first as usize;
                 for (j, &n) in counts.iter().enumerate() {
@@ -1097,13 +1106,7 @@ mod tests {
     /// plain double loop, for every list length up to MAX_LIST and every rank.
     #[test]
     fn pair_test_runs_find_the_first_overlap() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = below(0x2545_F491_4F6C_DD1D);
         for round in 0..4000 {
             let rank = 1 + round % 4;
             let n = (next(65)) as usize;
