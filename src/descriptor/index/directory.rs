@@ -17,9 +17,8 @@ pub(crate) fn list_budget(wire_bytes: usize) -> usize {
 /// Buckets of a uniform grid over the enclosing box, each with the list of regions meeting
 /// it, every region with its box stored relative to the bucket's low corner — so a point
 /// query reads its bucket's [`Group`] (1.33 bytes a bucket, small enough to stay cached)
-/// and one short list, never the region arena. Built only while
-/// the lists stay small (see [`Directory::build_lists`]); otherwise the level uses a
-/// [`SplitTree`].
+/// and one short list, never the region arena. Built only while the lists stay small
+/// (see [`Directory::build_lists`]); otherwise the level uses a [`SplitTree`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Directory {
     pub(super) base: Vec<u64>,
@@ -30,9 +29,9 @@ pub(crate) struct Directory {
     pub(super) groups: Vec<Group>,
     /// Per bucket in order, its list: per region meeting it, the region's id and, per
     /// axis, its whole box relative to the bucket's low corner — so a hit also gives the
-    /// region's box without reading the region arena. Wide elements hold, per axis, the origin as an
-    /// `i32` (a region may start before the bucket) and the extent as a `u32`; narrow
-    /// ones (see [`narrow`](Self::narrow)) pack both into one word.
+    /// region's box without reading the region arena. Wide elements hold, per axis, the
+    /// origin as an `i32` (a region may start before the bucket) and the extent as a
+    /// `u32`; narrow ones (see [`narrow`](Self::narrow)) pack both into one word.
     pub(super) lists: Vec<u32>,
     /// Whether list elements are narrow: one word per axis, the relative origin as an
     /// `i16` in the low half and the extent as a `u16` in the high half. Chosen when every
@@ -221,9 +220,7 @@ impl<const W: usize> Plane<'_, W> {
         }
         None
     }
-}
 
-impl<const W: usize> Plane<'_, W> {
     /// The region holding `p` (which must lie in the enclosing box), for one query:
     /// place, open the list, resolve.
     #[inline(always)]
@@ -310,8 +307,9 @@ impl Directory {
     /// Bucket lists for `children`, which must lie in the box, with the overlap check:
     /// two overlapping regions share a point, and so a bucket both meet, so comparing the
     /// members of each bucket's list finds every overlap in O(Σ list²) <= O(64 · 8 · n) —
-    /// linear, no sort, no tree. `Ok(None)` when the lists cannot be built (see [`build_lists`](Self::build_lists)); the caller then
-    /// builds the k-d tree, which validates by itself.
+    /// linear, no sort, no tree. `Ok(None)` when the lists cannot be built (see
+    /// [`build_lists`](Self::build_lists)); the caller then builds the k-d tree, which
+    /// validates by itself.
     pub(super) fn validated(
         b: Boxes<'_>,
         base: &[u64],
@@ -337,11 +335,11 @@ impl Directory {
         let mut hi = [[0i32; PAIR_ROW]; 4];
         let buckets = d.cells.iter().product::<u64>() as usize;
         for c in 0..buckets {
-            let (at, n) = d.groups[c / GROUP].list(c % GROUP, ew);
+            let list = d.members(c).unwrap_or(&[]);
+            let n = list.len() / ew;
             if n < 2 {
                 continue;
             }
-            let list = &d.lists[at..at + n * ew];
             for (k, e) in list.chunks_exact(ew).enumerate() {
                 for a in 0..rank {
                     let (l, h) = element_span(e, a, narrow);
@@ -368,14 +366,6 @@ impl Directory {
         Ok(Some(d))
     }
 
-    /// The largest bucket step or region extent (`scan` of the level's regions).
-    fn widest(&self, scan: &LevelScan) -> u64 {
-        scan.max_shape[..self.step.len()]
-            .iter()
-            .chain(&self.step)
-            .fold(0u64, |m, &v| m.max(v))
-    }
-
     /// Whether bucket lists were built.
     pub(super) fn has_lists(&self) -> bool {
         !self.groups.is_empty()
@@ -387,6 +377,14 @@ impl Directory {
     fn list_of(&self, cell: usize) -> Option<(usize, usize)> {
         let g = self.groups.get(cell / GROUP)?;
         Some(g.list(cell % GROUP, self.element_words()))
+    }
+
+    /// The elements of bucket `cell`'s list ([`element_words`](Self::element_words)
+    /// words each; `None` past the directory).
+    #[inline(always)]
+    fn members(&self, cell: usize) -> Option<&[u32]> {
+        let (at, n) = self.list_of(cell)?;
+        self.lists.get(at..at + n * self.element_words())
     }
 
     /// Words per list element: the id, then one word per axis when
@@ -410,7 +408,10 @@ impl Directory {
         let rank = self.step.len();
         // The largest bucket step or region extent decides the element form: narrow
         // when it is at most 2^15 (see `narrow`), none at 2^31 or more.
-        let widest = self.widest(scan);
+        let widest = scan.max_shape[..rank]
+            .iter()
+            .chain(&self.step)
+            .fold(0u64, |m, &v| m.max(v));
         if widest > i32::MAX as u64 {
             return false;
         }
@@ -673,9 +674,8 @@ impl Directory {
         ext: &mut [u64],
     ) -> Option<(u32, bool)> {
         let rank = self.step.len();
-        let (at, n) = self.list_of(bp.cell)?;
         let ew = self.element_words();
-        let list = self.lists.get(at..at + n * ew)?;
+        let list = self.members(bp.cell)?;
         // The regions are disjoint: the first element containing the point is the one.
         let i = match (rank, self.narrow) {
             (1, false) => element_at::<1, 2>(list, &bp.rel),
@@ -763,7 +763,7 @@ impl Directory {
     /// (`None` when no lists were built). `p` must lie in the enclosing box.
     pub(super) fn find_counting(&self, p: &[u64]) -> Option<(Option<u32>, u64)> {
         let bp = self.bucket_point(p)?;
-        let (_, n) = self.list_of(bp.cell)?;
+        let n = self.members(bp.cell)?.len() / self.element_words();
         let r = self.resolve(&bp, &mut [], &mut []).map(|(r, _)| r);
         Some((r, 1 + n as u64))
     }
@@ -774,17 +774,16 @@ impl Directory {
     /// alignment is included.
     pub(super) fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
         let bp = self.bucket_point(p)?;
-        let (at, n) = self.list_of(bp.cell)?;
         let ew = self.element_words();
-        let list = self.lists.get(at..at + n * ew)?;
-        let i = (0..n).find(|&k| {
+        let list = self.members(bp.cell)?;
+        let i = (0..list.len() / ew).find(|&k| {
             let e = &list[k * ew..(k + 1) * ew];
             (0..self.step.len()).all(|a| {
                 let (l, h) = element_span(e, a, self.narrow);
                 (l..h).contains(&bp.rel[a])
             })
         })?;
-        let start = self.lists.as_ptr() as usize + 4 * at;
+        let start = list.as_ptr() as usize;
         let end = start + 4 * (i + 1) * ew;
         Some(((end - 1) / 64 - start / 64 + 1) as u64)
     }
@@ -1007,9 +1006,9 @@ impl Directory {
                 .zip(&self.cells)
                 .fold(0u64, |c, (&i, &n)| c.wrapping_mul(n).wrapping_add(i));
             visits += 1;
-            if let Some((at, n)) = self.list_of(cell as usize) {
-                let list = self.lists.get(at..at + n * ew).unwrap_or(&[]);
-                if let (1, Some(&v)) = (n, list.first()) {
+            if let Some(list) = self.members(cell as usize) {
+                // A bucket met by one region alone.
+                if let Some(&v) = list.first().filter(|_| list.len() == ew) {
                     // The bucket lies in region v, which therefore meets the box.
                     if (0..rank).all(|a| owner(a, b.lo(v, a)) == idx[a]) {
                         f(v);
