@@ -188,6 +188,17 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
     v[reps / 2]
 }
 
+/// Locate every point of `pts` in `d` (a dense tensor): the sum of the byte offsets.
+fn locate_all(d: &tensordesc::Descriptor, pts: &[[u64; 2]]) -> u64 {
+    let mut acc = 0u64;
+    for p in pts {
+        if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
+            acc = acc.wrapping_add(byte_offset);
+        }
+    }
+    acc
+}
+
 /// Nanoseconds of one dependent random load over `bytes`: a chase of `hops` loads through
 /// a cyclic permutation (Sattolo), the median of `reps` chases.
 fn load_latency(bytes: usize, hops: usize, reps: usize) -> f64 {
@@ -247,15 +258,7 @@ fn scaling(small: bool) {
             let pts: Vec<[u64; 2]> = (0..200_000)
                 .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
                 .collect();
-            let tl = time(5, || {
-                let mut acc = 0u64;
-                for p in &pts {
-                    if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
-                        acc = acc.wrapping_add(byte_offset);
-                    }
-                }
-                acc
-            });
+            let tl = time(5, || locate_all(&d, &pts));
             let locate = tl * 1e9 / pts.len() as f64;
             let queries = pts.len();
             let loads = if kind == "irregular" {
@@ -284,17 +287,8 @@ fn scaling(small: bool) {
     // runs above time a median of passes); the ratio of the medians.
     if let [(small_d, small_pts), (large_d, large_pts)] = &largest[..] {
         let pass = |d: &tensordesc::Descriptor, pts: &[[u64; 2]]| {
-            let run = || {
-                let mut acc = 0u64;
-                for p in pts {
-                    if let Location::Dense { byte_offset, .. } = d.locate(p).unwrap() {
-                        acc = acc.wrapping_add(byte_offset);
-                    }
-                }
-                acc
-            };
-            black_box(run());
-            time(1, run) * 1e9 / pts.len() as f64
+            black_box(locate_all(d, pts));
+            time(1, || locate_all(d, pts)) * 1e9 / pts.len() as f64
         };
         let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..9)
             .map(|_| (pass(small_d, small_pts), pass(large_d, large_pts)))

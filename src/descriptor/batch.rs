@@ -161,14 +161,16 @@ impl Descriptor {
                 plane.prefetch_bucket(pp);
             }
         }
-        // The first AHEAD / 2 lists are opened here, the later ones AHEAD / 2 ahead.
-        for slot in ring.iter_mut().take(n.min(AHEAD / 2)) {
+        // A placed index's list is opened (or the index left to the general path).
+        let open = |slot: &mut Option<PlanePoint>| {
             if let Some(pp) = slot {
                 if !plane.open_list(pp) {
                     *slot = None;
                 }
             }
-        }
+        };
+        // The first AHEAD / 2 lists are opened here, the later ones AHEAD / 2 ahead.
+        ring.iter_mut().take(n.min(AHEAD / 2)).for_each(open);
         let resolve = |pp: &PlanePoint| -> Option<CompactLocation> {
             let h = self.plane_hit(tiles, plane.resolve(pp)?)?;
             Some(CompactLocation {
@@ -189,12 +191,7 @@ impl Descriptor {
                 }
             }
             if k + AHEAD / 2 < n {
-                let slot = &mut ring[(k + AHEAD / 2) % RING];
-                if let Some(pp) = slot {
-                    if !plane.open_list(pp) {
-                        *slot = None;
-                    }
-                }
+                open(&mut ring[(k + AHEAD / 2) % RING]);
             }
             let idx = indices
                 .get(2 * k..2 * k + 2)
