@@ -199,24 +199,55 @@ fn locate_all(d: &tensordesc::Descriptor, pts: &[[u64; 2]]) -> u64 {
     acc
 }
 
-/// Nanoseconds of one dependent random load over `bytes`: a chase of `hops` loads through
-/// a cyclic permutation (Sattolo), the median of `reps` chases.
-fn load_latency(bytes: usize, hops: usize, reps: usize) -> f64 {
-    let words = bytes / 8;
-    let mut next: Vec<u64> = (0..words as u64).collect();
-    let mut r = Rng(0x5851F42D4C957F2D);
-    for i in (1..words).rev() {
-        let j = r.below(i as u64) as usize;
-        next.swap(i, j);
-    }
-    let t = time(reps, || {
-        let mut at = 0usize;
-        for _ in 0..hops {
-            at = next[at] as usize;
+/// A cyclic permutation (Sattolo) of the words of `bytes` bytes, to time dependent random
+/// loads over that much memory, and where the last chase stopped: each chase goes on from
+/// there, so that repeated chases load words not loaded before (until the cycle wraps)
+/// rather than the same path again, which the caches would then hold.
+struct Chase {
+    next: Vec<u64>,
+    at: std::cell::Cell<usize>,
+}
+
+impl Chase {
+    fn new(bytes: usize) -> Chase {
+        let words = bytes / 8;
+        let mut next: Vec<u64> = (0..words as u64).collect();
+        let mut r = Rng(0x5851F42D4C957F2D);
+        for i in (1..words).rev() {
+            let j = r.below(i as u64) as usize;
+            next.swap(i, j);
         }
-        at
-    });
-    t * 1e9 / hops as f64
+        Chase {
+            next,
+            at: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Nanoseconds of one load: a chase of `hops` loads, the median of `reps` chases.
+    fn ns(&self, hops: usize, reps: usize) -> f64 {
+        let t = time(reps, || {
+            let mut at = self.at.get();
+            for _ in 0..hops {
+                at = self.next[at] as usize;
+            }
+            self.at.set(at);
+            at
+        });
+        t * 1e9 / hops as f64
+    }
+}
+
+/// `n` uniform random points of the box `[0, extent)`.
+fn points(rng: &mut Rng, extent: [u64; 2], n: usize) -> Vec<[u64; 2]> {
+    (0..n)
+        .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
+        .collect()
+}
+
+/// Nanoseconds of one dependent random load over `bytes`: a chase of `hops` loads through
+/// a cyclic permutation, the median of `reps` chases.
+fn load_latency(bytes: usize, hops: usize, reps: usize) -> f64 {
+    Chase::new(bytes).ns(hops, reps)
 }
 
 /// Decode (fresh memory each time, as a user decoding once pays), decoded bytes and locate
@@ -224,12 +255,13 @@ fn load_latency(bytes: usize, hops: usize, reps: usize) -> f64 {
 /// with TDESC_BENCH_SMALL).
 fn scaling(small: bool) {
     println!(
-        "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns; for irregular levels, one dependent random load over as many bytes as the decoded form (the memory a locate's loads land in), and locate in such loads"
+        "scaling: n, kind, decode ns/region, decoded bytes/region, wire bytes/region, locate ns; for irregular levels, the level index's bytes (the memory a locate's dependent loads land in), one dependent random load over as many bytes, and locate in such loads"
     );
     let top = if small { 5 } else { 7 };
-    // The two largest irregular partitions, decoded, with their query points: their
-    // locates are timed again side by side at the end.
-    let mut largest: Vec<(tensordesc::Descriptor, Vec<[u64; 2]>)> = Vec::new();
+    // The two largest irregular partitions, decoded, with their query points and a chase
+    // over as many bytes as their level index: their locates are timed again side by side
+    // at the end.
+    let mut largest: Vec<(tensordesc::Descriptor, [u64; 2], Chase)> = Vec::new();
     for exp in 3..=top {
         let n = 10usize.pow(exp);
         let side = (n as f64).sqrt().round() as u64;
@@ -248,27 +280,46 @@ fn scaling(small: bool) {
         for (kind, (extent, boxes)) in cases {
             let regions = boxes.len();
             let bytes = encode(extent, &boxes);
+            // The heap bytes of the level's index (the directory, lists and split tree):
+            // the memory a locate's dependent loads land in.
+            let index_bytes = if kind == "irregular" {
+                let coords: Vec<u64> = boxes
+                    .iter()
+                    .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
+                    .collect();
+                tensordesc::bench_support::build_index_for_bench(&coords, 2, &extent).unwrap()
+            } else {
+                0
+            };
             drop(boxes);
             let reps = if regions >= 1_000_000 { 3 } else { 5 };
             let t = time(reps, || decode(&bytes, Mode::Strict).unwrap());
             let base = CUR.load(Relaxed);
             let d = decode(&bytes, Mode::Strict).unwrap();
             let held = CUR.load(Relaxed) - base;
+            // Each pass locates points of its own, as a user's queries would be: a pass over
+            // the points of the one before would find their lines in the caches.
             let mut rng = Rng(0x2545F4914F6CDD1D);
-            let pts: Vec<[u64; 2]> = (0..200_000)
-                .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
-                .collect();
-            let tl = time(5, || locate_all(&d, &pts));
-            let locate = tl * 1e9 / pts.len() as f64;
-            let queries = pts.len();
+            let queries = 200_000;
+            let sets: Vec<Vec<[u64; 2]>> =
+                (0..5).map(|_| points(&mut rng, extent, queries)).collect();
+            let mut set = sets.iter().cycle();
+            let tl = time(5, || locate_all(&d, set.next().unwrap()));
+            drop(sets);
+            let locate = tl * 1e9 / queries as f64;
             let loads = if kind == "irregular" {
+                let chase = Chase::new(index_bytes.max(1 << 20));
+                let load = chase.ns(queries, 3);
                 if exp + 1 >= top {
-                    largest.push((d, pts));
+                    largest.push((d, extent, chase));
                 } else {
                     drop(d);
                 }
-                let load = load_latency(held.max(1 << 20), queries, 3);
-                format!("  load {load:>6.1} ns = {:.2} loads", locate / load)
+                format!(
+                    "  index {:>5.1} B/region  load {load:>6.1} ns = {:.2} loads",
+                    index_bytes as f64 / regions as f64,
+                    locate / load
+                )
             } else {
                 String::new()
             };
@@ -283,25 +334,51 @@ fn scaling(small: bool) {
     // The growth from the second largest to the largest irregular partition, with the two
     // timed in alternation (this machine's memory latency drifts by half within a run,
     // which separate runs of each size would fold into the ratio): per round, one pass
-    // of each, each timed after an untimed pass over the same points (as the separate
-    // runs above time a median of passes); the ratio of the medians.
-    if let [(small_d, small_pts), (large_d, large_pts)] = &largest[..] {
-        let pass = |d: &tensordesc::Descriptor, pts: &[[u64; 2]]| {
-            black_box(locate_all(d, pts));
-            time(1, || locate_all(d, pts)) * 1e9 / pts.len() as f64
+    // of each, each timed after an untimed pass over other points of the same partition
+    // (which brings that partition's structure back into the caches after the other's
+    // pass; as the separate runs above time a median of passes); the ratio of the medians.
+    // The same for `locate_many`, and for one dependent load over as many bytes as each
+    // level index (a chase as long, also after an untimed one): the growth of the wait
+    // for the memory a scalar locate must read.
+    if let [small, large] = &largest[..] {
+        let (n_small, n_large) = (small.0.region_count(), large.0.region_count());
+        let queries = 200_000;
+        let mut out = vec![tensordesc::CompactLocation::default(); queries];
+        let flat = |pts: &[[u64; 2]]| pts.iter().flatten().copied().collect::<Vec<u64>>();
+        let mut rng = Rng(0x2545F4914F6CDD1D);
+        let mut scalar = [Vec::new(), Vec::new()];
+        let mut many = [Vec::new(), Vec::new()];
+        let mut load = [Vec::new(), Vec::new()];
+        for _ in 0..9 {
+            for (k, (d, extent, chase)) in [small, large].into_iter().enumerate() {
+                let [warm, timed] = [0, 1].map(|_| points(&mut rng, *extent, queries));
+                black_box(locate_all(d, &warm));
+                scalar[k].push(time(1, || locate_all(d, &timed)) * 1e9 / queries as f64);
+                let [warm, timed] = [0, 1].map(|_| flat(&points(&mut rng, *extent, queries)));
+                d.locate_many(&warm, &mut out).unwrap();
+                many[k].push(
+                    time(1, || d.locate_many(&timed, &mut out).unwrap()) * 1e9 / queries as f64,
+                );
+                black_box(&out);
+                black_box(chase.ns(queries, 1));
+                load[k].push(chase.ns(queries, 1));
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            v[v.len() / 2]
         };
-        let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..9)
-            .map(|_| (pass(small_d, small_pts), pass(large_d, large_pts)))
-            .unzip();
-        a.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        b.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        let (n_small, n_large) = (small_d.region_count(), large_d.region_count());
-        println!(
-            "scaling: irregular locate, {n_small} and {n_large} regions in alternation: {:.1} and {:.1} ns (medians of 9) -> {:.2}x",
-            a[4],
-            b[4],
-            b[4] / a[4]
-        );
+        for (what, [a, b]) in [
+            ("locate", &mut scalar),
+            ("locate_many", &mut many),
+            ("one dependent load over the level index's bytes", &mut load),
+        ] {
+            let (a, b) = (median(a), median(b));
+            println!(
+                "scaling: irregular {what}, {n_small} and {n_large} regions in alternation: {a:.1} and {b:.1} ns (medians of 9) -> {:.2}x",
+                b / a
+            );
+        }
     }
 }
 
