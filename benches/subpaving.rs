@@ -184,8 +184,13 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
             }
         })
         .collect();
+    median(&mut v)
+}
+
+/// The median of `v` (the upper one of an even count), sorting `v`.
+fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[reps / 2]
+    v[v.len() / 2]
 }
 
 /// Locate every point of `pts` in `d` (a dense tensor): the sum of the byte offsets.
@@ -237,6 +242,19 @@ impl Chase {
     }
 }
 
+/// The coordinates of `pts`, one after the other (a batch's flat index array).
+fn flat(pts: &[[u64; 2]]) -> Vec<u64> {
+    pts.iter().flatten().copied().collect()
+}
+
+/// Per region, origin then shape: the coordinates a level index is built over.
+fn coords(boxes: &[([u64; 2], [u64; 2])]) -> Vec<u64> {
+    boxes
+        .iter()
+        .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
+        .collect()
+}
+
 /// `n` uniform random points of the box `[0, extent)`.
 fn points(rng: &mut Rng, extent: [u64; 2], n: usize) -> Vec<[u64; 2]> {
     (0..n)
@@ -283,11 +301,8 @@ fn scaling(small: bool) {
             // The heap bytes of the level's index (the directory, lists and split tree):
             // the memory a locate's dependent loads land in.
             let index_bytes = if kind == "irregular" {
-                let coords: Vec<u64> = boxes
-                    .iter()
-                    .flat_map(|(o, s)| [o[0], o[1], s[0], s[1]])
-                    .collect();
-                tensordesc::bench_support::build_index_for_bench(&coords, 2, &extent).unwrap()
+                tensordesc::bench_support::build_index_for_bench(&coords(&boxes), 2, &extent)
+                    .unwrap()
             } else {
                 0
             };
@@ -344,7 +359,6 @@ fn scaling(small: bool) {
         let (n_small, n_large) = (small.0.region_count(), large.0.region_count());
         let queries = 200_000;
         let mut out = vec![tensordesc::CompactLocation::default(); queries];
-        let flat = |pts: &[[u64; 2]]| pts.iter().flatten().copied().collect::<Vec<u64>>();
         let mut rng = Rng(0x2545F4914F6CDD1D);
         let mut scalar = [Vec::new(), Vec::new()];
         let mut many = [Vec::new(), Vec::new()];
@@ -364,10 +378,6 @@ fn scaling(small: bool) {
                 load[k].push(chase.ns(queries, 1));
             }
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(|x, y| x.partial_cmp(y).unwrap());
-            v[v.len() / 2]
-        };
         for (what, [a, b]) in [
             ("locate", &mut scalar),
             ("locate_many", &mut many),
@@ -434,8 +444,8 @@ fn first_decodes(kind: &str, runs: usize, pause: std::time::Duration) -> (f64, f
                 .expect("one figure")
         })
         .collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[runs / 2], v[0], v[runs - 1])
+    let m = median(&mut v);
+    (m, v[0], v[runs - 1])
 }
 
 fn main() {
@@ -565,18 +575,12 @@ fn main() {
     );
 
     let mut rng = Rng(0x2545F4914F6CDD1D);
-    let pts: Vec<[u64; 2]> = (0..queries)
-        .map(|_| [rng.below(extent[0]), rng.below(extent[1])])
-        .collect();
+    let pts = points(&mut rng, extent, queries);
     let ipts: Vec<[i64; 2]> = pts.iter().map(|p| [p[0] as i64, p[1] as i64]).collect();
 
     let rs = rects(&boxes);
     let t_ours_build = time(reps, || {
-        let mut coords = Vec::with_capacity(boxes.len() * 4);
-        for (o, s) in &boxes {
-            coords.extend_from_slice(&[o[0], o[1], s[0], s[1]]);
-        }
-        tensordesc::bench_support::build_index_for_bench(&coords, 2, &extent).unwrap()
+        tensordesc::bench_support::build_index_for_bench(&coords(&boxes), 2, &extent).unwrap()
     });
     let t_rstar_build = time(reps.min(3), || RTree::bulk_load(rs.clone()));
     println!(
@@ -623,17 +627,11 @@ fn main() {
     let ibytes = encode(iext, &iboxes);
     let t_idecode = time(3, || decode(&ibytes, Mode::Strict).unwrap());
     let d = decode(&ibytes, Mode::Strict).unwrap();
-    let pts: Vec<[u64; 2]> = (0..queries)
-        .map(|_| [rng.below(iext[0]), rng.below(iext[1])])
-        .collect();
+    let pts = points(&mut rng, iext, queries);
     let ipts: Vec<[i64; 2]> = pts.iter().map(|p| [p[0] as i64, p[1] as i64]).collect();
     let irs = rects(&iboxes);
     let t_ibuild = time(3, || {
-        let mut coords = Vec::with_capacity(iboxes.len() * 4);
-        for (o, s) in &iboxes {
-            coords.extend_from_slice(&[o[0], o[1], s[0], s[1]]);
-        }
-        tensordesc::bench_support::build_index_for_bench(&coords, 2, &iext).unwrap()
+        tensordesc::bench_support::build_index_for_bench(&coords(&iboxes), 2, &iext).unwrap()
     });
     let t_irbuild = time(3, || RTree::bulk_load(irs.clone()));
     let itree = RTree::bulk_load(irs);
@@ -646,7 +644,7 @@ fn main() {
         }
         acc
     });
-    let flat: Vec<u64> = pts.iter().flatten().copied().collect();
+    let flat = flat(&pts);
     let mut out = vec![tensordesc::CompactLocation::default(); pts.len()];
     let t_imany = time(reps, || {
         d.locate_many(&flat, &mut out).unwrap();
