@@ -276,11 +276,50 @@ static void test_batches(const fixture *f) {
     OK(tdesc_descriptor_locate_many(f->d, idx, 0, 2, NULL));
 }
 
+/* Outputs that share memory with an input are refused before anything is written: results
+ * written over the indices still to be read would locate garbage (a 24-byte result spans
+ * three coordinates). */
+static void test_output_overlapping_input(const fixture *f) {
+    union {
+        uint64_t idx[48 * 3];
+        tdesc_compact_location locs[48];
+    } u;
+    for (int k = 0; k < 48; ++k) {
+        u.idx[2 * k] = (uint64_t)(k % 6);
+        u.idx[2 * k + 1] = (uint64_t)(k % 8);
+    }
+    uint64_t copy[96];
+    memcpy(copy, u.idx, sizeof copy);
+    EXPECT(tdesc_descriptor_locate_many(f->d, u.idx, 48, 2, u.locs), TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tdesc_last_error(), "out overlaps indices") != NULL);
+    CHECK(memcmp(copy, u.idx, sizeof copy) == 0);
+    /* The tail of the indices overlapping the head of the results. */
+    EXPECT(tdesc_descriptor_locate_many(f->d, u.idx + 2, 47, 2, u.locs),
+           TDESC_ERR_INVALID_ARGUMENT);
+    /* Adjacent is not overlapping. */
+    tdesc_compact_location *after = (tdesc_compact_location *)(u.idx + 96);
+    OK(tdesc_descriptor_locate_many(f->d, u.idx, 16, 2, after));
+    float *vals = (float *)u.idx;
+    EXPECT(tdesc_tensor_get_many(f->t, u.idx, 48, 2, TDESC_OUTPUT_FLOAT32, vals, 48 * sizeof(float)),
+           TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(memcmp(copy, u.idx, sizeof copy) == 0);
+    uint64_t box[4] = {0, 0, 2, 2};
+    EXPECT(tdesc_tensor_read_box(f->t, box, box + 2, 2, TDESC_OUTPUT_FLOAT32, box, 16, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tdesc_last_error(), "out overlaps lo") != NULL);
+    float out[4];
+    int64_t strides[2] = {8, 4};
+    EXPECT(tdesc_tensor_read_box(f->t, box, box + 2, 2, TDESC_OUTPUT_FLOAT32, strides, 16, strides),
+           TDESC_ERR_INVALID_ARGUMENT);
+    OK(tdesc_tensor_read_box(f->t, box, box + 2, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, strides));
+}
+
 int main(void) {
     fixture f = make_fixture();
     test_regions_in_box(&f);
     test_read_box(&f);
     test_batches(&f);
+    test_output_overlapping_input(&f);
     free_fixture(&f);
     printf("data_plane: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

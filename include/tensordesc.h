@@ -1583,8 +1583,9 @@ tdesc_status tdesc_descriptor_regions_in_box_array(const tdesc_descriptor *d,
  * RAW writes the stored bytes (4-bit codes one per byte, codes of quantized elements,
  * zeros for implicit zeros); the float types the value `tdesc_tensor_get_f64` gives,
  * rounded to the type (ties to even). On failure the contents of `out` are unspecified.
- * An empty box writes nothing (`out` may then be NULL). `out` must not overlap `lo`,
- * `hi`, `out_strides` or the tensor's buffers.
+ * An empty box writes nothing (`out` may then be NULL). `out` must not overlap the
+ * tensor's buffers; overlapping `lo`, `hi` or `out_strides` is
+ * `TDESC_ERR_INVALID_ARGUMENT`.
  */
 tdesc_status tdesc_tensor_read_box(const tdesc_tensor *t,
                                    const uint64_t *lo,
@@ -1600,7 +1601,7 @@ tdesc_status tdesc_tensor_read_box(const tdesc_tensor *t,
  * index; `out[0, n)` receives compact results (`tdesc_compact_location`, no local index;
  * `tdesc_descriptor_locate` gives one for a lookup). One failing index fails the call;
  * `tdesc_last_error` names its position ("batch index K: ..."), and `out` is then partly
- * written.
+ * written. `out` overlapping `indices` is `TDESC_ERR_INVALID_ARGUMENT` (nothing written).
  */
 tdesc_status tdesc_descriptor_locate_many(const tdesc_descriptor *d,
                                           const uint64_t *indices,
@@ -1612,8 +1613,8 @@ tdesc_status tdesc_descriptor_locate_many(const tdesc_descriptor *d,
  * Read `n` elements (`indices`: `n × rank` coordinates) of tensor `t` into
  * `out[0, out_size)`, packed, as `out_type` (as `tdesc_tensor_read_box` writes them).
  * `out_size` below `n` elements is `TDESC_ERR_OUTPUT_TOO_SMALL`. One failing index fails
- * the call; `tdesc_last_error` names its position. `out` must not overlap `indices` or the
- * tensor's buffers.
+ * the call; `tdesc_last_error` names its position. `out` must not overlap the tensor's
+ * buffers; overlapping `indices` is `TDESC_ERR_INVALID_ARGUMENT`.
  */
 tdesc_status tdesc_tensor_get_many(const tdesc_tensor *t,
                                    const uint64_t *indices,

@@ -157,6 +157,39 @@ pub(crate) fn out_arg<T>(ptr: *mut T, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// `INVALID_ARGUMENT` when the output `out` (`out_len` elements of `O`) shares a byte with
+/// the input `input` (`in_len` elements of `I`): the library would read what it has
+/// just written, and Rust may not hold a shared and a mutable borrow of one byte. Only
+/// addresses are compared (nothing is read); empty ranges overlap nothing, and a length
+/// whose bytes overflow is left to the argument's own check.
+pub(crate) fn disjoint<O, I>(
+    out: *const O,
+    out_len: usize,
+    input: *const I,
+    in_len: usize,
+    names: (&str, &str),
+) -> Result<()> {
+    let span = |p: usize, n: usize, size: usize| {
+        let end = p.checked_add(n.checked_mul(size)?)?;
+        (end > p).then_some((p, end))
+    };
+    match (
+        span(out as usize, out_len, std::mem::size_of::<O>()),
+        span(input as usize, in_len, std::mem::size_of::<I>()),
+    ) {
+        (Some((o0, o1)), Some((i0, i1))) if o0 < i1 && i0 < o1 => Err(overlap_error(names)),
+        _ => Ok(()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn overlap_error((out, input): (&str, &str)) -> Error {
+    invalid(format!(
+        "{out} overlaps {input}: the output must not share memory with an input"
+    ))
+}
+
 /// Prepare an out-handle: check it and set it to NULL, so a failure leaves NULL there.
 ///
 /// # Safety

@@ -13,7 +13,7 @@ use crate::bound::OutputType;
 use crate::descriptor::{CompactLocation, LocationKind};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::args::{invalid, out_arg, ref_arg, slice_arg};
+use super::args::{disjoint, invalid, out_arg, ref_arg, slice_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::status::{guard, tdesc_status};
 use super::tensor::tdesc_tensor;
@@ -256,8 +256,9 @@ unsafe fn out_bytes<'a>(out: *mut c_void, out_size: usize) -> Result<&'a mut [u8
 /// RAW writes the stored bytes (4-bit codes one per byte, codes of quantized elements,
 /// zeros for implicit zeros); the float types the value `tdesc_tensor_get_f64` gives,
 /// rounded to the type (ties to even). On failure the contents of `out` are unspecified.
-/// An empty box writes nothing (`out` may then be NULL). `out` must not overlap `lo`,
-/// `hi`, `out_strides` or the tensor's buffers.
+/// An empty box writes nothing (`out` may then be NULL). `out` must not overlap the
+/// tensor's buffers; overlapping `lo`, `hi` or `out_strides` is
+/// `TDESC_ERR_INVALID_ARGUMENT`.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_tensor_read_box(
     t: *const tdesc_tensor,
@@ -281,7 +282,19 @@ pub unsafe extern "C" fn tdesc_tensor_read_box(
         } else {
             Some(unsafe { slice_arg(out_strides, rank, "out_strides")? })
         };
-        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        for (input, len, name) in [
+            (lo.as_ptr() as *const u8, 8 * lo.len(), "lo"),
+            (hi.as_ptr() as *const u8, 8 * hi.len(), "hi"),
+            (
+                strides.map_or(std::ptr::null(), |s| s.as_ptr() as *const u8),
+                strides.map_or(0, |s| 8 * s.len()),
+                "out_strides",
+            ),
+        ] {
+            disjoint(out as *const u8, out_size, input, len, ("out", name))?;
+        }
+        // SAFETY: the caller promises `out_size` writable bytes at `out`; apart from the
+        // other arguments (checked above).
         let out = unsafe { out_bytes(out, out_size)? };
         t.read_box(lo, hi, out_type, out, strides)
             .map_err(|e| super::status::in_c_terms(e, &[("OutputType::Raw", "TDESC_OUTPUT_RAW")]))
@@ -314,7 +327,7 @@ unsafe fn batch_arg<'a>(
 /// index; `out[0, n)` receives compact results (`tdesc_compact_location`, no local index;
 /// `tdesc_descriptor_locate` gives one for a lookup). One failing index fails the call;
 /// `tdesc_last_error` names its position ("batch index K: ..."), and `out` is then partly
-/// written.
+/// written. `out` overlapping `indices` is `TDESC_ERR_INVALID_ARGUMENT` (nothing written).
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_locate_many(
     d: *const tdesc_descriptor,
@@ -335,7 +348,9 @@ pub unsafe extern "C" fn tdesc_descriptor_locate_many(
         if n > isize::MAX as usize / std::mem::size_of::<tdesc_compact_location>() {
             return Err(invalid(format!("{n} results are too many")));
         }
-        // SAFETY: checked non-null and aligned; `n` writable results is the caller's promise.
+        disjoint(out, n, idx.as_ptr(), idx.len(), ("out", "indices"))?;
+        // SAFETY: checked non-null and aligned, and apart from `indices`; `n` writable
+        // results is the caller's promise.
         let out = unsafe { std::slice::from_raw_parts_mut(out, n) };
         locate_into(d, idx, out)
     })
@@ -369,8 +384,8 @@ fn locate_into(
 /// Read `n` elements (`indices`: `n × rank` coordinates) of tensor `t` into
 /// `out[0, out_size)`, packed, as `out_type` (as `tdesc_tensor_read_box` writes them).
 /// `out_size` below `n` elements is `TDESC_ERR_OUTPUT_TOO_SMALL`. One failing index fails
-/// the call; `tdesc_last_error` names its position. `out` must not overlap `indices` or the
-/// tensor's buffers.
+/// the call; `tdesc_last_error` names its position. `out` must not overlap the tensor's
+/// buffers; overlapping `indices` is `TDESC_ERR_INVALID_ARGUMENT`.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_tensor_get_many(
     t: *const tdesc_tensor,
@@ -387,7 +402,15 @@ pub unsafe extern "C" fn tdesc_tensor_get_many(
         // SAFETY: caller promise; the counts are checked before the array is read.
         let idx = unsafe { batch_arg(indices, n, t.descriptor().rank(), rank)? };
         let out_type = output_type_arg(out_type)?;
-        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        disjoint(
+            out as *const u8,
+            out_size,
+            idx.as_ptr(),
+            idx.len(),
+            ("out", "indices"),
+        )?;
+        // SAFETY: the caller promises `out_size` writable bytes at `out`; apart from
+        // `indices` (checked above).
         let out = unsafe { out_bytes(out, out_size)? };
         t.get_many(idx, n, out_type, out)
             .map_err(|e| super::status::in_c_terms(e, &[("OutputType::Raw", "TDESC_OUTPUT_RAW")]))

@@ -162,26 +162,33 @@ impl LevelIndex {
         Ok(Some(Self::grid(axes, Vec::new(), cells, first)))
     }
 
-    /// A rank-1 level whose regions, in order of their origins, follow one another from
-    /// the enclosing origin to its end: a rectilinear grid whose cut points are the
-    /// regions' own origins, so that none are kept. `children` (ascending ids), sorted
-    /// by origin, becomes the cell map, dropped when it is the identity. `Err` gives
-    /// `children` back in ascending order when the level is anything else.
+    /// A rank-1 level, validated and indexed by one sort: in order of their origins the
+    /// regions must follow one another from the enclosing origin to its end. Then they
+    /// form a rectilinear grid whose cut points are the regions' own origins, so none
+    /// are kept, and `children` (ascending ids), sorted by origin, becomes the cell map,
+    /// dropped when it is the identity. Otherwise two regions neighbouring in that order
+    /// overlap (REGION_OVERLAP names the first such pair: regions are at least one
+    /// element long, so if no neighbours overlap none do), or, where none do, the
+    /// regions leave a gap (REGION_COVERAGE_GAP).
     ///
     /// Memory: beside the regions' records this keeps at most the cell map, 4 bytes a
-    /// region, and needs no scratch (a rank-1 region is 24 bytes on the wire at the
-    /// least; docs/security.md).
+    /// region, and needs no scratch, also on the way to an error (a rank-1 region is 24
+    /// bytes on the wire at the least; docs/security.md). The bucket lists or the k-d
+    /// tree that check other levels for overlaps cost up to 25 bytes a region more,
+    /// which at rank 1 would break the decode bound.
     pub(super) fn line(
         b: Boxes<'_>,
         base: u64,
         extent: u64,
         mut children: Vec<u32>,
-    ) -> std::result::Result<LevelIndex, Vec<u32>> {
+        covered: u128,
+    ) -> Result<LevelIndex> {
         debug_assert!(children.windows(2).all(|w| w[0] < w[1]));
         let origin = |r: u32| b.origin(r)[0];
         let in_order = children.windows(2).all(|w| origin(w[0]) < origin(w[1]));
         if !in_order {
-            children.sort_unstable_by_key(|&r| origin(r));
+            // By origin, then id: the pair an overlap names does not depend on the sort.
+            children.sort_unstable_by_key(|&r| (origin(r), r));
         }
         // Each region starts where the one before it ended (a region lies in the
         // enclosing box, checked by the decoder, so the sums stay below its end).
@@ -193,10 +200,13 @@ impl LevelIndex {
             };
         }
         if at != base.checked_add(extent) || children.is_empty() {
-            if !in_order {
-                children.sort_unstable();
+            if let Some(w) = children
+                .windows(2)
+                .find(|w| origin(w[1]) < origin(w[0]).saturating_add(b.shape(w[0])[0]))
+            {
+                return Err(overlap(&b, w[0], w[1]));
             }
-            return Err(children);
+            return Err(coverage_gap(children.len(), covered, &[base], &[extent]));
         }
         let cells = children.len() as u64;
         let first = children[0];

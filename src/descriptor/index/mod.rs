@@ -200,6 +200,18 @@ pub(crate) fn slot_of(gaps: &[IdGap], r: u32) -> u32 {
     }
 }
 
+/// REGION_COVERAGE_GAP for `regions` regions holding `covered` elements of the
+/// enclosing box `extent` at `base`.
+fn coverage_gap(regions: usize, covered: u128, base: &[u64], extent: &[u64]) -> Error {
+    let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
+    Error::new(
+        ErrorKind::RegionCoverageGap,
+        format!(
+            "{regions} regions cover {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}"
+        ),
+    )
+}
+
 fn overlap(b: &Boxes<'_>, r: u32, s: u32) -> Error {
     let (r, s) = (r.min(s), r.max(s));
     Error::new(
@@ -310,7 +322,7 @@ impl LevelIndex {
         b: Boxes<'_>,
         base: &[u64],
         extent: &[u64],
-        mut children: Vec<u32>,
+        children: Vec<u32>,
         wire_bytes: usize,
     ) -> Result<LevelIndex> {
         let scan = LevelScan::new(b, base, &children);
@@ -318,11 +330,9 @@ impl LevelIndex {
             return Ok(ix);
         }
         if b.rank == 1 {
-            match Self::line(b, base[0], extent[0], children) {
-                Ok(ix) => return Ok(ix),
-                Err(given_back) => children = given_back,
-            }
-        } else if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children, &scan)? {
+            return Self::line(b, base[0], extent[0], children, scan.covered);
+        }
+        if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children, &scan)? {
             return Ok(ix);
         }
         let directory =
@@ -331,15 +341,8 @@ impl LevelIndex {
             validate_with_tree(b, &children)?;
         }
         let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
-        let covered = scan.covered;
-        if covered != total {
-            return Err(Error::new(
-                ErrorKind::RegionCoverageGap,
-                format!(
-                    "{} regions cover {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}",
-                    children.len()
-                ),
-            ));
+        if scan.covered != total {
+            return Err(coverage_gap(children.len(), scan.covered, base, extent));
         }
         Ok(LevelIndex::Tree(Box::new(match directory {
             // The bucket lists answer every query: no split tree.
