@@ -568,6 +568,29 @@ static void test_fd_writer(void) {
     EXPECT(tdesc_stream_writer_open_fd(q[1], &w), TDESC_ERR_IO);
     CHECK(w == NULL && strstr(tdesc_last_error(), "cannot write stream bytes 0..24") != NULL);
     CHECK(close(q[1]) == 0);
+
+    /* A non-blocking pipe nobody reads: the 300 kB tensor does not fit (a pipe holds
+     * 64 kB), the write would block, and the writer says so (TDESC_ERR_IO) instead of
+     * returning TDESC_OK with bytes missing; the writer is spent. What the pipe holds is
+     * whole frames' worth of the stream's start, never bytes out of order. */
+    CHECK(pipe(q) == 0);
+    CHECK(fcntl(q[1], F_SETFL, fcntl(q[1], F_GETFL) | O_NONBLOCK) == 0);
+    const void *b1[1] = {datas[1]};
+    OK(tdesc_stream_writer_open_fd(q[1], &w));
+    EXPECT(tdesc_stream_writer_add(w, names[1], 2, descs[1], b1, 1), TDESC_ERR_IO);
+    CHECK(strstr(tdesc_last_error(), "non-blocking") != NULL);
+    CHECK(strstr(tdesc_last_error(), "cannot write stream bytes") != NULL);
+    EXPECT(tdesc_stream_writer_finish(w), TDESC_ERR_IO);
+    tdesc_stream_writer_free(w);
+    CHECK(close(q[1]) == 0);
+    static uint8_t held[1 << 17];
+    size_t got_n = 0;
+    for (ssize_t n; (n = read(q[0], held + got_n, sizeof held - got_n)) > 0;) {
+        got_n += (size_t)n;
+    }
+    close(q[0]);
+    CHECK(got_n >= 24 && got_n < sizes[1]);
+    CHECK(last_event(held, 24, &t, &end) == TDESC_STREAM_EVENT_STREAM_START);
 }
 
 int main(int argc, char **argv) {

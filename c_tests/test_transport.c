@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "dlpack_min.h"
@@ -1042,12 +1044,22 @@ static void test_stream_errors(void) {
     memset(&rd, 0, sizeof rd);
     rd.ok = 1;
     OK(tdesc_stream_reader_feed(r, s, d1 + 24));
+    /* 64 MiB more fed before polling: the reader queues it, and lets it go once the
+     * error makes it spent. */
+    size_t big = (size_t)64 << 20;
+    uint8_t *filler = calloc(big, 1);
+    CHECK(filler != NULL);
+    OK(tdesc_stream_reader_feed(r, filler, big));
+    free(filler);
+    CHECK(tdesc_stream_reader_memory(r) >= big);
     tdesc_stream_event ev;
     tdesc_status st;
     do {
         st = tdesc_stream_reader_poll(r, &ev);
     } while (st == TDESC_OK && ev.kind != TDESC_STREAM_EVENT_NONE);
     CHECK(st == TDESC_ERR_STREAM_ORDER);
+    CHECK(tdesc_stream_reader_memory(r) < 4096);
+    CHECK(tdesc_stream_reader_pending(r) == 0);
     CHECK(strstr(tdesc_last_error(), "STREAM_ORDER") == tdesc_last_error());
     ev.kind = TDESC_STREAM_EVENT_STREAM_END;
     EXPECT(tdesc_stream_reader_poll(r, &ev), TDESC_ERR_STREAM_ORDER);
@@ -1240,6 +1252,27 @@ static void test_stream_errors(void) {
     free(s);
 }
 
+/* Only regular files are mapped: a FIFO with no writer, a device or a directory is
+ * TDESC_ERR_IO at once, saying what it is (opening the FIFO used to wait for a writer
+ * forever; the alarm turns such a wait into a failure). */
+static void test_open_non_regular(void) {
+    char fifo[sizeof scratch + 32];
+    snprintf(fifo, sizeof fifo, "%s/no-writer.fifo", scratch);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    tdesc_file *f = (tdesc_file *)1;
+    alarm(20);
+    EXPECT(tdesc_file_open(fifo, TDESC_MODE_STRICT, &f), TDESC_ERR_IO);
+    alarm(0);
+    CHECK(f == NULL);
+    CHECK(strstr(tdesc_last_error(), "is a FIFO, not a regular file") != NULL);
+    unlink(fifo);
+    EXPECT(tdesc_file_open("/dev/null", TDESC_MODE_STRICT, &f), TDESC_ERR_IO);
+    CHECK(strstr(tdesc_last_error(), "/dev/null is a character device") != NULL);
+    EXPECT(tdesc_file_open(scratch, TDESC_MODE_STRICT, &f), TDESC_ERR_IO);
+    CHECK(strstr(tdesc_last_error(), "is a directory") != NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
@@ -1252,6 +1285,7 @@ int main(int argc, char **argv) {
     test_directory_first();
     test_stream_roundtrip();
     test_stream_errors();
+    test_open_non_regular();
     free_sources();
     printf("transport: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

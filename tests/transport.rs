@@ -1738,3 +1738,131 @@ fn a_consumer_sees_each_tensor_before_the_next_is_written() {
         assert_eq!(t.buffers[0].as_slice(), &want[..]);
     }
 }
+
+/// What an [`Unruly`] output answers once it stops taking bytes.
+type Reply = fn(usize) -> std::io::Result<usize>;
+
+/// An output that answers writes as a misbehaving or limited sink would: `take` bytes at
+/// most per call, and `reply` to every call once `after` bytes were taken.
+struct Unruly {
+    took: Vec<u8>,
+    take: usize,
+    after: usize,
+    reply: Reply,
+}
+
+impl std::io::Write for Unruly {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.take).min(self.after - self.took.len());
+        if n == 0 {
+            return (self.reply)(buf.len());
+        }
+        self.took.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every writer, to every kind of output the sink contract names (docs/transports.md,
+/// "What a sink's return values mean"): one byte per call delivers the same bytes as a
+/// plain Vec; a zero, an over-reported count, `WouldBlock` and a failure each end in
+/// `IO` naming the cause, with no panic and no claim of success; a spent writer never
+/// writes again.
+#[test]
+fn every_writer_holds_to_the_sink_contract() {
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[3000])
+        .build()
+        .unwrap();
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    type Run = fn(&Descriptor, &[u8], Unruly) -> tensordesc::Result<Unruly>;
+    let runs: [(&str, Run); 4] = [
+        ("stream", |d, b, o| {
+            let mut w = StreamWriter::new(o)?;
+            w.write_tensor("t", d, &[b])?;
+            w.write_tensor("u", d, &[b])?;
+            w.finish()
+        }),
+        ("file", |d, b, o| {
+            let mut w = FileWriter::new(o)?;
+            w.write_tensor("t", d, &[b])?;
+            w.write_tensor("u", d, &[b])?;
+            w.finish()
+        }),
+        ("directory", |d, b, o| {
+            let mut w = DirectoryWriter::new(o)?;
+            w.declare("t", d)?;
+            w.declare("u", d)?;
+            w.write_tensor(&[b])?;
+            w.write_tensor(&[b])?;
+            w.finish()
+        }),
+        ("v1", |d, b, o| {
+            let mut w = V1Writer::new(o)?;
+            w.write_tensor("t", d, &[b])?;
+            w.write_tensor("u", d, &[b])?;
+            w.finish()
+        }),
+    ];
+    let ok: Reply = Ok;
+    for (name, run) in runs {
+        let plain = run(
+            &d,
+            &data,
+            Unruly {
+                took: Vec::new(),
+                take: usize::MAX,
+                after: usize::MAX,
+                reply: ok,
+            },
+        )
+        .unwrap()
+        .took;
+        let bytewise = run(
+            &d,
+            &data,
+            Unruly {
+                took: Vec::new(),
+                take: 1,
+                after: usize::MAX,
+                reply: ok,
+            },
+        )
+        .unwrap()
+        .took;
+        assert_eq!(bytewise, plain, "{name}: one byte per call");
+        let cases: [(&str, Reply, &str); 4] = [
+            ("zero", |_| Ok(0), "took 0 of the"),
+            ("over-reported", |n| Ok(n + 100), "bytes written of the"),
+            (
+                "would block",
+                |_| Err(std::io::ErrorKind::WouldBlock.into()),
+                "non-blocking",
+            ),
+            (
+                "failing",
+                |_| Err(std::io::Error::other("disk on fire")),
+                "disk on fire",
+            ),
+        ];
+        for (case, reply, says) in cases {
+            for after in [0, 1, 100, plain.len() / 2, plain.len() - 1] {
+                let e = run(
+                    &d,
+                    &data,
+                    Unruly {
+                        took: Vec::new(),
+                        take: 7,
+                        after,
+                        reply,
+                    },
+                )
+                .map(|_| ())
+                .unwrap_err();
+                assert_eq!(e.kind, ErrorKind::Io, "{name}, {case} after {after}: {e}");
+                assert!(e.detail.contains(says), "{name}, {case} after {after}: {e}");
+            }
+        }
+    }
+}

@@ -590,7 +590,11 @@ impl tdesc_stream_reader {
             let (n, ev) = match self.reader.advance(input) {
                 Ok(r) => r,
                 Err(e) => {
+                    // Spent: the unpolled input is of no more use (the last event's
+                    // `data` was valid until this poll only).
                     self.failed = Some(e.clone());
+                    self.queue = Vec::new();
+                    self.head = 0;
                     return Err(e);
                 }
             };

@@ -28,15 +28,38 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// Map the file at `path` (see the type's safety contract).
+    /// Map the file at `path` (see the type's safety contract). Only a regular file can
+    /// be mapped: a FIFO, socket or device is `IO` naming what it is, and opening one
+    /// never blocks (a FIFO without a writer would otherwise wait forever).
     pub fn open(path: impl AsRef<Path>) -> Result<Mapping> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Without it, opening a FIFO waits for a writer. Reading a regular file
+            // ignores the flag.
+            options.custom_flags(libc::O_NONBLOCK);
+        }
+        let file = options.open(path).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 format!("cannot open {}: {e}", path.display()),
             )
         })?;
+        let kind = file.metadata()?.file_type();
+        if !kind.is_file() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "{} is {}, not a regular file: a .tdf file is mapped, so it must be a \
+                     regular file (read a stream of frames with the stream reader instead)",
+                    path.display(),
+                    describe_kind(&kind)
+                ),
+            ));
+        }
         Mapping::from_file(&file).map_err(|e| e.context(format!("mapping {}", path.display())))
     }
 
@@ -63,6 +86,31 @@ impl Mapping {
             Some(m) => m,
             None => &[],
         }
+    }
+}
+
+/// What a file that is not a regular file is, for the error that refuses it.
+fn describe_kind(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
     }
 }
 

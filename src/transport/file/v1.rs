@@ -17,6 +17,7 @@ use super::*;
 use crate::descriptor::{decode, Descriptor};
 use crate::format::wire::Reader;
 use crate::mem::prefetch;
+use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;
@@ -245,7 +246,7 @@ pub(super) fn parse(
 /// A writer dropped without [`finish`](Self::finish) leaves a file without END record,
 /// which readers reject as `TRUNCATED`.
 pub struct V1Writer<W: Write> {
-    out: BufWriter<W>,
+    out: BufWriter<Sink<W>>,
     pos: u64,
     alignment: u64,
     names: HashSet<String>,
@@ -267,7 +268,7 @@ impl<W: Write> fmt::Debug for V1Writer<W> {
 /// The `Write` handed to a [`V1Writer::write_tensor_with`] callback: accepts exactly the
 /// buffer's `size_bytes`; writing more fails.
 struct V1Sink<'w, W: Write> {
-    out: &'w mut BufWriter<W>,
+    out: &'w mut BufWriter<Sink<W>>,
     remaining: u64,
     written: u64,
     overrun: bool,
@@ -302,7 +303,7 @@ impl<W: Write> V1Writer<W> {
     pub fn with_alignment(out: W, alignment: u32) -> Result<V1Writer<W>> {
         check_data_alignment(alignment)?;
         let mut w = V1Writer {
-            out: BufWriter::with_capacity(256 * 1024, out),
+            out: BufWriter::with_capacity(256 * 1024, Sink(out)),
             pos: 0,
             alignment: alignment as u64,
             names: HashSet::new(),
@@ -555,6 +556,7 @@ impl<W: Write> V1Writer<W> {
         self.out.flush()?;
         self.out
             .into_inner()
+            .map(|s| s.0)
             .map_err(|e| Error::new(ErrorKind::Io, e.error().to_string()))
     }
 }

@@ -20,6 +20,7 @@ use std::ops::Range;
 
 use super::*;
 use crate::descriptor::{decode, Descriptor};
+use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;
@@ -606,7 +607,7 @@ impl Write for BufferSink<'_> {
 /// than declared; `finish` before every declared tensor's data is written). An I/O error or
 /// a failed callback breaks the file, and every later call repeats the first error.
 pub struct DirectoryWriter<W: Write> {
-    out: BufWriter<W>,
+    out: BufWriter<Sink<W>>,
     plan: Plan,
     cursor: Cursor,
     directory_written: bool,
@@ -635,7 +636,7 @@ impl<W: Write> DirectoryWriter<W> {
     /// else `ALIGNMENT_INVALID`). Nothing is written yet.
     pub fn with_alignment(out: W, alignment: u32) -> Result<DirectoryWriter<W>> {
         Ok(DirectoryWriter {
-            out: BufWriter::with_capacity(256 * 1024, out),
+            out: BufWriter::with_capacity(256 * 1024, Sink(out)),
             plan: Plan::new(alignment)?,
             cursor: Cursor::default(),
             directory_written: false,
@@ -751,7 +752,7 @@ impl<W: Write> DirectoryWriter<W> {
     /// refusals are checked before it runs; any error from it left the output incomplete.
     fn data(
         &mut self,
-        f: impl FnOnce(&mut Cursor, &mut BufWriter<W>, &Plan) -> Result<()>,
+        f: impl FnOnce(&mut Cursor, &mut BufWriter<Sink<W>>, &Plan) -> Result<()>,
     ) -> Result<()> {
         self.write_directory()?;
         let r = f(&mut self.cursor, &mut self.out, &self.plan);
@@ -829,6 +830,7 @@ impl<W: Write> DirectoryWriter<W> {
         self.out.flush()?;
         self.out
             .into_inner()
+            .map(|s| s.0)
             .map_err(|e| Error::new(ErrorKind::Io, e.error().to_string()))
     }
 }

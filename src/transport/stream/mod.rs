@@ -54,6 +54,7 @@ use crate::descriptor::{decode, Descriptor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame::{self, Peek};
 use crate::mem::AlignedBuf;
+use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
 use crate::wire::Writer as WireWriter;
 use crate::Mode;

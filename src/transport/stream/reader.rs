@@ -115,6 +115,9 @@ pub struct StreamReader {
     pub(super) opaque_index: u64,
     pub(super) tensors: u64,
     pub(super) names: HashSet<Box<str>>,
+    /// What [`held_bytes`](StreamReader::held_bytes) counts for `names`, kept as they are
+    /// added so that asking costs O(1), not a walk over every name seen.
+    pub(super) names_bytes: usize,
     pub(super) pending_complete: Option<u64>,
     pub(super) failed: Option<Error>,
     pub(super) position: u64,
@@ -161,6 +164,7 @@ impl StreamReader {
             opaque_index: 0,
             tensors: 0,
             names: HashSet::new(),
+            names_bytes: 0,
             pending_complete: None,
             failed: None,
             position: 0,
@@ -187,11 +191,13 @@ impl StreamReader {
         self.phase == Phase::Ended && self.failed.is_none()
     }
 
-    /// Bytes of memory the reader holds (descriptor payload, current buffer sizes, names).
+    /// Bytes of memory the reader holds (descriptor payload, current buffer sizes, names:
+    /// each name's bytes and 16 for its entry). O(1): the names' share is kept as they
+    /// are seen.
     pub fn held_bytes(&self) -> usize {
         self.descriptor_buf.capacity()
             + self.current.as_ref().map_or(0, |c| c.sizes.capacity() * 8)
-            + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
+            + self.names_bytes
     }
 
     /// Process input: returns the events it completes. Every byte of `input` is consumed
@@ -227,6 +233,14 @@ impl StreamReader {
                     self.frame_at
                 ));
                 self.failed = Some(e.clone());
+                // A spent reader only repeats its error: what it held for the stream
+                // (the names seen, a DESCRIPTOR payload, the current buffer sizes) goes.
+                self.names = HashSet::new();
+                self.names_bytes = 0;
+                self.descriptor_buf = Vec::new();
+                if let Some(c) = &mut self.current {
+                    c.sizes = Vec::new();
+                }
                 Err(e)
             }
         }
@@ -576,11 +590,14 @@ impl StreamReader {
                 ),
             ));
         }
-        if self.opts.unique_names && !self.names.insert(name.into()) {
-            return Err(Error::new(
-                ErrorKind::DuplicateName,
-                format!("the name {name:?} appears twice in the stream"),
-            ));
+        if self.opts.unique_names {
+            if !self.names.insert(name.into()) {
+                return Err(Error::new(
+                    ErrorKind::DuplicateName,
+                    format!("the name {name:?} appears twice in the stream"),
+                ));
+            }
+            self.names_bytes += name.len() + 16;
         }
         let name = name.to_owned();
         let index = self.tensors;

@@ -340,3 +340,42 @@ fn io_failures_break_the_writer_and_name_the_bytes() {
     assert_eq!(e.kind, ErrorKind::Io);
     assert!(e.detail.contains("cannot flush"), "{e}");
 }
+
+/// The names' share of `held_bytes` is kept as names arrive (asking costs O(1)), and a
+/// reader spent by an error lets go of what it held for the stream.
+#[test]
+fn held_bytes_counts_names_as_they_come_and_a_spent_reader_holds_nothing() {
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .build()
+        .unwrap();
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    let names: Vec<String> = (0..500).map(|i| format!("tensor-{i}")).collect();
+    for n in &names {
+        w.write_tensor(n, &d, &[&[1, 2]]).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let mut r = StreamReader::new();
+    for ev in r.feed(&bytes) {
+        ev.unwrap();
+    }
+    let names_bytes: usize = names.iter().map(|n| n.len() + 16).sum();
+    assert_eq!(r.names_bytes, names_bytes);
+    assert!(r.held_bytes() >= names_bytes);
+    assert!(r.held_bytes() < names_bytes + 4096);
+    // The same stream with a duplicate name at the end: DUPLICATE_NAME, then nothing held.
+    let mut w = StreamWriter::new(Vec::new()).unwrap();
+    for n in &names {
+        w.write_tensor(n, &d, &[&[1, 2]]).unwrap();
+    }
+    let mut bytes = w.finish().unwrap();
+    let end = bytes.split_off(bytes.len() - 16);
+    let mut again = StreamWriter::new(Vec::new()).unwrap();
+    again.write_tensor(&names[7], &d, &[&[1, 2]]).unwrap();
+    let tail = again.finish().unwrap();
+    bytes.extend_from_slice(&tail[24..tail.len() - 16]);
+    bytes.extend_from_slice(&end);
+    let mut r = StreamReader::new();
+    let err = r.feed(&bytes).find_map(|ev| ev.err()).unwrap();
+    assert_eq!(err.kind, ErrorKind::DuplicateName);
+    assert_eq!(r.held_bytes(), 0);
+}

@@ -30,7 +30,7 @@ const GATHER_BYTES: usize = 64 * 1024;
 /// straight through), so a small tensor costs one `write`. Nothing is held back between
 /// calls, and dropping a writer writes nothing (an unfinished stream lacks STREAM_END).
 pub struct StreamWriter<W: Write> {
-    pub(super) out: W,
+    pub(super) out: Sink<W>,
     /// Frame bytes of the current call not yet passed to `out`; empty between calls.
     pub(super) pending: Vec<u8>,
     pub(super) position: u64,
@@ -55,7 +55,7 @@ impl<W: Write> StreamWriter<W> {
     /// A writer; writes STREAM_START.
     pub fn new(out: W) -> Result<StreamWriter<W>> {
         let mut w = StreamWriter {
-            out,
+            out: Sink(out),
             pending: Vec::new(),
             position: 0,
             names: HashSet::new(),
@@ -73,7 +73,7 @@ impl<W: Write> StreamWriter<W> {
     /// The output. Everything the writer accepted so far is in it (see [Live
     /// output](Self#live-output)).
     pub fn get_ref(&self) -> &W {
-        &self.out
+        &self.out.0
     }
 
     /// Bytes written so far.
@@ -313,6 +313,6 @@ impl<W: Write> StreamWriter<W> {
         self.check_complete("STREAM_END")?;
         self.frame_header(FRAME_STREAM_END, 0)?;
         self.deliver()?;
-        Ok(self.out)
+        Ok(self.out.0)
     }
 }
