@@ -424,7 +424,9 @@ def write(path: str | _os.PathLike, tensors, *, alignment: int = 64) -> None:
     takes them) to a ``.tdf`` file. Buffers are written from where they are (numpy
     arrays, file mappings) without an intermediate copy. The file is written under a
     temporary name and renamed into place, so readers that have the old file mapped are
-    not disturbed. ``alignment``: the data buffer alignment (a power of two, 64 .. 1 MiB)."""
+    not disturbed; a path that is a device or a FIFO is written in place instead (see
+    docs/python.md, *Writing*). ``alignment``: the data buffer alignment (a power of two,
+    64 .. 1 MiB)."""
     _native._write(_os.fspath(path), _items(tensors), int(alignment))
 
 
@@ -434,9 +436,12 @@ def to_bytes(tensors, *, alignment: int = 64) -> bytes:
 
 
 def write_stream(target, tensors) -> bytes | None:
-    """Write ``tensors`` as a frame stream to ``target``: a path (replaced atomically), a
-    binary file object (anything with ``write``: a socket file, a pipe), or ``None`` to
-    get the stream's bytes."""
+    """Write ``tensors`` as a frame stream to ``target``: a path (a regular file is
+    replaced atomically, a device or FIFO written in place), a binary file object
+    (anything with ``write``: a socket file, a pipe), or ``None`` to get the stream's
+    bytes. A file object's ``write()`` must return the count it wrote; ``None`` means it
+    would block and raises ``BlockingIOError`` (docs/python.md, *What a file object's
+    write() may return*)."""
     if isinstance(target, _os.PathLike):
         target = _os.fspath(target)
     return _native._write_stream(target, _items(tensors))
