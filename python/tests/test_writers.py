@@ -263,7 +263,7 @@ def device_node(tmp_path, name, minor):
     try:
         os.mknod(p, stat.S_IFCHR | 0o666, os.makedev(1, minor))
         os.close(os.open(p, os.O_WRONLY))  # not on a nodev mount
-    except (PermissionError, OSError) as e:
+    except OSError as e:
         pytest.skip(f"cannot make and open a device node here: {e}")
     return p
 
