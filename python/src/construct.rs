@@ -14,6 +14,7 @@ use tensordesc::{
     Quantization, RegionSpec, Result, TensorBuilder, TileOrder,
 };
 
+use crate::args;
 use crate::errors::Fail;
 use crate::node::{compact_strides, NodeView};
 use crate::source::{Held, Keep, MemBuf, MemTensor, Source};
@@ -88,7 +89,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
     let mut bufs = Vec::new();
     let q = match scheme.as_str() {
         "PER_TENSOR_AFFINE" => {
-            let zero_point: i64 = get("zero_point")?.extract()?;
+            let zero_point: i64 = args::int(&get("zero_point")?, "PerTensorAffine.zero_point")?;
             Quantization {
                 scheme: QuantScheme::PerTensorAffine {
                     scale: get("scale")?.extract()?,
@@ -99,7 +100,12 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
             }
         }
         "PER_AXIS_AFFINE" | "BLOCKWISE" => {
-            let axis: u8 = get("axis")?.extract()?;
+            let class = if scheme == "BLOCKWISE" {
+                "Blockwise"
+            } else {
+                "PerAxisAffine"
+            };
+            let axis: u8 = args::int(&get("axis")?, &format!("{class}.axis"))?;
             let scale_type = element_type(get("scale_type")?.extract()?).map_err(Fail)?;
             bufs.push(contiguous_buffer(&array("scales")?, "quantization scales")?);
             let zp = get("zero_points")?;
@@ -113,7 +119,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
             let scheme = if scheme == "BLOCKWISE" {
                 QuantScheme::Blockwise {
                     axis,
-                    block_size: get("block_size")?.extract()?,
+                    block_size: args::int(&get("block_size")?, "Blockwise.block_size")?,
                     scale_type,
                 }
             } else {
@@ -255,13 +261,14 @@ pub fn _from_array(
 #[pyo3(signature = (element_type, shape, layout, params, buffers, quantization=None))]
 pub fn _leaf(
     element_type: u8,
-    shape: Vec<u64>,
+    shape: &Bound<'_, PyAny>,
     layout: &str,
     params: &Bound<'_, PyDict>,
     buffers: &Bound<'_, PyList>,
     quantization: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Tensor> {
     let et = self::element_type(element_type).map_err(Fail)?;
+    let shape: Vec<u64> = args::ints(shape, "shape")?;
     let mut bufs = Vec::with_capacity(buffers.len());
     for (k, b) in buffers.iter().enumerate() {
         let a = b.cast_into::<PyUntypedArray>()?;
@@ -275,21 +282,28 @@ pub fn _leaf(
     let node = match layout {
         "ROW_MAJOR" => NodeSpec::row_major(),
         "COL_MAJOR" => NodeSpec::col_major(),
-        "STRIDED" => NodeSpec::strided(&p("strides")?.extract::<Vec<i64>>()?),
-        "DIM_ORDER" => NodeSpec::dim_order(&p("order")?.extract::<Vec<u8>>()?),
-        "TILED" => NodeSpec::tiled(&p("tile_shape")?.extract::<Vec<u64>>()?),
+        "STRIDED" => NodeSpec::strided(&args::ints::<i64>(&p("strides")?, "strides")?),
+        "DIM_ORDER" => NodeSpec::dim_order(&args::ints::<u8>(&p("order")?, "order")?),
+        "TILED" => NodeSpec::tiled(&args::ints::<u64>(&p("tile_shape")?, "tile_shape")?),
         "SPLAT" => NodeSpec::splat(),
-        "COO" => NodeSpec::coo(p("nnz")?.extract()?, p("flags")?.extract()?),
-        "CSR" => NodeSpec::csr(p("nnz")?.extract()?, p("flags")?.extract()?),
-        "CSC" => NodeSpec::csc(p("nnz")?.extract()?, p("flags")?.extract()?),
+        "COO" | "CSR" | "CSC" => {
+            let nnz = args::int(&p("nnz")?, "nnz")?;
+            let flags = args::int(&p("flags")?, "flags")?;
+            match layout {
+                "COO" => NodeSpec::coo(nnz, flags),
+                "CSR" => NodeSpec::csr(nnz, flags),
+                _ => NodeSpec::csc(nnz, flags),
+            }
+        }
         "CSF" => {
-            let level_nodes: Vec<u64> = p("level_nodes")?.extract()?;
-            NodeSpec::csf(et, &p("axis_order")?.extract::<Vec<u8>>()?, &level_nodes)
-                .map_err(Fail)?
+            let level_nodes: Vec<u64> = args::ints(&p("level_nodes")?, "level_nodes")?;
+            let axis_order: Vec<u8> = args::ints(&p("axis_order")?, "axis_order")?;
+            NodeSpec::csf(et, &axis_order, &level_nodes).map_err(Fail)?
         }
-        "BLOCK_PAGED" => {
-            NodeSpec::block_paged(p("block_size")?.extract()?, p("pool_count")?.extract()?)
-        }
+        "BLOCK_PAGED" => NodeSpec::block_paged(
+            args::int(&p("block_size")?, "block_size")?,
+            args::int(&p("pool_count")?, "the pool count (len(pools))")?,
+        ),
         other => {
             return Err(PyValueError::new_err(format!(
                 "layout {other:?} cannot be built from Python"
@@ -298,7 +312,7 @@ pub fn _leaf(
     };
     let mut node = node;
     if let Some(off) = params.get_item("byte_offset")? {
-        node = node.with_byte_offset(off.extract()?);
+        node = node.with_byte_offset(args::int(&off, "byte_offset")?);
     }
     if let Some(q) = quantization {
         let (q, params) = self::quantization(q)?;
@@ -405,13 +419,15 @@ fn children_of(d: &Descriptor) -> Vec<Vec<u32>> {
 #[pyo3(signature = (element_type, shape, regions))]
 pub fn _subpaving(
     element_type: u8,
-    shape: Vec<u64>,
-    regions: Vec<(Vec<u64>, Py<Tensor>)>,
+    shape: &Bound<'_, PyAny>,
+    regions: Vec<(Bound<'_, PyAny>, Py<Tensor>)>,
 ) -> PyResult<Tensor> {
     let et = self::element_type(element_type).map_err(Fail)?;
+    let shape: Vec<u64> = args::ints(shape, "shape")?;
     let mut specs = Vec::with_capacity(regions.len());
     let mut bufs = Vec::new();
     for (i, (origin, t)) in regions.iter().enumerate() {
+        let origin: Vec<u64> = args::ints(origin, &format!("region {i}: origin"))?;
         let held: &Arc<Held> = &t.get().held;
         let d = held.src.descriptor().map_err(Fail)?;
         if d.element_type() != et {
@@ -434,7 +450,7 @@ pub fn _subpaving(
         }
         let spec = node_spec_of(d, None, &children_of(d))
             .map_err(|e| Fail(e.context(format!("region {i}"))))?;
-        specs.push(RegionSpec::new(origin, d.shape(), spec));
+        specs.push(RegionSpec::new(&origin, d.shape(), spec));
         for k in 0..d.effective_buffer_count() {
             let (bytes, ro) = held.src.buffer(k).map_err(Fail)?;
             // SAFETY: `bytes` is effective buffer k of the region's tensor, alive while its

@@ -1,11 +1,12 @@
 //! Files and streams: open (map) and write `.tdf` files, write and read frame streams,
 //! decode bare descriptors.
 
-use std::fs::File as FsFile;
+use std::fs::{File as FsFile, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use pyo3::exceptions::PyBlockingIOError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tensordesc::stream::{read_stream as read_frames, StreamOptions, StreamWriter};
@@ -13,6 +14,7 @@ use tensordesc::{
     decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode,
 };
 
+use crate::args;
 use crate::errors::Fail;
 use crate::source::{Held, Source};
 use crate::tensor::{File, Tensor};
@@ -70,30 +72,87 @@ fn parts(t: &Tensor) -> PyResult<Parts<'_>> {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A temporary path beside `path` (same directory, so a rename replaces the file
+/// A fresh temporary file beside `path` (same directory, so a rename replaces the file
 /// atomically: readers that have the old file mapped keep their pages).
-fn temp_beside(path: &Path) -> PathBuf {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+fn temp_beside(path: &Path) -> tensordesc::Result<(PathBuf, FsFile)> {
     let name = path
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "tensors".into());
-    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+    let mut last = None;
+    for _ in 0..100 {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("cannot create {}: {e}", tmp.display()),
+                ))
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Io,
+        format!(
+            "cannot write {}: no free temporary name beside it ({})",
+            path.display(),
+            last.map_or_else(String::new, |e| e.to_string())
+        ),
+    ))
 }
 
-/// Write `make(file)` to a temporary file and rename it to `path`; remove it on failure.
-fn write_replacing(
+/// An I/O error of writing `path`, naming it (other errors as they are).
+fn io_context(e: Error, path: &Path) -> Error {
+    if e.kind() == ErrorKind::Io {
+        e.context(format!("writing {}", path.display()))
+    } else {
+        e
+    }
+}
+
+/// Write `make(file)` to `path`, which `make` returns when it has written everything.
+///
+/// A path that exists and is not a regular file — a character or block device, a FIFO,
+/// a socket, or a symlink to one of those — is opened for writing and written in place
+/// (not truncated, not synced): renaming over it would replace the device or FIFO with
+/// a regular file. Anything else (a regular file, a symlink to one, a dangling symlink,
+/// nothing) is written to a temporary file beside `path`, synced and renamed over
+/// `path` — the symlink itself is replaced, not the file it points to — and the
+/// temporary file is removed on failure. A directory is refused.
+fn write_path(
     path: &Path,
-    make: impl FnOnce(FsFile) -> tensordesc::Result<()>,
+    make: impl FnOnce(FsFile) -> tensordesc::Result<FsFile>,
 ) -> tensordesc::Result<()> {
-    let tmp = temp_beside(path);
-    let f = FsFile::create(&tmp).map_err(|e| {
-        Error::new(
-            ErrorKind::Io,
-            format!("cannot create {}: {e}", tmp.display()),
-        )
-    })?;
-    let r = make(f).and_then(|()| {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_dir() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "{} is a directory; give the path of the file to write",
+                    path.display()
+                ),
+            ));
+        }
+        if !meta.is_file() {
+            let f = OpenOptions::new().write(true).open(path).map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot write {}: {e}", path.display()),
+                )
+            })?;
+            make(f).map_err(|e| io_context(e, path))?;
+            return Ok(());
+        }
+    }
+    let (tmp, f) = temp_beside(path)?;
+    let r = make(f).map_err(|e| io_context(e, path)).and_then(|f| {
+        f.sync_all().map_err(|e| {
+            Error::new(ErrorKind::Io, format!("cannot sync {}: {e}", tmp.display()))
+        })?;
+        drop(f);
         std::fs::rename(&tmp, path).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
@@ -107,29 +166,34 @@ fn write_replacing(
     r
 }
 
-/// Write `tensors` (name, tensor) to a `.tdf` file at `path`, replacing it atomically.
-/// Buffers are written from where they lie (numpy arrays, file mappings), not copied first.
+/// The `alignment` argument (default 64).
+fn alignment_arg(alignment: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
+    alignment.map_or(Ok(64), |a| args::int(a, "alignment"))
+}
+
+/// Write `tensors` (name, tensor) to a `.tdf` file at `path`: a regular file is replaced
+/// atomically, a device or FIFO written in place (see `write_path`). Buffers are written
+/// from where they lie (numpy arrays, file mappings), not copied first.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, alignment=64))]
+#[pyo3(signature = (path, tensors, alignment=None))]
 pub fn _write(
     py: Python<'_>,
     path: PathBuf,
     tensors: Vec<(String, Py<Tensor>)>,
-    alignment: u32,
+    alignment: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
+    let alignment = alignment_arg(alignment)?;
     let items = tensors
         .iter()
         .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
         .collect::<PyResult<Vec<_>>>()?;
     py.detach(|| {
-        write_replacing(&path, |f| {
+        write_path(&path, |f| {
             let mut w = FileWriter::with_alignment(f, alignment)?;
             for (name, (d, slices)) in &items {
                 w.write_tensor(name, d, slices)?;
             }
-            let f = w.finish()?;
-            f.sync_all()?;
-            Ok(())
+            w.finish()
         })
     })
     .map_err(Fail)?;
@@ -138,12 +202,13 @@ pub fn _write(
 
 /// The bytes of a `.tdf` file holding `tensors`.
 #[pyfunction]
-#[pyo3(signature = (tensors, alignment=64))]
+#[pyo3(signature = (tensors, alignment=None))]
 pub fn _encode_file<'py>(
     py: Python<'py>,
     tensors: Vec<(String, Py<Tensor>)>,
-    alignment: u32,
+    alignment: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let alignment = alignment_arg(alignment)?;
     let items = tensors
         .iter()
         .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
@@ -160,32 +225,142 @@ pub fn _encode_file<'py>(
     Ok(PyBytes::new(py, &bytes))
 }
 
-/// A `Write` onto a Python binary file object (its `write` method).
+/// Consecutive `write()` calls that may accept nothing (return 0) before the writing
+/// fails: a file object that keeps accepting nothing is not waited for forever.
+const ZERO_WRITES_LIMIT: u32 = 16;
+
+/// The most bytes handed to one `write()` call (each call copies its bytes into a new
+/// `bytes` object, so this bounds the copy and what a short write makes resend).
+const WRITE_PIECE: usize = 1 << 20;
+
+/// A `Write` onto a Python binary file object (its `write` method), with the contract
+/// docs/python.md states ("What a file object's write() may return"):
+///
+/// - an int `n` with `0 < n <= len(b)`: `n` bytes were written; the rest is passed to
+///   the next call;
+/// - `0`: nothing was written; retried, and after [`ZERO_WRITES_LIMIT`] zeros in a row
+///   the writing fails (`tensordesc.Io`);
+/// - `None`: the object is non-blocking and would block, nothing was written (the
+///   meaning `io.RawIOBase.write` gives it): the writing fails with `BlockingIOError`
+///   whose `characters_written` is the number of bytes of the stream delivered;
+/// - anything else (a negative count, one larger than the buffer, not an int): the
+///   writing fails (`tensordesc.Io`, naming the value).
+///
+/// An exception raised by `write()` or `flush()` ends the writing, and is the exception
+/// the caller gets ([`PyWriter::error`]).
 struct PyWriter<'a, 'py> {
     f: &'a Bound<'py, PyAny>,
+    /// Bytes the file object accepted so far.
+    delivered: u64,
+    /// The Python exception that ended the writing: raised by the file object, or the
+    /// `BlockingIOError` made for a `None`. Raised instead of the library's error.
+    error: Option<PyErr>,
+    /// `error` was raised by the file object (not made here).
+    raised: bool,
+}
+
+impl<'a, 'py> PyWriter<'a, 'py> {
+    fn new(f: &'a Bound<'py, PyAny>) -> Self {
+        PyWriter {
+            f,
+            delivered: 0,
+            error: None,
+            raised: false,
+        }
+    }
+
+    /// Keep `e` to raise it, and give the stream writer an I/O error saying what happened.
+    fn keep(&mut self, e: PyErr, what: &str) -> std::io::Error {
+        let msg = format!("{what}: {e}");
+        self.error = Some(e);
+        self.raised = true;
+        std::io::Error::other(msg)
+    }
+
+    /// One `write()` call with `piece`: the count it reported, or the error ending the
+    /// writing.
+    fn write_once(&mut self, piece: &[u8]) -> std::io::Result<usize> {
+        let py = self.f.py();
+        let r = match self.f.call_method1("write", (PyBytes::new(py, piece),)) {
+            Ok(r) => r,
+            Err(e) => return Err(self.keep(e, "the file object's write() raised")),
+        };
+        if r.is_none() {
+            let msg = format!(
+                "the file object's write() returned None: it is non-blocking and would block, \
+                 and wrote nothing of a {}-byte piece; {} bytes of the stream were delivered \
+                 before, the stream is incomplete (give a blocking file object)",
+                piece.len(),
+                self.delivered
+            );
+            let eagain = py
+                .import("errno")
+                .and_then(|m| m.getattr("EAGAIN"))
+                .and_then(|v| v.extract::<i32>())
+                .unwrap_or(11);
+            let e = PyBlockingIOError::new_err((eagain, msg.clone(), self.delivered));
+            self.error = Some(e);
+            return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, msg));
+        }
+        let bad = |shown: String| {
+            std::io::Error::other(format!(
+                "the file object's write() returned {shown} for a {}-byte piece; a byte count \
+                 from 0 to {} (or None: would block) is expected",
+                piece.len(),
+                piece.len()
+            ))
+        };
+        match r.extract::<i128>() {
+            Ok(n) if (0..=piece.len() as i128).contains(&n) => Ok(n as usize),
+            Ok(n) => Err(bad(n.to_string())),
+            Err(_) => {
+                let shown = r
+                    .repr()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|_| "?".into());
+                let ty = r
+                    .get_type()
+                    .name()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|_| "?".into());
+                Err(bad(format!("{shown} (a {ty})")))
+            }
+        }
+    }
 }
 
 impl Write for PyWriter<'_, '_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self
-            .f
-            .call_method1("write", (PyBytes::new(self.f.py(), buf),))
-            .and_then(|r| {
-                if r.is_none() {
-                    Ok(buf.len())
-                } else {
-                    r.extract::<usize>()
-                }
-            })
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(n)
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let piece = &buf[..buf.len().min(WRITE_PIECE)];
+        for _ in 0..ZERO_WRITES_LIMIT {
+            let n = self.write_once(piece)?;
+            if n > 0 {
+                self.delivered += n as u64;
+                return Ok(n);
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!(
+                "the file object's write() returned 0 (wrote nothing) {ZERO_WRITES_LIMIT} times \
+                 in a row after {} bytes of the stream were delivered",
+                self.delivered
+            ),
+        ))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.f.hasattr("flush").unwrap_or(false) {
-            self.f
-                .call_method0("flush")
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let has_flush = match self.f.hasattr("flush") {
+            Ok(b) => b,
+            Err(e) => return Err(self.keep(e, "the file object's flush attribute")),
+        };
+        if has_flush {
+            if let Err(e) = self.f.call_method0("flush") {
+                return Err(self.keep(e, "the file object's flush() raised"));
+            }
         }
         Ok(())
     }
@@ -219,18 +394,27 @@ pub fn _write_stream<'py>(
         return Ok(Some(PyBytes::new(py, &bytes)));
     }
     if target.hasattr("write")? {
-        stream_into(PyWriter { f: target }, &items).map_err(Fail)?;
-        return Ok(None);
+        let mut w = PyWriter::new(target);
+        return match stream_into(&mut w, &items) {
+            Ok(_) => Ok(None),
+            // The file object's own exception, with the stream writer's account of where
+            // it happened as a note (Python 3.11+), or the BlockingIOError for a None.
+            Err(e) => match w.error.take() {
+                Some(pe) => {
+                    let value = pe.value(py);
+                    if w.raised && value.hasattr("add_note").unwrap_or(false) {
+                        let note = format!("tensordesc: {}", e.detail);
+                        let _ = value.call_method1("add_note", (note,));
+                    }
+                    Err(pe)
+                }
+                None => Err(Fail(e).into()),
+            },
+        };
     }
     let path: PathBuf = target.extract()?;
-    py.detach(|| {
-        write_replacing(&path, |f| {
-            let f = stream_into(f, &items)?;
-            f.sync_all()?;
-            Ok(())
-        })
-    })
-    .map_err(Fail)?;
+    py.detach(|| write_path(&path, |f| stream_into(f, &items)))
+        .map_err(Fail)?;
     Ok(None)
 }
 

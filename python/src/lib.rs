@@ -1,6 +1,7 @@
 //! `tensordesc._native`: the Rust half of the `tensordesc` Python package. The public API
 //! is assembled in `tensordesc/__init__.py`; see docs/python.md.
 
+mod args;
 mod construct;
 mod dlpack;
 mod errors;

@@ -69,18 +69,36 @@ def open(path: str | _os.PathLike, *, strict: bool = True) -> File:  # noqa: A00
     return _native._open(_os.path.abspath(_os.fspath(path)), strict)
 
 
+def _bytes_of(data, what: str) -> bytes:
+    """The bytes of a bytes-like object (anything with the buffer protocol: bytes,
+    bytearray, memoryview, numpy arrays, array.array); anything else is a TypeError —
+    ``bytes(12)`` would be twelve zero bytes, ``bytes([1, 2])`` a conversion."""
+    if isinstance(data, bytes):
+        return data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a bytes-like object (bytes, bytearray, memoryview, ...), "
+            f"not {type(data).__name__}"
+        ) from None
+    with view:
+        return view.tobytes()
+
+
 def decode(data, *, strict: bool = True) -> Tensor:
-    """A descriptor decoded from its bytes: a tensor without buffers (shape, dtype, layout,
-    regions, buffers' sizes, ``locate``), not readable."""
-    return _native._decode(bytes(data), strict)
+    """A descriptor decoded from its bytes (a bytes-like object): a tensor without
+    buffers (shape, dtype, layout, regions, buffers' sizes, ``locate``), not readable."""
+    return _native._decode(_bytes_of(data, "decode's data"), strict)
 
 
 def read_stream(source, *, strict: bool = True) -> dict[str, Tensor]:
-    """The tensors of a frame stream (a path or the stream's bytes), in stream order."""
-    if not isinstance(source, (bytes, str, _os.PathLike)):
-        source = bytes(source)
+    """The tensors of a frame stream (a path, or the stream's bytes as a bytes-like
+    object), in stream order."""
     if isinstance(source, _os.PathLike):
         source = _os.fspath(source)
+    if not isinstance(source, (bytes, str)):
+        source = _bytes_of(source, "read_stream's source (a path or the stream's bytes)")
     return dict(_native._read_stream(source, strict))
 
 
@@ -240,8 +258,13 @@ def tiled(array, tile_shape, *, quantization=None) -> Tensor:
     a = _np.asarray(array)
     code = _element_type(a.dtype)
     t = tuple(int(x) for x in tile_shape)
-    if len(t) != a.ndim or any(x <= 0 for x in t):
-        raise ValueError(f"tile_shape {t} does not fit an array of rank {a.ndim}")
+    if len(t) != a.ndim:
+        raise errors.InvalidArgument(f"tile_shape {t} does not fit an array of rank {a.ndim}")
+    for k, x in enumerate(t):
+        if not 1 <= x <= _U64_MAX:
+            raise errors.InvalidArgument(
+                f"tile_shape[{k}] must be an integer from 1 to 2**64 - 1, not {x}"
+            )
     grid = tuple(-(-e // x) for e, x in zip(a.shape, t))
     padded = _np.zeros(tuple(g * x for g, x in zip(grid, t)), dtype=a.dtype)
     padded[tuple(slice(0, e) for e in a.shape)] = a
@@ -310,11 +333,8 @@ def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quan
         if _element_type(p.dtype) != code:
             raise TypeError("every pool must have the same dtype")
         bufs.append(_pack4(p) if code in _PACKED else _np.ascontiguousarray(p))
-    bt = _np.asarray(block_table)
-    if bt.dtype.kind == "i":
-        bt = _np.where(bt < 0, _np.uint64(2**64 - 1), bt.astype(_np.uint64))
-    bt = _np.ascontiguousarray(bt, dtype=_np.uint64)
-    rl = _np.ascontiguousarray(row_lengths, dtype=_np.uint64)
+    bt = _u64_array(block_table, "block_table", negative=_U64_MAX)
+    rl = _u64_array(row_lengths, "row_lengths")
     return _native._leaf(
         code,
         [int(e) for e in shape],
@@ -323,6 +343,34 @@ def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quan
         [bt, rl] + bufs,
         _quant(quantization, code),
     )
+
+
+_U64_MAX = 2**64 - 1
+
+
+def _u64_array(x, what: str, *, negative: int | None = None) -> _np.ndarray:
+    """``x`` as a C-contiguous uint64 array. Integers outside 0 .. 2**64 - 1 are
+    ``InvalidArgument`` naming ``what`` — except negative ones when ``negative`` is given,
+    which become it — rather than numpy's OverflowError or a silent wrap-around."""
+    a = _np.asarray(x)
+    if a.dtype.kind == "O":
+        vals = [int(v) for v in a.reshape(-1)]
+        for v in vals:
+            if v > _U64_MAX or (v < 0 and negative is None):
+                raise errors.InvalidArgument(
+                    f"{what} must hold integers from 0 to 2**64 - 1, not {v}"
+                )
+        vals = [negative if v < 0 else v for v in vals]
+        a = _np.array(vals, dtype=_np.uint64).reshape(a.shape)
+    elif a.dtype.kind == "i":
+        neg = a < 0
+        if neg.any():
+            if negative is None:
+                raise errors.InvalidArgument(
+                    f"{what} must hold integers from 0 to 2**64 - 1, not {a[neg].flat[0]}"
+                )
+            a = _np.where(neg, _np.uint64(negative), a.astype(_np.uint64))
+    return _np.ascontiguousarray(a, dtype=_np.uint64)
 
 
 def from_dlpack(x) -> Tensor:
@@ -376,7 +424,9 @@ def write(path: str | _os.PathLike, tensors, *, alignment: int = 64) -> None:
     takes them) to a ``.tdf`` file. Buffers are written from where they are (numpy
     arrays, file mappings) without an intermediate copy. The file is written under a
     temporary name and renamed into place, so readers that have the old file mapped are
-    not disturbed. ``alignment``: the data buffer alignment (a power of two, 64 .. 1 MiB)."""
+    not disturbed; a path that is a device or a FIFO is written in place instead (see
+    docs/python.md, *Writing*). ``alignment``: the data buffer alignment (a power of two,
+    64 .. 1 MiB)."""
     _native._write(_os.fspath(path), _items(tensors), int(alignment))
 
 
@@ -386,9 +436,12 @@ def to_bytes(tensors, *, alignment: int = 64) -> bytes:
 
 
 def write_stream(target, tensors) -> bytes | None:
-    """Write ``tensors`` as a frame stream to ``target``: a path (replaced atomically), a
-    binary file object (anything with ``write``: a socket file, a pipe), or ``None`` to
-    get the stream's bytes."""
+    """Write ``tensors`` as a frame stream to ``target``: a path (a regular file is
+    replaced atomically, a device or FIFO written in place), a binary file object
+    (anything with ``write``: a socket file, a pipe), or ``None`` to get the stream's
+    bytes. A file object's ``write()`` must return the count it wrote; ``None`` means it
+    would block and raises ``BlockingIOError`` (docs/python.md, *What a file object's
+    write() may return*)."""
     if isinstance(target, _os.PathLike):
         target = _os.fspath(target)
     return _native._write_stream(target, _items(tensors))
