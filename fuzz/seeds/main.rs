@@ -883,6 +883,35 @@ fn main() {
             b.extend_from_slice(&stream);
             write(&out.join("stream"), &format!("{gname}-{k}"), &b);
         }
+        // writers: the same streams behind 16 bytes scripting the output's answers (see
+        // fuzz_targets/writers.rs): take everything, a byte at a time, short writes with an
+        // interruption, and short writes ending in a zero, an over-report, WouldBlock or
+        // a failure.
+        let scripts: [[u8; 16]; 6] = [
+            [0xF0; 16],
+            [0x00; 16],
+            [
+                0x30, 0x51, 0x0B, 0x72, 0x30, 0x51, 0x0B, 0x72, 0x30, 0x51, 0x0B, 0x72, 0x30, 0x51,
+                0x0B, 0x72,
+            ],
+            [
+                0x50, 0x50, 0x50, 0x50, 0x50, 0x50, 0x50, 0x0C, 0x50, 0x50, 0x50, 0x50, 0x50, 0x50,
+                0x50, 0x50,
+            ],
+            [
+                0x70, 0x70, 0x70, 0x1D, 0x70, 0x70, 0x70, 0x70, 0x70, 0x70, 0x0E, 0x70, 0x70, 0x70,
+                0x70, 0x70,
+            ],
+            [
+                0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0,
+                0xF0, 0x0F,
+            ],
+        ];
+        for (k, script) in scripts.iter().enumerate() {
+            let mut b = script.to_vec();
+            b.extend_from_slice(&stream);
+            write(&out.join("writers"), &format!("{gname}-{k}"), &b);
+        }
         n_files += 1;
     }
     // The golden .tdf file vectors, valid and invalid, version 2 and 1.
