@@ -2,13 +2,15 @@
 //!
 //! The header is read with a visitor over the JSON (serde_json, no parse tree): each
 //! tensor becomes one 32-byte [`Entry`], its name is appended to one string of all names
-//! and its shape to one byte vector (LEB128, at most as many bytes as the shape's JSON
-//! digits). So what is kept is at most the header's size in names, half its shapes' JSON
-//! in dimensions and 32 bytes per tensor, where a tensor's JSON takes at least 48 bytes
-//! (`"n":{"dtype":"U8","shape":[],"data_offsets":[0,0]},`): under 1.7 × the header in
-//! all, about 0.7 × for typical checkpoints. safetensors' own reader builds a map of
-//! strings, a `Vec` per shape and a buffered tree of every entry: 20 to 30 times the
-//! header.
+//! and its shape to one byte vector (LEB128: no more bytes than the dimensions' JSON
+//! digits). A tensor's JSON takes at least 48 bytes besides its name and dimensions
+//! (`"":{"dtype":"U8","shape":[],"data_offsets":[0,0]},`), so the records are smaller than
+//! the header (two thirds of it for typical checkpoints). The `__metadata__` object is kept
+//! as its keys' and values' text with a 16-byte record a pair (a pair's JSON takes at least
+//! 6 bytes besides its text), until it is written out as compact JSON. safetensors' own
+//! reader builds a buffered tree of every entry, a `Vec` per shape and a map of strings:
+//! the converter that used it (and kept every descriptor) peaked at 29 × the header, and
+//! at 28 × for a header of metadata.
 //!
 //! Everything safetensors checks is checked here, naming the tensor: the header is a JSON
 //! object of tensors (and an optional `__metadata__` object of strings); each tensor has a
@@ -22,7 +24,6 @@
 //! The tensors are kept in the order of their data (ties, which only empty tensors can
 //! share, by name): the order a stream of the file delivers them in.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use safetensors::Dtype;
@@ -64,8 +65,10 @@ pub struct Header {
     dims: Vec<u8>,
     /// In the order of their data.
     tensors: Vec<Entry>,
-    /// The `__metadata__` object (keys sorted), when present and not `null`.
-    metadata: Option<BTreeMap<String, String>>,
+    /// The `__metadata__` object's keys and values, back to back.
+    meta_text: String,
+    /// Its pairs, sorted by key; `None` when it is absent or `null`.
+    meta: Option<Vec<MetaPair>>,
     /// Where the last tensor's data ends: the data section's length.
     data_len: u64,
 }
@@ -84,13 +87,51 @@ impl Header {
         shape_in(&self.dims[e.dims_at as usize..], e.rank)
     }
 
-    pub fn metadata(&self) -> Option<&BTreeMap<String, String>> {
-        self.metadata.as_ref()
+    /// The `__metadata__` object as compact JSON text, keys sorted (`serde_json`'s
+    /// escaping), and its key count; `None` when it is absent, `null` or empty. Frees what
+    /// was kept of it.
+    pub fn take_metadata_json(&mut self) -> Option<(Vec<u8>, usize)> {
+        let pairs = self.meta.take().filter(|m| !m.is_empty())?;
+        let text = std::mem::take(&mut self.meta_text);
+        let mut json = Vec::with_capacity(text.len() + 6 * pairs.len() + 2);
+        json.push(b'{');
+        for (k, pair) in pairs.iter().enumerate() {
+            if k > 0 {
+                json.push(b',');
+            }
+            // Writing a string into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut json, pair.key(&text));
+            json.push(b':');
+            let _ = serde_json::to_writer(&mut json, pair.value(&text));
+        }
+        json.push(b'}');
+        Some((json, pairs.len()))
     }
 
     /// The length of the data section the header describes.
     pub fn data_len(&self) -> u64 {
         self.data_len
+    }
+}
+
+/// A key and its value in `Header::meta_text`.
+#[derive(Clone, Copy, Debug)]
+struct MetaPair {
+    key_at: u32,
+    key_len: u32,
+    value_at: u32,
+    value_len: u32,
+}
+
+impl MetaPair {
+    fn key<'t>(&self, text: &'t str) -> &'t str {
+        let at = self.key_at as usize;
+        text.get(at..at + self.key_len as usize).unwrap_or("")
+    }
+
+    fn value<'t>(&self, text: &'t str) -> &'t str {
+        let at = self.value_at as usize;
+        text.get(at..at + self.value_len as usize).unwrap_or("")
     }
 }
 
@@ -142,7 +183,8 @@ pub fn parse(header: &[u8]) -> Result<Header> {
         names: String::new(),
         dims: Vec::new(),
         tensors: Vec::new(),
-        metadata: None,
+        meta_text: String::new(),
+        meta: None,
         data_len: 0,
     };
     let mut fail = None;
@@ -161,6 +203,16 @@ pub fn parse(header: &[u8]) -> Result<Header> {
         }));
     }
     order(&mut h)?;
+    if let Some(pairs) = &mut h.meta {
+        let text = &h.meta_text;
+        pairs.sort_unstable_by(|a, b| a.key(text).cmp(b.key(text)));
+        if let Some(w) = pairs.windows(2).find(|w| w[0].key(text) == w[1].key(text)) {
+            return Err(content(format!(
+                "{METADATA_TENSOR} has the key {:?} twice (each key of its JSON object must be unique)",
+                w[0].key(text)
+            )));
+        }
+    }
     Ok(h)
 }
 
@@ -237,7 +289,10 @@ impl<'de> Visitor<'de> for Top<'_> {
         let mut seen_metadata = false;
         loop {
             let at = h.names.len();
-            if map.next_key_seed(NameSeed(&mut h.names))?.is_none() {
+            if map
+                .next_key_seed(Append(&mut h.names, "a tensor name"))?
+                .is_none()
+            {
                 return Ok(());
             }
             if h.names[at..] == *METADATA_TENSOR {
@@ -251,8 +306,8 @@ impl<'de> Visitor<'de> for Top<'_> {
                     ));
                 }
                 seen_metadata = true;
-                match map.next_value_seed(MetaSeed { fail: &mut *fail }) {
-                    Ok(m) => h.metadata = m,
+                match map.next_value_seed(MetaSeed(&mut h.meta_text)) {
+                    Ok(m) => h.meta = m,
                     Err(e) => {
                         return Err(failed(
                             fail,
@@ -347,20 +402,21 @@ fn check(name: &str, info: &Info, dims: &[u8]) -> Result<u64> {
     Ok(end - s)
 }
 
-/// A key of the header's object, appended to the names.
-struct NameSeed<'a>(&'a mut String);
+/// A string appended to a buffer (a tensor name to the names; a metadata key or value to
+/// the metadata's text); the second field says what is expected.
+struct Append<'a>(&'a mut String, &'static str);
 
-impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
+impl<'de> DeserializeSeed<'de> for Append<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl Visitor<'_> for NameSeed<'_> {
+impl Visitor<'_> for Append<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a tensor name")
+        f.write_str(self.1)
     }
     fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<(), E> {
         self.0.push_str(s);
@@ -600,20 +656,19 @@ impl<'de> Visitor<'de> for ShapeSeed<'_> {
     }
 }
 
-/// `__metadata__`: `null` or an object of strings, each key once.
-struct MetaSeed<'a> {
-    fail: &'a mut Option<Error>,
-}
+/// `__metadata__`: `null` or an object of strings, kept in the metadata's text with a
+/// 16-byte record a pair (repeated keys are found once the pairs are sorted).
+struct MetaSeed<'a>(&'a mut String);
 
 impl<'de> DeserializeSeed<'de> for MetaSeed<'_> {
-    type Value = Option<BTreeMap<String, String>>;
+    type Value = Option<Vec<MetaPair>>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for MetaSeed<'_> {
-    type Value = Option<BTreeMap<String, String>>;
+    type Value = Option<Vec<MetaPair>>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object of strings")
@@ -627,20 +682,29 @@ impl<'de> Visitor<'de> for MetaSeed<'_> {
         self,
         mut map: A,
     ) -> std::result::Result<Self::Value, A::Error> {
-        let mut m = BTreeMap::new();
-        while let Some(k) = map.next_key::<String>()? {
-            let v = map.next_value::<String>()?;
-            if m.contains_key(&k) {
-                return Err(failed(
-                    self.fail,
-                    content(format!(
-                        "{METADATA_TENSOR} has the key {k:?} twice (each key of its JSON object must be unique)"
-                    )),
-                ));
+        let text = self.0;
+        let mut pairs = Vec::new();
+        let at = |text: &String| {
+            u32::try_from(text.len()).map_err(|_| de::Error::custom("more than 4 GiB of text"))
+        };
+        loop {
+            let key_at = at(text)?;
+            if map
+                .next_key_seed(Append(&mut *text, "a metadata key"))?
+                .is_none()
+            {
+                return Ok(Some(pairs));
             }
-            m.insert(k, v);
+            let value_at = at(text)?;
+            map.next_value_seed(Append(&mut *text, "a string"))?;
+            let end = at(text)?;
+            pairs.push(MetaPair {
+                key_at,
+                key_len: value_at - key_at,
+                value_at,
+                value_len: end - value_at,
+            });
         }
-        Ok(Some(m))
     }
 }
 
@@ -677,17 +741,29 @@ mod tests {
             ]
         );
         assert_eq!(h.data_len(), 2402);
-        let m: Vec<(&str, &str)> = h
-            .metadata()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        assert_eq!(m, [("a", "2"), ("z", "1")]);
-        assert!(parse(br#"{"__metadata__":null}"#)
-            .unwrap()
-            .metadata()
-            .is_none());
+        let mut h = h;
+        assert_eq!(
+            h.take_metadata_json(),
+            Some((br#"{"a":"2","z":"1"}"#.to_vec(), 2))
+        );
+        assert_eq!(h.take_metadata_json(), None);
+        for empty in [r#"{"__metadata__":null}"#, r#"{"__metadata__":{}}"#, "{}"] {
+            assert_eq!(parse(empty.as_bytes()).unwrap().take_metadata_json(), None);
+        }
+        // The same text as serde_json gives a sorted map of the values.
+        let tricky = r#"{"__metadata__":{"\u00e9\n":"\"q\"\u0001\/","\u0000":"\ud83d\ude00"}}"#;
+        let want: std::collections::BTreeMap<String, String> = serde_json::from_value(
+            serde_json::from_str::<serde_json::Value>(tricky).unwrap()["__metadata__"].clone(),
+        )
+        .unwrap();
+        assert_eq!(
+            parse(tricky.as_bytes())
+                .unwrap()
+                .take_metadata_json()
+                .unwrap()
+                .0,
+            serde_json::to_vec(&want).unwrap()
+        );
         assert_eq!(std::mem::size_of::<Entry>(), 32);
     }
 
