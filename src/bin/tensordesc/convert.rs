@@ -236,8 +236,10 @@ fn header_length(src: &Input, input: &Path) -> Result<u64> {
              JSON object a safetensors header is: this is not a safetensors file"
         )));
     }
+    // The size at open: the first 8 bytes were read after it (saturating, should the
+    // file have grown in between).
     let len = src.meta.len();
-    if src.regular && n > len - 8 {
+    if src.regular && n > len.saturating_sub(8) {
         return Err(content(format!(
             "{name}: the first 8 bytes give a header length of {n} bytes, which runs past \
              the end of the {len}-byte file: truncated or not a safetensors file"
@@ -418,13 +420,14 @@ fn descriptor(h: &Header, e: &Entry) -> Result<Descriptor> {
     let d = TensorBuilder::row_major(et, &h.shape(e))
         .build()
         .map_err(|err| err.context(format!("tensor {name:?}")))?;
-    let need = d.effective_buffers()[0].size_bytes;
-    if need != e.len {
+    let need = d.effective_buffers().first().map(|b| b.size_bytes);
+    if need != Some(e.len) {
         return Err(Error::new(
             ErrorKind::BufferSizeMismatch,
             format!(
-                "tensor {name:?}: {} data bytes, its shape and dtype need {need}",
-                e.len
+                "tensor {name:?}: {} data bytes, its shape and dtype need {}",
+                e.len,
+                need.unwrap_or(0)
             ),
         ));
     }
@@ -509,7 +512,7 @@ pub fn run(
     drop(bytes);
     let data_start = 8 + n;
     if src.regular {
-        let held = src.meta.len() - data_start;
+        let held = src.meta.len().saturating_sub(data_start);
         let at = header.data_len();
         if at != held {
             let last = header.tensors().last().map_or_else(String::new, |e| {

@@ -84,7 +84,10 @@ impl Header {
     }
 
     pub fn shape(&self, e: &Entry) -> Vec<u64> {
-        shape_in(&self.dims[e.dims_at as usize..], e.rank)
+        shape_in(
+            self.dims.get(e.dims_at as usize..).unwrap_or_default(),
+            e.rank,
+        )
     }
 
     /// The `__metadata__` object as compact JSON text, keys sorted (`serde_json`'s
@@ -877,6 +880,37 @@ mod tests {
             .unwrap_err()
             .detail
             .contains("UTF-8"));
+    }
+
+    /// Every byte of a valid header replaced by each of a few others, and every prefix:
+    /// an error or a header, never a panic; a header's records are consistent.
+    #[test]
+    fn mutations_never_panic() {
+        let good = br#"{"__metadata__":{"k":"v","j":"w"},"a":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},"b\n":{"dtype":"U8","shape":[],"data_offsets":[3,4]},"c":{"dtype":"F64","shape":[0],"data_offsets":[3,3]}}"#;
+        let check = |bytes: &[u8]| {
+            if let Ok(mut h) = parse(bytes) {
+                let mut at = 0;
+                for e in h.tensors() {
+                    assert_eq!(e.begin, at);
+                    at += e.len;
+                    assert!(!h.name(e).is_empty());
+                    assert!(h.shape(e).len() <= MAX_RANK);
+                }
+                assert_eq!(at, h.data_len());
+                let _ = h.take_metadata_json();
+            }
+        };
+        for i in 0..good.len() {
+            for b in [
+                b'"', b'{', b'}', b'[', b']', b',', b':', b'0', b'9', b'-', b'a', b'\\', 0xff,
+            ] {
+                let mut m = good.to_vec();
+                m[i] = b;
+                check(&m);
+            }
+            check(&good[..i]);
+        }
+        assert_eq!(parse(good).unwrap().tensors().len(), 3);
     }
 
     #[test]
