@@ -1635,7 +1635,7 @@ fn convert_keeps_the_safetensors_metadata_as_a_tensor() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("converted 1 tensor "), "{}", r.stdout);
     assert!(
-        r.stdout.contains("__metadata__: UINT8 [") && r.stdout.contains("3 keys, as JSON text"),
+        r.stdout.contains("\"__metadata__\": UINT8 [") && r.stdout.contains("3 keys, as JSON text"),
         "{}",
         r.stdout
     );
@@ -1680,12 +1680,12 @@ fn convert_quiet_prints_nothing() {
     let r = run(&["convert", p(&input), p(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("\n  a: FLOAT32 [2] ROW_MAJOR"),
+        r.stdout.contains("\n  \"a\": FLOAT32 [2] ROW_MAJOR"),
         "{}",
         r.stdout
     );
     assert!(
-        r.stdout.contains("\n  b: FLOAT32 [3] ROW_MAJOR"),
+        r.stdout.contains("\n  \"b\": FLOAT32 [3] ROW_MAJOR"),
         "{}",
         r.stdout
     );
@@ -1950,7 +1950,8 @@ fn convert_upgrades_a_version_1_file() {
     let r = run(&["convert", "--permissive", p(&v1), p(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("mystery: opaque entry, copied verbatim"),
+        r.stdout
+            .contains("\"mystery\": opaque entry, copied verbatim"),
         "{}",
         r.stdout
     );

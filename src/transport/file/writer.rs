@@ -15,6 +15,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 
@@ -51,7 +52,13 @@ struct PlanEntry {
 /// tensor's effective buffers, or an opaque entry's whole data region (one segment).
 struct Plan {
     alignment: u64,
-    names: HashSet<String>,
+    /// A randomly keyed 64-bit hash of every planned name (8 bytes a name, where a set of
+    /// the names themselves held each name a second time and took 65 bytes or more a name
+    /// with its allocation). A name whose hash is new is new; one whose hash is known is
+    /// compared with the planned names: a duplicate, or (for one pair of distinct names in
+    /// about 2^64) another name with the same hash.
+    name_hashes: HashSet<u64>,
+    hasher: RandomState,
     /// The encoded entries, `data_offset` 0 until [`Plan::place`].
     bytes: Vec<u8>,
     entries: Vec<PlanEntry>,
@@ -66,7 +73,8 @@ impl Plan {
         check_data_alignment(alignment)?;
         Ok(Plan {
             alignment: u64::from(alignment),
-            names: HashSet::new(),
+            name_hashes: HashSet::new(),
+            hasher: RandomState::new(),
             bytes: Vec::new(),
             entries: Vec::new(),
             segments: Vec::new(),
@@ -75,20 +83,26 @@ impl Plan {
         })
     }
 
-    fn name(&self, i: usize) -> String {
+    /// The bytes of entry `i`'s name, as planned.
+    fn name_bytes(&self, i: usize) -> &[u8] {
         self.entries
             .get(i)
             .and_then(|e| {
                 let s = e.at + DIRECTORY_ENTRY_BYTES as usize;
                 self.bytes.get(s..s + e.name_len as usize)
             })
-            .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default()
+    }
+
+    fn name(&self, i: usize) -> String {
+        String::from_utf8_lossy(self.name_bytes(i)).into_owned()
     }
 
     fn check_new_name(&self, name: &str) -> Result<u32> {
         let n = check_name_for_writing(name)?;
-        if self.names.contains(name) {
+        if self.name_hashes.contains(&self.hasher.hash_one(name))
+            && (0..self.entries.len()).any(|i| self.name_bytes(i) == name.as_bytes())
+        {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
                 format!("a tensor named {name:?} is already in the file"),
@@ -197,7 +211,7 @@ impl Plan {
             segments: first..self.segments.len(),
             opaque,
         });
-        self.names.insert(name.to_owned());
+        self.name_hashes.insert(self.hasher.hash_one(name));
     }
 
     /// Fill in every `data_offset` (canonical: each region at the first multiple of the
@@ -1153,5 +1167,31 @@ impl<S: Relocate> SpoolWriter<S> {
         }
         sink.flush()?;
         Ok(sink)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ElementType, TensorBuilder};
+
+    /// A name whose hash is already planned (a collision, forced here) is compared with the
+    /// planned names: new, it is planned; planned, it is a duplicate.
+    #[test]
+    fn a_hash_collision_is_resolved_by_the_names() {
+        let d = TensorBuilder::row_major(ElementType::Uint8, &[1])
+            .build()
+            .unwrap();
+        let mut plan = Plan::new(64).unwrap();
+        plan.declare("a", &d, "").unwrap();
+        let colliding = plan.hasher.hash_one("b");
+        plan.name_hashes.insert(colliding);
+        plan.declare("b", &d, "").unwrap();
+        assert_eq!(plan.name(1), "b");
+        let e = plan.declare("b", &d, "").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DuplicateName);
+        let e = plan.declare("a", &d, "").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DuplicateName);
+        assert_eq!(plan.entries.len(), 2);
     }
 }

@@ -1,0 +1,755 @@
+//! `tensordesc convert` from safetensors: memory bounded by the header whatever the input
+//! (a pipe or a device is streamed, never read whole; a header of many tensors is read into
+//! compact records), hostile tensor names escaped on the terminal, and malformed headers
+//! (empty names, duplicate keys) reported as content errors naming the file.
+//!
+//! Peak memory is the tool's own `ru_maxrss`, from `wait4`, measured in a fresh helper
+//! process (see `peak_rss`).
+
+#![cfg(feature = "cli")]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tensordesc::file::{FileReader, FileWriter};
+use tensordesc::{ElementType, Mode, TensorBuilder};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tensordesc");
+const MIB: u64 = 1 << 20;
+
+// ---------------------------------------------------------------------------------------
+// Running the binary
+// ---------------------------------------------------------------------------------------
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the tool with `args`, `stdin` (if any) fed through a pipe by a thread.
+fn run_with(args: &[&str], stdin: Option<Vec<u8>>) -> Run {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the tensordesc binary runs");
+    let feeder = child.stdin.take().map(|mut w| {
+        let bytes = stdin.unwrap_or_default();
+        // The tool may stop reading early (an error): a broken pipe is expected then.
+        std::thread::spawn(move || drop(w.write_all(&bytes)))
+    });
+    let out = child.wait_with_output().unwrap();
+    if let Some(f) = feeder {
+        f.join().unwrap();
+    }
+    let r = Run {
+        code: out.status.code().unwrap_or(-1),
+        // Lossy: a test below checks that no raw control byte reaches the output.
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        !r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"),
+        "{args:?} panicked:\n{}",
+        r.stderr
+    );
+    r
+}
+
+fn run(args: &[&str]) -> Run {
+    run_with(args, None)
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("test paths are UTF-8")
+}
+
+/// A fresh directory for one test, under Cargo's per-target temporary directory.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-convert-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A line of `error: STATUS: detail` on stderr and nothing else; returns the detail.
+fn one_error_line<'r>(r: &'r Run, status: &str) -> &'r str {
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one error line, got:\n{}",
+        r.stderr
+    );
+    lines[0]
+        .strip_prefix(&format!("error: {status}: "))
+        .unwrap_or_else(|| panic!("expected `error: {status}: ...`, got {:?}", lines[0]))
+}
+
+/// A safetensors file from a JSON header text and `data` zero bytes of data.
+fn hand_made(header: &str, data: usize) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v.extend(std::iter::repeat_n(0u8, data));
+    v
+}
+
+/// A safetensors file of a few tensors of different dtypes, data in the order the
+/// safetensors writer puts it (not name order), with metadata; 24 MiB of data.
+fn write_model(path: &Path) {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let sizes = [8 * MIB as usize, 4 << 20, 4 << 20, 8 << 20, 12, 0];
+    let data: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|k| (k * 13 + i) as u8).collect())
+        .collect();
+    let views = vec![
+        (
+            "z.weight",
+            TensorView::new(Dtype::F32, vec![2048, 1024], &data[0]).unwrap(),
+        ),
+        (
+            "a.bias",
+            TensorView::new(Dtype::F16, vec![2 << 20], &data[1]).unwrap(),
+        ),
+        (
+            "m.ids",
+            TensorView::new(Dtype::U8, vec![4 << 20], &data[2]).unwrap(),
+        ),
+        (
+            "b.table",
+            TensorView::new(Dtype::I64, vec![1 << 20], &data[3]).unwrap(),
+        ),
+        (
+            "c.small",
+            TensorView::new(Dtype::BF16, vec![2, 3], &data[4]).unwrap(),
+        ),
+        (
+            "empty",
+            TensorView::new(Dtype::F32, vec![0, 5], &data[5]).unwrap(),
+        ),
+    ];
+    let meta = [("format".to_string(), "pt".to_string())]
+        .into_iter()
+        .collect();
+    safetensors::serialize_to_file(views, Some(meta), path).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// Peak resident memory, from a fresh process
+// ---------------------------------------------------------------------------------------
+
+/// What a helper run reports about one run of the tool.
+#[derive(Debug)]
+struct Peak {
+    /// Exit status (-1 when killed at the deadline).
+    code: i32,
+    /// `ru_maxrss`, bytes.
+    rss: u64,
+    elapsed: Duration,
+    timed_out: bool,
+    /// Bytes fed to the tool's standard input before it stopped reading.
+    fed: u64,
+    stderr: String,
+}
+
+/// What the helper feeds to the tool's standard input (a pipe).
+enum Feed<'a> {
+    Nothing,
+    /// A file's bytes.
+    File(&'a Path),
+    /// This many zero bytes.
+    Zeros(u64),
+}
+
+/// Run the tool with `args` and report its exit status, peak resident set size and how
+/// long it ran (killed after `deadline`).
+///
+/// A child's `ru_maxrss` starts at the resident size of the process it was spawned from
+/// (Linux carries the high-water mark across `exec`), and this test process holds far more
+/// than the tool does. So the tool is spawned from a fresh, small process: this test
+/// binary re-run with only `convert_rss_helper`, which spawns the tool, feeds its standard
+/// input, waits for it and prints its figures.
+fn peak_rss(args: &[&str], feed: Feed<'_>, deadline: Duration) -> Peak {
+    let feed = match feed {
+        Feed::Nothing => String::new(),
+        Feed::File(f) => format!("file:{}", p(f)),
+        Feed::Zeros(n) => format!("zeros:{n}"),
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "convert_rss_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TDESC_RSS_ARGS", args.join("\u{1f}"))
+        .env("TDESC_RSS_FEED", feed)
+        .env("TDESC_RSS_DEADLINE_MS", deadline.as_millis().to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split("PEAK_RSS ").nth(1))
+        .unwrap_or_else(|| panic!("no figures from the helper:\n{stdout}"));
+    let f: Vec<i64> = line
+        .split_whitespace()
+        .map(|x| x.parse::<i64>().unwrap())
+        .collect();
+    let stderr = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TOOL_STDERR "))
+        .unwrap_or("")
+        .replace("\\n", "\n");
+    Peak {
+        code: f[0] as i32,
+        rss: f[1] as u64,
+        elapsed: Duration::from_millis(f[2] as u64),
+        timed_out: f[3] != 0,
+        fed: f[4] as u64,
+        stderr,
+    }
+}
+
+/// Not a test by itself: run by `peak_rss` in a fresh process (see there).
+#[test]
+#[ignore = "a helper of the peak-memory tests, run in a fresh process"]
+fn convert_rss_helper() {
+    let Ok(args) = std::env::var("TDESC_RSS_ARGS") else {
+        return;
+    };
+    let feed = std::env::var("TDESC_RSS_FEED").unwrap_or_default();
+    let deadline = Duration::from_millis(
+        std::env::var("TDESC_RSS_DEADLINE_MS")
+            .unwrap()
+            .parse()
+            .unwrap(),
+    );
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let mut child = Command::new(BIN)
+        .args(args.split('\u{1f}'))
+        .stdin(if feed.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let feeder = child.stdin.take().map(|mut w| {
+        std::thread::spawn(move || {
+            // Fed in 1 MiB pieces; stops at the first failed write (the tool stopped
+            // reading and exited: a broken pipe).
+            let mut piece = vec![0u8; MIB as usize];
+            let mut fed = 0u64;
+            if let Some(path) = feed.strip_prefix("file:") {
+                let mut f = std::fs::File::open(path).unwrap();
+                loop {
+                    let n = f.read(&mut piece).unwrap();
+                    if n == 0 || w.write_all(&piece[..n]).is_err() {
+                        break;
+                    }
+                    fed += n as u64;
+                }
+            } else if let Some(n) = feed.strip_prefix("zeros:") {
+                let mut left: u64 = n.parse().unwrap();
+                while left > 0 {
+                    let k = left.min(MIB) as usize;
+                    if w.write_all(&piece[..k]).is_err() {
+                        break;
+                    }
+                    fed += k as u64;
+                    left -= k as u64;
+                }
+            }
+            fed
+        })
+    });
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    let mut timed_out = false;
+    // SAFETY: wait4 on our own child writes its status and the zeroed rusage it is given;
+    // kill signals only that child, which is not yet reaped (wait4 returned 0 for it).
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        loop {
+            let got = libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru);
+            assert!(got == 0 || got == pid, "wait4: {got}");
+            if got == pid {
+                break;
+            }
+            if start.elapsed() > deadline {
+                timed_out = true;
+                libc::kill(pid, libc::SIGKILL);
+                assert_eq!(libc::wait4(pid, &mut status, 0, &mut ru), pid);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        ru
+    };
+    let elapsed = start.elapsed();
+    let fed = feeder.map_or(0, |f| f.join().unwrap());
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    println!(
+        "PEAK_RSS {code} {} {} {} {fed}",
+        ru.ru_maxrss as u64 * 1024,
+        elapsed.as_millis(),
+        u8::from(timed_out)
+    );
+    println!(
+        "TOOL_STDERR {}",
+        stderr.join().unwrap().replace('\n', "\\n")
+    );
+}
+
+/// The peak of converting a tiny safetensors file: the process's own baseline.
+fn baseline(dir: &Path) -> u64 {
+    let tiny = dir.join("tiny.safetensors");
+    std::fs::write(
+        &tiny,
+        hand_made(
+            r#"{"t":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}"#,
+            2,
+        ),
+    )
+    .unwrap();
+    let r = peak_rss(
+        &["convert", "-q", p(&tiny), p(&dir.join("tiny.tdf"))],
+        Feed::Nothing,
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.rss
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------
+
+/// A pipe is streamed: the header is read, then the data goes through in bounded pieces in
+/// the order it arrives, and the output is the same file a conversion from the path gives.
+#[test]
+fn convert_streams_a_pipe_in_bounded_memory() {
+    let dir = scratch("pipe");
+    let base = baseline(&dir);
+    let model = dir.join("model.safetensors");
+    write_model(&model);
+    let data = std::fs::metadata(&model).unwrap().len();
+
+    let from_path = dir.join("from-path.tdf");
+    let r = run(&["convert", "-q", p(&model), p(&from_path)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let from_pipe = dir.join("from-pipe.tdf");
+    let r = peak_rss(
+        &["convert", "-q", "/dev/stdin", p(&from_pipe)],
+        Feed::File(&model),
+        Duration::from_secs(120),
+    );
+    println!(
+        "convert from a pipe: peak RSS {} KiB for a {} KiB input; a tiny file peaks at {} KiB",
+        r.rss >> 10,
+        data >> 10,
+        base >> 10
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.fed, data);
+    // One 1 MiB piece in flight and the writer's buffer, not the 24 MiB of data.
+    assert!(
+        r.rss <= base + 4 * MIB,
+        "peak RSS {} B from a pipe: more than the baseline {base} B + 4 MiB",
+        r.rss
+    );
+    assert_eq!(
+        std::fs::read(&from_pipe).unwrap(),
+        std::fs::read(&from_path).unwrap(),
+        "a pipe and a path give the same file"
+    );
+    // The tensors are listed in the order of their data in the input.
+    let reader = FileReader::open(&from_pipe, Mode::Strict).unwrap();
+    let names: Vec<&str> = reader.entries().map(|e| e.name()).collect();
+    assert_eq!(names[0], "__metadata__");
+    let e = reader.get("b.table").unwrap();
+    assert_eq!(e.buffers().unwrap()[0][1000], (1000 * 13 + 3) as u8);
+}
+
+/// Zeros through a pipe, or the zero device itself, are refused at once (a header length
+/// of 0), without reading on.
+#[test]
+fn convert_refuses_zeros_at_once() {
+    let dir = scratch("zeros");
+    let base = baseline(&dir);
+    let out = dir.join("z.tdf");
+    const FED: u64 = 256 * MIB;
+    let r = peak_rss(
+        &["convert", "/dev/stdin", p(&out)],
+        Feed::Zeros(FED),
+        Duration::from_secs(60),
+    );
+    println!(
+        "convert of {} MiB of zeros from a pipe: exit {}, peak RSS {} KiB (baseline {} KiB), {} ms, {} KiB read",
+        FED >> 20,
+        r.code,
+        r.rss >> 10,
+        base >> 10,
+        r.elapsed.as_millis(),
+        r.fed >> 10
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let run = Run {
+        code: r.code,
+        stdout: String::new(),
+        stderr: r.stderr.clone(),
+    };
+    let detail = one_error_line(&run, "CONTENT_INVALID");
+    assert!(detail.starts_with("/dev/stdin: "), "{detail}");
+    assert!(detail.contains("header length of 0"), "{detail}");
+    assert!(r.rss <= base + 2 * MIB, "peak RSS {} B", r.rss);
+    assert!(r.fed < FED / 4, "the tool read {} B of zeros", r.fed);
+    assert!(!out.exists());
+
+    // The device: a header length of 0 too, at once (a tool that read it whole would
+    // never finish: it is killed at the deadline).
+    let r = peak_rss(
+        &["convert", "/dev/zero", p(&out)],
+        Feed::Nothing,
+        Duration::from_secs(3),
+    );
+    assert!(!r.timed_out, "convert /dev/zero still ran after 3 s: {r:?}");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("/dev/zero: "), "{}", r.stderr);
+    assert!(r.stderr.contains("header length of 0"), "{}", r.stderr);
+    assert!(r.rss <= base + 2 * MIB, "peak RSS {} B", r.rss);
+    assert!(!out.exists());
+}
+
+/// The JSON header of `n` empty tensors `t0000000`, `t0000001`, ... of `dtype` and `shape`
+/// (JSON text, e.g. `[0]`).
+fn empty_tensors_header(n: usize, dtype: &str, shape: &str) -> String {
+    let mut h = String::with_capacity(n * (55 + shape.len()) + 2);
+    h.push('{');
+    for i in 0..n {
+        if i > 0 {
+            h.push(',');
+        }
+        h.push_str(&format!(
+            r#""t{i:07}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[0,0]}}"#
+        ));
+    }
+    h.push('}');
+    h
+}
+
+/// Convert a safetensors file of `header` and no data from a file and from a pipe; check
+/// both peaks against the baseline + `factor` x the header, and that both give the same
+/// `.tdf`, of `tensors` tensors.
+fn check_peak(dir: &Path, base: u64, what: &str, header: String, tensors: usize, factor: f64) {
+    let input = dir.join("many.safetensors");
+    std::fs::write(&input, hand_made(&header, 0)).unwrap();
+    let h = header.len() as u64;
+    drop(header);
+    let bound = base + (factor * h as f64) as u64;
+    let out = dir.join("many.tdf");
+    let piped = dir.join("piped.tdf");
+    for (how, args, feed) in [
+        (
+            "a file",
+            ["convert", "-q", p(&input), p(&out)],
+            Feed::Nothing,
+        ),
+        (
+            "a pipe",
+            ["convert", "-q", "/dev/stdin", p(&piped)],
+            Feed::File(&input),
+        ),
+    ] {
+        let r = peak_rss(&args, feed, Duration::from_secs(300));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        println!(
+            "convert of {what} from {how}: peak RSS {} KiB = baseline {} KiB + {:.2} x the {} KiB header ({} ms)",
+            r.rss >> 10,
+            base >> 10,
+            r.rss.saturating_sub(base) as f64 / h as f64,
+            h >> 10,
+            r.elapsed.as_millis()
+        );
+        assert!(
+            r.rss <= bound,
+            "{what} from {how}: peak RSS {} B: more than the baseline {base} B + {factor} x the {h}-byte header",
+            r.rss
+        );
+    }
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), tensors);
+    assert_eq!(std::fs::read(&piped).unwrap(), std::fs::read(&out).unwrap());
+}
+
+/// Many tensors: memory is a small multiple of the header (the header, then 32 bytes a
+/// tensor with its name and shape, and the output's directory), not a parse tree and a
+/// kept descriptor per tensor (before: 29 x the header). The baseline, a tiny input's
+/// peak, is the process's constant.
+#[test]
+fn convert_memory_is_a_small_multiple_of_the_header() {
+    let dir = scratch("many");
+    let base = baseline(&dir);
+    // A 12 MB header: about 3 x.
+    let n = 200_000;
+    let header = empty_tensors_header(n, "F32", "[0]");
+    check_peak(&dir, base, "200,000 empty tensors", header, n, 4.0);
+    let r = FileReader::open(dir.join("many.tdf"), Mode::Strict).unwrap();
+    let e = r.get("t0123456").unwrap();
+    assert_eq!(e.descriptor().unwrap().shape(), &[0]);
+    assert_eq!(e.buffers().unwrap(), vec![&[0u8; 0][..]]);
+
+    // The worst case: rank 64, one-digit dimensions, for which a .tdf directory entry
+    // (8 bytes a dimension) is 3.2 x the JSON (2 bytes a dimension): about 4 x.
+    let rank64 = format!("[{}]", vec!["0"; 64].join(","));
+    let n = 50_000;
+    let header = empty_tensors_header(n, "U8", &rank64);
+    check_peak(&dir, base, "50,000 tensors of rank 64", header, n, 4.5);
+
+    // Metadata of many short keys (a 16-byte record a pair, the text, then the JSON
+    // written to the .tdf; safetensors' map of strings: 28 x).
+    let mut header = String::from(r#"{"__metadata__":{"#);
+    for k in 0..300_000 {
+        if k > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(r#""k{k}":"v""#));
+    }
+    header.push_str("}}");
+    check_peak(&dir, base, "300,000 metadata keys", header, 1, 4.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Pipes: errors
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn convert_from_a_pipe_reports_what_is_wrong() {
+    let dir = scratch("pipe-errors");
+    let out = dir.join("out.tdf");
+    let header = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}}"#;
+    let good = hand_made(header, 12);
+    let r = run_with(
+        &["convert", "-q", "/dev/stdin", p(&out)],
+        Some(good.clone()),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::remove_file(&out).unwrap();
+
+    // Truncated inside tensor "b".
+    let r = run_with(
+        &["convert", "/dev/stdin", p(&out)],
+        Some(good[..good.len() - 2].to_vec()),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let d = one_error_line(&r, "CONTENT_INVALID");
+    assert!(d.starts_with("/dev/stdin: "), "{d}");
+    assert!(d.contains("tensor \"b\"") && d.contains("truncated"), "{d}");
+    assert!(!out.exists());
+
+    // Bytes after the last tensor's data.
+    let r = run_with(
+        &["convert", "/dev/stdin", p(&out)],
+        Some([&good[..], b"more"].concat()),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let d = one_error_line(&r, "CONTENT_INVALID");
+    assert!(
+        d.starts_with("/dev/stdin: ") && d.contains("no tensor"),
+        "{d}"
+    );
+    assert!(!out.exists());
+
+    // A header cut short.
+    let r = run_with(
+        &["convert", "/dev/stdin", p(&out)],
+        Some(good[..20].to_vec()),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let d = one_error_line(&r, "CONTENT_INVALID");
+    assert!(d.starts_with("/dev/stdin: ") && d.contains("header"), "{d}");
+
+    // A header length past the cap is refused before anything more is read.
+    let mut big = (100_000_001u64).to_le_bytes().to_vec();
+    big.extend_from_slice(b"{}");
+    let r = run_with(&["convert", "/dev/stdin", p(&out)], Some(big));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let d = one_error_line(&r, "CONTENT_INVALID");
+    assert!(d.contains("100 MB"), "{d}");
+
+    // Empty, and too short for the header length.
+    for bytes in [&b""[..], b"\x02\x00\x00"] {
+        let r = run_with(&["convert", "/dev/stdin", p(&out)], Some(bytes.to_vec()));
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        let d = one_error_line(&r, "CONTENT_INVALID");
+        assert!(d.starts_with("/dev/stdin: "), "{d}");
+    }
+
+    // A .tdf needs a regular file (it is read through a mapping): said, not read whole.
+    let t = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .build()
+        .unwrap();
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("t", &t, &[&[1, 2]]).unwrap();
+    let tdf = w.finish().unwrap();
+    let r = run_with(&["convert", "/dev/stdin", p(&out)], Some(tdf));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let d = one_error_line(&r, "INVALID_ARGUMENT");
+    assert!(
+        d.contains("/dev/stdin") && d.contains("regular file"),
+        "{d}"
+    );
+    assert!(!out.exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// Names and keys
+// ---------------------------------------------------------------------------------------
+
+/// Escape sequences and newlines in tensor names never reach the terminal raw: the names
+/// are printed as `inspect` prints them (quoted, control characters escaped).
+#[test]
+fn convert_escapes_tensor_names() {
+    let dir = scratch("names");
+    let hostile = "evil\u{1b}]0;pwned\u{7}\nsecond line\u{1b}[2J";
+    let header = format!(
+        r#"{{{}:{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}},"plain":{{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}}}"#,
+        serde_json::to_string(hostile).unwrap()
+    );
+    let input = dir.join("hostile.safetensors");
+    std::fs::write(&input, hand_made(&header, 2)).unwrap();
+    let out = dir.join("hostile.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let check = |stdout: &str| {
+        assert!(
+            !stdout.contains(['\u{1b}', '\u{7}']),
+            "a raw control character in {stdout:?}"
+        );
+        assert!(
+            stdout.contains(&format!("  {hostile:?}: UINT8 [1] ROW_MAJOR")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("  \"plain\": UINT8 [1]"), "{stdout}");
+        assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    };
+    check(&r.stdout);
+    // The name itself is kept as it was.
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(
+        reader.get(hostile).unwrap().buffers().unwrap(),
+        vec![&[0u8][..]]
+    );
+
+    // Upgrading a .tdf prints its names the same way.
+    let again = dir.join("again.tdf");
+    let r = run(&["convert", p(&out), p(&again)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    check(&r.stdout);
+}
+
+/// An empty tensor name is a content error naming the file (exit 1), as every other.
+#[test]
+fn convert_refuses_an_empty_name_naming_the_file() {
+    let dir = scratch("empty-name");
+    let input = dir.join("noname.safetensors");
+    std::fs::write(
+        &input,
+        hand_made(r#"{"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#, 1),
+    )
+    .unwrap();
+    let out = dir.join("out.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let d = one_error_line(&r, "CONTENT_INVALID");
+    assert!(d.starts_with(&format!("{}: ", input.display())), "{d}");
+    assert!(d.contains("empty name"), "{d}");
+    assert!(!out.exists());
+}
+
+/// A key given twice is refused, naming it, wherever it is: two tensors of one name,
+/// `__metadata__` twice, a metadata key twice, a field of a tensor's entry twice.
+#[test]
+fn convert_refuses_duplicate_keys() {
+    let dir = scratch("duplicates");
+    let out = dir.join("out.tdf");
+    let cases: [(&str, usize, &[&str]); 4] = [
+        (
+            r#"{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"w":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}"#,
+            3,
+            &["tensor \"w\"", "twice"],
+        ),
+        (
+            r#"{"__metadata__":{"a":"1"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{"b":"2"}}"#,
+            1,
+            &["\"__metadata__\"", "twice"],
+        ),
+        (
+            r#"{"__metadata__":{"format":"pt","format":"np"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
+            1,
+            &["__metadata__", "\"format\"", "twice"],
+        ),
+        (
+            r#"{"w":{"dtype":"U8","shape":[1],"dtype":"I8","data_offsets":[0,1]}}"#,
+            1,
+            &["tensor \"w\"", "dtype"],
+        ),
+    ];
+    for (k, (header, data, wants)) in cases.iter().enumerate() {
+        let input = dir.join(format!("dup{k}.safetensors"));
+        std::fs::write(&input, hand_made(header, *data)).unwrap();
+        for (how, r) in [
+            ("path", run(&["convert", p(&input), p(&out)])),
+            (
+                "pipe",
+                run_with(
+                    &["convert", "/dev/stdin", p(&out)],
+                    Some(std::fs::read(&input).unwrap()),
+                ),
+            ),
+        ] {
+            assert_eq!(r.code, 1, "case {k} ({how}): {}", r.stderr);
+            let d = one_error_line(&r, "CONTENT_INVALID");
+            let file = if how == "path" {
+                input.display().to_string()
+            } else {
+                "/dev/stdin".to_string()
+            };
+            assert!(d.starts_with(&format!("{file}: ")), "case {k}: {d}");
+            for w in *wants {
+                assert!(d.contains(w), "case {k} ({how}): {w:?} not in {d}");
+            }
+            assert!(!out.exists());
+        }
+    }
+}
