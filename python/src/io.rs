@@ -1,14 +1,14 @@
 //! Files and streams: open (map) and write `.tdf` files, write and read frame streams,
 //! decode bare descriptors.
 
-use std::fs::{File as FsFile, OpenOptions};
+use std::fs::File as FsFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyBlockingIOError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use tensordesc::file::OutputFile;
 use tensordesc::stream::{read_stream as read_frames, StreamOptions, StreamWriter};
 use tensordesc::{
     decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode,
@@ -70,40 +70,6 @@ fn parts(t: &Tensor) -> PyResult<Parts<'_>> {
     Ok((d, slices))
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh temporary file beside `path` (same directory, so a rename replaces the file
-/// atomically: readers that have the old file mapped keep their pages).
-fn temp_beside(path: &Path) -> tensordesc::Result<(PathBuf, FsFile)> {
-    let name = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "tensors".into());
-    let mut last = None;
-    for _ in 0..100 {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => {
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    format!("cannot create {}: {e}", tmp.display()),
-                ))
-            }
-        }
-    }
-    Err(Error::new(
-        ErrorKind::Io,
-        format!(
-            "cannot write {}: no free temporary name beside it ({})",
-            path.display(),
-            last.map_or_else(String::new, |e| e.to_string())
-        ),
-    ))
-}
-
 /// An I/O error of writing `path`, naming it (other errors as they are).
 fn io_context(e: Error, path: &Path) -> Error {
     if e.kind() == ErrorKind::Io {
@@ -113,57 +79,20 @@ fn io_context(e: Error, path: &Path) -> Error {
     }
 }
 
-/// Write `make(file)` to `path`, which `make` returns when it has written everything.
-///
-/// A path that exists and is not a regular file — a character or block device, a FIFO,
-/// a socket, or a symlink to one of those — is opened for writing and written in place
-/// (not truncated, not synced): renaming over it would replace the device or FIFO with
-/// a regular file. Anything else (a regular file, a symlink to one, a dangling symlink,
-/// nothing) is written to a temporary file beside `path`, synced and renamed over
-/// `path` — the symlink itself is replaced, not the file it points to — and the
-/// temporary file is removed on failure. A directory is refused.
+/// Write `make(file)` to `path`, which `make` returns when it has written everything,
+/// through [`OutputFile`]: a regular file (or a symlink to one, or nothing) is replaced
+/// atomically by a synced temporary file; a device, FIFO or socket is written in place;
+/// a directory is refused.
 fn write_path(
     path: &Path,
     make: impl FnOnce(FsFile) -> tensordesc::Result<FsFile>,
 ) -> tensordesc::Result<()> {
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.is_dir() {
-            return Err(Error::new(
-                ErrorKind::Io,
-                format!(
-                    "{} is a directory; give the path of the file to write",
-                    path.display()
-                ),
-            ));
-        }
-        if !meta.is_file() {
-            let f = OpenOptions::new().write(true).open(path).map_err(|e| {
-                Error::new(
-                    ErrorKind::Io,
-                    format!("cannot write {}: {e}", path.display()),
-                )
-            })?;
-            make(f).map_err(|e| io_context(e, path))?;
-            return Ok(());
-        }
-    }
-    let (tmp, f) = temp_beside(path)?;
-    let r = make(f).map_err(|e| io_context(e, path)).and_then(|f| {
-        f.sync_all().map_err(|e| {
-            Error::new(ErrorKind::Io, format!("cannot sync {}: {e}", tmp.display()))
-        })?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot rename {} to {}: {e}", tmp.display(), path.display()),
-            )
-        })
-    });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    let mut out = OutputFile::create(path)?;
+    let file = out
+        .take_file()
+        .ok_or_else(|| Error::new(ErrorKind::Io, "the output file is gone"))?;
+    let file = make(file).map_err(|e| io_context(e, path))?;
+    out.commit(file)
 }
 
 /// The `alignment` argument (default 64).

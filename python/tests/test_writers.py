@@ -300,13 +300,16 @@ class FifoReader:
     def run(self):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            # Asked before the read: an end of input read after the writer is done is
+            # the end (one read before it may be the end before the writer opened).
+            writer_done = self.done.is_set()
             try:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
                 chunk = None
             if chunk:
                 self.data += chunk
-            elif chunk == b"" and self.done.is_set():
+            elif chunk == b"" and writer_done:
                 break
             else:
                 time.sleep(0.001)

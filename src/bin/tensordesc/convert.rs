@@ -51,11 +51,12 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use safetensors::Dtype;
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
-use tensordesc::file::{DirectoryWriter, FileReader, Mapping, DEFAULT_DATA_ALIGNMENT, FILE_MAGIC};
+use tensordesc::file::{
+    DirectoryWriter, FileReader, Mapping, OutputFile, DEFAULT_DATA_ALIGNMENT, FILE_MAGIC,
+};
 use tensordesc::stream::FRAME_STREAM_START;
 use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, Result, TensorBuilder};
 
-use crate::output::TempOutput;
 use crate::text;
 use crate::CliResult;
 use header::{Entry, Header, MAX_HEADER};
@@ -389,8 +390,8 @@ fn write_output(
     pb: &ProgressBar,
     write: impl FnOnce(&mut DirectoryWriter<std::fs::File>) -> Result<()>,
 ) -> Result<Option<u64>> {
-    let mut tmp = TempOutput::create(output)?;
-    let written = (|| -> Result<Option<u64>> {
+    let mut tmp = OutputFile::create(output)?;
+    let written = (|| -> Result<(File, Option<u64>)> {
         let file = tmp
             .take_file()
             .ok_or_else(|| io_err("the temporary file is gone".to_string()))?;
@@ -398,17 +399,13 @@ fn write_output(
         write(&mut w)?;
         let file = w.finish()?;
         let meta = file.metadata()?;
-        if !meta.is_file() {
-            // A FIFO or a device: nothing to sync, no size to report.
-            return Ok(None);
-        }
-        file.sync_all()
-            .map_err(|e| io_err(format!("cannot write {}: {e}", tmp.path().display())))?;
-        Ok(Some(meta.len()))
+        // A FIFO or a device has no size to report.
+        let len = meta.is_file().then_some(meta.len());
+        Ok((file, len))
     })();
     pb.finish_and_clear();
-    let written = written?;
-    tmp.commit()?;
+    let (file, written) = written?;
+    tmp.commit(file)?;
     Ok(written)
 }
 

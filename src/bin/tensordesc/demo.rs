@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tensordesc::file::{FileReader, FileWriter};
+use tensordesc::file::{FileReader, FileWriter, OutputFile};
 use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::value::{
     bf16_to_f64, e8m0_to_f64, f16_to_f64, f4e2m1fn_to_f64, f64_to_bf16, f64_to_f16,
@@ -27,7 +27,6 @@ use tensordesc::{
 };
 
 use crate::commands::region_path;
-use crate::output::TempOutput;
 use crate::text::{self, TreeOptions};
 use crate::CliResult;
 
@@ -1113,7 +1112,7 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         .unwrap_or_else(|| std::env::temp_dir().join("tensordesc-demo.tdf"));
     // Make sure the output can be written before printing anything: the temporary file the
     // .tdf is written through is created now (and removed again if anything fails).
-    let mut tmp = TempOutput::create(&path)?;
+    let mut tmp = OutputFile::create(&path)?;
 
     writeln!(
         out,
@@ -1150,7 +1149,7 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     let file = tmp
         .take_file()
         .ok_or_else(|| Error::new(ErrorKind::Io, "the temporary output file is gone"))?;
-    let write = || -> Result<()> {
+    let write = || -> Result<std::fs::File> {
         let mut w = FileWriter::new(file)?;
         let slices: Vec<&[u8]> = built.buffers.iter().map(|b| b.as_slice()).collect();
         w.write_tensor(BIG, &desc, &slices)?;
@@ -1158,11 +1157,9 @@ pub fn run(out_path: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
             let s: Vec<&[u8]> = p.buffers.iter().map(|b| b.as_slice()).collect();
             w.write_tensor(p.name, &p.desc, &s)?;
         }
-        w.finish()?;
-        Ok(())
+        w.finish()
     };
-    write()?;
-    tmp.commit()?;
+    tmp.commit(write()?)?;
     let t_write = t0.elapsed();
 
     // 3. Read back through a memory map.

@@ -13,11 +13,11 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use tensordesc::file::OutputFile;
 use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, OutputType, Result};
 
 use crate::commands::pick;
 use crate::input::Input;
-use crate::output::TempOutput;
 use crate::CliResult;
 
 /// Rows read per slab: the window is read and written a slab of at most this many bytes
@@ -220,7 +220,7 @@ pub fn run(
     }
     let window: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| h - l).collect();
     let es = out_type.element_bytes(d.element_type()) as u64;
-    let mut tmp = TempOutput::create(out_path)?;
+    let mut tmp = OutputFile::create(out_path)?;
     let file = tmp
         .take_file()
         .ok_or_else(|| Error::new(ErrorKind::Io, "the temporary output file is gone"))?;
@@ -290,9 +290,8 @@ pub fn run(
             }
         }
     }
-    w.flush().map_err(io)?;
-    drop(w);
-    tmp.commit()?;
+    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+    tmp.commit(file)?;
     writeln!(
         out,
         "{}: {label} [{}] as {} ({descr}) -> {} ({} bytes of data)",

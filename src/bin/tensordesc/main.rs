@@ -10,7 +10,6 @@ mod demo;
 mod export;
 mod input;
 mod json;
-mod output;
 mod text;
 
 use std::io::{self, BufWriter, Write};

@@ -51,6 +51,7 @@ mod directory;
 #[allow(unsafe_code)] // the mmap call, and only it
 mod map;
 mod names;
+mod output;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -59,6 +60,7 @@ mod writer;
 
 pub use crate::mem::AlignedBuf;
 pub use map::Mapping;
+pub use output::OutputFile;
 pub use reader::{FileReader, TensorEntry};
 pub use v1::V1Writer;
 pub use writer::{DirectoryWriter, FileWriter};

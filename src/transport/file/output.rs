@@ -1,17 +1,37 @@
 //! Writing an output file safely: through a temporary file in the output's directory,
-//! renamed over the output only when everything was written, and removed on any failure
-//! (including an early return or a panic), so a failed command never leaves a half file.
-//! An output that exists and is not a regular file (a device such as `/dev/null`, a FIFO,
-//! a socket) is written in place: renaming over it would replace the device with a file.
+//! synced and renamed over the output only when everything was written, and removed on
+//! any failure (including an early return or a panic), so a failed write never leaves a
+//! half file and readers that have the old file mapped keep theirs. An output that
+//! exists and is not a regular file (a device such as `/dev/null`, a FIFO, a socket, or a
+//! symlink to one) is written in place: renaming over it would replace the device with a
+//! file. A symlink to a regular file is replaced by the new file (the file it pointed to
+//! is left as it was); a directory is refused.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use tensordesc::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
-/// A temporary file beside the output; removed on drop unless [`commit`](Self::commit)ted.
-pub struct TempOutput {
+/// Where a writer's output goes when it is given a path: a temporary file beside it,
+/// removed on drop unless [`commit`](Self::commit)ted, or the path itself when that is a
+/// device, FIFO or socket. The CLI and the Python package write every output file
+/// through it.
+///
+/// ```
+/// # fn main() -> tensordesc::Result<()> {
+/// use tensordesc::file::{FileWriter, OutputFile};
+/// let path = std::env::temp_dir().join(format!("doc-output-{}.tdf", std::process::id()));
+/// let mut out = OutputFile::create(&path)?;
+/// let w = FileWriter::new(out.take_file().unwrap())?;
+/// out.commit(w.finish()?)?;
+/// assert_eq!(std::fs::metadata(&path)?.len(), 32);
+/// # std::fs::remove_file(&path)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct OutputFile {
     tmp: PathBuf,
     dest: PathBuf,
     file: Option<File>,
@@ -28,10 +48,10 @@ fn parent_dir(dest: &Path) -> &Path {
     }
 }
 
-impl TempOutput {
+impl OutputFile {
     /// Create a fresh temporary file in `dest`'s directory. Fails (IO, naming the path) when
     /// `dest` is a directory or its directory cannot be written; nothing is left behind.
-    pub fn create(dest: &Path) -> Result<TempOutput> {
+    pub fn create(dest: &Path) -> Result<OutputFile> {
         if let Ok(meta) = std::fs::metadata(dest) {
             if meta.is_dir() {
                 return Err(Error::new(
@@ -49,7 +69,7 @@ impl TempOutput {
                         format!("cannot write {}: {e}", dest.display()),
                     )
                 })?;
-                return Ok(TempOutput {
+                return Ok(OutputFile {
                     tmp: dest.to_path_buf(),
                     dest: dest.to_path_buf(),
                     file: Some(file),
@@ -74,7 +94,7 @@ impl TempOutput {
             let tmp = dir.join(tmp_name);
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(file) => {
-                    return Ok(TempOutput {
+                    return Ok(OutputFile {
                         tmp,
                         dest: dest.to_path_buf(),
                         file: Some(file),
@@ -106,24 +126,39 @@ impl TempOutput {
         ))
     }
 
-    /// The open temporary file (taken once, to hand to a writer).
+    /// The open file to write (taken once, to hand to a writer).
     pub fn take_file(&mut self) -> Option<File> {
         self.file.take()
     }
 
-    /// The temporary file's path.
+    /// The path being written: the temporary file's, or the output's own when it is
+    /// written in place.
     pub fn path(&self) -> &Path {
         &self.tmp
     }
 
-    /// Rename the temporary file over the output (nothing to do for an output written in
-    /// place).
-    pub fn commit(mut self) -> Result<()> {
+    /// Whether the output is written in place (a device, FIFO or socket): nothing is
+    /// synced or renamed.
+    pub fn in_place(&self) -> bool {
+        self.direct
+    }
+
+    /// Finish with `file`, the file [`take_file`](Self::take_file) gave (as the writer
+    /// returns it): sync the temporary file and rename it over the output (for an output
+    /// written in place, nothing more to do).
+    pub fn commit(mut self, file: File) -> Result<()> {
         self.file = None;
         if self.direct {
             self.committed = true;
             return Ok(());
         }
+        file.sync_all().map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot write {}: {e}", self.tmp.display()),
+            )
+        })?;
+        drop(file);
         std::fs::rename(&self.tmp, &self.dest).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
@@ -139,7 +174,7 @@ impl TempOutput {
     }
 }
 
-impl Drop for TempOutput {
+impl Drop for OutputFile {
     fn drop(&mut self) {
         if !self.committed && !self.direct {
             self.file = None;
