@@ -24,8 +24,8 @@ fi
 
 # Builds the library, compiles and runs the C tests once uninstrumented, stages the
 # library under target/debug/c_tests/lib and writes the inputs test_c_api reads.
-echo "== cargo test --test c_api"
-cargo test --quiet --test c_api
+echo "== cargo test -p tensordesc --test c_api"
+cargo test --quiet -p tensordesc --test c_api
 
 target="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
 lib="$target/lib"
@@ -96,11 +96,11 @@ if [ "${SANITIZE_MIRI:-1}" != 0 ]; then
     # tests/hostile.rs (C ABI round trip, the file reader's aligned copies, a stream fed
     # byte by byte). Miri cannot map real files (file-backed mmap is unsupported), so the
     # memory map itself is covered by the `file` fuzz target under ASan instead.
-    # --no-default-features: the CLI's dependencies are not needed here.
+    # -p tensordesc: the library package alone (the CLI is a package of its own).
     echo "== cargo +nightly miri test --lib (ffi, file, stream, bound, lookup)"
-    cargo +nightly miri test --quiet --no-default-features --lib -- ffi:: file:: stream:: bound:: lookup::
+    cargo +nightly miri test --quiet -p tensordesc --lib -- ffi:: file:: stream:: bound:: lookup::
     echo "== cargo +nightly miri test --test hostile unsafe_"
-    cargo +nightly miri test --quiet --no-default-features --test hostile -- unsafe_
+    cargo +nightly miri test --quiet -p tensordesc --test hostile -- unsafe_
     echo "== Miri: clean"
   else
     echo "== Miri not available (needs: rustup toolchain install nightly --component miri); skipped"

@@ -11,11 +11,20 @@ use std::path::{Path, PathBuf};
 
 use tensordesc::{ErrorKind, Mode};
 
-/// `tests/vectors/` of this crate.
+/// The repository's root: the library's manifest directory (the CLI package, `cli/`,
+/// lies one level below it).
+pub fn repo_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if here.join("tests").join("vectors").is_dir() {
+        here.to_path_buf()
+    } else {
+        here.join("..")
+    }
+}
+
+/// `tests/vectors/` of the repository.
 pub fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("vectors")
+    repo_root().join("tests").join("vectors")
 }
 
 /// Parse annotated hex text: `#` starts a comment that runs to the end of the line;

@@ -304,7 +304,7 @@ fn export_matches_the_library_and_numpy() {
     // The golden file, byte for byte (hand-built: see tests/golden/README.md).
     let golden = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests")
+            .join("../tests")
             .join("golden")
             .join("int16_2x3.npy"),
     )

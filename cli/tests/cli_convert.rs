@@ -6,8 +6,6 @@
 //! Peak memory is the tool's own `ru_maxrss`, from `wait4`, measured in a fresh helper
 //! process (see `peak_rss`).
 
-#![cfg(feature = "cli")]
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

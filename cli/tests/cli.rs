@@ -1,9 +1,7 @@
 //! End-to-end tests of the `tensordesc` command-line tool: the binary is run as a user
 //! would run it, and its output is checked against the library (and the golden vectors).
-//! The binary exists only with the default feature `cli`.
 
-#![cfg(feature = "cli")]
-
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
