@@ -403,6 +403,12 @@ impl SplitTree {
             .saturating_mul(LEAF as u64 + 1)
     }
 
+    /// The boxes the tree was built over, each once (every box ends in exactly one leaf
+    /// run: a split sends it to one of its sides or its crossing structure).
+    pub(crate) fn boxes(&self) -> Vec<u32> {
+        self.items.clone()
+    }
+
     /// Nodes and list entries held: the most any box query examines.
     pub(crate) fn size(&self) -> u64 {
         (self.nodes.len() + self.items.len()) as u64
