@@ -772,7 +772,7 @@ fn adversarial3(n: u64) -> Vec<Case3> {
         ("crossed slabs", all(crossed_slabs(slabs, n / slabs))),
         ("crossed slabs, two layers", all(crossed_slabs(n / 2, 2))),
         ("staircase3", all(staircase3(n / 3 + 1))),
-        ("cluster3", (cluster3(k, 1 << 40), [k + 2; 3])),
+        ("cluster3", (cluster3(k, 1 << 21), [k + 2; 3])),
     ]
     .into_iter()
     .map(|(name, (g, aim))| (name, g, aim))
@@ -788,12 +788,18 @@ fn rank_three_partitions_agree_with_brute_force() {
         .map(|(name, g, _)| (name, g))
         .collect();
     for seed in 1..6 {
-        cases.push(("random splits", random_splits3(300, 64, seed)));
-        cases.push(("random splits, huge", random_splits3(300, 1 << 50, seed)));
+        cases.push(("random splits", random_splits3(300, 64, 2 * seed + 1)));
+        cases.push((
+            "random splits, large",
+            random_splits3(300, 1 << 21, 2 * seed + 1),
+        ));
     }
+    let mut split_trees = 0;
     for (name, (boxes, extent)) in cases {
         let probe = LevelIndexProbe::build(coords3(&boxes), 3, &extent)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        split_trees += usize::from(probe.kind() == "split tree");
+        println!("{name}: {} regions, {}", boxes.len(), probe.kind());
         let mut seed = 0x5EED ^ boxes.len() as u64;
         for q in 0..600 {
             let (lo, hi) = random_box3(&boxes, &probe, extent, &mut seed, q % 5);
@@ -811,6 +817,7 @@ fn rank_three_partitions_agree_with_brute_force() {
         let (none, _) = probe.query_box(&[1; 3], &[1; 3]);
         assert!(none.is_empty(), "{name}: an empty box");
     }
+    assert!(split_trees >= 5, "{split_trees} split trees");
 }
 
 proptest! {
@@ -822,7 +829,7 @@ proptest! {
     fn rank_three_random_partitions_agree_with_brute_force(
         seed in any::<u64>(),
         n in 2..400usize,
-        side_bits in 3..40u32,
+        side_bits in 3..22u32,
     ) {
         let (boxes, extent) = random_splits3(n, 1 << side_bits, seed);
         let probe = LevelIndexProbe::build(coords3(&boxes), 3, &extent).unwrap();
@@ -898,6 +905,68 @@ fn rank_three_box_queries_cost_polylog_per_region_reported() {
                     "{name}: the scan stays within {worst_scan:.3}"
                 );
             }
+        }
+    }
+}
+
+/// Leaves of a rank-3 descriptor meeting `[lo, hi)`, clipped, in pre-order.
+fn brute_leaves3(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
+    d.regions()
+        .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
+        .filter_map(|r| {
+            let (o, s) = (r.global_origin(), r.shape());
+            let l: Vec<u64> = (0..3).map(|a| lo[a].max(o[a])).collect();
+            let h: Vec<u64> = (0..3).map(|a| hi[a].min(o[a] + s[a])).collect();
+            (0..3)
+                .all(|a| l[a] < h[a])
+                .then_some((Some(r.index()), l, h))
+        })
+        .collect()
+}
+
+/// `regions_in_box` on decoded rank-3 descriptors: pinwheel shells and a staircase whose
+/// larger regions are nested levels of random splits (with pinwheel and crossed-slab
+/// pieces), against brute force over the leaves.
+#[test]
+fn rank_three_descriptors_agree_with_brute_force() {
+    for (name, (boxes, extent)) in [("pinwheel3", pinwheel3(25)), ("staircase3", staircase3(40))] {
+        let mut seed = 0xD35C ^ boxes.len() as u64;
+        let regions: Vec<RegionSpec> = boxes
+            .iter()
+            .map(|&(o, s)| {
+                let node = if s.iter().all(|&e| e >= 3) && next(&mut seed) % 2 == 0 {
+                    let (inner, _) = random_splits3_of(40, s, next(&mut seed));
+                    NodeSpec::subpaving(
+                        inner
+                            .into_iter()
+                            .map(|(io, is)| RegionSpec::new(&io, &is, NodeSpec::splat()))
+                            .collect(),
+                    )
+                } else {
+                    NodeSpec::splat()
+                };
+                RegionSpec::new(&o, &s, node)
+            })
+            .collect();
+        let d = TensorBuilder::subpaving(ElementType::Float32, &extent, regions)
+            .build()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for q in 0..400 {
+            let (mut lo, mut hi) = ([0u64; 3], [0u64; 3]);
+            for a in 0..3 {
+                lo[a] = next(&mut seed) % extent[a];
+                let w = if q % 2 == 0 {
+                    extent[a] / 8
+                } else {
+                    extent[a] - lo[a]
+                };
+                hi[a] = (lo[a] + 1 + next(&mut seed) % w.max(1)).min(extent[a]);
+            }
+            assert_eq!(
+                hits(&d, &lo, &hi),
+                brute_leaves3(&d, &lo, &hi),
+                "{name}: [{lo:?}, {hi:?})"
+            );
         }
     }
 }

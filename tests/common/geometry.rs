@@ -276,8 +276,13 @@ pub fn cluster3(k: u64, huge: u64) -> (Boxes3, [u64; 3]) {
 /// then cut into five in a pinwheel (a non-guillotine cut, across two random axes) or
 /// into two layers of crossed slabs.
 pub fn random_splits3(n: usize, side: u64, seed: u64) -> (Boxes3, [u64; 3]) {
+    random_splits3_of(n, [side; 3], seed)
+}
+
+/// [`random_splits3`] of the box `[0, extent)`.
+pub fn random_splits3_of(n: usize, extent: [u64; 3], seed: u64) -> (Boxes3, [u64; 3]) {
     let mut s = seed | 1;
-    let mut v: Boxes3 = vec![([0; 3], [side; 3])];
+    let mut v: Boxes3 = vec![([0; 3], extent)];
     let mut i = 0;
     let mut tries = 0;
     while v.len() < n && tries < 20 * n {
@@ -346,5 +351,5 @@ pub fn random_splits3(n: usize, side: u64, seed: u64) -> (Boxes3, [u64; 3]) {
             _ => out.push((o, sh)),
         }
     }
-    (out, [side; 3])
+    (out, extent)
 }
