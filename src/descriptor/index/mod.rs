@@ -526,7 +526,8 @@ impl LevelIndex {
                 let (split, directory) = (&t.split, &t.directory);
                 // A scan examines every bucket the box covers, or (split tree) up to the
                 // whole structure whatever it reports; a walk costs a few point queries
-                // per region reported. The walk runs first, within the scan's cost.
+                // per region reported. The walk runs first, within the scan's cost:
+                // rank 2 (bucket lists or a split tree) and rank 3 with a split tree.
                 let mut walked = 0;
                 if lo.iter().zip(hi).any(|(l, h)| l >= h) {
                     return 0;
@@ -670,12 +671,16 @@ impl LevelIndex {
     ///   met there holds a point `(lo.x, y, h − 1)` with `(lo.x, y)` in `R`, so it ends at
     ///   `h` (the point above is `B`'s) and has `c(r)` in `R` — a child — but for the first
     ///   when it starts below `R.lo.y > lo.y`: at most `k_B + 1` point queries.
-    /// - `r.lo.y < R.lo.y <= r.lo.x`... likewise along `y = lo.y`, over `R`'s columns.
+    /// - `r.lo.y < R.lo.y` and `r.lo.x >= R.lo.x`: likewise along `y = lo.y` (then
+    ///   `R.lo.y = lo.y`) over `R`'s columns, at most `k_B + 1` point queries.
     ///
-    /// Over all: at most `4k + 1 + 2k + 2k = 8k + 1` point queries and `k` reports, with
-    /// `k` regions reported (the bound [`LevelIndexProbe::box_bound`] states in entries),
-    /// whatever the geometry: the cost no longer depends on regions the box misses, only
-    /// on the point-query bound (`O(log³ n)` at rank 3) and `log n` per report.
+    /// Every region reported is one `B` at most, so over all, for `k` regions reported:
+    /// at most `(4k + 1) + 2k + 2k = 8k + 1` point queries, and per region reported one
+    /// corner report, `O((k_B + 1) · log n)` entries — `O((k + 1) · (P + log n))` entries
+    /// with `P` the point-query bound (`O(log³ n)` for a rank-3 split tree), whatever the
+    /// geometry ([`LevelIndexProbe::box_bound`] states it exactly). The regions the box
+    /// misses cost nothing but through `P`. Memory: the hits, and the regions whose
+    /// children are still to find (at most `k`).
     fn walk_box_3d(
         &self,
         b: Boxes<'_>,

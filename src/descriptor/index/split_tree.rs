@@ -319,7 +319,9 @@ impl SplitTree {
     /// its first box reaching the query and read while its boxes start below the query's
     /// end. The work is bounded by the structure's size (at most `d · n` entries) on any
     /// geometry and is output-sensitive on grid-like partitions; crossing structures of
-    /// splits whose boxes mostly miss the query are where it is not.
+    /// splits whose boxes mostly miss the query are where it is not (a query reporting
+    /// 2 of 51,205 pinwheel shells examined 24,667 entries). Rank-2 and rank-3 levels ask
+    /// it only when their partition walk would cost more than the tree's size.
     pub(crate) fn query_box(
         &self,
         b: Boxes<'_>,
