@@ -930,7 +930,7 @@ impl LevelIndexProbe {
                 let levels = u64::from(usize::BITS - n.saturating_sub(1).leading_zeros());
                 let w = (8 * k + 1)
                     .saturating_mul(p)
-                    .saturating_add(k * (4 * probes + 6 * (levels + 1) + 2));
+                    .saturating_add(k.saturating_mul(4 * probes + 6 * (levels + 1) + 2));
                 Some(w.saturating_mul(3).saturating_add(p))
             }
             _ => None,
