@@ -970,3 +970,76 @@ fn rank_three_descriptors_agree_with_brute_force() {
         }
     }
 }
+
+/// Random guillotine splits of `[0, extent)` at rank `R` into about `n` boxes.
+fn random_splits_n<const R: usize>(
+    n: usize,
+    extent: [u64; R],
+    seed: u64,
+) -> Vec<([u64; R], [u64; R])> {
+    let mut s = seed | 1;
+    let mut v = vec![([0u64; R], extent)];
+    let mut tries = 0;
+    while v.len() < n && tries < 40 * n {
+        tries += 1;
+        let at = (next(&mut s) as usize) % v.len();
+        let (o, sh) = v[at];
+        let a = (next(&mut s) as usize) % R;
+        if sh[a] < 2 {
+            continue;
+        }
+        let cut = 1 + next(&mut s) % (sh[a] - 1);
+        let (mut o2, mut s1, mut s2) = (o, sh, sh);
+        s1[a] = cut;
+        s2[a] = sh[a] - cut;
+        o2[a] += cut;
+        v[at] = (o, s1);
+        v.push((o2, s2));
+    }
+    v
+}
+
+/// Rank 4 keeps the split tree's scan (and bucket lists' bucket scan): random partitions,
+/// with crossed slabs in one corner so that some levels take the split tree, against
+/// brute force.
+#[test]
+fn rank_four_partitions_agree_with_brute_force() {
+    let mut kinds = Vec::new();
+    for seed in 0..6u64 {
+        let extent = [16u64, 16, 16, 8];
+        let mut boxes = random_splits_n::<4>(200, [8, 16, 16, 8], 2 * seed + 1);
+        // The other half on axis 0: two layers of crossed slabs across axis 3, long in
+        // axis 0 below and long in axis 1 above.
+        for l in 0..16 {
+            for j in 0..16 {
+                boxes.push(([8, j, l, 0], [8, 1, 1, 4]));
+            }
+            for j in 0..8 {
+                boxes.push(([8 + j, 0, l, 4], [1, 16, 1, 4]));
+            }
+        }
+        let coords: Vec<u64> = boxes
+            .iter()
+            .flat_map(|(o, s)| o.iter().chain(s).copied())
+            .collect();
+        let probe = LevelIndexProbe::build(coords, 4, &extent).expect("a partition");
+        kinds.push(probe.kind());
+        let mut s = seed + 17;
+        for _ in 0..300 {
+            let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+            for a in 0..4 {
+                lo[a] = next(&mut s) % extent[a];
+                hi[a] = lo[a] + 1 + next(&mut s) % (extent[a] - lo[a]);
+            }
+            let (got, _) = probe.query_box(&lo, &hi);
+            let want: Vec<u32> = (0..boxes.len() as u32)
+                .filter(|&r| {
+                    let (o, sh) = boxes[r as usize];
+                    (0..4).all(|a| o[a] < hi[a] && lo[a] < o[a] + sh[a])
+                })
+                .collect();
+            assert_eq!(got, want, "[{lo:?}, {hi:?})");
+        }
+    }
+    assert!(kinds.contains(&"split tree"), "{kinds:?}");
+}
