@@ -174,3 +174,182 @@ pub fn thick_spiral(n: u64) -> (Boxes, [u64; 2]) {
     v.push(([x0, y0], [x1 - x0, y1 - y0]));
     (v, [side, side])
 }
+
+/// Rank-3 regions as (origin, shape).
+pub type Boxes3 = Vec<([u64; 3], [u64; 3])>;
+
+/// Per rank-3 region: global origin, then shape.
+pub fn coords3(boxes: &Boxes3) -> Vec<u64> {
+    boxes
+        .iter()
+        .flat_map(|(o, s)| o.iter().chain(s).copied())
+        .collect()
+}
+
+/// Rotate the axes of a box (origin, shape) by `k` places: axis `a` goes to `(a + k) % 3`.
+fn rotate3((o, s): ([u64; 3], [u64; 3]), k: usize) -> ([u64; 3], [u64; 3]) {
+    let (mut ro, mut rs) = ([0; 3], [0; 3]);
+    for a in 0..3 {
+        ro[(a + k) % 3] = o[a];
+        rs[(a + k) % 3] = s[a];
+    }
+    (ro, rs)
+}
+
+/// Nested cubic shells around one centre cube, six regions a shell: a floor and a ceiling
+/// plate and four walls in a pinwheel (rank 2's `pinwheel_rings` extruded between them),
+/// the shells turned one axis further each time, so that every plane of every axis
+/// crosses the walls or plates of all shells beyond it. `6 · shells + 1` regions.
+pub fn pinwheel3(shells: u64) -> (Boxes3, [u64; 3]) {
+    let r = shells;
+    let mut v = vec![([r, r, r], [1, 1, 1])];
+    for k in 1..=r {
+        let (lo, len) = (r - k, 2 * k);
+        let side = len + 1;
+        let turn = (k % 3) as usize;
+        let mut shell = vec![
+            ([lo, lo, lo], [side, side, 1]),
+            ([lo, lo, lo + len], [side, side, 1]),
+        ];
+        let (z, h) = (lo + 1, len - 1);
+        shell.push(([lo, lo, z], [len, 1, h]));
+        shell.push(([lo + len, lo, z], [1, len, h]));
+        shell.push(([lo + 1, lo + len, z], [len, 1, h]));
+        shell.push(([lo, lo + 1, z], [1, len, h]));
+        v.extend(shell.into_iter().map(|b| rotate3(b, turn)));
+    }
+    let side = 2 * r + 1;
+    (v, [side; 3])
+}
+
+/// `layers` layers one element thick of `m` slabs each, alternately long in axis 0
+/// (stacked along axis 1) and long in axis 1 (stacked along axis 0): every slab touches
+/// every slab of the layers above and below it (`m²` side-by-side pairs a layer).
+pub fn crossed_slabs(m: u64, layers: u64) -> (Boxes3, [u64; 3]) {
+    let mut v = Vec::new();
+    for l in 0..layers {
+        for j in 0..m {
+            v.push(if l % 2 == 0 {
+                ([0, j, l], [m, 1, 1])
+            } else {
+                ([j, 0, l], [1, m, 1])
+            });
+        }
+    }
+    (v, [m, m, layers])
+}
+
+/// A staircase of `steps` corners along the diagonal: at step `i`, the points whose
+/// smallest coordinate is `i`, in three plates (`x = i`; `y = i, x > i`; `z = i, x, y >
+/// i`). `3 · steps − 2` regions.
+pub fn staircase3(steps: u64) -> (Boxes3, [u64; 3]) {
+    let s = steps;
+    let mut v = Vec::new();
+    for i in 0..s {
+        v.push(([i, i, i], [1, s - i, s - i]));
+        if i + 1 < s {
+            v.push(([i + 1, i, i], [s - i - 1, 1, s - i]));
+            v.push(([i + 1, i + 1, i], [s - i - 1, s - i - 1, 1]));
+        }
+    }
+    (v, [s; 3])
+}
+
+/// A `k`³ cluster of unit cubes in a corner of a huge cube, beside three huge boxes.
+pub fn cluster3(k: u64, huge: u64) -> (Boxes3, [u64; 3]) {
+    let mut v = vec![
+        ([k, 0, 0], [huge - k, huge, huge]),
+        ([0, k, 0], [k, huge - k, huge]),
+        ([0, 0, k], [k, k, huge - k]),
+    ];
+    for x in 0..k {
+        for y in 0..k {
+            for z in 0..k {
+                v.push(([x, y, z], [1, 1, 1]));
+            }
+        }
+    }
+    (v, [huge; 3])
+}
+
+/// Random guillotine splits of a cube of `side` into about `n` boxes, some of which are
+/// then cut into five in a pinwheel (a non-guillotine cut, across two random axes) or
+/// into two layers of crossed slabs.
+pub fn random_splits3(n: usize, side: u64, seed: u64) -> (Boxes3, [u64; 3]) {
+    random_splits3_of(n, [side; 3], seed)
+}
+
+/// [`random_splits3`] of the box `[0, extent)`.
+pub fn random_splits3_of(n: usize, extent: [u64; 3], seed: u64) -> (Boxes3, [u64; 3]) {
+    let mut s = seed | 1;
+    let mut v: Boxes3 = vec![([0; 3], extent)];
+    let mut i = 0;
+    let mut tries = 0;
+    while v.len() < n && tries < 20 * n {
+        tries += 1;
+        let at = i % v.len();
+        let (o, sh) = v[at];
+        let a = (next(&mut s) % 3) as usize;
+        i += 7;
+        if sh[a] < 2 {
+            continue;
+        }
+        let cut = 1 + next(&mut s) % (sh[a] - 1);
+        let (mut o2, mut s1, mut s2) = (o, sh, sh);
+        s1[a] = cut;
+        s2[a] = sh[a] - cut;
+        o2[a] += cut;
+        v[at] = (o, s1);
+        v.push((o2, s2));
+    }
+    let mut out = Vec::new();
+    for (o, sh) in v {
+        let a = (next(&mut s) % 3) as usize;
+        let (p, q) = ((a + 1) % 3, (a + 2) % 3);
+        match next(&mut s) % 4 {
+            0 if sh[p] >= 3 && sh[q] >= 3 => {
+                // A pinwheel of five across axes p and q.
+                let a1 = 1 + next(&mut s) % (sh[p] - 2);
+                let a2 = a1 + 1 + next(&mut s) % (sh[p] - a1 - 1);
+                let b1 = 1 + next(&mut s) % (sh[q] - 2);
+                let b2 = b1 + 1 + next(&mut s) % (sh[q] - b1 - 1);
+                let (w, h) = (sh[p], sh[q]);
+                for (x, y, dx, dy) in [
+                    (0, 0, a2, b1),
+                    (a2, 0, w - a2, b2),
+                    (a1, b2, w - a1, h - b2),
+                    (0, b1, a1, h - b1),
+                    (a1, b1, a2 - a1, b2 - b1),
+                ] {
+                    let (mut bo, mut bs) = (o, sh);
+                    bo[p] += x;
+                    bo[q] += y;
+                    bs[p] = dx;
+                    bs[q] = dy;
+                    out.push((bo, bs));
+                }
+            }
+            1 if sh[a] >= 2 && (2..=64).contains(&sh[p]) && (2..=64).contains(&sh[q]) => {
+                // Two layers across axis a: slabs long in p, then slabs long in q.
+                let mid = 1 + next(&mut s) % (sh[a] - 1);
+                for j in 0..sh[q] {
+                    let (mut bo, mut bs) = (o, sh);
+                    bs[a] = mid;
+                    bo[q] += j;
+                    bs[q] = 1;
+                    out.push((bo, bs));
+                }
+                for j in 0..sh[p] {
+                    let (mut bo, mut bs) = (o, sh);
+                    bo[a] += mid;
+                    bs[a] = sh[a] - mid;
+                    bo[p] += j;
+                    bs[p] = 1;
+                    out.push((bo, bs));
+                }
+            }
+            _ => out.push((o, sh)),
+        }
+    }
+    (out, extent)
+}

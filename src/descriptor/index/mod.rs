@@ -17,17 +17,20 @@
 use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::Layout;
+mod corners;
 mod directory;
 mod grid;
 mod kdtree;
 pub(crate) mod split_tree;
 
+use corners::{Corners, AZ};
 use directory::list_budget;
 pub(crate) use directory::{Directory, Group, Plane, PlaneHit, PlanePoint};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
 use split_tree::SplitTree;
+use std::sync::OnceLock;
 
 /// Regions held without records (nested tile grids) leave a gap in the records' id
 /// space: ids from `end` on (up to the next gap) are stored `shift` slots lower.
@@ -292,6 +295,21 @@ pub(crate) struct TreeLevel {
     pub directory: Directory,
     /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
     pub uniform: Option<(UniformTiles, u32)>,
+    /// Rank 3 with a split tree: the regions' low corners by their high corner on the
+    /// last axis, built on the first box query that needs them.
+    pub corners: LazyCorners,
+}
+
+/// A level's [`Corners`], built once, on first use (the box queries of a rank-3
+/// split-tree level; see [`LevelIndex::query_box`]). Derived from the level's boxes
+/// alone, so two levels compare equal whether or not either has built it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LazyCorners(OnceLock<Corners>);
+
+impl PartialEq for LazyCorners {
+    fn eq(&self, _: &LazyCorners) -> bool {
+        true
+    }
 }
 
 /// The index of one subpaving level: 16 bytes in the descriptor's list of levels, the
@@ -350,11 +368,13 @@ impl LevelIndex {
                 split: SplitTree::default(),
                 directory,
                 uniform: None,
+                corners: LazyCorners::default(),
             },
             None => TreeLevel {
                 split: SplitTree::build(b, children),
                 directory: Directory::none(),
                 uniform: None,
+                corners: LazyCorners::default(),
             },
         })))
     }
@@ -509,8 +529,22 @@ impl LevelIndex {
                 let (split, directory) = (&t.split, &t.directory);
                 // A scan examines every bucket the box covers, or (split tree) up to the
                 // whole structure whatever it reports; a walk costs a few point queries
-                // per region reported. The walk runs first, within the scan's cost.
+                // per region reported. The walk runs first, within the scan's cost:
+                // rank 2 (bucket lists or a split tree) and rank 3 with a split tree.
                 let mut walked = 0;
+                if lo.iter().zip(hi).any(|(l, h)| l >= h) {
+                    return 0;
+                }
+                if b.rank == 3 && !directory.has_lists() {
+                    let mut hits = Vec::new();
+                    match self.walk_box_3d(b, t, lo, hi, split.size(), &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Err(v) => walked = v,
+                    }
+                }
                 if b.rank == 2 {
                     let budget = directory.buckets_in(lo, hi).unwrap_or_else(|| split.size());
                     let mut hits = Vec::new();
@@ -609,6 +643,157 @@ impl LevelIndex {
         Ok(visits)
     }
 
+    /// Box query of a rank-3 split-tree level by sweeping its partition down axis 2: the
+    /// regions meeting `[lo, hi)` are pushed to `hits`, each once, and the entries
+    /// examined returned — or, as `Err`, what was examined when that exceeded `budget` or
+    /// the boxes turned out not to partition the level (`hits` is then incomplete).
+    ///
+    /// Every region `r` meeting the box `Q` has the low corner `c(r) = max(r.lo, lo)` of
+    /// its intersection with `Q` on axes 0 and 1. *Top layer*: the regions meeting `Q` that
+    /// contain the plane `z = hi.z − 1` (axis 2) cut that plane, inside `Q`, into a
+    /// partition of the rectangle `Q.xy`, which the rank-2 walk
+    /// ([`walk_box_2d`](Self::walk_box_2d)) enumerates with at most `4 k_top + 1` point
+    /// queries (at `z = hi.z − 1`). *Below*: a region `r` meeting `Q` with
+    /// `r.hi.z < hi.z` has `lo.z < r.hi.z`, so the point `(c(r), r.hi.z)` lies in `Q`, in a
+    /// region `B` that meets `Q`; `B.lo.z = r.hi.z` exactly (`B` holds no point of `r`), so
+    /// `lo.z < B.lo.z`, and `c(r)` lies in `R = (B ∩ Q).xy`. Call `r` a child of `B`:
+    /// every region meeting `Q` is in the top layer or the child of exactly one region
+    /// (the one holding `(c(r), r.hi.z)`), and conversely every region `r` with
+    /// `r.hi.z = B.lo.z` whose `c(r)` lies in `R` meets `Q` and is `B`'s child. So the
+    /// query reports the top layer, then, for each region `B` reported with
+    /// `lo.z < B.lo.z`, its children — each region once, no set of seen regions.
+    ///
+    /// The children of `B`, `h = B.lo.z`, by where their low corner lies against `R`'s:
+    /// - `r.lo.xy >= R.lo` on both axes: `r.lo.xy` lies in `R`; the regions ending at `h`
+    ///   with their low corner in a rectangle are [`Corners::report`]'s answer, at most
+    ///   `2 · (k_B + 2) · (L + 1) + k_B + 1` nodes and `4 · (⌊log2 n⌋ + 2)` probes for `k_B`
+    ///   of them.
+    /// - `r.lo.x < R.lo.x`: then `c(r).x = R.lo.x = lo.x`, so `r` holds the segment
+    ///   `x = lo.x, z = h − 1` at `y = c(r).y`: a walk of point queries up that segment
+    ///   over `R`'s rows, stepping to the top of each region met, meets it. Every region
+    ///   met there holds a point `(lo.x, y, h − 1)` with `(lo.x, y)` in `R`, so it ends at
+    ///   `h` (the point above is `B`'s) and has `c(r)` in `R` — a child — but for the first
+    ///   when it starts below `R.lo.y > lo.y`: at most `k_B + 1` point queries.
+    /// - `r.lo.y < R.lo.y` and `r.lo.x >= R.lo.x`: likewise along `y = lo.y` (then
+    ///   `R.lo.y = lo.y`) over `R`'s columns, at most `k_B + 1` point queries.
+    ///
+    /// Every region reported is one `B` at most, so over all, for `k` regions reported:
+    /// at most `(4k + 1) + 2k + 2k = 8k + 1` point queries, and per region reported one
+    /// corner report, `O((k_B + 1) · log n)` entries — `O((k + 1) · (P + log n))` entries
+    /// with `P` the point-query bound (`O(log³ n)` for a rank-3 split tree), whatever the
+    /// geometry ([`LevelIndexProbe::box_bound`] states it exactly). The regions the box
+    /// misses cost nothing but through `P`. Memory: the hits, and the regions whose
+    /// children are still to find (at most `k`).
+    fn walk_box_3d(
+        &self,
+        b: Boxes<'_>,
+        t: &TreeLevel,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        hits: &mut Vec<u32>,
+    ) -> std::result::Result<u64, u64> {
+        let mut visits = 0u64;
+        // Regions reported that start above the box's floor: their children are to find.
+        let mut parents: Vec<u32> = Vec::new();
+        let (x0, y0, z0) = (lo[0], lo[1], lo[2]);
+        // The box is not empty (checked by the caller): hi.z >= 1.
+        let top = hi[AZ] - 1;
+        // Top layer: the rank-2 walk in the plane z = top (see walk_box_2d).
+        let mut lines = vec![(x0, y0, hi[1])];
+        while let Some((x, ya, yb)) = lines.pop() {
+            let mut y = ya;
+            while y < yb {
+                let p = [x, y, top];
+                let (r, v) = self.find_counting(b, &p);
+                visits += v;
+                if visits > budget {
+                    return Err(visits);
+                }
+                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
+                    return Err(visits);
+                };
+                if b.lo(r, 0).max(x0) == x && b.lo(r, 1).max(y0) == y {
+                    hits.push(r);
+                    if b.lo(r, AZ) > z0 {
+                        parents.push(r);
+                    }
+                    if b.hi(r, 0) < hi[0] {
+                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
+                    }
+                }
+                y = b.hi(r, 1);
+            }
+        }
+        if parents.is_empty() {
+            return Ok(visits);
+        }
+        let corners = t
+            .corners
+            .0
+            .get_or_init(|| Corners::build(b, t.split.boxes()));
+        while let Some(p) = parents.pop() {
+            let h = b.lo(p, AZ);
+            // z0 < h: the layer just below `p` lies in the box.
+            let z = h - 1;
+            let rx = [b.lo(p, 0).max(x0), b.hi(p, 0).min(hi[0])];
+            let ry = [b.lo(p, 1).max(y0), b.hi(p, 1).min(hi[1])];
+            let found = |r: u32, hits: &mut Vec<u32>, parents: &mut Vec<u32>| {
+                hits.push(r);
+                if b.lo(r, AZ) > z0 {
+                    parents.push(r);
+                }
+            };
+            let mut inner = Vec::new();
+            visits += corners.report(b, h, rx, ry, &mut |r| inner.push(r));
+            for r in inner {
+                found(r, hits, &mut parents);
+            }
+            // The children starting left of R (R.lo.x = lo.x), then below it (R.lo.y =
+            // lo.y): walks along R's left and bottom edges just below p.
+            for axis in [0usize, 1] {
+                let (along, edge) = if axis == 0 { (1, rx) } else { (0, ry) };
+                if edge[0] != lo[axis] {
+                    continue;
+                }
+                let span = if along == 1 { ry } else { rx };
+                let mut at = span[0];
+                while at < span[1] {
+                    let mut q = [0u64; 3];
+                    q[axis] = edge[0];
+                    q[along] = at;
+                    q[AZ] = z;
+                    let (r, v) = self.find_counting(b, &q);
+                    visits += v;
+                    if visits > budget {
+                        return Err(visits);
+                    }
+                    let Some(r) = r.filter(|&r| b.contains(r, &q) && b.hi(r, AZ) == h) else {
+                        return Err(visits);
+                    };
+                    let starts_before = b.lo(r, axis) < edge[0];
+                    let other = b.lo(r, along);
+                    let report = if axis == 0 {
+                        // Left of R: its corner is in R when it starts in R's rows, or
+                        // when R starts at the box's floor on axis 1.
+                        starts_before && (other >= span[0] || span[0] == lo[1])
+                    } else {
+                        // Below R and not left of it (those were the left edge's).
+                        starts_before && other >= span[0]
+                    };
+                    if report {
+                        found(r, hits, &mut parents);
+                    }
+                    at = b.hi(r, along);
+                }
+            }
+            if visits > budget {
+                return Err(visits);
+            }
+        }
+        Ok(visits)
+    }
+
     /// Batch prefetch for a later query of `p`: `stage` 0 asks for the bucket group, 1
     /// for the bucket list the (by then cached) group places. Only bucket lists have
     /// anything worth asking for ahead: a grid locate is arithmetic, a split tree walk
@@ -657,6 +842,7 @@ impl LevelIndex {
                 let (split, directory) = (&t.split, &t.directory);
                 std::mem::size_of::<TreeLevel>()
                     + split.heap_bytes()
+                    + t.corners.0.get().map_or(0, Corners::heap_bytes)
                     + (directory.base.capacity()
                         + directory.step.capacity()
                         + directory.cells.capacity())
@@ -728,6 +914,65 @@ impl LevelIndexProbe {
             LevelIndex::Tree(t) if t.directory.has_lists() => 1 + u64::from(Directory::MAX_LIST),
             LevelIndex::Tree(t) => t.split.visit_bound(n),
             LevelIndex::Scan { count, .. } => u64::from(*count),
+        }
+    }
+
+    /// For a rank-3 level answered by a split tree: the most entries a box query
+    /// reporting `k` regions examines, `3 · W + P`, where `P` is the
+    /// [`point_bound`](Self::point_bound) and `W = (8k + 1) · P + k · (4 · (⌊log2 n⌋ + 2)
+    /// + 6 · (L + 1) + 2)` bounds the sweep ([`LevelIndex::walk_box_3d`], `L` the bits of
+    /// the number of distinct low corners on axis 1); the sweep gives way to the scan
+    /// when it costs more than the tree's size, and the scan costs at most twice that
+    /// size after a point query. `None` for other levels.
+    pub fn box_bound(&self, k: u64) -> Option<u64> {
+        let n = self.coords.len() / (2 * self.rank).max(1);
+        match &self.index {
+            LevelIndex::Tree(t) if self.rank == 3 && !t.directory.has_lists() => {
+                let p = t.split.visit_bound(n);
+                let probes = u64::from(usize::BITS - n.leading_zeros()) + 1;
+                let levels = u64::from(usize::BITS - n.saturating_sub(1).leading_zeros());
+                let w = (8 * k + 1)
+                    .saturating_mul(p)
+                    .saturating_add(k.saturating_mul(4 * probes + 6 * (levels + 1) + 2));
+                Some(w.saturating_mul(3).saturating_add(p))
+            }
+            _ => None,
+        }
+    }
+
+    /// For a level answered by a split tree: the regions meeting `[lo, hi)`, sorted, and
+    /// the entries examined, as the tree's own scan answers (a point query at the box's
+    /// low corner, then the scan), which is what rank ≥ 3 levels fall back to: for
+    /// comparison with [`query_box`](Self::query_box). `None` for other levels.
+    pub fn query_box_scan(&self, lo: &[u64], hi: &[u64]) -> Option<(Vec<u32>, u64)> {
+        let LevelIndex::Tree(t) = &self.index else {
+            return None;
+        };
+        if t.directory.has_lists() {
+            return None;
+        }
+        let b = self.boxes();
+        let mut hits = Vec::new();
+        let (r, mut visits) = t.split.find_counting(b, lo);
+        match r.filter(|&r| b.holds(r, lo, hi)) {
+            Some(r) => hits.push(r),
+            None => visits += t.split.query_box(b, lo, hi, &mut |r| hits.push(r)),
+        }
+        hits.sort_unstable();
+        Some((hits, visits))
+    }
+
+    /// Heap bytes of the structure a rank-3 split-tree level builds on its first box query
+    /// that reaches below the box's top layer (0 before that, and for other levels), and
+    /// the most it may hold for the level's regions.
+    pub fn box_index_bytes(&self) -> (usize, usize) {
+        let n = self.coords.len() / (2 * self.rank).max(1);
+        match &self.index {
+            LevelIndex::Tree(t) => (
+                t.corners.0.get().map_or(0, Corners::heap_bytes),
+                Corners::memory_bound(n),
+            ),
+            _ => (0, 0),
         }
     }
 

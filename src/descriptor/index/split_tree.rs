@@ -319,7 +319,9 @@ impl SplitTree {
     /// its first box reaching the query and read while its boxes start below the query's
     /// end. The work is bounded by the structure's size (at most `d · n` entries) on any
     /// geometry and is output-sensitive on grid-like partitions; crossing structures of
-    /// splits whose boxes mostly miss the query are where it is not.
+    /// splits whose boxes mostly miss the query are where it is not (a query reporting
+    /// 2 of 51,205 pinwheel shells examined 24,667 entries). Rank-2 and rank-3 levels ask
+    /// it only when their partition walk would cost more than the tree's size.
     pub(crate) fn query_box(
         &self,
         b: Boxes<'_>,
@@ -401,6 +403,12 @@ impl SplitTree {
         let log = u64::from(usize::BITS - n.max(1).leading_zeros()) + 2;
         log.saturating_pow(self.levels)
             .saturating_mul(LEAF as u64 + 1)
+    }
+
+    /// The boxes the tree was built over, each once (every box ends in exactly one leaf
+    /// run: a split sends it to one of its sides or its crossing structure).
+    pub(crate) fn boxes(&self) -> Vec<u32> {
+        self.items.clone()
     }
 
     /// Nodes and list entries held: the most any box query examines.
