@@ -1043,3 +1043,69 @@ fn rank_four_partitions_agree_with_brute_force() {
     }
     assert!(kinds.contains(&"split tree"), "{kinds:?}");
 }
+
+/// Half a cube in two slabs, the other half a grid of small cubes: enough regions spread
+/// thinly enough for bucket lists, and boxes in the slabs' half that cover up to half the
+/// buckets while meeting two regions — where the bucket scan alone is O(n) (4,024 visits
+/// for 2 regions at 131,074 regions, 4.6 · (k + 1) · log2² n). The scan runs first within
+/// its budget, then the sweep: within `box_bound` and `C · (k + 1) · log2² n`.
+#[test]
+fn rank_three_bucket_lists_cost_polylog_per_region_reported() {
+    const C: f64 = 4.0;
+    for cells in [8u64, 16, 32] {
+        let side = 8 * cells;
+        let half = side / 2;
+        let mut boxes: Boxes3 = vec![
+            ([0, 0, 0], [half, side, half]),
+            ([0, 0, half], [half, side, half]),
+        ];
+        for x in (half..side).step_by(4) {
+            for y in (0..side).step_by(4) {
+                for z in (0..side).step_by(4) {
+                    boxes.push(([x, y, z], [4, 4, 4]));
+                }
+            }
+        }
+        let extent = [side; 3];
+        let probe = LevelIndexProbe::build(coords3(&boxes), 3, &extent).unwrap();
+        assert_eq!(probe.kind(), "buckets", "{} regions", boxes.len());
+        let log2 = (boxes.len() as f64).log2();
+        let (mut worst, mut worst_scan) = (0f64, 0f64);
+        let mut seed = 0xB0C3 ^ cells;
+        for q in 0..400 {
+            // The slabs' whole half across their shared face, and random boxes everywhere.
+            let (lo, hi) = if q % 2 == 0 {
+                let z = next(&mut seed) % half;
+                ([0, 0, z], [half, side, half + 1 + next(&mut seed) % half])
+            } else {
+                random_box3(&boxes, &probe, extent, &mut seed, 1 + q % 4)
+            };
+            let (got, visits) = probe.query_box(&lo, &hi);
+            let k = got.len() as u64;
+            if boxes.len() <= 20_000 {
+                assert_eq!(got, brute3(&boxes, lo, hi), "[{lo:?}, {hi:?})");
+            }
+            let bound = probe.box_bound(k).expect("a rank-3 level of boxes");
+            assert!(visits <= bound, "[{lo:?}, {hi:?}): {visits} > {bound}");
+            let per = visits as f64 / ((k + 1) as f64 * log2 * log2);
+            assert!(
+                per <= C,
+                "[{lo:?}, {hi:?}): {visits} visits for {k} regions"
+            );
+            worst = worst.max(per);
+            let (scan_hits, scan) = probe.query_box_scan(&lo, &hi).unwrap();
+            assert_eq!(scan_hits, got);
+            worst_scan = worst_scan.max(scan as f64 / ((k + 1) as f64 * log2 * log2));
+        }
+        println!(
+            "{} regions in bucket lists: visits/((k+1)·log2²n) at most {worst:.3} (the bucket scan alone {worst_scan:.3})",
+            boxes.len()
+        );
+        if cells == 32 {
+            assert!(
+                worst_scan > C,
+                "the bucket scan alone stays within {worst_scan:.3}"
+            );
+        }
+    }
+}

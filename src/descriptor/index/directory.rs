@@ -366,6 +366,30 @@ impl Directory {
         Ok(Some(d))
     }
 
+    /// What a rank-3 box query lets the bucket scan examine before the sweep takes over:
+    /// `(1 + MAX_LIST) · (⌊log2 8m⌋ + 1)` for `m` buckets (a level has about eight regions
+    /// a bucket), a point query's worth per level of a binary search.
+    pub(super) fn scan_first_budget(&self) -> u64 {
+        let regions = self.cells.iter().product::<u64>().saturating_mul(8);
+        (1 + u64::from(Directory::MAX_LIST)) * u64::from(u64::BITS - regions.leading_zeros())
+    }
+
+    /// The level's regions, each once: every region is listed in the bucket holding its
+    /// low corner (its box relative to that bucket starts at 0 or above on every axis)
+    /// and in others that it meets.
+    pub(super) fn regions(&self) -> Vec<u32> {
+        let rank = self.step.len();
+        let ew = self.element_words();
+        let mut ids: Vec<u32> = self
+            .lists
+            .chunks_exact(ew)
+            .filter(|e| (0..rank).all(|a| element_span(e, a, self.narrow).0 >= 0))
+            .map(|e| e[0])
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Whether bucket lists were built.
     pub(super) fn has_lists(&self) -> bool {
         !self.groups.is_empty()
@@ -991,9 +1015,24 @@ impl Directory {
         hi: &[u64],
         f: &mut dyn FnMut(u32),
     ) -> Option<u64> {
+        self.query_box_within(b, lo, hi, u64::MAX, f)
+            .map(|r| r.unwrap_or_else(|v| v))
+    }
+
+    /// [`query_box`](Self::query_box) that gives up, as `Err` with what it examined, once
+    /// it has examined more than `budget` buckets and list elements (the regions it
+    /// reported until then are an incomplete answer).
+    pub(super) fn query_box_within(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        f: &mut dyn FnMut(u32),
+    ) -> Option<std::result::Result<u64, u64>> {
         let rank = self.step.len();
         let Some((b_lo, b_hi)) = self.bucket_range(lo, hi)? else {
-            return Some(0);
+            return Some(Ok(0));
         };
         let ew = self.element_words();
         let mut visits = 0u64;
@@ -1006,6 +1045,9 @@ impl Directory {
                 .zip(&self.cells)
                 .fold(0u64, |c, (&i, &n)| c.wrapping_mul(n).wrapping_add(i));
             visits += 1;
+            if visits > budget {
+                return Some(Err(visits));
+            }
             if let Some(list) = self.members(cell as usize) {
                 // A bucket met by one region alone.
                 if let Some(&v) = list.first().filter(|_| list.len() == ew) {
@@ -1014,7 +1056,7 @@ impl Directory {
                         f(v);
                         // A region holding the whole box is the only one meeting it.
                         if b.holds(v, lo, hi) {
-                            return Some(visits);
+                            return Some(Ok(visits));
                         }
                     }
                     self.skip_inside(b, v, &mut idx, &b_lo, &b_hi);
@@ -1041,7 +1083,7 @@ impl Directory {
                             // A region holding the whole box is the only one meeting it
                             // (met first, in the bucket of the box's low corner).
                             if holds {
-                                return Some(visits);
+                                return Some(Ok(visits));
                             }
                         }
                     }
@@ -1050,7 +1092,7 @@ impl Directory {
             let mut a = rank;
             loop {
                 if a == 0 {
-                    return Some(visits);
+                    return Some(Ok(visits));
                 }
                 a -= 1;
                 if idx[a] < b_hi[a] {

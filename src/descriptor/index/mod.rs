@@ -535,6 +535,31 @@ impl LevelIndex {
                 if lo.iter().zip(hi).any(|(l, h)| l >= h) {
                     return 0;
                 }
+                if b.rank == 3 && directory.has_lists() {
+                    // The bucket scan first (it finds a box inside one region in its first
+                    // bucket, and skips the inside of a huge region), within
+                    // `P · (⌊log2 n⌋ + 1)`; past that, the sweep, whose cost is bounded on
+                    // any geometry (a scan over buckets is not: boxes covering many
+                    // buckets of a few huge regions).
+                    let budget = directory.scan_first_budget();
+                    let mut hits = Vec::new();
+                    match directory.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
+                        Some(Ok(v)) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Some(Err(v)) => walked = v,
+                        None => {}
+                    }
+                    let mut hits = Vec::new();
+                    match self.walk_box_3d(b, t, lo, hi, u64::MAX, &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return walked + v;
+                        }
+                        Err(v) => walked += v,
+                    }
+                }
                 if b.rank == 3 && !directory.has_lists() {
                     let mut hits = Vec::new();
                     match self.walk_box_3d(b, t, lo, hi, split.size(), &mut hits) {
@@ -728,10 +753,14 @@ impl LevelIndex {
         if parents.is_empty() {
             return Ok(visits);
         }
-        let corners = t
-            .corners
-            .0
-            .get_or_init(|| Corners::build(b, t.split.boxes()));
+        let corners = t.corners.0.get_or_init(|| {
+            let ids = if t.directory.has_lists() {
+                t.directory.regions()
+            } else {
+                t.split.boxes()
+            };
+            Corners::build(b, ids)
+        });
         while let Some(p) = parents.pop() {
             let h = b.lo(p, AZ);
             // z0 < h: the layer just below `p` lies in the box.
@@ -917,46 +946,64 @@ impl LevelIndexProbe {
         }
     }
 
-    /// For a rank-3 level answered by a split tree: the most entries a box query
-    /// reporting `k` regions examines, `3 · W + P`, where `P` is the
-    /// [`point_bound`](Self::point_bound) and `W = (8k + 1) · P + k · (4 · (⌊log2 n⌋ + 2)
-    /// + 6 · (L + 1) + 2)` bounds the sweep ([`LevelIndex::walk_box_3d`], `L` the bits of
-    /// the number of distinct low corners on axis 1); the sweep gives way to the scan
-    /// when it costs more than the tree's size, and the scan costs at most twice that
-    /// size after a point query. `None` for other levels.
+    /// For a rank-3 level of arbitrary boxes: the most entries a box query reporting `k`
+    /// regions examines. `W = (8k + 1) · P + k · (4 · (⌊log2 n⌋ + 2) + 6 · (L + 1) + 2)`
+    /// bounds the sweep ([`LevelIndex::walk_box_3d`], `P` the
+    /// [`point_bound`](Self::point_bound), `L` the bits of the number of distinct low
+    /// corners on axis 1). A split tree: `3 · W + P` (the sweep gives way to the scan when
+    /// it costs more than the tree's size, and the scan costs at most twice that size
+    /// after a point query). Bucket lists: `B + P + W` (the bucket scan first, given up
+    /// past its budget `B` (`Directory::scan_first_budget`, `P` per bit of about `n`)
+    /// and at most one bucket's list, then the sweep). `None` for other levels.
     pub fn box_bound(&self, k: u64) -> Option<u64> {
         let n = self.coords.len() / (2 * self.rank).max(1);
         match &self.index {
-            LevelIndex::Tree(t) if self.rank == 3 && !t.directory.has_lists() => {
-                let p = t.split.visit_bound(n);
+            LevelIndex::Tree(t) if self.rank == 3 => {
+                let lists = t.directory.has_lists();
+                let p = if lists {
+                    1 + u64::from(Directory::MAX_LIST)
+                } else {
+                    t.split.visit_bound(n)
+                };
                 let probes = u64::from(usize::BITS - n.leading_zeros()) + 1;
                 let levels = u64::from(usize::BITS - n.saturating_sub(1).leading_zeros());
                 let w = (8 * k + 1)
                     .saturating_mul(p)
                     .saturating_add(k.saturating_mul(4 * probes + 6 * (levels + 1) + 2));
-                Some(w.saturating_mul(3).saturating_add(p))
+                Some(if lists {
+                    // The scan within its budget (and one bucket's list past it), then
+                    // the sweep.
+                    t.directory
+                        .scan_first_budget()
+                        .saturating_add(p)
+                        .saturating_add(w)
+                } else {
+                    w.saturating_mul(3).saturating_add(p)
+                })
             }
             _ => None,
         }
     }
 
-    /// For a level answered by a split tree: the regions meeting `[lo, hi)`, sorted, and
-    /// the entries examined, as the tree's own scan answers (a point query at the box's
-    /// low corner, then the scan), which is what rank ≥ 3 levels fall back to: for
-    /// comparison with [`query_box`](Self::query_box). `None` for other levels.
+    /// For a level of arbitrary boxes: the regions meeting `[lo, hi)`, sorted, and the
+    /// entries examined, as the scan answers (a point query at the box's low corner, then
+    /// the bucket lists' or the split tree's scan), which is what rank ≥ 4 levels use:
+    /// for comparison with [`query_box`](Self::query_box). `None` for grids.
     pub fn query_box_scan(&self, lo: &[u64], hi: &[u64]) -> Option<(Vec<u32>, u64)> {
         let LevelIndex::Tree(t) = &self.index else {
             return None;
         };
-        if t.directory.has_lists() {
-            return None;
-        }
         let b = self.boxes();
         let mut hits = Vec::new();
-        let (r, mut visits) = t.split.find_counting(b, lo);
+        let (r, mut visits) = self.index.find_counting(b, lo);
         match r.filter(|&r| b.holds(r, lo, hi)) {
             Some(r) => hits.push(r),
-            None => visits += t.split.query_box(b, lo, hi, &mut |r| hits.push(r)),
+            None => {
+                visits += match t.directory.query_box(b, lo, hi, &mut |r| hits.push(r)) {
+                    Some(v) => v,
+                    None => t.split.query_box(b, lo, hi, &mut |r| hits.push(r)),
+                }
+            }
         }
         hits.sort_unstable();
         Some((hits, visits))
