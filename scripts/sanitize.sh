@@ -24,8 +24,8 @@ fi
 
 # Builds the library, compiles and runs the C tests once uninstrumented, stages the
 # library under target/debug/c_tests/lib and writes the inputs test_c_api reads.
-echo "== cargo test -p tensordesc --test c_api"
-cargo test --quiet -p tensordesc --test c_api
+echo "== cargo test -p tensordesc --test c_abi"
+cargo test --quiet -p tensordesc --test c_abi
 
 target="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
 lib="$target/lib"

@@ -12,8 +12,7 @@ use tensordesc::bench_support::LevelIndexProbe;
 use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
 use tensordesc::{decode, ElementType, Location, Mode};
 
-#[path = "common/geometry.rs"]
-mod geometry;
+use crate::geometry;
 use geometry::*;
 
 fn brute(boxes: &Boxes, p: [u64; 2]) -> Option<u32> {

@@ -1,7 +1,7 @@
 //! Golden vectors: every hand-written vector in `tests/vectors/` decodes (or fails) exactly
 //! as `manifest.txt` says, and every accepted vector re-encodes byte for byte.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -5,7 +5,7 @@
 //! The buffer encoders below implement the spec's formulas independently of the library's
 //! addressing code, so a read-back equal to the reference checks both sides.
 
-mod common;
+use crate::common;
 
 use common::layouts::*;
 use tensordesc::layout::{sparse_flags, tag};

@@ -3,7 +3,7 @@
 //! Inputs are crafted with a small byte writer (`common::Bytes`) or the builder's
 //! `encode_unchecked()` plus byte patches. Check-order cases follow docs/spec §1.8 / §7.16.
 
-mod common;
+use crate::common;
 
 use common::{patch, set_len, Bytes};
 use tensordesc::builder::{LayoutSpec, TileSpec};

@@ -4,7 +4,7 @@
 //! newer minor versions, unassigned layout tags (top level and regions) and unknown
 //! quantization schemes, all kept opaque and re-encoded byte for byte.
 
-mod common;
+use crate::common;
 
 use common::{patch, set_len, Bytes};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! as `manifest.txt` says — in memory and through a memory map — and every status a file's
 //! structure can produce has a rejected vector.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

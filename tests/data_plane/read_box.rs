@@ -3,7 +3,7 @@
 //! quantization scheme × every output type, on random boxes and random output strides
 //! (padded, negative); argument errors with their exact kinds; hostile contents.
 
-mod common;
+use crate::common;
 
 use common::layouts::*;
 use proptest::prelude::*;

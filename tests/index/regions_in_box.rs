@@ -10,8 +10,7 @@ use tensordesc::bench_support::LevelIndexProbe;
 use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
 use tensordesc::{Descriptor, ElementType, ErrorKind};
 
-#[path = "common/geometry.rs"]
-mod geometry;
+use crate::geometry;
 use geometry::*;
 
 /// Regions of `boxes` meeting `[lo, hi)`, sorted.

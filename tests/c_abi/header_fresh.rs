@@ -29,7 +29,7 @@ fn committed_header_is_fresh() {
             .unwrap_or(committed.lines().count().min(generated.lines().count()));
         panic!(
             "include/tensordesc.h is stale (first difference at line {}); regenerate with \
-             TDESC_BLESS_HEADER=1 cargo test --test header_fresh",
+             TDESC_BLESS_HEADER=1 cargo test --test c_abi header_fresh",
             first + 1
         );
     }

@@ -1,0 +1,11 @@
+//! Bound tensors: element reads, content validation, windowed reads and DLPack.
+//!
+//! One test binary for these suites (each a module, as its file was a binary of its own):
+//! every integration test binary links the whole library, so fewer binaries build faster.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bound;
+mod read_box;
+mod dlpack;
