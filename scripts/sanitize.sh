@@ -31,7 +31,7 @@ target="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
 lib="$target/lib"
 out="$target/sanitize"
 mkdir -p "$out"
-[ -e "$lib/libtensordesc.so" ] || { echo "no $lib/libtensordesc.so (did tests/c_api.rs change?)" >&2; exit 1; }
+[ -e "$lib/libtensordesc.so" ] || { echo "no $lib/libtensordesc.so (did tests/c_abi/c_api.rs change?)" >&2; exit 1; }
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:detect_invalid_pointer_pairs=1"
@@ -93,7 +93,7 @@ if [ "${SANITIZE_MIRI:-1}" != 0 ]; then
   if cargo +nightly miri --version >/dev/null 2>&1; then
     # Miri interprets the unit tests of the modules with unsafe code (src/ffi, src/file.rs)
     # and of their main users, then the small end-to-end runs through the unsafe paths in
-    # tests/hostile.rs (C ABI round trip, the file reader's aligned copies, a stream fed
+    # tests/hostile/catalogue.rs (C ABI round trip, the file reader's aligned copies, a stream fed
     # byte by byte). Miri cannot map real files (file-backed mmap is unsupported), so the
     # memory map itself is covered by the `file` fuzz target under ASan instead.
     # -p tensordesc: the library package alone (the CLI is a package of its own).

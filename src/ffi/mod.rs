@@ -2,7 +2,7 @@
 //! builder, translating to and from the Rust API and nothing more.
 //!
 //! `include/tensordesc.h` is generated from this module by cbindgen (see `cbindgen.toml`,
-//! checked fresh by `tests/header_fresh.rs`); the conventions are written down for C users
+//! checked fresh by `tests/c_abi/header_fresh.rs`); the conventions are written down for C users
 //! in `docs/c-api.md`. In short:
 //!
 //! * Every fallible function returns a [`tdesc_status`] (`TDESC_OK` = 0) and writes its

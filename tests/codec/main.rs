@@ -6,9 +6,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod roundtrip;
-mod vectors;
-mod status_codes;
 mod error_offsets;
 mod file_vectors;
+mod roundtrip;
+mod status_codes;
 mod transport;
+mod vectors;

@@ -2,7 +2,7 @@
 //! and frame streams — round trips of random tensors of every layout family, truncation and
 //! corruption at every byte, the status of every malformed structure, and the worked
 //! examples of spec §8.2.7 and §8.2.8. Version 2 specifics (the directory's statuses, what
-//! opening reads) are in `tests/file_v2.rs`.
+//! opening reads) are in `tests/hostile/file_v2.rs`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -891,7 +891,7 @@ fn corrupting_any_byte_never_panics() {
 }
 
 // ---------------------------------------------------------------------------------------
-// File statuses (container version 1; version 2: tests/file_v2.rs)
+// File statuses (container version 1; version 2: tests/hostile/file_v2.rs)
 // ---------------------------------------------------------------------------------------
 
 fn one_tensor_file() -> (Vec<u8>, usize) {

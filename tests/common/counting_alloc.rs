@@ -1,6 +1,6 @@
-//! A counting global allocator (per thread, so parallel tests do not disturb each other)
-//! and `measure`, for the test binaries that hold the library to memory bounds. Include
-//! it with `#[path = "common/counting_alloc.rs"] mod counting_alloc;`.
+//! A counting global allocator (per thread, so parallel tests do not disturb each other),
+//! `measure` (peak heap) and `largest_request` (the largest single allocation), for the
+//! test binaries that hold the library to memory bounds. Include it once per binary.
 
 #![allow(dead_code)]
 
@@ -14,6 +14,12 @@ thread_local! {
     pub static LIVE: Cell<usize> = const { Cell::new(0) };
     /// The most `LIVE` reached since the last `measure` began.
     pub static PEAK: Cell<usize> = const { Cell::new(0) };
+    /// The largest single request since the last `largest_request` began.
+    pub static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note_request(n: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(n)));
 }
 
 fn add_live(n: usize) {
@@ -34,6 +40,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc(layout) };
+        note_request(layout.size());
         if !p.is_null() {
             add_live(layout.size());
         }
@@ -42,6 +49,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc_zeroed(layout) };
+        note_request(layout.size());
         if !p.is_null() {
             add_live(layout.size());
         }
@@ -55,6 +63,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
+        note_request(new_size);
         if !p.is_null() {
             sub_live(layout.size());
             add_live(new_size);
@@ -65,6 +74,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Run `f`; return its result and the largest single allocation it asked for (granted
+/// or not).
+pub fn largest_request<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    LARGEST.with(|l| l.set(0));
+    let out = f();
+    (out, LARGEST.with(|l| l.get()))
+}
 
 /// Run `f`; return its result and the peak heap bytes it held above the starting level.
 pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {

@@ -1,6 +1,6 @@
 //! Layout encoders for the integration tests: every layout family built from a known
 //! dense array, with buffers written by the spec's formulas independently of the library's
-//! addressing code (used by tests/bound.rs and tests/read_box.rs).
+//! addressing code (used by tests/data_plane/bound.rs and tests/data_plane/read_box.rs).
 
 #![allow(dead_code)]
 

@@ -7,5 +7,5 @@
 mod common;
 
 mod bound;
-mod read_box;
 mod dlpack;
+mod read_box;

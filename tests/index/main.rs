@@ -6,8 +6,8 @@
 #[path = "../common/geometry.rs"]
 mod geometry;
 
-mod subpaving;
 mod plain_tiles;
 mod recordless;
 mod regions_in_box;
+mod subpaving;
 mod worst_case_locate;

@@ -2,11 +2,9 @@
 //! on every golden vector and on large grids and irregular partitions, with the recycled
 //! storage reused (counted: a recycled decode allocates almost nothing).
 
-mod common;
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
-#[path = "common/geometry.rs"]
-mod geometry;
+use crate::common;
+use crate::counting_alloc;
+use crate::geometry;
 
 use common::{manifest, read_vector};
 use geometry::{random_splits, Boxes};
@@ -258,7 +256,7 @@ fn large_decoded_arrays_are_faulted_in_at_once() {
         let out = std::process::Command::new(std::env::current_exe().expect("own path"))
             .args([
                 "--exact",
-                "large_decoded_arrays_are_faulted_in_at_once",
+                "decode_cache::large_decoded_arrays_are_faulted_in_at_once",
                 "--nocapture",
                 "--test-threads=1",
             ])

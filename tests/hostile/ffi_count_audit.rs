@@ -3,9 +3,9 @@
 //! * every entry point that takes a count or a length compares it with what the
 //!   descriptor, handle or format allows before it reads the array or allocates: absurd
 //!   counts (2^20, 2^28, 2^34, `usize::MAX`) give the documented status, and a counting
-//!   global allocator (per thread, as in `tests/hostile.rs`) shows that nothing large was
+//!   global allocator (per thread, as in `tests/hostile/catalogue.rs`) shows that nothing large was
 //!   allocated
-//!   (`tests/hardening_ffi.rs` covers binding and index ranks; this file the builder and
+//!   (`tests/hostile/hardening_ffi.rs` covers binding and index ranks; this file the builder and
 //!   the transports).
 
 use std::ffi::{c_char, c_void};
@@ -14,8 +14,7 @@ use std::ptr;
 use tensordesc::ffi::*;
 use tensordesc::{Descriptor, ElementType, FileWriter, NodeSpec, RegionSpec, TensorBuilder};
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 use counting_alloc::measure;
 
 /// What a refused call may allocate: its error message and nothing in proportion to the
@@ -282,7 +281,7 @@ fn transport_counts_and_lengths_are_checked_first() {
         let (s, peak) =
             measure(|| tdesc_file_open_bytes(long.as_ptr(), long.len(), TDESC_MODE_STRICT, &mut f));
         assert_ne!(s, tdesc_status::TDESC_OK);
-        // (The parser's own reservations, bounded by the input as tests/hostile.rs
+        // (The parser's own reservations, bounded by the input as tests/hostile/catalogue.rs
         // checks, stay well below a copy of the input.)
         assert!(
             peak < long.len() / 2,

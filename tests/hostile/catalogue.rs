@@ -10,8 +10,7 @@
 use tensordesc::layout::tag;
 use tensordesc::*;
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 use counting_alloc::{measure, LIVE};
 
 /// The memory bound every hostile input is held to.
@@ -1861,8 +1860,7 @@ fn finding_coo_validation_position_overflowed_with_a_zero_extent() {
 // ---------------------------------------------------------------------------------------
 // Decode memory on adversarial geometries.
 
-#[path = "common/geometry.rs"]
-mod geometry;
+use crate::geometry;
 
 /// The decode memory bounds of docs/security.md: peak heap while decoding `n` bytes, and
 /// heap kept by the decoded descriptor.

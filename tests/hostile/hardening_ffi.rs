@@ -1,47 +1,13 @@
 //! C entry points check every caller count before they read or allocate anything in
 //! proportion to it: a wrong count costs nothing, whatever its size.
 
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
 
 use tensordesc::ffi::*;
 use tensordesc::{ElementType, TensorBuilder};
 
-struct Counting;
-thread_local! {
-    /// The largest allocation this thread asked for since it was last reset.
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(n: usize) {
-    let _ = LARGEST.try_with(|l| l.set(l.get().max(n)));
-}
-
-// SAFETY: forwards to the system allocator unchanged; records the largest request in a
-// thread-local cell (no allocation).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
-        note(l.size());
-        // SAFETY: forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: AllocLayout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: AllocLayout, n: usize) -> *mut u8 {
-        note(n);
-        // SAFETY: forwarded.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting_alloc::LARGEST;
 
 /// A buffer at the 64-byte alignment the descriptor's handle asks for.
 #[repr(align(64))]

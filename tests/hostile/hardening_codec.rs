@@ -6,7 +6,7 @@
 //! A counting global allocator (per thread, so parallel tests do not disturb each other)
 //! measures peak heap for the file-reader test.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use tensordesc::layout::sparse_flags;
@@ -15,8 +15,7 @@ use tensordesc::*;
 // ---------------------------------------------------------------------------------------
 // Counting allocator (per thread).
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 use counting_alloc::measure;
 
 // ---------------------------------------------------------------------------------------

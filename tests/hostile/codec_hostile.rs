@@ -3,70 +3,17 @@
 //! (measured with a counting global allocator), and thousands of random mutations of valid
 //! descriptors never panic and, when accepted, round-trip exactly.
 
-mod common;
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+
+use crate::common;
 
 use common::{manifest, read_vector, set_len, Bytes};
 use tensordesc::layout::{sparse_flags, tag};
 use tensordesc::*;
 
-// ------------------------------------------------------------------ counting allocator
-
-/// Counts live and peak heap bytes per thread (tests run on several threads at once).
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_alloc(n: usize) {
-    // `try_with`: the thread-local may be gone while a thread shuts down.
-    let _ = LIVE.try_with(|l| {
-        let v = l.get() + n;
-        l.set(v);
-        let _ = PEAK.try_with(|p| p.set(p.get().max(v)));
-    });
-}
-
-fn note_free(n: usize) {
-    let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments, so `System`'s
-// guarantees carry over; the counters only touch const-initialized thread-locals, which
-// never allocate. (A test binary's allocator; the library itself denies unsafe code.)
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_alloc(layout.size());
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note_free(layout.size());
-        // SAFETY: `ptr` was allocated by `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_alloc(new_size);
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        note_free(layout.size());
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
 /// Peak bytes allocated on this thread while running `f`, above what was live before.
 fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = LIVE.with(|l| l.get());
-    PEAK.with(|p| p.set(base));
-    let r = f();
-    (r, PEAK.with(|p| p.get()) - base)
+    crate::counting_alloc::measure(f)
 }
 
 /// The allocation budget for decoding `len` input bytes.

@@ -3,8 +3,7 @@
 //! and directory, the directory-first writer's contract, and the heap bound of opening a
 //! file (by its directory, whatever its data).
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,19 @@
+//! Hostile input and resource promises: the named catalogue of hostile descriptors, files
+//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's
+//! and the `.tdf` reader's memory. One binary with one counting global allocator (per
+//! thread: tests run in parallel without disturbing each other's figures).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/counting_alloc.rs"]
+mod counting_alloc;
+#[path = "../common/geometry.rs"]
+mod geometry;
+
+mod catalogue;
+mod codec_hostile;
+mod decode_cache;
+mod ffi_count_audit;
+mod file_v2;
+mod hardening_codec;
+mod hardening_ffi;
