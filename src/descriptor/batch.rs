@@ -3,7 +3,7 @@
 //! ABI in particular — pays per element what a Rust `locate` loop pays.
 
 use super::*;
-use crate::descriptor::index::{Directory, Plane, PlanePoint};
+use crate::descriptor::index::{BucketLists, Plane, PlanePoint};
 
 /// `region` of a [`CompactLocation`] in a tensor that is not a subpaving.
 pub const NO_REGION: u32 = u32::MAX;
@@ -121,7 +121,7 @@ impl Descriptor {
 
     /// The top-level level's bucket lists when it is a level of uniform tiles.
     #[inline]
-    pub(crate) fn top_tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
+    pub(crate) fn top_tile_lists(&self) -> Option<(&BucketLists, UniformTiles, u32)> {
         match self.root.layout {
             Layout::Subpaving { index, .. } => self.indexes.get(index as usize)?.tile_lists(),
             _ => None,

@@ -17,15 +17,15 @@
 use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::Layout;
+mod buckets;
 mod corners;
-mod directory;
 mod grid;
 mod kdtree;
 pub(crate) mod split_tree;
 
+use buckets::list_budget;
+pub(crate) use buckets::{BucketLists, Group, Plane, PlaneHit, PlanePoint};
 use corners::{Corners, AZ};
-use directory::list_budget;
-pub(crate) use directory::{Directory, Group, Plane, PlaneHit, PlanePoint};
 pub(crate) use grid::axis_cell;
 pub(crate) use grid::GridAxis;
 use kdtree::validate_with_tree;
@@ -292,7 +292,7 @@ pub(crate) struct GridLevel {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TreeLevel {
     pub split: SplitTree,
-    pub directory: Directory,
+    pub buckets: BucketLists,
     /// As for grids: the regions (ids `first..`) are [`UniformTiles`].
     pub uniform: Option<(UniformTiles, u32)>,
     /// Rank 3 with a split tree: the regions' low corners by their high corner on the
@@ -353,26 +353,26 @@ impl LevelIndex {
         if let Some(ix) = Self::rectilinear_grid(b, base, extent, &children, &scan)? {
             return Ok(ix);
         }
-        let directory =
-            Directory::validated(b, base, extent, &children, &scan, list_budget(wire_bytes))?;
-        if directory.is_none() {
+        let buckets =
+            BucketLists::validated(b, base, extent, &children, &scan, list_budget(wire_bytes))?;
+        if buckets.is_none() {
             validate_with_tree(b, &children)?;
         }
         let total: u128 = extent.iter().fold(1u128, |v, &e| v * e as u128);
         if scan.covered != total {
             return Err(coverage_gap(children.len(), scan.covered, base, extent));
         }
-        Ok(LevelIndex::Tree(Box::new(match directory {
+        Ok(LevelIndex::Tree(Box::new(match buckets {
             // The bucket lists answer every query: no split tree.
-            Some(directory) => TreeLevel {
+            Some(buckets) => TreeLevel {
                 split: SplitTree::default(),
-                directory,
+                buckets,
                 uniform: None,
                 corners: LazyCorners::default(),
             },
             None => TreeLevel {
                 split: SplitTree::build(b, children),
-                directory: Directory::none(),
+                buckets: BucketLists::none(),
                 uniform: None,
                 corners: LazyCorners::default(),
             },
@@ -431,7 +431,7 @@ impl LevelIndex {
                     cells.get(cell as usize).copied()
                 }
             }
-            LevelIndex::Tree(t) => match t.directory.locate(p, &mut [], &mut []) {
+            LevelIndex::Tree(t) => match t.buckets.locate(p, &mut [], &mut []) {
                 Some(hit) => hit.map(|(r, _)| r),
                 None => t.split.find(b, p),
             },
@@ -446,7 +446,7 @@ impl LevelIndex {
     /// fixed number of entries).
     pub fn query_cost(&self, b: Boxes<'_>, p: &[u64], regions: usize) -> Option<(u64, u64)> {
         match self {
-            LevelIndex::Tree(t) if !t.directory.has_lists() => {
+            LevelIndex::Tree(t) if !t.buckets.has_lists() => {
                 let (_, visits) = t.split.find_counting(b, p);
                 Some((visits, t.split.visit_bound(regions)))
             }
@@ -470,7 +470,7 @@ impl LevelIndex {
         let (axes, cuts, cells, first) = match self {
             LevelIndex::Grid(g) if !g.on_regions() => (&g.axes, &g.cuts, &g.cells, &g.first),
             LevelIndex::Tree(t) => {
-                let (r, boxed) = t.directory.locate(p, lo, ext)??;
+                let (r, boxed) = t.buckets.locate(p, lo, ext)??;
                 if !boxed {
                     lo.copy_from_slice(b.origin(r));
                     ext.copy_from_slice(b.shape(r));
@@ -526,7 +526,7 @@ impl LevelIndex {
                 u64::from(*count)
             }
             LevelIndex::Tree(t) => {
-                let (split, directory) = (&t.split, &t.directory);
+                let (split, buckets) = (&t.split, &t.buckets);
                 // A scan examines every bucket the box covers, or (split tree) up to the
                 // whole structure whatever it reports; a walk costs a few point queries
                 // per region reported. The walk runs first, within the scan's cost:
@@ -535,15 +535,15 @@ impl LevelIndex {
                 if lo.iter().zip(hi).any(|(l, h)| l >= h) {
                     return 0;
                 }
-                if b.rank == 3 && directory.has_lists() {
+                if b.rank == 3 && buckets.has_lists() {
                     // The bucket scan first (it finds a box inside one region in its first
                     // bucket, and skips the inside of a huge region), within
                     // `P · (⌊log2 n⌋ + 1)`; past that, the sweep, whose cost is bounded on
                     // any geometry (a scan over buckets is not: boxes covering many
                     // buckets of a few huge regions).
-                    let budget = directory.scan_first_budget();
+                    let budget = buckets.scan_first_budget();
                     let mut hits = Vec::new();
-                    match directory.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
+                    match buckets.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
                         Some(Ok(v)) => {
                             hits.into_iter().for_each(f);
                             return v;
@@ -560,7 +560,7 @@ impl LevelIndex {
                         Err(v) => walked += v,
                     }
                 }
-                if b.rank == 3 && !directory.has_lists() {
+                if b.rank == 3 && !buckets.has_lists() {
                     let mut hits = Vec::new();
                     match self.walk_box_3d(b, t, lo, hi, split.size(), &mut hits) {
                         Ok(v) => {
@@ -571,7 +571,7 @@ impl LevelIndex {
                     }
                 }
                 if b.rank == 2 {
-                    let budget = directory.buckets_in(lo, hi).unwrap_or_else(|| split.size());
+                    let budget = buckets.buckets_in(lo, hi).unwrap_or_else(|| split.size());
                     let mut hits = Vec::new();
                     match self.walk_box_2d(b, lo, hi, budget, &mut hits) {
                         Ok(v) => {
@@ -581,7 +581,7 @@ impl LevelIndex {
                         Err(v) => walked = v,
                     }
                 }
-                if !directory.has_lists() {
+                if !buckets.has_lists() {
                     // A box inside one region costs one point query (bucket lists find
                     // that region first, in the bucket of the box's low corner).
                     let (r, visits) = split.find_counting(b, lo);
@@ -594,7 +594,7 @@ impl LevelIndex {
                     }
                 }
                 walked
-                    + match directory.query_box(b, lo, hi, f) {
+                    + match buckets.query_box(b, lo, hi, f) {
                         Some(v) => v,
                         None => split.query_box(b, lo, hi, f),
                     }
@@ -606,7 +606,7 @@ impl LevelIndex {
     fn find_counting(&self, b: Boxes<'_>, p: &[u64]) -> (Option<u32>, u64) {
         match self {
             LevelIndex::Tree(t) => t
-                .directory
+                .buckets
                 .find_counting(p)
                 .unwrap_or_else(|| t.split.find_counting(b, p)),
             LevelIndex::Grid(_) => (self.find(b, p), 1),
@@ -754,8 +754,8 @@ impl LevelIndex {
             return Ok(visits);
         }
         let corners = t.corners.0.get_or_init(|| {
-            let ids = if t.directory.has_lists() {
-                t.directory.regions()
+            let ids = if t.buckets.has_lists() {
+                t.buckets.regions()
             } else {
                 t.split.boxes()
             };
@@ -831,9 +831,9 @@ impl LevelIndex {
     pub fn prefetch(&self, p: &[u64], stage: u8) {
         if let LevelIndex::Tree(t) = self {
             if stage == 0 {
-                t.directory.prefetch_group(p);
+                t.buckets.prefetch_group(p);
             } else {
-                t.directory.prefetch_list(p);
+                t.buckets.prefetch_list(p);
             }
         }
     }
@@ -841,11 +841,11 @@ impl LevelIndex {
     /// The bucket lists of a level of [`UniformTiles`], with the tiles and the level's
     /// first region: the case the batch locate runs in a loop of its own.
     #[inline]
-    pub(crate) fn tile_lists(&self) -> Option<(&Directory, UniformTiles, u32)> {
+    pub(crate) fn tile_lists(&self) -> Option<(&BucketLists, UniformTiles, u32)> {
         match self {
-            LevelIndex::Tree(t) if t.directory.has_lists() => {
+            LevelIndex::Tree(t) if t.buckets.has_lists() => {
                 let (u, first) = t.uniform?;
-                Some((&t.directory, u, first))
+                Some((&t.buckets, u, first))
             }
             _ => None,
         }
@@ -854,7 +854,7 @@ impl LevelIndex {
     /// Whether [`prefetch`](Self::prefetch) does anything for this level.
     #[inline]
     pub fn prefetches(&self) -> bool {
-        matches!(self, LevelIndex::Tree(t) if t.directory.has_lists())
+        matches!(self, LevelIndex::Tree(t) if t.buckets.has_lists())
     }
 
     /// Bytes held by the index (for memory accounting).
@@ -868,16 +868,14 @@ impl LevelIndex {
             }
             LevelIndex::Scan { .. } => 0,
             LevelIndex::Tree(t) => {
-                let (split, directory) = (&t.split, &t.directory);
+                let (split, buckets) = (&t.split, &t.buckets);
                 std::mem::size_of::<TreeLevel>()
                     + split.heap_bytes()
                     + t.corners.0.get().map_or(0, Corners::heap_bytes)
-                    + (directory.base.capacity()
-                        + directory.step.capacity()
-                        + directory.cells.capacity())
+                    + (buckets.base.capacity() + buckets.step.capacity() + buckets.cells.capacity())
                         * 8
-                    + directory.groups.capacity() * std::mem::size_of::<Group>()
-                    + directory.lists.capacity() * 4
+                    + buckets.groups.capacity() * std::mem::size_of::<Group>()
+                    + buckets.lists.capacity() * 4
             }
         }
     }
@@ -940,7 +938,7 @@ impl LevelIndexProbe {
         let n = self.coords.len() / (2 * self.rank).max(1);
         match &self.index {
             LevelIndex::Grid(_) => 1,
-            LevelIndex::Tree(t) if t.directory.has_lists() => 1 + u64::from(Directory::MAX_LIST),
+            LevelIndex::Tree(t) if t.buckets.has_lists() => 1 + u64::from(BucketLists::MAX_LIST),
             LevelIndex::Tree(t) => t.split.visit_bound(n),
             LevelIndex::Scan { count, .. } => u64::from(*count),
         }
@@ -953,15 +951,15 @@ impl LevelIndexProbe {
     /// corners on axis 1). A split tree: `3 · W + P` (the sweep gives way to the scan when
     /// it costs more than the tree's size, and the scan costs at most twice that size
     /// after a point query). Bucket lists: `B + P + W` (the bucket scan first, given up
-    /// past its budget `B` (`Directory::scan_first_budget`, `P` per bit of about `n`)
+    /// past its budget `B` (`BucketLists::scan_first_budget`, `P` per bit of about `n`)
     /// and at most one bucket's list, then the sweep). `None` for other levels.
     pub fn box_bound(&self, k: u64) -> Option<u64> {
         let n = self.coords.len() / (2 * self.rank).max(1);
         match &self.index {
             LevelIndex::Tree(t) if self.rank == 3 => {
-                let lists = t.directory.has_lists();
+                let lists = t.buckets.has_lists();
                 let p = if lists {
-                    1 + u64::from(Directory::MAX_LIST)
+                    1 + u64::from(BucketLists::MAX_LIST)
                 } else {
                     t.split.visit_bound(n)
                 };
@@ -973,7 +971,7 @@ impl LevelIndexProbe {
                 Some(if lists {
                     // The scan within its budget (and one bucket's list past it), then
                     // the sweep.
-                    t.directory
+                    t.buckets
                         .scan_first_budget()
                         .saturating_add(p)
                         .saturating_add(w)
@@ -999,7 +997,7 @@ impl LevelIndexProbe {
         match r.filter(|&r| b.holds(r, lo, hi)) {
             Some(r) => hits.push(r),
             None => {
-                visits += match t.directory.query_box(b, lo, hi, &mut |r| hits.push(r)) {
+                visits += match t.buckets.query_box(b, lo, hi, &mut |r| hits.push(r)) {
                     Some(v) => v,
                     None => t.split.query_box(b, lo, hi, &mut |r| hits.push(r)),
                 }
@@ -1044,7 +1042,7 @@ impl LevelIndexProbe {
     /// `p`. `None` without lists.
     pub fn list_lines_read(&self, p: &[u64]) -> Option<u64> {
         match &self.index {
-            LevelIndex::Tree(t) => t.directory.list_lines_read(p),
+            LevelIndex::Tree(t) => t.buckets.list_lines_read(p),
             LevelIndex::Grid(_) | LevelIndex::Scan { .. } => None,
         }
     }
@@ -1052,13 +1050,13 @@ impl LevelIndexProbe {
     /// Whether the bucket lists hold narrow elements (one word per axis; see the
     /// decisions on the level index). False when there are no lists.
     pub fn narrow_lists(&self) -> bool {
-        matches!(&self.index, LevelIndex::Tree(t) if t.directory.has_lists() && t.directory.narrow)
+        matches!(&self.index, LevelIndex::Tree(t) if t.buckets.has_lists() && t.buckets.narrow)
     }
 
     /// The number of buckets of the bucket lists (0 when there are none).
     pub fn buckets(&self) -> u64 {
         match &self.index {
-            LevelIndex::Tree(t) if t.directory.has_lists() => t.directory.cells.iter().product(),
+            LevelIndex::Tree(t) if t.buckets.has_lists() => t.buckets.cells.iter().product(),
             _ => 0,
         }
     }
@@ -1067,7 +1065,7 @@ impl LevelIndexProbe {
     pub fn kind(&self) -> &'static str {
         match &self.index {
             LevelIndex::Grid(_) => "grid",
-            LevelIndex::Tree(t) if t.directory.has_lists() => "buckets",
+            LevelIndex::Tree(t) if t.buckets.has_lists() => "buckets",
             LevelIndex::Tree(_) => "split tree",
             LevelIndex::Scan { .. } => "scan",
         }

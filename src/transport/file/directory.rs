@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::names::NameIndex;
-use super::reader::{DecodeCache, Descriptors, Entry, NO_DESCRIPTOR};
+use super::reader::{DescriptorMemo, Descriptors, Entry, NO_DESCRIPTOR};
 use super::*;
 use crate::format::frame::{self, Peek};
 use crate::format::wire::Reader;
@@ -201,7 +201,7 @@ fn parse_v2(
         h.alignment,
         book_copies,
         count,
-        DecodeCache::new(directory_length as usize),
+        DescriptorMemo::new(directory_length as usize),
     );
     // Where the previous data region ends: the first one starts after the directory.
     let mut end = dir_end as u64;
@@ -418,7 +418,7 @@ pub(super) struct Table<'b> {
     names_text: Vec<u8>,
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
     in_place: bool,
-    cache: DecodeCache,
+    cache: DescriptorMemo,
 }
 
 impl<'b> Table<'b> {
@@ -428,7 +428,7 @@ impl<'b> Table<'b> {
         alignment: u32,
         book_copies: bool,
         guess: usize,
-        cache: DecodeCache,
+        cache: DescriptorMemo,
     ) -> Table<'b> {
         let mut names = NameIndex::new();
         names.keys.reserve(guess);

@@ -20,7 +20,7 @@ use crate::Mode;
 /// share shapes) decode once and share one [`Descriptor`]. A fixed-size, 4-way
 /// set-associative table keyed by a copy of the bytes (kept hot in cache): a miss costs one
 /// decode, and crafted input cannot make it slower than decoding every descriptor.
-pub(super) struct DecodeCache {
+pub(super) struct DescriptorMemo {
     /// The full hash of each slot's key: a probe compares these (four to a set, in one
     /// cache line) and follows a key pointer only on a match.
     pub(super) tags: Vec<u64>,
@@ -30,7 +30,7 @@ pub(super) struct DecodeCache {
     pub(super) seed: u64,
 }
 
-impl DecodeCache {
+impl DescriptorMemo {
     pub(super) const WAYS: usize = 4;
     pub(super) const MAX_SLOTS: usize = 4096;
     /// Longer descriptors are decoded every time (they are not the many-small-tensors case).
@@ -38,14 +38,14 @@ impl DecodeCache {
 
     /// A cache for a file of `len` bytes: small files get a small table, so the reader's
     /// memory stays proportional to its input.
-    pub(super) fn new(len: usize) -> DecodeCache {
+    pub(super) fn new(len: usize) -> DescriptorMemo {
         let slots = (len / 512)
-            .clamp(16, DecodeCache::MAX_SLOTS)
+            .clamp(16, DescriptorMemo::MAX_SLOTS)
             .next_power_of_two();
-        DecodeCache {
+        DescriptorMemo {
             tags: vec![0; slots],
             slots: vec![None; slots],
-            victim: vec![0; slots / DecodeCache::WAYS],
+            victim: vec![0; slots / DescriptorMemo::WAYS],
             seed: random_seed(),
         }
     }
@@ -57,12 +57,12 @@ impl DecodeCache {
         mode: Mode,
         descriptors: &mut Descriptors,
     ) -> Result<u32> {
-        if bytes.len() > DecodeCache::MAX_KEY {
+        if bytes.len() > DescriptorMemo::MAX_KEY {
             return descriptors.push(decode(bytes, mode)?);
         }
         let h = hash_bytes(self.seed, bytes);
         let set = h as usize & (self.victim.len() - 1);
-        let ways = set * DecodeCache::WAYS..(set + 1) * DecodeCache::WAYS;
+        let ways = set * DescriptorMemo::WAYS..(set + 1) * DescriptorMemo::WAYS;
         for (&tag, slot) in self.tags[ways.clone()]
             .iter()
             .zip(&self.slots[ways.clone()])
@@ -75,7 +75,7 @@ impl DecodeCache {
         }
         let i = descriptors.push(decode(bytes, mode)?)?;
         let v = self.victim[set] as usize;
-        self.victim[set] = ((v + 1) % DecodeCache::WAYS) as u8;
+        self.victim[set] = ((v + 1) % DescriptorMemo::WAYS) as u8;
         self.tags[ways.start + v] = h;
         match &mut self.slots[ways.start + v] {
             // Reuse the evicted key's allocation when it has the same length.

@@ -1,7 +1,7 @@
 //! Unit tests of the file transport.
 
 use super::names::{hash_bytes, hash_scan, NameIndex};
-use super::reader::DecodeCache;
+use super::reader::DescriptorMemo;
 use super::v1::ReadAhead;
 use super::*;
 use crate::{Descriptor, ElementType, Mode, TensorBuilder};
@@ -153,7 +153,7 @@ fn data_layout_follows_the_formula() {
 fn identical_descriptors_are_decoded_once() {
     // No more distinct descriptors than a set has ways: however the (randomly seeded)
     // hash spreads them, none is evicted, so each is decoded exactly once.
-    let kinds = DecodeCache::WAYS;
+    let kinds = DescriptorMemo::WAYS;
     let shapes: Vec<u64> = (1..=kinds as u64).collect();
     let tensors: Vec<(String, Descriptor, Vec<u8>)> = (0..400u64)
         .map(|i| {

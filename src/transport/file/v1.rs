@@ -11,7 +11,7 @@ use std::fmt;
 use std::io::{self, BufWriter, Write};
 
 use super::directory::{check_zero, framed_descriptor, Header, NewEntry, Parsed, Table};
-use super::reader::DecodeCache;
+use super::reader::DescriptorMemo;
 use super::writer::ZEROS;
 use super::*;
 use crate::descriptor::{decode, Descriptor};
@@ -78,7 +78,7 @@ pub(super) fn parse(
         h.alignment,
         book_copies,
         guess,
-        DecodeCache::new(len),
+        DescriptorMemo::new(len),
     );
     let mut ahead = ReadAhead { next: r.pos() };
     loop {

@@ -9,7 +9,7 @@ use super::*;
 /// opaque rank-2 region is 40 wire bytes and keeps 72 bytes of record and coordinates
 /// (1.8x), so the lists may add 0.625x; a realistic irregular partition of dense regions
 /// needs about 0.58x with wide elements (1M recursive random splits: 38 MB of lists for
-/// 65 MB) and 0.35x with narrow ones (23 MB; see [`Directory::narrow`]).
+/// 65 MB) and 0.35x with narrow ones (23 MB; see [`BucketLists::narrow`]).
 pub(crate) fn list_budget(wire_bytes: usize) -> usize {
     wire_bytes / 8 * 5
 }
@@ -18,9 +18,9 @@ pub(crate) fn list_budget(wire_bytes: usize) -> usize {
 /// it, every region with its box stored relative to the bucket's low corner — so a point
 /// query reads its bucket's [`Group`] (1.33 bytes a bucket, small enough to stay cached)
 /// and one short list, never the region arena. Built only while the lists stay small
-/// (see [`Directory::build_lists`]); otherwise the level uses a [`SplitTree`].
+/// (see [`BucketLists::build_lists`]); otherwise the level uses a [`SplitTree`].
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Directory {
+pub(crate) struct BucketLists {
     pub(super) base: Vec<u64>,
     pub(super) step: Vec<u64>,
     pub(super) cells: Vec<u64>,
@@ -48,7 +48,7 @@ pub(crate) const GROUP: usize = 12;
 /// The bucket directory of [`GROUP`] consecutive buckets in one aligned 16-byte word:
 /// word 0 is the offset in `lists` (in words) of the first bucket's list, words 1 to 3
 /// hold the buckets' member counts as bytes, little-endian (a list holds at most
-/// [`Directory::MAX_LIST`] = 64 members). A bucket's list starts after the lists of the
+/// [`BucketLists::MAX_LIST`] = 64 members). A bucket's list starts after the lists of the
 /// buckets before it in its group: one load and a byte sum place it. 1.33 bytes a bucket
 /// against 4 for a word per bucket, so that at 10^7 regions the directory (1.7 MB) stays
 /// in the cache that a word per bucket (5 MB) fell out of.
@@ -58,7 +58,7 @@ pub(crate) struct Group(pub(super) [u32; 4]);
 
 impl Group {
     /// The group whose first bucket's list starts at word `first`, for the member counts
-    /// `counts` (at most [`GROUP`] of them, each at most [`Directory::MAX_LIST`]: one
+    /// `counts` (at most [`GROUP`] of them, each at most [`BucketLists::MAX_LIST`]: one
     /// byte).
     pub(crate) fn new(first: u32, counts: &[u32]) -> Group {
         let mut g = Group([first, 0, 0, 0]);
@@ -102,7 +102,7 @@ fn byte_sum(v: u64) -> usize {
     (pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48) as usize
 }
 
-/// A point placed in its bucket ([`Directory::bucket_point`]): the bucket's number, and
+/// A point placed in its bucket ([`BucketLists::bucket_point`]): the bucket's number, and
 /// per axis the point's offset from the bucket's low corner and that corner.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct BucketPoint {
@@ -111,7 +111,7 @@ pub(crate) struct BucketPoint {
     corner: [u64; 4],
 }
 
-/// A rank-2 point placed in its bucket ([`Directory::plane`]): the bucket's number, the
+/// A rank-2 point placed in its bucket ([`BucketLists::plane`]): the bucket's number, the
 /// point's offset from the bucket's low corner per axis (below the step, < 2^31), and
 /// once [`Plane::open_list`] has read the bucket's group, where its list starts in the
 /// lists (in words) and its member count.
@@ -233,7 +233,7 @@ impl<const W: usize> Plane<'_, W> {
     }
 }
 
-impl Directory {
+impl BucketLists {
     /// The rank-2 batch view of these lists when they are built at rank 2 with elements
     /// of `W` words per axis (`None` otherwise).
     #[inline]
@@ -254,8 +254,8 @@ impl Directory {
     pub(super) const MAX_LIST: u32 = 64;
 
     /// No buckets.
-    pub(super) fn none() -> Directory {
-        Directory {
+    pub(super) fn none() -> BucketLists {
+        BucketLists {
             base: Vec::new(),
             step: Vec::new(),
             cells: Vec::new(),
@@ -276,7 +276,7 @@ impl Directory {
     /// shorten the lists a query reads at 10^7 a little, but their larger lists no longer
     /// stay in the last-level cache at 10^6; per sixteen would crowd buckets past
     /// `MAX_LIST`.
-    pub(super) fn grid_for(base: &[u64], extent: &[u64], regions: usize) -> Option<Directory> {
+    pub(super) fn grid_for(base: &[u64], extent: &[u64], regions: usize) -> Option<BucketLists> {
         let rank = extent.len();
         if rank == 0 || rank > 4 || regions < 64 {
             return None;
@@ -295,12 +295,12 @@ impl Directory {
         for (d, &s) in div.iter_mut().zip(&step) {
             *d = StepDiv::new(s);
         }
-        Some(Directory {
+        Some(BucketLists {
             base: base.to_vec(),
             step,
             cells,
             div,
-            ..Directory::none()
+            ..BucketLists::none()
         })
     }
 
@@ -317,8 +317,8 @@ impl Directory {
         children: &[u32],
         scan: &LevelScan,
         max_bytes: usize,
-    ) -> Result<Option<Directory>> {
-        let Some(mut d) = Directory::grid_for(base, extent, children.len()) else {
+    ) -> Result<Option<BucketLists>> {
+        let Some(mut d) = BucketLists::grid_for(base, extent, children.len()) else {
             return Ok(None);
         };
         if !d.build_lists(b, children, scan, max_bytes) {
@@ -371,7 +371,7 @@ impl Directory {
     /// a bucket), a point query's worth per level of a binary search.
     pub(super) fn scan_first_budget(&self) -> u64 {
         let regions = self.cells.iter().product::<u64>().saturating_mul(8);
-        (1 + u64::from(Directory::MAX_LIST)) * u64::from(u64::BITS - regions.leading_zeros())
+        (1 + u64::from(BucketLists::MAX_LIST)) * u64::from(u64::BITS - regions.leading_zeros())
     }
 
     /// The level's regions, each once: every region is listed in the bucket holding its
@@ -481,7 +481,7 @@ impl Directory {
                 self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
             }
         }
-        if counts.iter().any(|&n| n > Directory::MAX_LIST) {
+        if counts.iter().any(|&n| n > BucketLists::MAX_LIST) {
             return false;
         }
         // The lists hold `entries` elements (within the byte budget, so their words fit
@@ -744,7 +744,7 @@ fn prefetch_lines(lists: &[u32], at: usize) {
     }
 }
 
-impl Directory {
+impl BucketLists {
     /// The first and last bucket (per axis) of the box `[lo, hi)`: `None` when no lists
     /// were built, `Some(None)` when the box holds no bucket (it is empty or outside).
     #[allow(clippy::type_complexity)]
@@ -856,7 +856,7 @@ impl Directory {
     }
 }
 
-impl Directory {
+impl BucketLists {
     /// After a bucket scan reached bucket `idx`, which lies inside region `v` (it is met
     /// by `v` alone): move `idx` to the last of the buckets after it, in scan order, that
     /// surely lie inside `v` too — they hold nothing else, and `v` is not reported from
@@ -904,7 +904,7 @@ impl Directory {
 const PAIR_LANES: usize = 8;
 /// Room per axis for a list's clipped spans: its members, then one run of
 /// [`PAIR_LANES`] boxes that meet nothing.
-const PAIR_ROW: usize = Directory::MAX_LIST as usize + PAIR_LANES;
+const PAIR_ROW: usize = BucketLists::MAX_LIST as usize + PAIR_LANES;
 
 /// The first pair `i < j` (by `i`, then `j`) of the `n` members whose boxes `[lo, hi)`
 /// (per axis, `R` axes) overlap: one member against all later ones, branch-free, in runs
@@ -925,7 +925,7 @@ fn first_overlap<const R: usize>(
     };
     // Lists hold at most MAX_LIST members: saying so lets the compiler drop the bounds
     // checks of the inner loop.
-    let n = n.min(Directory::MAX_LIST as usize);
+    let n = n.min(BucketLists::MAX_LIST as usize);
     for i in 0..n {
         let (li, hi_i): ([i32; R], [i32; R]) = (
             std::array::from_fn(|a| lo[a][i]),
@@ -988,7 +988,7 @@ fn element_at<const R: usize, const W: usize>(list: &[u32], rel: &[i64; 4]) -> O
 
 /// The [lo, hi) span on axis `a` of bucket-list element `e`, relative to its bucket's low
 /// corner: the origin is stored as an `i32` (a region may start before the bucket), the
-/// extent as a `u32`, or both in one word when `narrow` (see [`Directory::narrow`]).
+/// extent as a `u32`, or both in one word when `narrow` (see [`BucketLists::narrow`]).
 #[inline]
 pub(super) fn element_span(e: &[u32], a: usize, narrow: bool) -> (i64, i64) {
     if narrow {
@@ -1001,7 +1001,7 @@ pub(super) fn element_span(e: &[u32], a: usize, narrow: bool) -> (i64, i64) {
     }
 }
 
-impl Directory {
+impl BucketLists {
     /// Bucket-list box query: every region meeting the global box `[lo, hi)` (inside the
     /// enclosing box, not empty), each once, through `f`. Visits the buckets meeting the
     /// box and their lists; a region is reported from the one bucket that holds the low
