@@ -28,9 +28,17 @@ from __future__ import annotations
 import collections.abc as _abc
 import os as _os
 from dataclasses import dataclass as _dataclass
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
+from typing import Literal as _Literal
+from typing import SupportsIndex as _SupportsIndex
+from typing import cast as _cast
+from typing import overload as _overload
 
 import numpy as _np
+from numpy.typing import ArrayLike as _ArrayLike
+from numpy.typing import DTypeLike as _DTypeLike
+from numpy.typing import NDArray as _NDArray
 
 from . import errors
 from ._dtypes import CODES as _CODES
@@ -43,6 +51,16 @@ from . import _native
 from . import _sparse
 from .errors import *  # noqa: F401,F403  (the status classes)
 from .errors import Error
+
+if _TYPE_CHECKING:
+    from collections.abc import Iterable as _Iterable
+
+    from scipy.sparse import sparray as _sparray
+    from scipy.sparse import spmatrix as _spmatrix
+    from typing_extensions import Buffer as _Buffer
+    from typing_extensions import TypeAlias as _TypeAlias
+
+    from ._native import _DLPackProducer, _DLPackSource, _Path, _QuantSpec, _Writable
 
 __version__ = "1.1.0"
 
@@ -57,7 +75,7 @@ ELEMENT_TYPES = tuple(_CODES)
 # ---------------------------------------------------------------------------------------
 
 
-def open(path: str | _os.PathLike, *, strict: bool = True) -> File:  # noqa: A001
+def open(path: _Path, *, strict: bool = True) -> File:  # noqa: A001
     """Map the ``.tdf`` file at ``path``: a read-only mapping of names to tensors.
 
     The file stays mapped while the ``File``, any of its tensors, or any array or DLPack
@@ -69,7 +87,7 @@ def open(path: str | _os.PathLike, *, strict: bool = True) -> File:  # noqa: A00
     return _native._open(_os.path.abspath(_os.fspath(path)), strict)
 
 
-def _bytes_of(data, what: str) -> bytes:
+def _bytes_of(data: _Buffer, what: str) -> bytes:
     """The bytes of a bytes-like object (anything with the buffer protocol: bytes,
     bytearray, memoryview, numpy arrays, array.array); anything else is a TypeError —
     ``bytes(12)`` would be twelve zero bytes, ``bytes([1, 2])`` a conversion."""
@@ -86,13 +104,13 @@ def _bytes_of(data, what: str) -> bytes:
         return view.tobytes()
 
 
-def decode(data, *, strict: bool = True) -> Tensor:
+def decode(data: _Buffer, *, strict: bool = True) -> Tensor:
     """A descriptor decoded from its bytes (a bytes-like object): a tensor without
     buffers (shape, dtype, layout, regions, buffers' sizes, ``locate``), not readable."""
     return _native._decode(_bytes_of(data, "decode's data"), strict)
 
 
-def read_stream(source, *, strict: bool = True) -> dict[str, Tensor]:
+def read_stream(source: _Path | _Buffer, *, strict: bool = True) -> dict[str, Tensor]:
     """The tensors of a frame stream (a path, or the stream's bytes as a bytes-like
     object), in stream order."""
     if isinstance(source, _os.PathLike):
@@ -107,14 +125,14 @@ def read_stream(source, *, strict: bool = True) -> dict[str, Tensor]:
 # ---------------------------------------------------------------------------------------
 
 
-def _float_code(dtype, what: str) -> int:
+def _float_code(dtype: _DTypeLike, what: str) -> int:
     code = _element_type(dtype)
     if code not in (_CODES["FLOAT16"], _CODES["BFLOAT16"], _CODES["FLOAT32"], _CODES["FLOAT64"]):
         raise TypeError(f"{what} must be float16, bfloat16, float32 or float64, not {_np.dtype(dtype)}")
     return code
 
 
-def _param_array(a, element_code: int | None = None) -> _np.ndarray:
+def _param_array(a: _ArrayLike, element_code: int | None = None) -> _NDArray[_Any]:
     a = _np.asarray(a)
     if element_code is not None and element_code in _PACKED:
         return _pack4(a.astype(_numpy_dtype(element_code)))
@@ -129,9 +147,9 @@ class PerTensorAffine:
 
     scale: float
     zero_point: int = 0
-    expressed: _Any = "float32"
+    expressed: _DTypeLike = "float32"
 
-    def _native(self, element_code: int) -> dict:
+    def _native(self, element_code: int) -> _QuantSpec:
         return {
             "scheme": "PER_TENSOR_AFFINE",
             "scale": float(self.scale),
@@ -148,11 +166,11 @@ class PerAxisAffine:
     the element type."""
 
     axis: int
-    scales: _Any
-    zero_points: _Any = None
-    expressed: _Any = "float32"
+    scales: _ArrayLike
+    zero_points: _ArrayLike | None = None
+    expressed: _DTypeLike = "float32"
 
-    def _native(self, element_code: int) -> dict:
+    def _native(self, element_code: int) -> _QuantSpec:
         scales = _param_array(self.scales)
         return {
             "scheme": "PER_AXIS_AFFINE",
@@ -174,11 +192,11 @@ class Blockwise:
 
     axis: int
     block_size: int
-    scales: _Any
-    zero_points: _Any = None
-    expressed: _Any = "float32"
+    scales: _ArrayLike
+    zero_points: _ArrayLike | None = None
+    expressed: _DTypeLike = "float32"
 
-    def _native(self, element_code: int) -> dict:
+    def _native(self, element_code: int) -> _QuantSpec:
         scales = _param_array(self.scales)
         return {
             "scheme": "BLOCKWISE",
@@ -198,9 +216,9 @@ class Codebook:
     """``value = codebook[code]``: elements (unsigned integers) index ``codebook``, whose
     dtype (float16/bfloat16/float32/float64) is the expressed type."""
 
-    codebook: _Any
+    codebook: _ArrayLike
 
-    def _native(self, element_code: int) -> dict:
+    def _native(self, element_code: int) -> _QuantSpec:
         cb = _param_array(self.codebook)
         return {
             "scheme": "CODEBOOK",
@@ -209,7 +227,18 @@ class Codebook:
         }
 
 
-def _quant(q, element_code: int):
+if _TYPE_CHECKING:
+    #: The quantization schemes ``quantization=`` takes.
+    _Quantization: _TypeAlias = PerTensorAffine | PerAxisAffine | Blockwise | Codebook
+    #: What ``as_tensor`` takes.
+    _TensorLike: _TypeAlias = Tensor | _sparray | _spmatrix | _DLPackProducer | _ArrayLike
+    #: What ``write``, ``to_bytes`` and ``write_stream`` take.
+    _Tensors: _TypeAlias = (
+        _abc.Mapping[str, _TensorLike] | File | _Iterable[tuple[str, _TensorLike]]
+    )
+
+
+def _quant(q: _Quantization | None, element_code: int) -> _QuantSpec | None:
     if q is None:
         return None
     if not hasattr(q, "_native"):
@@ -224,7 +253,7 @@ def _quant(q, element_code: int):
 # ---------------------------------------------------------------------------------------
 
 
-def dense(array, *, quantization=None) -> Tensor:
+def dense(array: _ArrayLike, *, quantization: _Quantization | None = None) -> Tensor:
     """A dense tensor over ``array``'s memory (no copy): ROW_MAJOR for C-contiguous
     arrays, COL_MAJOR for Fortran-contiguous ones, STRIDED otherwise (negative and zero
     strides included). Anything ``numpy.asarray`` accepts works; arrays whose strides are
@@ -243,7 +272,13 @@ def dense(array, *, quantization=None) -> Tensor:
     return _native._from_array(a, code, q)
 
 
-def splat(value, shape, dtype=None, *, quantization=None) -> Tensor:
+def splat(
+    value: _ArrayLike,
+    shape: _Iterable[_SupportsIndex],
+    dtype: _DTypeLike | None = None,
+    *,
+    quantization: _Quantization | None = None,
+) -> Tensor:
     """A tensor of ``shape`` whose every element is ``value`` (one stored element)."""
     v = _np.asarray(value, dtype=dtype)
     code = _element_type(v.dtype)
@@ -251,7 +286,12 @@ def splat(value, shape, dtype=None, *, quantization=None) -> Tensor:
     return _native._leaf(code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code))
 
 
-def tiled(array, tile_shape, *, quantization=None) -> Tensor:
+def tiled(
+    array: _ArrayLike,
+    tile_shape: _Iterable[_SupportsIndex],
+    *,
+    quantization: _Quantization | None = None,
+) -> Tensor:
     """A TILED tensor: ``array`` cut into tiles of ``tile_shape`` (edge tiles padded with
     zeros), tiles in row-major grid order, elements row-major inside each tile. The tiles
     are a new array (a copy)."""
@@ -275,7 +315,7 @@ def tiled(array, tile_shape, *, quantization=None) -> Tensor:
     return _native._leaf(code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code))
 
 
-def _values(data) -> tuple[int, _np.ndarray]:
+def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
     v = _np.asarray(data)
     code = _element_type(v.dtype)
     if code in _PACKED:
@@ -283,7 +323,7 @@ def _values(data) -> tuple[int, _np.ndarray]:
     return code, _np.ascontiguousarray(v)
 
 
-def from_scipy(m, *, quantization=None) -> Tensor:
+def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = None) -> Tensor:
     """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
     converted to CSR first). Values are used in place; see tensordesc._sparse for when
     index arrays are copied. SORTED and UNIQUE are set when they hold."""
@@ -305,8 +345,9 @@ def from_scipy(m, *, quantization=None) -> Tensor:
             if m.has_canonical_format:
                 flags |= _sparse.UNIQUE
         bufs = [_sparse.u64_indices(m.indptr), _sparse.u64_indices(m.indices[:nnz]), values]
+        layout: _Literal["CSR", "CSC"] = "CSR" if fmt == "csr" else "CSC"
         return _native._leaf(
-            code, shape, fmt.upper(), {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code)
+            code, shape, layout, {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code)
         )
     coords = tuple(_np.asarray(c) for c in m.coords)
     nnz = int(m.nnz)
@@ -317,19 +358,27 @@ def from_scipy(m, *, quantization=None) -> Tensor:
     return _native._leaf(code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code))
 
 
-def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quantization=None) -> Tensor:
+def block_paged(
+    pools: _Iterable[_ArrayLike],
+    block_table: _ArrayLike,
+    row_lengths: _ArrayLike,
+    shape: _Iterable[_SupportsIndex],
+    block_size: int,
+    *,
+    quantization: _Quantization | None = None,
+) -> Tensor:
     """A BLOCK_PAGED tensor (paged KV cache): ``shape`` is ``[rows, positions, inner...]``;
     ``pools`` is a list of arrays of pages (each a whole number of pages of
     ``block_size * prod(inner)`` elements, one dtype); ``block_table`` is
     ``rows x ceil(positions / block_size)`` page numbers (numbered across pools in order;
     negative or 2**64-1 for an unallocated block); ``row_lengths`` the valid positions per
     row. Pools are used in place."""
-    pools = [_np.asarray(p) for p in pools]
-    if not pools:
+    arrays = [_np.asarray(p) for p in pools]
+    if not arrays:
         raise ValueError("block_paged needs at least one pool")
-    code = _element_type(pools[0].dtype)
-    bufs = []
-    for p in pools:
+    code = _element_type(arrays[0].dtype)
+    bufs: list[_NDArray[_Any]] = []
+    for p in arrays:
         if _element_type(p.dtype) != code:
             raise TypeError("every pool must have the same dtype")
         bufs.append(_pack4(p) if code in _PACKED else _np.ascontiguousarray(p))
@@ -339,7 +388,7 @@ def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quan
         code,
         [int(e) for e in shape],
         "BLOCK_PAGED",
-        {"block_size": int(block_size), "pool_count": len(pools)},
+        {"block_size": int(block_size), "pool_count": len(arrays)},
         [bt, rl] + bufs,
         _quant(quantization, code),
     )
@@ -348,7 +397,7 @@ def block_paged(pools, block_table, row_lengths, shape, block_size: int, *, quan
 _U64_MAX = 2**64 - 1
 
 
-def _u64_array(x, what: str, *, negative: int | None = None) -> _np.ndarray:
+def _u64_array(x: _ArrayLike, what: str, *, negative: int | None = None) -> _NDArray[_np.uint64]:
     """``x`` as a C-contiguous uint64 array. Integers outside 0 .. 2**64 - 1 are
     ``InvalidArgument`` naming ``what`` — except negative ones when ``negative`` is given,
     which become it — rather than numpy's OverflowError or a silent wrap-around."""
@@ -360,7 +409,8 @@ def _u64_array(x, what: str, *, negative: int | None = None) -> _np.ndarray:
                 raise errors.InvalidArgument(
                     f"{what} must hold integers from 0 to 2**64 - 1, not {v}"
                 )
-        vals = [negative if v < 0 else v for v in vals]
+        fill = 0 if negative is None else negative  # (None: negative values raised above)
+        vals = [fill if v < 0 else v for v in vals]
         a = _np.array(vals, dtype=_np.uint64).reshape(a.shape)
     elif a.dtype.kind == "i":
         neg = a < 0
@@ -373,7 +423,7 @@ def _u64_array(x, what: str, *, negative: int | None = None) -> _np.ndarray:
     return _np.ascontiguousarray(a, dtype=_np.uint64)
 
 
-def from_dlpack(x) -> Tensor:
+def from_dlpack(x: _DLPackSource) -> Tensor:
     """A tensor over the memory of any DLPack producer (numpy, torch, jax, cupy-on-host,
     another tensordesc tensor) or of a DLPack capsule — no copy. The producer's deleter runs
     once, when the last object using the memory is gone. Compact row-major tensors become
@@ -381,7 +431,7 @@ def from_dlpack(x) -> Tensor:
     return _native._from_dlpack(x)
 
 
-def as_tensor(x) -> Tensor:
+def as_tensor(x: _TensorLike) -> Tensor:
     """``x`` as a Tensor: tensors as they are, scipy.sparse via ``from_scipy``, DLPack
     producers other than numpy arrays via ``from_dlpack``, anything else via ``dense``."""
     if isinstance(x, Tensor):
@@ -389,11 +439,15 @@ def as_tensor(x) -> Tensor:
     if type(x).__module__.startswith("scipy.sparse"):
         return from_scipy(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, _np.ndarray):
-        return from_dlpack(x)
-    return dense(x)
+        return from_dlpack(_cast("_DLPackProducer", x))
+    return dense(_cast("_ArrayLike", x))
 
 
-def subpaving(shape, regions, dtype=None) -> Tensor:
+def subpaving(
+    shape: _Iterable[_SupportsIndex],
+    regions: _Iterable[tuple[_Iterable[_SupportsIndex], _TensorLike]],
+    dtype: _DTypeLike | None = None,
+) -> Tensor:
     """A subpaving of ``shape``: ``regions`` is a list of ``(origin, part)`` where ``part``
     is a tensor (or anything ``as_tensor`` accepts: numpy arrays, scipy matrices, ...)
     whose shape is the region's extent; regions must not overlap and must cover ``shape``.
@@ -411,15 +465,17 @@ def subpaving(shape, regions, dtype=None) -> Tensor:
 # ---------------------------------------------------------------------------------------
 
 
-def _items(tensors) -> list[tuple[str, Tensor]]:
-    if isinstance(tensors, _abc.Mapping):
+def _items(tensors: _Tensors) -> list[tuple[str, Tensor]]:
+    # File is registered as a Mapping: naming it as well tells type checkers so.
+    pairs: _Iterable[tuple[str, _TensorLike]]
+    if isinstance(tensors, (_abc.Mapping, File)):
         pairs = tensors.items()
     else:
         pairs = tensors
     return [(str(name), as_tensor(value)) for name, value in pairs]
 
 
-def write(path: str | _os.PathLike, tensors, *, alignment: int = 64) -> None:
+def write(path: _Path, tensors: _Tensors, *, alignment: int = 64) -> None:
     """Write ``tensors`` (a mapping, or (name, value) pairs; values as ``as_tensor``
     takes them) to a ``.tdf`` file. Buffers are written from where they are (numpy
     arrays, file mappings) without an intermediate copy. The file is written under a
@@ -430,12 +486,16 @@ def write(path: str | _os.PathLike, tensors, *, alignment: int = 64) -> None:
     _native._write(_os.fspath(path), _items(tensors), int(alignment))
 
 
-def to_bytes(tensors, *, alignment: int = 64) -> bytes:
+def to_bytes(tensors: _Tensors, *, alignment: int = 64) -> bytes:
     """The bytes of a ``.tdf`` file holding ``tensors``."""
     return _native._encode_file(_items(tensors), int(alignment))
 
 
-def write_stream(target, tensors) -> bytes | None:
+@_overload
+def write_stream(target: None, tensors: _Tensors) -> bytes: ...
+@_overload
+def write_stream(target: _Path | _Writable, tensors: _Tensors) -> None: ...
+def write_stream(target: _Path | _Writable | None, tensors: _Tensors) -> bytes | None:
     """Write ``tensors`` as a frame stream to ``target``: a path (a regular file is
     replaced atomically, a device or FIFO written in place), a binary file object
     (anything with ``write``: a socket file, a pipe), or ``None`` to get the stream's
@@ -447,7 +507,7 @@ def write_stream(target, tensors) -> bytes | None:
     return _native._write_stream(target, _items(tensors))
 
 
-_OPEN_FILES: dict[tuple, File] = {}
+_OPEN_FILES: dict[tuple[str, int, int, int], File] = {}
 
 
 def _reopen(path: str, name: str) -> Tensor:
@@ -498,5 +558,48 @@ __all__ = [
     "Blockwise",
     "Codebook",
     "live_exports",
-] + list(errors.__all__[3:])
+]
+# The status classes (errors.__all__ after Error, STATUS_CLASSES and BY_CODE), written
+# out so that type checkers see them exported; tests/test_typing.py checks the list.
+__all__ += [
+    "InvalidArgument",
+    "Truncated",
+    "BadMagic",
+    "UnsupportedVersion",
+    "ReservedNonzero",
+    "LengthMismatch",
+    "InvalidElementType",
+    "RankTooLarge",
+    "Overflow",
+    "UnknownLayout",
+    "LayoutConstraint",
+    "BufferCountMismatch",
+    "EmptyBufferTable",
+    "BufferSizeMismatch",
+    "BufferTooSmall",
+    "AlignmentInvalid",
+    "DeviceMismatch",
+    "ByteOffsetInvalid",
+    "RegionOutOfBounds",
+    "RegionOverlap",
+    "RegionCoverageGap",
+    "SubpavingTooDeep",
+    "QuantizationInvalid",
+    "ShardInvalid",
+    "StatisticsInvalid",
+    "ExtensionTypeInvalid",
+    "IndexOutOfBounds",
+    "LayoutRequiresMultiBuffer",
+    "NotCanonical",
+    "ContentInvalid",
+    "BindingMismatch",
+    "NotBindable",
+    "OutputTooSmall",
+    "Io",
+    "NotFound",
+    "DuplicateName",
+    "StreamOrder",
+    "DeviceInvalid",
+    "Internal",
+]
 

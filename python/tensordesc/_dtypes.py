@@ -12,8 +12,18 @@ and writing them packs a copy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import ModuleType
+    from typing import Any, SupportsIndex
+
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+ml_dtypes: ModuleType | None
 try:  # optional: BFLOAT16, FLOAT8_*, INT4, UINT4, FLOAT4_E2M1FN
     import ml_dtypes
 except ImportError:  # pragma: no cover - exercised only where ml_dtypes is absent
@@ -45,7 +55,7 @@ NAMES = {
 }
 CODES = {v: k for k, v in NAMES.items()}
 
-_NUMPY = {
+_NUMPY: dict[int, np.dtype[Any]] = {
     0x01: np.dtype(np.bool_),
     0x02: np.dtype("<i1"),
     0x03: np.dtype("<u1"),
@@ -76,7 +86,7 @@ if ml_dtypes is not None:
         _NUMPY[_code] = np.dtype(getattr(ml_dtypes, _name))
 
 
-def numpy_dtype(code: int) -> np.dtype:
+def numpy_dtype(code: int) -> np.dtype[Any]:
     """The numpy dtype of element type ``code``."""
     try:
         return _NUMPY[code]
@@ -90,7 +100,7 @@ def numpy_dtype(code: int) -> np.dtype:
     raise ValueError(f"element type code {code} is not assigned")
 
 
-def element_type(dtype) -> int:
+def element_type(dtype: DTypeLike) -> int:
     """The element type code of a numpy dtype (or anything ``numpy.dtype`` accepts, or an
     element type name such as ``"bfloat16"`` / ``"FLOAT8_E4M3FN"``)."""
     if isinstance(dtype, str) and dtype.upper() in CODES:
@@ -110,20 +120,28 @@ def name(code: int) -> str:
     return NAMES[code]
 
 
-def arrange_unpacked(codes, code, shape, order, splat):
+def arrange_unpacked(
+    codes: ArrayLike,
+    code: int,
+    shape: Iterable[SupportsIndex],
+    order: Iterable[int] | None,
+    splat: bool,
+) -> NDArray[Any]:
     """Unpacked 4-bit codes (one per byte, storage order) as an array of ``shape`` with the
     ml_dtypes type: storage is compact in axis ``order`` (outermost first); a splat's one
     code fills the shape (a read-only broadcast view)."""
     a = np.asarray(codes, dtype=np.uint8).view(numpy_dtype(code))
-    shape = tuple(int(e) for e in shape)
+    extents = tuple(int(e) for e in shape)
     if splat:
-        return np.broadcast_to(a[:1].reshape(()), shape)
-    order = list(order)
-    stored = a.reshape(tuple(shape[k] for k in order))
-    return np.transpose(stored, np.argsort(order))
+        return np.broadcast_to(a[:1].reshape(()), extents)
+    if order is None:
+        raise TypeError("only a splat's codes are arranged without an axis order")
+    axes = list(order)
+    stored = a.reshape(tuple(extents[k] for k in axes))
+    return np.transpose(stored, np.argsort(axes))
 
 
-def pack4(array) -> np.ndarray:
+def pack4(array: ArrayLike) -> NDArray[np.uint8]:
     """Elements of a 4-bit ml_dtypes array in C order, packed two per byte (low nibble
     first): a new uint8 array of ceil(n / 2) bytes."""
     codes = np.ascontiguousarray(array).reshape(-1).view(np.uint8) & 0x0F

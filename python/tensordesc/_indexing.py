@@ -11,23 +11,37 @@ advanced indexing) are not windows: read the box and index the numpy array.
 from __future__ import annotations
 
 import operator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import IndexOutOfBounds
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, SupportsIndex
 
-def _integer(k):
+    from numpy.typing import NDArray
+    from typing_extensions import TypeAlias
+
+    from ._native import Region, Tensor
+
+    #: What a key becomes after the box is read: the numpy index of the box's array.
+    _Post: TypeAlias = tuple[int | slice | None, ...]
+
+
+def _integer(k: object) -> int | None:
     """``k`` as a Python int if it is an integer index (not a bool), else None."""
     if isinstance(k, (bool, np.bool_)):
         return None
     try:
-        return operator.index(k)
+        # Any object: the TypeError of one without __index__ is the answer "not an integer".
+        return operator.index(k)  # type: ignore[arg-type]
     except TypeError:
         return None
 
 
-def _not_an_index(k) -> IndexError:
+def _not_an_index(k: object) -> IndexError:
     return IndexError(
         "only integers, slices (`:`), ellipsis (`...`) and None index a tensor, not "
         f"{type(k).__name__}; for integer or boolean array indices read the box "
@@ -35,7 +49,7 @@ def _not_an_index(k) -> IndexError:
     )
 
 
-def _expand(key, rank: int) -> list:
+def _expand(key: object, rank: int) -> list[object]:
     """``key`` as a list with ``...`` replaced by full slices, padded with full slices to
     ``rank`` axes (``None`` entries do not count as axes)."""
     if not isinstance(key, tuple):
@@ -49,26 +63,30 @@ def _expand(key, rank: int) -> list:
         raise IndexError(
             f"too many indices: the tensor has rank {rank}, {axes} were indexed"
         )
-    fill = [slice(None)] * (rank - axes)
+    fill: list[object] = [slice(None)] * (rank - axes)
     if ellipses:
         i = ellipses[0]
         return key[:i] + fill + key[i + 1 :]
     return key + fill
 
 
-def key_box(key, shape):
+def key_box(
+    key: object, shape: Iterable[SupportsIndex]
+) -> tuple[list[int], list[int], _Post | None]:
     """A basic index as ``(lo, hi, post)``: the box ``[lo, hi)`` to read and the numpy
     index to apply to the box's array (``None`` when it is the array itself)."""
-    shape = tuple(int(e) for e in shape)
-    lo, hi, post = [], [], []
+    extents = tuple(int(e) for e in shape)
+    lo: list[int] = []
+    hi: list[int] = []
+    post: list[int | slice | None] = []
     trivial = True
     axis = 0
-    for k in _expand(key, len(shape)):
+    for k in _expand(key, len(extents)):
         if k is None:
             post.append(None)
             trivial = False
             continue
-        n = shape[axis]
+        n = extents[axis]
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             count = len(range(start, stop, step))
@@ -104,7 +122,7 @@ def key_box(key, shape):
     return lo, hi, (None if trivial else tuple(post))
 
 
-def getitem(obj, key):
+def getitem(obj: Tensor | Region, key: object) -> NDArray[Any] | np.generic:
     """``obj[key]`` for a Tensor or Region: one windowed read of the box the key selects
     (values as ``obj.read()`` gives them), then numpy indexing for integers, ``None`` and
     steps other than 1."""
@@ -124,19 +142,22 @@ def getitem(obj, key):
     return r
 
 
-def box_bounds(box, shape):
+def box_bounds(
+    box: slice | Iterable[object] | None, shape: Iterable[SupportsIndex]
+) -> tuple[list[int], list[int]]:
     """The ``box`` argument of ``read`` as ``(lo, hi)``: ``None`` (everything), a slice, or
     a sequence of slices with step 1, one per axis (fewer: the remaining axes whole), as
     ``numpy.s_[0:128, 64:96]`` or ``Region.box`` give them. Bounds follow numpy's rules:
     negative ones count from the end, and they clip to the extent."""
-    shape = tuple(int(e) for e in shape)
+    extents = tuple(int(e) for e in shape)
     if box is None:
-        return [0] * len(shape), list(shape)
+        return [0] * len(extents), list(extents)
     entries = [box] if isinstance(box, slice) else list(box)
-    if len(entries) > len(shape):
-        raise IndexError(f"a box of {len(entries)} axes for a tensor of rank {len(shape)}")
-    lo, hi = [], []
-    for axis, n in enumerate(shape):
+    if len(entries) > len(extents):
+        raise IndexError(f"a box of {len(entries)} axes for a tensor of rank {len(extents)}")
+    lo: list[int] = []
+    hi: list[int] = []
+    for axis, n in enumerate(extents):
         e = entries[axis] if axis < len(entries) else slice(None)
         if not isinstance(e, slice):
             raise TypeError(

@@ -16,25 +16,43 @@ array.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any, SupportsIndex
+
+    from numpy.typing import ArrayLike, NDArray
+    from scipy.sparse import coo_array, csc_array, csr_array
 
 SORTED = 1
 UNIQUE = 2
 
 
-def _i64(a: np.ndarray) -> np.ndarray:
+def _i64(a: NDArray[Any]) -> NDArray[np.int64]:
     return a.view(np.int64)
 
 
-def build(fmt, shape, values, indices, indptr, flags):
-    """The scipy.sparse array of a COO/CSR/CSC node (called by ``to_scipy``)."""
+def build(
+    fmt: str,
+    shape: Iterable[SupportsIndex],
+    values: NDArray[Any],
+    indices: NDArray[Any],
+    indptr: NDArray[Any] | None,
+    flags: int,
+) -> coo_array | csr_array | csc_array:
+    """The scipy.sparse array of a COO/CSR/CSC node (called by ``to_scipy``; ``indptr``
+    is None for COO)."""
     import scipy.sparse as sp
 
-    shape = tuple(int(e) for e in shape)
+    extents = tuple(int(e) for e in shape)
     if fmt in ("csr", "csc"):
+        assert indptr is not None, "CSR and CSC nodes have an INDPTR buffer"
         cls = sp.csr_array if fmt == "csr" else sp.csc_array
         # An empty array of the right shape, then the views: no conversion of the indices.
-        m = cls(shape, dtype=values.dtype)
+        m = cls(extents, dtype=values.dtype)
         m.data = values
         m.indices = _i64(indices)
         m.indptr = _i64(indptr)
@@ -45,9 +63,9 @@ def build(fmt, shape, values, indices, indptr, flags):
                 m.has_canonical_format = True
         return m
     if fmt == "coo":
-        rank = len(shape)
+        rank = len(extents)
         coords = _i64(indices).reshape(-1, rank) if rank else _i64(indices).reshape(-1, 0)
-        m = sp.coo_array(shape, dtype=values.dtype)
+        m = sp.coo_array(extents, dtype=values.dtype)
         m.data = values
         m.coords = tuple(coords[:, k] for k in range(rank))
         if flags & SORTED and flags & UNIQUE:
@@ -56,20 +74,20 @@ def build(fmt, shape, values, indices, indptr, flags):
     raise ValueError(f"unknown sparse format {fmt!r}")
 
 
-def u64_indices(a) -> np.ndarray:
+def u64_indices(a: ArrayLike) -> NDArray[np.uint64]:
     """An index array as contiguous u64: int64 without negatives is reinterpreted in place,
     anything else converted (a copy)."""
-    a = np.asarray(a)
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"index array of dtype {a.dtype}: integers expected")
-    if a.size and a.min() < 0:
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"index array of dtype {arr.dtype}: integers expected")
+    if arr.size and arr.min() < 0:
         raise ValueError("negative index in a sparse index array")
-    if a.dtype == np.dtype("<i8") or a.dtype == np.dtype("<u8"):
-        return np.ascontiguousarray(a).view(np.uint64)
-    return a.astype(np.uint64)
+    if arr.dtype == np.dtype("<i8") or arr.dtype == np.dtype("<u8"):
+        return np.ascontiguousarray(arr).view(np.uint64)
+    return arr.astype(np.uint64)
 
 
-def coo_flags(coords, shape) -> int:
+def coo_flags(coords: Sequence[NDArray[Any]], shape: tuple[int, ...]) -> int:
     """SORTED (lexicographic, axis 0 most significant) and UNIQUE as they hold."""
     nnz = len(coords[0]) if coords else 0
     if nnz < 2:

@@ -16,10 +16,24 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import tensordesc as _td
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    import dask.array
+    from numpy.typing import DTypeLike, NDArray
+    from typing_extensions import TypeAlias
+
+    #: A chunking as ``dask.array.from_array`` takes it: ``"auto"``, one chunk size for
+    #: every axis, or per axis (a tuple, or a dict by axis) a size, ``"auto"``, ``-1`` or
+    #: ``None`` (the whole axis), or the explicit sizes.
+    _Chunk: TypeAlias = int | str | tuple[int, ...] | None
+    _Chunks: TypeAlias = int | str | tuple[_Chunk, ...] | dict[int, _Chunk]
 
 
 class TdfArray:
@@ -28,14 +42,14 @@ class TdfArray:
     windowed read, values as ``Tensor.read(dtype=...)`` gives them). It pickles as the
     tensor's (path, name) and the output choice."""
 
-    def __init__(self, tensor: _td.Tensor, dtype=None):
+    def __init__(self, tensor: _td.Tensor, dtype: DTypeLike | None = None) -> None:
         self.tensor = tensor
         self.out = dtype
         self.shape = tuple(tensor.shape)
         self.ndim = len(self.shape)
         self.dtype = np.dtype(tensor.read_dtype(dtype))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: slice | tuple[slice, ...]) -> NDArray[Any]:
         if not isinstance(key, tuple):
             key = (key,)
         return self.tensor.read(key, dtype=self.out)
@@ -44,7 +58,7 @@ class TdfArray:
         return f"TdfArray({self.tensor.name!r}, shape={self.shape}, dtype={self.dtype})"
 
 
-def region_chunks(tensor) -> tuple[tuple[int, ...], ...] | None:
+def region_chunks(tensor: _td.Tensor) -> tuple[tuple[int, ...], ...] | None:
     """The chunks of a subpaving whose top-level regions form a grid (every region is one
     cell of the product of the regions' boundaries along each axis): one chunk per
     region. ``None`` for other tensors (not a subpaving, or regions not on a grid)."""
@@ -54,11 +68,11 @@ def region_chunks(tensor) -> tuple[tuple[int, ...], ...] | None:
     if 0 in shape:
         return None
     tops = [(r.origin, r.shape) for r in tensor.regions if r.parent is None]
-    cuts = [{0, n} for n in shape]
+    bounds = [{0, n} for n in shape]
     for origin, extent in tops:
         for a, (o, e) in enumerate(zip(origin, extent)):
-            cuts[a].update((o, o + e))
-    cuts = [sorted(c) for c in cuts]
+            bounds[a].update((o, o + e))
+    cuts = [sorted(c) for c in bounds]
     for origin, extent in tops:
         for a, (o, e) in enumerate(zip(origin, extent)):
             i = bisect_left(cuts[a], o)
@@ -69,7 +83,13 @@ def region_chunks(tensor) -> tuple[tuple[int, ...], ...] | None:
     return tuple(tuple(b - a for a, b in zip(c[:-1], c[1:])) for c in cuts)
 
 
-def from_tdf(path, name: str, chunks=None, *, dtype=None):
+def from_tdf(
+    path: str | os.PathLike[str],
+    name: str,
+    chunks: _Chunks | None = None,
+    *,
+    dtype: DTypeLike | None = None,
+) -> dask.array.Array:
     """Tensor ``name`` of the ``.tdf`` file at ``path`` as a ``dask.array.Array``.
 
     ``chunks``: ``None`` gives one chunk per top-level region when the regions form a
@@ -91,7 +111,8 @@ def from_tdf(path, name: str, chunks=None, *, dtype=None):
         chunks = region_chunks(tensor) or "auto"
     st = os.stat(path)
     token = tokenize(path, name, str(dtype), st.st_ino, st.st_size, st.st_mtime_ns, chunks)
-    return da.from_array(
+    # dask.array.from_array is not annotated: the variable gives the result its type.
+    array: da.Array = da.from_array(
         src,
         chunks=chunks,
         name=f"tdf-{name}-{token}",
@@ -101,6 +122,7 @@ def from_tdf(path, name: str, chunks=None, *, dtype=None):
         inline_array=True,
         meta=np.empty((0,) * src.ndim, dtype=src.dtype),
     )
+    return array
 
 
 __all__ = ["from_tdf", "region_chunks", "TdfArray"]

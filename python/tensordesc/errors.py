@@ -33,7 +33,7 @@ class Error(Exception):
         at = "" if self.offset is None else f" (byte offset {self.offset})"
         return f"{self.status}: {self.detail}{at}"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Error], tuple[str, int | None]]:
         return (type(self), (self.detail, self.offset))
 
 
@@ -356,4 +356,49 @@ STATUS_CLASSES: tuple[type[Error], ...] = (
 #: Status number -> class.
 BY_CODE: dict[int, type[Error]] = {c.code: c for c in STATUS_CLASSES}
 
-__all__ = ["Error", "STATUS_CLASSES", "BY_CODE"] + [c.__name__ for c in STATUS_CLASSES]
+# Written out (not derived from STATUS_CLASSES) so that type checkers see the exports;
+# tests/test_typing.py checks it against STATUS_CLASSES.
+__all__ = [
+    "Error",
+    "STATUS_CLASSES",
+    "BY_CODE",
+    "InvalidArgument",
+    "Truncated",
+    "BadMagic",
+    "UnsupportedVersion",
+    "ReservedNonzero",
+    "LengthMismatch",
+    "InvalidElementType",
+    "RankTooLarge",
+    "Overflow",
+    "UnknownLayout",
+    "LayoutConstraint",
+    "BufferCountMismatch",
+    "EmptyBufferTable",
+    "BufferSizeMismatch",
+    "BufferTooSmall",
+    "AlignmentInvalid",
+    "DeviceMismatch",
+    "ByteOffsetInvalid",
+    "RegionOutOfBounds",
+    "RegionOverlap",
+    "RegionCoverageGap",
+    "SubpavingTooDeep",
+    "QuantizationInvalid",
+    "ShardInvalid",
+    "StatisticsInvalid",
+    "ExtensionTypeInvalid",
+    "IndexOutOfBounds",
+    "LayoutRequiresMultiBuffer",
+    "NotCanonical",
+    "ContentInvalid",
+    "BindingMismatch",
+    "NotBindable",
+    "OutputTooSmall",
+    "Io",
+    "NotFound",
+    "DuplicateName",
+    "StreamOrder",
+    "DeviceInvalid",
+    "Internal",
+]
