@@ -33,7 +33,7 @@
 //! descriptor: 347 MB, 29 ×); 1,000,000, 60 MB: 195 MB, 3.2 × (1.9 GB, 31 ×); 50,000 of
 //! rank 64, 9.3 MB: 41 MB, 4.0 × (270 MB); 1,000,000 metadata keys, 14 MB: 40 MB, 2.6 ×
 //! (391 MB, 28 ×); a 953 MB checkpoint of 291 tensors: 4.3 MB (from a pipe 4.4 MB; the
-//! converter that read a pipe whole: 935 MB). `tests/cli_convert.rs` holds the first case
+//! converter that read a pipe whole: 935 MB). `cli/tests/cli/convert.rs` holds the first case
 //! and a metadata case under 4 × and the rank-64 one under 4.5 ×, from a file and from a
 //! pipe, and a pipe or device of zeros to the constant (refused at its first 8 bytes).
 //!

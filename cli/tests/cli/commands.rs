@@ -1,12 +1,11 @@
 //! End-to-end tests of the `tensordesc` command-line tool: the binary is run as a user
 //! would run it, and its output is checked against the library (and the golden vectors).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use tensordesc::file::{FileReader, FileWriter, V1Writer};
@@ -20,44 +19,7 @@ use tensordesc::{
 // Running the binary
 // ---------------------------------------------------------------------------------------
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Run {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
-        .args(args)
-        .output()
-        .expect("the tensordesc binary runs");
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
-    };
-    // Never a panic or a backtrace, whatever the command.
-    assert!(
-        !r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"),
-        "{args:?} panicked:\n{}",
-        r.stderr
-    );
-    r
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().expect("test paths are UTF-8")
-}
-
-/// A fresh directory for one test, under Cargo's per-target temporary directory.
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-tests")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::support::{p, run, scratch, Run};
 
 fn vector(name: &str) -> PathBuf {
     common::vectors_dir().join(format!("{name}.hex"))
@@ -1968,63 +1930,15 @@ fn convert_upgrades_a_version_1_file() {
 }
 
 /// Run the tool with `args` and return its exit status and peak resident set size in
-/// bytes: its own `ru_maxrss`, from `wait4`.
-///
-/// A child's `ru_maxrss` starts at the resident size of the process it was spawned from
-/// (Linux carries the high-water mark across `exec`), and this test process holds far more
-/// than the tool does. So the tool is spawned from a fresh, small process: this test
-/// binary re-run with only `peak_rss_helper`, which spawns the tool, waits for it and
-/// prints its figures.
+/// bytes (see `support::peak_rss`).
 fn run_peak_rss(args: &[&str]) -> (i32, u64) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "peak_rss_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TDESC_PEAK_RSS_ARGS", args.join("\u{1f}"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.split("PEAK_RSS ").nth(1))
-        .unwrap_or_else(|| panic!("no figures from the helper:\n{stdout}"));
-    let mut it = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
-    (it.next().unwrap() as i32, it.next().unwrap())
-}
-
-/// Not a test by itself: run by `run_peak_rss` in a fresh process (see there).
-#[test]
-#[ignore = "a helper of convert_memory_is_bounded_by_the_largest_tensor"]
-fn peak_rss_helper() {
-    let Ok(args) = std::env::var("TDESC_PEAK_RSS_ARGS") else {
-        return;
-    };
-    // Reaped by wait4 below, which also gives its resource usage.
-    #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_tensordesc"))
-        .args(args.split('\u{1f}'))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    // SAFETY: wait4 on our own child writes its status and the zeroed rusage it is given.
-    let (pid, ru) = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru);
-        (pid, ru)
-    };
-    assert_eq!(pid, child.id() as libc::pid_t);
-    assert!(libc::WIFEXITED(status));
-    println!(
-        "PEAK_RSS {} {}",
-        libc::WEXITSTATUS(status),
-        ru.ru_maxrss as u64 * 1024
+    let r = crate::support::peak_rss(
+        args,
+        crate::support::Feed::Nothing,
+        std::time::Duration::from_secs(120),
     );
+    assert!(!r.timed_out, "{args:?} ran past two minutes");
+    (r.code, r.rss)
 }
 
 #[test]

@@ -13,37 +13,11 @@ use tensordesc::{
     RegionSpec, TensorBuilder,
 };
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tensordesc")
-}
+use crate::support::{p, run};
 
+/// A fresh directory for one of these tests.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tdesc-export-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Run {
-    let o = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("run tensordesc");
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
+    crate::support::scratch(&format!("export-{name}"))
 }
 
 /// The tensors of the test file: (name, descriptor, buffers).
