@@ -18,37 +18,120 @@ pub use crate::format::buffer::BufferRole;
 pub(crate) use crate::format::{add, element_count, exact_product, mul};
 use crate::wire::{Reader, Writer};
 
-/// Layout tag values (FORMAT §4).
-pub mod tag {
-    /// Dense, row-major (C order).
-    pub const ROW_MAJOR: u8 = 0x01;
-    /// Dense, column-major (Fortran order).
-    pub const COL_MAJOR: u8 = 0x02;
-    /// Dense with per-axis element strides.
-    pub const STRIDED: u8 = 0x03;
-    /// Dense tiles in a grid, optionally nested.
-    pub const TILED: u8 = 0x04;
-    /// Dense with an axis permutation.
-    pub const DIM_ORDER: u8 = 0x05;
-    /// General subpaving: a container of regions.
-    pub const SUBPAVING: u8 = 0x06;
-    /// Sparse coordinate list.
-    pub const COO: u8 = 0x07;
-    /// Compressed sparse rows.
-    pub const CSR: u8 = 0x08;
-    /// Compressed sparse columns.
-    pub const CSC: u8 = 0x09;
-    /// Compressed sparse fibers.
-    pub const CSF: u8 = 0x0A;
-    /// Block table over page pools.
-    pub const BLOCK_PAGED: u8 = 0x0B;
-    /// One fill value for every element.
-    pub const SPLAT: u8 = 0x40;
-    /// First private extension tag.
-    pub const EXTENSION_FIRST: u8 = 0xF0;
-    /// Last private extension tag.
-    pub const EXTENSION_LAST: u8 = 0xFE;
+/// The one table of the layouts this version knows: name, tag (FORMAT §4), class, rank
+/// rule and a line of documentation. `tag`, [`LAYOUTS`], [`tag_name`], [`classify`] and
+/// the rank check are generated from it; the C constants (`TDESC_LAYOUT_*`, literals for
+/// cbindgen) are checked against it by a test that reads the generated header.
+macro_rules! for_each_layout {
+    ($m:ident) => {
+        $m! {
+            ROW_MAJOR = 0x01, Dense, Any, "Dense, row-major (C order).";
+            COL_MAJOR = 0x02, Dense, Any, "Dense, column-major (Fortran order).";
+            STRIDED = 0x03, Dense, Any, "Dense with per-axis element strides.";
+            TILED = 0x04, Dense, AtLeast1, "Dense tiles in a grid, optionally nested.";
+            DIM_ORDER = 0x05, Dense, Any, "Dense with an axis permutation.";
+            SUBPAVING = 0x06, Container, AtLeast1, "General subpaving: a container of regions.";
+            COO = 0x07, Sparse, AtLeast1, "Sparse coordinate list.";
+            CSR = 0x08, Sparse, Exactly2, "Compressed sparse rows.";
+            CSC = 0x09, Sparse, Exactly2, "Compressed sparse columns.";
+            CSF = 0x0A, Sparse, AtLeast1, "Compressed sparse fibers.";
+            BLOCK_PAGED = 0x0B, Indirect, AtLeast2, "Block table over page pools.";
+            SPLAT = 0x40, Dense, Any, "One fill value for every element.";
+        }
+    };
 }
+
+/// The ranks a layout allows (LAYOUT_CONSTRAINT otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankRule {
+    /// Any rank, 0 included.
+    Any,
+    /// Rank 1 or more.
+    AtLeast1,
+    /// Rank 2 or more.
+    AtLeast2,
+    /// Exactly rank 2.
+    Exactly2,
+}
+
+impl RankRule {
+    /// Whether `rank` satisfies the rule.
+    pub fn allows(self, rank: usize) -> bool {
+        match self {
+            RankRule::Any => true,
+            RankRule::AtLeast1 => rank >= 1,
+            RankRule::AtLeast2 => rank >= 2,
+            RankRule::Exactly2 => rank == 2,
+        }
+    }
+
+    /// The rule in words, for errors ("exactly 2").
+    pub fn words(self) -> &'static str {
+        match self {
+            RankRule::Any => "any",
+            RankRule::AtLeast1 => "at least 1",
+            RankRule::AtLeast2 => "at least 2",
+            RankRule::Exactly2 => "exactly 2",
+        }
+    }
+}
+
+/// One row of the layout table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayoutInfo {
+    /// The name, e.g. `"CSR"` (as the C constant `TDESC_LAYOUT_CSR` and Python spell it).
+    pub name: &'static str,
+    /// The wire tag.
+    pub tag: u8,
+    /// What the layout is.
+    pub class: LayoutClass,
+    /// The ranks it allows.
+    pub rank: RankRule,
+}
+
+macro_rules! layout_table {
+    ($($name:ident = $code:literal, $class:ident, $rank:ident, $doc:literal;)*) => {
+        /// Layout tag values (FORMAT §4).
+        pub mod tag {
+            $(
+                #[doc = $doc]
+                pub const $name: u8 = $code;
+            )*
+            /// First private extension tag.
+            pub const EXTENSION_FIRST: u8 = 0xF0;
+            /// Last private extension tag.
+            pub const EXTENSION_LAST: u8 = 0xFE;
+        }
+
+        /// Every layout this version knows, in tag order (private extensions, 0xF0–0xFE,
+        /// are a range of their own).
+        pub const LAYOUTS: &[LayoutInfo] = &[
+            $(LayoutInfo {
+                name: stringify!($name),
+                tag: tag::$name,
+                class: LayoutClass::$class,
+                rank: RankRule::$rank,
+            },)*
+        ];
+
+        /// The table's row for tag `t`, if this version knows it (one `match`: decoding
+        /// asks it per region).
+        #[inline]
+        pub fn layout_info(t: u8) -> Option<&'static LayoutInfo> {
+            match t {
+                $(tag::$name => Some(&LayoutInfo {
+                    name: stringify!($name),
+                    tag: tag::$name,
+                    class: LayoutClass::$class,
+                    rank: RankRule::$rank,
+                }),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+for_each_layout!(layout_table);
 
 /// Largest rank a descriptor may have.
 pub const MAX_RANK: usize = 64;
@@ -78,63 +161,37 @@ pub enum LayoutClass {
 
 /// Classify a layout tag.
 pub fn classify(t: u8) -> LayoutClass {
-    match t {
-        tag::ROW_MAJOR
-        | tag::COL_MAJOR
-        | tag::STRIDED
-        | tag::TILED
-        | tag::DIM_ORDER
-        | tag::SPLAT => LayoutClass::Dense,
-        tag::SUBPAVING => LayoutClass::Container,
-        tag::COO | tag::CSR | tag::CSC | tag::CSF => LayoutClass::Sparse,
-        tag::BLOCK_PAGED => LayoutClass::Indirect,
-        tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => LayoutClass::Extension,
-        0x00 | 0xFF => LayoutClass::Invalid,
-        _ => LayoutClass::Unknown,
+    match layout_info(t) {
+        Some(l) => l.class,
+        None => match t {
+            tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => LayoutClass::Extension,
+            0x00 | 0xFF => LayoutClass::Invalid,
+            _ => LayoutClass::Unknown,
+        },
     }
 }
 
 /// The name of a layout tag, e.g. `"CSR"`.
 pub fn tag_name(t: u8) -> &'static str {
-    match t {
-        tag::ROW_MAJOR => "ROW_MAJOR",
-        tag::COL_MAJOR => "COL_MAJOR",
-        tag::STRIDED => "STRIDED",
-        tag::TILED => "TILED",
-        tag::DIM_ORDER => "DIM_ORDER",
-        tag::SUBPAVING => "SUBPAVING",
-        tag::COO => "COO",
-        tag::CSR => "CSR",
-        tag::CSC => "CSC",
-        tag::CSF => "CSF",
-        tag::BLOCK_PAGED => "BLOCK_PAGED",
-        tag::SPLAT => "SPLAT",
-        tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => "EXTENSION",
-        _ => "UNKNOWN",
+    match layout_info(t) {
+        Some(l) => l.name,
+        None if (tag::EXTENSION_FIRST..=tag::EXTENSION_LAST).contains(&t) => "EXTENSION",
+        None => "UNKNOWN",
     }
 }
 
-/// Rank rule per tag (LAYOUT_CONSTRAINT).
+/// Rank rule per tag (LAYOUT_CONSTRAINT); tags outside the table allow any rank.
 pub(crate) fn check_rank(t: u8, rank: usize) -> Result<()> {
-    let ok = match t {
-        tag::CSR | tag::CSC => rank == 2,
-        tag::BLOCK_PAGED => rank >= 2,
-        tag::TILED | tag::SUBPAVING | tag::COO | tag::CSF => rank >= 1,
-        _ => true,
-    };
-    if ok {
+    let rule = layout_info(t).map_or(RankRule::Any, |l| l.rank);
+    if rule.allows(rank) {
         Ok(())
     } else {
-        let rule = match t {
-            tag::CSR | tag::CSC => "exactly 2",
-            tag::BLOCK_PAGED => "at least 2",
-            _ => "at least 1",
-        };
         Err(Error::new(
             ErrorKind::LayoutConstraint,
             format!(
-                "{} needs rank {rule}, the shape has rank {rank}",
-                tag_name(t)
+                "{} needs rank {}, the shape has rank {rank}",
+                tag_name(t),
+                rule.words()
             ),
         ))
     }

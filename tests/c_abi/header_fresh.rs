@@ -68,3 +68,39 @@ fn header_declares_the_contract() {
         assert!(h.contains(needle), "include/tensordesc.h lacks {needle:?}");
     }
 }
+
+/// The C header's `TDESC_LAYOUT_*` constants (literals, as cbindgen needs them) are
+/// exactly the library's layout table, `tensordesc::layout::LAYOUTS`: the same names with
+/// the same tags, none missing on either side, plus the extension range.
+#[test]
+fn header_layout_constants_are_the_layout_table() {
+    use tensordesc::layout::{tag, tag_name, LAYOUTS};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let h = std::fs::read_to_string(root.join("include/tensordesc.h")).expect("header");
+    let mut from_header: Vec<(String, u8)> = h
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define TDESC_LAYOUT_"))
+        .filter_map(|rest| {
+            let (name, value) = rest.split_once(' ')?;
+            Some((name.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect();
+    from_header.sort_by_key(|(_, t)| *t);
+    let mut want: Vec<(String, u8)> = LAYOUTS
+        .iter()
+        .map(|l| (l.name.to_owned(), l.tag))
+        .chain([
+            ("EXTENSION_FIRST".to_owned(), tag::EXTENSION_FIRST),
+            ("EXTENSION_LAST".to_owned(), tag::EXTENSION_LAST),
+        ])
+        .collect();
+    want.sort_by_key(|(_, t)| *t);
+    assert_eq!(from_header, want);
+    for t in 0..=255u8 {
+        let known = LAYOUTS.iter().find(|l| l.tag == t);
+        match known {
+            Some(l) => assert_eq!(tag_name(t), l.name),
+            None => assert!(["EXTENSION", "UNKNOWN"].contains(&tag_name(t)), "{t}"),
+        }
+    }
+}
