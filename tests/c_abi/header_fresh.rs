@@ -104,3 +104,41 @@ fn header_layout_constants_are_the_layout_table() {
         }
     }
 }
+
+/// The same for element types: the header's `TDESC_ELEMENT_*` literals are exactly
+/// `ElementType::ALL` with their codes and names, and so is the Python package's table
+/// (`python/tensordesc/_dtypes.py`, `NAMES`).
+#[test]
+fn header_and_python_element_types_are_the_library_table() {
+    use tensordesc::ElementType;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let want: Vec<(String, u8)> = ElementType::ALL
+        .iter()
+        .map(|e| (e.name().to_owned(), e.code()))
+        .collect();
+    let h = std::fs::read_to_string(root.join("include/tensordesc.h")).expect("header");
+    let mut from_header: Vec<(String, u8)> = h
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define TDESC_ELEMENT_"))
+        .filter_map(|rest| {
+            let (name, value) = rest.split_once(' ')?;
+            Some((name.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect();
+    from_header.sort_by_key(|(_, c)| *c);
+    assert_eq!(from_header, want);
+    // `0x0B: "BFLOAT16",` lines of the Python table.
+    let py =
+        std::fs::read_to_string(root.join("python/tensordesc/_dtypes.py")).expect("_dtypes.py");
+    let start = py.find("NAMES = {").expect("the NAMES table");
+    let body = &py[start..start + py[start..].find('}').expect("its end")];
+    let from_python: Vec<(String, u8)> = body
+        .lines()
+        .filter_map(|l| {
+            let (code, name) = l.trim().trim_end_matches(',').split_once(": ")?;
+            let code = u8::from_str_radix(code.strip_prefix("0x")?, 16).ok()?;
+            Some((name.trim_matches('"').to_owned(), code))
+        })
+        .collect();
+    assert_eq!(from_python, want);
+}
