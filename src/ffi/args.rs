@@ -11,12 +11,8 @@ use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::Mode;
 
+use super::status::invalid;
 use super::types::{tdesc_mode, TDESC_MAX_RANK, TDESC_MODE_PERMISSIVE, TDESC_MODE_STRICT};
-
-/// An INVALID_ARGUMENT error.
-pub(crate) fn invalid(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidArgument, msg)
-}
 
 // The checks below are inlined into every entry point; what they report on failure is
 // built out of line (cold), so a call with good arguments runs a few compares and

@@ -18,9 +18,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{tag, TileOrder, MAX_TILED_DEPTH};
 use crate::sections::{ExtensionType, Shard, Statistics};
 
-use super::args::{invalid, mut_arg, out_arg, out_handle, rank_arg, ref_arg, slice_arg};
+use super::args::{mut_arg, out_arg, out_handle, rank_arg, ref_arg, slice_arg};
 use super::descriptor::{encode_out, tdesc_descriptor};
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, tdesc_status};
 use super::types::*;
 

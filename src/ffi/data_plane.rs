@@ -13,8 +13,9 @@ use crate::bound::OutputType;
 use crate::descriptor::{CompactLocation, LocationKind};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::args::{disjoint, invalid, out_arg, ref_arg, slice_arg};
+use super::args::{disjoint, out_arg, ref_arg, slice_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
+use super::status::invalid;
 use super::status::{guard, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::TDESC_NO_REGION;

@@ -10,8 +10,9 @@ use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{self, BufferRole, LayoutRef};
 
-use super::args::{index_arg, invalid, mode_arg, mut_arg, out_arg, out_handle, ref_arg, slice_arg};
+use super::args::{index_arg, mode_arg, mut_arg, out_arg, out_handle, ref_arg, slice_arg};
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, guard_value, name_table, tdesc_status};
 use super::types::*;
 

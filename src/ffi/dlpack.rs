@@ -33,9 +33,10 @@ use crate::error::{ErrorKind, Result};
 use crate::interop::dlpack::{import_error, plan_export, plan_import};
 use crate::layout::MAX_RANK;
 
-use super::args::{invalid, out_handle, ref_arg, slice_arg};
+use super::args::{out_handle, ref_arg, slice_arg};
 use super::descriptor::tdesc_descriptor;
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, tdesc_status};
 use super::tensor::{tdesc_tensor, Owner};
 use super::types::TDESC_NO_REGION;

@@ -29,11 +29,12 @@ use crate::file::{
 use crate::transport::file::{Relocate, SpoolWriter};
 
 use super::args::{
-    buffer_slices, bytes_out, invalid, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg,
+    buffer_slices, bytes_out, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg,
     prefix_out, ref_arg, sized_slices, slice_arg,
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::tdesc_mode;

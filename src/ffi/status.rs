@@ -8,6 +8,11 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// An INVALID_ARGUMENT error.
+pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, msg)
+}
+
 /// The ABI major version of this library (the `.so` version); bumped only for
 /// incompatible changes.
 pub const TDESC_ABI_VERSION: u32 = 1;

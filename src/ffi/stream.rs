@@ -22,12 +22,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Event, StreamOptions, StreamReader, StreamWriter};
 
 use super::args::{
-    buffer_slices, bytes_out, invalid, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg,
-    ref_arg, slice_arg,
+    buffer_slices, bytes_out, mode_arg, mut_arg, name_arg, out_arg, out_handle, path_arg, ref_arg,
+    slice_arg,
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::file::{FileSink, WriterState};
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 use super::types::tdesc_mode;
 

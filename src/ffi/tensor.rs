@@ -17,10 +17,11 @@ use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 
-use super::args::{buffer_slices, index_arg, invalid, out_arg, out_handle, ref_arg};
+use super::args::{buffer_slices, index_arg, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::file::FileData;
 use super::handle;
+use super::status::invalid;
 use super::status::{guard, guard_value, in_c_terms, tdesc_status};
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor, a file's memory)

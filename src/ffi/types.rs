@@ -4,7 +4,7 @@
 //! every entry point validates; enumerations that only the library writes (status, buffer
 //! role, location tag) are C enums.
 
-use super::args::invalid;
+use super::status::invalid;
 use crate::device::{BufferHandle, DeviceType, MemoryClass};
 use crate::element::ElementType;
 use crate::error::Result;

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use super::entries::{DescriptorMemo, Descriptors, Entry, NO_DESCRIPTOR};
 use super::names::NameIndex;
-use super::reader::{DescriptorMemo, Descriptors, Entry, NO_DESCRIPTOR};
 use super::*;
 use crate::format::frame::{self, Peek};
 use crate::format::wire::Reader;

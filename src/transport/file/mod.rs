@@ -48,6 +48,7 @@
 //! version 1 the next record starts at the next multiple of 8. See [`data_layout`].
 
 mod directory;
+mod entries;
 #[allow(unsafe_code)] // the mmap call, and only it
 mod map;
 mod names;

@@ -1,7 +1,7 @@
 //! Unit tests of the file transport.
 
+use super::entries::DescriptorMemo;
 use super::names::{hash_bytes, hash_scan, NameIndex};
-use super::reader::DescriptorMemo;
 use super::v1::ReadAhead;
 use super::*;
 use crate::{Descriptor, ElementType, Mode, TensorBuilder};

@@ -11,7 +11,7 @@ use std::fmt;
 use std::io::{self, BufWriter, Write};
 
 use super::directory::{check_zero, framed_descriptor, Header, NewEntry, Parsed, Table};
-use super::reader::DescriptorMemo;
+use super::entries::DescriptorMemo;
 use super::writer::ZEROS;
 use super::*;
 use crate::descriptor::{decode, Descriptor};
