@@ -14,6 +14,7 @@ use tensordesc::{
 
 use crate::dlpack;
 use crate::errors::Fail;
+use crate::index::{box_bounds, Window};
 use crate::node::{layout_name, layout_summary, quant_summary, NodeView};
 use crate::read;
 use crate::source::{Held, Source};
@@ -457,22 +458,6 @@ fn numpy_dtype_or_err<'py>(py: Python<'py>, held: &Held) -> PyResult<Bound<'py, 
     numpy_dtype(py, desc(held)?.element_type())
 }
 
-/// The `tensordesc._indexing` helper module.
-fn indexing(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    py.import("tensordesc._indexing")
-}
-
-/// `read`'s `box` argument as its corners `(lo, hi)` against `shape`.
-fn box_bounds(
-    py: Python<'_>,
-    b: Option<&Bound<'_, PyAny>>,
-    shape: &[u64],
-) -> PyResult<(Vec<u64>, Vec<u64>)> {
-    indexing(py)?
-        .call_method1("box_bounds", (b, shape.to_vec()))?
-        .extract()
-}
-
 /// `numpy.asarray(x)`: `x.read()` (a new array), converted to `dtype` when given.
 fn array_protocol<'py>(
     obj: &Bound<'py, PyAny>,
@@ -677,7 +662,7 @@ impl Tensor {
         r#box: Option<&Bound<'py, PyAny>>,
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (lo, hi) = box_bounds(py, r#box, desc(&self.held)?.shape())?;
+        let (lo, hi) = box_bounds(r#box, desc(&self.held)?.shape())?;
         read::read_box(py, &self.held, None, lo, hi, dtype)
     }
 
@@ -694,10 +679,13 @@ impl Tensor {
     /// `t[0:128, 64:96]`: basic indexing (integers, slices, `...`, None) by one windowed
     /// read; values as `read()` gives them.
     fn __getitem__<'py>(
-        slf: &Bound<'py, Self>,
+        &self,
+        py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        indexing(slf.py())?.call_method1("getitem", (slf, key))
+        let w = Window::of(key, desc(&self.held)?.shape())?;
+        let a = read::read_box(py, &self.held, None, w.lo.clone(), w.hi.clone(), None)?;
+        w.finish(a)
     }
 
     /// `numpy.asarray(t)`: `t.read()`.
@@ -921,7 +909,7 @@ impl Region {
         dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let d = desc(&self.held)?;
-        let (lo, hi) = box_bounds(py, r#box, self.view(d)?.shape)?;
+        let (lo, hi) = box_bounds(r#box, self.view(d)?.shape)?;
         let (lo, hi) = read::region_box(d, self.index, &lo, &hi).map_err(Fail)?;
         read::read_box(py, &self.held, Some(self.index), lo, hi, dtype)
     }
@@ -938,10 +926,21 @@ impl Region {
 
     /// `r[...]`: basic indexing relative to the region's origin.
     fn __getitem__<'py>(
-        slf: &Bound<'py, Self>,
+        &self,
+        py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        indexing(slf.py())?.call_method1("getitem", (slf, key))
+        let d = desc(&self.held)?;
+        let w = Window::of(key, self.view(d)?.shape)?;
+        let (lo, hi) = read::region_box(d, self.index, &w.lo, &w.hi).map_err(Fail)?;
+        w.finish(read::read_box(
+            py,
+            &self.held,
+            Some(self.index),
+            lo,
+            hi,
+            None,
+        )?)
     }
 
     /// `numpy.asarray(r)`: `r.read()`.
