@@ -5,6 +5,7 @@ mod args;
 mod construct;
 mod dlpack;
 mod errors;
+mod index;
 mod io;
 mod node;
 mod read;

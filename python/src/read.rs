@@ -1,5 +1,5 @@
 //! Windowed reads into new numpy arrays: `Tensor.read` / `Region.read` and, through
-//! `tensordesc/_indexing.py`, `t[...]`. Every layout and scheme is read by the library's
+//! `index.rs`, `t[...]`. Every layout and scheme is read by the library's
 //! `BoundTensor::read_box`, with the GIL released.
 //!
 //! The output type of a read is chosen once per tensor (or region), never per box, so that
@@ -23,7 +23,7 @@ use tensordesc::{Descriptor, ElementType, Error, ErrorKind, LayoutRef, OutputTyp
 use crate::errors::Fail;
 use crate::node::NodeView;
 use crate::source::Held;
-use crate::views::{dtypes_module, numpy_dtype};
+use crate::views::{dtypes_module, has_dtype, numpy_dtype};
 
 /// The quantization of every leaf of the tensor (`region` None) or of region `region`'s
 /// subtree (regions are numbered in pre-order, so a subtree is a contiguous run).
@@ -116,13 +116,6 @@ fn output_element(o: OutputType, et: ElementType) -> ElementType {
         OutputType::Float16 => ElementType::Float16,
         OutputType::BFloat16 => ElementType::Bfloat16,
     }
-}
-
-/// True when numpy has a dtype for `e` here (the ml_dtypes types need ml_dtypes).
-fn has_dtype(py: Python<'_>, e: ElementType) -> PyResult<bool> {
-    dtypes_module(py)?
-        .call_method1("has_dtype", (e.code(),))?
-        .extract()
 }
 
 /// The output of a read of the tensor (`region` None) or of a region, and the numpy dtype

@@ -14,6 +14,7 @@ use tensordesc::{
 
 use crate::dlpack;
 use crate::errors::Fail;
+use crate::index::{box_bounds, Window};
 use crate::node::{layout_name, layout_summary, quant_summary, NodeView};
 use crate::read;
 use crate::source::{Held, Source};
@@ -436,64 +437,209 @@ fn to_scipy<'py>(
     )
 }
 
-fn dlpack_export(
-    py: Python<'_>,
-    held: &Arc<Held>,
-    region: Option<u32>,
-    stream: Option<&Bound<'_, PyAny>>,
-    max_version: Option<&Bound<'_, PyAny>>,
-    dl_device: Option<&Bound<'_, PyAny>>,
-    copy: Option<bool>,
-) -> PyResult<Py<PyAny>> {
-    let device = dlpack::device_of(held, region).map_err(Fail)?;
-    let req = dlpack::request(py, stream, max_version, dl_device, copy, device)?;
-    dlpack::export(py, held, region, req)
-}
-
 /// What `__reduce__` returns: a callable and its arguments.
 type Reduced<'py, A> = (Bound<'py, PyAny>, A);
 
-fn numpy_dtype_or_err<'py>(py: Python<'py>, held: &Held) -> PyResult<Bound<'py, PyArrayDescr>> {
-    numpy_dtype(py, desc(held)?.element_type())
+/// The node a `Tensor` (the tensor itself) or a `Region` shows: what the methods both
+/// classes have (`node_methods!`) work on.
+struct Node<'a> {
+    held: &'a Arc<Held>,
+    /// None: the tensor itself.
+    region: Option<u32>,
 }
 
-/// The `tensordesc._indexing` helper module.
-fn indexing(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    py.import("tensordesc._indexing")
-}
-
-/// `read`'s `box` argument as its corners `(lo, hi)` against `shape`.
-fn box_bounds(
-    py: Python<'_>,
-    b: Option<&Bound<'_, PyAny>>,
-    shape: &[u64],
-) -> PyResult<(Vec<u64>, Vec<u64>)> {
-    indexing(py)?
-        .call_method1("box_bounds", (b, shape.to_vec()))?
-        .extract()
-}
-
-/// `numpy.asarray(x)`: `x.read()` (a new array), converted to `dtype` when given.
-fn array_protocol<'py>(
-    obj: &Bound<'py, PyAny>,
-    dtype: Option<&Bound<'py, PyAny>>,
-    copy: Option<bool>,
-) -> PyResult<Bound<'py, PyAny>> {
-    if copy == Some(false) {
-        return Err(PyValueError::new_err(
-            "the values of a tensor are read into a new array, so copy=False cannot be \
-             honoured (numpy() views the elements of a dense tensor without copying)",
-        ));
+impl Node<'_> {
+    /// The node as descriptor `d` has it.
+    fn view<'d>(&self, d: &'d Descriptor) -> PyResult<NodeView<'d>> {
+        Ok(NodeView::of(d, self.region).map_err(Fail)?)
     }
-    let a = obj.call_method0("read")?;
-    match dtype.filter(|d| !d.is_none()) {
-        Some(dt) => {
-            let kw = PyDict::new(obj.py());
-            kw.set_item("copy", false)?;
-            a.call_method("astype", (dt,), Some(&kw))
+
+    /// The node's shape.
+    fn shape(&self) -> PyResult<&[u64]> {
+        Ok(self.view(desc(self.held)?)?.shape)
+    }
+
+    /// The box `[lo, hi)` (node coordinates) as a new numpy array.
+    fn read_window<'py>(
+        &self,
+        py: Python<'py>,
+        lo: Vec<u64>,
+        hi: Vec<u64>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (lo, hi) = match self.region {
+            Some(r) => read::region_box(desc(self.held)?, r, &lo, &hi).map_err(Fail)?,
+            None => (lo, hi),
+        };
+        read::read_box(py, self.held, self.region, lo, hi, dtype)
+    }
+}
+
+/// The `#[pymethods]` of `Tensor` or `Region` (`$class`, whose `node()` is the `Node` it
+/// shows): the methods both classes have, each written once here, then the class's own
+/// methods (`$own`). A class's docstring of a shared method, if it has one, is given as
+/// `name: /// doc`, in the order of the methods here (`shape` has none).
+macro_rules! node_methods {
+    (
+        $class:ident;
+        $(dtype: $(#[$dtype:meta])+)?
+        $(layout: $(#[$layout:meta])+)?
+        $(layout_params: $(#[$layout_params:meta])+)?
+        $(quantization: $(#[$quantization:meta])+)?
+        $(buffers: $(#[$buffers:meta])+)?
+        $(get: $(#[$get:meta])+)?
+        $(numpy: $(#[$numpy:meta])+)?
+        $(read: $(#[$read:meta])+)?
+        $(read_dtype: $(#[$read_dtype:meta])+)?
+        $(__getitem__: $(#[$getitem:meta])+)?
+        $(__array__: $(#[$array:meta])+)?
+        $(to_scipy: $(#[$to_scipy:meta])+)?
+        own: $($own:tt)*
+    ) => {
+        #[pymethods]
+        impl $class {
+            #[getter]
+            fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                tuple_u64(py, self.node().shape()?)
+            }
+
+            $($(#[$dtype])+)?
+            #[getter]
+            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+                numpy_dtype(py, desc(&self.held)?.element_type())
+            }
+
+            $($(#[$layout])+)?
+            #[getter]
+            fn layout(&self) -> PyResult<String> {
+                Ok(layout_name(&self.node().view(desc(&self.held)?)?.layout))
+            }
+
+            $($(#[$layout_params])+)?
+            #[getter]
+            fn layout_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                layout_params(py, &self.node().view(desc(&self.held)?)?.layout)
+            }
+
+            $($(#[$quantization])+)?
+            #[getter]
+            fn quantization<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+                let v = self.node().view(desc(&self.held)?)?;
+                v.quant.map(|q| quant_dict(py, q)).transpose()
+            }
+
+            $($(#[$buffers])+)?
+            #[getter]
+            fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+                let v = self.node().view(desc(&self.held)?)?;
+                buffers_list(py, &self.held, v.first_buffer, v.buffer_count)
+            }
+
+            $($(#[$get])+)?
+            fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                let b = self.held.src.bound().map_err(Fail)?;
+                let v = self.node().view(b.descriptor())?;
+                let local = normalise_index(index, v.shape)?;
+                let global: Vec<u64> = local.iter().zip(&v.origin).map(|(i, o)| i + o).collect();
+                element_value(py, &b, &global)
+            }
+
+            $($(#[$numpy])+)?
+            #[pyo3(signature = (raw=false))]
+            fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+                dense_numpy(py, &self.held, self.node().region, raw)
+            }
+
+            $($(#[$read])+)?
+            #[pyo3(signature = (r#box=None, dtype=None))]
+            fn read<'py>(
+                &self,
+                py: Python<'py>,
+                r#box: Option<&Bound<'py, PyAny>>,
+                dtype: Option<&Bound<'py, PyAny>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let n = self.node();
+                let (lo, hi) = box_bounds(r#box, n.shape()?)?;
+                n.read_window(py, lo, hi, dtype)
+            }
+
+            $($(#[$read_dtype])+)?
+            #[pyo3(signature = (dtype=None))]
+            fn read_dtype<'py>(
+                &self,
+                py: Python<'py>,
+                dtype: Option<&Bound<'py, PyAny>>,
+            ) -> PyResult<Bound<'py, PyArrayDescr>> {
+                Ok(read::output(py, desc(&self.held)?, self.node().region, dtype)?.1)
+            }
+
+            $($(#[$getitem])+)?
+            fn __getitem__<'py>(
+                &self,
+                py: Python<'py>,
+                key: &Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                // The key parsed once, its box read by one windowed read.
+                let n = self.node();
+                let w = Window::of(key, n.shape()?)?;
+                let a = n.read_window(py, w.lo.clone(), w.hi.clone(), None)?;
+                w.finish(a)
+            }
+
+            $($(#[$array])+)?
+            #[pyo3(signature = (dtype=None, copy=None))]
+            fn __array__<'py>(
+                &self,
+                py: Python<'py>,
+                dtype: Option<&Bound<'py, PyAny>>,
+                copy: Option<bool>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                if copy == Some(false) {
+                    return Err(PyValueError::new_err(
+                        "the values of a tensor are read into a new array, so copy=False \
+                         cannot be honoured (numpy() views the elements of a dense tensor \
+                         without copying)",
+                    ));
+                }
+                let a = self.read(py, None, None)?;
+                match dtype.filter(|d| !d.is_none()) {
+                    Some(dt) => {
+                        let kw = PyDict::new(py);
+                        kw.set_item("copy", false)?;
+                        a.call_method("astype", (dt,), Some(&kw))
+                    }
+                    None => Ok(a),
+                }
+            }
+
+            $($(#[$to_scipy])+)?
+            #[pyo3(signature = (raw=false))]
+            fn to_scipy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
+                to_scipy(py, &self.held, self.node().region, raw)
+            }
+
+            #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+            fn __dlpack__(
+                &self,
+                py: Python<'_>,
+                stream: Option<&Bound<'_, PyAny>>,
+                max_version: Option<&Bound<'_, PyAny>>,
+                dl_device: Option<&Bound<'_, PyAny>>,
+                copy: Option<bool>,
+            ) -> PyResult<Py<PyAny>> {
+                let region = self.node().region;
+                let device = dlpack::device_of(&self.held, region).map_err(Fail)?;
+                let req = dlpack::request(py, stream, max_version, dl_device, copy, device)?;
+                dlpack::export(py, &self.held, region, req)
+            }
+
+            fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+                Ok(dlpack::device_of(&self.held, self.node().region).map_err(Fail)?)
+            }
+
+            $($own)*
         }
-        None => Ok(a),
-    }
+    };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -506,17 +652,55 @@ pub struct Tensor {
     pub held: Arc<Held>,
 }
 
-#[pymethods]
 impl Tensor {
+    fn node(&self) -> Node<'_> {
+        Node {
+            held: &self.held,
+            region: None,
+        }
+    }
+}
+
+node_methods! {
+    Tensor;
+    dtype:
+    /// The numpy dtype of the elements (ml_dtypes types for BFLOAT16, FLOAT8_* and the
+    /// 4-bit types).
+    layout:
+    /// The top-level layout's name, e.g. "ROW_MAJOR", "CSR", "SUBPAVING".
+    layout_params:
+    /// The top-level layout's fields (strides, nnz and flags, block size, ...).
+    quantization:
+    /// The top-level quantization as a dict, or None.
+    buffers:
+    /// Every effective buffer: role, size, device, alignment, file offset (tensors of a
+    /// file), address (tensors with buffers).
+    get:
+    /// The value of one element (dequantized when quantized).
+    numpy:
+    /// The elements of a dense, unquantized tensor as a numpy array viewing its memory
+    /// (read-only for files and streams); `raw=True` views the stored codes of a quantized
+    /// one. Packed 4-bit types are unpacked into a copy.
+    read:
+    /// The box `box` (None: everything; a slice or a tuple of slices with step 1, as
+    /// `numpy.s_[...]` or `Region.box` give them) as a new numpy array, read by the
+    /// library's windowed read with the GIL released. `dtype`: None (the stored elements,
+    /// or values — dequantized — when the tensor has quantized regions), "raw" (stored
+    /// elements, quantized ones as codes), "float32", "float64", "float16", "bfloat16".
+    read_dtype:
+    /// The numpy dtype `read(dtype=dtype)` and `t[...]` give.
+    __getitem__:
+    /// `t[0:128, 64:96]`: basic indexing (integers, slices, `...`, None) by one windowed
+    /// read; values as `read()` gives them.
+    __array__:
+    /// `numpy.asarray(t)`: `t.read()`.
+    to_scipy:
+    /// A COO/CSR/CSC tensor as a scipy.sparse array over its buffers.
+    own:
     /// The tensor's name in its file or stream (None for tensors built in memory).
     #[getter]
     fn name(&self) -> Option<String> {
         self.held.name.clone()
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        tuple_u64(py, desc(&self.held)?.shape())
     }
 
     #[getter]
@@ -530,38 +714,10 @@ impl Tensor {
         Ok(desc(&self.held)?.element_count())
     }
 
-    /// The numpy dtype of the elements (ml_dtypes types for BFLOAT16, FLOAT8_* and the
-    /// 4-bit types).
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        numpy_dtype_or_err(py, &self.held)
-    }
-
     /// The element type's name in the format, e.g. "FLOAT8_E4M3FN".
     #[getter]
     fn element_type(&self) -> PyResult<&'static str> {
         Ok(desc(&self.held)?.element_type().name())
-    }
-
-    /// The top-level layout's name, e.g. "ROW_MAJOR", "CSR", "SUBPAVING".
-    #[getter]
-    fn layout(&self) -> PyResult<String> {
-        Ok(layout_name(&desc(&self.held)?.layout()))
-    }
-
-    /// The top-level layout's fields (strides, nnz and flags, block size, ...).
-    #[getter]
-    fn layout_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        layout_params(py, &desc(&self.held)?.layout())
-    }
-
-    /// The top-level quantization as a dict, or None.
-    #[getter]
-    fn quantization<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        desc(&self.held)?
-            .quantization()
-            .map(|q| quant_dict(py, q))
-            .transpose()
     }
 
     /// Every region, depth-first (nested regions follow their parent); empty unless the
@@ -590,14 +746,6 @@ impl Tensor {
             held: self.held.clone(),
             index: j as u32,
         })
-    }
-
-    /// Every effective buffer: role, size, device, alignment, file offset (tensors of a
-    /// file), address (tensors with buffers).
-    #[getter]
-    fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let n = desc(&self.held)?.effective_buffer_count();
-        buffers_list(py, &self.held, 0, n)
     }
 
     /// Total bytes of the buffers.
@@ -638,13 +786,6 @@ impl Tensor {
         Ok(())
     }
 
-    /// The value of one element (dequantized when quantized).
-    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let b = self.held.src.bound().map_err(Fail)?;
-        let idx = normalise_index(index, b.descriptor().shape())?;
-        element_value(py, &b, &idx)
-    }
-
     /// Where element `index` lives: {"kind": "dense", "region", "buffer", "byte_offset",
     /// "bit_shift"} or {"kind": "lookup", "region", "layout_tag", ...}.
     fn locate<'py>(
@@ -655,81 +796,6 @@ impl Tensor {
         let d = desc(&self.held)?;
         let idx = normalise_index(index, d.shape())?;
         location_dict(py, d.locate(&idx).map_err(Fail)?, d.rank())
-    }
-
-    /// The elements of a dense, unquantized tensor as a numpy array viewing its memory
-    /// (read-only for files and streams); `raw=True` views the stored codes of a quantized
-    /// one. Packed 4-bit types are unpacked into a copy.
-    #[pyo3(signature = (raw=false))]
-    fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
-        dense_numpy(py, &self.held, None, raw)
-    }
-
-    /// The box `box` (None: everything; a slice or a tuple of slices with step 1, as
-    /// `numpy.s_[...]` or `Region.box` give them) as a new numpy array, read by the
-    /// library's windowed read with the GIL released. `dtype`: None (the stored elements,
-    /// or values — dequantized — when the tensor has quantized regions), "raw" (stored
-    /// elements, quantized ones as codes), "float32", "float64", "float16", "bfloat16".
-    #[pyo3(signature = (r#box=None, dtype=None))]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        r#box: Option<&Bound<'py, PyAny>>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let (lo, hi) = box_bounds(py, r#box, desc(&self.held)?.shape())?;
-        read::read_box(py, &self.held, None, lo, hi, dtype)
-    }
-
-    /// The numpy dtype `read(dtype=dtype)` and `t[...]` give.
-    #[pyo3(signature = (dtype=None))]
-    fn read_dtype<'py>(
-        &self,
-        py: Python<'py>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyArrayDescr>> {
-        Ok(read::output(py, desc(&self.held)?, None, dtype)?.1)
-    }
-
-    /// `t[0:128, 64:96]`: basic indexing (integers, slices, `...`, None) by one windowed
-    /// read; values as `read()` gives them.
-    fn __getitem__<'py>(
-        slf: &Bound<'py, Self>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        indexing(slf.py())?.call_method1("getitem", (slf, key))
-    }
-
-    /// `numpy.asarray(t)`: `t.read()`.
-    #[pyo3(signature = (dtype=None, copy=None))]
-    fn __array__<'py>(
-        slf: &Bound<'py, Self>,
-        dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        array_protocol(slf.as_any(), dtype, copy)
-    }
-
-    /// A COO/CSR/CSC tensor as a scipy.sparse array over its buffers.
-    #[pyo3(signature = (raw=false))]
-    fn to_scipy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
-        to_scipy(py, &self.held, None, raw)
-    }
-
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        dlpack_export(py, &self.held, None, stream, max_version, dl_device, copy)
-    }
-
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        Ok(dlpack::device_of(&self.held, None).map_err(Fail)?)
     }
 
     /// Tensors of a file pickle as (path, name) and reopen (map) the file where they are
@@ -795,13 +861,31 @@ pub struct Region {
 }
 
 impl Region {
-    fn view<'a>(&self, d: &'a Descriptor) -> PyResult<NodeView<'a>> {
-        Ok(NodeView::of(d, Some(self.index)).map_err(Fail)?)
+    fn node(&self) -> Node<'_> {
+        Node {
+            held: &self.held,
+            region: Some(self.index),
+        }
     }
 }
 
-#[pymethods]
-impl Region {
+node_methods! {
+    Region;
+    buffers:
+    /// Its buffers (the whole subtree's for a nested subpaving).
+    get:
+    /// The value of one element, `index` relative to the region's origin.
+    read:
+    /// The box `box` of the region (region-local coordinates; None: the whole region) as
+    /// a new numpy array; `dtype` as for `Tensor.read`, the default chosen from this
+    /// region's leaves.
+    read_dtype:
+    /// The numpy dtype `read(dtype=dtype)` and `r[...]` give.
+    __getitem__:
+    /// `r[...]`: basic indexing relative to the region's origin.
+    __array__:
+    /// `numpy.asarray(r)`: `r.read()`.
+    own:
     /// Depth-first pre-order index.
     #[getter]
     fn index(&self) -> u32 {
@@ -834,13 +918,7 @@ impl Region {
     #[getter]
     fn origin<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let d = desc(&self.held)?;
-        tuple_u64(py, &self.view(d)?.origin)
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let d = desc(&self.held)?;
-        tuple_u64(py, self.view(d)?.shape)
+        tuple_u64(py, &self.node().view(d)?.origin)
     }
 
     /// The region's box in tensor coordinates as a tuple of slices (index a dense copy of
@@ -848,7 +926,7 @@ impl Region {
     #[getter]
     fn r#box<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let d = desc(&self.held)?;
-        let v = self.view(d)?;
+        let v = self.node().view(d)?;
         let slice = py.get_type::<pyo3::types::PySlice>();
         let slices = v
             .origin
@@ -860,127 +938,9 @@ impl Region {
     }
 
     #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        numpy_dtype_or_err(py, &self.held)
-    }
-
-    #[getter]
-    fn layout(&self) -> PyResult<String> {
-        let d = desc(&self.held)?;
-        Ok(layout_name(&self.view(d)?.layout))
-    }
-
-    #[getter]
-    fn layout_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = desc(&self.held)?;
-        layout_params(py, &self.view(d)?.layout)
-    }
-
-    #[getter]
-    fn quantization<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let d = desc(&self.held)?;
-        self.view(d)?.quant.map(|q| quant_dict(py, q)).transpose()
-    }
-
-    /// Its buffers (the whole subtree's for a nested subpaving).
-    #[getter]
-    fn buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let d = desc(&self.held)?;
-        let v = self.view(d)?;
-        buffers_list(py, &self.held, v.first_buffer, v.buffer_count)
-    }
-
-    #[getter]
     fn is_leaf(&self) -> PyResult<bool> {
         let d = desc(&self.held)?;
-        Ok(!self.view(d)?.is_subpaving())
-    }
-
-    /// The value of one element, `index` relative to the region's origin.
-    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let b = self.held.src.bound().map_err(Fail)?;
-        let v = self.view(b.descriptor())?;
-        let local = normalise_index(index, v.shape)?;
-        let global: Vec<u64> = local.iter().zip(&v.origin).map(|(i, o)| i + o).collect();
-        element_value(py, &b, &global)
-    }
-
-    #[pyo3(signature = (raw=false))]
-    fn numpy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
-        dense_numpy(py, &self.held, Some(self.index), raw)
-    }
-
-    /// The box `box` of the region (region-local coordinates; None: the whole region) as
-    /// a new numpy array; `dtype` as for `Tensor.read`, the default chosen from this
-    /// region's leaves.
-    #[pyo3(signature = (r#box=None, dtype=None))]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        r#box: Option<&Bound<'py, PyAny>>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let d = desc(&self.held)?;
-        let (lo, hi) = box_bounds(py, r#box, self.view(d)?.shape)?;
-        let (lo, hi) = read::region_box(d, self.index, &lo, &hi).map_err(Fail)?;
-        read::read_box(py, &self.held, Some(self.index), lo, hi, dtype)
-    }
-
-    /// The numpy dtype `read(dtype=dtype)` and `r[...]` give.
-    #[pyo3(signature = (dtype=None))]
-    fn read_dtype<'py>(
-        &self,
-        py: Python<'py>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyArrayDescr>> {
-        Ok(read::output(py, desc(&self.held)?, Some(self.index), dtype)?.1)
-    }
-
-    /// `r[...]`: basic indexing relative to the region's origin.
-    fn __getitem__<'py>(
-        slf: &Bound<'py, Self>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        indexing(slf.py())?.call_method1("getitem", (slf, key))
-    }
-
-    /// `numpy.asarray(r)`: `r.read()`.
-    #[pyo3(signature = (dtype=None, copy=None))]
-    fn __array__<'py>(
-        slf: &Bound<'py, Self>,
-        dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        array_protocol(slf.as_any(), dtype, copy)
-    }
-
-    #[pyo3(signature = (raw=false))]
-    fn to_scipy<'py>(&self, py: Python<'py>, raw: bool) -> PyResult<Bound<'py, PyAny>> {
-        to_scipy(py, &self.held, Some(self.index), raw)
-    }
-
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        dlpack_export(
-            py,
-            &self.held,
-            Some(self.index),
-            stream,
-            max_version,
-            dl_device,
-            copy,
-        )
-    }
-
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        Ok(dlpack::device_of(&self.held, Some(self.index)).map_err(Fail)?)
+        Ok(!self.node().view(d)?.is_subpaving())
     }
 
     /// Regions pickle as their tensor and index.

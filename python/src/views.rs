@@ -9,6 +9,7 @@ use numpy::npyffi::{self, npy_intp, NpyTypes, NPY_ARRAY_WRITEABLE, PY_ARRAY_API}
 use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
 use tensordesc::{ElementType, Error, ErrorKind, Result};
 
 use crate::errors::Fail;
@@ -33,11 +34,35 @@ pub fn dtypes_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .bind(py))
 }
 
+static NUMPY_DTYPES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
+/// `tensordesc._dtypes._NUMPY`: the numpy dtype of each element type code numpy has here
+/// (filled once, when the module is imported), looked up without calling into Python.
+fn numpy_dtypes(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
+    Ok(NUMPY_DTYPES
+        .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            Ok(dtypes_module(py)?
+                .getattr("_NUMPY")?
+                .cast_into::<PyDict>()?
+                .unbind())
+        })?
+        .bind(py))
+}
+
 /// The numpy dtype of an element type (ml_dtypes for BFLOAT16, FLOAT8_*, 4-bit types).
 pub fn numpy_dtype<'py>(py: Python<'py>, et: ElementType) -> PyResult<Bound<'py, PyArrayDescr>> {
-    Ok(dtypes_module(py)?
-        .call_method1("numpy_dtype", (et.code(),))?
-        .cast_into::<PyArrayDescr>()?)
+    let found = numpy_dtypes(py)?.get_item(et.code())?;
+    // Not there: `_dtypes.numpy_dtype` raises the error that says why.
+    let dt = match found {
+        Some(dt) => dt,
+        None => dtypes_module(py)?.call_method1("numpy_dtype", (et.code(),))?,
+    };
+    Ok(dt.cast_into::<PyArrayDescr>()?)
+}
+
+/// True when numpy has a dtype for `e` here (the ml_dtypes types need ml_dtypes).
+pub fn has_dtype(py: Python<'_>, e: ElementType) -> PyResult<bool> {
+    numpy_dtypes(py)?.contains(e.code())
 }
 
 fn out_of_buffer(what: &str) -> Error {

@@ -149,8 +149,3 @@ def pack4(array: ArrayLike) -> NDArray[np.uint8]:
         codes = np.concatenate([codes, np.zeros(1, np.uint8)])
     return (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8)
 
-
-def has_dtype(code: int) -> bool:
-    """True when numpy has a dtype for element type ``code`` here (the ml_dtypes types
-    need ml_dtypes installed)."""
-    return code in _NUMPY

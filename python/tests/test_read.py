@@ -375,6 +375,57 @@ def test_scalars_and_rank_zero():
     assert isinstance(q[()], np.float32) and q[()] == -1.5
 
 
+def python_calls_of_the_package(fn):
+    """The functions of the package's Python modules that run while ``fn()`` runs."""
+    package = os.path.dirname(td.__file__)
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            called.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return called
+
+
+def test_indexing_and_reads_are_one_native_call():
+    # t[key] parses the key and reads its box natively: no Python code of the package runs
+    # (before: the key was parsed in Python, which called back into read(), which called
+    # Python again for the box and the dtype).
+    a = np.arange(40, dtype=np.float32).reshape(5, 8)
+    t = td.dense(a)
+    r = td.subpaving((5, 8), [((0, 0), a[:, :3]), ((0, 3), a[:, 3:])]).region(1)
+    for key in [np.s_[1:3, 2:4], 2, (1, 2), np.s_[..., ::-2], np.s_[None, 4, 1:7:3], ()]:
+        assert python_calls_of_the_package(lambda: t[key]) == []
+        same(t[key], a[key])
+        assert python_calls_of_the_package(lambda: r[key]) == []
+        same(r[key], a[:, 3:][key])
+    assert python_calls_of_the_package(lambda: t.read(np.s_[1:3, 2:4])) == []
+    assert python_calls_of_the_package(lambda: np.asarray(r)) == []
+
+
+def test_index_entries_numpy_accepts():
+    a = np.arange(20, dtype=np.int32).reshape(4, 5)
+    t = td.dense(a)
+    assert t[np.int64(-1), np.uint8(2)] == a[-1, 2]
+    same(t[np.array(1)], a[1])  # a rank-0 integer array is an integer (__index__)
+    same(t[np.s_[np.int16(1) : np.int64(3)]], a[1:3])
+    with pytest.raises(td.IndexOutOfBounds, match="out of bounds for axis 0 with size 4"):
+        t[2**70]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        t[..., 0, ...]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, None, 0]
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        t[::0]
+    same(t.read([slice(1, 3)]), a[1:3])  # any sequence of slices is a box
+    same(t.read(iter([slice(None), slice(-2, None)])), a[:, -2:])
+
+
 def test_iteration_yields_rows_as_numpy_does():
     a = np.arange(12, dtype=np.int16).reshape(3, 4)
     rows = list(td.dense(a))
