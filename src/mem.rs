@@ -287,10 +287,11 @@ pub(crate) fn reserve_exact_populated<T>(v: &mut Vec<T>, additional: usize) {
 /// Ask the kernel to fault in the whole pages of `v`'s capacity now, in one call
 /// (`MADV_POPULATE_WRITE`, Linux 5.14), instead of one page fault per 4 KiB as the array
 /// is first written (measured on this project's VM: 2.3–2.8 GB/s of fresh memory against
-/// 1.4–2.5; docs/decisions.md, "Decode memory"). A hint: contents and results are unchanged;
-/// call it only on storage about to be written whole, as the pages of the whole capacity
-/// become resident. Nothing below [`POPULATE_MIN_BYTES`], off Linux, or on a kernel
-/// without the call (it fails and is ignored).
+/// 1.4–2.5; docs/decisions/044-large-decoded-arrays-faulted-in-at-once.md). A hint:
+/// contents and results are unchanged; call it only on storage about to be written whole,
+/// as the pages of the whole capacity become resident. Nothing below
+/// [`POPULATE_MIN_BYTES`], off Linux, or on a kernel without the call (it fails and is
+/// ignored).
 pub(crate) fn populate<T>(v: &Vec<T>) {
     let bytes = v.capacity().saturating_mul(std::mem::size_of::<T>());
     if bytes < POPULATE_MIN_BYTES {
@@ -349,8 +350,8 @@ pub(crate) fn stream_min_bytes() -> usize {
 /// write whole lines to memory without reading them into the cache first, while asking
 /// for the lines of `ahead` (the next copy's source, if known; may be empty) one by one as
 /// the copy goes — so that a row-by-row copy of a strided window streams like one large
-/// `memcpy` (docs/decisions.md, "Data plane"). Call [`store_fence`] once the copies of a
-/// call are done. Plain `copy_from_slice` off x86-64.
+/// `memcpy` (docs/decisions/098-non-temporal-stores-for-outputs-last-level.md). Call
+/// [`store_fence`] once the copies of a call are done. Plain `copy_from_slice` off x86-64.
 pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
     let n = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..n], &src[..n]);

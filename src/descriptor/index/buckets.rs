@@ -456,7 +456,8 @@ impl BucketLists {
         let mut entries = 0u64;
         if rank == 2 {
             // The same pass written out for rank 2 (the common case): no per-axis arrays
-            // or odometer (callgrind: see docs/decisions.md, "Level index and locate").
+            // or odometer (callgrind: see
+            // docs/decisions/034-rank-2-bucket-list-build-written-out.md).
             let c1 = self.cells[1];
             for &r in children {
                 let (_, _, [l0, h0, l1, h1]) = self.spans2(b, &div, r);

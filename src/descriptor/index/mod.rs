@@ -1047,8 +1047,8 @@ impl LevelIndexProbe {
         }
     }
 
-    /// Whether the bucket lists hold narrow elements (one word per axis; see the
-    /// decisions on the level index). False when there are no lists.
+    /// Whether the bucket lists hold narrow elements (one word per axis; see
+    /// docs/decisions/031-narrow-bucket-list-elements.md). False when there are no lists.
     pub fn narrow_lists(&self) -> bool {
         matches!(&self.index, LevelIndex::Tree(t) if t.buckets.has_lists() && t.buckets.narrow)
     }

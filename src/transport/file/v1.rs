@@ -70,7 +70,8 @@ pub(super) fn parse(
     // A record takes at least 40 bytes, most take far more: reserve for a typical count
     // (capped, so a file of a few huge tensors does not reserve much) instead of regrowing
     // the vectors many times. (Growing once to an estimate from the average record size so
-    // far measured slower than doubling; see docs/decisions.md, "Transports".)
+    // far measured slower than doubling; see
+    // docs/decisions/074-estimated-entry-vector-growth-tried-dropped.md.)
     let guess = (len / 256).min(1 << 16);
     let mut t = Table::new(
         b,

@@ -10,8 +10,8 @@
 //!   are only valid during the call): each tensor's bytes go into the sink at once, behind
 //!   a placeholder header, and are moved behind the directory at finish.
 //!
-//! docs/decisions.md ("Transports") says why the tensor-by-tensor writer borrows rather
-//! than reserving and backfilling.
+//! docs/decisions/062-tensor-by-tensor-writer-borrows-buffers-writes.md says why the
+//! tensor-by-tensor writer borrows rather than reserving and backfilling.
 
 use std::collections::HashSet;
 use std::fmt;
