@@ -71,23 +71,13 @@ impl<'a> NodeView<'a> {
     }
 }
 
-/// The layout's name as in the format, e.g. `"CSR"`.
+/// The layout's name as in the format, e.g. `"CSR"` (the library's layout table);
+/// `EXTENSION_0xF3` and `UNKNOWN_0x30` for tags outside it.
 pub fn layout_name(l: &LayoutRef<'_>) -> String {
-    match l {
-        LayoutRef::RowMajor => "ROW_MAJOR".into(),
-        LayoutRef::ColMajor => "COL_MAJOR".into(),
-        LayoutRef::Strided { .. } => "STRIDED".into(),
-        LayoutRef::Tiled { .. } => "TILED".into(),
-        LayoutRef::DimOrder { .. } => "DIM_ORDER".into(),
-        LayoutRef::Subpaving { .. } => "SUBPAVING".into(),
-        LayoutRef::Coo { .. } => "COO".into(),
-        LayoutRef::Csr { .. } => "CSR".into(),
-        LayoutRef::Csc { .. } => "CSC".into(),
-        LayoutRef::Csf { .. } => "CSF".into(),
-        LayoutRef::BlockPaged { .. } => "BLOCK_PAGED".into(),
-        LayoutRef::Splat => "SPLAT".into(),
-        LayoutRef::Extension { tag, .. } => format!("EXTENSION_0x{tag:02X}"),
-        LayoutRef::Unknown { tag, .. } => format!("UNKNOWN_0x{tag:02X}"),
+    let tag = l.tag();
+    match tensordesc::layout::layout_info(tag) {
+        Some(info) => info.name.into(),
+        None => format!("{}_0x{tag:02X}", tensordesc::layout::tag_name(tag)),
     }
 }
 

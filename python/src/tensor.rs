@@ -61,11 +61,8 @@ fn layout_params<'py>(py: Python<'py>, l: &LayoutRef<'_>) -> PyResult<Bound<'py,
                 )?;
                 d.set_item(
                     "inner",
-                    match l.inner_tag {
-                        0x01 => "ROW_MAJOR",
-                        0x02 => "COL_MAJOR",
-                        _ => "TILED",
-                    },
+                    // ROW_MAJOR, COL_MAJOR or TILED (checked when decoded).
+                    tensordesc::layout::tag_name(l.inner_tag),
                 )?;
                 lv.append(d)?;
             }

@@ -405,6 +405,27 @@ pub enum LayoutRef<'a> {
     },
 }
 
+impl LayoutRef<'_> {
+    /// The wire tag.
+    pub fn tag(&self) -> u8 {
+        match self {
+            LayoutRef::RowMajor => tag::ROW_MAJOR,
+            LayoutRef::ColMajor => tag::COL_MAJOR,
+            LayoutRef::Strided { .. } => tag::STRIDED,
+            LayoutRef::Tiled { .. } => tag::TILED,
+            LayoutRef::DimOrder { .. } => tag::DIM_ORDER,
+            LayoutRef::Subpaving { .. } => tag::SUBPAVING,
+            LayoutRef::Coo { .. } => tag::COO,
+            LayoutRef::Csr { .. } => tag::CSR,
+            LayoutRef::Csc { .. } => tag::CSC,
+            LayoutRef::Csf { .. } => tag::CSF,
+            LayoutRef::BlockPaged { .. } => tag::BLOCK_PAGED,
+            LayoutRef::Splat => tag::SPLAT,
+            LayoutRef::Extension { tag, .. } | LayoutRef::Unknown { tag, .. } => *tag,
+        }
+    }
+}
+
 impl Layout {
     /// The wire tag.
     pub fn tag(&self) -> u8 {
