@@ -114,22 +114,33 @@ pub fn random_splits(n: usize, seed: u64) -> (Boxes, [u64; 2]) {
     let mut i = 0;
     while v.len() < n {
         let at = i % v.len();
-        let (o, sh) = v[at];
         let a = (next(&mut s) % 2) as usize;
-        if sh[a] < 2 {
-            i += 1;
-            continue;
-        }
-        let cut = 1 + next(&mut s) % (sh[a] - 1);
-        let (mut o2, mut s1, mut s2) = (o, sh, sh);
-        s1[a] = cut;
-        s2[a] = sh[a] - cut;
-        o2[a] += cut;
-        v[at] = (o, s1);
-        v.push((o2, s2));
-        i += 7;
+        i += if cut_box(&mut v, at, a, &mut s) { 7 } else { 1 };
     }
     (v, [side, side])
+}
+
+/// Cut box `v[at]` across axis `a` at a random point drawn from `s`: the low part stays at
+/// `at`, the high part is pushed. A box one element thick on `a` is left as it is (and no
+/// number is drawn); returns whether it was cut.
+pub fn cut_box<const R: usize>(
+    v: &mut Vec<([u64; R], [u64; R])>,
+    at: usize,
+    a: usize,
+    s: &mut u64,
+) -> bool {
+    let (o, sh) = v[at];
+    if sh[a] < 2 {
+        return false;
+    }
+    let cut = 1 + next(s) % (sh[a] - 1);
+    let (mut o2, mut s1, mut s2) = (o, sh, sh);
+    s1[a] = cut;
+    s2[a] = sh[a] - cut;
+    o2[a] += cut;
+    v[at] = (o, s1);
+    v.push((o2, s2));
+    true
 }
 
 /// A spiral whose strips are cut into cells so that each strip holds a sixteenth of the
@@ -288,19 +299,9 @@ pub fn random_splits3_of(n: usize, extent: [u64; 3], seed: u64) -> (Boxes3, [u64
     while v.len() < n && tries < 20 * n {
         tries += 1;
         let at = i % v.len();
-        let (o, sh) = v[at];
         let a = (next(&mut s) % 3) as usize;
         i += 7;
-        if sh[a] < 2 {
-            continue;
-        }
-        let cut = 1 + next(&mut s) % (sh[a] - 1);
-        let (mut o2, mut s1, mut s2) = (o, sh, sh);
-        s1[a] = cut;
-        s2[a] = sh[a] - cut;
-        o2[a] += cut;
-        v[at] = (o, s1);
-        v.push((o2, s2));
+        cut_box(&mut v, at, a, &mut s);
     }
     let mut out = Vec::new();
     for (o, sh) in v {

@@ -982,18 +982,8 @@ fn random_splits_n<const R: usize>(
     while v.len() < n && tries < 40 * n {
         tries += 1;
         let at = (next(&mut s) as usize) % v.len();
-        let (o, sh) = v[at];
         let a = (next(&mut s) as usize) % R;
-        if sh[a] < 2 {
-            continue;
-        }
-        let cut = 1 + next(&mut s) % (sh[a] - 1);
-        let (mut o2, mut s1, mut s2) = (o, sh, sh);
-        s1[a] = cut;
-        s2[a] = sh[a] - cut;
-        o2[a] += cut;
-        v[at] = (o, s1);
-        v.push((o2, s2));
+        geometry::cut_box(&mut v, at, a, &mut s);
     }
     v
 }
