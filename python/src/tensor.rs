@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use numpy::PyArrayDescr;
-use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use tensordesc::{
@@ -175,15 +175,45 @@ fn buffers_list<'py>(
     Ok(out)
 }
 
-/// Normalise a Python index (negative counts from the end) against `shape`.
+/// One index coordinate: any Python integer (or `__index__`); one beyond `i128` is held as
+/// `i128::MIN` / `i128::MAX`, outside every extent either way. Not an integer: `TypeError`.
+fn coordinate(v: &Bound<'_, PyAny>) -> PyResult<i128> {
+    match v.extract::<i128>() {
+        Ok(x) => Ok(x),
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => {
+            Ok(if v.lt(0)? { i128::MIN } else { i128::MAX })
+        }
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "an index is an integer or a sequence of integers, not {}",
+            v.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ))),
+    }
+}
+
+/// Normalise a Python index (negative counts from the end) against `shape`: a coordinate
+/// outside its extent, however large, is `IndexOutOfBounds` naming the axis and the value.
 fn normalise_index(index: &Bound<'_, PyAny>, shape: &[u64]) -> PyResult<Vec<u64>> {
-    let raw: Vec<i64> = if let Ok(i) = index.extract::<i64>() {
-        vec![i]
-    } else {
-        index
-            .extract::<Vec<i64>>()
-            .map_err(|_| PyTypeError::new_err("an index is a sequence of integers"))?
+    // An integer of any size is one coordinate; anything else must be a sequence.
+    let single = match index.extract::<i128>() {
+        Ok(_) => true,
+        Err(e) => e.is_instance_of::<PyOverflowError>(index.py()),
     };
+    let given: Vec<Bound<'_, PyAny>> = if single {
+        vec![index.clone()]
+    } else {
+        match index.try_iter() {
+            Ok(it) => it.collect::<PyResult<_>>()?,
+            Err(_) => {
+                return Err(PyTypeError::new_err(
+                    "an index is an integer or a sequence of integers",
+                ))
+            }
+        }
+    };
+    let raw: Vec<i128> = given.iter().map(coordinate).collect::<PyResult<_>>()?;
     if raw.len() != shape.len() {
         return Err(Fail(Error::new(
             ErrorKind::InvalidArgument,
@@ -195,19 +225,24 @@ fn normalise_index(index: &Bound<'_, PyAny>, shape: &[u64]) -> PyResult<Vec<u64>
         ))
         .into());
     }
+    let shown = || -> String {
+        let parts: Vec<String> = given.iter().map(|v| v.to_string()).collect();
+        format!("[{}]", parts.join(", "))
+    };
     raw.iter()
         .zip(shape)
         .enumerate()
         .map(|(a, (&i, &e))| {
-            let j = if i < 0 {
-                i as i128 + e as i128
-            } else {
-                i as i128
-            };
+            // |i| < 2^127 and e < 2^64: no overflow.
+            let j = if i < 0 { i + e as i128 } else { i };
             if j < 0 || j >= e as i128 {
                 Err(Fail(Error::new(
                     ErrorKind::IndexOutOfBounds,
-                    format!("index {raw:?}: axis {a} coordinate {i} is outside extent {e}"),
+                    format!(
+                        "index {}: axis {a} coordinate {} is outside extent {e}",
+                        shown(),
+                        given[a]
+                    ),
                 ))
                 .into())
             } else {
@@ -731,9 +766,11 @@ node_methods! {
     }
 
     /// Region `i` (depth-first pre-order index, as `regions` lists them).
-    fn region(&self, i: i64) -> PyResult<Region> {
-        let n = desc(&self.held)?.region_count() as i64;
-        let j = if i < 0 { i + n } else { i };
+    fn region(&self, i: &Bound<'_, PyAny>) -> PyResult<Region> {
+        let n = desc(&self.held)?.region_count() as i128;
+        let k = coordinate(i)?;
+        // |k| < 2^127 and n < 2^32: no overflow.
+        let j = if k < 0 { k + n } else { k };
         if j < 0 || j >= n {
             return Err(PyIndexError::new_err(format!(
                 "region {i} is out of range: the tensor has {n} regions"

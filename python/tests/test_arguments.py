@@ -126,3 +126,37 @@ def test_valid_edges_still_build():
     b = td.dense(CODES, quantization=td.Blockwise(1, 2**32 - 1, np.ones((2, 1), np.float32)))
     assert b.quantization["block_size"] == 2**32 - 1
     assert td.splat(1.0, (2, 0)).shape == (2, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Element and region indices of any size
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "index, axis",
+    [((2**70, 0), 0), ((0, -(2**70)), 1), ((2**64, 2**64), 0), ((1, 3), 1), ((-3, 0), 0)],
+)
+def test_get_reports_any_coordinate_outside_its_extent(index, axis):
+    t = td.dense(np.arange(6, dtype=np.int16).reshape(2, 3))
+    with pytest.raises(td.IndexOutOfBounds, match=f"axis {axis} coordinate {index[axis]} "):
+        t.get(index)
+    assert t.get((np.int64(-1), np.uint8(2))) == 5
+    assert t.get(np.array([1, 1])) == 4
+
+
+@pytest.mark.parametrize("bad", [("a", 0), "ab", 1.5, (0.0, 1), object()])
+def test_get_refuses_what_is_not_an_integer_index(bad):
+    t = td.dense(np.arange(6, dtype=np.int16).reshape(2, 3))
+    with pytest.raises(TypeError, match="an index is an integer or a sequence of integers"):
+        t.get(bad)
+
+
+@pytest.mark.parametrize("i", [2**64, 2**70, -(2**70), 2, -3])
+def test_region_reports_any_index_out_of_range(i):
+    t = td.subpaving(
+        (2, 2), [((0, 0), np.zeros((1, 2), np.float32)), ((1, 0), np.ones((1, 2), np.float32))]
+    )
+    with pytest.raises(IndexError, match=f"region {i} is out of range: the tensor has 2 regions"):
+        t.region(i)
+    assert t.region(-1).get((0, 1)) == 1.0
