@@ -980,38 +980,7 @@ fn finding_strided_reach_times_element_size_overflowed_i128() {
 // arrays or past the pools. Validation must say CONTENT_INVALID; a lookup without
 // validation must return (an error or some element), never read outside a buffer or hang.
 
-/// 64-byte aligned copies of `bufs`, kept alive by the returned storage.
-struct Buffers {
-    storage: Vec<u8>,
-    ranges: Vec<std::ops::Range<usize>>,
-}
-
-impl Buffers {
-    fn new(bufs: &[Vec<u8>]) -> Buffers {
-        let total: usize = bufs.iter().map(|b| b.len() + 64).sum::<usize>() + 64;
-        let mut storage = vec![0u8; total];
-        let base = storage.as_ptr().align_offset(64);
-        let mut off = 0;
-        let mut ranges = Vec::new();
-        for b in bufs {
-            let at = base + off;
-            storage[at..at + b.len()].copy_from_slice(b);
-            ranges.push(at..at + b.len());
-            off = (off + b.len()).div_ceil(64) * 64;
-        }
-        Buffers { storage, ranges }
-    }
-    fn slices(&self) -> Vec<&[u8]> {
-        self.ranges
-            .iter()
-            .map(|r| &self.storage[r.clone()])
-            .collect()
-    }
-}
-
-fn words(v: &[u64]) -> Vec<u8> {
-    v.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
+use crate::hardening_codec::{words, Buffers};
 
 /// Bind, then: validate must fail with CONTENT_INVALID; reading every element must not
 /// panic and return only CONTENT_INVALID, NOT_CANONICAL or a value; peak heap bounded.

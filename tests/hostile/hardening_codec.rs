@@ -21,14 +21,15 @@ use counting_alloc::measure;
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-/// Buffers copied into one 64-byte aligned allocation, each at a multiple of 64.
-struct Buffers {
+/// Buffers copied into one 64-byte aligned allocation, each at a multiple of 64 (the
+/// catalogue uses them too).
+pub(crate) struct Buffers {
     storage: Vec<u8>,
     ranges: Vec<std::ops::Range<usize>>,
 }
 
 impl Buffers {
-    fn new(bufs: &[Vec<u8>]) -> Buffers {
+    pub(crate) fn new(bufs: &[Vec<u8>]) -> Buffers {
         let total: usize = bufs.iter().map(|b| b.len() + 64).sum::<usize>() + 64;
         let mut storage = vec![0u8; total];
         let base = storage.as_ptr().align_offset(64);
@@ -42,7 +43,7 @@ impl Buffers {
         }
         Buffers { storage, ranges }
     }
-    fn slices(&self) -> Vec<&[u8]> {
+    pub(crate) fn slices(&self) -> Vec<&[u8]> {
         self.ranges
             .iter()
             .map(|r| &self.storage[r.clone()])
@@ -50,7 +51,8 @@ impl Buffers {
     }
 }
 
-fn words(v: &[u64]) -> Vec<u8> {
+/// Little-endian bytes of `v`.
+pub(crate) fn words(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 

@@ -7,7 +7,7 @@ use std::ptr;
 use tensordesc::ffi::*;
 use tensordesc::{ElementType, TensorBuilder};
 
-use crate::counting_alloc::LARGEST;
+use crate::counting_alloc::largest_request;
 
 /// A buffer at the 64-byte alignment the descriptor's handle asks for.
 #[repr(align(64))]
@@ -40,14 +40,13 @@ fn bind_with_a_wrong_count_allocates_and_reads_nothing() {
     let data = Aligned([0u8; 64]);
     let one: [*const c_void; 1] = [data.0.as_ptr() as *const c_void];
     for count in [0usize, 2, 1 << 28, 1 << 34, usize::MAX] {
-        LARGEST.with(|l| l.set(0));
         let mut t = ptr::null_mut();
         // SAFETY: `one` holds 1 pointer; any other count is the caller's mistake the
         // library must catch before touching the array.
-        let s = unsafe { tdesc_tensor_bind(d, one.as_ptr(), count, &mut t) };
+        let (s, largest) =
+            largest_request(|| unsafe { tdesc_tensor_bind(d, one.as_ptr(), count, &mut t) });
         assert_eq!(s, tdesc_status::TDESC_ERR_BINDING_MISMATCH, "count {count}");
         assert!(t.is_null());
-        let largest = LARGEST.with(|l| l.get());
         assert!(
             largest < 4096,
             "count {count}: an allocation of {largest} bytes before the count was checked"
