@@ -21,8 +21,7 @@ use crate::sections::{ExtensionType, Shard, Statistics};
 use super::args::{mut_arg, out_arg, out_handle, rank_arg, ref_arg, slice_arg};
 use super::descriptor::{encode_out, tdesc_descriptor};
 use super::handle;
-use super::status::invalid;
-use super::status::{guard, tdesc_status};
+use super::status::{guard, invalid, tdesc_status};
 use super::types::*;
 
 /// A node under construction: the tensor's body or a region's body. Owned by the caller

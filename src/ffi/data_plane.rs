@@ -15,8 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::args::{disjoint, out_arg, ref_arg, slice_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
-use super::status::invalid;
-use super::status::{guard, tdesc_status};
+use super::status::{guard, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::TDESC_NO_REGION;
 
@@ -283,16 +282,17 @@ pub unsafe extern "C" fn tdesc_tensor_read_box(
         } else {
             Some(unsafe { slice_arg(out_strides, rank, "out_strides")? })
         };
-        for (input, len, name) in [
-            (lo.as_ptr() as *const u8, 8 * lo.len(), "lo"),
-            (hi.as_ptr() as *const u8, 8 * hi.len(), "hi"),
-            (
-                strides.map_or(std::ptr::null(), |s| s.as_ptr() as *const u8),
-                strides.map_or(0, |s| 8 * s.len()),
-                "out_strides",
-            ),
-        ] {
-            disjoint(out as *const u8, out_size, input, len, ("out", name))?;
+        let out_at = out as *const u8;
+        disjoint(out_at, out_size, lo.as_ptr(), lo.len(), ("out", "lo"))?;
+        disjoint(out_at, out_size, hi.as_ptr(), hi.len(), ("out", "hi"))?;
+        if let Some(s) = strides {
+            disjoint(
+                out_at,
+                out_size,
+                s.as_ptr(),
+                s.len(),
+                ("out", "out_strides"),
+            )?;
         }
         // SAFETY: the caller promises `out_size` writable bytes at `out`; apart from the
         // other arguments (checked above).

@@ -12,8 +12,7 @@ use crate::layout::{self, BufferRole, LayoutRef};
 
 use super::args::{index_arg, mode_arg, mut_arg, out_arg, out_handle, ref_arg, slice_arg};
 use super::handle;
-use super::status::invalid;
-use super::status::{guard, guard_value, name_table, tdesc_status};
+use super::status::{guard, guard_value, invalid, name_table, tdesc_status};
 use super::types::*;
 
 /// A decoded, validated descriptor. Immutable; share it freely between threads for

@@ -36,8 +36,7 @@ use crate::layout::MAX_RANK;
 use super::args::{out_handle, ref_arg, slice_arg};
 use super::descriptor::tdesc_descriptor;
 use super::handle;
-use super::status::invalid;
-use super::status::{guard, tdesc_status};
+use super::status::{guard, invalid, tdesc_status};
 use super::tensor::{tdesc_tensor, Owner};
 use super::types::TDESC_NO_REGION;
 

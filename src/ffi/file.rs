@@ -34,8 +34,7 @@ use super::args::{
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
-use super::status::invalid;
-use super::status::{guard, guard_value, in_c_terms, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::tdesc_mode;
 

@@ -21,8 +21,7 @@ use super::args::{buffer_slices, index_arg, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::file::FileData;
 use super::handle;
-use super::status::invalid;
-use super::status::{guard, guard_value, in_c_terms, tdesc_status};
+use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 
 /// Keeps library-owned buffer memory alive (an imported DLPack tensor, a file's memory)
 /// for as long as a tensor or an export of it holds a clone.
