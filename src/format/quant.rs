@@ -97,12 +97,20 @@ impl Quantization {
         }
     }
 
-    /// Decode a section (`u32 length` then bytes) for data of `et` with `shape`.
+    /// 1 when the section uses a 1.1 feature, else 0: the least `version_minor` of a
+    /// descriptor carrying it.
+    pub fn required_minor(&self) -> u8 {
+        0
+    }
+
+    /// Decode a section (`u32 length` then bytes) for data of `et` with `shape`, in a
+    /// descriptor of minor version `minor` (a minor-0 section is judged by 1.0's rules).
     pub(crate) fn read(
         r: &mut Reader<'_>,
         mode: Mode,
         et: ElementType,
         shape: &[u64],
+        _minor: u8,
     ) -> Result<Quantization> {
         let len = r.u32("quantization.length")?;
         let mut s = r.window(len as u64, "quantization section")?;
