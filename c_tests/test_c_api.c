@@ -1031,8 +1031,10 @@ static void test_errors(void) {
     h.memory_class = 9;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);
     h.memory_class = TDESC_MEMORY_DEFAULT;
-    h.alignment_log2 = 5;
+    h.alignment_log2 = 31;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);
+    h.alignment_log2 = 5; /* below 64 bytes: format 1.1 */
+    OK(tdesc_node_set_buffers(n, &h, 1));
     h.alignment_log2 = 6;
     h.flags = 2;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);

@@ -785,7 +785,8 @@ typedef struct {
      */
     uint8_t memory_class;
     /**
-     * log2 of the start alignment, 6..=30.
+     * log2 of the start alignment, 0..=30 (format 1.0: 6..=30; below 6 the descriptor
+     * is format 1.1).
      */
     uint8_t alignment_log2;
     /**
@@ -951,7 +952,7 @@ typedef struct {
      */
     uint8_t memory_class;
     /**
-     * log2 of the start alignment (6..=30).
+     * log2 of the start alignment (0..=30; below 6 only in a format 1.1 descriptor).
      */
     uint8_t alignment_log2;
     /**
@@ -1516,9 +1517,20 @@ tdesc_status tdesc_builder_set_extension_type(tdesc_builder *b,
 
 /**
  * Set the template (device type, id, memory class, alignment, flags) of automatically
- * sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer.
+ * sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer;
+ * `tdesc_builder_set_alignment` changes the alignment alone.
  */
 tdesc_status tdesc_builder_set_device(tdesc_builder *b, const tdesc_buffer_handle *template_handle);
+
+/**
+ * Align automatically sized buffers to `2^alignment_log2` bytes (0..=30, else
+ * `TDESC_ERR_INVALID_ARGUMENT`): the alignment their memory is promised to have, which
+ * binding checks. The default is 6 (64 bytes). Below 6 the descriptor is format 1.1
+ * (`version_minor` 1): declare 4 (16 bytes) for memory from `malloc`, 0 for bytes at any
+ * address. Explicit handles (`tdesc_node_set_buffers`) keep their own alignment; the
+ * rest of the template (`tdesc_builder_set_device`) is unchanged. (ABI 1.4)
+ */
+tdesc_status tdesc_builder_set_alignment(tdesc_builder *b, uint8_t alignment_log2);
 
 /**
  * Validate and build the descriptor (the builder stays usable). Every rule of decoding
@@ -1881,13 +1893,14 @@ tdesc_status tdesc_tensor_export_dlpack(const tdesc_tensor *t,
  * The descriptor is ROW_MAJOR when `strides` is NULL or compact row-major (axes of extent
  * 1 may have any stride), STRIDED otherwise (for packed 4-bit types, which STRIDED
  * cannot hold, DIM_ORDER when the strides are a permutation of compact ones). Its one
- * buffer starts at the lowest byte any element occupies (or at `data` when that is
- * lower), aligned down to 64 bytes, and ends after the highest element; its
- * `alignment_log2` is that of the start (at most 30), its device comes from `device`, its
- * READ_ONLY flag from `flags`. `byte_offset` locates element [0, …, 0] in it. On devices
- * whose `data` may be an opaque handle (all but CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST,
- * CUDA_MANAGED and ONEAPI) `data` must be 64-byte aligned and no element may lie before
- * it (`TDESC_ERR_ALIGNMENT_INVALID`). A tensor without elements gives an empty buffer.
+ * buffer starts at the lowest byte any element occupies and ends after the highest
+ * element; its `alignment_log2` is that of the start (the largest power of two dividing
+ * it, at most 2^30: below 64 bytes the descriptor is format 1.1, `version_minor` 1), its
+ * device comes from `device`, its READ_ONLY flag from `flags`. `byte_offset` locates
+ * element [0, …, 0] in it. On devices whose `data` may be an opaque handle (all but CPU,
+ * CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED and ONEAPI) the buffer starts at `data`
+ * itself, and no element may lie before it (`TDESC_ERR_NOT_BINDABLE`). A tensor without
+ * elements gives an empty buffer.
  *
  * **Ownership.** On success the tensor owns `managed`: `tdesc_tensor_free` (or the
  * deleter of the last DLPack export of the tensor, whichever comes later) calls

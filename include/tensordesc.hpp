@@ -262,6 +262,8 @@ class descriptor {
     std::string layout_name() const { return tdesc_layout_name(layout()); }
     uint64_t element_count() const noexcept { return tdesc_descriptor_element_count(get()); }
     uint64_t encoded_len() const noexcept { return tdesc_descriptor_encoded_len(get()); }
+    /// The wire minor version: 1 when a format 1.1 feature is used (or as decoded).
+    uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
     bool is_bindable() const noexcept { return tdesc_descriptor_is_bindable(get()); }
 
     /// The effective buffers, in transport order.
@@ -500,6 +502,12 @@ class builder {
     }
     builder &device(const tdesc_buffer_handle &template_handle) {
         check(tdesc_builder_set_device(h_.get(), &template_handle));
+        return *this;
+    }
+    /// Align automatic buffers to 2^alignment_log2 bytes (0..30; default 6). Below 6 the
+    /// descriptor is format 1.1: 4 for malloc memory, 0 for bytes at any address.
+    builder &alignment(uint8_t alignment_log2) {
+        check(tdesc_builder_set_alignment(h_.get(), alignment_log2));
         return *this;
     }
     descriptor build() const {

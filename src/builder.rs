@@ -355,6 +355,16 @@ impl TensorBuilder {
         self.template = template;
         self
     }
+    /// Align automatic buffers to `2^alignment_log2` bytes (0..=30; the default is 6, 64
+    /// bytes): the alignment their memory is promised to have, which binding checks.
+    /// Below 6 the descriptor is format 1.1 (`version_minor` 1), e.g. 0 for a tensor
+    /// where a safetensors file put it, 4 for `malloc` memory. Explicit buffers
+    /// ([`NodeSpec::with_buffers`]) keep their own handles' alignment. A value past 30 is
+    /// refused by [`build`](Self::build) (ALIGNMENT_INVALID).
+    pub fn alignment(mut self, alignment_log2: u8) -> TensorBuilder {
+        self.template.alignment_log2 = alignment_log2;
+        self
+    }
 
     /// Encode to bytes, checking nesting depth; the result is validated by [`build`](Self::build).
     /// When the bytes are a valid descriptor, their `version_minor` is the least its

@@ -157,9 +157,27 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
     Ok((q, bufs))
 }
 
-fn handles_of(bufs: &[MemBuf]) -> Vec<BufferHandle> {
+/// The `alignment` argument (bytes, default 64) as alignment_log2: a power of two from 1
+/// to 2^30, else `InvalidArgument` naming it. Below 64 the descriptor is format 1.1.
+fn alignment_log2(alignment: Option<&Bound<'_, PyAny>>) -> PyResult<u8> {
+    let Some(a) = alignment else {
+        return Ok(6);
+    };
+    let v: u64 = args::int(a, "alignment")?;
+    if !v.is_power_of_two() || v > 1 << 30 {
+        return Err(Fail(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("alignment must be a power of two from 1 to 2**30, not {v}"),
+        ))
+        .into());
+    }
+    Ok(v.trailing_zeros() as u8)
+}
+
+/// CPU handles for `bufs`, each promising `2^alignment_log2`-byte alignment.
+fn handles_of(bufs: &[MemBuf], alignment_log2: u8) -> Vec<BufferHandle> {
     bufs.iter()
-        .map(|b| BufferHandle::cpu(b.as_slice().len() as u64))
+        .map(|b| BufferHandle::cpu(b.as_slice().len() as u64).with_alignment(alignment_log2))
         .collect()
 }
 
@@ -173,14 +191,17 @@ fn finish(desc: Descriptor, bufs: Vec<MemBuf>) -> PyResult<Tensor> {
 /// A dense tensor over a numpy array's memory: ROW_MAJOR when C-contiguous, COL_MAJOR
 /// when Fortran-contiguous, else STRIDED with the array's strides (negative and zero ones
 /// included). The element type's size must be the array's item size, and every byte
-/// stride a multiple of it.
+/// stride a multiple of it. `alignment` (bytes, default 64) is what every buffer's
+/// handle promises.
 #[pyfunction]
-#[pyo3(signature = (array, element_type, quantization=None))]
+#[pyo3(signature = (array, element_type, quantization=None, alignment=None))]
 pub fn _from_array(
     array: &Bound<'_, PyUntypedArray>,
     element_type: u8,
     quantization: Option<&Bound<'_, PyDict>>,
+    alignment: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Tensor> {
+    let align = alignment_log2(alignment)?;
     let et = self::element_type(element_type).map_err(Fail)?;
     let f = facts(array);
     if et.is_packed() || (et.bits() / 8) as usize != f.itemsize {
@@ -248,7 +269,7 @@ pub fn _from_array(
         bufs.extend(params);
         node = node.with_quantization(q);
     }
-    let node = node.with_buffers(handles_of(&bufs));
+    let node = node.with_buffers(handles_of(&bufs, align));
     let desc = TensorBuilder::new(et, &f.shape, node)
         .build()
         .map_err(Fail)?;
@@ -256,9 +277,9 @@ pub fn _from_array(
 }
 
 /// A leaf tensor of any layout from explicit C-contiguous buffers (`layout` names the
-/// layout, `params` holds its fields).
+/// layout, `params` holds its fields); `alignment` as for `_from_array`.
 #[pyfunction]
-#[pyo3(signature = (element_type, shape, layout, params, buffers, quantization=None))]
+#[pyo3(signature = (element_type, shape, layout, params, buffers, quantization=None, alignment=None))]
 pub fn _leaf(
     element_type: u8,
     shape: &Bound<'_, PyAny>,
@@ -266,7 +287,9 @@ pub fn _leaf(
     params: &Bound<'_, PyDict>,
     buffers: &Bound<'_, PyList>,
     quantization: Option<&Bound<'_, PyDict>>,
+    alignment: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Tensor> {
+    let align = alignment_log2(alignment)?;
     let et = self::element_type(element_type).map_err(Fail)?;
     let shape: Vec<u64> = args::ints(shape, "shape")?;
     let mut bufs = Vec::with_capacity(buffers.len());
@@ -319,7 +342,7 @@ pub fn _leaf(
         bufs.extend(params);
         node = node.with_quantization(q);
     }
-    let node = node.with_buffers(handles_of(&bufs));
+    let node = node.with_buffers(handles_of(&bufs, align));
     let desc = TensorBuilder::new(et, &shape, node).build().map_err(Fail)?;
     finish(desc, bufs)
 }

@@ -253,23 +253,27 @@ def _quant(q: _Quantization | None, element_code: int) -> _QuantSpec | None:
 # ---------------------------------------------------------------------------------------
 
 
-def dense(array: _ArrayLike, *, quantization: _Quantization | None = None) -> Tensor:
+def dense(
+    array: _ArrayLike, *, quantization: _Quantization | None = None, alignment: int = 64
+) -> Tensor:
     """A dense tensor over ``array``'s memory (no copy): ROW_MAJOR for C-contiguous
     arrays, COL_MAJOR for Fortran-contiguous ones, STRIDED otherwise (negative and zero
     strides included). Anything ``numpy.asarray`` accepts works; arrays whose strides are
     not whole elements are copied first, and so are big-endian arrays (converted) and
     4-bit ml_dtypes arrays (packed two per byte). With ``quantization`` the array holds
-    the stored codes."""
+    the stored codes. ``alignment`` (bytes, a power of two from 1 to 2**30) is what the
+    buffer handles promise; below 64 the descriptor is format 1.1, and a buffer aligned
+    to it is read where it lies (else an aligned copy is made on first read)."""
     a = _np.asarray(array)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     code = _element_type(a.dtype)
     q = _quant(quantization, code)
     if code in _PACKED:
-        return _native._leaf(code, list(a.shape), "ROW_MAJOR", {}, [_pack4(a)], q)
+        return _native._leaf(code, list(a.shape), "ROW_MAJOR", {}, [_pack4(a)], q, alignment)
     if any(s % a.itemsize for s in a.strides):
         a = _np.ascontiguousarray(a)
-    return _native._from_array(a, code, q)
+    return _native._from_array(a, code, q, alignment)
 
 
 def splat(
@@ -278,12 +282,16 @@ def splat(
     dtype: _DTypeLike | None = None,
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
-    """A tensor of ``shape`` whose every element is ``value`` (one stored element)."""
+    """A tensor of ``shape`` whose every element is ``value`` (one stored element);
+    ``alignment`` as for ``dense``."""
     v = _np.asarray(value, dtype=dtype)
     code = _element_type(v.dtype)
     buf = _pack4(v.reshape(1)) if code in _PACKED else _np.ascontiguousarray(v.reshape(1))
-    return _native._leaf(code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code))
+    return _native._leaf(
+        code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code), alignment
+    )
 
 
 def tiled(
@@ -291,10 +299,11 @@ def tiled(
     tile_shape: _Iterable[_SupportsIndex],
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
     """A TILED tensor: ``array`` cut into tiles of ``tile_shape`` (edge tiles padded with
     zeros), tiles in row-major grid order, elements row-major inside each tile. The tiles
-    are a new array (a copy)."""
+    are a new array (a copy). ``alignment`` as for ``dense``."""
     a = _np.asarray(array)
     code = _element_type(a.dtype)
     t = tuple(int(x) for x in tile_shape)
@@ -312,7 +321,9 @@ def tiled(
     r = a.ndim
     tiles = _np.ascontiguousarray(inter.transpose(tuple(range(0, 2 * r, 2)) + tuple(range(1, 2 * r, 2))))
     buf = _pack4(tiles) if code in _PACKED else tiles
-    return _native._leaf(code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code))
+    return _native._leaf(
+        code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code), alignment
+    )
 
 
 def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
@@ -323,10 +334,13 @@ def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
     return code, _np.ascontiguousarray(v)
 
 
-def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = None) -> Tensor:
+def from_scipy(
+    m: _sparray | _spmatrix, *, quantization: _Quantization | None = None, alignment: int = 64
+) -> Tensor:
     """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
     converted to CSR first). Values are used in place; see tensordesc._sparse for when
-    index arrays are copied. SORTED and UNIQUE are set when they hold."""
+    index arrays are copied. SORTED and UNIQUE are set when they hold. ``alignment`` as
+    for ``dense``."""
     import scipy.sparse as sp
 
     if not sp.issparse(m):
@@ -347,7 +361,7 @@ def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = 
         bufs = [_sparse.u64_indices(m.indptr), _sparse.u64_indices(m.indices[:nnz]), values]
         layout: _Literal["CSR", "CSC"] = "CSR" if fmt == "csr" else "CSC"
         return _native._leaf(
-            code, shape, layout, {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code)
+            code, shape, layout, {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code), alignment
         )
     coords = tuple(_np.asarray(c) for c in m.coords)
     nnz = int(m.nnz)
@@ -355,7 +369,9 @@ def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = 
     flags = _sparse.coo_flags(coords, tuple(shape))
     idx = _np.stack([_sparse.u64_indices(c) for c in coords], axis=1) if coords else _np.zeros((nnz, 0), _np.uint64)
     idx = _np.ascontiguousarray(idx, dtype=_np.uint64)
-    return _native._leaf(code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code))
+    return _native._leaf(
+        code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code), alignment
+    )
 
 
 def block_paged(
@@ -366,13 +382,14 @@ def block_paged(
     block_size: int,
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
     """A BLOCK_PAGED tensor (paged KV cache): ``shape`` is ``[rows, positions, inner...]``;
     ``pools`` is a list of arrays of pages (each a whole number of pages of
     ``block_size * prod(inner)`` elements, one dtype); ``block_table`` is
     ``rows x ceil(positions / block_size)`` page numbers (numbered across pools in order;
     negative or 2**64-1 for an unallocated block); ``row_lengths`` the valid positions per
-    row. Pools are used in place."""
+    row. Pools are used in place. ``alignment`` as for ``dense``."""
     arrays = [_np.asarray(p) for p in pools]
     if not arrays:
         raise ValueError("block_paged needs at least one pool")
@@ -391,6 +408,7 @@ def block_paged(
         {"block_size": int(block_size), "pool_count": len(arrays)},
         [bt, rl] + bufs,
         _quant(quantization, code),
+        alignment,
     )
 
 

@@ -381,7 +381,10 @@ def _open(path: _Path, strict: bool = True) -> File: ...
 def _decode(data: bytes, strict: bool = True) -> Tensor: ...
 def _read_stream(source: bytes | _Path, strict: bool = True) -> list[tuple[str, Tensor]]: ...
 def _from_array(
-    array: NDArray[Any], element_type: int, quantization: _QuantSpec | None = None
+    array: NDArray[Any],
+    element_type: int,
+    quantization: _QuantSpec | None = None,
+    alignment: int | None = None,
 ) -> Tensor: ...
 def _leaf(
     element_type: int,
@@ -390,6 +393,7 @@ def _leaf(
     params: _LeafParams,
     buffers: list[NDArray[Any]],
     quantization: _QuantSpec | None = None,
+    alignment: int | None = None,
 ) -> Tensor: ...
 def _subpaving(
     element_type: int,

@@ -1,7 +1,7 @@
 //! The decoded descriptor: header, the root node, and — for subpavings — every region in a
 //! flat arena, with the effective buffer list produced by the single decoding pass.
 
-use crate::device::{BufferHandle, HANDLE_BYTES};
+use crate::device::{BufferHandle, HANDLE_BYTES, MIN_ALIGNMENT_LOG2};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::inline::SmallVec;
@@ -363,12 +363,20 @@ impl Descriptor {
     /// larger of this and [`version_minor`](Self::version_minor). Opaque parts (of a
     /// permissive decode) are not looked into: their descriptor keeps the minor it had.
     pub fn required_minor(&self) -> u8 {
+        self.required_minor_at(0)
+    }
+    /// [`required_minor`](Self::required_minor) once every handle's alignment_log2 is
+    /// raised to at least `floor` (as transports store it).
+    pub(crate) fn required_minor_at(&self, floor: u8) -> u8 {
         let handles = self
             .record_buffers
             .iter()
             .chain(self.tiles.iter().map(|t| &t.template))
             .chain(self.held.iter().map(|h| &h.grid.template))
-            .map(BufferHandle::required_minor)
+            .map(|h| {
+                h.with_alignment(h.alignment_log2.max(floor))
+                    .required_minor()
+            })
             .max()
             .unwrap_or(0);
         let quants = self

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod alignment;
 mod bound;
 mod dlpack;
 mod read_box;
