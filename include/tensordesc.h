@@ -56,7 +56,7 @@ typedef struct DLManagedTensor DLManagedTensor;
 /**
  * Library minor version.
  */
-#define TDESC_VERSION_MINOR 3
+#define TDESC_VERSION_MINOR 4
 
 /**
  * Library patch version.
@@ -2261,7 +2261,7 @@ void tdesc_file_writer_free(tdesc_file_writer *w);
 uint32_t tdesc_abi_version(void);
 
 /**
- * The library version, e.g. `"1.3.0"` (static storage): Cargo.toml's, the one place the
+ * The library version, e.g. `"1.4.0"` (static storage): Cargo.toml's, the one place the
  * version is kept.
  */
 const char *tdesc_version(void);

@@ -19,7 +19,7 @@ pub const TDESC_ABI_VERSION: u32 = 1;
 /// Library major version.
 pub const TDESC_VERSION_MAJOR: u32 = 1;
 /// Library minor version.
-pub const TDESC_VERSION_MINOR: u32 = 3;
+pub const TDESC_VERSION_MINOR: u32 = 4;
 /// Library patch version.
 pub const TDESC_VERSION_PATCH: u32 = 0;
 
@@ -277,7 +277,7 @@ pub extern "C" fn tdesc_abi_version() -> u32 {
     TDESC_ABI_VERSION
 }
 
-/// The library version, e.g. `"1.3.0"` (static storage): Cargo.toml's, the one place the
+/// The library version, e.g. `"1.4.0"` (static storage): Cargo.toml's, the one place the
 /// version is kept.
 #[no_mangle]
 pub extern "C" fn tdesc_version() -> *const c_char {
