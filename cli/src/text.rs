@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::{
-    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef, QuantScheme,
-    Quantization, TileOrder,
+    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, GlobalScale, LayoutRef,
+    QuantScheme, Quantization, TileOrder,
 };
 
 /// `[1, 2, 3]` (`[]` for rank 0).
@@ -145,11 +145,8 @@ pub fn layout_text(l: &LayoutRef<'_>) -> String {
 /// The quantization scheme's name.
 pub fn scheme_name(q: &Quantization) -> String {
     match &q.scheme {
-        QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE".to_string(),
-        QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE".to_string(),
-        QuantScheme::Blockwise { .. } => "BLOCKWISE".to_string(),
-        QuantScheme::Codebook { .. } => "CODEBOOK".to_string(),
         QuantScheme::Opaque { scheme, .. } => format!("UNKNOWN_SCHEME_0x{scheme:02X}"),
+        _ => q.scheme_name().to_string(),
     }
 }
 
@@ -176,6 +173,15 @@ pub fn quant_text(q: &Quantization) -> String {
             block_size,
             scale_type,
         } => format!("BLOCKWISE axis={axis} block={block_size} scales {scale_type}{zp}"),
+        QuantScheme::Blockwise2D {
+            axis_a,
+            block_a,
+            axis_b,
+            block_b,
+            scale_type,
+        } => format!(
+            "BLOCKWISE_2D axes=({axis_a}, {axis_b}) blocks={block_a}x{block_b} scales {scale_type}{zp}"
+        ),
         QuantScheme::Codebook { codebook_size } => {
             format!("CODEBOOK {codebook_size} entries")
         }
@@ -184,7 +190,12 @@ pub fn quant_text(q: &Quantization) -> String {
             fields.len()
         ),
     };
-    format!("{body} -> {}", q.expressed_type)
+    let global = match q.global_scale {
+        Some(GlobalScale::Multiplies) => " × global scale",
+        Some(GlobalScale::Divides) => " ÷ global scale",
+        None => "",
+    };
+    format!("{body}{global} -> {}", q.expressed_type)
 }
 
 /// `CPU:0 DEFAULT align 64` (+ `read-only`).

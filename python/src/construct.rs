@@ -97,6 +97,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                 },
                 expressed_type: expressed,
                 has_zero_point: get("has_zero_point")?.extract()?,
+                global_scale: None,
             }
         }
         "PER_AXIS_AFFINE" | "BLOCKWISE" => {
@@ -129,6 +130,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                 scheme,
                 expressed_type: expressed,
                 has_zero_point,
+                global_scale: None,
             }
         }
         "CODEBOOK" => {
@@ -146,6 +148,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                 },
                 expressed_type: expressed,
                 has_zero_point: false,
+                global_scale: None,
             }
         }
         other => {

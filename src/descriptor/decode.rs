@@ -546,7 +546,13 @@ impl Decoder {
                     "a subpaving carries no quantization of its own; quantize its regions",
                 ));
             }
-            Some(Quantization::read(r, self.mode, self.et, shape)?)
+            Some(Quantization::read(
+                r,
+                self.mode,
+                self.et,
+                shape,
+                self.d.version_minor,
+            )?)
         } else {
             None
         };
