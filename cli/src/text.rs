@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::{
-    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, GlobalScale, LayoutRef,
+    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef,
     QuantScheme, Quantization, TileOrder,
 };
 
@@ -152,50 +152,7 @@ pub fn scheme_name(q: &Quantization) -> String {
 
 /// `BLOCKWISE axis=1 block=32 scales FLOAT16 -> FLOAT32`.
 pub fn quant_text(q: &Quantization) -> String {
-    let zp = if q.has_zero_point {
-        " + zero points"
-    } else {
-        ""
-    };
-    let body = match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            if q.has_zero_point {
-                format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point}")
-            } else {
-                format!("PER_TENSOR_AFFINE scale={scale}")
-            }
-        }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            format!("PER_AXIS_AFFINE axis={axis} scales {scale_type}{zp}")
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => format!("BLOCKWISE axis={axis} block={block_size} scales {scale_type}{zp}"),
-        QuantScheme::Blockwise2D {
-            axis_a,
-            block_a,
-            axis_b,
-            block_b,
-            scale_type,
-        } => format!(
-            "BLOCKWISE_2D axes=({axis_a}, {axis_b}) blocks={block_a}x{block_b} scales {scale_type}{zp}"
-        ),
-        QuantScheme::Codebook { codebook_size } => {
-            format!("CODEBOOK {codebook_size} entries")
-        }
-        QuantScheme::Opaque { scheme, fields } => format!(
-            "unknown scheme 0x{scheme:02X} ({} opaque bytes, cannot dequantize)",
-            fields.len()
-        ),
-    };
-    let global = match q.global_scale {
-        Some(GlobalScale::Multiplies) => " × global scale",
-        Some(GlobalScale::Divides) => " ÷ global scale",
-        None => "",
-    };
-    format!("{body}{global} -> {}", q.expressed_type)
+    q.to_string()
 }
 
 /// `CPU:0 DEFAULT align 64` (+ `read-only`).

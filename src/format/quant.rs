@@ -100,6 +100,61 @@ pub struct Quantization {
     pub global_scale: Option<GlobalScale>,
 }
 
+impl std::fmt::Display for Quantization {
+    /// One line: `BLOCKWISE axis=1 block=32 scales FLOAT16 + zero points × global scale ->
+    /// FLOAT32` (what `inspect` and the Python `repr` print).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let zp = if self.has_zero_point {
+            " + zero points"
+        } else {
+            ""
+        };
+        match &self.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                write!(f, "PER_TENSOR_AFFINE scale={scale}")?;
+                if self.has_zero_point {
+                    write!(f, " zero_point={zero_point}")?;
+                }
+            }
+            QuantScheme::PerAxisAffine { axis, scale_type } => {
+                write!(f, "PER_AXIS_AFFINE axis={axis} scales {scale_type}{zp}")?
+            }
+            QuantScheme::Blockwise {
+                axis,
+                block_size,
+                scale_type,
+            } => write!(
+                f,
+                "BLOCKWISE axis={axis} block={block_size} scales {scale_type}{zp}"
+            )?,
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                scale_type,
+            } => write!(
+                f,
+                "BLOCKWISE_2D axes=({axis_a}, {axis_b}) blocks={block_a}x{block_b} scales {scale_type}{zp}"
+            )?,
+            QuantScheme::Codebook { codebook_size } => {
+                write!(f, "CODEBOOK {codebook_size} entries")?
+            }
+            QuantScheme::Opaque { scheme, fields } => write!(
+                f,
+                "unknown scheme 0x{scheme:02X} ({} opaque bytes, cannot dequantize)",
+                fields.len()
+            )?,
+        }
+        match self.global_scale {
+            Some(GlobalScale::Multiplies) => f.write_str(" × global scale")?,
+            Some(GlobalScale::Divides) => f.write_str(" ÷ global scale")?,
+            None => {}
+        }
+        write!(f, " -> {}", self.expressed_type)
+    }
+}
+
 /// How a global scale `g` applies to `(q − zp) · s` (1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GlobalScale {

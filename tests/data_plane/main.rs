@@ -8,4 +8,5 @@ mod common;
 
 mod bound;
 mod dlpack;
+mod quant_1_1;
 mod read_box;
