@@ -442,7 +442,8 @@ enum tdesc_status
      */
     TDESC_ERR_BAD_MAGIC = 3,
     /**
-     * The major version is not 1, or (strict) the minor version is newer than 0.
+     * The major version is not 1, or (strict) the minor version is newer than the
+     * reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
      */
     TDESC_ERR_UNSUPPORTED_VERSION = 4,
     /**
@@ -1787,7 +1788,9 @@ uint64_t tdesc_descriptor_encoded_len(const tdesc_descriptor *d);
 uint64_t tdesc_descriptor_byte_offset(const tdesc_descriptor *d);
 
 /**
- * The minor wire version the descriptor was decoded from (0 when built); 0 when `d` is NULL.
+ * The minor wire version the descriptor was decoded from; for a built descriptor the least
+ * its features need (1 when it uses a format 1.1 feature such as an alignment below 64
+ * bytes, else 0). 0 when `d` is NULL.
  */
 uint8_t tdesc_descriptor_version_minor(const tdesc_descriptor *d);
 

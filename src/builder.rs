@@ -357,7 +357,39 @@ impl TensorBuilder {
     }
 
     /// Encode to bytes, checking nesting depth; the result is validated by [`build`](Self::build).
+    /// When the bytes are a valid descriptor, their `version_minor` is the least its
+    /// features need ([`Descriptor::required_minor`]: 0 unless a 1.1 feature is used);
+    /// otherwise it is [`VERSION_MINOR`](crate::descriptor::VERSION_MINOR), so that they
+    /// are judged by the newest rules this library knows.
     pub fn encode_unchecked(&self) -> Result<Vec<u8>> {
+        let mut b = self.write()?;
+        if let Ok(d) = decode(&b, Mode::Strict) {
+            b[frame::MINOR_OFFSET] = d.required_minor();
+        }
+        Ok(b)
+    }
+
+    /// Validate and build the descriptor. Its `version_minor` is the least its features
+    /// need ([`Descriptor::required_minor`]), so a tensor using no 1.1 feature is a 1.0
+    /// descriptor.
+    pub fn build(&self) -> Result<Descriptor> {
+        let mut d = decode(&self.write()?, Mode::Strict)?;
+        // The bytes carry the newest minor, whose rules differ from an older minor's only
+        // in what they accept: `d` is also the decode of the bytes with the required one.
+        d.version_minor = d.required_minor();
+        Ok(d)
+    }
+
+    /// Validate and encode (with the `version_minor` of [`build`](Self::build)).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut b = self.write()?;
+        let d = decode(&b, Mode::Strict)?;
+        b[frame::MINOR_OFFSET] = d.required_minor();
+        Ok(b)
+    }
+
+    /// The bytes of the tree, with `version_minor` [`VERSION_MINOR`](crate::descriptor::VERSION_MINOR).
+    fn write(&self) -> Result<Vec<u8>> {
         let rank = self.shape.len();
         if rank > crate::MAX_RANK {
             return Err(Error::new(
@@ -372,7 +404,7 @@ impl TensorBuilder {
             self.statistics.is_some(),
             self.extension_type.is_some(),
         );
-        let start = FrameHeader::new(0, f).write(
+        let start = FrameHeader::new(frame::VERSION_MINOR, f).write(
             &mut w,
             self.element_type.code(),
             rank as u8,
@@ -393,18 +425,6 @@ impl TensorBuilder {
         }
         frame::patch_length(&mut w, start);
         Ok(w.buf)
-    }
-
-    /// Validate and build the descriptor.
-    pub fn build(&self) -> Result<Descriptor> {
-        decode(&self.encode_unchecked()?, Mode::Strict)
-    }
-
-    /// Validate and encode.
-    pub fn encode(&self) -> Result<Vec<u8>> {
-        let b = self.encode_unchecked()?;
-        decode(&b, Mode::Strict)?;
-        Ok(b)
     }
 
     fn write_node(&self, w: &mut Writer, node: &NodeSpec, shape: &[u64], level: u8) -> Result<()> {

@@ -14,7 +14,8 @@ pub enum ErrorKind {
     Truncated = 2,
     /// The descriptor (or file / stream) does not start with the expected magic.
     BadMagic = 3,
-    /// The major version is not 1, or (strict) the minor version is newer than 0.
+    /// The major version is not 1, or (strict) the minor version is newer than the
+    /// reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
     UnsupportedVersion = 4,
     /// A reserved bit or byte is not zero.
     ReservedNonzero = 5,

@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::{
-    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef,
-    QuantScheme, Quantization, TileOrder,
+    BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef, QuantScheme,
+    Quantization, TileOrder,
 };
 
 /// `[1, 2, 3]` (`[]` for rank 0).

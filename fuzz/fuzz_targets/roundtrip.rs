@@ -36,7 +36,8 @@ fuzz_target!(|data: &[u8]| {
         let e = decode(&bytes[..c], mode).expect_err("a proper prefix cannot decode");
         assert_eq!(e.kind, ErrorKind::Truncated, "prefix of {c}/{n} bytes: {e}");
     }
-    let opaque_rest = d.version_minor() > 0 && mode == Mode::Permissive
+    let opaque_rest = d.version_minor() > tensordesc::descriptor::VERSION_MINOR
+        && mode == Mode::Permissive
         || tensordesc::layout::classify(d.layout_tag()) == tensordesc::layout::LayoutClass::Unknown;
     if opaque_rest {
         return;

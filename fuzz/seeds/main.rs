@@ -486,12 +486,13 @@ fn permissive_variants(seeds: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let find = |n: &str| seeds.iter().find(|(k, _)| k == n).map(|(_, b)| b.clone());
     if let Some(mut b) = find("row_major_f32") {
-        // Minor version 1 with trailing bytes the permissive reader keeps opaque.
-        b[5] = 1;
+        // Minor version 2 (newer than the 1.1 read) with trailing bytes the permissive
+        // reader keeps opaque.
+        b[5] = 2;
         b.extend_from_slice(&[0xAB; 9]);
         let n = b.len() as u64;
         b[8..16].copy_from_slice(&n.to_le_bytes());
-        out.push(("minor1_trailing".to_string(), b));
+        out.push(("minor2_trailing".to_string(), b));
     }
     if let Some(mut b) = find("row_major_f32") {
         b[18] = 0x20; // unassigned top-level tag: the rest is opaque

@@ -59,7 +59,8 @@ class BadMagic(Error):
 
 
 class UnsupportedVersion(Error):
-    """The major version is not 1, or (strict) the minor version is newer than 0."""
+    """The major version is not 1, or (strict) the minor version is newer than the
+    reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream."""
 
     status = "UNSUPPORTED_VERSION"
     code = 4

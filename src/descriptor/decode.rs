@@ -23,6 +23,9 @@ pub(crate) fn decode_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor
 
 pub(super) struct Decoder {
     mode: Mode,
+    /// The descriptor's `version_minor`: the rules of format 1.1 apply from minor 1 on; a
+    /// minor-0 descriptor is judged exactly as a 1.0 reader judges it.
+    pub(super) minor: u8,
     et: ElementType,
     rank: usize,
     d: Descriptor,
@@ -266,7 +269,7 @@ impl Decoder {
             .at(4u64));
         }
         if minor > VERSION_MINOR && mode == Mode::Strict {
-            return Err(Error::new(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.0 (strict mode; decode permissively to read it)")).at(5u64));
+            return Err(Error::new(ErrorKind::UnsupportedVersion, format!("version 1.{minor} is newer than 1.{VERSION_MINOR} (strict mode; decode permissively to read it)")).at(5u64));
         }
         let hflags = h.flags;
         if hflags & !flags::KNOWN != 0 {
@@ -335,6 +338,7 @@ impl Decoder {
 
         let mut dec = Decoder {
             mode,
+            minor,
             et,
             rank,
             max_regions: bytes.len() / (16 * rank + 8),
@@ -372,7 +376,7 @@ impl Decoder {
                 opaque_parts: 0,
             },
         };
-        let done = dec.body(&mut r, ltag, hflags, count, minor);
+        let done = dec.body(&mut r, ltag, hflags, count);
         storage.abandoned_tile_bytes = dec.abandoned;
         match done {
             Ok(()) => {
@@ -391,15 +395,8 @@ impl Decoder {
     }
 
     /// Everything after the shape: the root's tail and the optional sections.
-    fn body(
-        &mut self,
-        r: &mut Reader<'_>,
-        ltag: u8,
-        hflags: u16,
-        count: u64,
-        minor: u8,
-    ) -> Result<()> {
-        let (mode, rank) = (self.mode, self.rank);
+    fn body(&mut self, r: &mut Reader<'_>, ltag: u8, hflags: u16, count: u64) -> Result<()> {
+        let (mode, rank, minor) = (self.mode, self.rank, self.minor);
         let class = classify(ltag);
         let dec = self;
         if class == LayoutClass::Unknown {
@@ -517,7 +514,7 @@ impl Decoder {
         }
         r.check_fits(count as u64, HANDLE_BYTES, "buffer_handles")?;
         for i in 0..count {
-            let h = BufferHandle::read(r)?;
+            let h = BufferHandle::read(r, self.minor)?;
             if let Some(f) = &self.first_handle() {
                 if !h.colocated_with(f) {
                     return Err(Error::new(
@@ -547,11 +544,7 @@ impl Decoder {
                 ));
             }
             Some(Quantization::read(
-                r,
-                self.mode,
-                self.et,
-                shape,
-                self.d.version_minor,
+                r, self.mode, self.et, shape, self.minor,
             )?)
         } else {
             None
@@ -652,7 +645,7 @@ impl Decoder {
         let byte_offset = u64::from_le_bytes(off);
         let mut hb = [0u8; 16];
         hb.copy_from_slice(&b[9..]);
-        let h = BufferHandle::from_bytes(&hb, 0).ok()?;
+        let h = BufferHandle::from_bytes(&hb, 0, self.minor).ok()?;
         if let Some(f) = &self.first_handle() {
             if !h.colocated_with(f) {
                 return None;

@@ -24,7 +24,11 @@ impl Descriptor {
             // An opaque descriptor's flags were not interpreted: write them back verbatim.
             f = flags;
         }
-        let start = FrameHeader::new(self.version_minor, f).write(
+        // A built or decoded descriptor's minor is at least the required one (decoding
+        // refuses a 1.1 feature in a minor-0 descriptor); the maximum keeps that true of
+        // the bytes whatever the decoded form holds.
+        let minor = self.version_minor.max(self.required_minor());
+        let start = FrameHeader::new(minor, f).write(
             w,
             self.element_type.code(),
             self.rank() as u8,

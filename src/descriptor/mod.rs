@@ -350,9 +350,34 @@ impl<'a> RegionView<'a> {
 }
 
 impl Descriptor {
-    /// Minor version as decoded (0 when built).
+    /// Minor version: as decoded, or, for a built descriptor, the least its features need
+    /// ([`required_minor`](Self::required_minor)). A decoded descriptor keeps its minor
+    /// even when it uses no 1.1 feature, so that it re-encodes to the bytes it came from.
     pub fn version_minor(&self) -> u8 {
         self.version_minor
+    }
+    /// The least `version_minor` this descriptor's features need: 1 when it uses a
+    /// feature of format 1.1, else 0. The features that count: a buffer handle with
+    /// `alignment_log2` below 6 (an alignment under 64 bytes), and a quantization section
+    /// that uses a 1.1 feature ([`Quantization::required_minor`]). Encoding writes the
+    /// larger of this and [`version_minor`](Self::version_minor). Opaque parts (of a
+    /// permissive decode) are not looked into: their descriptor keeps the minor it had.
+    pub fn required_minor(&self) -> u8 {
+        let handles = self
+            .record_buffers
+            .iter()
+            .chain(self.tiles.iter().map(|t| &t.template))
+            .chain(self.held.iter().map(|h| &h.grid.template))
+            .map(BufferHandle::required_minor)
+            .max()
+            .unwrap_or(0);
+        let quants = self
+            .quants
+            .iter()
+            .map(Quantization::required_minor)
+            .max()
+            .unwrap_or(0);
+        handles.max(quants)
     }
     /// The element type.
     pub fn element_type(&self) -> ElementType {

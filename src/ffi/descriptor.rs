@@ -325,7 +325,9 @@ pub unsafe extern "C" fn tdesc_descriptor_byte_offset(d: *const tdesc_descriptor
     guard_value(0, || Ok(unsafe { desc_arg(d)? }.inner.byte_offset()))
 }
 
-/// The minor wire version the descriptor was decoded from (0 when built); 0 when `d` is NULL.
+/// The minor wire version the descriptor was decoded from; for a built descriptor the least
+/// its features need (1 when it uses a format 1.1 feature such as an alignment below 64
+/// bytes, else 0). 0 when `d` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_version_minor(d: *const tdesc_descriptor) -> u8 {
     // SAFETY: caller promise on `d`.

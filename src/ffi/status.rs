@@ -37,7 +37,8 @@ pub enum tdesc_status {
     TDESC_ERR_TRUNCATED = 2,
     /// The descriptor (or file / stream) does not start with the expected magic.
     TDESC_ERR_BAD_MAGIC = 3,
-    /// The major version is not 1, or (strict) the minor version is newer than 0.
+    /// The major version is not 1, or (strict) the minor version is newer than the
+    /// reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
     TDESC_ERR_UNSUPPORTED_VERSION = 4,
     /// A reserved bit or byte is not zero.
     TDESC_ERR_RESERVED_NONZERO = 5,

@@ -144,10 +144,25 @@ impl MemoryClass {
     }
 }
 
-/// Smallest allowed alignment_log2 (64 bytes).
+/// Smallest alignment_log2 of format 1.0 (64 bytes): the alignment of every handle this
+/// library makes unless told otherwise ([`BufferHandle::cpu`], the builders' default), and
+/// the least a `.tdf` or stream writer stores. A value below it is a 1.1 feature.
 pub const MIN_ALIGNMENT_LOG2: u8 = 6;
+/// Smallest alignment_log2 of format 1.1 (1 byte).
+pub const MIN_ALIGNMENT_LOG2_1_1: u8 = 0;
 /// Largest allowed alignment_log2 (1 GiB).
 pub const MAX_ALIGNMENT_LOG2: u8 = 30;
+
+/// The smallest alignment_log2 a descriptor of minor version `minor` may declare: 6 in
+/// minor 0 (a 1.0 descriptor), 0 from minor 1 on.
+#[inline]
+pub fn min_alignment_log2(minor: u8) -> u8 {
+    if minor >= 1 {
+        MIN_ALIGNMENT_LOG2_1_1
+    } else {
+        MIN_ALIGNMENT_LOG2
+    }
+}
 /// Size of a buffer handle on the wire.
 pub const HANDLE_BYTES: u64 = 16;
 
@@ -162,7 +177,8 @@ pub struct BufferHandle {
     pub device_id: u16,
     /// Memory class.
     pub memory_class: MemoryClass,
-    /// log2 of the start alignment (6..=30).
+    /// log2 of the start alignment: 6..=30 in format 1.0, 0..=30 in 1.1 (below 6 the
+    /// descriptor needs minor version 1).
     pub alignment_log2: u8,
     /// The READ_ONLY flag.
     pub read_only: bool,
@@ -209,19 +225,26 @@ impl BufferHandle {
             && self.memory_class == other.memory_class
     }
 
-    /// Decode one 16-byte handle.
+    /// Whether this handle needs format 1.1: an alignment below 64 bytes.
+    pub fn required_minor(&self) -> u8 {
+        u8::from(self.alignment_log2 < MIN_ALIGNMENT_LOG2)
+    }
+
+    /// Decode one 16-byte handle of a descriptor of minor version `minor`.
     #[inline]
-    pub fn read(r: &mut Reader<'_>) -> Result<BufferHandle> {
+    pub fn read(r: &mut Reader<'_>, minor: u8) -> Result<BufferHandle> {
         let at = r.pos();
         let b = r.bytes(16, "buffer_handle")?;
         let mut a = [0u8; 16];
         a.copy_from_slice(b);
-        BufferHandle::from_bytes(&a, at)
+        BufferHandle::from_bytes(&a, at, minor)
     }
 
     /// Decode a handle from its 16 bytes; `at` (its byte offset) is used in error details.
+    /// `minor` is the descriptor's minor version, which sets the smallest alignment_log2
+    /// ([`min_alignment_log2`]).
     #[inline]
-    pub fn from_bytes(b: &[u8; 16], at: usize) -> Result<BufferHandle> {
+    pub fn from_bytes(b: &[u8; 16], at: usize, minor: u8) -> Result<BufferHandle> {
         let mut size = [0u8; 8];
         size.copy_from_slice(&b[..8]);
         let size_bytes = u64::from_le_bytes(size);
@@ -231,11 +254,12 @@ impl BufferHandle {
         let memory_class = MemoryClass::from_code(b[12])
             .map_err(|e| e.context(format!("buffer handle at byte {at}")))?;
         let alignment_log2 = b[13];
-        if !(MIN_ALIGNMENT_LOG2..=MAX_ALIGNMENT_LOG2).contains(&alignment_log2) {
+        let min = min_alignment_log2(minor);
+        if !(min..=MAX_ALIGNMENT_LOG2).contains(&alignment_log2) {
             return Err(Error::new(
                 ErrorKind::AlignmentInvalid,
                 format!(
-                    "buffer handle at byte {at}: alignment_log2 {alignment_log2} outside 6..=30"
+                    "buffer handle at byte {at}: alignment_log2 {alignment_log2} outside {min}..={MAX_ALIGNMENT_LOG2}"
                 ),
             ));
         }

@@ -13,12 +13,19 @@ pub const HEADER_BYTES: usize = 20;
 /// Bytes of the frame prefix that says how long the descriptor is: magic, version, flags,
 /// `descriptor_length`.
 pub const PREFIX_BYTES: usize = 16;
+/// Byte offset of `version_minor` in the header.
+pub const MINOR_OFFSET: usize = 5;
 /// Byte offset of `descriptor_length` in the header.
 pub const LENGTH_OFFSET: usize = 8;
 /// The wire version this library writes.
 pub const VERSION_MAJOR: u8 = 1;
-/// The newest minor version this library understands.
-pub const VERSION_MINOR: u8 = 0;
+/// The newest minor version this library understands: it reads format 1.1. Minor 0 and 1
+/// are decoded strictly by their own rules (a minor-0 descriptor exactly as a 1.0 reader
+/// decodes it); a newer minor is refused strictly and read permissively. Encoders write
+/// the smallest minor a descriptor's features allow ([`Descriptor::required_minor`]).
+///
+/// [`Descriptor::required_minor`]: crate::Descriptor::required_minor
+pub const VERSION_MINOR: u8 = 1;
 
 /// Header flag bits.
 pub mod flags {

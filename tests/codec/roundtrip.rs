@@ -631,10 +631,10 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(96), failure_persistence: None, ..ProptestConfig::default() })]
 
-    /// A newer minor version with trailing bytes: strict refuses it, permissive keeps the
+    /// A minor version newer than 1.1 with trailing bytes: strict refuses it, permissive keeps the
     /// bytes and re-encodes them verbatim.
     #[test]
-    fn newer_minor_with_trailing_bytes(b in tensors(30), minor in 1u8..=255, tail in proptest::collection::vec(any::<u8>(), 0..24)) {
+    fn newer_minor_with_trailing_bytes(b in tensors(30), minor in 2u8..=255, tail in proptest::collection::vec(any::<u8>(), 0..24)) {
         let mut bytes = b.encode().unwrap();
         let d0 = decode(&bytes, Mode::Strict).unwrap();
         bytes[5] = minor;
@@ -650,6 +650,32 @@ proptest! {
         prop_assert!(d.is_bindable());
         prop_assert_eq!(d.encode().unwrap(), bytes.clone());
         prop_assert_eq!(decode(&d.encode().unwrap(), Mode::Permissive).unwrap(), d);
+    }
+
+    /// Any descriptor marked version 1.1 without using a 1.1 feature: both modes decode
+    /// it as its minor-0 twin (but for the minor), keep minor 1 and re-encode it byte for
+    /// byte; a byte after its last field is LENGTH_MISMATCH, as for minor 0.
+    #[test]
+    fn minor_1_without_1_1_features(b in tensors(30), extra in any::<u8>()) {
+        let mut bytes = b.encode().unwrap();
+        prop_assert_eq!(bytes[5], 0);
+        let d0 = decode(&bytes, Mode::Strict).unwrap();
+        bytes[5] = 1;
+        for mode in [Mode::Strict, Mode::Permissive] {
+            let d = decode(&bytes, mode).unwrap();
+            prop_assert_eq!((d.version_minor(), d.required_minor()), (1, 0));
+            prop_assert_eq!(d.shape(), d0.shape());
+            prop_assert_eq!(d.effective_buffers(), d0.effective_buffers());
+            prop_assert_eq!(d.region_count(), d0.region_count());
+            prop_assert_eq!(d.encode().unwrap(), bytes.clone());
+        }
+        let mut long = bytes.clone();
+        long.push(extra);
+        let n = long.len() as u64;
+        set_len(&mut long, n);
+        for mode in [Mode::Strict, Mode::Permissive] {
+            prop_assert_eq!(decode(&long, mode).unwrap_err().kind, ErrorKind::LengthMismatch);
+        }
     }
 
     /// An unassigned top-level layout tag: an opaque descriptor, never bindable, re-encoded

@@ -173,12 +173,123 @@ fn unsupported_version() {
         b[4] = major;
         expect_both(&b, ErrorKind::UnsupportedVersion);
     }
+    // The library reads format 1.1: minor 2 and above are newer.
+    for minor in [2u8, 3, 255] {
+        let mut b = rm();
+        b[5] = minor;
+        let e = expect(&b, ErrorKind::UnsupportedVersion);
+        assert!(e.detail.contains(&format!("1.{minor}")), "{e}");
+        assert!(e.detail.contains("newer than 1.1"), "{e}");
+        // Permissive reads a newer minor.
+        let d = decode(&b, Mode::Permissive).unwrap();
+        assert_eq!(d.version_minor(), minor);
+        assert_eq!(d.encode().unwrap(), b);
+    }
+}
+
+/// A minor-1 descriptor that uses no 1.1 feature is accepted in both modes and keeps its
+/// minor: it re-encodes to exactly its bytes (never lowered to 0), and a byte left in its
+/// window is LENGTH_MISMATCH, as in minor 0 (only a newer minor has opaque trailing bytes).
+#[test]
+fn minor_1_without_1_1_features_round_trips() {
     let mut b = rm();
     b[5] = 1;
-    let e = expect(&b, ErrorKind::UnsupportedVersion);
-    assert!(e.detail.contains("1.1"), "{e}");
-    // Permissive reads a newer minor.
-    assert_eq!(decode(&b, Mode::Permissive).unwrap().version_minor(), 1);
+    for mode in [Mode::Strict, Mode::Permissive] {
+        let d = decode(&b, mode).unwrap();
+        assert_eq!((d.version_minor(), d.required_minor()), (1, 0));
+        assert_eq!(d.encode().unwrap(), b);
+    }
+    let mut long = b.clone();
+    long.push(0);
+    set_len(&mut long, 62);
+    expect_both(&long, ErrorKind::LengthMismatch);
+}
+
+/// Alignment below 64 bytes is a 1.1 feature: a minor-0 descriptor declaring it is
+/// ALIGNMENT_INVALID with 1.0's message (a 1.0 reader's status), the same bytes with
+/// minor 1 decode in both modes and re-encode byte for byte, and a minor-1 handle still
+/// cannot exceed 2^30.
+#[test]
+fn alignment_below_64_needs_minor_1() {
+    for a in [0u8, 1, 2, 3, 4, 5] {
+        let mut b = rm();
+        b[RM_HANDLE + 13] = a;
+        let e = expect_both(&b, ErrorKind::AlignmentInvalid);
+        assert!(
+            e.detail
+                .contains(&format!("alignment_log2 {a} outside 6..=30")),
+            "{e}"
+        );
+        b[5] = 1;
+        for mode in [Mode::Strict, Mode::Permissive] {
+            let d = decode(&b, mode).unwrap_or_else(|e| panic!("alignment_log2 {a}: {e}"));
+            assert_eq!(d.effective_buffers()[0].alignment_log2, a);
+            assert_eq!((d.version_minor(), d.required_minor()), (1, 1));
+            assert_eq!(d.encode().unwrap(), b);
+        }
+    }
+    for a in [31u8, 255] {
+        let mut b = rm();
+        b[5] = 1;
+        b[RM_HANDLE + 13] = a;
+        let e = expect_both(&b, ErrorKind::AlignmentInvalid);
+        assert!(e.detail.contains("outside 0..=30"), "{e}");
+    }
+}
+
+/// The builder writes the least minor a tensor's features need: 0 for 64-byte (and
+/// larger) alignment, 1 as soon as one buffer (explicit or automatic, at any nesting
+/// level) declares less; its bytes are those of the built descriptor.
+#[test]
+fn builder_writes_the_required_minor() {
+    let aligned = |log2: u8| BufferHandle {
+        alignment_log2: log2,
+        ..BufferHandle::cpu(0)
+    };
+    let dense = TensorBuilder::row_major(ElementType::Float32, &[2, 3]);
+    let nested = |log2: u8| {
+        TensorBuilder::subpaving(
+            ElementType::Float32,
+            &[4, 4],
+            vec![
+                RegionSpec::new(&[0, 0], &[4, 2], NodeSpec::row_major()),
+                RegionSpec::new(
+                    &[0, 2],
+                    &[4, 2],
+                    NodeSpec::subpaving(vec![
+                        RegionSpec::new(&[0, 0], &[2, 2], NodeSpec::row_major()),
+                        RegionSpec::new(
+                            &[2, 0],
+                            &[2, 2],
+                            NodeSpec::row_major().with_buffers(vec![aligned(log2).with_size(16)]),
+                        ),
+                    ]),
+                ),
+            ],
+        )
+    };
+    for (b, minor) in [
+        (dense.clone(), 0u8),
+        (dense.clone().device(aligned(12)), 0),
+        (dense.clone().device(aligned(5)), 1),
+        (dense.device(aligned(0)), 1),
+        (nested(6), 0),
+        (nested(2), 1),
+    ] {
+        let d = b.build().unwrap();
+        assert_eq!((d.version_minor(), d.required_minor()), (minor, minor));
+        let bytes = b.encode().unwrap();
+        assert_eq!(bytes[5], minor);
+        assert_eq!(bytes, d.encode().unwrap());
+        assert_eq!(b.encode_unchecked().unwrap(), bytes);
+        assert_eq!(decode(&bytes, Mode::Strict).unwrap(), d);
+        if minor == 1 {
+            // The same tensor marked 1.0 is what a 1.0 reader refuses.
+            let mut old = bytes.clone();
+            old[5] = 0;
+            expect_both(&old, ErrorKind::AlignmentInvalid);
+        }
+    }
 }
 
 #[test]
@@ -1680,4 +1791,106 @@ fn regression_statistics_fields_judged_as_read() {
         b.u32(9).u8(3).u64(6);
     });
     expect_both(&b, ErrorKind::LengthMismatch);
+}
+
+/// The fast paths for grids of plain tiles judge a handle's alignment by the minor too:
+/// a top-level grid held without records, a nested grid held without records and a
+/// rank-3 grid, each with every tile 8-byte aligned, decode with minor 1 (and need it)
+/// and are ALIGNMENT_INVALID with minor 0, exactly as the general path says.
+#[test]
+fn tile_grids_judge_alignment_by_the_minor() {
+    let template = BufferHandle {
+        alignment_log2: 3,
+        ..BufferHandle::cpu(0)
+    };
+    let tiles = |extent: &[u64], cell: &[u64]| -> Vec<RegionSpec> {
+        let rank = extent.len();
+        let mut out = Vec::new();
+        let cells: Vec<u64> = (0..rank).map(|a| extent[a].div_ceil(cell[a])).collect();
+        let total: u64 = cells.iter().product();
+        for k in 0..total {
+            let mut rem = k;
+            let mut origin = vec![0u64; rank];
+            let mut shape = vec![0u64; rank];
+            for a in (0..rank).rev() {
+                let c = rem % cells[a];
+                rem /= cells[a];
+                origin[a] = c * cell[a];
+                shape[a] = cell[a].min(extent[a] - origin[a]);
+            }
+            out.push(RegionSpec::new(&origin, &shape, NodeSpec::row_major()));
+        }
+        out
+    };
+    let top = TensorBuilder::subpaving(ElementType::Float32, &[8, 8], tiles(&[8, 8], &[2, 2]));
+    let nested = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[8, 16],
+        vec![
+            RegionSpec::new(&[0, 0], &[8, 8], NodeSpec::row_major()),
+            RegionSpec::new(
+                &[0, 8],
+                &[8, 8],
+                NodeSpec::subpaving(tiles(&[8, 8], &[2, 2])),
+            ),
+        ],
+    );
+    let rank3 = TensorBuilder::subpaving(
+        ElementType::Uint8,
+        &[4, 4, 6],
+        tiles(&[4, 4, 6], &[2, 2, 3]),
+    );
+    // Uneven cells (cuts at 3 and 5 on both axes): the rectilinear pass.
+    let cuts = [0u64, 3, 5, 8];
+    let mut uneven = Vec::new();
+    for i in 0..3 {
+        for j in 0..3 {
+            uneven.push(RegionSpec::new(
+                &[cuts[i], cuts[j]],
+                &[cuts[i + 1] - cuts[i], cuts[j + 1] - cuts[j]],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    let rectilinear = TensorBuilder::subpaving(ElementType::Float32, &[8, 8], uneven);
+    // Cells out of row-major order (enough of them to be worth listing): plain tiles
+    // listed with their boxes.
+    let mut reversed = tiles(&[8, 10], &[2, 2]);
+    reversed.reverse();
+    let listed = TensorBuilder::subpaving(ElementType::Float32, &[8, 10], reversed);
+    for (what, b, held) in [
+        ("top-level grid", top, 0),
+        ("nested grid", nested, 1),
+        ("rank-3 grid", rank3, 0),
+        ("rectilinear grid", rectilinear, 0),
+        ("listed tiles", listed, 0),
+    ] {
+        let b = b.device(template);
+        let bytes = b.encode().unwrap();
+        assert_eq!(bytes[5], 1, "{what}");
+        let d = decode(&bytes, Mode::Strict).unwrap();
+        // Held without records: the fast paths took the minor-1 handles.
+        assert_eq!(tensordesc::bench_support::held_grids(&d), held, "{what}");
+        let is_listed = what == "listed tiles";
+        assert_eq!(
+            tensordesc::bench_support::listed_tiles(&d),
+            is_listed,
+            "{what}"
+        );
+        assert_eq!(
+            tensordesc::bench_support::tile_sizes(&d).is_some(),
+            held == 0 && !is_listed,
+            "{what}"
+        );
+        assert!(d.effective_buffers().iter().all(|h| h.alignment_log2 == 3));
+        assert_eq!(d.required_minor(), 1, "{what}");
+        assert_eq!(d.encode().unwrap(), bytes, "{what}");
+        let general = tensordesc::bench_support::decode_with_records(&bytes, Mode::Strict).unwrap();
+        assert_eq!(general, d, "{what}");
+        let mut old = bytes.clone();
+        old[5] = 0;
+        let e = expect_both(&old, ErrorKind::AlignmentInvalid);
+        let g = tensordesc::bench_support::decode_with_records(&old, Mode::Strict).unwrap_err();
+        assert_eq!((g.kind, &g.detail), (e.kind, &e.detail), "{what}");
+    }
 }

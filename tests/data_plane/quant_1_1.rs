@@ -76,8 +76,13 @@ fn check_all(t: &BoundTensor<'_>, shape: &[u64], want: &[f64]) {
         all.extend_from_slice(&idx);
     }
     let mut many = vec![0f64; n];
-    t.get_many(&all, n, OutputType::Float64, bytemuck::cast_slice_mut(&mut many))
-        .unwrap();
+    t.get_many(
+        &all,
+        n,
+        OutputType::Float64,
+        bytemuck::cast_slice_mut(&mut many),
+    )
+    .unwrap();
     assert_eq!(many, want, "get_many");
     let mut full = vec![0f32; n];
     t.read_box(
@@ -107,10 +112,7 @@ fn check_all(t: &BoundTensor<'_>, shape: &[u64], want: &[f64]) {
     let mut k = 0;
     let mut p = lo.clone();
     loop {
-        let flat = p
-            .iter()
-            .zip(shape)
-            .fold(0u64, |acc, (&i, &e)| acc * e + i) as usize;
+        let flat = p.iter().zip(shape).fold(0u64, |acc, (&i, &e)| acc * e + i) as usize;
         assert_eq!(win[k].to_bits(), want[flat].to_bits(), "window at {p:?}");
         k += 1;
         let mut a = rank;
@@ -164,7 +166,11 @@ fn nvfp4_e2m1_codes_e4m3_block_scales_and_a_global_scale() {
             Some(how),
         );
         assert_eq!(q.required_minor(), 1);
-        let bufs = vec![codes.clone(), scales.clone(), g_stored.to_le_bytes().to_vec()];
+        let bufs = vec![
+            codes.clone(),
+            scales.clone(),
+            g_stored.to_le_bytes().to_vec(),
+        ];
         let d = TensorBuilder::new(
             ElementType::Float4E2m1fn,
             &shape,
@@ -174,7 +180,11 @@ fn nvfp4_e2m1_codes_e4m3_block_scales_and_a_global_scale() {
         )
         .build()
         .unwrap();
-        assert_eq!(d.version_minor(), 1, "a 1.1 feature makes the descriptor 1.1");
+        assert_eq!(
+            d.version_minor(),
+            1,
+            "a 1.1 feature makes the descriptor 1.1"
+        );
         let bytes = d.encode().unwrap();
         let back = tensordesc::decode(&bytes, Mode::Strict).unwrap();
         assert_eq!(back.encode().unwrap(), bytes, "canonical");
@@ -414,7 +424,10 @@ fn dlpack_names_blockwise_2d() {
 /// `scheme`, `flags`, `fields` and `params` parameter buffers of the given sizes.
 fn wire(minor: u8, code: u8, flags: u8, fields: &[u8], params: &[u64]) -> Vec<u8> {
     let mut b = common::Bytes::header(0x0001, 0x02, 2, 0x01);
-    b.u64s(&[4, 32]).u64(0).u32(1 + params.len() as u32).handle(128);
+    b.u64s(&[4, 32])
+        .u64(0)
+        .u32(1 + params.len() as u32)
+        .handle(128);
     for &p in params {
         b.handle(p);
     }
@@ -437,7 +450,11 @@ fn wire_rules_of_the_1_1_quantization() {
     assert_eq!(d.encode().unwrap(), ok);
     // Minor 0 decodes as 1.0 does: E4M3 scales are not allowed.
     assert_eq!(
-        kind(&wire(0, scheme::BLOCKWISE, 0, &e4m3_fields, &[8]), Mode::Strict).unwrap_err(),
+        kind(
+            &wire(0, scheme::BLOCKWISE, 0, &e4m3_fields, &[8]),
+            Mode::Strict
+        )
+        .unwrap_err(),
         ErrorKind::QuantizationInvalid
     );
     // A global scale (one more 4-byte buffer), multiplying and dividing.
@@ -451,26 +468,41 @@ fn wire_rules_of_the_1_1_quantization() {
         assert_eq!(d.encode().unwrap(), b);
         // A global scale buffer of the wrong size; one missing.
         assert_eq!(
-            kind(&wire(1, scheme::BLOCKWISE, flags, &f32_fields, &[32, 8]), Mode::Strict)
-                .unwrap_err(),
+            kind(
+                &wire(1, scheme::BLOCKWISE, flags, &f32_fields, &[32, 8]),
+                Mode::Strict
+            )
+            .unwrap_err(),
             ErrorKind::BufferSizeMismatch
         );
         assert_eq!(
-            kind(&wire(1, scheme::BLOCKWISE, flags, &f32_fields, &[32]), Mode::Strict)
-                .unwrap_err(),
+            kind(
+                &wire(1, scheme::BLOCKWISE, flags, &f32_fields, &[32]),
+                Mode::Strict
+            )
+            .unwrap_err(),
             ErrorKind::BufferCountMismatch
         );
         // In a 1.0 descriptor the bits are reserved.
         assert_eq!(
-            kind(&wire(0, scheme::BLOCKWISE, flags, &f32_fields, &[32, 4]), Mode::Strict)
-                .unwrap_err(),
+            kind(
+                &wire(0, scheme::BLOCKWISE, flags, &f32_fields, &[32, 4]),
+                Mode::Strict
+            )
+            .unwrap_err(),
             ErrorKind::ReservedNonzero
         );
     }
     // DIVIDES without HAS_GLOBAL_SCALE.
     assert_eq!(
         kind(
-            &wire(1, scheme::BLOCKWISE, q_flags::GLOBAL_SCALE_DIVIDES, &f32_fields, &[32]),
+            &wire(
+                1,
+                scheme::BLOCKWISE,
+                q_flags::GLOBAL_SCALE_DIVIDES,
+                &f32_fields,
+                &[32]
+            ),
             Mode::Strict
         )
         .unwrap_err(),
@@ -481,7 +513,13 @@ fn wire_rules_of_the_1_1_quantization() {
     pt.extend_from_slice(&0i64.to_le_bytes());
     assert_eq!(
         kind(
-            &wire(1, scheme::PER_TENSOR_AFFINE, q_flags::HAS_GLOBAL_SCALE, &pt, &[4]),
+            &wire(
+                1,
+                scheme::PER_TENSOR_AFFINE,
+                q_flags::HAS_GLOBAL_SCALE,
+                &pt,
+                &[4]
+            ),
             Mode::Strict
         )
         .unwrap_err(),
@@ -511,14 +549,21 @@ fn wire_rules_of_the_1_1_quantization() {
         (f2d(0, 2, 1, 0), "block_b 0"),
     ] {
         assert_eq!(
-            kind(&wire(1, scheme::BLOCKWISE_2D, 0, &fields, &[16]), Mode::Strict).unwrap_err(),
+            kind(
+                &wire(1, scheme::BLOCKWISE_2D, 0, &fields, &[16]),
+                Mode::Strict
+            )
+            .unwrap_err(),
             ErrorKind::QuantizationInvalid,
             "{why}"
         );
     }
     assert_eq!(
-        kind(&wire(1, scheme::BLOCKWISE_2D, 0, &f2d(0, 2, 1, 16), &[12]), Mode::Strict)
-            .unwrap_err(),
+        kind(
+            &wire(1, scheme::BLOCKWISE_2D, 0, &f2d(0, 2, 1, 16), &[12]),
+            Mode::Strict
+        )
+        .unwrap_err(),
         ErrorKind::BufferSizeMismatch
     );
     // Scheme 0x05 in a 1.0 descriptor: unknown (strict), opaque (permissive).

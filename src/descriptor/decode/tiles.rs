@@ -63,6 +63,7 @@ fn room_for_tiles(r: &Reader<'_>, rank: usize, count: u32) -> bool {
 fn first_tile<'a>(
     rec: Record<'a>,
     rank: usize,
+    minor: u8,
 ) -> Option<(Record<'a>, u8, Layout, BufferHandle, [u8; 8])> {
     let prefix = 16 * rank + 8;
     let tag0 = rec.u8_at(16 * rank)?;
@@ -71,7 +72,7 @@ fn first_tile<'a>(
         tag::COL_MAJOR => Layout::ColMajor,
         _ => return None,
     };
-    let handle = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+    let handle = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0, minor).ok()?;
     let device = *rec.array_at::<8>(prefix + 9 + 8)?;
     Some((rec, tag0, layout, handle, device))
 }
@@ -87,6 +88,7 @@ fn tile_handle(
     tag0: u8,
     device: &[u8; 8],
     first: &BufferHandle,
+    minor: u8,
 ) -> Option<BufferHandle> {
     let prefix = 16 * rank + 8;
     if rec.u8_at(16 * rank)? != tag0
@@ -105,7 +107,7 @@ fn tile_handle(
             ..*first
         });
     }
-    let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0).ok()?;
+    let h = BufferHandle::from_bytes(rec.array_at::<16>(prefix + 9)?, 0, minor).ok()?;
     h.colocated_with(first).then_some(h)
 }
 
@@ -160,6 +162,7 @@ fn plain_tile2(
     extent: &[u64],
     (tag0, device_bytes): (u8, &[u8; 8]),
     first: &BufferHandle,
+    minor: u8,
 ) -> Option<([u64; 2], [u64; 2], BufferHandle)> {
     let b = rec.array_at::<REC2>(0)?;
     let (o, s) = ([word(b, 0), word(b, 8)], [word(b, 16), word(b, 24)]);
@@ -177,7 +180,7 @@ fn plain_tile2(
             ..*first
         }
     } else {
-        tile_handle(rec, 2, tag0, device_bytes, first)?
+        tile_handle(rec, 2, tag0, device_bytes, first, minor)?
     };
     Some((o, s, h))
 }
@@ -224,7 +227,9 @@ impl Decoder {
                 let other = if word(b, 57) == device {
                     None
                 } else {
-                    let Some(h) = tile_handle(&rec, 2, tag0, device_bytes, first_handle) else {
+                    let Some(h) =
+                        tile_handle(&rec, 2, tag0, device_bytes, first_handle, self.minor)
+                    else {
                         self.miss = TileMiss::NotTiles;
                         return None;
                     };
@@ -460,13 +465,20 @@ impl Decoder {
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
         let (first_rec, tag0, layout, first_handle, device_bytes) =
-            first_tile(r.clone().record(rec_len)?, rank)?;
+            first_tile(r.clone().record(rec_len)?, rank, self.minor)?;
         if let Some(f) = &self.first_handle() {
             if !first_handle.colocated_with(f) {
                 return None;
             }
         }
-        tile_handle(&first_rec, rank, tag0, &device_bytes, &first_handle)?;
+        tile_handle(
+            &first_rec,
+            rank,
+            tag0,
+            &device_bytes,
+            &first_handle,
+            self.minor,
+        )?;
         // Room for a handle per region (or, for listed tiles, a size): the caller checked
         // that the input left holds the level as tile records, so this is at most 16
         // bytes per 16 · rank + 33 read.
@@ -492,8 +504,13 @@ impl Decoder {
             let before = r.clone();
             let tile = r.record(rec_len).and_then(|rec| {
                 let h = if rank == 2 {
-                    let (o, s, h) =
-                        plain_tile2(&rec, extent, (tag0, &device_bytes), &first_handle)?;
+                    let (o, s, h) = plain_tile2(
+                        &rec,
+                        extent,
+                        (tag0, &device_bytes),
+                        &first_handle,
+                        self.minor,
+                    )?;
                     (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
                     h
                 } else {
@@ -504,7 +521,7 @@ impl Decoder {
                         }
                         (origin[a], shape[a]) = (o, s);
                     }
-                    tile_handle(&rec, rank, tag0, &device_bytes, &first_handle)?
+                    tile_handle(&rec, rank, tag0, &device_bytes, &first_handle, self.minor)?
                 };
                 let need = self
                     .et
@@ -641,7 +658,7 @@ impl Decoder {
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
         let (_, tag0, layout, first_handle, device_bytes) =
-            first_tile(r.clone().record(rec_len)?, rank)?;
+            first_tile(r.clone().record(rec_len)?, rank, self.minor)?;
         if let Some(f) = &self.first_handle() {
             if !first_handle.colocated_with(f) {
                 return None;
@@ -675,7 +692,8 @@ impl Decoder {
                 }
                 shape[a] = s;
             }
-            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
+            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle, self.minor)
+            else {
                 self.miss = TileMiss::NotTiles;
                 return None;
             };
@@ -755,7 +773,8 @@ impl Decoder {
         if total != u64::from(count) {
             return None;
         }
-        let (_, tag0, layout, first_handle, device_bytes) = first_tile(first_rec, rank)?;
+        let (_, tag0, layout, first_handle, device_bytes) =
+            first_tile(first_rec, rank, self.minor)?;
         let row_major = matches!(layout, Layout::RowMajor);
         if let Some(f) = &self.first_handle() {
             if !first_handle.colocated_with(f) {
@@ -813,7 +832,8 @@ impl Decoder {
                 }
                 shape[a] = s;
             }
-            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle) else {
+            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle, self.minor)
+            else {
                 self.miss = TileMiss::NotTiles;
                 return None;
             };
