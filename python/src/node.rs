@@ -2,7 +2,7 @@
 //! the plan for viewing a dense node as a strided array (numpy views and DLPack exports).
 
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, QuantScheme, Quantization,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, Quantization,
     Result, TileOrder,
 };
 

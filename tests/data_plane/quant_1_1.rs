@@ -426,13 +426,13 @@ fn wire(minor: u8, code: u8, flags: u8, fields: &[u8], params: &[u64]) -> Vec<u8
     let mut b = common::Bytes::header(0x0001, 0x02, 2, 0x01);
     b.u64s(&[4, 32])
         .u64(0)
-        .u32(1 + params.len() as u32)
+        .u8(1 + params.len() as u8)
         .handle(128);
     for &p in params {
         b.handle(p);
     }
     let at = b.slot32();
-    b.u8(code).u8(0x03).u8(flags).u8(0).raw(fields).patch32(at);
+    b.u8(code).u8(0x0C).u8(flags).u8(0).raw(fields).patch32(at);
     b.buf[5] = minor;
     b.finish()
 }
@@ -458,7 +458,7 @@ fn wire_rules_of_the_1_1_quantization() {
         ErrorKind::QuantizationInvalid
     );
     // A global scale (one more 4-byte buffer), multiplying and dividing.
-    let f32_fields = [1u8, 16, 0, 0, 0, 0x0B];
+    let f32_fields = [1u8, 16, 0, 0, 0, 0x0C];
     for flags in [
         q_flags::HAS_GLOBAL_SCALE,
         q_flags::HAS_GLOBAL_SCALE | q_flags::GLOBAL_SCALE_DIVIDES,
@@ -531,7 +531,7 @@ fn wire_rules_of_the_1_1_quantization() {
         f.extend_from_slice(&ba.to_le_bytes());
         f.push(b);
         f.extend_from_slice(&bb.to_le_bytes());
-        f.push(0x0B);
+        f.push(0x0C);
         f
     };
     let b2 = wire(1, scheme::BLOCKWISE_2D, 0, &f2d(0, 2, 1, 16), &[16]);
