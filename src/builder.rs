@@ -605,9 +605,10 @@ impl TensorBuilder {
             if q.validate(et, shape).is_ok() {
                 match q.param_sizes(et, shape) {
                     Ok(p) => sizes.extend(p),
-                    Err(_) => sizes.extend(
-                        std::iter::repeat(u64::MAX).take(q.param_buffer_count().unwrap_or(0)),
-                    ),
+                    Err(_) => sizes.extend(std::iter::repeat_n(
+                        u64::MAX,
+                        q.param_buffer_count().unwrap_or(0),
+                    )),
                 }
             }
         }
