@@ -400,7 +400,7 @@ fn dlpack_names_blockwise_2d() {
         ElementType::Float32,
         None,
     );
-    let bufs = vec![vec![1; 16], vec![0, 0, 128, 63].repeat(4)];
+    let bufs = vec![vec![1; 16], [0, 0, 128, 63].repeat(4)];
     let d = TensorBuilder::new(
         ElementType::Int8,
         &[4, 4],
