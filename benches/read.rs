@@ -335,6 +335,7 @@ fn q8_0(small: bool) -> f64 {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: false,
+        global_scale: None,
     };
     let d = TensorBuilder::new(
         ElementType::Int8,
@@ -397,6 +398,7 @@ fn per_tensor(scale: f64, zero_point: i64) -> Quantization {
         scheme: QuantScheme::PerTensorAffine { scale, zero_point },
         expressed_type: ElementType::Float32,
         has_zero_point: zero_point != 0,
+        global_scale: None,
     }
 }
 
@@ -419,6 +421,7 @@ fn blockwise_q(axis: u8, shape: [u64; 2], rng: &mut Rng, bufs: &mut Vec<Vec<u8>>
         },
         expressed_type: ElementType::Float32,
         has_zero_point: false,
+        global_scale: None,
     }
 }
 
@@ -468,6 +471,7 @@ fn demo_like(n: u64) -> (TensorBuilder, Vec<Vec<u8>>) {
             },
             expressed_type: ElementType::Float32,
             has_zero_point: false,
+            global_scale: None,
         }),
     ));
     let pitch = q + 32;

@@ -314,7 +314,132 @@ static void test_output_overlapping_input(const fixture *f) {
     OK(tdesc_tensor_read_box(f->t, box, box + 2, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, strides));
 }
 
+/* Format 1.1 quantization from C: NVFP4 (E2M1 codes, E4M3 scales per 16, a multiplying
+ * FLOAT32 global scale) and BLOCKWISE_2D with a dividing global scale, built with
+ * tdesc_node_set_quantization_ext and read with read_box and get_f64. */
+static double e2m1(unsigned c) {
+    static const double m[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    return (c & 8) ? -m[c & 7] : m[c & 7];
+}
+
+static void test_quant_1_1(void) {
+    /* NVFP4: FLOAT4_E2M1FN [2, 32]. */
+    tdesc_node_spec *n = NULL;
+    OK(tdesc_node_new_row_major(&n));
+    tdesc_quantization q;
+    memset(&q, 0, sizeof q);
+    q.scheme = TDESC_QUANT_BLOCKWISE;
+    q.expressed_type = TDESC_ELEMENT_FLOAT32;
+    q.axis = 1;
+    q.block_size = 16;
+    q.scale_type = TDESC_ELEMENT_FLOAT8_E4M3FN;
+    tdesc_quantization_ext ext;
+    memset(&ext, 0, sizeof ext);
+    ext.has_global_scale = 1;
+    ext.global_scale_divides = 2;
+    EXPECT(tdesc_node_set_quantization_ext(n, &q, &ext), TDESC_ERR_INVALID_ARGUMENT);
+    ext.global_scale_divides = 0;
+    OK(tdesc_node_set_quantization_ext(n, &q, &ext));
+    tdesc_builder *b = NULL;
+    const uint64_t shape[2] = {2, 32};
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT4_E2M1FN, shape, 2, n, &b));
+    tdesc_descriptor *d = NULL;
+    OK(tdesc_builder_build(b, &d));
+    tdesc_builder_free(b);
+    CHECK(tdesc_descriptor_version_minor(d) == 1);
+    CHECK(tdesc_descriptor_buffer_count(d) == 3);
+    tdesc_buffer info;
+    OK(tdesc_descriptor_buffer(d, 2, &info));
+    CHECK(info.role == TDESC_ROLE_QUANT_GLOBAL_SCALE && info.size_bytes == 4);
+    tdesc_quantization_ext back;
+    OK(tdesc_descriptor_quantization_ext(d, TDESC_NO_REGION, &back));
+    CHECK(back.has_global_scale == 1 && back.global_scale_divides == 0);
+
+    uint8_t *codes = alloc64(32);
+    for (int k = 0; k < 32; ++k) codes[k] = (uint8_t)((k * 37 + 11) & 0xFF);
+    /* E4M3: 0x38 = 1.0, 0x40 = 2.0, 0x30 = 0.5, 0x00 = +0 (an all-zero block). */
+    uint8_t *scales = alloc64(4);
+    const uint8_t sc[4] = {0x38, 0x40, 0x30, 0x00};
+    const double sv[4] = {1.0, 2.0, 0.5, 0.0};
+    memcpy(scales, sc, 4);
+    float *g = alloc64(4);
+    g[0] = 0.25f;
+    const void *bufs[3] = {codes, scales, g};
+    tdesc_tensor *t = NULL;
+    OK(tdesc_tensor_bind(d, bufs, 3, &t));
+    OK(tdesc_tensor_validate(t));
+    float out[64];
+    const uint64_t lo[2] = {0, 0};
+    OK(tdesc_tensor_read_box(t, lo, shape, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL));
+    int bad = 0;
+    for (int k = 0; k < 64; ++k) {
+        unsigned c = (codes[k / 2] >> ((k % 2) * 4)) & 0xF;
+        double want = e2m1(c) * sv[(k / 32) * 2 + (k % 32) / 16] * 0.25;
+        if (out[k] != (float)want) ++bad;
+        double v = 0;
+        const uint64_t idx[2] = {(uint64_t)(k / 32), (uint64_t)(k % 32)};
+        OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+        if (v != want) ++bad;
+    }
+    CHECK(bad == 0);
+    tdesc_tensor_free(t);
+    tdesc_descriptor_free(d);
+
+    /* BLOCKWISE_2D: INT8 [4, 6], blocks 2 × 3 over axes 0 and 1, FLOAT32 scales, global
+     * scale 2 dividing. Without the ext the scheme is refused. */
+    OK(tdesc_node_new_row_major(&n));
+    memset(&q, 0, sizeof q);
+    q.scheme = TDESC_QUANT_BLOCKWISE_2D;
+    q.expressed_type = TDESC_ELEMENT_FLOAT32;
+    q.axis = 0;
+    q.block_size = 2;
+    q.scale_type = TDESC_ELEMENT_FLOAT32;
+    EXPECT(tdesc_node_set_quantization(n, &q), TDESC_ERR_INVALID_ARGUMENT);
+    memset(&ext, 0, sizeof ext);
+    ext.axis_b = 1;
+    ext.block_b = 3;
+    ext.has_global_scale = 1;
+    ext.global_scale_divides = 1;
+    OK(tdesc_node_set_quantization_ext(n, &q, &ext));
+    const uint64_t shape2[2] = {4, 6};
+    OK(tdesc_builder_new(TDESC_ELEMENT_INT8, shape2, 2, n, &b));
+    OK(tdesc_builder_build(b, &d));
+    tdesc_builder_free(b);
+    tdesc_quantization qb;
+    OK(tdesc_descriptor_quantization(d, TDESC_NO_REGION, &qb));
+    CHECK(qb.scheme == TDESC_QUANT_BLOCKWISE_2D && qb.axis == 0 && qb.block_size == 2);
+    OK(tdesc_descriptor_quantization_ext(d, TDESC_NO_REGION, &back));
+    CHECK(back.axis_b == 1 && back.block_b == 3 && back.global_scale_divides == 1);
+    int8_t *c8 = alloc64(24);
+    for (int k = 0; k < 24; ++k) c8[k] = (int8_t)(k * 5 - 60);
+    float *s2 = alloc64(4 * 4);
+    const float s2v[4] = {0.5f, 1.0f, 1.5f, 2.0f};
+    memcpy(s2, s2v, sizeof s2v);
+    float *g2 = alloc64(4);
+    g2[0] = 2.0f;
+    const void *bufs2[3] = {c8, s2, g2};
+    OK(tdesc_tensor_bind(d, bufs2, 3, &t));
+    float out2[24];
+    OK(tdesc_tensor_read_box(t, lo, shape2, 2, TDESC_OUTPUT_FLOAT32, out2, sizeof out2, NULL));
+    bad = 0;
+    for (int k = 0; k < 24; ++k) {
+        int r = k / 6, c = k % 6;
+        double want = (double)c8[k] * s2v[(r / 2) * 2 + c / 3] / 2.0;
+        if (out2[k] != (float)want) ++bad;
+    }
+    CHECK(bad == 0);
+    tdesc_tensor_free(t);
+    tdesc_descriptor_free(d);
+    free(codes);
+    free(scales);
+    free(g);
+    free(c8);
+    free(s2);
+    free(g2);
+}
+
 int main(void) {
+    test_quant_1_1();
     fixture f = make_fixture();
     test_regions_in_box(&f);
     test_read_box(&f);

@@ -14,7 +14,39 @@ struct free_deleter {
 };
 using host_buffer = std::unique_ptr<void, free_deleter>;
 
+// A DeepSeek-style FP8 weight through the C++ builder: BLOCKWISE_2D with the 1.1 fields.
+static void fp8_blockwise_2d() {
+    tdesc_quantization q{};
+    q.scheme = TDESC_QUANT_BLOCKWISE_2D;
+    q.expressed_type = TDESC_ELEMENT_FLOAT32;
+    q.axis = 0;
+    q.block_size = 2;
+    q.scale_type = TDESC_ELEMENT_FLOAT32;
+    tdesc_quantization_ext ext{};
+    ext.axis_b = 1;
+    ext.block_b = 2;
+    tdesc::descriptor d =
+        tdesc::builder(TDESC_ELEMENT_FLOAT8_E4M3FN, {3, 3}, tdesc::node::row_major().quantization(q, ext))
+            .build();
+    CHECK(d.version_minor() == 1);
+    CHECK(d.quantization().scheme == TDESC_QUANT_BLOCKWISE_2D);
+    CHECK(d.quantization_ext().axis_b == 1 && d.quantization_ext().block_b == 2);
+    host_buffer codes(alloc64(9)), scales(alloc64(4 * 4));
+    // E4M3 0x38 = 1.0, 0x40 = 2.0, 0xB0 = -0.5.
+    const uint8_t cv[9] = {0x38, 0x40, 0xB0, 0x40, 0x38, 0x38, 0xB0, 0x38, 0x40};
+    std::memcpy(codes.get(), cv, 9);
+    const float sv[4] = {1.0f, 10.0f, 100.0f, 1000.0f};
+    std::memcpy(scales.get(), sv, sizeof sv);
+    tdesc::tensor t(d, {codes.get(), scales.get()});
+    std::vector<float> w = t.read<float>({{0, 0}, {3, 3}});
+    const float want[9] = {1, 2, -5, 2, 1, 10, -50, 100, 2000};
+    bool same = w.size() == 9;
+    for (int k = 0; same && k < 9; ++k) same = w[k] == want[k];
+    CHECK(same);
+}
+
 int main() {
+    fp8_blockwise_2d();
     // 4 x 6 FLOAT32: a row-major left part, a column-major right part, nested below.
     tdesc::node right = tdesc::node::subpaving();
     right.add_region({0, 0}, {2, 2}, tdesc::node::col_major())

@@ -410,6 +410,12 @@ typedef struct DLManagedTensor DLManagedTensor;
 #define TDESC_QUANT_CODEBOOK 4
 
 /**
+ * Scales (and zero points) per two-dimensional block over two axes (format 1.1; its
+ * second axis and block are in `tdesc_quantization_ext`).
+ */
+#define TDESC_QUANT_BLOCKWISE_2D 5
+
+/**
  * The result of every fallible call: `TDESC_OK` (0) or the reason of the failure.
  * The numbers are stable and never reused; they equal the Rust `ErrorKind` discriminants.
  * `tdesc_status_name` gives the name without prefix, `tdesc_last_error` the detail.
@@ -641,6 +647,10 @@ enum tdesc_buffer_role
      * A private-extension buffer (`level` is its ordinal).
      */
     TDESC_ROLE_EXTENSION = 10,
+    /**
+     * The FLOAT32 global scale of a quantization (format 1.1).
+     */
+    TDESC_ROLE_QUANT_GLOBAL_SCALE = 11,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -837,6 +847,35 @@ typedef struct {
      */
     int64_t zero_point;
 } tdesc_quantization;
+
+/**
+ * The format 1.1 fields of a quantization section (`tdesc_node_set_quantization_ext`,
+ * `tdesc_descriptor_quantization_ext`), beside a `tdesc_quantization` whose `axis`,
+ * `block_size` and `scale_type` are BLOCKWISE_2D's `axis_a`, `block_a` and scale type.
+ * All 0 describes a 1.0 section.
+ */
+typedef struct {
+    /**
+     * BLOCKWISE_2D: the second blocked axis (above `axis`).
+     */
+    uint8_t axis_b;
+    /**
+     * 1 when a FLOAT32 global scale buffer follows the scales and zero points.
+     */
+    uint8_t has_global_scale;
+    /**
+     * 1 when the global scale divides (`(q − zp) · s / g`), 0 when it multiplies.
+     */
+    uint8_t global_scale_divides;
+    /**
+     * Reserved; 0.
+     */
+    uint8_t reserved;
+    /**
+     * BLOCKWISE_2D: elements per block along `axis_b`.
+     */
+    uint32_t block_b;
+} tdesc_quantization_ext;
 
 /**
  * The statistics section, as the builder takes it and the descriptor reports it.
@@ -1472,6 +1511,15 @@ tdesc_status tdesc_node_set_buffers(tdesc_node_spec *node,
 tdesc_status tdesc_node_set_quantization(tdesc_node_spec *node, const tdesc_quantization *q);
 
 /**
+ * Set (or, with `q` NULL, clear) the node's quantization with its format 1.1 fields
+ * (`ext`: BLOCKWISE_2D's second axis and block, a global scale; NULL is all 0). The
+ * descriptor built is version 1.1 only when a 1.1 feature is used.
+ */
+tdesc_status tdesc_node_set_quantization_ext(tdesc_node_spec *node,
+                                             const tdesc_quantization *q,
+                                             const tdesc_quantization_ext *ext);
+
+/**
  * Free a node the caller still owns. NULL is a no-op.
  */
 void tdesc_node_free(tdesc_node_spec *node);
@@ -1826,6 +1874,15 @@ tdesc_status tdesc_descriptor_tile_level(const tdesc_descriptor *d,
 tdesc_status tdesc_descriptor_quantization(const tdesc_descriptor *d,
                                            uint32_t region,
                                            tdesc_quantization *out);
+
+/**
+ * The format 1.1 fields of the quantization of the tensor (`region` =
+ * `TDESC_NO_REGION`) or of one region (all 0 for a 1.0 section); `TDESC_ERR_NOT_FOUND`
+ * when it has none.
+ */
+tdesc_status tdesc_descriptor_quantization_ext(const tdesc_descriptor *d,
+                                               uint32_t region,
+                                               tdesc_quantization_ext *out);
 
 /**
  * The shard section; `TDESC_ERR_NOT_FOUND` when absent.

@@ -262,8 +262,6 @@ class descriptor {
     std::string layout_name() const { return tdesc_layout_name(layout()); }
     uint64_t element_count() const noexcept { return tdesc_descriptor_element_count(get()); }
     uint64_t encoded_len() const noexcept { return tdesc_descriptor_encoded_len(get()); }
-    /// The wire minor version: 1 when a format 1.1 feature is used (or as decoded).
-    uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
     bool is_bindable() const noexcept { return tdesc_descriptor_is_bindable(get()); }
 
     /// The effective buffers, in transport order.
@@ -336,6 +334,21 @@ class descriptor {
         check(tdesc_descriptor_layout_info(get(), region, &li));
         return li;
     }
+
+    /// The quantization of the tensor or of `region` (throws NOT_FOUND when it has none).
+    tdesc_quantization quantization(uint32_t region = TDESC_NO_REGION) const {
+        tdesc_quantization q;
+        check(tdesc_descriptor_quantization(get(), region, &q));
+        return q;
+    }
+    /// Its format 1.1 fields (BLOCKWISE_2D's second axis and block, the global scale).
+    tdesc_quantization_ext quantization_ext(uint32_t region = TDESC_NO_REGION) const {
+        tdesc_quantization_ext e;
+        check(tdesc_descriptor_quantization_ext(get(), region, &e));
+        return e;
+    }
+    /// The descriptor's `version_minor` (1 when it uses a format 1.1 feature).
+    uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
 
     /// Give up ownership of the C handle (for calls that consume it).
     tdesc_descriptor *release() noexcept { return h_.release(); }
@@ -454,6 +467,14 @@ class node {
         return *this;
     }
     node &&quantization(const tdesc_quantization &q) && { return std::move(quantization(q)); }
+    /// With the format 1.1 fields (BLOCKWISE_2D, a global scale).
+    node &quantization(const tdesc_quantization &q, const tdesc_quantization_ext &ext) & {
+        check(tdesc_node_set_quantization_ext(h_.get(), &q, &ext));
+        return *this;
+    }
+    node &&quantization(const tdesc_quantization &q, const tdesc_quantization_ext &ext) && {
+        return std::move(quantization(q, ext));
+    }
 
     /// Give up ownership (for the C API).
     tdesc_node_spec *release() noexcept { return h_.release(); }

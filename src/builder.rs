@@ -24,7 +24,7 @@ use crate::format::frame::{self, FrameHeader};
 use crate::layout::{
     element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
 };
-use crate::quant::{QuantScheme, Quantization};
+use crate::quant::Quantization;
 use crate::sections::{ExtensionType, Shard, Statistics};
 use crate::wire::Writer;
 use crate::Mode;
@@ -610,25 +610,15 @@ impl TensorBuilder {
             LayoutSpec::Subpaving(_) => Vec::new(),
         };
         if let Some(q) = &node.quantization {
-            if !shape.is_empty() || matches!(q.scheme, QuantScheme::Codebook { .. }) {
-                let axis_ok = match q.scheme {
-                    QuantScheme::PerAxisAffine { axis, .. }
-                    | QuantScheme::Blockwise { axis, .. } => (axis as usize) < shape.len(),
-                    _ => true,
-                };
-                if axis_ok && q.validate(et, shape).is_ok() {
-                    let n = q.param_entries(shape).unwrap_or(u64::MAX);
-                    match q.scheme {
-                        QuantScheme::PerAxisAffine { scale_type, .. }
-                        | QuantScheme::Blockwise { scale_type, .. } => {
-                            sizes.push(bytes(scale_type, n));
-                            if q.has_zero_point {
-                                sizes.push(bytes(et, n));
-                            }
-                        }
-                        QuantScheme::Codebook { .. } => sizes.push(bytes(q.expressed_type, n)),
-                        _ => {}
-                    }
+            // The scheme sizes its own parameters; a scheme that does not fit the shape gets
+            // none (decoding then names the rule), one whose sizes overflow gets u64::MAX.
+            if q.validate(et, shape).is_ok() {
+                match q.param_sizes(et, shape) {
+                    Ok(p) => sizes.extend(p),
+                    Err(_) => sizes.extend(std::iter::repeat_n(
+                        u64::MAX,
+                        q.param_buffer_count().unwrap_or(0),
+                    )),
                 }
             }
         }

@@ -83,7 +83,7 @@ pub use element::ElementType;
 pub use error::{Error, ErrorKind, Result};
 pub use file::{FileReader, FileWriter};
 pub use layout::{BufferRole, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBPAVING_DEPTH};
-pub use quant::{QuantScheme, Quantization};
+pub use quant::{GlobalScale, QuantScheme, Quantization};
 pub use sections::{ExtensionType, Shard, Statistics};
 
 // The wire vocabulary's modules keep their paths at the crate root.

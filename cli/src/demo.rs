@@ -169,6 +169,7 @@ impl Scale {
             scheme,
             expressed_type: ElementType::Float32,
             has_zero_point,
+            global_scale: None,
         }
     }
 
@@ -958,6 +959,7 @@ fn plain_tensors() -> Result<Vec<Plain>> {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: false,
+        global_scale: None,
     };
     out.push(Plain {
         name: "experts.0.mxfp4",
@@ -982,6 +984,7 @@ fn plain_tensors() -> Result<Vec<Plain>> {
         scheme: QuantScheme::Codebook { codebook_size: 16 },
         expressed_type: ElementType::Float16,
         has_zero_point: false,
+        global_scale: None,
     };
     out.push(Plain {
         name: "palette",

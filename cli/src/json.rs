@@ -6,7 +6,8 @@ use std::io::{self, Write};
 
 use tensordesc::layout::tag_name;
 use tensordesc::{
-    BufferHandle, Descriptor, ErrorKind, LayoutRef, QuantScheme, Quantization, TileOrder,
+    BufferHandle, Descriptor, ErrorKind, GlobalScale, LayoutRef, QuantScheme, Quantization,
+    TileOrder,
 };
 
 use crate::input::{Parsed, TensorRef};
@@ -298,6 +299,13 @@ fn write_quant(j: &mut JsonWriter<'_>, q: Option<&Quantization>) -> io::Result<(
     j.string(q.expressed_type.name())?;
     j.key("has_zero_point")?;
     j.bool(q.has_zero_point)?;
+    if let Some(g) = q.global_scale {
+        j.key("global_scale")?;
+        j.string(match g {
+            GlobalScale::Multiplies => "multiplies",
+            GlobalScale::Divides => "divides",
+        })?;
+    }
     match &q.scheme {
         QuantScheme::PerTensorAffine { scale, zero_point } => {
             j.key("scale")?;
@@ -320,6 +328,24 @@ fn write_quant(j: &mut JsonWriter<'_>, q: Option<&Quantization>) -> io::Result<(
             j.u64(*axis as u64)?;
             j.key("block_size")?;
             j.u64(*block_size as u64)?;
+            j.key("scale_type")?;
+            j.string(scale_type.name())?;
+        }
+        QuantScheme::Blockwise2D {
+            axis_a,
+            block_a,
+            axis_b,
+            block_b,
+            scale_type,
+        } => {
+            j.key("axis_a")?;
+            j.u64(*axis_a as u64)?;
+            j.key("block_a")?;
+            j.u64(*block_a as u64)?;
+            j.key("axis_b")?;
+            j.u64(*axis_b as u64)?;
+            j.key("block_b")?;
+            j.u64(*block_b as u64)?;
             j.key("scale_type")?;
             j.string(scale_type.name())?;
         }

@@ -145,46 +145,14 @@ pub fn layout_text(l: &LayoutRef<'_>) -> String {
 /// The quantization scheme's name.
 pub fn scheme_name(q: &Quantization) -> String {
     match &q.scheme {
-        QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE".to_string(),
-        QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE".to_string(),
-        QuantScheme::Blockwise { .. } => "BLOCKWISE".to_string(),
-        QuantScheme::Codebook { .. } => "CODEBOOK".to_string(),
         QuantScheme::Opaque { scheme, .. } => format!("UNKNOWN_SCHEME_0x{scheme:02X}"),
+        _ => q.scheme_name().to_string(),
     }
 }
 
 /// `BLOCKWISE axis=1 block=32 scales FLOAT16 -> FLOAT32`.
 pub fn quant_text(q: &Quantization) -> String {
-    let zp = if q.has_zero_point {
-        " + zero points"
-    } else {
-        ""
-    };
-    let body = match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            if q.has_zero_point {
-                format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point}")
-            } else {
-                format!("PER_TENSOR_AFFINE scale={scale}")
-            }
-        }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            format!("PER_AXIS_AFFINE axis={axis} scales {scale_type}{zp}")
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => format!("BLOCKWISE axis={axis} block={block_size} scales {scale_type}{zp}"),
-        QuantScheme::Codebook { codebook_size } => {
-            format!("CODEBOOK {codebook_size} entries")
-        }
-        QuantScheme::Opaque { scheme, fields } => format!(
-            "unknown scheme 0x{scheme:02X} ({} opaque bytes, cannot dequantize)",
-            fields.len()
-        ),
-    };
-    format!("{body} -> {}", q.expressed_type)
+    q.to_string()
 }
 
 /// `CPU:0 DEFAULT align 64` (+ `read-only`).

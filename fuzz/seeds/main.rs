@@ -35,6 +35,7 @@ fn q_tensor() -> Quantization {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: true,
+        global_scale: None,
     }
 }
 
@@ -46,6 +47,7 @@ fn q_axis(axis: u8) -> Quantization {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: true,
+        global_scale: None,
     }
 }
 
@@ -58,6 +60,7 @@ fn q_block(axis: u8) -> Quantization {
         },
         expressed_type: ElementType::Bfloat16,
         has_zero_point: false,
+        global_scale: None,
     }
 }
 
@@ -66,6 +69,7 @@ fn q_codebook() -> Quantization {
         scheme: QuantScheme::Codebook { codebook_size: 16 },
         expressed_type: ElementType::Float16,
         has_zero_point: false,
+        global_scale: None,
     }
 }
 

@@ -10,8 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, NodeSpec, QuantScheme,
-    Quantization, RegionSpec, Result, TensorBuilder, TileOrder,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, GlobalScale, LayoutRef, NodeSpec,
+    QuantScheme, Quantization, RegionSpec, Result, TensorBuilder, TileOrder,
 };
 
 use crate::args;
@@ -97,15 +97,15 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                 },
                 expressed_type: expressed,
                 has_zero_point: get("has_zero_point")?.extract()?,
+                global_scale: None,
             }
         }
-        "PER_AXIS_AFFINE" | "BLOCKWISE" => {
-            let class = if scheme == "BLOCKWISE" {
-                "Blockwise"
-            } else {
-                "PerAxisAffine"
+        "PER_AXIS_AFFINE" | "BLOCKWISE" | "BLOCKWISE_2D" => {
+            let class = match scheme.as_str() {
+                "BLOCKWISE" => "Blockwise",
+                "BLOCKWISE_2D" => "Blockwise2D",
+                _ => "PerAxisAffine",
             };
-            let axis: u8 = args::int(&get("axis")?, &format!("{class}.axis"))?;
             let scale_type = element_type(get("scale_type")?.extract()?).map_err(Fail)?;
             bufs.push(contiguous_buffer(&array("scales")?, "quantization scales")?);
             let zp = get("zero_points")?;
@@ -116,19 +116,52 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                     "quantization zero points",
                 )?);
             }
-            let scheme = if scheme == "BLOCKWISE" {
-                QuantScheme::Blockwise {
-                    axis,
+            let global = q.get_item("global_scale")?.filter(|g| !g.is_none());
+            let global_scale = match global {
+                Some(g) => {
+                    bufs.push(contiguous_buffer(
+                        &g.cast_into::<PyUntypedArray>()?,
+                        "quantization global scale",
+                    )?);
+                    let divides = match q.get_item("global_divides")? {
+                        Some(d) => d.is_truthy()?,
+                        None => false,
+                    };
+                    Some(if divides {
+                        GlobalScale::Divides
+                    } else {
+                        GlobalScale::Multiplies
+                    })
+                }
+                None => None,
+            };
+            let scheme = match class {
+                "Blockwise" => QuantScheme::Blockwise {
+                    axis: args::int(&get("axis")?, "Blockwise.axis")?,
                     block_size: args::int(&get("block_size")?, "Blockwise.block_size")?,
                     scale_type,
+                },
+                "Blockwise2D" => {
+                    let axes = get("axes")?;
+                    let block = get("block")?;
+                    QuantScheme::Blockwise2D {
+                        axis_a: args::int(&axes.get_item(0)?, "Blockwise2D.axes[0]")?,
+                        block_a: args::int(&block.get_item(0)?, "Blockwise2D.block[0]")?,
+                        axis_b: args::int(&axes.get_item(1)?, "Blockwise2D.axes[1]")?,
+                        block_b: args::int(&block.get_item(1)?, "Blockwise2D.block[1]")?,
+                        scale_type,
+                    }
                 }
-            } else {
-                QuantScheme::PerAxisAffine { axis, scale_type }
+                _ => QuantScheme::PerAxisAffine {
+                    axis: args::int(&get("axis")?, "PerAxisAffine.axis")?,
+                    scale_type,
+                },
             };
             Quantization {
                 scheme,
                 expressed_type: expressed,
                 has_zero_point,
+                global_scale,
             }
         }
         "CODEBOOK" => {
@@ -146,6 +179,7 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
                 },
                 expressed_type: expressed,
                 has_zero_point: false,
+                global_scale: None,
             }
         }
         other => {

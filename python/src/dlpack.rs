@@ -32,6 +32,7 @@ pub const USED_LEGACY_NAME: &CStr = c"used_dltensor";
 
 // The DLPack 1.1 ABI and the dtype mapping are the library's (safe Rust, shared with its
 // C ABI).
+use tensordesc::device::{MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2};
 pub use tensordesc::interop::dlpack::abi::{
     DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_IS_COPIED as FLAG_IS_COPIED,
@@ -40,7 +41,6 @@ pub use tensordesc::interop::dlpack::abi::{
     DLPACK_MINOR_VERSION as DLPACK_MINOR,
 };
 pub use tensordesc::interop::dlpack::{check_element_aligned, dl_dtype, element_type_of};
-use tensordesc::device::{MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2};
 
 // ---------------------------------------------------------------------------------------
 // Export
@@ -228,13 +228,15 @@ pub fn export(
     } else {
         // Consumers load elements with aligned loads: memory below its element's
         // alignment (possible in format 1.1) is exported only as a copy.
-        check_element_aligned(bytes, plan.byte_offset, plan.et, &plan.what)
-            .map_err(|e| {
-                Fail(Error::new(
-                    e.kind,
-                    format!("{}; __dlpack__(copy=True) exports an aligned copy", e.detail),
-                ))
-            })?;
+        check_element_aligned(bytes, plan.byte_offset, plan.et, &plan.what).map_err(|e| {
+            Fail(Error::new(
+                e.kind,
+                format!(
+                    "{}; __dlpack__(copy=True) exports an aligned copy",
+                    e.detail
+                ),
+            ))
+        })?;
         (
             bytes.as_ptr() as *mut c_void,
             plan.byte_offset,

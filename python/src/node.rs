@@ -2,8 +2,8 @@
 //! the plan for viewing a dense node as a strided array (numpy views and DLPack exports).
 
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, QuantScheme, Quantization,
-    Result, TileOrder,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, Quantization, Result,
+    TileOrder,
 };
 
 /// The tensor (`region` None) or one region of it.
@@ -125,28 +125,7 @@ pub fn layout_summary(l: &LayoutRef<'_>) -> String {
 
 /// A short description of a quantization, for `repr`.
 pub fn quant_summary(q: &Quantization) -> String {
-    let e = q.expressed_type.name();
-    match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            format!("PER_TENSOR_AFFINE scale={scale} zero_point={zero_point} -> {e}")
-        }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            format!(
-                "PER_AXIS_AFFINE axis={axis} scales {} -> {e}",
-                scale_type.name()
-            )
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => format!(
-            "BLOCKWISE axis={axis} block={block_size} scales {} -> {e}",
-            scale_type.name()
-        ),
-        QuantScheme::Codebook { codebook_size } => format!("CODEBOOK size={codebook_size} -> {e}"),
-        QuantScheme::Opaque { scheme, .. } => format!("opaque scheme 0x{scheme:02X}"),
-    }
+    q.to_string()
 }
 
 /// Compact strides (in elements) of `shape` stored in axis `order` (outermost first). An

@@ -8,8 +8,8 @@ use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError}
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use tensordesc::{
-    BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, LayoutRef, Location,
-    QuantScheme, Quantization, TileOrder,
+    BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, GlobalScale, LayoutRef,
+    Location, QuantScheme, Quantization, TileOrder,
 };
 
 use crate::dlpack;
@@ -103,6 +103,11 @@ fn quant_dict<'py>(py: Python<'py>, q: &Quantization) -> PyResult<Bound<'py, PyD
     let d = PyDict::new(py);
     d.set_item("expressed_type", type_name(q.expressed_type))?;
     d.set_item("has_zero_point", q.has_zero_point)?;
+    match q.global_scale {
+        Some(GlobalScale::Multiplies) => d.set_item("global_scale", "multiplies")?,
+        Some(GlobalScale::Divides) => d.set_item("global_scale", "divides")?,
+        None => {}
+    }
     match &q.scheme {
         QuantScheme::PerTensorAffine { scale, zero_point } => {
             d.set_item("scheme", "PER_TENSOR_AFFINE")?;
@@ -122,6 +127,18 @@ fn quant_dict<'py>(py: Python<'py>, q: &Quantization) -> PyResult<Bound<'py, PyD
             d.set_item("scheme", "BLOCKWISE")?;
             d.set_item("axis", axis)?;
             d.set_item("block_size", block_size)?;
+            d.set_item("scale_type", type_name(*scale_type))?;
+        }
+        QuantScheme::Blockwise2D {
+            axis_a,
+            block_a,
+            axis_b,
+            block_b,
+            scale_type,
+        } => {
+            d.set_item("scheme", "BLOCKWISE_2D")?;
+            d.set_item("axes", (axis_a, axis_b))?;
+            d.set_item("block", (block_a, block_b))?;
             d.set_item("scale_type", type_name(*scale_type))?;
         }
         QuantScheme::Codebook { codebook_size } => {

@@ -159,56 +159,134 @@ class PerTensorAffine:
         }
 
 
+def _affine(
+    scheme: str,
+    fields: dict[str, _Any],
+    element_code: int,
+    scales: _ArrayLike,
+    scale_type: _DTypeLike | None,
+    zero_points: _ArrayLike | None,
+    global_scale: _ArrayLike | float | None,
+    global_divides: bool,
+    expressed: _DTypeLike,
+) -> _QuantSpec:
+    """The native form of the affine schemes with scales (the fields every one shares)."""
+    s = _param_array(scales, None if scale_type is None else _element_type(scale_type))
+    g = None
+    if global_scale is not None:
+        g = _np.ascontiguousarray(_np.asarray(global_scale, dtype=_np.float32).reshape(-1))
+        if g.size != 1:
+            raise ValueError(f"global_scale must be one value, not {g.size}")
+    elif global_divides:
+        raise ValueError("global_divides=True needs a global_scale")
+    spec: _QuantSpec = {
+        "scheme": scheme,  # type: ignore[typeddict-item]
+        "scale_type": _element_type(s.dtype),
+        "scales": s,
+        "zero_points": None if zero_points is None else _param_array(zero_points, element_code),
+        "global_scale": g,
+        "global_divides": bool(global_divides),
+        "expressed": _float_code(expressed, "expressed"),
+    }
+    spec.update(fields)  # type: ignore[typeddict-item]
+    return spec
+
+
 @_dataclass(frozen=True)
 class PerAxisAffine:
     """One scale (and zero point) per index along ``axis``: ``scales`` is a 1-D array of
-    float16/bfloat16/float32/float64 (or float8_e8m0fnu); ``zero_points`` (optional) is of
-    the element type."""
+    float16/bfloat16/float32/float64, float8_e8m0fnu or float8_e4m3fn (``scale_type``
+    converts it); ``zero_points`` (optional) is of the element type. ``global_scale``
+    (format 1.1): one more float32 factor ``g``, ``value = (code - zp) * s * g`` (``/ g``
+    with ``global_divides=True``)."""
 
     axis: int
     scales: _ArrayLike
     zero_points: _ArrayLike | None = None
     expressed: _DTypeLike = "float32"
+    scale_type: _DTypeLike | None = None
+    global_scale: _ArrayLike | float | None = None
+    global_divides: bool = False
 
     def _native(self, element_code: int) -> _QuantSpec:
-        scales = _param_array(self.scales)
-        return {
-            "scheme": "PER_AXIS_AFFINE",
-            "axis": int(self.axis),
-            "scale_type": _element_type(scales.dtype),
-            "scales": scales,
-            "zero_points": None
-            if self.zero_points is None
-            else _param_array(self.zero_points, element_code),
-            "expressed": _float_code(self.expressed, "expressed"),
-        }
+        return _affine(
+            "PER_AXIS_AFFINE",
+            {"axis": int(self.axis)},
+            element_code,
+            self.scales,
+            self.scale_type,
+            self.zero_points,
+            self.global_scale,
+            self.global_divides,
+            self.expressed,
+        )
 
 
 @_dataclass(frozen=True)
 class Blockwise:
     """One scale (and zero point) per block of ``block_size`` elements along ``axis``
-    (GGUF Q8_0/Q4_0 and MX style): ``scales`` holds the block-reduced shape's entries in
-    row-major order (the shape with ``ceil(shape[axis] / block_size)`` on ``axis``)."""
+    (GGUF Q8_0/Q4_0, MX and NVFP4 style): ``scales`` holds the block-reduced shape's
+    entries in row-major order (the shape with ``ceil(shape[axis] / block_size)`` on
+    ``axis``). ``scale_type`` converts the scales (e.g. ``"float8_e4m3fn"``);
+    ``global_scale`` and ``global_divides`` as for :class:`PerAxisAffine` (NVFP4: E2M1
+    codes, float8_e4m3fn scales per 16, one float32 global scale)."""
 
     axis: int
     block_size: int
     scales: _ArrayLike
     zero_points: _ArrayLike | None = None
     expressed: _DTypeLike = "float32"
+    scale_type: _DTypeLike | None = None
+    global_scale: _ArrayLike | float | None = None
+    global_divides: bool = False
 
     def _native(self, element_code: int) -> _QuantSpec:
-        scales = _param_array(self.scales)
-        return {
-            "scheme": "BLOCKWISE",
-            "axis": int(self.axis),
-            "block_size": int(self.block_size),
-            "scale_type": _element_type(scales.dtype),
-            "scales": scales,
-            "zero_points": None
-            if self.zero_points is None
-            else _param_array(self.zero_points, element_code),
-            "expressed": _float_code(self.expressed, "expressed"),
-        }
+        return _affine(
+            "BLOCKWISE",
+            {"axis": int(self.axis), "block_size": int(self.block_size)},
+            element_code,
+            self.scales,
+            self.scale_type,
+            self.zero_points,
+            self.global_scale,
+            self.global_divides,
+            self.expressed,
+        )
+
+
+@_dataclass(frozen=True)
+class Blockwise2D:
+    """One scale (and zero point) per ``block[0]`` × ``block[1]`` block over ``axes``
+    (format 1.1; DeepSeek-V3 style FP8 weights with 128×128 ``weight_scale_inv``):
+    ``scales`` holds the reduced shape's entries in row-major order (the shape with
+    ``ceil(shape[a] / block[i])`` on ``axes[i]``). ``axes[0] < axes[1]``. Other fields as
+    for :class:`Blockwise`."""
+
+    axes: tuple[int, int]
+    block: tuple[int, int]
+    scales: _ArrayLike
+    zero_points: _ArrayLike | None = None
+    expressed: _DTypeLike = "float32"
+    scale_type: _DTypeLike | None = None
+    global_scale: _ArrayLike | float | None = None
+    global_divides: bool = False
+
+    def _native(self, element_code: int) -> _QuantSpec:
+        axes = tuple(int(a) for a in self.axes)
+        block = tuple(int(b) for b in self.block)
+        if len(axes) != 2 or len(block) != 2:
+            raise ValueError(f"Blockwise2D takes two axes and two block lengths, not {axes} and {block}")
+        return _affine(
+            "BLOCKWISE_2D",
+            {"axes": axes, "block": block},
+            element_code,
+            self.scales,
+            self.scale_type,
+            self.zero_points,
+            self.global_scale,
+            self.global_divides,
+            self.expressed,
+        )
 
 
 @_dataclass(frozen=True)
@@ -229,7 +307,7 @@ class Codebook:
 
 if _TYPE_CHECKING:
     #: The quantization schemes ``quantization=`` takes.
-    _Quantization: _TypeAlias = PerTensorAffine | PerAxisAffine | Blockwise | Codebook
+    _Quantization: _TypeAlias = PerTensorAffine | PerAxisAffine | Blockwise | Blockwise2D | Codebook
     #: What ``as_tensor`` takes.
     _TensorLike: _TypeAlias = Tensor | _sparray | _spmatrix | _DLPackProducer | _ArrayLike
     #: What ``write``, ``to_bytes`` and ``write_stream`` take.
@@ -243,7 +321,7 @@ def _quant(q: _Quantization | None, element_code: int) -> _QuantSpec | None:
         return None
     if not hasattr(q, "_native"):
         raise TypeError(
-            "quantization must be PerTensorAffine, PerAxisAffine, Blockwise or Codebook"
+            "quantization must be PerTensorAffine, PerAxisAffine, Blockwise, Blockwise2D or Codebook"
         )
     return q._native(element_code)
 
@@ -573,6 +651,7 @@ __all__ = [
     "PerTensorAffine",
     "PerAxisAffine",
     "Blockwise",
+    "Blockwise2D",
     "Codebook",
     "live_exports",
 ]

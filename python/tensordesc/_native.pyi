@@ -157,7 +157,7 @@ class _QuantSpec(TypedDict, total=False):
     """A quantization as the quantization classes of ``tensordesc`` hand it to the
     constructors (``PerTensorAffine._native(...)``, ...)."""
 
-    scheme: Literal["PER_TENSOR_AFFINE", "PER_AXIS_AFFINE", "BLOCKWISE", "CODEBOOK"]
+    scheme: Literal["PER_TENSOR_AFFINE", "PER_AXIS_AFFINE", "BLOCKWISE", "BLOCKWISE_2D", "CODEBOOK"]
     expressed: int
     scale: float
     zero_point: int
@@ -167,6 +167,10 @@ class _QuantSpec(TypedDict, total=False):
     scale_type: int
     scales: NDArray[Any]
     zero_points: NDArray[Any] | None
+    global_scale: NDArray[Any] | None
+    global_divides: bool
+    axes: tuple[int, ...]
+    block: tuple[int, ...]
     codebook: NDArray[Any]
 
 @type_check_only

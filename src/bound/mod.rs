@@ -219,22 +219,17 @@ pub fn blockwise_param_index(
     axis: usize,
     block_size: u64,
 ) -> Option<u64> {
-    if index.len() != shape.len() || axis >= shape.len() || block_size == 0 {
-        return None;
-    }
-    let mut j = 0u64;
-    for (k, (&i, &e)) in index.iter().zip(shape).enumerate() {
-        if i >= e {
-            return None;
-        }
-        let (i, e) = if k == axis {
-            (i / block_size, e.div_ceil(block_size))
-        } else {
-            (i, e)
-        };
-        j = j.checked_mul(e)?.checked_add(i)?;
-    }
-    Some(j)
+    let q = crate::quant::Quantization {
+        scheme: crate::quant::QuantScheme::Blockwise {
+            axis: u8::try_from(axis).ok()?,
+            block_size: u32::try_from(block_size).ok()?,
+            scale_type: ElementType::Float32,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: false,
+        global_scale: None,
+    };
+    q.param_entry(shape, index)
 }
 
 #[inline(always)]

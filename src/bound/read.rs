@@ -98,7 +98,10 @@ impl<'a> BoundTensor<'a> {
     ///
     /// - PER_TENSOR_AFFINE: `(q − zero_point) × scale`;
     /// - PER_AXIS_AFFINE: `(q − zero_points[i_axis]) × scales[i_axis]`;
-    /// - BLOCKWISE: `(q − zero_points[j]) × scales[j]`, `j` from [`blockwise_param_index`];
+    /// - BLOCKWISE and BLOCKWISE_2D: `(q − zero_points[j]) × scales[j]`, `j` from
+    ///   [`Quantization::param_entry`](crate::Quantization::param_entry) (for BLOCKWISE also
+    ///   [`blockwise_param_index`]);
+    /// - with a global scale `g` (1.1): that value `× g`, or `/ g` when it divides;
     /// - CODEBOOK: `codebook[q]` (a code ≥ `codebook_size` is CONTENT_INVALID).
     ///
     /// `q` is the stored element's value (an integer, or the real value of an 8-/4-bit float
@@ -225,18 +228,20 @@ impl<'a> BoundTensor<'a> {
                 };
                 diff * scale
             }
-            QuantScheme::PerAxisAffine { axis, scale_type } => {
-                let j = x[axis as usize];
-                self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?
-            }
-            QuantScheme::Blockwise {
-                axis,
-                block_size,
-                scale_type,
-            } => {
-                let j = blockwise_param_index(shape, x, axis as usize, block_size as u64)
-                    .ok_or_else(missing)?;
-                self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => {
+                let j = q.param_entry(shape, x).ok_or_else(missing)?;
+                let v = self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?;
+                match q.global_scale {
+                    Some(how) => {
+                        let k = 1 + q.has_zero_point as usize;
+                        let g = param(k, ElementType::Float32, 0)?;
+                        let g = value::element_to_f64(ElementType::Float32, &g).ok_or_else(missing)?;
+                        how.apply(v, g)
+                    }
+                    None => v,
+                }
             }
             QuantScheme::Codebook { codebook_size } => {
                 let c = value::element_to_i128(et, code)

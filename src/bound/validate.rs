@@ -449,15 +449,24 @@ impl<'a> BoundTensor<'a> {
         let n = find::layout_buffer_count(d, node);
         match q.scheme {
             QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. } => {
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => {
                 let b = self.buf(node, n)?;
                 let esize = scale_type.storage_bytes() as usize;
+                // FLOAT8_E4M3FN scales (1.1) may be +0: NVFP4 producers write 0 for a block
+                // whose elements are all 0.
+                let zero_ok = scale_type == ElementType::Float8E4m3fn;
                 for (j, e) in b.chunks_exact(esize).enumerate() {
                     let s = value::element_to_f64(scale_type, e)
                         .ok_or_else(|| Error::new(ErrorKind::Internal, "scale conversion"))?;
-                    if !(s.is_finite() && s > 0.0) {
+                    let ok = s.is_finite() && (s > 0.0 || (zero_ok && s.to_bits() == 0));
+                    if !ok {
                         let what = if scale_type == ElementType::Float8E8m0fnu {
                             "is the FLOAT8_E8M0FNU NaN code 0xFF".to_string()
+                        } else if zero_ok {
+                            format!(
+                                "is {s}; FLOAT8_E4M3FN scales must be finite and +0 or positive"
+                            )
                         } else {
                             format!("is {s}; scales must be finite and positive")
                         };
@@ -468,6 +477,25 @@ impl<'a> BoundTensor<'a> {
                             n,
                             j as u64,
                             format_args!("scale {what}"),
+                        ));
+                    }
+                }
+                if q.global_scale.is_some() {
+                    let k = n + 1 + q.has_zero_point as usize;
+                    let g = self.buf(node, k)?;
+                    let g = f32::from_le_bytes(
+                        g.get(..4)
+                            .and_then(|g| g.try_into().ok())
+                            .ok_or_else(|| Error::new(ErrorKind::Internal, "global scale size"))?,
+                    );
+                    if !(g.is_finite() && g > 0.0) {
+                        return Err(content_error(
+                            d,
+                            region,
+                            node,
+                            k,
+                            0,
+                            format_args!("global scale is {g}; it must be finite and positive"),
                         ));
                     }
                 }

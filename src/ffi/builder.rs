@@ -396,7 +396,35 @@ pub unsafe extern "C" fn tdesc_node_set_quantization(
             None
         } else {
             // SAFETY: caller promise on `q`.
-            Some(unsafe { ref_arg(q, "q")? }.to_rust()?)
+            Some(unsafe { ref_arg(q, "q")? }.to_rust(None)?)
+        };
+        Ok(())
+    })
+}
+
+/// Set (or, with `q` NULL, clear) the node's quantization with its format 1.1 fields
+/// (`ext`: BLOCKWISE_2D's second axis and block, a global scale; NULL is all 0). The
+/// descriptor built is version 1.1 only when a 1.1 feature is used.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_quantization_ext(
+    node: *mut tdesc_node_spec,
+    q: *const tdesc_quantization,
+    ext: *const tdesc_quantization_ext,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `node`.
+        let node = unsafe { mut_arg(node, "node")? };
+        node.spec.quantization = if q.is_null() {
+            None
+        } else {
+            let ext = if ext.is_null() {
+                None
+            } else {
+                // SAFETY: caller promise on `ext`.
+                Some(unsafe { ref_arg(ext, "ext")? })
+            };
+            // SAFETY: caller promise on `q`.
+            Some(unsafe { ref_arg(q, "q")? }.to_rust(ext)?)
         };
         Ok(())
     })

@@ -722,6 +722,28 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization(
     })
 }
 
+/// The format 1.1 fields of the quantization of the tensor (`region` =
+/// `TDESC_NO_REGION`) or of one region (all 0 for a 1.0 section); `TDESC_ERR_NOT_FOUND`
+/// when it has none.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_quantization_ext(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut tdesc_quantization_ext,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let q = node_parts(d, region)?
+            .2
+            .ok_or_else(|| not_found("quantization there"))?;
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(tdesc_quantization_ext::from_rust(q)) };
+        Ok(())
+    })
+}
+
 /// The shard section; `TDESC_ERR_NOT_FOUND` when absent.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_shard(

@@ -9,7 +9,7 @@ use crate::device::{BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2};
 use crate::element::ElementType;
 use crate::error::Result;
 use crate::layout::BufferRole;
-use crate::quant::{QuantScheme, Quantization};
+use crate::quant::{GlobalScale, QuantScheme, Quantization};
 
 /// Largest rank a descriptor may have; the length of the inline index arrays.
 pub const TDESC_MAX_RANK: usize = 64;
@@ -167,6 +167,9 @@ pub const TDESC_QUANT_PER_AXIS_AFFINE: u8 = 2;
 pub const TDESC_QUANT_BLOCKWISE: u8 = 3;
 /// Elements index a codebook.
 pub const TDESC_QUANT_CODEBOOK: u8 = 4;
+/// Scales (and zero points) per two-dimensional block over two axes (format 1.1; its
+/// second axis and block are in `tdesc_quantization_ext`).
+pub const TDESC_QUANT_BLOCKWISE_2D: u8 = 5;
 
 /// What an effective buffer holds in its node's sub-table.
 #[repr(u32)]
@@ -194,6 +197,8 @@ pub enum tdesc_buffer_role {
     TDESC_ROLE_QUANT_CODEBOOK = 9,
     /// A private-extension buffer (`level` is its ordinal).
     TDESC_ROLE_EXTENSION = 10,
+    /// The FLOAT32 global scale of a quantization (format 1.1).
+    TDESC_ROLE_QUANT_GLOBAL_SCALE = 11,
 }
 
 impl From<BufferRole> for tdesc_buffer_role {
@@ -210,6 +215,7 @@ impl From<BufferRole> for tdesc_buffer_role {
             BufferRole::QuantScales => TDESC_ROLE_QUANT_SCALES,
             BufferRole::QuantZeroPoints => TDESC_ROLE_QUANT_ZERO_POINTS,
             BufferRole::QuantCodebook => TDESC_ROLE_QUANT_CODEBOOK,
+            BufferRole::QuantGlobalScale => TDESC_ROLE_QUANT_GLOBAL_SCALE,
             BufferRole::Extension => TDESC_ROLE_EXTENSION,
         }
     }
@@ -442,6 +448,16 @@ impl tdesc_quantization {
                 c.block_size = block_size;
                 c.scale_type = scale_type.code();
             }
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                scale_type,
+                ..
+            } => {
+                c.axis = axis_a;
+                c.block_size = block_a;
+                c.scale_type = scale_type.code();
+            }
             QuantScheme::Codebook { codebook_size } => c.codebook_size = codebook_size,
             QuantScheme::Opaque { .. } => {}
         }
@@ -449,8 +465,9 @@ impl tdesc_quantization {
     }
 
     /// Validate the integer fields and convert; the scheme's own rules are checked when
-    /// the descriptor is built (QUANTIZATION_INVALID).
-    pub(crate) fn to_rust(self) -> Result<Quantization> {
+    /// the descriptor is built (QUANTIZATION_INVALID). BLOCKWISE_2D and a global scale
+    /// need the 1.1 fields of `ext`.
+    pub(crate) fn to_rust(self, ext: Option<&tdesc_quantization_ext>) -> Result<Quantization> {
         let expressed_type = element_type_arg(self.expressed_type, "quantization expressed_type")?;
         if self.has_zero_point > 1 {
             return Err(invalid(format!(
@@ -475,16 +492,91 @@ impl tdesc_quantization {
             TDESC_QUANT_CODEBOOK => QuantScheme::Codebook {
                 codebook_size: self.codebook_size,
             },
+            TDESC_QUANT_BLOCKWISE_2D => {
+                let e = ext.ok_or_else(|| {
+                    invalid(
+                        "TDESC_QUANT_BLOCKWISE_2D needs its second axis and block: use \
+                         tdesc_node_set_quantization_ext",
+                    )
+                })?;
+                QuantScheme::Blockwise2D {
+                    axis_a: self.axis,
+                    block_a: self.block_size,
+                    axis_b: e.axis_b,
+                    block_b: e.block_b,
+                    scale_type: element_type_arg(self.scale_type, "quantization scale_type")?,
+                }
+            }
             s => {
                 return Err(invalid(format!(
                     "quantization scheme {s} is not a TDESC_QUANT_* value"
                 )))
             }
         };
+        let global_scale = match ext {
+            None => None,
+            Some(e) => e.global_scale()?,
+        };
         Ok(Quantization {
             scheme,
             expressed_type,
             has_zero_point: self.has_zero_point == 1,
+            global_scale,
+        })
+    }
+}
+
+/// The format 1.1 fields of a quantization section (`tdesc_node_set_quantization_ext`,
+/// `tdesc_descriptor_quantization_ext`), beside a `tdesc_quantization` whose `axis`,
+/// `block_size` and `scale_type` are BLOCKWISE_2D's `axis_a`, `block_a` and scale type.
+/// All 0 describes a 1.0 section.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct tdesc_quantization_ext {
+    /// BLOCKWISE_2D: the second blocked axis (above `axis`).
+    pub axis_b: u8,
+    /// 1 when a FLOAT32 global scale buffer follows the scales and zero points.
+    pub has_global_scale: u8,
+    /// 1 when the global scale divides (`(q − zp) · s / g`), 0 when it multiplies.
+    pub global_scale_divides: u8,
+    /// Reserved; 0.
+    pub reserved: u8,
+    /// BLOCKWISE_2D: elements per block along `axis_b`.
+    pub block_b: u32,
+}
+
+impl tdesc_quantization_ext {
+    pub(crate) fn from_rust(q: &Quantization) -> tdesc_quantization_ext {
+        let mut e = tdesc_quantization_ext::default();
+        if let QuantScheme::Blockwise2D {
+            axis_b, block_b, ..
+        } = q.scheme
+        {
+            e.axis_b = axis_b;
+            e.block_b = block_b;
+        }
+        e.has_global_scale = q.global_scale.is_some() as u8;
+        e.global_scale_divides = (q.global_scale == Some(GlobalScale::Divides)) as u8;
+        e
+    }
+
+    fn global_scale(&self) -> Result<Option<GlobalScale>> {
+        if self.has_global_scale > 1 || self.global_scale_divides > 1 || self.reserved != 0 {
+            return Err(invalid(format!(
+                "quantization ext has_global_scale {}, global_scale_divides {}, reserved {}: \
+                 use 0 or 1 (reserved 0)",
+                self.has_global_scale, self.global_scale_divides, self.reserved
+            )));
+        }
+        Ok(match (self.has_global_scale, self.global_scale_divides) {
+            (0, 0) => None,
+            (1, 0) => Some(GlobalScale::Multiplies),
+            (1, _) => Some(GlobalScale::Divides),
+            _ => {
+                return Err(invalid(
+                    "quantization ext sets global_scale_divides without has_global_scale",
+                ))
+            }
         })
     }
 }
@@ -650,6 +742,7 @@ mod tests {
         assert_eq!(TDESC_QUANT_PER_AXIS_AFFINE, scheme::PER_AXIS_AFFINE);
         assert_eq!(TDESC_QUANT_BLOCKWISE, scheme::BLOCKWISE);
         assert_eq!(TDESC_QUANT_CODEBOOK, scheme::CODEBOOK);
+        assert_eq!(TDESC_QUANT_BLOCKWISE_2D, scheme::BLOCKWISE_2D);
         let devices = [
             TDESC_DEVICE_CPU,
             TDESC_DEVICE_CUDA,
@@ -692,6 +785,7 @@ mod tests {
             BufferRole::QuantZeroPoints,
             BufferRole::QuantCodebook,
             BufferRole::Extension,
+            BufferRole::QuantGlobalScale,
         ];
         for r in roles {
             assert_eq!(tdesc_buffer_role::from(r) as u32, r as u32);
@@ -708,25 +802,55 @@ mod tests {
             },
             expressed_type: ElementType::Float32,
             has_zero_point: true,
+            global_scale: None,
         };
         let c = tdesc_quantization::from_rust(&q);
-        assert_eq!(c.to_rust().unwrap(), q);
+        assert_eq!(c.to_rust(None).unwrap(), q);
+        let q2 = Quantization {
+            scheme: QuantScheme::Blockwise2D {
+                axis_a: 0,
+                block_a: 128,
+                axis_b: 1,
+                block_b: 64,
+                scale_type: ElementType::Float8E4m3fn,
+            },
+            expressed_type: ElementType::Bfloat16,
+            has_zero_point: false,
+            global_scale: Some(GlobalScale::Divides),
+        };
+        let (c2, e2) = (
+            tdesc_quantization::from_rust(&q2),
+            tdesc_quantization_ext::from_rust(&q2),
+        );
+        assert_eq!(c2.to_rust(Some(&e2)).unwrap(), q2);
+        assert_eq!(
+            c2.to_rust(None).unwrap_err().kind,
+            crate::ErrorKind::InvalidArgument
+        );
+        let bad = tdesc_quantization_ext {
+            global_scale_divides: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.to_rust(Some(&bad)).unwrap_err().kind,
+            crate::ErrorKind::InvalidArgument
+        );
         let mut bad = c;
         bad.scheme = 9;
         assert_eq!(
-            bad.to_rust().unwrap_err().kind,
+            bad.to_rust(None).unwrap_err().kind,
             crate::ErrorKind::InvalidArgument
         );
         let mut bad = c;
         bad.expressed_type = 0;
         assert_eq!(
-            bad.to_rust().unwrap_err().kind,
+            bad.to_rust(None).unwrap_err().kind,
             crate::ErrorKind::InvalidArgument
         );
         let mut bad = c;
         bad.has_zero_point = 2;
         assert_eq!(
-            bad.to_rust().unwrap_err().kind,
+            bad.to_rust(None).unwrap_err().kind,
             crate::ErrorKind::InvalidArgument
         );
     }

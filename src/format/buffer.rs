@@ -334,6 +334,8 @@ pub enum BufferRole {
     QuantCodebook = 9,
     /// A private-extension buffer.
     Extension = 10,
+    /// The FLOAT32 global scale of a quantization (1.1).
+    QuantGlobalScale = 11,
 }
 
 impl BufferRole {
@@ -352,6 +354,7 @@ impl BufferRole {
             QuantZeroPoints => "QUANT_ZERO_POINTS",
             QuantCodebook => "QUANT_CODEBOOK",
             Extension => "EXTENSION",
+            QuantGlobalScale => "QUANT_GLOBAL_SCALE",
         }
     }
 }

@@ -18,6 +18,18 @@ pub mod scheme {
     pub const BLOCKWISE: u8 = 0x03;
     /// Elements index a codebook.
     pub const CODEBOOK: u8 = 0x04;
+    /// One scale (and zero point) per two-dimensional block over two axes (1.1).
+    pub const BLOCKWISE_2D: u8 = 0x05;
+}
+
+/// `q_flags` bits.
+pub mod q_flags {
+    /// Zero points follow the scales.
+    pub const HAS_ZERO_POINT: u8 = 0x01;
+    /// A FLOAT32 global scale follows the scales and zero points (1.1).
+    pub const HAS_GLOBAL_SCALE: u8 = 0x02;
+    /// The global scale divides instead of multiplying (1.1; needs HAS_GLOBAL_SCALE).
+    pub const GLOBAL_SCALE_DIVIDES: u8 = 0x04;
 }
 
 /// A quantization scheme and its fields.
@@ -46,6 +58,20 @@ pub enum QuantScheme {
         /// Element type of the scales buffer.
         scale_type: ElementType,
     },
+    /// Scales (and zero points) per `block_a` × `block_b` block over axes `axis_a` <
+    /// `axis_b` (1.1).
+    Blockwise2D {
+        /// The first blocked axis.
+        axis_a: u8,
+        /// Elements per block along `axis_a`.
+        block_a: u32,
+        /// The second blocked axis (above `axis_a`).
+        axis_b: u8,
+        /// Elements per block along `axis_b`.
+        block_b: u32,
+        /// Element type of the scales buffer.
+        scale_type: ElementType,
+    },
     /// Each element is an index into a codebook of `expressed_type` values.
     Codebook {
         /// Entries in the codebook.
@@ -69,20 +95,116 @@ pub struct Quantization {
     pub expressed_type: ElementType,
     /// HAS_ZERO_POINT.
     pub has_zero_point: bool,
+    /// HAS_GLOBAL_SCALE and how the global scale applies (1.1): a FLOAT32 parameter
+    /// buffer of one element after the scales and zero points.
+    pub global_scale: Option<GlobalScale>,
+}
+
+impl std::fmt::Display for Quantization {
+    /// One line: `BLOCKWISE axis=1 block=32 scales FLOAT16 + zero points × global scale ->
+    /// FLOAT32` (what `inspect` and the Python `repr` print).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let zp = if self.has_zero_point {
+            " + zero points"
+        } else {
+            ""
+        };
+        match &self.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                write!(f, "PER_TENSOR_AFFINE scale={scale}")?;
+                if self.has_zero_point {
+                    write!(f, " zero_point={zero_point}")?;
+                }
+            }
+            QuantScheme::PerAxisAffine { axis, scale_type } => {
+                write!(f, "PER_AXIS_AFFINE axis={axis} scales {scale_type}{zp}")?
+            }
+            QuantScheme::Blockwise {
+                axis,
+                block_size,
+                scale_type,
+            } => write!(
+                f,
+                "BLOCKWISE axis={axis} block={block_size} scales {scale_type}{zp}"
+            )?,
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                scale_type,
+            } => write!(
+                f,
+                "BLOCKWISE_2D axes=({axis_a}, {axis_b}) blocks={block_a}x{block_b} scales {scale_type}{zp}"
+            )?,
+            QuantScheme::Codebook { codebook_size } => {
+                write!(f, "CODEBOOK {codebook_size} entries")?
+            }
+            QuantScheme::Opaque { scheme, fields } => write!(
+                f,
+                "unknown scheme 0x{scheme:02X} ({} opaque bytes, cannot dequantize)",
+                fields.len()
+            )?,
+        }
+        match self.global_scale {
+            Some(GlobalScale::Multiplies) => f.write_str(" × global scale")?,
+            Some(GlobalScale::Divides) => f.write_str(" ÷ global scale")?,
+            None => {}
+        }
+        write!(f, " -> {}", self.expressed_type)
+    }
+}
+
+/// How a global scale `g` applies to `(q − zp) · s` (1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GlobalScale {
+    /// `(q − zp) · s · g` (GLOBAL_SCALE_DIVIDES clear).
+    Multiplies,
+    /// `(q − zp) · s / g` (GLOBAL_SCALE_DIVIDES set).
+    Divides,
+}
+
+impl GlobalScale {
+    /// Apply the global scale `g` to `v = (q − zp) · s`, in `f64`.
+    #[inline]
+    pub fn apply(self, v: f64, g: f64) -> f64 {
+        match self {
+            GlobalScale::Multiplies => v * g,
+            GlobalScale::Divides => v / g,
+        }
+    }
 }
 
 fn invalid(msg: String) -> Error {
     Error::new(ErrorKind::QuantizationInvalid, msg)
 }
 
-fn float_type(code: u8, what: &str, allow_e8m0: bool) -> Result<ElementType> {
+/// An expressed type (`scale: None`) or a scale type of a descriptor of `minor`
+/// (`scale: Some(minor)`: FLOAT8_E8M0FNU too, and FLOAT8_E4M3FN from 1.1).
+fn float_type(code: u8, what: &str, scale: Option<u8>) -> Result<ElementType> {
     let t = ElementType::from_code(code)
         .map_err(|_| invalid(format!("{what} 0x{code:02X} is not an element type")))?;
-    if t.is_expressed_float() || (allow_e8m0 && t == ElementType::Float8E8m0fnu) {
+    let allowed = t.is_expressed_float()
+        || match scale {
+            Some(minor) => {
+                t == ElementType::Float8E8m0fnu || (minor >= 1 && t == ElementType::Float8E4m3fn)
+            }
+            None => false,
+        };
+    if allowed {
         Ok(t)
+    } else if scale == Some(0) && t == ElementType::Float8E4m3fn {
+        Err(invalid(format!(
+            "{what} {t} is not allowed in a version 1.0 descriptor (format 1.1 allows it)"
+        )))
     } else {
         Err(invalid(format!("{what} {t} is not allowed")))
     }
+}
+
+/// Whether `t` may be a scale type (in a 1.1 descriptor).
+fn is_scale_type(t: ElementType) -> bool {
+    t.is_expressed_float() || matches!(t, ElementType::Float8E8m0fnu | ElementType::Float8E4m3fn)
 }
 
 impl Quantization {
@@ -93,46 +215,95 @@ impl Quantization {
             QuantScheme::PerAxisAffine { .. } => scheme::PER_AXIS_AFFINE,
             QuantScheme::Blockwise { .. } => scheme::BLOCKWISE,
             QuantScheme::Codebook { .. } => scheme::CODEBOOK,
+            QuantScheme::Blockwise2D { .. } => scheme::BLOCKWISE_2D,
             QuantScheme::Opaque { scheme, .. } => *scheme,
         }
     }
 
-    /// 1 when the section uses a 1.1 feature, else 0: the least `version_minor` of a
-    /// descriptor carrying it.
+    /// The scheme's upper-case name ("BLOCKWISE_2D"; "an opaque scheme" when unknown).
+    pub fn scheme_name(&self) -> &'static str {
+        match &self.scheme {
+            QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE",
+            QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE",
+            QuantScheme::Blockwise { .. } => "BLOCKWISE",
+            QuantScheme::Blockwise2D { .. } => "BLOCKWISE_2D",
+            QuantScheme::Codebook { .. } => "CODEBOOK",
+            QuantScheme::Opaque { .. } => "an opaque scheme",
+        }
+    }
+
+    /// The element type of the scales buffer of an affine scheme with one.
+    pub fn scale_type(&self) -> Option<ElementType> {
+        match self.scheme {
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => Some(scale_type),
+            _ => None,
+        }
+    }
+
+    /// The `q_flags` byte.
+    pub fn q_flags(&self) -> u8 {
+        let mut f = 0;
+        if self.has_zero_point {
+            f |= q_flags::HAS_ZERO_POINT;
+        }
+        match self.global_scale {
+            Some(GlobalScale::Multiplies) => f |= q_flags::HAS_GLOBAL_SCALE,
+            Some(GlobalScale::Divides) => {
+                f |= q_flags::HAS_GLOBAL_SCALE | q_flags::GLOBAL_SCALE_DIVIDES
+            }
+            None => {}
+        }
+        f
+    }
+
+    /// 1 when the section uses a format 1.1 feature (BLOCKWISE_2D, a global scale,
+    /// FLOAT8_E4M3FN scales), else 0.
     pub fn required_minor(&self) -> u8 {
-        0
+        let v11 = matches!(self.scheme, QuantScheme::Blockwise2D { .. })
+            || self.global_scale.is_some()
+            || self.scale_type() == Some(ElementType::Float8E4m3fn);
+        v11 as u8
     }
 
     /// Decode a section (`u32 length` then bytes) for data of `et` with `shape`, in a
-    /// descriptor of minor version `minor` (a minor-0 section is judged by 1.0's rules).
+    /// descriptor of `version_minor` `minor` (0: the 1.0 rules exactly).
     pub(crate) fn read(
         r: &mut Reader<'_>,
         mode: Mode,
         et: ElementType,
         shape: &[u64],
-        _minor: u8,
+        minor: u8,
     ) -> Result<Quantization> {
         let len = r.u32("quantization.length")?;
         let mut s = r.window(len as u64, "quantization section")?;
         // Each field's rule as soon as it is read (docs/spec §5.7 steps 3-4); the element
         // type's compatibility (step 5) and the length agreement (step 6) follow.
         let code = s.u8("quantization.scheme")?;
-        if mode == Mode::Strict && !(scheme::PER_TENSOR_AFFINE..=scheme::CODEBOOK).contains(&code) {
+        let last = if minor >= 1 {
+            scheme::BLOCKWISE_2D
+        } else {
+            scheme::CODEBOOK
+        };
+        if mode == Mode::Strict && !(scheme::PER_TENSOR_AFFINE..=last).contains(&code) {
             return Err(invalid(format!(
                 "quantization scheme 0x{code:02X} is not known"
             )));
         }
-        let expressed_type = float_type(
-            s.u8("quantization.expressed_type")?,
-            "expressed_type",
-            false,
-        )?;
-        let q_flags = s.u8("quantization.q_flags")?;
-        if q_flags & !1 != 0 {
+        let expressed_type =
+            float_type(s.u8("quantization.expressed_type")?, "expressed_type", None)?;
+        let flags = s.u8("quantization.q_flags")?;
+        let known = if minor >= 1 {
+            q_flags::HAS_ZERO_POINT | q_flags::HAS_GLOBAL_SCALE | q_flags::GLOBAL_SCALE_DIVIDES
+        } else {
+            q_flags::HAS_ZERO_POINT
+        };
+        if flags & !known != 0 {
             return Err(Error::new(
                 ErrorKind::ReservedNonzero,
                 format!(
-                    "q_flags 0x{q_flags:02X} at byte {} has reserved bits set",
+                    "q_flags 0x{flags:02X} at byte {} has reserved bits set",
                     s.pos() - 1
                 ),
             ));
@@ -147,7 +318,23 @@ impl Quantization {
                 ),
             ));
         }
-        let has_zero_point = q_flags & 1 != 0;
+        let has_zero_point = flags & q_flags::HAS_ZERO_POINT != 0;
+        let global_scale = match (
+            flags & q_flags::HAS_GLOBAL_SCALE != 0,
+            flags & q_flags::GLOBAL_SCALE_DIVIDES != 0,
+        ) {
+            (false, false) => None,
+            (true, false) => Some(GlobalScale::Multiplies),
+            (true, true) => Some(GlobalScale::Divides),
+            (false, true) => {
+                return Err(invalid(
+                    "q_flags sets GLOBAL_SCALE_DIVIDES without HAS_GLOBAL_SCALE".into(),
+                ))
+            }
+        };
+        let scale_type = |s: &mut Reader<'_>| {
+            float_type(s.u8("quantization.scale_type")?, "scale_type", Some(minor))
+        };
         let scheme = match code {
             scheme::PER_TENSOR_AFFINE => {
                 let scale = s.f64("quantization.scale")?;
@@ -161,7 +348,7 @@ impl Quantization {
                 check_axis(axis, shape)?;
                 QuantScheme::PerAxisAffine {
                     axis,
-                    scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
+                    scale_type: scale_type(&mut s)?,
                 }
             }
             scheme::BLOCKWISE => {
@@ -172,7 +359,21 @@ impl Quantization {
                 QuantScheme::Blockwise {
                     axis,
                     block_size,
-                    scale_type: float_type(s.u8("quantization.scale_type")?, "scale_type", true)?,
+                    scale_type: scale_type(&mut s)?,
+                }
+            }
+            scheme::BLOCKWISE_2D if minor >= 1 => {
+                let axis_a = s.u8("quantization.axis_a")?;
+                let block_a = s.u32("quantization.block_a")?;
+                let axis_b = s.u8("quantization.axis_b")?;
+                let block_b = s.u32("quantization.block_b")?;
+                check_axes_2d(axis_a, block_a, axis_b, block_b, shape)?;
+                QuantScheme::Blockwise2D {
+                    axis_a,
+                    block_a,
+                    axis_b,
+                    block_b,
+                    scale_type: scale_type(&mut s)?,
                 }
             }
             scheme::CODEBOOK => {
@@ -189,6 +390,7 @@ impl Quantization {
             scheme,
             expressed_type,
             has_zero_point,
+            global_scale,
         };
         // Value rules before the length agreement (docs/spec §5.7 steps 4-6).
         q.validate(et, shape)?;
@@ -201,7 +403,7 @@ impl Quantization {
         let at = w.u32_slot();
         w.u8(self.scheme_code());
         w.u8(self.expressed_type.code());
-        w.u8(self.has_zero_point as u8);
+        w.u8(self.q_flags());
         w.u8(0);
         match &self.scheme {
             QuantScheme::PerTensorAffine { scale, zero_point } => {
@@ -219,6 +421,19 @@ impl Quantization {
             } => {
                 w.u8(*axis);
                 w.u32(*block_size);
+                w.u8(scale_type.code());
+            }
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                scale_type,
+            } => {
+                w.u8(*axis_a);
+                w.u32(*block_a);
+                w.u8(*axis_b);
+                w.u32(*block_b);
                 w.u8(scale_type.code());
             }
             QuantScheme::Codebook { codebook_size } => w.u32(*codebook_size),
@@ -243,6 +458,22 @@ impl Quantization {
                     | ElementType::Float8E8m0fnu
                     | ElementType::Float4E2m1fn
             );
+        if let Some(t) = self.scale_type() {
+            if !is_scale_type(t) {
+                return Err(invalid(format!("scale_type {t} is not allowed")));
+            }
+        }
+        if self.global_scale.is_some()
+            && matches!(
+                self.scheme,
+                QuantScheme::PerTensorAffine { .. } | QuantScheme::Codebook { .. }
+            )
+        {
+            return Err(invalid(format!(
+                "{} cannot carry a global scale (PER_AXIS_AFFINE, BLOCKWISE and BLOCKWISE_2D can)",
+                self.scheme_name()
+            )));
+        }
         match &self.scheme {
             QuantScheme::Opaque { .. } => Ok(()),
             QuantScheme::Codebook { codebook_size } => {
@@ -263,6 +494,13 @@ impl Quantization {
                 check_axis(*axis, shape)?;
                 check_block_size(*block_size)
             }
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                ..
+            } => check_axes_2d(*axis_a, *block_a, *axis_b, *block_b, shape),
         }
     }
 
@@ -271,46 +509,135 @@ impl Quantization {
     pub fn param_buffer_count(&self) -> Option<usize> {
         match self.scheme {
             QuantScheme::PerTensorAffine { .. } => Some(0),
-            QuantScheme::PerAxisAffine { .. } | QuantScheme::Blockwise { .. } => {
-                Some(1 + self.has_zero_point as usize)
+            QuantScheme::PerAxisAffine { .. }
+            | QuantScheme::Blockwise { .. }
+            | QuantScheme::Blockwise2D { .. } => {
+                Some(1 + self.has_zero_point as usize + self.global_scale.is_some() as usize)
             }
             QuantScheme::Codebook { .. } => Some(1),
             QuantScheme::Opaque { .. } => None,
         }
     }
 
-    /// Number of scale (and zero-point) entries of a per-axis or blockwise scheme.
+    /// How axis `a` indexes the parameter entries of an affine scheme with scales:
+    /// `Some(d)` when the entry follows `x[a] / d` (d = 1: every index has its own),
+    /// `None` when the axis does not select entries (PER_AXIS: every axis but its own).
+    #[inline]
+    fn axis_divisor(&self, a: usize) -> Option<u64> {
+        match self.scheme {
+            QuantScheme::PerAxisAffine { axis, .. } => (a == axis as usize).then_some(1),
+            QuantScheme::Blockwise {
+                axis, block_size, ..
+            } => Some(if a == axis as usize {
+                u64::from(block_size)
+            } else {
+                1
+            }),
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                ..
+            } => Some(if a == axis_a as usize {
+                u64::from(block_a)
+            } else if a == axis_b as usize {
+                u64::from(block_b)
+            } else {
+                1
+            }),
+            _ => None,
+        }
+    }
+
+    /// Number of scale (and zero-point) entries of an affine scheme with scales: the exact
+    /// product over the reduced shape (each extent divided by its axis' block, rounded up;
+    /// 0 when any extent is 0, even if a partial product of the others would not fit), or
+    /// the codebook's size.
     pub fn param_entries(&self, shape: &[u64]) -> Result<u64> {
         match self.scheme {
-            QuantScheme::PerAxisAffine { axis, .. } => {
-                check_axis(axis, shape)?;
-                Ok(shape[axis as usize])
-            }
+            QuantScheme::Codebook { codebook_size } => return Ok(codebook_size as u64),
+            QuantScheme::PerTensorAffine { .. } | QuantScheme::Opaque { .. } => return Ok(0),
+            _ => {}
+        }
+        self.validate_geometry(shape)?;
+        let reduced =
+            (0..shape.len()).filter_map(|a| Some(shape[a].div_ceil(self.axis_divisor(a)?)));
+        exact_product(reduced).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Overflow,
+                format!(
+                    "{} scale count over shape {shape:?} overflows u64",
+                    self.scheme_name()
+                ),
+            )
+        })
+    }
+
+    /// The field rules that make [`axis_divisor`](Self::axis_divisor) meaningful.
+    fn validate_geometry(&self, shape: &[u64]) -> Result<()> {
+        match self.scheme {
+            QuantScheme::PerAxisAffine { axis, .. } => check_axis(axis, shape),
             QuantScheme::Blockwise {
                 axis, block_size, ..
             } => {
-                // N(R), the exact product over the block-reduced shape: 0 when any extent
-                // is 0, even if a partial product of the others would not fit.
                 check_axis(axis, shape)?;
-                check_block_size(block_size)?;
-                let a = axis as usize;
-                let reduced = shape.iter().enumerate().map(|(i, &e)| {
-                    if i == a {
-                        e.div_ceil(u64::from(block_size))
-                    } else {
-                        e
-                    }
-                });
-                exact_product(reduced).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Overflow,
-                        format!("BLOCKWISE scale count over shape {shape:?} overflows u64"),
-                    )
-                })
+                check_block_size(block_size)
             }
-            QuantScheme::Codebook { codebook_size } => Ok(codebook_size as u64),
-            _ => Ok(0),
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                ..
+            } => check_axes_2d(axis_a, block_a, axis_b, block_b, shape),
+            _ => Ok(()),
         }
+    }
+
+    /// The parameter entry element `x` of a node of `shape` uses, for an affine scheme
+    /// with scales (`None` for the others, or when `x` is not inside `shape`): the
+    /// row-major position of `x` reduced axis by axis (FORMAT-1.1 §3). No allocation.
+    pub fn param_entry(&self, shape: &[u64], x: &[u64]) -> Option<u64> {
+        if x.len() != shape.len() {
+            return None;
+        }
+        self.validate_geometry(shape).ok()?;
+        let (mut j, mut stride) = (0u64, 1u64);
+        for a in (0..shape.len()).rev() {
+            let Some(d) = self.axis_divisor(a) else {
+                continue;
+            };
+            if d == 0 || x[a] >= shape[a] {
+                return None;
+            }
+            j = j.checked_add((x[a] / d).checked_mul(stride)?)?;
+            stride = stride.checked_mul(shape[a].div_ceil(d))?;
+        }
+        Some(j)
+    }
+
+    /// The per-axis divisors and entry strides of an affine scheme with scales: element
+    /// `x` uses entry `Σ (x[a] / div[a]) · stride[a]` (stride 0: the axis selects
+    /// nothing). `None` for the other schemes or a shape the fields do not fit; strides
+    /// saturate, so a shape with a zero extent (no element) still gets a map.
+    pub fn param_map(&self, shape: &[u64]) -> Option<ParamMap> {
+        self.scale_type()?;
+        self.validate_geometry(shape).ok()?;
+        let rank = shape.len();
+        let mut map = ParamMap {
+            div: vec![1; rank],
+            stride: vec![0; rank],
+        };
+        let mut acc = 1u64;
+        for a in (0..rank).rev() {
+            if let Some(d) = self.axis_divisor(a) {
+                map.div[a] = d;
+                map.stride[a] = acc;
+                acc = acc.saturating_mul(shape[a].div_ceil(d));
+            }
+        }
+        Some(map)
     }
 
     /// Role of parameter buffer `i`.
@@ -320,8 +647,34 @@ impl Quantization {
             // An opaque scheme's buffers are not understood (docs/spec §3.9, §5.9).
             QuantScheme::Opaque { .. } => BufferRole::Extension,
             _ if i == 0 => BufferRole::QuantScales,
-            _ => BufferRole::QuantZeroPoints,
+            _ if i == 1 && self.has_zero_point => BufferRole::QuantZeroPoints,
+            _ => BufferRole::QuantGlobalScale,
         }
+    }
+
+    /// The exact byte size of each parameter buffer, in table order, for data of `et`
+    /// with `shape` (empty for PER_TENSOR_AFFINE and an opaque scheme).
+    pub fn param_sizes(&self, et: ElementType, shape: &[u64]) -> Result<Vec<u64>> {
+        let _ = element_count(shape)?;
+        let n = self.param_entries(shape)?;
+        let mut sizes = Vec::with_capacity(3);
+        match self.scheme {
+            QuantScheme::Codebook { .. } => {
+                sizes.push(self.expressed_type.checked_bytes_for(n, "codebook")?)
+            }
+            _ => {
+                if let Some(t) = self.scale_type() {
+                    sizes.push(t.checked_bytes_for(n, "quantization scales")?);
+                    if self.has_zero_point {
+                        sizes.push(et.checked_bytes_for(n, "quantization zero points")?);
+                    }
+                    if self.global_scale.is_some() {
+                        sizes.push(4);
+                    }
+                }
+            }
+        }
+        Ok(sizes)
     }
 
     /// Check the parameter buffers' exact sizes.
@@ -332,38 +685,32 @@ impl Quantization {
         params: &[BufferHandle],
         first_index: usize,
     ) -> Result<()> {
-        let _ = element_count(shape)?;
-        let n = self.param_entries(shape)?;
-        match self.scheme {
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. } => {
-                let need = scale_type.checked_bytes_for(n, "quantization scales")?;
-                expect_size(
-                    &params[0],
-                    need,
-                    &format!("quantization scales (buffer {first_index})"),
-                )?;
-                if self.has_zero_point {
-                    let need = et.checked_bytes_for(n, "quantization zero points")?;
-                    expect_size(
-                        &params[1],
-                        need,
-                        &format!("quantization zero points (buffer {})", first_index + 1),
-                    )?;
-                }
-                Ok(())
-            }
-            QuantScheme::Codebook { .. } => {
-                let need = self.expressed_type.checked_bytes_for(n, "codebook")?;
-                expect_size(
-                    &params[0],
-                    need,
-                    &format!("quantization codebook (buffer {first_index})"),
+        for (i, need) in self.param_sizes(et, shape)?.into_iter().enumerate() {
+            let what = match self.param_role(i) {
+                BufferRole::QuantScales => "quantization scales",
+                BufferRole::QuantZeroPoints => "quantization zero points",
+                BufferRole::QuantCodebook => "quantization codebook",
+                _ => "quantization global scale",
+            };
+            let h = params.get(i).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::BufferCountMismatch,
+                    format!("{what} (buffer {}) is missing", first_index + i),
                 )
-            }
-            _ => Ok(()),
+            })?;
+            expect_size(h, need, &format!("{what} (buffer {})", first_index + i))?;
         }
+        Ok(())
     }
+}
+
+/// Which parameter entry each element of a node uses (see [`Quantization::param_map`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamMap {
+    /// Per axis: the block length along it (1 when every index has its own entry).
+    pub div: Vec<u64>,
+    /// Per axis: the entry stride of one step of `x[a] / div[a]` (0: not selecting).
+    pub stride: Vec<u64>,
 }
 
 fn check_scale(scale: f64) -> Result<()> {
@@ -406,6 +753,22 @@ fn check_codebook(codebook_size: u32, has_zero_point: bool, et: ElementType) -> 
     if codebook_size == 0 || codebook_size as u64 > addressable {
         return Err(invalid(format!(
             "codebook_size {codebook_size} must be in 1..={addressable} for {et} indices"
+        )));
+    }
+    Ok(())
+}
+
+/// BLOCKWISE_2D fields: axis_a < axis_b < rank, both blocks above 0.
+fn check_axes_2d(axis_a: u8, block_a: u32, axis_b: u8, block_b: u32, shape: &[u64]) -> Result<()> {
+    if axis_a >= axis_b {
+        return Err(invalid(format!(
+            "BLOCKWISE_2D axis_a {axis_a} is not below axis_b {axis_b}"
+        )));
+    }
+    check_axis(axis_b, shape)?;
+    if block_a == 0 || block_b == 0 {
+        return Err(invalid(format!(
+            "BLOCKWISE_2D blocks {block_a} × {block_b}: both must be above 0"
         )));
     }
     Ok(())

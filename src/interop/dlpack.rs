@@ -14,7 +14,6 @@ use crate::device::{
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{self, LayoutRef};
-use crate::quant::QuantScheme;
 use crate::BoundTensor;
 
 /// The DLPack 1.1 ABI as defined by the official `dlpack.h` (dmlc/dlpack), for Rust
@@ -353,13 +352,7 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         }
     };
     if let Some(q) = d.quant_of(node) {
-        let scheme = match q.scheme {
-            QuantScheme::PerTensorAffine { .. } => "PER_TENSOR_AFFINE",
-            QuantScheme::PerAxisAffine { .. } => "PER_AXIS_AFFINE",
-            QuantScheme::Blockwise { .. } => "BLOCKWISE",
-            QuantScheme::Codebook { .. } => "CODEBOOK",
-            QuantScheme::Opaque { .. } => "an opaque scheme",
-        };
+        let scheme = q.scheme_name();
         return Err(not_exportable(
             &what,
             format!(

@@ -7,6 +7,7 @@
 //! borrowed, public view.
 
 pub(crate) mod dense;
+pub(crate) mod ggml;
 pub(crate) mod paged;
 pub(crate) mod sparse;
 

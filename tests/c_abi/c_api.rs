@@ -185,6 +185,7 @@ fn write_rust_bytes() -> PathBuf {
             },
             expressed_type: ElementType::Float32,
             has_zero_point: true,
+            global_scale: None,
         })
         .shard(Shard {
             parent_shape: vec![8, 6],

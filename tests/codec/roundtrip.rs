@@ -131,6 +131,7 @@ fn gen_quant(g: &mut G, et: ElementType, shape: &[u64]) -> Option<Quantization> 
         scheme,
         expressed_type,
         has_zero_point,
+        global_scale: None,
     })
 }
 

@@ -1662,6 +1662,7 @@ fn builder_refuses_with_the_decoder_status() {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: false,
+        global_scale: None,
     };
     let b = TensorBuilder::row_major(ElementType::Int8, &[4]).quantization(q);
     assert_eq!(b.encode().unwrap_err().kind, ErrorKind::QuantizationInvalid);

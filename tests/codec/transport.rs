@@ -1556,6 +1556,7 @@ fn file_entries_bind_like_directly_bound_tensors() {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: true,
+        global_scale: None,
     };
     let cuda = |n: u64| BufferHandle {
         device_type: DeviceType::Cuda,

@@ -806,6 +806,7 @@ fn q(scheme: QuantScheme, expressed: ElementType, zp: bool) -> Quantization {
         scheme,
         expressed_type: expressed,
         has_zero_point: zp,
+        global_scale: None,
     }
 }
 

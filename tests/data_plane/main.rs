@@ -9,4 +9,5 @@ mod common;
 mod alignment;
 mod bound;
 mod dlpack;
+mod quant_1_1;
 mod read_box;

@@ -201,6 +201,7 @@ fn quantization(q: Q, expressed: ElementType) -> Option<Quantization> {
         scheme,
         expressed_type: expressed,
         has_zero_point,
+        global_scale: None,
     })
 }
 
@@ -943,6 +944,7 @@ fn not_canonical_and_content_errors_match_single_reads() {
                 scheme: QuantScheme::Codebook { codebook_size: 4 },
                 expressed_type: ElementType::Float32,
                 has_zero_point: false,
+                global_scale: None,
             }),
     )
     .build()

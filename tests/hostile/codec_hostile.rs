@@ -373,6 +373,7 @@ fn generated_corpus() -> Vec<Vec<u8>> {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: true,
+        global_scale: None,
     };
     let nested = NodeSpec::subpaving(vec![
         r(&[0, 0], &[16, 16], NodeSpec::tiled(&[4, 4])),

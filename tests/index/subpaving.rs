@@ -36,6 +36,7 @@ fn blockwise_i4() -> Quantization {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: false,
+        global_scale: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn mixed() -> TensorBuilder {
                     },
                     expressed_type: ElementType::Float32,
                     has_zero_point: false,
+                    global_scale: None,
                 }),
             ),
         ],
@@ -432,6 +434,7 @@ fn validation_statuses() {
         },
         expressed_type: ElementType::Float32,
         has_zero_point: true,
+        global_scale: None,
     };
     let tile = NodeSpec::row_major()
         .with_quantization(q)

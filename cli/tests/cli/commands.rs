@@ -1002,6 +1002,7 @@ fn write_locate_file(path: &Path) {
         scheme: QuantScheme::PerTensorAffine { scale, zero_point },
         expressed_type: ElementType::Float32,
         has_zero_point: zero_point != 0,
+        global_scale: None,
     };
     let d = TensorBuilder::subpaving(
         ElementType::Int8,

@@ -65,6 +65,7 @@ fn tensors() -> Vec<(&'static str, Descriptor, Vec<Vec<u8>>)> {
             },
             expressed_type: ElementType::Float32,
             has_zero_point: false,
+            global_scale: None,
         }),
     )
     .build()

@@ -155,35 +155,29 @@ impl Values<'_> {
             }
             (
                 Kind::Affine {
-                    axis: qa,
-                    block,
+                    div,
                     rstride,
                     scale_type,
                     scales,
                     zero_points,
+                    global: None,
                 },
                 _,
             ) => {
                 if !self.f32_exact()
-                    || !matches!(scale_type, Float16 | Bfloat16 | Float32 | Float8E8m0fnu)
+                    || !matches!(
+                        scale_type,
+                        Float16 | Bfloat16 | Float32 | Float8E8m0fnu | Float8E4m3fn
+                    )
                 {
                     return None;
                 }
-                let rank = x.len();
-                let mut base = 0u64;
-                for a in 0..rank {
-                    if a != axis {
-                        let r = if a == *qa { x[a] / block } else { x[a] };
-                        base = base.wrapping_add(r.wrapping_mul(rstride[a]));
-                    }
-                }
-                let st = rstride[axis];
-                let (qa, block, st_t) = (*qa, *block, *scale_type);
+                let (base, st, block) = run_entries(div, rstride, x, axis);
+                let st_t = *scale_type;
                 let x0 = x[axis];
                 let entry = move |k: usize| {
                     let p = x0 + k as u64;
-                    let r = if axis == qa { p / block } else { p };
-                    base.wrapping_add(r.wrapping_mul(st))
+                    base.wrapping_add((p / block).wrapping_mul(st))
                 };
                 let zps = *zero_points;
                 let param = move |k: usize| -> Result<(f32, i32)> {
@@ -203,7 +197,7 @@ impl Values<'_> {
                 // blocks of `block` along the blocked axis, else one by one.
                 let seg = if st == 0 {
                     usize::MAX
-                } else if axis == qa && block > 1 {
+                } else if block > 1 {
                     0
                 } else {
                     1

@@ -15,7 +15,7 @@ use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::MAX_RANK;
-use crate::quant::QuantScheme;
+use crate::quant::{GlobalScale, QuantScheme};
 use crate::value;
 
 mod fast;
@@ -34,16 +34,17 @@ enum Kind<'a> {
         scale: f64,
         zero_point: i64,
     },
-    /// PER_AXIS (`block` 1, one reduced axis) and BLOCKWISE alike: the parameter entry of
-    /// local position `x` is `Σ r(x[a]) · rstride[a]` with `r(x) = x / block` on `axis`
-    /// and `x` elsewhere (PER_AXIS: `rstride` is 1 on `axis` and 0 elsewhere).
+    /// PER_AXIS, BLOCKWISE and BLOCKWISE_2D alike: the parameter entry of local position
+    /// `x` is `Σ (x[a] / div[a]) · rstride[a]` ([`Quantization::param_map`]; PER_AXIS:
+    /// `rstride` is 1 on its axis and 0 elsewhere, `div` 1 everywhere).
     Affine {
-        axis: usize,
-        block: u64,
+        div: Vec<u64>,
         rstride: Vec<u64>,
         scale_type: ElementType,
         scales: &'a [u8],
         zero_points: Option<&'a [u8]>,
+        /// The global scale (1.1) and how it applies.
+        global: Option<(GlobalScale, f64)>,
     },
     Codebook {
         size: u64,
@@ -112,56 +113,31 @@ impl<'a> Values<'a> {
             QuantScheme::PerTensorAffine { scale, zero_point } => {
                 Kind::PerTensor { scale, zero_point }
             }
-            QuantScheme::PerAxisAffine { axis, scale_type } => {
-                let mut rstride = vec![0u64; shape.len()];
-                *rstride.get_mut(axis as usize).ok_or_else(|| missing(region))? = 1;
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => {
+                let map = q.param_map(shape).ok_or_else(|| missing(region))?;
+                let mut k = 1;
+                let zero_points = if q.has_zero_point {
+                    k += 1;
+                    Some(param(1)?)
+                } else {
+                    None
+                };
+                let global = match q.global_scale {
+                    Some(how) => {
+                        let g = param(k)?.get(..4).ok_or_else(|| missing(region))?;
+                        Some((how, f32::from_le_bytes([g[0], g[1], g[2], g[3]]) as f64))
+                    }
+                    None => None,
+                };
                 Kind::Affine {
-                    axis: axis as usize,
-                    block: 1,
-                    rstride,
+                    div: map.div,
+                    rstride: map.stride,
                     scale_type,
                     scales: param(0)?,
-                    zero_points: if q.has_zero_point {
-                        Some(param(1)?)
-                    } else {
-                        None
-                    },
-                }
-            }
-            QuantScheme::Blockwise {
-                axis,
-                block_size,
-                scale_type,
-            } => {
-                let axis = axis as usize;
-                let block = u64::from(block_size);
-                if axis >= shape.len() || block == 0 {
-                    return Err(missing(region));
-                }
-                // Row-major strides of the block-reduced shape (a suffix product of a
-                // shape with no zero extent is at most the entry count, which fits u64).
-                let mut rstride = vec![0u64; shape.len()];
-                let mut acc = 1u64;
-                for a in (0..shape.len()).rev() {
-                    rstride[a] = acc;
-                    let r = if a == axis {
-                        shape[a].div_ceil(block)
-                    } else {
-                        shape[a]
-                    };
-                    acc = acc.saturating_mul(r);
-                }
-                Kind::Affine {
-                    axis,
-                    block,
-                    rstride,
-                    scale_type,
-                    scales: param(0)?,
-                    zero_points: if q.has_zero_point {
-                        Some(param(1)?)
-                    } else {
-                        None
-                    },
+                    zero_points,
+                    global,
                 }
             }
             QuantScheme::Codebook { codebook_size } => Kind::Codebook {
@@ -267,28 +243,17 @@ impl<'a> Values<'a> {
                 Ok(())
             }
             Kind::Affine {
-                axis: qa,
-                block,
+                div,
                 rstride,
                 scale_type,
                 scales,
                 zero_points,
+                global,
             } => {
-                let rank = x.len();
-                // The entry of x, and how it moves along the run.
-                let mut base = 0u64;
-                for a in 0..rank {
-                    if a == axis {
-                        continue;
-                    }
-                    let r = if a == *qa { x[a] / block } else { x[a] };
-                    base = base.wrapping_add(r.wrapping_mul(rstride[a]));
-                }
-                let st = rstride[axis];
+                let (base, st, block) = run_entries(div, rstride, x, axis);
                 let entry = |k: usize| {
                     let p = x[axis] + k as u64;
-                    let r = if axis == *qa { p / block } else { p };
-                    base.wrapping_add(r.wrapping_mul(st))
+                    base.wrapping_add((p / block).wrapping_mul(st))
                 };
                 let zp_bytes = |j: u64, buf: &mut [u8; 16]| -> Result<()> {
                     match zero_points {
@@ -309,7 +274,7 @@ impl<'a> Values<'a> {
                     value::element_to_f64(*scale_type, b).ok_or_else(|| missing(self.region))
                 };
                 // Runs of positions sharing one entry: the whole chunk when the run axis
-                // is not quantized along, else blocks of `block` positions.
+                // does not select entries, else blocks of `block` positions (1: each).
                 let mut k = 0usize;
                 let m = vals.len();
                 let mut zp = [0u8; 16];
@@ -317,11 +282,9 @@ impl<'a> Values<'a> {
                     let j = entry(k);
                     let len = if st == 0 {
                         m - k
-                    } else if axis == *qa {
+                    } else {
                         let p = x[axis] + k as u64;
                         ((block - p % block) as usize).min(m - k)
-                    } else {
-                        1
                     };
                     let s = scale_of(j)?;
                     zp_bytes(j, &mut zp)?;
@@ -340,6 +303,11 @@ impl<'a> Values<'a> {
                         }
                     }
                     k += len;
+                }
+                if let Some((how, g)) = global {
+                    for v in vals.iter_mut() {
+                        *v = how.apply(*v, *g);
+                    }
                 }
                 round_all(self.expressed, vals);
                 Ok(())
@@ -391,6 +359,22 @@ impl<'a> Values<'a> {
             OutputType::Raw => Err(Error::new(ErrorKind::Internal, "storing values as raw")),
         }
     }
+}
+
+/// The entry of local position `x` without the run axis' term, that term's stride and the
+/// run axis' block: position `x + k·e_axis` uses entry `base + ((x[axis] + k) / block) ·
+/// stride` (wrapping: the caller's reads of the entry are checked).
+#[inline]
+fn run_entries(div: &[u64], rstride: &[u64], x: &[u64], axis: usize) -> (u64, u64, u64) {
+    let mut base = 0u64;
+    for a in 0..x.len() {
+        if a != axis {
+            let r = x[a] / div[a].max(1);
+            base = base.wrapping_add(r.wrapping_mul(rstride[a]));
+        }
+    }
+    let block = div.get(axis).copied().unwrap_or(1).max(1);
+    (base, rstride.get(axis).copied().unwrap_or(0), block)
 }
 
 #[cold]
