@@ -23,7 +23,7 @@ impl Descriptor {
     /// `version_minor` what is written needs — so a tensor described where it lies, below
     /// 64-byte alignment, is stored as a 1.0 descriptor unless it uses another 1.1
     /// feature. A minor newer than this library's (a permissive decode's, with opaque
-    /// trailing bytes) is kept.
+    /// trailing bytes) is kept, and so is the minor of a descriptor with opaque parts.
     pub(crate) fn encode_for_transport(&self, w: &mut Writer) -> Result<()> {
         self.encode_with(w, MIN_ALIGNMENT_LOG2)
     }
@@ -46,12 +46,14 @@ impl Descriptor {
         let minor = if floor == 0 {
             self.version_minor.max(self.required_minor())
         } else {
-            let newer = if self.version_minor > VERSION_MINOR {
+            // A newer minor (opaque trailing bytes), or opaque parts whose needs are
+            // unknown, keep the minor read; otherwise only what is written counts.
+            let kept = if self.version_minor > VERSION_MINOR || self.opaque_parts > 0 {
                 self.version_minor
             } else {
                 0
             };
-            newer.max(self.required_minor_at(floor))
+            kept.max(self.required_minor_at(floor))
         };
         let start = FrameHeader::new(minor, f).write(
             w,

@@ -303,3 +303,41 @@ fn writers_store_the_1_0_descriptor() {
         assert_eq!(fd, &d128);
     }
 }
+
+/// Writers store the least minor what they write needs: a decoded minor-1 descriptor that
+/// uses no 1.1 feature is stored as minor 0; a newer minor's descriptor (permissive, with
+/// opaque trailing bytes) is stored as it was read.
+#[test]
+fn writers_keep_only_the_minor_a_descriptor_needs() {
+    let d0 = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .build()
+        .unwrap();
+    let mut bytes = d0.encode().unwrap();
+    let data = Aligned::new(&[7, 9]);
+    bytes[5] = 1;
+    let d1 = decode(&bytes, Mode::Strict).unwrap();
+    assert_eq!(d1.version_minor(), 1);
+    let file = write_file(&d1, &[data.bytes()], 64);
+    let r = FileReader::from_bytes(&file, Mode::Strict).unwrap();
+    assert_eq!(
+        r.entry(0).unwrap().descriptor_bytes(),
+        &d0.encode().unwrap()[..]
+    );
+    let stream = write_stream(&d1, &[data.bytes()]);
+    assert_eq!(
+        read_stream(&stream[..], StreamOptions::default()).unwrap()[0].descriptor,
+        d0
+    );
+
+    // Minor 2 with 3 trailing bytes.
+    bytes[5] = 2;
+    bytes.extend_from_slice(&[1, 2, 3]);
+    let n = bytes.len() as u64;
+    bytes[8..16].copy_from_slice(&n.to_le_bytes());
+    let d2 = decode(&bytes, Mode::Permissive).unwrap();
+    let file = write_file(&d2, &[data.bytes()], 64);
+    let r = FileReader::from_bytes(&file, Mode::Permissive).unwrap();
+    assert_eq!(r.entry(0).unwrap().descriptor_bytes(), &bytes[..]);
+    let got = r.bound(0).unwrap();
+    assert_eq!(got.get_f64(&[1]).unwrap(), 9.0);
+}
