@@ -296,6 +296,20 @@ fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult
             .into_any()
             .unbind());
     }
+    if d.has_region_types() {
+        // A region storing another type (format 1.1) converts exactly into the value type.
+        let region = match d.locate(index).map_err(Fail)? {
+            Location::Dense { region, .. } | Location::Lookup { region, .. } => region,
+        };
+        if d.stored_type(region) != et {
+            let v = t.get_f64(index).map_err(Fail)?;
+            return Ok(if et.is_integer() || et == ElementType::Bool {
+                (v as i128).into_pyobject(py)?.into_any().unbind()
+            } else {
+                v.into_pyobject(py)?.into_any().unbind()
+            });
+        }
+    }
     let mut b = [0u8; 16];
     t.get_bytes(index, &mut b).map_err(Fail)?;
     use ElementType::*;
@@ -440,7 +454,7 @@ fn to_scipy<'py>(
     // handed over (validation runs once per tensor).
     let h = held.clone();
     py.detach(move || h.validate()).map_err(Fail)?;
-    let et = d.element_type();
+    let et = n.et;
     let rank = n.shape.len() as u64;
     let first = n.first_buffer;
     let u64_dtype = || PyArrayDescr::of::<u64>(py);

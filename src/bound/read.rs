@@ -52,6 +52,22 @@ impl<'a> BoundTensor<'a> {
         self.get_bytes_general(index, out)
     }
 
+    /// [`get_bytes`](Self::get_bytes) into an output of the tensor's element size, for
+    /// batch and window RAW reads: an element stored in another type (a region with a
+    /// type of its own, 1.1) has no bytes of that size (INVALID_ARGUMENT).
+    pub(super) fn raw_of_value_type(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
+        let d = self.desc;
+        if d.rank() != index.len() {
+            return self.get_bytes(index, out);
+        }
+        let (region, _) = d.leaf(index)?;
+        let st = d.stored_type(region);
+        if st != d.element_type {
+            return Err(raw_type_error(region, st, d.element_type));
+        }
+        self.get_bytes(index, out)
+    }
+
     /// [`get_bytes`](Self::get_bytes) by the general path: every layout, every error.
     #[inline(never)]
     fn get_bytes_general(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
@@ -71,7 +87,11 @@ impl<'a> BoundTensor<'a> {
         }
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(d, &self.buffers, region, node, shape, x)?;
-            find::read_slot(&self.buffers, slot, et, region, out)
+            let st = d.stored_type(region);
+            if st != et && out.len() < st.storage_bytes() as usize {
+                return Err(output_too_small(st, out.len()));
+            }
+            find::read_slot(&self.buffers, slot, st, region, out)
         })
     }
 
@@ -155,9 +175,10 @@ impl<'a> BoundTensor<'a> {
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(self.desc, &self.buffers, region, node, shape, x)?;
             let mut code = [0u8; 16];
-            find::read_slot(&self.buffers, slot, et, region, &mut code)?;
+            let st = self.desc.stored_type(region);
+            find::read_slot(&self.buffers, slot, st, region, &mut code)?;
             if !node.is_quantized() {
-                return value::element_to_f64(et, &code)
+                return value::element_to_f64(st, &code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
             }
             self.dequantize(region, node, shape, x, &code, slot)
@@ -174,7 +195,7 @@ impl<'a> BoundTensor<'a> {
         slot: find::ElementPlace,
     ) -> Result<f64> {
         let d = self.desc;
-        let et = d.element_type;
+        let et = d.stored_type(region);
         let q = d
             .quant_of(node)
             .ok_or_else(|| find::internal(region, "dequantizing an unquantized node"))?;
@@ -232,7 +253,7 @@ impl<'a> BoundTensor<'a> {
             | QuantScheme::Blockwise { scale_type, .. }
             | QuantScheme::Blockwise2D { scale_type, .. } => {
                 let j = q.param_entry(shape, x).ok_or_else(missing)?;
-                let v = self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?;
+                let v = self.affine_at(q.has_zero_point, et, scale_type, j, &param, &affine)?;
                 match q.global_scale {
                     Some(how) => {
                         let k = 1 + q.has_zero_point as usize;
@@ -281,6 +302,7 @@ impl<'a> BoundTensor<'a> {
     fn affine_at(
         &self,
         has_zero_point: bool,
+        et: ElementType,
         scale_type: ElementType,
         j: u64,
         param: &dyn Fn(usize, ElementType, u64) -> Result<[u8; 16]>,
@@ -290,10 +312,22 @@ impl<'a> BoundTensor<'a> {
         let s = value::element_to_f64(scale_type, &s)
             .ok_or_else(|| Error::new(ErrorKind::Internal, "scale conversion"))?;
         let zp = if has_zero_point {
-            param(1, self.desc.element_type, j)?
+            param(1, et, j)?
         } else {
             [0u8; 16]
         };
         affine(&zp, s)
     }
+}
+
+/// RAW output of a region that stores another type than the tensor's elements.
+#[cold]
+pub(crate) fn raw_type_error(region: Option<u32>, st: ElementType, vt: ElementType) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "{} stores {st}, not the tensor's {vt}: a RAW output of the tensor's element size cannot hold its codes; read values (a float output type), or its bytes with get_bytes",
+            owner_name(region)
+        ),
+    )
 }

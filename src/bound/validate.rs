@@ -398,7 +398,7 @@ impl<'a> BoundTensor<'a> {
         block_size: u64,
     ) -> Result<()> {
         let d = self.desc;
-        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        let g = PagedGeometry::new(block_size, d.stored_type(region), shape)?;
         let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
         let total = self.pool_pages(node, pools, g.page_bytes)?;
         let table = U64Array(self.buf(node, 0)?);
@@ -533,7 +533,7 @@ impl<'a> BoundTensor<'a> {
         size: u64,
     ) -> Result<()> {
         let d = self.desc;
-        let et = d.element_type;
+        let et = d.stored_type(region);
         let check = |k: usize, b: &[u8], byte: usize, shift: u8, entry: u64| -> Result<()> {
             let c = if et.is_packed() {
                 b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)
@@ -618,7 +618,7 @@ impl<'a> BoundTensor<'a> {
                 })
             }
             Layout::BlockPaged { block_size, .. } => {
-                self.validate_paged_codes(node, shape, block_size, &run)
+                self.validate_paged_codes(et, node, shape, block_size, &run)
             }
             _ => Ok(()),
         }
@@ -628,17 +628,18 @@ impl<'a> BoundTensor<'a> {
     /// (the longest use over every block naming the page), so shared pages cost once.
     fn validate_paged_codes(
         &self,
+        et: ElementType,
         node: &Node,
         shape: &[u64],
         block_size: u64,
         run: &dyn Fn(usize, u64, u64) -> Result<()>,
     ) -> Result<()> {
-        let d = self.desc;
-        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        let g = PagedGeometry::new(block_size, et, shape)?;
         if g.page_bytes == 0 {
             return Ok(());
         }
-        let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
+        let pools =
+            (node.buffer_count as usize).saturating_sub(2 + quant_param_count(self.desc, node));
         let total = self.pool_pages(node, pools, g.page_bytes)?;
         let mut used = vec![0u64; usize::try_from(total).unwrap_or(0)];
         let table = U64Array(self.buf(node, 0)?);

@@ -88,7 +88,14 @@ impl<'a> Values<'a> {
         shape: &[u64],
         out: OutputType,
     ) -> Result<Values<'a>> {
-        let et = d.element_type;
+        let et = d.stored_type(region);
+        if out == OutputType::Raw && et != d.element_type {
+            return Err(crate::bound::read::raw_type_error(
+                region,
+                et,
+                d.element_type,
+            ));
+        }
         let cs = et.storage_bytes() as usize;
         let mut v = Values {
             et,
@@ -155,6 +162,11 @@ impl<'a> Values<'a> {
             }
         };
         Ok(v)
+    }
+
+    /// The element type the leaf stores (its codes' type).
+    pub fn stored_type(&self) -> ElementType {
+        self.et
     }
 
     /// Whether the output is the codes themselves (RAW).
