@@ -214,30 +214,6 @@ impl std::fmt::Display for ElementType {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes_and_sizes() {
-        for (i, t) in ElementType::ALL.iter().enumerate() {
-            assert_eq!(t.code() as usize, i + 1);
-            assert_eq!(ElementType::from_code(t.code()).unwrap(), *t);
-        }
-        assert_eq!(
-            ElementType::from_code(0).unwrap_err().kind,
-            ErrorKind::InvalidElementType
-        );
-        assert_eq!(
-            ElementType::from_code(0x16).unwrap_err().kind,
-            ErrorKind::InvalidElementType
-        );
-        assert_eq!(ElementType::Int4.bytes_for(5), Some(3));
-        assert_eq!(ElementType::Float32.bytes_for(5), Some(20));
-        assert_eq!(ElementType::Complex128.bytes_for(u64::MAX / 8), None);
-    }
-}
-
 /// The range of an integer type (`None` for the others).
 fn int_range(t: ElementType) -> Option<(i128, i128)> {
     use ElementType::*;
@@ -287,4 +263,28 @@ fn float_format(t: ElementType) -> Option<FloatFormat> {
         Float4E2m1fn => f(2, -1, 2, false, false),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_sizes() {
+        for (i, t) in ElementType::ALL.iter().enumerate() {
+            assert_eq!(t.code() as usize, i + 1);
+            assert_eq!(ElementType::from_code(t.code()).unwrap(), *t);
+        }
+        assert_eq!(
+            ElementType::from_code(0).unwrap_err().kind,
+            ErrorKind::InvalidElementType
+        );
+        assert_eq!(
+            ElementType::from_code(0x16).unwrap_err().kind,
+            ErrorKind::InvalidElementType
+        );
+        assert_eq!(ElementType::Int4.bytes_for(5), Some(3));
+        assert_eq!(ElementType::Float32.bytes_for(5), Some(20));
+        assert_eq!(ElementType::Complex128.bytes_for(u64::MAX / 8), None);
+    }
 }
