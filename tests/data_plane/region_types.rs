@@ -335,7 +335,7 @@ fn exact_conversion_agrees_with_converting_every_code() {
             ElementType::Float32,
             ElementType::Float64,
         ] {
-            let codes = 1u32 << s.bits().max(1).min(16);
+            let codes = 1u32 << s.bits().clamp(1, 16);
             let exact = (0..codes).all(|c| {
                 let b = (c as u16).to_le_bytes();
                 let mut code = [0u8; 16];
