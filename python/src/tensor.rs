@@ -971,6 +971,14 @@ node_methods! {
         Ok(d.get_region(self.index as usize).map_or(0, |r| r.depth()))
     }
 
+    /// The numpy dtype of the elements the region stores: its own type (format 1.1),
+    /// else inherited from an enclosing region, else the tensor's `dtype`. Values read
+    /// from it (`r[...]`) are of the tensor's value type.
+    #[getter]
+    fn stored_dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        numpy_dtype(py, desc(&self.held)?.stored_type(Some(self.index)))
+    }
+
     /// The tensor this region belongs to.
     #[getter]
     fn tensor(&self) -> Tensor {
