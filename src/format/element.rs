@@ -143,8 +143,8 @@ impl ElementType {
     /// storing `self` in a tensor of value type `to` needs no quantization. Integers go
     /// to integers whose range holds theirs and to floats whose significand holds their
     /// magnitude; floats to floats with at least their precision and exponent range (and
-    /// infinities and NaN where they have them); BOOL to every real type; COMPLEX64 to
-    /// COMPLEX128. A type converts into itself.
+    /// infinities and NaN where they have them); BOOL to every real type that holds 0 and
+    /// 1; COMPLEX64 to COMPLEX128. A type converts into itself.
     pub fn converts_exactly_into(self, to: ElementType) -> bool {
         use ElementType::*;
         if self == to {
@@ -153,7 +153,8 @@ impl ElementType {
         match (self, to) {
             (Complex64, Complex128) => return true,
             (Complex64 | Complex128, _) | (_, Complex64 | Complex128) => return false,
-            (Bool, _) => return true,
+            // 0 and 1; FLOAT8_E8M0FNU has no zero.
+            (Bool, _) => return to != Float8E8m0fnu,
             _ => {}
         }
         match (int_range(self), int_range(to), float_format(to)) {
