@@ -7,6 +7,7 @@ use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use tensordesc::quant::QuantField;
 use tensordesc::{
     BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, LayoutRef, Location,
     GlobalScale, QuantScheme, Quantization, TileOrder,
@@ -109,45 +110,17 @@ fn quant_dict<'py>(py: Python<'py>, q: &Quantization) -> PyResult<Bound<'py, PyD
         None => {}
     }
     match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            d.set_item("scheme", "PER_TENSOR_AFFINE")?;
-            d.set_item("scale", scale)?;
-            d.set_item("zero_point", zero_point)?;
+        QuantScheme::Opaque { scheme, .. } => {
+            d.set_item("scheme", format!("OPAQUE_0x{scheme:02X}"))?
         }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            d.set_item("scheme", "PER_AXIS_AFFINE")?;
-            d.set_item("axis", axis)?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => {
-            d.set_item("scheme", "BLOCKWISE")?;
-            d.set_item("axis", axis)?;
-            d.set_item("block_size", block_size)?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Blockwise2D {
-            axis_a,
-            block_a,
-            axis_b,
-            block_b,
-            scale_type,
-        } => {
-            d.set_item("scheme", "BLOCKWISE_2D")?;
-            d.set_item("axes", (axis_a, axis_b))?;
-            d.set_item("block", (block_a, block_b))?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Codebook { codebook_size } => {
-            d.set_item("scheme", "CODEBOOK")?;
-            d.set_item("codebook_size", codebook_size)?;
-        }
-        QuantScheme::Opaque { scheme, fields } => {
-            d.set_item("scheme", format!("OPAQUE_0x{scheme:02X}"))?;
-            d.set_item("fields", PyBytes::new(py, fields))?;
+        _ => d.set_item("scheme", q.scheme_name())?,
+    }
+    for (name, v) in q.fields() {
+        match v {
+            QuantField::Int(i) => d.set_item(name, i)?,
+            QuantField::Float(f) => d.set_item(name, f)?,
+            QuantField::Type(t) => d.set_item(name, type_name(t))?,
+            QuantField::Bytes(b) => d.set_item(name, PyBytes::new(py, b))?,
         }
     }
     Ok(d)

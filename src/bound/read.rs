@@ -1,6 +1,7 @@
 //! Reading elements: stored bytes, numbers, dequantization.
 
 use super::*;
+use crate::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.
@@ -236,8 +237,8 @@ impl<'a> BoundTensor<'a> {
             };
             Ok(diff * s)
         };
-        let v = match q.scheme {
-            QuantScheme::PerTensorAffine { scale, zero_point } => {
+        let v = match q.dequant() {
+            Dequant::PerTensor { scale, zero_point } => {
                 let diff = if et.is_integer() {
                     let a = value::element_to_i128(et, code)
                         .ok_or_else(|| Error::new(ErrorKind::Internal, "integer code conversion"))?;
@@ -249,14 +250,16 @@ impl<'a> BoundTensor<'a> {
                 };
                 diff * scale
             }
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. }
-            | QuantScheme::Blockwise2D { scale_type, .. } => {
+            Dequant::Scaled {
+                scale_type,
+                zero_points,
+                global,
+            } => {
                 let j = q.param_entry(shape, x).ok_or_else(missing)?;
-                let v = self.affine_at(q.has_zero_point, et, scale_type, j, &param, &affine)?;
-                match q.global_scale {
+                let v = self.affine_at(zero_points, et, scale_type, j, &param, &affine)?;
+                match global {
                     Some(how) => {
-                        let k = 1 + q.has_zero_point as usize;
+                        let k = 1 + zero_points as usize;
                         let g = param(k, ElementType::Float32, 0)?;
                         let g = value::element_to_f64(ElementType::Float32, &g).ok_or_else(missing)?;
                         how.apply(v, g)
@@ -264,7 +267,7 @@ impl<'a> BoundTensor<'a> {
                     None => v,
                 }
             }
-            QuantScheme::Codebook { codebook_size } => {
+            Dequant::Codebook { size: codebook_size } => {
                 let c = value::element_to_i128(et, code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "codebook code conversion"))?;
                 if c >= codebook_size as i128 {
@@ -285,7 +288,7 @@ impl<'a> BoundTensor<'a> {
                 let e = param(0, q.expressed_type, c as u64)?;
                 value::element_to_f64(q.expressed_type, &e).ok_or_else(missing)?
             }
-            QuantScheme::Opaque { scheme, .. } => {
+            Dequant::Opaque { scheme } => {
                 return Err(Error::new(
                     ErrorKind::NotBindable,
                     format!(

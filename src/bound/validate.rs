@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::layout::LayoutClass;
+use crate::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Content validation (spec §4.17) of every leaf: sparse index and pointer structure,
@@ -447,10 +448,12 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<()> {
         let d = self.desc;
         let n = find::layout_buffer_count(d, node);
-        match q.scheme {
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. }
-            | QuantScheme::Blockwise2D { scale_type, .. } => {
+        match q.dequant() {
+            Dequant::Scaled {
+                scale_type,
+                zero_points,
+                global,
+            } => {
                 let b = self.buf(node, n)?;
                 let esize = scale_type.storage_bytes() as usize;
                 // FLOAT8_E4M3FN scales (1.1) may be +0: NVFP4 producers write 0 for a block
@@ -480,8 +483,8 @@ impl<'a> BoundTensor<'a> {
                         ));
                     }
                 }
-                if q.global_scale.is_some() {
-                    let k = n + 1 + q.has_zero_point as usize;
+                if global.is_some() {
+                    let k = n + 1 + zero_points as usize;
                     let g = self.buf(node, k)?;
                     let g = f32::from_le_bytes(
                         g.get(..4)
@@ -501,7 +504,7 @@ impl<'a> BoundTensor<'a> {
                 }
                 Ok(())
             }
-            QuantScheme::Codebook { codebook_size } => {
+            Dequant::Codebook { size } => {
                 let t = q.expressed_type;
                 let b = self.buf(node, n)?;
                 for (j, e) in b.chunks_exact(t.storage_bytes() as usize).enumerate() {
@@ -518,9 +521,9 @@ impl<'a> BoundTensor<'a> {
                         ));
                     }
                 }
-                self.validate_codes(region, node, shape, codebook_size as u64)
+                self.validate_codes(region, node, shape, size)
             }
-            QuantScheme::PerTensorAffine { .. } | QuantScheme::Opaque { .. } => Ok(()),
+            Dequant::PerTensor { .. } | Dequant::Opaque { .. } => Ok(()),
         }
     }
 
