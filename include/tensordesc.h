@@ -586,6 +586,10 @@ enum tdesc_status
      * An internal error (a bug); never caused by input alone.
      */
     TDESC_ERR_INTERNAL = 39,
+    /**
+     * A region's stored element type does not yield the tensor's value type (format 1.1).
+     */
+    TDESC_ERR_REGION_TYPE_MISMATCH = 40,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1520,6 +1524,15 @@ tdesc_status tdesc_node_set_quantization_ext(tdesc_node_spec *node,
                                              const tdesc_quantization_ext *ext);
 
 /**
+ * Make the node, placed as a region, store elements of `element_type` (format 1.1;
+ * 0 clears it): the tensor's element type is then its value type, which the region must
+ * yield (quantized with that expressed type, or of a type converting exactly into it;
+ * `TDESC_ERR_REGION_TYPE_MISMATCH` when the tensor is built otherwise). Ignored on the
+ * tensor's own node.
+ */
+tdesc_status tdesc_node_set_element_type(tdesc_node_spec *node, uint8_t element_type);
+
+/**
  * Free a node the caller still owns. NULL is a no-op.
  */
 void tdesc_node_free(tdesc_node_spec *node);
@@ -1778,6 +1791,17 @@ const uint64_t *tdesc_descriptor_shape(const tdesc_descriptor *d);
  * The element type code (`TDESC_ELEMENT_*`); 0 when `d` is NULL.
  */
 uint8_t tdesc_descriptor_element_type(const tdesc_descriptor *d);
+
+/**
+ * The element type region `region` stores (`TDESC_NO_REGION`: the tensor): its own
+ * (format 1.1), else its nearest enclosing region's, else the tensor's. `own` (may be
+ * NULL) receives 1 when the region carries the type itself. When some region has a
+ * type of its own, `tdesc_descriptor_element_type` is the tensor's value type.
+ */
+tdesc_status tdesc_descriptor_stored_type(const tdesc_descriptor *d,
+                                          uint32_t region,
+                                          uint8_t *out,
+                                          uint8_t *own);
 
 /**
  * The top-level layout tag (`TDESC_LAYOUT_*`); 0 when `d` is NULL.

@@ -20,7 +20,7 @@ use crate::descriptor::{decode, Descriptor};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::frame::{self, FrameHeader};
+use crate::format::frame::{self, region_flags, FrameHeader};
 use crate::layout::{
     element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
 };
@@ -136,6 +136,9 @@ pub struct NodeSpec {
     pub buffers: Vec<BufferHandle>,
     /// Optional quantization.
     pub quantization: Option<Quantization>,
+    /// The element type a region stores when it is not the enclosing one's (format 1.1:
+    /// HAS_REGION_ELEMENT_TYPE). Ignored on the tensor's own node.
+    pub element_type: Option<ElementType>,
 }
 
 /// A region: origin (relative to the enclosing region), extent and body.
@@ -168,6 +171,7 @@ impl NodeSpec {
             byte_offset: 0,
             buffers: Vec::new(),
             quantization: None,
+            element_type: None,
         }
     }
     /// Row-major.
@@ -266,6 +270,12 @@ impl NodeSpec {
     /// Set explicit buffers.
     pub fn with_buffers(mut self, buffers: Vec<BufferHandle>) -> NodeSpec {
         self.buffers = buffers;
+        self
+    }
+    /// Store `et` in this region (format 1.1): a float16 tensor may hold an INT8 region
+    /// quantized with expressed_type FLOAT16, or a FLOAT8 region read exactly as float16.
+    pub fn with_element_type(mut self, et: ElementType) -> NodeSpec {
+        self.element_type = Some(et);
         self
     }
     /// Set the quantization.
@@ -423,7 +433,7 @@ impl TensorBuilder {
         for &e in &self.shape {
             w.u64(e);
         }
-        self.write_node(&mut w, &self.node, &self.shape, 1)?;
+        self.write_node(&mut w, &self.node, &self.shape, 1, self.element_type)?;
         if let Some(s) = &self.shard {
             s.write(&mut w)?;
         }
@@ -437,7 +447,15 @@ impl TensorBuilder {
         Ok(w.buf)
     }
 
-    fn write_node(&self, w: &mut Writer, node: &NodeSpec, shape: &[u64], level: u8) -> Result<()> {
+    /// The tail of `node` (of `shape`, at subpaving `level`), which stores `et`.
+    fn write_node(
+        &self,
+        w: &mut Writer,
+        node: &NodeSpec,
+        shape: &[u64],
+        level: u8,
+        et: ElementType,
+    ) -> Result<()> {
         let rank = shape.len();
         w.u64(node.byte_offset);
         match &node.layout {
@@ -463,10 +481,16 @@ impl TensorBuilder {
                     r.origin.iter().for_each(|&v| w.u64(v));
                     r.shape.iter().for_each(|&v| w.u64(v));
                     w.u8(r.node.layout.tag());
-                    w.u8(r.node.quantization.is_some() as u8);
-                    w.u16(0);
+                    let typed = match r.node.element_type {
+                        Some(_) => region_flags::HAS_REGION_ELEMENT_TYPE,
+                        None => 0,
+                    };
+                    w.u8(r.node.quantization.is_some() as u8 | typed);
+                    w.u8(r.node.element_type.map_or(0, ElementType::code));
+                    w.u8(0);
                     let at = w.u32_slot();
-                    self.write_node(w, &r.node, &r.shape, level + 1)?;
+                    let ret = r.node.element_type.unwrap_or(et);
+                    self.write_node(w, &r.node, &r.shape, level + 1, ret)?;
                     w.patch_u32_len(at)?;
                 }
             }
@@ -514,7 +538,7 @@ impl TensorBuilder {
         } else {
             let auto;
             let bufs = if node.buffers.is_empty() {
-                auto = self.auto_buffers(node, shape)?;
+                auto = self.auto_buffers(node, shape, et)?;
                 &auto
             } else {
                 &node.buffers
@@ -537,8 +561,12 @@ impl TensorBuilder {
     /// Exact-size handles for a node whose sizes follow from the descriptor. A size whose
     /// exact value exceeds u64 saturates to u64::MAX: decoding then refuses the node with
     /// the status the format assigns (a size rule, or an earlier layout rule), never a wrap.
-    fn auto_buffers(&self, node: &NodeSpec, shape: &[u64]) -> Result<Vec<BufferHandle>> {
-        let et = self.element_type;
+    fn auto_buffers(
+        &self,
+        node: &NodeSpec,
+        shape: &[u64],
+        et: ElementType,
+    ) -> Result<Vec<BufferHandle>> {
         let t = self.template;
         let count = element_count(shape)?;
         let bytes = |et: ElementType, n: u64| et.bytes_for(n).unwrap_or(u64::MAX);

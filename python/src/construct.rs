@@ -392,11 +392,11 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
             let v = d
                 .get_region(c as usize)
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "region index"))?;
-            regions.push(RegionSpec::new(
-                &v.origin(),
-                v.shape(),
-                node_spec_of(d, Some(c), children)?,
-            ));
+            let mut spec = node_spec_of(d, Some(c), children)?;
+            if let Some(t) = v.own_element_type() {
+                spec = spec.with_element_type(t);
+            }
+            regions.push(RegionSpec::new(&v.origin(), v.shape(), spec));
         }
         return Ok(NodeSpec::subpaving(regions));
     }
@@ -487,17 +487,6 @@ pub fn _subpaving(
         let origin: Vec<u64> = args::ints(origin, &format!("region {i}: origin"))?;
         let held: &Arc<Held> = &t.get().held;
         let d = held.src.descriptor().map_err(Fail)?;
-        if d.element_type() != et {
-            return Err(Fail(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "region {i} holds {} elements, the subpaving {}",
-                    d.element_type().name(),
-                    et.name()
-                ),
-            ))
-            .into());
-        }
         if !held.src.has_buffers() {
             return Err(Fail(Error::new(
                 ErrorKind::NotBindable,
@@ -505,8 +494,13 @@ pub fn _subpaving(
             ))
             .into());
         }
-        let spec = node_spec_of(d, None, &children_of(d))
+        let mut spec = node_spec_of(d, None, &children_of(d))
             .map_err(|e| Fail(e.context(format!("region {i}"))))?;
+        // A tensor of another type becomes a region storing that type (format 1.1): the
+        // subpaving's type is then the value type, which decoding checks it yields.
+        if d.element_type() != et {
+            spec = spec.with_element_type(d.element_type());
+        }
         specs.push(RegionSpec::new(&origin, d.shape(), spec));
         for k in 0..d.effective_buffer_count() {
             let (bytes, ro) = held.src.buffer(k).map_err(Fail)?;

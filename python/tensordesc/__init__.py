@@ -548,7 +548,11 @@ def subpaving(
     is a tensor (or anything ``as_tensor`` accepts: numpy arrays, scipy matrices, ...)
     whose shape is the region's extent; regions must not overlap and must cover ``shape``.
     Each region keeps its layout, buffers and quantization; nothing is copied. Nest
-    subpavings by passing one as a part."""
+    subpavings by passing one as a part. ``dtype`` (default: the first part's) is the
+    tensor's value type; a part of another dtype stores its own type (format 1.1) and must
+    yield values of ``dtype``: quantized with ``expressed=dtype``, or of a type that
+    converts exactly (float8 or int8 parts in a float16 tensor, float16 in float32, ...);
+    otherwise ``RegionTypeMismatch``."""
     parts = [(list(int(o) for o in origin), as_tensor(p)) for origin, p in regions]
     if not parts:
         raise ValueError("a subpaving needs at least one region")

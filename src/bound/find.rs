@@ -426,7 +426,7 @@ pub(crate) fn find(
             let (byte, shift) = dense::element_offset(
                 &node.layout,
                 &d.arena,
-                d.element_type,
+                d.stored_type(region),
                 shape,
                 node.byte_offset,
                 x,
@@ -469,7 +469,7 @@ pub(super) fn find_coo(
         return Err(not_canonical_coo(region));
     }
     let first = node.first_buffer as usize;
-    let et = d.element_type;
+    let et = d.stored_type(region);
     let idx = region_buffer(bufs, region, node, 0)?;
     let stride = x.len() * 8;
     let cmp = |t: &[u8]| -> Ordering {
@@ -567,7 +567,7 @@ pub(super) fn find_compressed(
     };
     Ok(run_slot(
         node.first_buffer as usize + 2,
-        d.element_type,
+        d.stored_type(region),
         lo + p,
     ))
 }
@@ -607,7 +607,7 @@ pub(super) fn find_csf(
         if l + 1 == rank {
             return Ok(run_slot(
                 node.first_buffer as usize + 2 * rank,
-                d.element_type,
+                d.stored_type(region),
                 q,
             ));
         }
@@ -640,7 +640,7 @@ pub(super) fn find_paged(
     block_size: u64,
     pool_count: u8,
 ) -> Result<ElementPlace> {
-    let et = d.element_type;
+    let et = d.stored_type(region);
     let (r, pos) = (x[0], x[1]);
     let len = U64Array(region_buffer(bufs, region, node, 1)?)
         .get(r)

@@ -64,7 +64,6 @@ use crate::layout::{
 };
 use find::{content_error, owner_name, U64Array};
 
-use crate::quant::QuantScheme;
 use crate::value;
 
 mod batch;

@@ -136,7 +136,8 @@ impl Descriptor {
         let node = &self.node(id);
         w.u8(node.layout.tag());
         w.u8(v.flags());
-        w.u16(0);
+        w.u8(v.own_element_type().map_or(0, ElementType::code));
+        w.u8(0);
         let at = w.u32_slot();
         if let Layout::Unknown { data, .. } = node.layout {
             w.bytes(&self.arena.small[data.range()]);

@@ -430,6 +430,27 @@ pub unsafe extern "C" fn tdesc_node_set_quantization_ext(
     })
 }
 
+/// Make the node, placed as a region, store elements of `element_type` (format 1.1;
+/// 0 clears it): the tensor's element type is then its value type, which the region must
+/// yield (quantized with that expressed type, or of a type converting exactly into it;
+/// `TDESC_ERR_REGION_TYPE_MISMATCH` when the tensor is built otherwise). Ignored on the
+/// tensor's own node.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_element_type(
+    node: *mut tdesc_node_spec,
+    element_type: u8,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `node`.
+        let node = unsafe { mut_arg(node, "node")? };
+        node.spec.element_type = match element_type {
+            0 => None,
+            c => Some(element_type_arg(c, "element_type")?),
+        };
+        Ok(())
+    })
+}
+
 /// Free a node the caller still owns. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_node_free(node: *mut tdesc_node_spec) {

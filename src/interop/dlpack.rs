@@ -357,7 +357,7 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
             &what,
             format!(
                 "it is quantized ({scheme}); DLPack has no quantization parameters, so its stored codes would be read as plain {} values",
-                d.element_type.name()
+                d.stored_type(region).name()
             ),
         ));
     }
@@ -396,7 +396,8 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         byte_offset: if empty { 0 } else { node.byte_offset },
         shape: shape_i64,
         strides,
-        dtype: dl_dtype(d.element_type),
+        // A region with a type of its own (1.1) exports the type it stores.
+        dtype: dl_dtype(d.stored_type(region)),
         device: abi::DLDevice {
             device_type: handle.device_type.code() as i32,
             device_id: handle.device_id as i32,

@@ -11,3 +11,4 @@ mod bound;
 mod dlpack;
 mod quant_1_1;
 mod read_box;
+mod region_types;
