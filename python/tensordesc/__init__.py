@@ -404,8 +404,10 @@ def tiled(
     )
 
 
-def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
+def _values(data: _ArrayLike, dtype: _DTypeLike | None = None) -> tuple[int, _NDArray[_Any]]:
     v = _np.asarray(data)
+    if dtype is not None:
+        v = v.astype(_numpy_dtype(_element_type(dtype)), copy=False)
     code = _element_type(v.dtype)
     if code in _PACKED:
         return code, _pack4(v)
@@ -413,12 +415,17 @@ def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
 
 
 def from_scipy(
-    m: _sparray | _spmatrix, *, quantization: _Quantization | None = None, alignment: int = 64
+    m: _sparray | _spmatrix,
+    *,
+    quantization: _Quantization | None = None,
+    alignment: int = 64,
+    dtype: _DTypeLike | None = None,
 ) -> Tensor:
     """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
     converted to CSR first). Values are used in place; see tensordesc._sparse for when
     index arrays are copied. SORTED and UNIQUE are set when they hold. ``alignment`` as
-    for ``dense``."""
+    for ``dense``. ``dtype`` stores the values as that type (a converted copy), e.g.
+    float16, which scipy.sparse itself cannot hold."""
     import scipy.sparse as sp
 
     if not sp.issparse(m):
@@ -430,7 +437,7 @@ def from_scipy(
     shape = [int(e) for e in m.shape]
     if fmt in ("csr", "csc"):
         nnz = int(m.indptr[-1]) if len(m.indptr) else 0
-        code, values = _values(m.data[:nnz])
+        code, values = _values(m.data[:nnz], dtype)
         flags = 0
         if m.has_sorted_indices:
             flags |= _sparse.SORTED
@@ -443,7 +450,7 @@ def from_scipy(
         )
     coords = tuple(_np.asarray(c) for c in m.coords)
     nnz = int(m.nnz)
-    code, values = _values(m.data)
+    code, values = _values(m.data, dtype)
     flags = _sparse.coo_flags(coords, tuple(shape))
     idx = _np.stack([_sparse.u64_indices(c) for c in coords], axis=1) if coords else _np.zeros((nnz, 0), _np.uint64)
     idx = _np.ascontiguousarray(idx, dtype=_np.uint64)
