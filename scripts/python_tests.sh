@@ -25,7 +25,8 @@ fi
   "dask[array]==2026.8.0" \
   "distributed==2026.8.0" \
   "pytest==9.2.0" \
-  "mypy==2.4.1"
+  "mypy==2.4.1" \
+  "safetensors==0.8.0"
 
 echo "== building the extension (maturin develop --release)"
 (

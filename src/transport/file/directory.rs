@@ -13,6 +13,7 @@ use super::names::NameIndex;
 use super::*;
 use crate::format::frame::{self, Peek};
 use crate::format::wire::Reader;
+use crate::transport::foreign::{Container, ForeignTensor, MetaValue, OpaqueTensor};
 use crate::Mode;
 
 pub(super) struct Parsed {
@@ -26,6 +27,12 @@ pub(super) struct Parsed {
     pub(super) names_text: String,
     pub(super) in_place: bool,
     pub(super) copies: HashMap<usize, OnceLock<AlignedBuf>>,
+    /// What kind of file it is.
+    pub(super) container: Container,
+    /// The file's metadata map.
+    pub(super) metadata: Vec<(String, MetaValue)>,
+    /// Foreign files: each descriptor's encoding (by descriptor index), made at open.
+    pub(super) encoded: Vec<Box<[u8]>>,
 }
 
 /// `Ok` when `bytes` (which start at file offset `at`) are all zero, else RESERVED_NONZERO
@@ -627,6 +634,137 @@ impl<'b> Table<'b> {
             names_text,
             in_place,
             copies,
+            container: Container::Tdf,
+            metadata: Vec::new(),
+            encoded: Vec::new(),
         })
+    }
+
+    /// Keep tensor `index` of a foreign file (see `transport::foreign`): its descriptor is
+    /// encoded once (identical encodings share one descriptor, and `encoded` gets the bytes
+    /// of each new one), and each buffer must lie inside the file (`TRUNCATED`) at an offset
+    /// that is a multiple of its declared alignment (`ALIGNMENT_INVALID`). Returns the
+    /// largest alignment a buffer declares.
+    pub(super) fn add_foreign(
+        &mut self,
+        index: usize,
+        t: ForeignTensor,
+        encoded: &mut Vec<Box<[u8]>>,
+    ) -> Result<u64> {
+        let ForeignTensor {
+            name,
+            descriptor: d,
+            offsets,
+        } = t;
+        let label = |e: Error| e.context(format!("tensor {name:?}"));
+        let name_len = u32::try_from(name.len())
+            .map_err(|_| Error::new(ErrorKind::Overflow, "a name longer than 2^32 - 1 bytes"))?;
+        let name_text = self.name(name.as_bytes(), 0, index).map_err(label)?;
+        if !d.is_bindable() || d.effective_buffer_count() != offsets.len() {
+            return Err(label(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "a foreign tensor with {} offsets for {} effective buffers",
+                    offsets.len(),
+                    d.effective_buffer_count()
+                ),
+            )));
+        }
+        let len = self.b.len() as u64;
+        let base = self.b.as_ptr() as usize;
+        let first = self.offsets.len();
+        let (mut lo, mut hi, mut most) = (u64::MAX, 0u64, 1u64);
+        for (k, (h, &o)) in d.effective_buffer_iter().zip(&offsets).enumerate() {
+            let end = o.checked_add(h.size_bytes).filter(|&e| e <= len).ok_or_else(|| {
+                label(Error::new(
+                    ErrorKind::Truncated,
+                    format!(
+                        "buffer {k} ({} bytes at byte {o}) runs past the end of the {len}-byte file",
+                        h.size_bytes
+                    ),
+                ))
+                .at(o)
+            })?;
+            let a = h.alignment();
+            if o % a != 0 {
+                return Err(label(Error::new(
+                    ErrorKind::AlignmentInvalid,
+                    format!("buffer {k} declares {a}-byte alignment but lies at byte {o}"),
+                ))
+                .at(o));
+            }
+            most = most.max(a);
+            lo = lo.min(o);
+            hi = hi.max(end);
+            self.offsets.push(o);
+            if (base + o as usize) % a as usize != 0 {
+                self.in_place = false;
+                if self.book_copies && h.size_bytes > 0 {
+                    self.copies.insert(first + k, OnceLock::new());
+                }
+            }
+        }
+        if lo == u64::MAX {
+            lo = 0;
+        }
+        let bytes = d.encode().map_err(label)?;
+        let (di, new) = self
+            .cache
+            .intern(&bytes, &mut self.descriptors, || Ok(d))?;
+        if new {
+            encoded.push(bytes.into_boxed_slice());
+        }
+        self.entries.push(Entry {
+            name_start: 0,
+            name_text,
+            descriptor_end: 0,
+            data_start: lo,
+            data_length: hi.saturating_sub(lo),
+            first_offset: first,
+            name_len,
+            descriptor: di,
+            problem: None,
+        });
+        Ok(most)
+    }
+
+    /// Keep tensor `index` of a foreign file as an opaque entry (permissive reading; strict
+    /// reading fails with its problem): its name and data bytes, no descriptor.
+    pub(super) fn add_foreign_opaque(&mut self, index: usize, t: OpaqueTensor) -> Result<()> {
+        let OpaqueTensor {
+            name,
+            data,
+            problem,
+        } = t;
+        if self.mode == Mode::Strict {
+            return Err(problem);
+        }
+        let label = |e: Error| e.context(format!("tensor {name:?}"));
+        let name_len = u32::try_from(name.len())
+            .map_err(|_| Error::new(ErrorKind::Overflow, "a name longer than 2^32 - 1 bytes"))?;
+        let name_text = self.name(name.as_bytes(), 0, index).map_err(label)?;
+        if data.start > data.end || data.end > self.b.len() as u64 {
+            return Err(label(Error::new(
+                ErrorKind::Truncated,
+                format!(
+                    "its bytes {}..{} run past the end of the {}-byte file",
+                    data.start,
+                    data.end,
+                    self.b.len()
+                ),
+            )));
+        }
+        self.entries.push(Entry {
+            name_start: 0,
+            name_text,
+            descriptor_end: 0,
+            data_start: data.start,
+            data_length: data.end - data.start,
+            first_offset: self.offsets.len(),
+            name_len,
+            descriptor: NO_DESCRIPTOR,
+            problem: Some(Box::new(problem)),
+        });
+        Ok(())
     }
 }

@@ -49,6 +49,7 @@
 
 mod directory;
 mod entries;
+mod foreign;
 #[allow(unsafe_code)] // the mmap call, and only it
 mod map;
 mod names;
@@ -62,6 +63,7 @@ mod writer;
 pub use crate::mem::AlignedBuf;
 pub use map::Mapping;
 pub use output::OutputFile;
+pub use crate::transport::foreign::{Container, MetaValue};
 pub use reader::{FileReader, TensorEntry};
 pub use v1::V1Writer;
 pub use writer::{DirectoryWriter, FileWriter};

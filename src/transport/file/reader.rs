@@ -7,13 +7,15 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::directory::{parse, Parsed};
+use super::directory::Parsed;
+use super::foreign::parse_any as parse;
 use super::entries::{Descriptors, Entry};
 use super::names::NameIndex;
 use super::*;
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::mem::empty_aligned;
+use crate::transport::foreign::{Container, MetaValue};
 use crate::Mode;
 
 pub(super) enum Source<'a> {
@@ -86,6 +88,13 @@ pub struct FileReader<'a> {
     /// aligned copy of every tensor's data region, made the first time a misaligned
     /// non-empty buffer is requested (boxed: most readers never need it).
     pub(super) realigned: Option<Box<OnceLock<Result<Realigned>>>>,
+    /// What kind of file it is.
+    pub(super) container: Container,
+    /// The file's metadata map (file order).
+    pub(super) metadata: Vec<(String, MetaValue)>,
+    /// Foreign files: each descriptor's encoding, by descriptor index (made at open; a
+    /// foreign file stores none).
+    pub(super) encoded: Vec<Box<[u8]>>,
 }
 
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
@@ -115,6 +124,7 @@ impl Realigned {
             if let Some((s, end)) = region(e) {
                 total = round_up(total, a)
                     .unwrap_or(u64::MAX)
+                    .saturating_add(s & (a - 1))
                     .saturating_add(end - s);
             }
         }
@@ -126,7 +136,11 @@ impl Realigned {
             match region(e) {
                 Some((s, end)) => {
                     // Within `cap`: the same rounding as the sizing pass above.
+                    // At the region's own offset modulo the alignment (0 in a `.tdf`,
+                    // whose regions start at multiples of it; a foreign file's buffers
+                    // keep their alignment relative to the file's start).
                     let at = round_up(data.len() as u64, a)
+                        .and_then(|x| x.checked_add(s & (a - 1)))
                         .and_then(|x| usize::try_from(x).ok())
                         .filter(|&x| x <= cap)
                         .ok_or_else(|| {
@@ -232,6 +246,9 @@ impl<'a> FileReader<'a> {
             in_place: p.in_place,
             copies: p.copies,
             realigned,
+            container: p.container,
+            metadata: p.metadata,
+            encoded: p.encoded,
         }
     }
 
@@ -244,12 +261,25 @@ impl<'a> FileReader<'a> {
         }
     }
 
+    /// What kind of file this is: a `.tdf` file, or a foreign container read in place
+    /// (see [`transport::foreign`](crate::transport::foreign)).
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The file's metadata map, in file order: a safetensors file's `__metadata__`
+    /// (string values); empty when the file has none.
+    pub fn metadata(&self) -> &[(String, MetaValue)] {
+        &self.metadata
+    }
+
     /// The mode the file was read in.
     pub fn mode(&self) -> Mode {
         self.mode
     }
 
-    /// The file header's `version_major`: the container version, 2 or 1.
+    /// The file header's `version_major`: the container version, 2 or 1 (0 for a foreign
+    /// file; see [`container`](Self::container)).
     pub fn version_major(&self) -> u8 {
         self.version_major
     }
@@ -259,7 +289,9 @@ impl<'a> FileReader<'a> {
         self.version_minor
     }
 
-    /// The file's `data_buffer_alignment`.
+    /// The file's `data_buffer_alignment`. For a foreign file: the largest alignment any
+    /// of its buffers declares (1 … 64; each declares what its file offset gives): bytes
+    /// held at an address aligned to it have every buffer in place.
     pub fn data_buffer_alignment(&self) -> u32 {
         self.alignment
     }
@@ -299,6 +331,10 @@ impl<'a> FileReader<'a> {
     /// page; a strict reader of a version 1 file has checked them at open. This reads the
     /// whole data area.
     pub fn check_padding(&self) -> Result<()> {
+        if self.container != Container::Tdf {
+            // A foreign file has no padding of this format's.
+            return Ok(());
+        }
         let b = self.as_bytes();
         let mut r = crate::format::wire::Reader::new(b);
         let skip_to = |r: &mut crate::format::wire::Reader<'_>, to: u64, zero: Option<&str>| {
@@ -458,19 +494,33 @@ impl<'r> TensorEntry<'r> {
         self.r.descriptors.get(self.e().descriptor)
     }
 
-    /// The descriptor's bytes as stored in the file.
+    /// The descriptor's bytes as stored in the file. A foreign file stores none: its
+    /// descriptors are encoded once at open, and these are those bytes (empty for an
+    /// opaque entry, which has no descriptor).
     pub fn descriptor_bytes(&self) -> &'r [u8] {
         let e = self.e();
+        if self.r.container != Container::Tdf {
+            return self
+                .r
+                .encoded
+                .get(e.descriptor as usize)
+                .map_or(&[], |b| &b[..]);
+        }
         &self.r.as_bytes()[e.descriptor_start()..e.descriptor_end]
     }
 
-    /// File offsets of the descriptor.
+    /// File offsets of the descriptor (an empty range at 0 in a foreign file, which
+    /// stores none).
     pub fn descriptor_range(&self) -> Range<u64> {
         let e = self.e();
+        if self.r.container != Container::Tdf {
+            return 0..0;
+        }
         e.descriptor_start() as u64..e.descriptor_end as u64
     }
 
-    /// File offsets of the data region (`data_start .. data_start + data_length`).
+    /// File offsets of the data region (`data_start .. data_start + data_length`). In a
+    /// foreign file: from the first byte of the tensor's buffers to the end of the last.
     pub fn data_range(&self) -> Range<u64> {
         let e = self.e();
         e.data_start..e.data_start + e.data_length

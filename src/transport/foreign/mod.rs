@@ -1,0 +1,189 @@
+//! Foreign containers read in place: what the parsers of other formats' files (safetensors
+//! today) hand to the file reader, and how a file's format is told from its first bytes.
+//!
+//! A parser reads a foreign file's header and describes each of its tensors with an
+//! ordinary [`Descriptor`] over the file's own bytes: ROW_MAJOR (or another layout) whose
+//! buffers lie at given file offsets, each declaring the alignment it truly has there
+//! (format 1.1 allows down to one byte; [`true_alignment_log2`]). The file reader
+//! ([`FileReader`](crate::FileReader)) turns that into the same entries a `.tdf` file gives:
+//! names, descriptors, buffers, bound tensors; nothing is copied and nothing is written.
+//!
+//! The parsers' output is crate-private ([`ForeignFile`], [`ForeignTensor`],
+//! [`ForeignItem`]); what a caller sees is the reader, its [`Container`] and its metadata
+//! map ([`MetaValue`]).
+
+pub(crate) mod json;
+pub mod safetensors;
+#[cfg(test)]
+mod safetensors_tests;
+
+use std::ops::Range;
+
+use crate::descriptor::Descriptor;
+use crate::error::{Error, ErrorKind, Result};
+use crate::transport::file::FILE_MAGIC;
+
+/// The kind of file a [`FileReader`](crate::FileReader) was opened on, told from its first
+/// bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Container {
+    /// A `.tdf` file (container version 1 or 2).
+    Tdf,
+    /// A safetensors file: an 8-byte little-endian header length, then a JSON header that
+    /// starts with `{`, then the tensors' bytes.
+    Safetensors,
+}
+
+impl Container {
+    /// Lower-case name: `"tdf"`, `"safetensors"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Tdf => "tdf",
+            Container::Safetensors => "safetensors",
+        }
+    }
+
+    /// The stable number of the C ABI (`tdesc_container`): 1 `.tdf`, 2 safetensors.
+    pub fn code(self) -> u32 {
+        match self {
+            Container::Tdf => 1,
+            Container::Safetensors => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A value of a file's metadata map.
+///
+/// safetensors `__metadata__` values are strings; `.tdf` file metadata and GGUF key/values
+/// are typed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaValue {
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A floating-point number.
+    Float(f64),
+    /// A UTF-8 string.
+    Str(String),
+    /// An array of values.
+    Array(Vec<MetaValue>),
+}
+
+impl MetaValue {
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            MetaValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// One tensor of a foreign file as its parser describes it: its name, its descriptor over
+/// the file's bytes, and the file offset of each of the descriptor's effective buffers.
+#[derive(Debug, Clone)]
+pub(crate) struct ForeignTensor {
+    pub(crate) name: String,
+    pub(crate) descriptor: Descriptor,
+    pub(crate) offsets: Vec<u64>,
+}
+
+/// A tensor that a parser found but cannot describe (permissive reading only): its name,
+/// the file bytes it occupies and why. It becomes an opaque entry.
+#[derive(Debug, Clone)]
+pub(crate) struct OpaqueTensor {
+    pub(crate) name: String,
+    pub(crate) data: Range<u64>,
+    pub(crate) problem: Error,
+}
+
+/// What a parser hands the reader, tensor by tensor, in file order.
+#[derive(Debug)]
+pub(crate) enum ForeignItem {
+    Tensor(ForeignTensor),
+    Opaque(OpaqueTensor),
+}
+
+/// A parsed foreign file: its tensors and its metadata map (in file order).
+#[derive(Debug, Default)]
+#[allow(dead_code)] // the form of a parser that builds every tensor at once
+pub(crate) struct ForeignFile {
+    pub(crate) tensors: Vec<ForeignTensor>,
+    pub(crate) metadata: Vec<(String, MetaValue)>,
+}
+
+/// The largest alignment (log2) a foreign buffer declares: 64 bytes, what `.tdf` files
+/// give by default and more than any element or vector load needs. A buffer at a file
+/// offset that is a multiple of a larger power of two is still declared 64-aligned: a
+/// mapping starts on a page, so every buffer of a mapped file is in place whatever it
+/// declares up to the page size, and a copy (of bytes given in memory) needs only 64.
+pub(crate) const MAX_DECLARED_ALIGNMENT_LOG2: u8 = 6;
+
+/// The alignment (log2) a buffer at file offset `offset` truly has in a file that starts
+/// on a 64-byte (or larger) boundary, up to [`MAX_DECLARED_ALIGNMENT_LOG2`].
+pub(crate) fn true_alignment_log2(offset: u64) -> u8 {
+    (offset.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2)
+}
+
+/// What the reader recognises, for the message of a file it does not.
+pub(crate) const RECOGNISED: &str = "a .tdf file (89 54 44 46 0D 0A 1A 0A) or a safetensors file (an 8-byte little-endian header length, then '{')";
+
+/// Tell a file's container from its first bytes: the `.tdf` magic; an 8-byte header length
+/// followed by `{` (safetensors). Anything else is `BAD_MAGIC`, listing what is
+/// recognised. Inputs shorter than 9 bytes that are not the start of the `.tdf` magic are
+/// judged as `.tdf` files (too short for one: `TRUNCATED`, as before).
+pub(crate) fn detect(b: &[u8]) -> Result<Container> {
+    let n = b.len().min(FILE_MAGIC.len());
+    if b[..n] == FILE_MAGIC[..n] {
+        return Ok(Container::Tdf);
+    }
+    if b.len() > 8 && b[8] == b'{' {
+        return Ok(Container::Safetensors);
+    }
+    if b.len() < 9 {
+        return Ok(Container::Tdf);
+    }
+    Err(Error::new(
+        ErrorKind::BadMagic,
+        format!(
+            "the file starts with {:02X?}: not {RECOGNISED}",
+            &b[..b.len().min(9)]
+        ),
+    )
+    .at(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_by_first_bytes() {
+        assert_eq!(detect(&FILE_MAGIC).unwrap(), Container::Tdf);
+        assert_eq!(detect(&FILE_MAGIC[..3]).unwrap(), Container::Tdf);
+        assert_eq!(detect(b"").unwrap(), Container::Tdf);
+        assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}").unwrap(), Container::Safetensors);
+        let e = detect(b"PK\x03\x04\0\0\0\0\0\0").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BadMagic);
+        assert!(e.detail.contains("safetensors"), "{e}");
+        assert!(e.detail.contains(".tdf"), "{e}");
+    }
+
+    #[test]
+    fn alignment_of_an_offset() {
+        assert_eq!(true_alignment_log2(0), 6);
+        assert_eq!(true_alignment_log2(4096), 6);
+        assert_eq!(true_alignment_log2(8), 3);
+        assert_eq!(true_alignment_log2(97), 0);
+    }
+}
