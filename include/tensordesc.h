@@ -1287,6 +1287,11 @@ typedef struct {
 } tdesc_extension_type;
 
 /**
+ * What kind of file a `tdesc_file` was opened on (`tdesc_file_container`, ABI 1.4).
+ */
+typedef uint32_t tdesc_container;
+
+/**
  * A write callback for `tdesc_stream_writer_open_callback`: take all `len` bytes at
  * `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
  * return anything else to fail the write. It is called on the thread that calls the
@@ -1389,6 +1394,16 @@ typedef struct {
  * bytes opaque (such a descriptor cannot be bound).
  */
 #define TDESC_MODE_PERMISSIVE 1
+
+/**
+ * A `.tdf` file (container version 1 or 2).
+ */
+#define TDESC_CONTAINER_TDF 1
+
+/**
+ * A safetensors file, read in place.
+ */
+#define TDESC_CONTAINER_SAFETENSORS 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -2021,10 +2036,13 @@ void tdesc_dlpack_delete_versioned(DLManagedTensorVersioned *managed);
 void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
- * Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
- * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
- * reading its header and directory only: no data page is read until a buffer is. Version 1
- * files are read too.
+ * Open and map the file at `path` (NUL-terminated) and parse it in `mode`
+ * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). The container is told from the first
+ * bytes: a `.tdf` file, or a safetensors file, whose tensors are described in place
+ * (ROW_MAJOR over the file's bytes, each buffer declaring the alignment it has there; see
+ * `tdesc_file_container`). A container version 2 file is opened by reading its header and
+ * directory only: no data page is read until a buffer is. Version 1 files are read too.
+ * A file of no recognised container is `TDESC_ERR_BAD_MAGIC`, naming what is recognised.
  *
  * The file must not be truncated or modified while the handle or any tensor bound into it
  * lives (a truncation makes reads fault, a modification changes validated bytes): write
@@ -2041,7 +2059,8 @@ void tdesc_dlpack_delete(DLManagedTensor *managed);
 tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
 
 /**
- * Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+ * Parse a file held in memory, `bytes[0, len)`, in `mode`: a `.tdf` file, or a foreign
+ * container as `tdesc_file_open` reads it.
  *
  * The bytes are **copied** into an allocation the handle owns, aligned to the file's
  * `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
@@ -2058,13 +2077,22 @@ tdesc_status tdesc_file_open_bytes(const uint8_t *bytes,
 size_t tdesc_file_tensor_count(const tdesc_file *f);
 
 /**
- * The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+ * What kind of file `f` is: `TDESC_CONTAINER_TDF`, or a foreign container read in place
+ * (`TDESC_CONTAINER_SAFETENSORS`); 0 when `f` is NULL. (ABI 1.4)
+ */
+tdesc_container tdesc_file_container(const tdesc_file *f);
+
+/**
+ * The file's `data_buffer_alignment` (64 ... 1 MiB); for a foreign file the largest
+ * alignment any of its buffers declares (1 ... 64: each declares the alignment its file
+ * offset gives). 0 when `f` is NULL.
  */
 uint32_t tdesc_file_data_alignment(const tdesc_file *f);
 
 /**
  * The file's container version (`version_major`): 2, or 1 for a file in the older layout
- * (which every reader still reads); 0 when `f` is NULL.
+ * (which every reader still reads); 0 when `f` is NULL or a foreign file
+ * (`tdesc_file_container`).
  */
 uint8_t tdesc_file_version(const tdesc_file *f);
 

@@ -660,8 +660,10 @@ class file {
     /// Number of tensors (opaque entries included).
     size_t size() const noexcept { return tdesc_file_tensor_count(get()); }
     uint32_t data_alignment() const noexcept { return tdesc_file_data_alignment(get()); }
-    /// The container version: 2, or 1 for the older layout.
+    /// The container version: 2, or 1 for the older layout (0 for a foreign file).
     uint8_t version() const noexcept { return tdesc_file_version(get()); }
+    /// What kind of file it is: TDESC_CONTAINER_TDF or TDESC_CONTAINER_SAFETENSORS (ABI 1.4).
+    tdesc_container container() const noexcept { return tdesc_file_container(get()); }
     /// Throw TDESC_ERR_RESERVED_NONZERO unless the padding around the data is zero (reads
     /// the whole data area; opening does not).
     void check_padding() const { check(tdesc_file_check_padding(get())); }

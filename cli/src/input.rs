@@ -1,6 +1,8 @@
 //! Reading an input file of any of the three kinds the tool accepts, told apart by their
-//! first bytes: a bare descriptor (`TDSC`), a `.tdf` file (`89 54 44 46 0D 0A 1A 0A`) or a
-//! frame-stream capture (a STREAM_START frame header: kind 1, seven zero bytes). Files
+//! first bytes: a bare descriptor (`TDSC`), a file the library's file reader reads (a
+//! `.tdf` file, `89 54 44 46 0D 0A 1A 0A`, or a safetensors file, read in place: an 8-byte
+//! header length then `{`) or a frame-stream capture (a STREAM_START frame header: kind 1,
+//! seven zero bytes). Files
 //! named `*.hex` are read as annotated hex text first (the format of `tests/vectors/`);
 //! `-` is standard input.
 
@@ -9,7 +11,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
-use tensordesc::file::{AlignedBuf, FileReader, Mapping, FILE_MAGIC};
+use tensordesc::file::{AlignedBuf, Container, FileReader, Mapping, FILE_MAGIC};
 use tensordesc::stream::{
     Collector, Event, StreamOptions, StreamReader, FRAME_HEADER_BYTES, FRAME_STREAM_START,
 };
@@ -20,7 +22,7 @@ use tensordesc::{decode, Descriptor, Error, ErrorKind, Mode, Result};
 pub enum Kind {
     /// One encoded descriptor (no buffer bytes).
     Descriptor,
-    /// A `.tdf` file.
+    /// A file the file reader reads: `.tdf`, or a foreign container (safetensors).
     File,
     /// A frame-stream capture.
     Stream,
@@ -150,7 +152,7 @@ impl Input {
                 let trailing = (b.len() as u64).saturating_sub(desc.encoded_len());
                 Ok(Parsed::Descriptor { desc, trailing })
             }
-            Kind::File => Ok(Parsed::File(FileReader::from_bytes(b, mode)?)),
+            Kind::File => Ok(Parsed::File(Box::new(FileReader::from_bytes(b, mode)?))),
             Kind::Stream => parse_stream(b, mode, with_data),
         }
     }
@@ -169,6 +171,11 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     if b[..n8] == FILE_MAGIC[..n8] {
         return Ok(Kind::File);
     }
+    // A safetensors file (an 8-byte header length, then the JSON header's '{'): the file
+    // reader reads it in place.
+    if b.len() > 8 && b[8] == b'{' {
+        return Ok(Kind::File);
+    }
     let nf = b.len().min(8);
     if b[0] == FRAME_STREAM_START && b[1..nf].iter().all(|&x| x == 0) {
         return Ok(Kind::Stream);
@@ -176,7 +183,7 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     Err(Error::new(
         ErrorKind::BadMagic,
         format!(
-            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A) or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
+            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{{') or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
             &b[..b.len().min(8)]
         ),
     ))
@@ -256,7 +263,7 @@ pub enum Parsed<'a> {
         trailing: u64,
     },
     /// A `.tdf` file.
-    File(FileReader<'a>),
+    File(Box<FileReader<'a>>),
     /// A stream capture.
     Stream {
         /// STREAM_START's minor version.
@@ -274,7 +281,8 @@ pub struct TensorRef<'a> {
     pub descriptor: Option<&'a Descriptor>,
     /// Why the tensor's buffers are not available (permissive mode only).
     pub problem: Option<&'a Error>,
-    /// Byte range of the descriptor in the input (files and bare descriptors).
+    /// Byte range of the descriptor in the input (`.tdf` files and bare descriptors; a
+    /// foreign file stores none).
     pub descriptor_range: Option<Range<u64>>,
     /// Byte range of the data region in the file.
     pub data_range: Option<Range<u64>>,
@@ -315,7 +323,9 @@ impl Parsed<'_> {
                     name: Some(e.name()),
                     descriptor: e.descriptor(),
                     problem: e.problem(),
-                    descriptor_range: Some(e.descriptor_range()),
+                    // A foreign file stores no descriptor.
+                    descriptor_range: (r.container() == Container::Tdf)
+                        .then(|| e.descriptor_range()),
                     data_range: Some(e.data_range()),
                     buffer_ranges: e.buffer_ranges().ok(),
                     buffers: if e.is_opaque() || !with_buffers {
@@ -361,6 +371,7 @@ mod tests {
         assert_eq!(detect(b"TDSC\x01\x00").unwrap(), Kind::Descriptor);
         assert_eq!(detect(b"TD").unwrap(), Kind::Descriptor);
         assert_eq!(detect(&FILE_MAGIC).unwrap(), Kind::File);
+        assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}").unwrap(), Kind::File);
         let mut s = vec![1u8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(detect(&s).unwrap(), Kind::Stream);
         s[3] = 1;

@@ -25,7 +25,9 @@ of regions that each have their own layout, buffers and quantization).";
 
 const AFTER_HELP: &str = "\
 Inputs are recognised by their first bytes: a bare descriptor (\"TDSC\"), a .tdf file
-(89 54 44 46 0D 0A 1A 0A) or a frame-stream capture (a STREAM_START frame). Files named
+(89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{'; read in
+place: its tensors are described where they lie) or a frame-stream capture (a
+STREAM_START frame). Files named
 *.hex are read as annotated hex text (the format of tests/vectors/); `-` reads standard
 input (e.g. a stream piped from a producer); `inspect -` prints each tensor of a stream as
 soon as its last byte has arrived.
@@ -53,8 +55,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
     },
-    /// Print a descriptor, .tdf file or stream capture as a tree: tensors, regions, buffers
-    /// (roles, sizes, devices) and quantization.
+    /// Print a descriptor, .tdf file, safetensors file or stream capture as a tree:
+    /// tensors, regions, buffers (roles, sizes, devices), quantization and the file's
+    /// metadata.
     Inspect {
         /// Emit JSON (documented in docs/json-schema.md) instead of the tree.
         #[arg(long)]
@@ -107,7 +110,7 @@ enum Command {
     /// or bf16, dequantized region by region. BFLOAT16 has no NumPy dtype: it is written
     /// as `|V2` (the raw bfloat16 bits; --dtype f32 gives the same values exactly).
     Export {
-        /// The input (a .tdf file or a stream capture).
+        /// The input (a .tdf or safetensors file, or a stream capture).
         file: PathBuf,
         /// The tensor to export when the input holds several.
         #[arg(long, value_name = "NAME")]

@@ -76,7 +76,12 @@ ELEMENT_TYPES = tuple(_CODES)
 
 
 def open(path: _Path, *, strict: bool = True) -> File:  # noqa: A001
-    """Map the ``.tdf`` file at ``path``: a read-only mapping of names to tensors.
+    """Map the file at ``path``: a read-only mapping of names to tensors.
+
+    The container is told from the first bytes: a ``.tdf`` file, or a safetensors file
+    whose tensors are described where they lie (nothing is copied; ``File.container``
+    says which, ``File.metadata`` holds its metadata map). Anything else raises
+    ``tensordesc.BadMagic``.
 
     The file stays mapped while the ``File``, any of its tensors, or any array or DLPack
     export viewing them is alive. The file must not be modified or truncated meanwhile

@@ -64,6 +64,9 @@ _ElementTypeName: TypeAlias = Literal[
 #: A path argument: ``str`` or ``os.PathLike[str]`` (pathlib paths).
 _Path: TypeAlias = str | os.PathLike[str]
 
+# A value of a file's metadata map (File.metadata).
+MetaValue: TypeAlias = str | int | float | bool | list["MetaValue"]
+
 #: One element's index: an integer (rank 1) or one integer per axis; negative ones count
 #: from the end.
 _ElementIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
@@ -353,12 +356,16 @@ class Region:
 # and items() return lists, not views. dict(f) type-checks (keys() and __getitem__).
 @final
 class File:
-    """The tensors of a mapped ``.tdf`` file, by name (read-only)."""
+    """The tensors of a mapped file (``.tdf`` or safetensors), by name (read-only)."""
 
     @property
     def path(self) -> str: ...
     @property
     def alignment(self) -> int: ...
+    @property
+    def container(self) -> Literal["tdf", "safetensors"]: ...
+    @property
+    def metadata(self) -> dict[str, MetaValue]: ...
     def __len__(self) -> int: ...
     def __contains__(self, key: str, /) -> bool: ...
     def __getitem__(self, key: str, /) -> Tensor: ...

@@ -36,7 +36,7 @@ use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
 use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
-use super::types::tdesc_mode;
+use super::types::{tdesc_container, tdesc_mode};
 
 // ---------------------------------------------------------------------------------------
 // Helpers shared with the stream transport
@@ -278,10 +278,13 @@ unsafe fn file_arg<'a>(f: *const tdesc_file) -> Result<&'a tdesc_file> {
     unsafe { ref_arg(f, "file") }
 }
 
-/// Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
-/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
-/// reading its header and directory only: no data page is read until a buffer is. Version 1
-/// files are read too.
+/// Open and map the file at `path` (NUL-terminated) and parse it in `mode`
+/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). The container is told from the first
+/// bytes: a `.tdf` file, or a safetensors file, whose tensors are described in place
+/// (ROW_MAJOR over the file's bytes, each buffer declaring the alignment it has there; see
+/// `tdesc_file_container`). A container version 2 file is opened by reading its header and
+/// directory only: no data page is read until a buffer is. Version 1 files are read too.
+/// A file of no recognised container is `TDESC_ERR_BAD_MAGIC`, naming what is recognised.
 ///
 /// The file must not be truncated or modified while the handle or any tensor bound into it
 /// lives (a truncation makes reads fault, a modification changes validated bytes): write
@@ -315,7 +318,8 @@ pub unsafe extern "C" fn tdesc_file_open(
     })
 }
 
-/// Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+/// Parse a file held in memory, `bytes[0, len)`, in `mode`: a `.tdf` file, or a foreign
+/// container as `tdesc_file_open` reads it.
 ///
 /// The bytes are **copied** into an allocation the handle owns, aligned to the file's
 /// `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
@@ -354,7 +358,19 @@ pub unsafe extern "C" fn tdesc_file_tensor_count(f: *const tdesc_file) -> usize 
     guard_value(0, || Ok(unsafe { file_arg(f)? }.data.reader.len()))
 }
 
-/// The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+/// What kind of file `f` is: `TDESC_CONTAINER_TDF`, or a foreign container read in place
+/// (`TDESC_CONTAINER_SAFETENSORS`); 0 when `f` is NULL. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_container(f: *const tdesc_file) -> tdesc_container {
+    // SAFETY: caller promise on `f`.
+    guard_value(0, || {
+        Ok(unsafe { file_arg(f)? }.data.reader.container().code())
+    })
+}
+
+/// The file's `data_buffer_alignment` (64 ... 1 MiB); for a foreign file the largest
+/// alignment any of its buffers declares (1 ... 64: each declares the alignment its file
+/// offset gives). 0 when `f` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 {
     // SAFETY: caller promise on `f`.
@@ -364,7 +380,8 @@ pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 
 }
 
 /// The file's container version (`version_major`): 2, or 1 for a file in the older layout
-/// (which every reader still reads); 0 when `f` is NULL.
+/// (which every reader still reads); 0 when `f` is NULL or a foreign file
+/// (`tdesc_file_container`).
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_version(f: *const tdesc_file) -> u8 {
     // SAFETY: caller promise on `f`.

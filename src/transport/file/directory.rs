@@ -708,9 +708,7 @@ impl<'b> Table<'b> {
             lo = 0;
         }
         let bytes = d.encode().map_err(label)?;
-        let (di, new) = self
-            .cache
-            .intern(&bytes, &mut self.descriptors, || Ok(d))?;
+        let (di, new) = self.cache.intern(&bytes, &mut self.descriptors, || Ok(d))?;
         if new {
             encoded.push(bytes.into_boxed_slice());
         }

@@ -61,9 +61,9 @@ mod v1;
 mod writer;
 
 pub use crate::mem::AlignedBuf;
+pub use crate::transport::foreign::{Container, MetaValue};
 pub use map::Mapping;
 pub use output::OutputFile;
-pub use crate::transport::foreign::{Container, MetaValue};
 pub use reader::{FileReader, TensorEntry};
 pub use v1::V1Writer;
 pub use writer::{DirectoryWriter, FileWriter};

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use super::directory::Parsed;
-use super::foreign::parse_any as parse;
 use super::entries::{Descriptors, Entry};
+use super::foreign::parse_any as parse;
 use super::names::NameIndex;
 use super::*;
 use crate::bound::BoundTensor;

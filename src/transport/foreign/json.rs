@@ -113,7 +113,11 @@ impl<'a> Json<'a> {
     #[cold]
     pub(crate) fn error_at(&self, pos: usize, detail: impl std::fmt::Display) -> Error {
         let at = self.at(pos);
-        Error::new(ErrorKind::ContentInvalid, format!("JSON at byte {at}: {detail}")).at(at)
+        Error::new(
+            ErrorKind::ContentInvalid,
+            format!("JSON at byte {at}: {detail}"),
+        )
+        .at(at)
     }
 
     #[cold]
@@ -122,7 +126,10 @@ impl<'a> Json<'a> {
             None => self.error_at(self.pos, format!("the text ends where {wanted} should be")),
             Some(&c) => self.error_at(
                 self.pos,
-                format!("{} where {wanted} should be", describe(self.text, self.pos, c)),
+                format!(
+                    "{} where {wanted} should be",
+                    describe(self.text, self.pos, c)
+                ),
             ),
         }
     }
@@ -351,8 +358,7 @@ impl<'a> Json<'a> {
             ));
         }
         if !(0xD800..0xDC00).contains(&hi) {
-            let c = char::from_u32(hi)
-                .ok_or_else(|| self.error_at(i, "an invalid \\u escape"))?;
+            let c = char::from_u32(hi).ok_or_else(|| self.error_at(i, "an invalid \\u escape"))?;
             return Ok((c, 6));
         }
         if self.b.get(i + 6..i + 8) != Some(b"\\u") {
@@ -365,7 +371,9 @@ impl<'a> Json<'a> {
         if !(0xDC00..0xE000).contains(&lo) {
             return Err(self.error_at(
                 i + 6,
-                format!("\\u{hi:04X} is a high surrogate followed by \\u{lo:04X}, not a low surrogate"),
+                format!(
+                    "\\u{hi:04X} is a high surrogate followed by \\u{lo:04X}, not a low surrogate"
+                ),
             ));
         }
         let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
@@ -619,8 +627,7 @@ pub(crate) fn parse_value(text: &str, base: u64, max_depth: u32) -> Result<Value
         }
         // Hand the finished value to the enclosing containers, closing those that end.
         let mut v = done;
-        loop {
-            let Some(value) = v.take() else { break };
+        while let Some(value) = v.take() {
             match stack.pop() {
                 None => {
                     j.finish()?;
@@ -699,11 +706,11 @@ mod tests {
                 Value::Number(Number::Float(18446744073709551616.0)),
             ])
         );
-        assert_eq!(v.get("s").unwrap().as_str(), Some("x\"\\/\u{8}\u{c}\n\r\té😀"));
         assert_eq!(
-            v.get("b").unwrap().get("d"),
-            Some(&Value::Bool(true))
+            v.get("s").unwrap().as_str(),
+            Some("x\"\\/\u{8}\u{c}\n\r\té😀")
         );
+        assert_eq!(v.get("b").unwrap().get("d"), Some(&Value::Bool(true)));
         assert_eq!(parse("[]").unwrap(), Value::Array(vec![]));
         assert_eq!(parse("{}").unwrap(), Value::Object(vec![]));
         assert_eq!(parse("[[],{},[{}]]").unwrap().get("x"), None);

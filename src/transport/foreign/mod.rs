@@ -20,6 +20,7 @@ mod safetensors_tests;
 use std::ops::Range;
 
 use crate::descriptor::Descriptor;
+use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::file::FILE_MAGIC;
 
@@ -107,8 +108,10 @@ pub(crate) struct OpaqueTensor {
     pub(crate) problem: Error,
 }
 
-/// What a parser hands the reader, tensor by tensor, in file order.
+/// What a parser hands the reader, tensor by tensor, in file order (one at a time: the
+/// size difference costs nothing).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ForeignItem {
     Tensor(ForeignTensor),
     Opaque(OpaqueTensor),
@@ -133,6 +136,15 @@ pub(crate) const MAX_DECLARED_ALIGNMENT_LOG2: u8 = 6;
 /// on a 64-byte (or larger) boundary, up to [`MAX_DECLARED_ALIGNMENT_LOG2`].
 pub(crate) fn true_alignment_log2(offset: u64) -> u8 {
     (offset.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2)
+}
+
+/// The template of every buffer a foreign parser describes: host memory, READ_ONLY (the
+/// file is mapped read-only and never written), aligned as its file offset gives.
+pub(crate) fn buffer_template(offset: u64) -> BufferHandle {
+    let mut h = BufferHandle::cpu(0);
+    h.read_only = true;
+    h.alignment_log2 = true_alignment_log2(offset);
+    h
 }
 
 /// What the reader recognises, for the message of a file it does not.
@@ -172,7 +184,10 @@ mod tests {
         assert_eq!(detect(&FILE_MAGIC).unwrap(), Container::Tdf);
         assert_eq!(detect(&FILE_MAGIC[..3]).unwrap(), Container::Tdf);
         assert_eq!(detect(b"").unwrap(), Container::Tdf);
-        assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}").unwrap(), Container::Safetensors);
+        assert_eq!(
+            detect(b"\x02\0\0\0\0\0\0\0{}").unwrap(),
+            Container::Safetensors
+        );
         let e = detect(b"PK\x03\x04\0\0\0\0\0\0").unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadMagic);
         assert!(e.detail.contains("safetensors"), "{e}");

@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::json::{duplicate_key, Json, Kind, Number};
-use super::{true_alignment_log2, ForeignItem, ForeignTensor, MetaValue, OpaqueTensor};
+use super::{buffer_template, true_alignment_log2, ForeignItem, ForeignTensor, MetaValue, OpaqueTensor};
 use crate::builder::TensorBuilder;
 use crate::descriptor::Descriptor;
 use crate::element::ElementType;
@@ -111,11 +111,7 @@ pub(crate) const DTYPES: [Dtype; 22] = {
 };
 
 fn known_list() -> String {
-    DTYPES
-        .iter()
-        .map(|d| d.name)
-        .collect::<Vec<_>>()
-        .join(", ")
+    DTYPES.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
 }
 
 /// One tensor entry as read (compact: a file may hold millions).
@@ -353,9 +349,7 @@ impl Header {
                 }
             }
         }
-        let missing = |f: &str| {
-            content(format!("{}: the entry has no {f:?}", label())).at(at)
-        };
+        let missing = |f: &str| content(format!("{}: the entry has no {f:?}", label())).at(at);
         let (dtype, unknown) = dtype_field.ok_or_else(|| missing("dtype"))?;
         let dims = dims.ok_or_else(|| missing("shape"))?;
         let (begin, end) = offsets.ok_or_else(|| missing("data_offsets"))?;
@@ -447,9 +441,7 @@ impl Header {
                 .iter()
                 .try_fold(1u64, |a, &x| a.checked_mul(x))
                 .ok_or_else(overflow)?;
-            let bits = count
-                .checked_mul(u64::from(d.bits))
-                .ok_or_else(overflow)?;
+            let bits = count.checked_mul(u64::from(d.bits)).ok_or_else(overflow)?;
             if bits % 8 != 0 {
                 return Err(Error::new(
                     ErrorKind::BufferSizeMismatch,
@@ -559,7 +551,7 @@ impl Header {
                         Some(d) => d.clone(),
                         None => {
                             let d = TensorBuilder::row_major(*et, shape)
-                                .alignment(align)
+                                .device(buffer_template(at))
                                 .build()
                                 .map_err(|e| e.context(self.label(r)))?;
                             // Bounded: a header of distinct shapes does not grow it.

@@ -100,6 +100,7 @@ fn tensors_of_a_produced_file_read_in_place() {
         assert!(off as u64 >= data);
         let h0 = d.effective_buffer(0).unwrap();
         assert_eq!(h0.alignment_log2, true_alignment_log2(off as u64), "{name}");
+        assert!(h0.read_only, "{name}: the handle says READ_ONLY");
         // The descriptor bytes are its encoding.
         assert_eq!(
             crate::decode(e.descriptor_bytes(), Mode::Strict).unwrap(),
@@ -152,18 +153,37 @@ fn a_tensor_at_an_odd_offset_is_read_in_place() {
     let e = r.get("x").unwrap();
     let d = e.descriptor().unwrap();
     assert_eq!(d.effective_buffer(0).unwrap().alignment_log2, 0);
-    assert_eq!(d.version_minor(), 1, "alignment below 64 is a format 1.1 feature");
+    assert_eq!(
+        d.version_minor(),
+        1,
+        "alignment below 64 is a format 1.1 feature"
+    );
     let b = e.buffer(0).unwrap();
-    assert_eq!(b.as_ptr() as usize, buf.as_slice().as_ptr() as usize + at as usize);
+    assert_eq!(
+        b.as_ptr() as usize,
+        buf.as_slice().as_ptr() as usize + at as usize
+    );
     assert_eq!(e.bound().unwrap().get_f64(&[1]).unwrap(), -3.0);
     let mut out = vec![0f64; 2];
     e.bound()
         .unwrap()
-        .read_box(&[0], &[2], OutputType::Float64, bytemuck::cast_slice_mut(&mut out), None)
+        .read_box(
+            &[0],
+            &[2],
+            OutputType::Float64,
+            bytemuck::cast_slice_mut(&mut out),
+            None,
+        )
         .unwrap();
     assert_eq!(out, [1.5, -3.0]);
     // The largest alignment a buffer declares: "a", at the data's start.
-    let a = r.get("a").unwrap().descriptor().unwrap().effective_buffer(0).unwrap();
+    let a = r
+        .get("a")
+        .unwrap()
+        .descriptor()
+        .unwrap()
+        .effective_buffer(0)
+        .unwrap();
     assert_eq!(u64::from(r.data_buffer_alignment()), a.alignment());
 
     // From a mapping.
@@ -171,8 +191,14 @@ fn a_tensor_at_an_odd_offset_is_read_in_place() {
     std::fs::write(&dir, &file).unwrap();
     let m = FileReader::open(&dir, Mode::Strict).unwrap();
     let b = m.get("x").unwrap().buffer(0).unwrap();
-    assert_eq!(b.as_ptr() as usize, m.as_bytes().as_ptr() as usize + at as usize);
-    assert_eq!(m.get("x").unwrap().bound().unwrap().get_f64(&[0]).unwrap(), 1.5);
+    assert_eq!(
+        b.as_ptr() as usize,
+        m.as_bytes().as_ptr() as usize + at as usize
+    );
+    assert_eq!(
+        m.get("x").unwrap().bound().unwrap().get_f64(&[0]).unwrap(),
+        1.5
+    );
     drop(m);
     let _ = std::fs::remove_file(&dir);
 
@@ -188,7 +214,14 @@ fn a_tensor_at_an_odd_offset_is_read_in_place() {
     store.extend_from_slice(&f2).unwrap();
     let r = FileReader::from_bytes(&store.as_slice()[1..], Mode::Strict).unwrap();
     let y = r.get("y").unwrap();
-    assert!(y.descriptor().unwrap().effective_buffer(0).unwrap().alignment_log2 >= 1);
+    assert!(
+        y.descriptor()
+            .unwrap()
+            .effective_buffer(0)
+            .unwrap()
+            .alignment_log2
+            >= 1
+    );
     assert_eq!(y.bound().unwrap().get_f64(&[1]).unwrap(), -6.0);
     assert_eq!(y.buffer(0).unwrap().as_ptr() as usize % 2, 0);
 }
@@ -236,12 +269,15 @@ fn every_dtype() {
             None => {
                 let err = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap_err();
                 assert_eq!(err.kind, crate::ErrorKind::InvalidElementType, "{dt}");
-                assert!(err.detail.contains(&format!("tensor \"t\"")), "{err}");
+                assert!(err.detail.contains("tensor \"t\""), "{err}");
                 assert!(err.detail.contains(&dt.to_string()), "{err}");
                 let r = FileReader::from_bytes(buf.as_slice(), Mode::Permissive).unwrap();
                 let e = r.get("t").unwrap();
                 assert!(e.is_opaque());
-                assert_eq!(e.problem().unwrap().kind, crate::ErrorKind::InvalidElementType);
+                assert_eq!(
+                    e.problem().unwrap().kind,
+                    crate::ErrorKind::InvalidElementType
+                );
                 assert_eq!(e.data(), &bytes[..]);
                 assert!(e.descriptor_bytes().is_empty());
                 assert!(e.bound().is_err());
@@ -294,12 +330,31 @@ fn hostile_headers() {
     assert_eq!(e.kind, K::ContentInvalid, "{e}");
     assert!(e.detail.contains("100000000"), "{e}");
     // JSON bombs and syntax.
-    let deep = format!("{{\"a\":{{\"dtype\":\"U8\",\"x\":{}{}}}}}", "[".repeat(100), "]".repeat(100));
+    let deep = format!(
+        "{{\"a\":{{\"dtype\":\"U8\",\"x\":{}{}}}}}",
+        "[".repeat(100),
+        "]".repeat(100)
+    );
     case(deep, &[], K::ContentInvalid, &["deeper than 64"]);
-    case("{\"a\":{".to_string(), &[], K::ContentInvalid, &["JSON at byte"]);
-    case(format!("{{{ok},}}"), &[0; 4], K::ContentInvalid, &["JSON at byte"]);
+    case(
+        "{\"a\":{".to_string(),
+        &[],
+        K::ContentInvalid,
+        &["JSON at byte"],
+    );
+    case(
+        format!("{{{ok},}}"),
+        &[0; 4],
+        K::ContentInvalid,
+        &["JSON at byte"],
+    );
     // Duplicate keys: tensor names, fields, metadata keys, __metadata__ itself.
-    case(format!("{{{ok},{ok}}}"), &[0; 4], K::DuplicateName, &["\"a\"", "appears twice"]);
+    case(
+        format!("{{{ok},{ok}}}"),
+        &[0; 4],
+        K::DuplicateName,
+        &["\"a\"", "appears twice"],
+    );
     case(
         r#"{"a":{"dtype":"U8","dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#.into(),
         &[0; 4],
@@ -325,24 +380,57 @@ fn hostile_headers() {
         &["\"k\"", "string"],
     );
     // Offsets: backwards, past the end, overlapping, gaps and trailing bytes (strict).
-    case(format!("{{{}}}", entry("a", "U8", "[0]", 4, 2)), &[0; 4], K::ContentInvalid, &["tensor \"a\"", "backwards"]);
-    case(format!("{{{}}}", entry("a", "U8", "[8]", 0, 8)), &[0; 4], K::Truncated, &["tensor \"a\"", "past the end"]);
     case(
-        format!("{{{},{}}}", entry("a", "U8", "[4]", 0, 4), entry("b", "U8", "[4]", 2, 6)),
+        format!("{{{}}}", entry("a", "U8", "[0]", 4, 2)),
+        &[0; 4],
+        K::ContentInvalid,
+        &["tensor \"a\"", "backwards"],
+    );
+    case(
+        format!("{{{}}}", entry("a", "U8", "[8]", 0, 8)),
+        &[0; 4],
+        K::Truncated,
+        &["tensor \"a\"", "past the end"],
+    );
+    case(
+        format!(
+            "{{{},{}}}",
+            entry("a", "U8", "[4]", 0, 4),
+            entry("b", "U8", "[4]", 2, 6)
+        ),
         &[0; 6],
         K::ContentInvalid,
         &["tensor \"a\"", "tensor \"b\"", "overlap"],
     );
     case(
-        format!("{{{},{}}}", entry("a", "U8", "[2]", 0, 2), entry("b", "U8", "[2]", 3, 5)),
+        format!(
+            "{{{},{}}}",
+            entry("a", "U8", "[2]", 0, 2),
+            entry("b", "U8", "[2]", 3, 5)
+        ),
         &[0; 5],
         K::LengthMismatch,
         &["tensor \"b\"", "belong to no tensor"],
     );
-    case(format!("{{{ok}}}"), &[0; 6], K::LengthMismatch, &["after the last tensor"]);
+    case(
+        format!("{{{ok}}}"),
+        &[0; 6],
+        K::LengthMismatch,
+        &["after the last tensor"],
+    );
     // Shape and offsets disagree; odd F4 count; overflow; rank.
-    case(format!("{{{}}}", entry("a", "F32", "[2]", 0, 4)), &[0; 4], K::BufferSizeMismatch, &["tensor \"a\"", "needs 8"]);
-    case(format!("{{{}}}", entry("a", "F4", "[3]", 0, 2)), &[0; 2], K::BufferSizeMismatch, &["tensor \"a\"", "whole number of bytes"]);
+    case(
+        format!("{{{}}}", entry("a", "F32", "[2]", 0, 4)),
+        &[0; 4],
+        K::BufferSizeMismatch,
+        &["tensor \"a\"", "needs 8"],
+    );
+    case(
+        format!("{{{}}}", entry("a", "F4", "[3]", 0, 2)),
+        &[0; 2],
+        K::BufferSizeMismatch,
+        &["tensor \"a\"", "whole number of bytes"],
+    );
     case(
         format!("{{{}}}", entry("a", "F32", "[4294967296,4294967296]", 0, 4)),
         &[0; 4],
@@ -350,19 +438,57 @@ fn hostile_headers() {
         &["tensor \"a\""],
     );
     case(
-        format!("{{{}}}", entry("a", "U8", &format!("[{}]", vec!["1"; 65].join(",")), 0, 1)),
+        format!(
+            "{{{}}}",
+            entry("a", "U8", &format!("[{}]", vec!["1"; 65].join(",")), 0, 1)
+        ),
         &[0; 1],
         K::RankTooLarge,
         &["tensor \"a\""],
     );
     // Unknown dtype, wrong field types, missing fields.
-    case(format!("{{{}}}", entry("a", "Q9", "[4]", 0, 4)), &[0; 4], K::InvalidElementType, &["tensor \"a\"", "\"Q9\""]);
-    case(r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4,5]}}"#.into(), &[0; 4], K::ContentInvalid, &["tensor \"a\"", "exactly two"]);
-    case(r#"{"a":{"dtype":"U8","shape":[-4],"data_offsets":[0,4]}}"#.into(), &[0; 4], K::ContentInvalid, &["tensor \"a\"", "-4"]);
-    case(r#"{"a":{"dtype":"U8","shape":[4.5],"data_offsets":[0,4]}}"#.into(), &[0; 4], K::ContentInvalid, &["tensor \"a\""]);
-    case(r#"{"a":{"dtype":"U8","shape":[4]}}"#.into(), &[0; 4], K::ContentInvalid, &["tensor \"a\"", "data_offsets"]);
-    case(r#"{"a":[1]}"#.into(), &[], K::ContentInvalid, &["tensor \"a\"", "object"]);
-    case(r#"{"a":{"dtype":7,"shape":[4],"data_offsets":[0,4]}}"#.into(), &[0; 4], K::ContentInvalid, &["\"dtype\"", "string"]);
+    case(
+        format!("{{{}}}", entry("a", "Q9", "[4]", 0, 4)),
+        &[0; 4],
+        K::InvalidElementType,
+        &["tensor \"a\"", "\"Q9\""],
+    );
+    case(
+        r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4,5]}}"#.into(),
+        &[0; 4],
+        K::ContentInvalid,
+        &["tensor \"a\"", "exactly two"],
+    );
+    case(
+        r#"{"a":{"dtype":"U8","shape":[-4],"data_offsets":[0,4]}}"#.into(),
+        &[0; 4],
+        K::ContentInvalid,
+        &["tensor \"a\"", "-4"],
+    );
+    case(
+        r#"{"a":{"dtype":"U8","shape":[4.5],"data_offsets":[0,4]}}"#.into(),
+        &[0; 4],
+        K::ContentInvalid,
+        &["tensor \"a\""],
+    );
+    case(
+        r#"{"a":{"dtype":"U8","shape":[4]}}"#.into(),
+        &[0; 4],
+        K::ContentInvalid,
+        &["tensor \"a\"", "data_offsets"],
+    );
+    case(
+        r#"{"a":[1]}"#.into(),
+        &[],
+        K::ContentInvalid,
+        &["tensor \"a\"", "object"],
+    );
+    case(
+        r#"{"a":{"dtype":7,"shape":[4],"data_offsets":[0,4]}}"#.into(),
+        &[0; 4],
+        K::ContentInvalid,
+        &["\"dtype\"", "string"],
+    );
     // Not UTF-8.
     let mut f = by_hand(&format!("{{{ok}}}"), &[0; 4]);
     f[10] = 0xFF;
@@ -399,7 +525,10 @@ fn lenient_where_safetensors_is() {
     let r = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap();
     assert_eq!(r.len(), 3);
     assert_eq!(r.get("e").unwrap().buffer(0).unwrap().len(), 0);
-    assert_eq!(r.get("g").unwrap().bound().unwrap().get_f64(&[]).unwrap(), 9.0);
+    assert_eq!(
+        r.get("g").unwrap().bound().unwrap().get_f64(&[]).unwrap(),
+        9.0
+    );
     let file = by_hand(r#"{"__metadata__":{"k":"v"}}"#, &[]);
     let buf = aligned(&file);
     let r = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap();
@@ -412,5 +541,8 @@ fn lenient_where_safetensors_is() {
 fn unknown_files_are_bad_magic() {
     let e = FileReader::from_bytes(b"PK\x03\x04 not a tensor file", Mode::Strict).unwrap_err();
     assert_eq!(e.kind, crate::ErrorKind::BadMagic);
-    assert!(e.detail.contains("safetensors") && e.detail.contains(".tdf"), "{e}");
+    assert!(
+        e.detail.contains("safetensors") && e.detail.contains(".tdf"),
+        "{e}"
+    );
 }
