@@ -19,6 +19,10 @@
 typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
 typedef struct DLManagedTensor DLManagedTensor;
 
+/* The `item` of the tdesc_file_metadata_* accessors that addresses a metadata value itself
+ * rather than an item of an array value (ABI 1.4; SIZE_MAX, which cbindgen cannot spell). */
+#define TDESC_METADATA_WHOLE SIZE_MAX
+
 /**
  * `kind` of a `tdesc_compact_location`: the element's bytes are at `byte_offset` of
  * effective buffer `buffer`.
@@ -41,6 +45,8 @@ typedef struct DLManagedTensor DLManagedTensor;
  * accept any 1.x whose fields they can interpret.
  */
 #define TDESC_DLPACK_MINOR_VERSION 1
+
+
 
 /**
  * The ABI major version of this library (the `.so` version); bumped only for
@@ -1292,6 +1298,11 @@ typedef struct {
 typedef uint32_t tdesc_container;
 
 /**
+ * The type of a metadata value (`tdesc_file_metadata_type`); 0 for none.
+ */
+typedef uint32_t tdesc_metadata_type;
+
+/**
  * A write callback for `tdesc_stream_writer_open_callback`: take all `len` bytes at
  * `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
  * return anything else to fail the write. It is called on the thread that calls the
@@ -1383,6 +1394,36 @@ typedef struct {
  * The value as a bfloat16.
  */
 #define TDESC_OUTPUT_BFLOAT16 4
+
+/**
+ * A boolean (`tdesc_file_metadata_bool`).
+ */
+#define TDESC_METADATA_BOOL 1
+
+/**
+ * A signed integer (`tdesc_file_metadata_int`).
+ */
+#define TDESC_METADATA_INT 2
+
+/**
+ * An unsigned integer (`tdesc_file_metadata_uint`).
+ */
+#define TDESC_METADATA_UINT 3
+
+/**
+ * A floating-point number (`tdesc_file_metadata_float`).
+ */
+#define TDESC_METADATA_FLOAT 4
+
+/**
+ * A UTF-8 string (`tdesc_file_metadata_string`).
+ */
+#define TDESC_METADATA_STRING 5
+
+/**
+ * An array of values (`tdesc_file_metadata_array_len`, items by index).
+ */
+#define TDESC_METADATA_ARRAY 6
 
 /**
  * Reject anything this version does not know.
@@ -2362,6 +2403,80 @@ tdesc_status tdesc_file_writer_bytes(const tdesc_file_writer *w,
  * (`TDESC_ERR_TRUNCATED`). NULL is a no-op.
  */
 void tdesc_file_writer_free(tdesc_file_writer *w);
+
+/**
+ * Number of keys in the file's metadata map; 0 when `f` is NULL or the file has none.
+ * (ABI 1.4)
+ */
+size_t tdesc_file_metadata_count(const tdesc_file *f);
+
+/**
+ * Key `i` of the metadata map (file order): `*key` points to its `*len` bytes of UTF-8
+ * followed by a NUL byte, borrowed from the file until `tdesc_file_free`. `len` may be
+ * NULL. `TDESC_ERR_INDEX_OUT_OF_BOUNDS` past the end. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_key(const tdesc_file *f, size_t i, const char **key, size_t *len);
+
+/**
+ * The index of the metadata key `key[0, len)` (UTF-8, not NUL-terminated):
+ * `TDESC_ERR_NOT_FOUND` when the map has no such key. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_find(const tdesc_file *f,
+                                      const char *key,
+                                      size_t len,
+                                      size_t *index);
+
+/**
+ * The type of the value of key `i` (`item` = `TDESC_METADATA_WHOLE`) or of item `item` of
+ * that ARRAY value: `TDESC_METADATA_BOOL` … `TDESC_METADATA_ARRAY`; 0 when `f` is NULL or
+ * `i` or `item` is out of range. (ABI 1.4)
+ */
+tdesc_metadata_type tdesc_file_metadata_type(const tdesc_file *f, size_t i, size_t item);
+
+/**
+ * The number of items of the ARRAY value of key `i` (`item` = `TDESC_METADATA_WHOLE`), or
+ * of item `item` of it when that item is itself an array. `TDESC_ERR_INVALID_ARGUMENT`
+ * when the value is not an array. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_array_len(const tdesc_file *f, size_t i, size_t item, size_t *len);
+
+/**
+ * A BOOL value (of key `i`, or item `item` of its array value; see
+ * `tdesc_file_metadata_type`). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type.
+ * (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_bool(const tdesc_file *f, size_t i, size_t item, bool *out);
+
+/**
+ * An integer value as `int64_t`: an INT, or a UINT up to `INT64_MAX`
+ * (`TDESC_ERR_OVERFLOW` above). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type.
+ * (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_int(const tdesc_file *f, size_t i, size_t item, int64_t *out);
+
+/**
+ * An integer value as `uint64_t`: a UINT, or an INT that is not negative
+ * (`TDESC_ERR_OVERFLOW` for a negative one). `TDESC_ERR_INVALID_ARGUMENT` for a value of
+ * another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_uint(const tdesc_file *f, size_t i, size_t item, uint64_t *out);
+
+/**
+ * A number as `double`: a FLOAT, or an INT or UINT converted (rounded to the nearest
+ * double). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_float(const tdesc_file *f, size_t i, size_t item, double *out);
+
+/**
+ * A STRING value: `*s` points to its `*len` bytes of UTF-8 followed by a NUL byte,
+ * borrowed from the file until `tdesc_file_free` (`len` may be NULL; a string may itself
+ * hold NUL bytes). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_string(const tdesc_file *f,
+                                        size_t i,
+                                        size_t item,
+                                        const char **s,
+                                        size_t *len);
 
 /**
  * The ABI version of the loaded library; compare with the `TDESC_ABI_VERSION` macro of

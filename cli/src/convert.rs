@@ -37,10 +37,11 @@
 //! and a metadata case under 4 × and the rank-64 one under 4.5 ×, from a file and from a
 //! pipe, and a pipe or device of zeros to the constant (refused at its first 8 bytes).
 //!
-//! The safetensors `__metadata__` (a JSON object of strings) has no place of its own in a
-//! `.tdf`, which holds only named tensors; it is kept as a tensor named `__metadata__`: a
-//! UINT8 vector holding the object as compact JSON text (keys sorted). safetensors reserves
-//! that name, so it never collides with a tensor of the input.
+//! The safetensors `__metadata__` (a JSON object of strings) becomes the `.tdf` file's
+//! metadata map (container version 2.1's metadata entry; keys sorted, values strings), and
+//! a `.tdf` input's metadata is carried over as it is. (Converters before 2.1 kept it as a
+//! UINT8 tensor named `__metadata__` holding the JSON text; such files still read, and
+//! the tensor is an ordinary tensor.)
 
 mod header;
 
@@ -68,7 +69,9 @@ const CHUNK: usize = 4 << 20;
 /// The buffer a pipe's or a device's data goes through.
 const STREAM_CHUNK: usize = 1 << 20;
 
-/// The name under which the safetensors `__metadata__` is kept in the `.tdf`.
+/// The name under which converters before container version 2.1 kept the safetensors
+/// `__metadata__` in the `.tdf` (a UINT8 tensor of JSON text), which `inspect` still shows
+/// as text.
 pub const METADATA_TENSOR: &str = "__metadata__";
 
 /// Every safetensors dtype the format can hold, with its element type.
@@ -523,28 +526,22 @@ pub fn run(
         }
     }
     check_dtypes(&header).map_err(|e| e.context(&path))?;
-    let (metadata_json, metadata_keys) = header.take_metadata_json().unzip();
-    let metadata_descriptor = metadata_json
-        .as_ref()
-        .map(|json| TensorBuilder::row_major(ElementType::Uint8, &[json.len() as u64]).build())
-        .transpose()?;
+    let metadata_keys = header.metadata_pairs().count();
 
     let total = header.data_len();
     let pb = progress(quiet, total);
     let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
     let written = write_output(output, alignment, &pb, |w| {
+        // The metadata entry first (encoded from the header's text, which is then freed).
+        w.set_metadata_strings(header.metadata_pairs())
+            .map_err(|err| err.context(format!("{path}: __metadata__")))?;
+        header.clear_metadata();
         // Every descriptor is built and declared before anything is written; none is kept.
-        if let Some(d) = &metadata_descriptor {
-            w.declare(METADATA_TENSOR, d)?;
-        }
         for e in header.tensors() {
             let name = header.name(e);
             let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
             w.declare(name, &d)
                 .map_err(|err| err.context(format!("tensor {name:?}")))?;
-        }
-        if let Some(json) = &metadata_json {
-            w.write_tensor(&[json])?;
         }
         let mut stream = (!src.regular).then(|| Stream {
             file: &src.file,
@@ -580,11 +577,11 @@ pub fn run(
         output.display(),
         written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
     )?;
-    if let (Some(d), Some(keys)) = (&metadata_descriptor, metadata_keys) {
+    if metadata_keys > 0 {
+        let keys = metadata_keys;
         writeln!(
             out,
-            "  {METADATA_TENSOR:?}: {} (the safetensors __metadata__, {keys} key{}, as JSON text)",
-            text::tensor_summary(d),
+            "  metadata: {keys} key{} (the safetensors __metadata__, as the file's metadata map)",
             if keys == 1 { "" } else { "s" }
         )?;
     }
@@ -656,6 +653,7 @@ fn upgrade(
     }
     let pb = progress(quiet, total);
     let written = write_output(output, alignment, &pb, |w| {
+        w.set_metadata(r.metadata())?;
         for e in r.entries() {
             match e.descriptor() {
                 Some(d) if d.is_bindable() => w.declare(e.name(), d),

@@ -205,3 +205,28 @@ def test_tensors_pickle_by_path_and_name(tmp_path):
     t = td.open(path)["a"]
     u = pickle.loads(pickle.dumps(t))
     np.testing.assert_array_equal(u.numpy(), np.arange(4, dtype=np.float32))
+
+
+def _hex_vector(name):
+    """A golden .tdf file vector (tests/vectors/files/NAME.hex: '#' comments, hex digits)."""
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors" / "files" / f"{name}.hex"
+    digits = "".join(line.split("#")[0] for line in path.read_text().splitlines())
+    return bytes.fromhex("".join(digits.split()))
+
+
+def test_tdf_metadata_entry_is_a_typed_dict(tmp_path):
+    path = tmp_path / "m.tdf"
+    path.write_bytes(_hex_vector("v2_metadata"))
+    f = td.open(path)
+    assert f.container == "tdf"
+    assert f.metadata == {"format": "pt", "n": 7}
+    assert isinstance(f.metadata["n"], int)
+    np.testing.assert_array_equal(f["a"].numpy(), np.array([1, 2, 3], np.uint8))
+
+
+def test_files_without_metadata_have_an_empty_dict(tmp_path):
+    path = tmp_path / "p.tdf"
+    td.write(path, {"a": td.dense(np.arange(3, dtype=np.float32))})
+    assert td.open(path).metadata == {}

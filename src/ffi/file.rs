@@ -34,6 +34,7 @@ use super::args::{
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
+use super::metadata::MetaStrings;
 use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::{tdesc_container, tdesc_mode};
@@ -218,6 +219,8 @@ pub struct tdesc_file {
     /// Shared copies of the file's descriptors (keyed by their address in the reader), made
     /// on first use by `tdesc_file_tensor_bind` / `tdesc_file_tensor_descriptor`.
     shared: Mutex<HashMap<usize, Arc<Descriptor>>>,
+    /// The metadata map's keys and strings, NUL-terminated for C.
+    meta: MetaStrings,
 }
 
 impl tdesc_file {
@@ -231,11 +234,23 @@ impl tdesc_file {
                 Some((e.index(), (tdesc_status::from_kind(p.kind), msg)))
             })
             .collect();
+        let meta = MetaStrings::new(data.reader.metadata());
         tdesc_file {
             data: Arc::new(data),
             problems,
             shared: Mutex::new(HashMap::new()),
+            meta,
         }
+    }
+
+    /// The parsed file.
+    pub(crate) fn reader(&self) -> &FileReader<'static> {
+        &self.data.reader
+    }
+
+    /// The metadata map's C strings.
+    pub(crate) fn meta_strings(&self) -> &MetaStrings {
+        &self.meta
     }
 
     fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {

@@ -200,6 +200,12 @@ fn parse_v2(
     }
     let mut dir = r.window(directory_length, "directory")?;
     let dir_end = dir.pos() + dir.remaining();
+    // Version 2.1: the file's metadata, the first entry when present.
+    let metadata = if h.minor >= 1 && dir.peek_rest().first() == Some(&ENTRY_METADATA) {
+        super::metadata::parse(&mut dir, mode)?
+    } else {
+        Vec::new()
+    };
     let a = u64::from(h.alignment);
     let count = (tensor_count as u64).min(directory_length / MIN_ENTRY_BYTES) as usize;
     let mut t = Table::new(
@@ -227,6 +233,12 @@ fn parse_v2(
             )));
         }
         let kind = dir.u8("entry_kind").map_err(ctx)?;
+        if kind == ENTRY_METADATA && h.minor >= 1 {
+            return Err(ctx(Error::new(
+                ErrorKind::ContentInvalid,
+                "a METADATA entry (entry_kind 2) may only be the first directory entry",
+            )));
+        }
         if kind != ENTRY_TENSOR {
             return Err(ctx(Error::new(
                 ErrorKind::ContentInvalid,
@@ -345,7 +357,9 @@ fn parse_v2(
         )
         .at(end));
     }
-    t.finish(h, "directory entries")
+    let mut p = t.finish(h, "directory entries")?;
+    p.metadata = metadata;
+    Ok(p)
 }
 
 /// Read one framed descriptor from `r`: its magic, major version and `descriptor_length`

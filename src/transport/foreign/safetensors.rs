@@ -45,7 +45,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::json::{duplicate_key, Json, Kind, Number};
-use super::{buffer_template, true_alignment_log2, ForeignItem, ForeignTensor, MetaValue, OpaqueTensor};
+use super::{
+    buffer_template, true_alignment_log2, ForeignItem, ForeignTensor, MetaValue, OpaqueTensor,
+};
 use crate::builder::TensorBuilder;
 use crate::descriptor::Descriptor;
 use crate::element::ElementType;
