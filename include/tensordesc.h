@@ -449,7 +449,8 @@ enum tdesc_status
     TDESC_ERR_BAD_MAGIC = 3,
     /**
      * The major version is not 1, or (strict) the minor version is newer than the
-     * reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
+     * reader's: above 1 for a descriptor (format 1.1) or a version 2 `.tdf` file (2.1), above
+     * 0 for a stream.
      */
     TDESC_ERR_UNSUPPORTED_VERSION = 4,
     /**

@@ -119,10 +119,12 @@ pub(super) fn header(b: &[u8], mode: Mode) -> Result<(Header, Reader<'_>)> {
         )
         .at(8));
     }
-    if minor > FILE_VERSION_MINOR && mode == Mode::Strict {
+    // Version 2 has a minor 1 (the metadata entry); version 1 has only its .0.
+    let newest = if major == 1 { 0 } else { FILE_VERSION_MINOR };
+    if minor > newest && mode == Mode::Strict {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
-            format!("file version {major}.{minor} is newer than {major}.0 (strict mode; read permissively to treat it as {major}.0)"),
+            format!("file version {major}.{minor} is newer than {major}.{newest} (strict mode; read permissively to treat it as {major}.{newest})"),
         )
         .at(9));
     }
