@@ -628,7 +628,11 @@ pub unsafe extern "C" fn tdesc_descriptor_layout_info(
             data_len: 0,
         };
         match layout {
-            LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
+            // GGML_BLOCKS: its ggml_type through tdesc_descriptor_ggml_type.
+            LayoutRef::RowMajor
+            | LayoutRef::ColMajor
+            | LayoutRef::Splat
+            | LayoutRef::GgmlBlocks { .. } => {}
             LayoutRef::Strided { strides } => v.strides = strides.as_ptr(),
             LayoutRef::Tiled { levels } => v.tile_levels = levels.len() as u8,
             LayoutRef::DimOrder { order } => v.axis_order = order.as_ptr(),

@@ -8,5 +8,6 @@ mod common;
 
 mod bound;
 mod dlpack;
+mod ggml;
 mod quant_1_1;
 mod read_box;
