@@ -338,6 +338,7 @@ pub fn _leaf(
             args::int(&p("block_size")?, "block_size")?,
             args::int(&p("pool_count")?, "the pool count (len(pools))")?,
         ),
+        "GGML_BLOCKS" => NodeSpec::ggml_blocks(args::int(&p("ggml_type")?, "ggml_type")?),
         other => {
             return Err(PyValueError::new_err(format!(
                 "layout {other:?} cannot be built from Python"
@@ -353,7 +354,16 @@ pub fn _leaf(
         bufs.extend(params);
         node = node.with_quantization(q);
     }
-    let node = node.with_buffers(handles_of(&bufs));
+    let mut handles = handles_of(&bufs);
+    if layout == "GGML_BLOCKS" {
+        // ggml blocks are read byte by byte: the buffer promises no alignment (a format
+        // 1.1 feature, as the layout itself), so blocks inside a GGUF file's mapping
+        // (32-byte aligned) or any bytes object are used where they lie, never copied.
+        for h in &mut handles {
+            h.alignment_log2 = 0;
+        }
+    }
+    let node = node.with_buffers(handles);
     let desc = TensorBuilder::new(et, &shape, node).build().map_err(Fail)?;
     finish(desc, bufs)
 }
@@ -408,6 +418,7 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
             block_size,
             pool_count,
         } => NodeSpec::block_paged(*block_size, *pool_count),
+        LayoutRef::GgmlBlocks { ggml_type } => NodeSpec::ggml_blocks(ggml_type.number),
         LayoutRef::Tiled { levels } => match levels.as_slice() {
             [l] if l.tile_order == TileOrder::RowMajor && l.inner_tag == 0x01 => {
                 NodeSpec::tiled(l.tile_shape)
