@@ -867,3 +867,69 @@ fn the_reference_roundings() {
         assert_eq!(bf16_value(bf16_bits(v)), value::round_to_bf16(f64::from(v)));
     }
 }
+
+/// encode(decode(b)) == b for GGML_BLOCKS descriptors of every type, rank and value type,
+/// at the top level and as regions of nested subpavings, in both modes.
+#[test]
+fn ggml_descriptors_are_canonical() {
+    let ets = [
+        ElementType::Float32,
+        ElementType::Float16,
+        ElementType::Bfloat16,
+    ];
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for (k, t) in GGML_TYPES.iter().enumerate() {
+        let qk = u64::from(t.block_elems);
+        let et = ets[k % 3];
+        let rank = 1 + next(3) as usize;
+        let mut shape: Vec<u64> = (0..rank - 1).map(|_| 1 + next(4)).collect();
+        shape.push(qk * (1 + next(3)));
+        let top = TensorBuilder::new(et, &shape, NodeSpec::ggml_blocks(t.number))
+            .build()
+            .unwrap();
+        // A subpaving: rows split between this type, a nested subpaving of the next type
+        // and a dense part.
+        let other = GGML_TYPES[(k + 1) % GGML_TYPES.len()];
+        let wide = qk.max(u64::from(other.block_elems));
+        let nested = NodeSpec::subpaving(vec![
+            RegionSpec::new(&[0, 0], &[1, wide], NodeSpec::ggml_blocks(other.number)),
+            RegionSpec::new(&[1, 0], &[1, wide], NodeSpec::row_major()),
+        ]);
+        let sub = TensorBuilder::subpaving(
+            et,
+            &[4, wide],
+            vec![
+                RegionSpec::new(&[0, 0], &[1, wide], NodeSpec::ggml_blocks(t.number)),
+                RegionSpec::new(&[1, 0], &[2, wide], nested),
+                RegionSpec::new(&[3, 0], &[1, wide], NodeSpec::splat()),
+            ],
+        )
+        .build()
+        .unwrap();
+        for d in [top, sub] {
+            assert_eq!(d.version_minor(), 1);
+            let bytes = d.encode().unwrap();
+            for mode in [Mode::Strict, Mode::Permissive] {
+                let back = decode(&bytes, mode).unwrap();
+                assert_eq!(back, d, "{}", t.name);
+                assert_eq!(back.encode().unwrap(), bytes, "{}", t.name);
+            }
+            // Read as a minor-0 descriptor the same bytes are 1.0's unassigned tag.
+            let mut old = bytes.clone();
+            old[5] = 0;
+            assert_eq!(
+                decode(&old, Mode::Strict).unwrap_err().kind,
+                ErrorKind::UnknownLayout
+            );
+            let o = decode(&old, Mode::Permissive).unwrap();
+            assert!(!o.is_bindable());
+            assert_eq!(o.encode().unwrap(), old);
+        }
+    }
+}
