@@ -99,9 +99,10 @@ static void test_basics(void) {
     CHECK(strcmp(tdesc_status_name(TDESC_ERR_LAYOUT_REQUIRES_MULTI_BUFFER),
                  "LAYOUT_REQUIRES_MULTI_BUFFER") == 0);
     CHECK(strcmp(tdesc_status_name(TDESC_ERR_INTERNAL), "INTERNAL") == 0);
-    CHECK(strcmp(tdesc_status_name(40), "UNKNOWN") == 0);
+    CHECK(strcmp(tdesc_status_name(41), "UNKNOWN") == 0);
+    CHECK(strcmp(tdesc_status_name(TDESC_ERR_REGION_TYPE_MISMATCH), "REGION_TYPE_MISMATCH") == 0);
     CHECK(strcmp(tdesc_status_name(0xFFFFFFFFu), "UNKNOWN") == 0);
-    for (uint32_t s = 0; s <= 39; ++s) {
+    for (uint32_t s = 0; s <= 40; ++s) {
         CHECK(strcmp(tdesc_status_name(s), "UNKNOWN") != 0);
     }
     CHECK(tdesc_last_error() != NULL);
@@ -1031,8 +1032,10 @@ static void test_errors(void) {
     h.memory_class = 9;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);
     h.memory_class = TDESC_MEMORY_DEFAULT;
-    h.alignment_log2 = 5;
+    h.alignment_log2 = 31;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);
+    h.alignment_log2 = 5; /* below 64 bytes: format 1.1 */
+    OK(tdesc_node_set_buffers(n, &h, 1));
     h.alignment_log2 = 6;
     h.flags = 2;
     EXPECT(tdesc_node_set_buffers(n, &h, 1), TDESC_ERR_INVALID_ARGUMENT);

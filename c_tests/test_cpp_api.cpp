@@ -176,10 +176,35 @@ static void test_decode_cache() {
     CHECK(cache.decode(bytes).encode() == bytes);
 }
 
+// builder::alignment: 16-byte buffers make a format 1.1 descriptor that binds memory
+// aligned to 16 (not 64) bytes; 64 (the default) keeps it 1.0 and refuses that memory.
+static void test_alignment() {
+    tdesc::descriptor d16 =
+        tdesc::builder(TDESC_ELEMENT_INT16, {2, 3}, tdesc::node::row_major()).alignment(4).build();
+    tdesc::descriptor d64 =
+        tdesc::builder(TDESC_ELEMENT_INT16, {2, 3}, tdesc::node::row_major()).build();
+    CHECK(d16.version_minor() == 1 && d64.version_minor() == 0);
+    CHECK(d16.buffers()[0].alignment_log2 == 4 && d64.buffers()[0].alignment_log2 == 6);
+    host_buffer mem = host_alloc64(64);
+    auto *p = static_cast<uint8_t *>(mem.get()) + 16;
+    for (int k = 0; k < 6; ++k) {
+        const int16_t v = static_cast<int16_t>(k * 3 - 7);
+        std::memcpy(p + 2 * k, &v, 2);
+    }
+    tdesc::tensor t(d16, {p});
+    t.validate();
+    CHECK(t.get_f64({1, 2}) == 8.0 && t.get_f64({0, 0}) == -7.0);
+    CHECK(status_of([&] { tdesc::tensor bad(d64, {p}); }) == TDESC_ERR_BINDING_MISMATCH);
+    CHECK(status_of([] {
+              tdesc::builder(TDESC_ELEMENT_INT16, {2}, tdesc::node::row_major()).alignment(31);
+          }) == TDESC_ERR_INVALID_ARGUMENT);
+}
+
 int main() {
     test_ranges_and_variant();
     test_errors();
     test_builder_and_binding();
+    test_alignment();
     test_decode_cache();
     std::printf("cpp_api: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -565,9 +565,80 @@ static void test_ggml_q8_0(void) {
     tdesc_builder_free(b);
 }
 
+/* Format 1.1 per-region element types from C: a FLOAT16 [2, 4] tensor whose right half
+ * stores INT8 codes quantized with expressed FLOAT16, and a FLOAT32 region refused. */
+static void test_region_types(void) {
+    tdesc_node_spec *sp = NULL, *left = NULL, *right = NULL;
+    OK(tdesc_node_new_subpaving(&sp));
+    OK(tdesc_node_new_row_major(&left));
+    OK(tdesc_node_new_row_major(&right));
+    OK(tdesc_node_set_element_type(right, TDESC_ELEMENT_INT8));
+    EXPECT(tdesc_node_set_element_type(right, 0x7F), TDESC_ERR_INVALID_ARGUMENT);
+    tdesc_quantization q;
+    memset(&q, 0, sizeof q);
+    q.scheme = TDESC_QUANT_PER_TENSOR_AFFINE;
+    q.expressed_type = TDESC_ELEMENT_FLOAT16;
+    q.scale = 0.5;
+    OK(tdesc_node_set_quantization(right, &q));
+    const uint64_t o0[2] = {0, 0}, o1[2] = {0, 2}, s[2] = {2, 2};
+    OK(tdesc_node_add_region(sp, o0, s, 2, left));
+    OK(tdesc_node_add_region(sp, o1, s, 2, right));
+    const uint64_t shape[2] = {2, 4};
+    tdesc_builder *b = NULL;
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT16, shape, 2, sp, &b));
+    tdesc_descriptor *d = NULL;
+    OK(tdesc_builder_build(b, &d));
+    tdesc_builder_free(b);
+    uint8_t st = 0, own = 9;
+    OK(tdesc_descriptor_stored_type(d, 1, &st, &own));
+    CHECK(st == TDESC_ELEMENT_INT8 && own == 1);
+    OK(tdesc_descriptor_stored_type(d, 0, &st, &own));
+    CHECK(st == TDESC_ELEMENT_FLOAT16 && own == 0);
+    EXPECT(tdesc_descriptor_stored_type(d, 2, &st, NULL), TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+    CHECK(tdesc_descriptor_version_minor(d) == 1);
+    tdesc_buffer info;
+    OK(tdesc_descriptor_buffer(d, 1, &info));
+    CHECK(info.size_bytes == 4); /* four INT8 codes, not four FLOAT16 elements */
+    uint16_t *h = alloc64(8);
+    const uint16_t hv[4] = {0x3C00, 0x4000, 0xBC00, 0x3800}; /* 1, 2, -1, 0.5 */
+    memcpy(h, hv, sizeof hv);
+    int8_t *c = alloc64(4);
+    const int8_t cv[4] = {2, -4, 7, 0};
+    memcpy(c, cv, sizeof cv);
+    const void *bufs[2] = {h, c};
+    tdesc_tensor *t = NULL;
+    OK(tdesc_tensor_bind(d, bufs, 2, &t));
+    float out[8];
+    const uint64_t lo[2] = {0, 0};
+    OK(tdesc_tensor_read_box(t, lo, shape, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL));
+    const float want[8] = {1, 2, 1, -2, -1, 0.5f, 3.5f, 0};
+    int bad = 0;
+    for (int k = 0; k < 8; ++k) bad += out[k] != want[k];
+    CHECK(bad == 0);
+    uint16_t raw[8];
+    EXPECT(tdesc_tensor_read_box(t, lo, shape, 2, TDESC_OUTPUT_RAW, raw, sizeof raw, NULL),
+           TDESC_ERR_INVALID_ARGUMENT);
+    tdesc_tensor_free(t);
+    tdesc_descriptor_free(d);
+    free(h);
+    free(c);
+
+    /* FLOAT32 does not convert exactly into FLOAT16. */
+    OK(tdesc_node_new_subpaving(&sp));
+    OK(tdesc_node_new_row_major(&left));
+    OK(tdesc_node_new_row_major(&right));
+    OK(tdesc_node_set_element_type(right, TDESC_ELEMENT_FLOAT32));
+    OK(tdesc_node_add_region(sp, o0, s, 2, left));
+    OK(tdesc_node_add_region(sp, o1, s, 2, right));
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT16, shape, 2, sp, &b));
+    EXPECT(tdesc_builder_build(b, &d), TDESC_ERR_REGION_TYPE_MISMATCH);
+    tdesc_builder_free(b);
+}
+
 int main(void) {
     test_quant_1_1();
     test_ggml_q8_0();
+    test_region_types();
     fixture f = make_fixture();
     test_regions_in_box(&f);
     test_read_box(&f);

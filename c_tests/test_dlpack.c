@@ -444,12 +444,16 @@ static void test_import_compact_misaligned(void) {
     CHECK(tdesc_descriptor_element_type(d) == TDESC_ELEMENT_FLOAT32);
     CHECK(tdesc_descriptor_rank(d) == 2 && tdesc_descriptor_shape(d)[0] == 3 &&
           tdesc_descriptor_shape(d)[1] == 4);
-    CHECK(tdesc_descriptor_byte_offset(d) == 8);
+    /* The buffer starts at the first element and declares its 8-byte alignment: a
+       format 1.1 descriptor (version_minor 1). */
+    CHECK(tdesc_descriptor_byte_offset(d) == 0);
     tdesc_buffer b;
     OK(tdesc_descriptor_buffer(d, 0, &b));
-    CHECK(b.size_bytes == 56 && b.device_type == TDESC_DEVICE_CPU && b.device_id == 0 &&
+    CHECK(b.size_bytes == 48 && b.device_type == TDESC_DEVICE_CPU && b.device_id == 0 &&
           b.memory_class == TDESC_MEMORY_DEFAULT && b.flags == TDESC_BUFFER_READ_ONLY);
-    CHECK(b.alignment_log2 == ctz_capped((uintptr_t)p->alloc) && b.alignment_log2 >= 6);
+    CHECK(b.alignment_log2 == ctz_capped((uintptr_t)p->m.dl_tensor.data) &&
+          b.alignment_log2 == 3);
+    CHECK(tdesc_descriptor_version_minor(d) == 1);
     for (uint64_t i = 0; i < 3; ++i) {
         for (uint64_t j = 0; j < 4; ++j) {
             const uint64_t idx[2] = {i, j};
@@ -480,7 +484,9 @@ static void test_import_compact_misaligned(void) {
     deleted = 0;
     OK(tdesc_tensor_import_dlpack_versioned(&p->m, &t));
     d = tdesc_tensor_descriptor(t);
-    CHECK(tdesc_descriptor_byte_offset(d) == 12);
+    CHECK(tdesc_descriptor_byte_offset(d) == 0);
+    OK(tdesc_descriptor_buffer(d, 0, &b));
+    CHECK(b.size_bytes == 48 && b.alignment_log2 == 2 && tdesc_descriptor_version_minor(d) == 1);
     for (uint64_t k = 0; k < 12; ++k) {
         const uint64_t idx[2] = {k / 4, k % 4};
         double v = 0;
@@ -501,7 +507,8 @@ static void test_import_compact_misaligned(void) {
 }
 
 static void test_import_strided(void) {
-    /* FLOAT64 [4, 3] transposed from a 3 x 4 row-major block, byte_offset 16. */
+    /* FLOAT64 [4, 3] transposed from a 3 x 4 row-major block, byte_offset 16: the buffer
+       starts at the first element, 16 bytes past the 64-byte aligned data (format 1.1). */
     const int64_t shape[2] = {4, 3}, strides[2] = {1, 4};
     producer *p = make(kDLFloat, 64, 2, shape, strides, 16 + 96, 0);
     p->m.dl_tensor.byte_offset = 16;
@@ -516,10 +523,10 @@ static void test_import_strided(void) {
     tdesc_layout_info li;
     OK(tdesc_descriptor_layout_info(d, TDESC_NO_REGION, &li));
     CHECK(li.tag == TDESC_LAYOUT_STRIDED && li.strides[0] == 1 && li.strides[1] == 4 &&
-          li.byte_offset == 16);
+          li.byte_offset == 0);
     tdesc_buffer b;
     OK(tdesc_descriptor_buffer(d, 0, &b));
-    CHECK(b.size_bytes == 16 + 96 && b.flags == 0);
+    CHECK(b.size_bytes == 96 && b.flags == 0 && b.alignment_log2 == 4);
     for (uint64_t i = 0; i < 4; ++i) {
         for (uint64_t j = 0; j < 3; ++j) {
             const uint64_t idx[2] = {i, j};
@@ -679,8 +686,8 @@ static void test_import_packed_empty_device(void) {
     OK(tdesc_tensor_import_dlpack_versioned(&p->m, &t));
     d = tdesc_tensor_descriptor(t);
     OK(tdesc_descriptor_buffer(d, 0, &b));
-    CHECK(b.device_type == TDESC_DEVICE_CUDA && b.device_id == 1 && b.size_bytes == 32 &&
-          b.alignment_log2 == 12 && tdesc_descriptor_byte_offset(d) == 16);
+    CHECK(b.device_type == TDESC_DEVICE_CUDA && b.device_id == 1 && b.size_bytes == 16 &&
+          b.alignment_log2 == 4 && tdesc_descriptor_byte_offset(d) == 0);
     CHECK(!tdesc_tensor_is_host_readable(t));
     double v = 0;
     const uint64_t i0 = 0;
@@ -747,9 +754,10 @@ static void test_import_refusals(void) {
     const int64_t far[1] = {INT64_MAX / 4};
     p = make(kDLFloat, 32, 1, s4, far, 16, 0);
     expect_refused(p, TDESC_ERR_INVALID_ARGUMENT, "address space");
-    p = make(kDLFloat, 32, 1, s4, NULL, 16, 8);
-    p->m.dl_tensor.device.device_type = kDLOpenCL; /* data may be a handle: no aligning down */
-    expect_refused(p, TDESC_ERR_ALIGNMENT_INVALID, "OPENCL");
+    const int64_t back[1] = {-1};
+    p = make(kDLFloat, 32, 1, s4, back, 16, 12);
+    p->m.dl_tensor.device.device_type = kDLOpenCL; /* data may be a handle: never offset */
+    expect_refused(p, TDESC_ERR_NOT_BINDABLE, "OPENCL");
 
     tdesc_tensor *t = (tdesc_tensor *)&passed;
     EXPECT(tdesc_tensor_import_dlpack_versioned(NULL, &t), TDESC_ERR_INVALID_ARGUMENT);

@@ -56,7 +56,7 @@ typedef struct DLManagedTensor DLManagedTensor;
 /**
  * Library minor version.
  */
-#define TDESC_VERSION_MINOR 3
+#define TDESC_VERSION_MINOR 4
 
 /**
  * Library patch version.
@@ -592,6 +592,10 @@ enum tdesc_status
      * An internal error (a bug); never caused by input alone.
      */
     TDESC_ERR_INTERNAL = 39,
+    /**
+     * A region's stored element type does not yield the tensor's value type (format 1.1).
+     */
+    TDESC_ERR_REGION_TYPE_MISMATCH = 40,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -801,7 +805,8 @@ typedef struct {
      */
     uint8_t memory_class;
     /**
-     * log2 of the start alignment, 6..=30.
+     * log2 of the start alignment, 0..=30 (format 1.0: 6..=30; below 6 the descriptor
+     * is format 1.1).
      */
     uint8_t alignment_log2;
     /**
@@ -996,7 +1001,7 @@ typedef struct {
      */
     uint8_t memory_class;
     /**
-     * log2 of the start alignment (6..=30).
+     * log2 of the start alignment (0..=30; below 6 only in a format 1.1 descriptor).
      */
     uint8_t alignment_log2;
     /**
@@ -1556,6 +1561,15 @@ tdesc_status tdesc_node_set_quantization_ext(tdesc_node_spec *node,
                                              const tdesc_quantization_ext *ext);
 
 /**
+ * Make the node, placed as a region, store elements of `element_type` (format 1.1;
+ * 0 clears it): the tensor's element type is then its value type, which the region must
+ * yield (quantized with that expressed type, or of a type converting exactly into it;
+ * `TDESC_ERR_REGION_TYPE_MISMATCH` when the tensor is built otherwise). Ignored on the
+ * tensor's own node.
+ */
+tdesc_status tdesc_node_set_element_type(tdesc_node_spec *node, uint8_t element_type);
+
+/**
  * Free a node the caller still owns. NULL is a no-op.
  */
 void tdesc_node_free(tdesc_node_spec *node);
@@ -1601,9 +1615,20 @@ tdesc_status tdesc_builder_set_extension_type(tdesc_builder *b,
 
 /**
  * Set the template (device type, id, memory class, alignment, flags) of automatically
- * sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer.
+ * sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer;
+ * `tdesc_builder_set_alignment` changes the alignment alone.
  */
 tdesc_status tdesc_builder_set_device(tdesc_builder *b, const tdesc_buffer_handle *template_handle);
+
+/**
+ * Align automatically sized buffers to `2^alignment_log2` bytes (0..=30, else
+ * `TDESC_ERR_INVALID_ARGUMENT`): the alignment their memory is promised to have, which
+ * binding checks. The default is 6 (64 bytes). Below 6 the descriptor is format 1.1
+ * (`version_minor` 1): declare 4 (16 bytes) for memory from `malloc`, 0 for bytes at any
+ * address. Explicit handles (`tdesc_node_set_buffers`) keep their own alignment; the
+ * rest of the template (`tdesc_builder_set_device`) is unchanged. (ABI 1.4)
+ */
+tdesc_status tdesc_builder_set_alignment(tdesc_builder *b, uint8_t alignment_log2);
 
 /**
  * Validate and build the descriptor (the builder stays usable). Every rule of decoding
@@ -1805,6 +1830,17 @@ const uint64_t *tdesc_descriptor_shape(const tdesc_descriptor *d);
 uint8_t tdesc_descriptor_element_type(const tdesc_descriptor *d);
 
 /**
+ * The element type region `region` stores (`TDESC_NO_REGION`: the tensor): its own
+ * (format 1.1), else its nearest enclosing region's, else the tensor's. `own` (may be
+ * NULL) receives 1 when the region carries the type itself. When some region has a
+ * type of its own, `tdesc_descriptor_element_type` is the tensor's value type.
+ */
+tdesc_status tdesc_descriptor_stored_type(const tdesc_descriptor *d,
+                                          uint32_t region,
+                                          uint8_t *out,
+                                          uint8_t *own);
+
+/**
  * The top-level layout tag (`TDESC_LAYOUT_*`); 0 when `d` is NULL.
  */
 uint8_t tdesc_descriptor_layout(const tdesc_descriptor *d);
@@ -1995,13 +2031,14 @@ tdesc_status tdesc_tensor_export_dlpack(const tdesc_tensor *t,
  * The descriptor is ROW_MAJOR when `strides` is NULL or compact row-major (axes of extent
  * 1 may have any stride), STRIDED otherwise (for packed 4-bit types, which STRIDED
  * cannot hold, DIM_ORDER when the strides are a permutation of compact ones). Its one
- * buffer starts at the lowest byte any element occupies (or at `data` when that is
- * lower), aligned down to 64 bytes, and ends after the highest element; its
- * `alignment_log2` is that of the start (at most 30), its device comes from `device`, its
- * READ_ONLY flag from `flags`. `byte_offset` locates element [0, …, 0] in it. On devices
- * whose `data` may be an opaque handle (all but CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST,
- * CUDA_MANAGED and ONEAPI) `data` must be 64-byte aligned and no element may lie before
- * it (`TDESC_ERR_ALIGNMENT_INVALID`). A tensor without elements gives an empty buffer.
+ * buffer starts at the lowest byte any element occupies and ends after the highest
+ * element; its `alignment_log2` is that of the start (the largest power of two dividing
+ * it, at most 2^30: below 64 bytes the descriptor is format 1.1, `version_minor` 1), its
+ * device comes from `device`, its READ_ONLY flag from `flags`. `byte_offset` locates
+ * element [0, …, 0] in it. On devices whose `data` may be an opaque handle (all but CPU,
+ * CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED and ONEAPI) the buffer starts at `data`
+ * itself, and no element may lie before it (`TDESC_ERR_NOT_BINDABLE`). A tensor without
+ * elements gives an empty buffer.
  *
  * **Ownership.** On success the tensor owns `managed`: `tdesc_tensor_free` (or the
  * deleter of the last DLPack export of the tensor, whichever comes later) calls
@@ -2362,7 +2399,7 @@ void tdesc_file_writer_free(tdesc_file_writer *w);
 uint32_t tdesc_abi_version(void);
 
 /**
- * The library version, e.g. `"1.3.0"` (static storage): Cargo.toml's, the one place the
+ * The library version, e.g. `"1.4.0"` (static storage): Cargo.toml's, the one place the
  * version is kept.
  */
 const char *tdesc_version(void);

@@ -556,6 +556,12 @@ class builder {
         check(tdesc_builder_set_device(h_.get(), &template_handle));
         return *this;
     }
+    /// Align automatic buffers to 2^alignment_log2 bytes (0..30; default 6). Below 6 the
+    /// descriptor is format 1.1: 4 for malloc memory, 0 for bytes at any address.
+    builder &alignment(uint8_t alignment_log2) {
+        check(tdesc_builder_set_alignment(h_.get(), alignment_log2));
+        return *this;
+    }
     descriptor build() const {
         tdesc_descriptor *d = nullptr;
         check(tdesc_builder_build(h_.get(), &d));

@@ -20,7 +20,7 @@ use crate::descriptor::{decode, Descriptor};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::frame::{self, FrameHeader};
+use crate::format::frame::{self, region_flags, FrameHeader};
 use crate::layout::{
     element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
 };
@@ -142,6 +142,9 @@ pub struct NodeSpec {
     pub buffers: Vec<BufferHandle>,
     /// Optional quantization.
     pub quantization: Option<Quantization>,
+    /// The element type a region stores when it is not the enclosing one's (format 1.1:
+    /// HAS_REGION_ELEMENT_TYPE). Ignored on the tensor's own node.
+    pub element_type: Option<ElementType>,
 }
 
 /// A region: origin (relative to the enclosing region), extent and body.
@@ -174,6 +177,7 @@ impl NodeSpec {
             byte_offset: 0,
             buffers: Vec::new(),
             quantization: None,
+            element_type: None,
         }
     }
     /// Row-major.
@@ -282,6 +286,12 @@ impl NodeSpec {
         self.buffers = buffers;
         self
     }
+    /// Store `et` in this region (format 1.1): a float16 tensor may hold an INT8 region
+    /// quantized with expressed_type FLOAT16, or a FLOAT8 region read exactly as float16.
+    pub fn with_element_type(mut self, et: ElementType) -> NodeSpec {
+        self.element_type = Some(et);
+        self
+    }
     /// Set the quantization.
     pub fn with_quantization(mut self, q: Quantization) -> NodeSpec {
         self.quantization = Some(q);
@@ -369,6 +379,16 @@ impl TensorBuilder {
         self.template = template;
         self
     }
+    /// Align automatic buffers to `2^alignment_log2` bytes (0..=30; the default is 6, 64
+    /// bytes): the alignment their memory is promised to have, which binding checks.
+    /// Below 6 the descriptor is format 1.1 (`version_minor` 1), e.g. 0 for a tensor
+    /// where a safetensors file put it, 4 for `malloc` memory. Explicit buffers
+    /// ([`NodeSpec::with_buffers`]) keep their own handles' alignment. A value past 30 is
+    /// refused by [`build`](Self::build) (ALIGNMENT_INVALID).
+    pub fn alignment(mut self, alignment_log2: u8) -> TensorBuilder {
+        self.template.alignment_log2 = alignment_log2;
+        self
+    }
 
     /// Encode to bytes, checking nesting depth; the result is validated by [`build`](Self::build).
     /// When the bytes are a valid descriptor, their `version_minor` is the least its
@@ -427,7 +447,7 @@ impl TensorBuilder {
         for &e in &self.shape {
             w.u64(e);
         }
-        self.write_node(&mut w, &self.node, &self.shape, 1)?;
+        self.write_node(&mut w, &self.node, &self.shape, 1, self.element_type)?;
         if let Some(s) = &self.shard {
             s.write(&mut w)?;
         }
@@ -441,7 +461,15 @@ impl TensorBuilder {
         Ok(w.buf)
     }
 
-    fn write_node(&self, w: &mut Writer, node: &NodeSpec, shape: &[u64], level: u8) -> Result<()> {
+    /// The tail of `node` (of `shape`, at subpaving `level`), which stores `et`.
+    fn write_node(
+        &self,
+        w: &mut Writer,
+        node: &NodeSpec,
+        shape: &[u64],
+        level: u8,
+        et: ElementType,
+    ) -> Result<()> {
         let rank = shape.len();
         w.u64(node.byte_offset);
         match &node.layout {
@@ -467,10 +495,16 @@ impl TensorBuilder {
                     r.origin.iter().for_each(|&v| w.u64(v));
                     r.shape.iter().for_each(|&v| w.u64(v));
                     w.u8(r.node.layout.tag());
-                    w.u8(r.node.quantization.is_some() as u8);
-                    w.u16(0);
+                    let typed = match r.node.element_type {
+                        Some(_) => region_flags::HAS_REGION_ELEMENT_TYPE,
+                        None => 0,
+                    };
+                    w.u8(r.node.quantization.is_some() as u8 | typed);
+                    w.u8(r.node.element_type.map_or(0, ElementType::code));
+                    w.u8(0);
                     let at = w.u32_slot();
-                    self.write_node(w, &r.node, &r.shape, level + 1)?;
+                    let ret = r.node.element_type.unwrap_or(et);
+                    self.write_node(w, &r.node, &r.shape, level + 1, ret)?;
                     w.patch_u32_len(at)?;
                 }
             }
@@ -519,7 +553,7 @@ impl TensorBuilder {
         } else {
             let auto;
             let bufs = if node.buffers.is_empty() {
-                auto = self.auto_buffers(node, shape)?;
+                auto = self.auto_buffers(node, shape, et)?;
                 &auto
             } else {
                 &node.buffers
@@ -542,8 +576,12 @@ impl TensorBuilder {
     /// Exact-size handles for a node whose sizes follow from the descriptor. A size whose
     /// exact value exceeds u64 saturates to u64::MAX: decoding then refuses the node with
     /// the status the format assigns (a size rule, or an earlier layout rule), never a wrap.
-    fn auto_buffers(&self, node: &NodeSpec, shape: &[u64]) -> Result<Vec<BufferHandle>> {
-        let et = self.element_type;
+    fn auto_buffers(
+        &self,
+        node: &NodeSpec,
+        shape: &[u64],
+        et: ElementType,
+    ) -> Result<Vec<BufferHandle>> {
         let t = self.template;
         let count = element_count(shape)?;
         let bytes = |et: ElementType, n: u64| et.bytes_for(n).unwrap_or(u64::MAX);

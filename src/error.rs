@@ -87,11 +87,14 @@ pub enum ErrorKind {
     DeviceInvalid = 38,
     /// An internal error (a bug); never caused by input alone.
     Internal = 39,
+    /// A region's stored element type does not yield the tensor's value type (1.1): it
+    /// neither carries quantization expressed in it nor converts into it exactly.
+    RegionTypeMismatch = 40,
 }
 
 impl ErrorKind {
     /// Every kind, in status-number order.
-    pub const ALL: [ErrorKind; 39] = [
+    pub const ALL: [ErrorKind; 40] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Truncated,
         ErrorKind::BadMagic,
@@ -131,6 +134,7 @@ impl ErrorKind {
         ErrorKind::StreamOrder,
         ErrorKind::DeviceInvalid,
         ErrorKind::Internal,
+        ErrorKind::RegionTypeMismatch,
     ];
 
     /// The stable status number (as in the C ABI).
@@ -186,6 +190,7 @@ impl ErrorKind {
             StreamOrder => "STREAM_ORDER",
             DeviceInvalid => "DEVICE_INVALID",
             Internal => "INTERNAL",
+            RegionTypeMismatch => "REGION_TYPE_MISMATCH",
         }
     }
 }
@@ -275,7 +280,8 @@ mod tests {
         assert_eq!(ErrorKind::RegionOverlap.code(), 20);
         assert_eq!(ErrorKind::Internal.code(), 39);
         assert_eq!(ErrorKind::from_code(0), None);
-        assert_eq!(ErrorKind::from_code(40), None);
+        assert_eq!(ErrorKind::RegionTypeMismatch.code(), 40);
+        assert_eq!(ErrorKind::from_code(41), None);
         assert_eq!(ErrorKind::RegionOverlap.name(), "REGION_OVERLAP");
     }
 }

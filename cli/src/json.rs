@@ -5,9 +5,9 @@
 use std::io::{self, Write};
 
 use tensordesc::layout::tag_name;
+use tensordesc::quant::QuantField;
 use tensordesc::{
-    BufferHandle, Descriptor, ErrorKind, GlobalScale, LayoutRef, QuantScheme, Quantization,
-    TileOrder,
+    BufferHandle, Descriptor, ErrorKind, GlobalScale, LayoutRef, Quantization, TileOrder,
 };
 
 use crate::input::{Parsed, TensorRef};
@@ -320,56 +320,27 @@ fn write_quant(j: &mut JsonWriter<'_>, q: Option<&Quantization>) -> io::Result<(
             GlobalScale::Divides => "divides",
         })?;
     }
-    match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            j.key("scale")?;
-            j.f64(*scale)?;
-            j.key("zero_point")?;
-            j.i64(*zero_point)?;
-        }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            j.key("axis")?;
-            j.u64(*axis as u64)?;
-            j.key("scale_type")?;
-            j.string(scale_type.name())?;
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => {
-            j.key("axis")?;
-            j.u64(*axis as u64)?;
-            j.key("block_size")?;
-            j.u64(*block_size as u64)?;
-            j.key("scale_type")?;
-            j.string(scale_type.name())?;
-        }
-        QuantScheme::Blockwise2D {
-            axis_a,
-            block_a,
-            axis_b,
-            block_b,
-            scale_type,
-        } => {
-            j.key("axis_a")?;
-            j.u64(*axis_a as u64)?;
-            j.key("block_a")?;
-            j.u64(*block_a as u64)?;
-            j.key("axis_b")?;
-            j.u64(*axis_b as u64)?;
-            j.key("block_b")?;
-            j.u64(*block_b as u64)?;
-            j.key("scale_type")?;
-            j.string(scale_type.name())?;
-        }
-        QuantScheme::Codebook { codebook_size } => {
-            j.key("codebook_size")?;
-            j.u64(*codebook_size as u64)?;
-        }
-        QuantScheme::Opaque { fields, .. } => {
-            j.key("fields_hex")?;
-            j.string(&hex(fields))?;
+    for (name, v) in q.fields() {
+        match v {
+            QuantField::Int(i) => {
+                j.key(name)?;
+                match i64::try_from(i) {
+                    Ok(i) => j.i64(i)?,
+                    Err(_) => j.u64(i as u64)?,
+                }
+            }
+            QuantField::Float(f) => {
+                j.key(name)?;
+                j.f64(f)?;
+            }
+            QuantField::Type(t) => {
+                j.key(name)?;
+                j.string(t.name())?;
+            }
+            QuantField::Bytes(b) => {
+                j.key("fields_hex")?;
+                j.string(&hex(b))?;
+            }
         }
     }
     j.end_object()

@@ -182,7 +182,8 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
             let mut v = vec![0f32; qk as usize];
             dequantize_block(t, &bufs[first][b * bb..(b + 1) * bb], &mut v).unwrap();
             let f = v[(l % qk) as usize];
-            Expect::Value(match et {
+            // The region's stored type (1.1: it may differ from the tensor's).
+            Expect::Value(match d.stored_type(region) {
                 ElementType::Float32 => f.to_le_bytes().to_vec(),
                 ElementType::Float16 => f64_to_f16(f64::from(f)).to_le_bytes().to_vec(),
                 _ => f64_to_bf16(f64::from(f)).to_le_bytes().to_vec(),

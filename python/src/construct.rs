@@ -10,8 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, NodeSpec, QuantScheme,
-    Quantization, RegionSpec, Result, TensorBuilder, TileOrder, GlobalScale,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, GlobalScale, LayoutRef, NodeSpec,
+    QuantScheme, Quantization, RegionSpec, Result, TensorBuilder, TileOrder,
 };
 
 use crate::args;
@@ -191,9 +191,27 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
     Ok((q, bufs))
 }
 
-fn handles_of(bufs: &[MemBuf]) -> Vec<BufferHandle> {
+/// The `alignment` argument (bytes, default 64) as alignment_log2: a power of two from 1
+/// to 2^30, else `InvalidArgument` naming it. Below 64 the descriptor is format 1.1.
+fn alignment_log2(alignment: Option<&Bound<'_, PyAny>>) -> PyResult<u8> {
+    let Some(a) = alignment else {
+        return Ok(6);
+    };
+    let v: u64 = args::int(a, "alignment")?;
+    if !v.is_power_of_two() || v > 1 << 30 {
+        return Err(Fail(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("alignment must be a power of two from 1 to 2**30, not {v}"),
+        ))
+        .into());
+    }
+    Ok(v.trailing_zeros() as u8)
+}
+
+/// CPU handles for `bufs`, each promising `2^alignment_log2`-byte alignment.
+fn handles_of(bufs: &[MemBuf], alignment_log2: u8) -> Vec<BufferHandle> {
     bufs.iter()
-        .map(|b| BufferHandle::cpu(b.as_slice().len() as u64))
+        .map(|b| BufferHandle::cpu(b.as_slice().len() as u64).with_alignment(alignment_log2))
         .collect()
 }
 
@@ -207,14 +225,17 @@ fn finish(desc: Descriptor, bufs: Vec<MemBuf>) -> PyResult<Tensor> {
 /// A dense tensor over a numpy array's memory: ROW_MAJOR when C-contiguous, COL_MAJOR
 /// when Fortran-contiguous, else STRIDED with the array's strides (negative and zero ones
 /// included). The element type's size must be the array's item size, and every byte
-/// stride a multiple of it.
+/// stride a multiple of it. `alignment` (bytes, default 64) is what every buffer's
+/// handle promises.
 #[pyfunction]
-#[pyo3(signature = (array, element_type, quantization=None))]
+#[pyo3(signature = (array, element_type, quantization=None, alignment=None))]
 pub fn _from_array(
     array: &Bound<'_, PyUntypedArray>,
     element_type: u8,
     quantization: Option<&Bound<'_, PyDict>>,
+    alignment: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Tensor> {
+    let align = alignment_log2(alignment)?;
     let et = self::element_type(element_type).map_err(Fail)?;
     let f = facts(array);
     if et.is_packed() || (et.bits() / 8) as usize != f.itemsize {
@@ -282,7 +303,7 @@ pub fn _from_array(
         bufs.extend(params);
         node = node.with_quantization(q);
     }
-    let node = node.with_buffers(handles_of(&bufs));
+    let node = node.with_buffers(handles_of(&bufs, align));
     let desc = TensorBuilder::new(et, &f.shape, node)
         .build()
         .map_err(Fail)?;
@@ -290,9 +311,9 @@ pub fn _from_array(
 }
 
 /// A leaf tensor of any layout from explicit C-contiguous buffers (`layout` names the
-/// layout, `params` holds its fields).
+/// layout, `params` holds its fields); `alignment` as for `_from_array`.
 #[pyfunction]
-#[pyo3(signature = (element_type, shape, layout, params, buffers, quantization=None))]
+#[pyo3(signature = (element_type, shape, layout, params, buffers, quantization=None, alignment=None))]
 pub fn _leaf(
     element_type: u8,
     shape: &Bound<'_, PyAny>,
@@ -300,7 +321,9 @@ pub fn _leaf(
     params: &Bound<'_, PyDict>,
     buffers: &Bound<'_, PyList>,
     quantization: Option<&Bound<'_, PyDict>>,
+    alignment: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Tensor> {
+    let align = alignment_log2(alignment)?;
     let et = self::element_type(element_type).map_err(Fail)?;
     let shape: Vec<u64> = args::ints(shape, "shape")?;
     let mut bufs = Vec::with_capacity(buffers.len());
@@ -354,16 +377,7 @@ pub fn _leaf(
         bufs.extend(params);
         node = node.with_quantization(q);
     }
-    let mut handles = handles_of(&bufs);
-    if layout == "GGML_BLOCKS" {
-        // ggml blocks are read byte by byte: the buffer promises no alignment (a format
-        // 1.1 feature, as the layout itself), so blocks inside a GGUF file's mapping
-        // (32-byte aligned) or any bytes object are used where they lie, never copied.
-        for h in &mut handles {
-            h.alignment_log2 = 0;
-        }
-    }
-    let node = node.with_buffers(handles);
+    let node = node.with_buffers(handles_of(&bufs, align));
     let desc = TensorBuilder::new(et, &shape, node).build().map_err(Fail)?;
     finish(desc, bufs)
 }
@@ -379,11 +393,11 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
             let v = d
                 .get_region(c as usize)
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "region index"))?;
-            regions.push(RegionSpec::new(
-                &v.origin(),
-                v.shape(),
-                node_spec_of(d, Some(c), children)?,
-            ));
+            let mut spec = node_spec_of(d, Some(c), children)?;
+            if let Some(t) = v.own_element_type() {
+                spec = spec.with_element_type(t);
+            }
+            regions.push(RegionSpec::new(&v.origin(), v.shape(), spec));
         }
         return Ok(NodeSpec::subpaving(regions));
     }
@@ -475,17 +489,6 @@ pub fn _subpaving(
         let origin: Vec<u64> = args::ints(origin, &format!("region {i}: origin"))?;
         let held: &Arc<Held> = &t.get().held;
         let d = held.src.descriptor().map_err(Fail)?;
-        if d.element_type() != et {
-            return Err(Fail(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "region {i} holds {} elements, the subpaving {}",
-                    d.element_type().name(),
-                    et.name()
-                ),
-            ))
-            .into());
-        }
         if !held.src.has_buffers() {
             return Err(Fail(Error::new(
                 ErrorKind::NotBindable,
@@ -493,8 +496,13 @@ pub fn _subpaving(
             ))
             .into());
         }
-        let spec = node_spec_of(d, None, &children_of(d))
+        let mut spec = node_spec_of(d, None, &children_of(d))
             .map_err(|e| Fail(e.context(format!("region {i}"))))?;
+        // A tensor of another type becomes a region storing that type (format 1.1): the
+        // subpaving's type is then the value type, which decoding checks it yields.
+        if d.element_type() != et {
+            spec = spec.with_element_type(d.element_type());
+        }
         specs.push(RegionSpec::new(&origin, d.shape(), spec));
         for k in 0..d.effective_buffer_count() {
             let (bytes, ro) = held.src.buffer(k).map_err(Fail)?;

@@ -32,6 +32,7 @@ pub const USED_LEGACY_NAME: &CStr = c"used_dltensor";
 
 // The DLPack 1.1 ABI and the dtype mapping are the library's (safe Rust, shared with its
 // C ABI).
+use tensordesc::device::{MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2};
 pub use tensordesc::interop::dlpack::abi::{
     DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_IS_COPIED as FLAG_IS_COPIED,
@@ -39,7 +40,7 @@ pub use tensordesc::interop::dlpack::abi::{
     DLPACK_FLAG_BITMASK_READ_ONLY as FLAG_READ_ONLY, DLPACK_MAJOR_VERSION as DLPACK_MAJOR,
     DLPACK_MINOR_VERSION as DLPACK_MINOR,
 };
-pub use tensordesc::interop::dlpack::{dl_dtype, element_type_of};
+pub use tensordesc::interop::dlpack::{check_element_aligned, dl_dtype, element_type_of};
 
 // ---------------------------------------------------------------------------------------
 // Export
@@ -225,6 +226,17 @@ pub fn export(
         let p = c.as_slice().as_ptr() as *mut c_void;
         (p, plan.byte_offset, Some(c), false)
     } else {
+        // Consumers load elements with aligned loads: memory below its element's
+        // alignment (possible in format 1.1) is exported only as a copy.
+        check_element_aligned(bytes, plan.byte_offset, plan.et, &plan.what).map_err(|e| {
+            Fail(Error::new(
+                e.kind,
+                format!(
+                    "{}; __dlpack__(copy=True) exports an aligned copy",
+                    e.detail
+                ),
+            ))
+        })?;
         (
             bytes.as_ptr() as *mut c_void,
             plan.byte_offset,
@@ -648,17 +660,20 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
         // SAFETY: DLPack: strides (when not NULL) points to ndim strides.
         unsafe { std::slice::from_raw_parts(t.strides, rank) }.to_vec()
     };
-    let handle = |size: u64| BufferHandle {
+    // Each buffer starts at the lowest byte an element occupies and promises the
+    // alignment that address has (at most 2^30): below 64 bytes the descriptor is format
+    // 1.1, and the memory is read where it lies.
+    let handle = |size: u64, start: usize| BufferHandle {
         size_bytes: size,
         device_type: dev,
         device_id,
         memory_class: MemoryClass::Default,
-        alignment_log2: 6,
+        alignment_log2: (start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2),
         read_only: flags & FLAG_READ_ONLY != 0,
     };
     if n == 0 {
         let d = TensorBuilder::new(et, &shape, NodeSpec::row_major())
-            .buffers(vec![handle(0)])
+            .buffers(vec![handle(0, 1 << MIN_ALIGNMENT_LOG2)])
             .build()?;
         return Ok((d, std::ptr::null(), 0));
     }
@@ -688,7 +703,7 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
             NodeSpec::dim_order(&order.iter().map(|&a| a as u8).collect::<Vec<_>>())
         };
         let d = TensorBuilder::new(et, &shape, node)
-            .buffers(vec![handle(size)])
+            .buffers(vec![handle(size, base)])
             .build()?;
         let len = usize::try_from(size)
             .map_err(|_| Error::new(ErrorKind::Overflow, "size exceeds the address space"))?;
@@ -720,7 +735,7 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
         (NodeSpec::strided(&strides), (-lo * e) as u64)
     };
     let d = TensorBuilder::new(et, &shape, node)
-        .buffers(vec![handle(size)])
+        .buffers(vec![handle(size, start as usize)])
         .byte_offset(offset)
         .build()?;
     Ok((d, start as usize as *const u8, size as usize))

@@ -2,8 +2,8 @@
 //! the plan for viewing a dense node as a strided array (numpy views and DLPack exports).
 
 use tensordesc::{
-    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, Quantization,
-    Result, TileOrder,
+    BufferHandle, Descriptor, ElementType, Error, ErrorKind, LayoutRef, Quantization, Result,
+    TileOrder,
 };
 
 /// The tensor (`region` None) or one region of it.
@@ -19,6 +19,8 @@ pub struct NodeView<'a> {
     /// Sub-table size (or effective buffers of the subtree).
     pub buffer_count: usize,
     pub quant: Option<&'a Quantization>,
+    /// The element type the node stores (a region's own type in format 1.1).
+    pub et: ElementType,
 }
 
 impl<'a> NodeView<'a> {
@@ -33,6 +35,7 @@ impl<'a> NodeView<'a> {
                 first_buffer: 0,
                 buffer_count: d.effective_buffer_count(),
                 quant: d.quantization(),
+                et: d.element_type(),
             }),
             Some(r) => {
                 let v = d.get_region(r as usize).ok_or_else(|| {
@@ -53,6 +56,7 @@ impl<'a> NodeView<'a> {
                     first_buffer: v.first_buffer() as usize,
                     buffer_count: v.buffer_count() as usize,
                     quant: v.quantization(),
+                    et: v.element_type(),
                 })
             }
         }
@@ -272,7 +276,7 @@ pub fn dense_plan(d: &Descriptor, region: Option<u32>) -> Result<DensePlan> {
         )
     })?;
     Ok(DensePlan {
-        et: d.element_type(),
+        et: n.et,
         shape: n.shape.to_vec(),
         strides,
         order,

@@ -27,22 +27,22 @@ use crate::views::{dtypes_module, has_dtype, numpy_dtype};
 
 /// The quantization of every leaf of the tensor (`region` None) or of region `region`'s
 /// subtree (regions are numbered in pre-order, so a subtree is a contiguous run).
-fn leaf_quants(d: &Descriptor, region: Option<u32>) -> Vec<Option<&Quantization>> {
+fn leaf_quants(d: &Descriptor, region: Option<u32>) -> Vec<(Option<&Quantization>, ElementType)> {
     let is_leaf =
         |r: &tensordesc::RegionView<'_>| !matches!(r.layout(), LayoutRef::Subpaving { .. });
     match region {
-        None if d.region_count() == 0 => vec![d.quantization()],
+        None if d.region_count() == 0 => vec![(d.quantization(), d.element_type())],
         None => d
             .regions()
             .filter(is_leaf)
-            .map(|r| r.quantization())
+            .map(|r| (r.quantization(), r.element_type()))
             .collect(),
         Some(i) => {
             let Some(top) = d.get_region(i as usize) else {
                 return Vec::new();
             };
             if is_leaf(&top) {
-                return vec![top.quantization()];
+                return vec![(top.quantization(), top.element_type())];
             }
             let within = |j: usize| {
                 let mut p = d.get_region(j).and_then(|r| r.parent());
@@ -58,7 +58,7 @@ fn leaf_quants(d: &Descriptor, region: Option<u32>) -> Vec<Option<&Quantization>
                 .take_while(|&j| within(j))
                 .filter_map(|j| d.get_region(j))
                 .filter(is_leaf)
-                .map(|r| r.quantization())
+                .map(|r| (r.quantization(), r.element_type()))
                 .collect()
         }
     }
@@ -131,7 +131,8 @@ pub fn output<'py>(
 ) -> PyResult<(OutputType, Bound<'py, PyArrayDescr>)> {
     let et = d.element_type();
     let quants = leaf_quants(d, region);
-    let quantized = quants.iter().any(Option::is_some);
+    // A leaf storing another type than the value type (format 1.1) reads as values too.
+    let quantized = quants.iter().any(|&(q, st)| q.is_some() || st != et);
     let chosen = match dtype.filter(|x| !x.is_none()) {
         None if !quantized => {
             if has_dtype(py, et)? {
@@ -142,7 +143,7 @@ pub fn output<'py>(
         }
         None => {
             let mut o: Option<OutputType> = None;
-            for q in &quants {
+            for (q, _) in &quants {
                 let need = match q {
                     Some(q) => float_output(q.expressed_type).unwrap_or(OutputType::Float32),
                     None => exact_float(et),

@@ -7,9 +7,10 @@ use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use tensordesc::quant::QuantField;
 use tensordesc::{
-    BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, LayoutRef, Location,
-    GlobalScale, QuantScheme, Quantization, TileOrder,
+    BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, GlobalScale, LayoutRef,
+    Location, QuantScheme, Quantization, TileOrder,
 };
 
 use crate::dlpack;
@@ -115,45 +116,17 @@ fn quant_dict<'py>(py: Python<'py>, q: &Quantization) -> PyResult<Bound<'py, PyD
         None => {}
     }
     match &q.scheme {
-        QuantScheme::PerTensorAffine { scale, zero_point } => {
-            d.set_item("scheme", "PER_TENSOR_AFFINE")?;
-            d.set_item("scale", scale)?;
-            d.set_item("zero_point", zero_point)?;
+        QuantScheme::Opaque { scheme, .. } => {
+            d.set_item("scheme", format!("OPAQUE_0x{scheme:02X}"))?
         }
-        QuantScheme::PerAxisAffine { axis, scale_type } => {
-            d.set_item("scheme", "PER_AXIS_AFFINE")?;
-            d.set_item("axis", axis)?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Blockwise {
-            axis,
-            block_size,
-            scale_type,
-        } => {
-            d.set_item("scheme", "BLOCKWISE")?;
-            d.set_item("axis", axis)?;
-            d.set_item("block_size", block_size)?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Blockwise2D {
-            axis_a,
-            block_a,
-            axis_b,
-            block_b,
-            scale_type,
-        } => {
-            d.set_item("scheme", "BLOCKWISE_2D")?;
-            d.set_item("axes", (axis_a, axis_b))?;
-            d.set_item("block", (block_a, block_b))?;
-            d.set_item("scale_type", type_name(*scale_type))?;
-        }
-        QuantScheme::Codebook { codebook_size } => {
-            d.set_item("scheme", "CODEBOOK")?;
-            d.set_item("codebook_size", codebook_size)?;
-        }
-        QuantScheme::Opaque { scheme, fields } => {
-            d.set_item("scheme", format!("OPAQUE_0x{scheme:02X}"))?;
-            d.set_item("fields", PyBytes::new(py, fields))?;
+        _ => d.set_item("scheme", q.scheme_name())?,
+    }
+    for (name, v) in q.fields() {
+        match v {
+            QuantField::Int(i) => d.set_item(name, i)?,
+            QuantField::Float(f) => d.set_item(name, f)?,
+            QuantField::Type(t) => d.set_item(name, type_name(t))?,
+            QuantField::Bytes(b) => d.set_item(name, PyBytes::new(py, b))?,
         }
     }
     Ok(d)
@@ -302,6 +275,20 @@ fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult
             .into_any()
             .unbind());
     }
+    if d.has_region_types() {
+        // A region storing another type (format 1.1) converts exactly into the value type.
+        let region = match d.locate(index).map_err(Fail)? {
+            Location::Dense { region, .. } | Location::Lookup { region, .. } => region,
+        };
+        if d.stored_type(region) != et {
+            let v = t.get_f64(index).map_err(Fail)?;
+            return Ok(if et.is_integer() || et == ElementType::Bool {
+                (v as i128).into_pyobject(py)?.into_any().unbind()
+            } else {
+                v.into_pyobject(py)?.into_any().unbind()
+            });
+        }
+    }
     let mut b = [0u8; 16];
     t.get_bytes(index, &mut b).map_err(Fail)?;
     use ElementType::*;
@@ -446,7 +433,7 @@ fn to_scipy<'py>(
     // handed over (validation runs once per tensor).
     let h = held.clone();
     py.detach(move || h.validate()).map_err(Fail)?;
-    let et = d.element_type();
+    let et = n.et;
     let rank = n.shape.len() as u64;
     let first = n.first_buffer;
     let u64_dtype = || PyArrayDescr::of::<u64>(py);
@@ -961,6 +948,14 @@ node_methods! {
     fn depth(&self) -> PyResult<u8> {
         let d = desc(&self.held)?;
         Ok(d.get_region(self.index as usize).map_or(0, |r| r.depth()))
+    }
+
+    /// The numpy dtype of the elements the region stores: its own type (format 1.1),
+    /// else inherited from an enclosing region, else the tensor's `dtype`. Values read
+    /// from it (`r[...]`) are of the tensor's value type.
+    #[getter]
+    fn stored_dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        numpy_dtype(py, desc(&self.held)?.stored_type(Some(self.index)))
     }
 
     /// The tensor this region belongs to.

@@ -335,23 +335,27 @@ def _quant(q: _Quantization | None, element_code: int) -> _QuantSpec | None:
 # ---------------------------------------------------------------------------------------
 
 
-def dense(array: _ArrayLike, *, quantization: _Quantization | None = None) -> Tensor:
+def dense(
+    array: _ArrayLike, *, quantization: _Quantization | None = None, alignment: int = 64
+) -> Tensor:
     """A dense tensor over ``array``'s memory (no copy): ROW_MAJOR for C-contiguous
     arrays, COL_MAJOR for Fortran-contiguous ones, STRIDED otherwise (negative and zero
     strides included). Anything ``numpy.asarray`` accepts works; arrays whose strides are
     not whole elements are copied first, and so are big-endian arrays (converted) and
     4-bit ml_dtypes arrays (packed two per byte). With ``quantization`` the array holds
-    the stored codes."""
+    the stored codes. ``alignment`` (bytes, a power of two from 1 to 2**30) is what the
+    buffer handles promise; below 64 the descriptor is format 1.1, and a buffer aligned
+    to it is read where it lies (else an aligned copy is made on first read)."""
     a = _np.asarray(array)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     code = _element_type(a.dtype)
     q = _quant(quantization, code)
     if code in _PACKED:
-        return _native._leaf(code, list(a.shape), "ROW_MAJOR", {}, [_pack4(a)], q)
+        return _native._leaf(code, list(a.shape), "ROW_MAJOR", {}, [_pack4(a)], q, alignment)
     if any(s % a.itemsize for s in a.strides):
         a = _np.ascontiguousarray(a)
-    return _native._from_array(a, code, q)
+    return _native._from_array(a, code, q, alignment)
 
 
 def splat(
@@ -360,12 +364,16 @@ def splat(
     dtype: _DTypeLike | None = None,
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
-    """A tensor of ``shape`` whose every element is ``value`` (one stored element)."""
+    """A tensor of ``shape`` whose every element is ``value`` (one stored element);
+    ``alignment`` as for ``dense``."""
     v = _np.asarray(value, dtype=dtype)
     code = _element_type(v.dtype)
     buf = _pack4(v.reshape(1)) if code in _PACKED else _np.ascontiguousarray(v.reshape(1))
-    return _native._leaf(code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code))
+    return _native._leaf(
+        code, [int(e) for e in shape], "SPLAT", {}, [buf], _quant(quantization, code), alignment
+    )
 
 
 def tiled(
@@ -373,10 +381,11 @@ def tiled(
     tile_shape: _Iterable[_SupportsIndex],
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
     """A TILED tensor: ``array`` cut into tiles of ``tile_shape`` (edge tiles padded with
     zeros), tiles in row-major grid order, elements row-major inside each tile. The tiles
-    are a new array (a copy)."""
+    are a new array (a copy). ``alignment`` as for ``dense``."""
     a = _np.asarray(array)
     code = _element_type(a.dtype)
     t = tuple(int(x) for x in tile_shape)
@@ -394,21 +403,33 @@ def tiled(
     r = a.ndim
     tiles = _np.ascontiguousarray(inter.transpose(tuple(range(0, 2 * r, 2)) + tuple(range(1, 2 * r, 2))))
     buf = _pack4(tiles) if code in _PACKED else tiles
-    return _native._leaf(code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code))
+    return _native._leaf(
+        code, list(a.shape), "TILED", {"tile_shape": list(t)}, [buf], _quant(quantization, code), alignment
+    )
 
 
-def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
+def _values(data: _ArrayLike, dtype: _DTypeLike | None = None) -> tuple[int, _NDArray[_Any]]:
     v = _np.asarray(data)
+    if dtype is not None:
+        v = v.astype(_numpy_dtype(_element_type(dtype)), copy=False)
     code = _element_type(v.dtype)
     if code in _PACKED:
         return code, _pack4(v)
     return code, _np.ascontiguousarray(v)
 
 
-def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = None) -> Tensor:
+def from_scipy(
+    m: _sparray | _spmatrix,
+    *,
+    quantization: _Quantization | None = None,
+    alignment: int = 64,
+    dtype: _DTypeLike | None = None,
+) -> Tensor:
     """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
     converted to CSR first). Values are used in place; see tensordesc._sparse for when
-    index arrays are copied. SORTED and UNIQUE are set when they hold."""
+    index arrays are copied. SORTED and UNIQUE are set when they hold. ``alignment`` as
+    for ``dense``. ``dtype`` stores the values as that type (a converted copy), e.g.
+    float16, which scipy.sparse itself cannot hold."""
     import scipy.sparse as sp
 
     if not sp.issparse(m):
@@ -420,7 +441,7 @@ def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = 
     shape = [int(e) for e in m.shape]
     if fmt in ("csr", "csc"):
         nnz = int(m.indptr[-1]) if len(m.indptr) else 0
-        code, values = _values(m.data[:nnz])
+        code, values = _values(m.data[:nnz], dtype)
         flags = 0
         if m.has_sorted_indices:
             flags |= _sparse.SORTED
@@ -429,15 +450,17 @@ def from_scipy(m: _sparray | _spmatrix, *, quantization: _Quantization | None = 
         bufs = [_sparse.u64_indices(m.indptr), _sparse.u64_indices(m.indices[:nnz]), values]
         layout: _Literal["CSR", "CSC"] = "CSR" if fmt == "csr" else "CSC"
         return _native._leaf(
-            code, shape, layout, {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code)
+            code, shape, layout, {"nnz": nnz, "flags": flags}, bufs, _quant(quantization, code), alignment
         )
     coords = tuple(_np.asarray(c) for c in m.coords)
     nnz = int(m.nnz)
-    code, values = _values(m.data)
+    code, values = _values(m.data, dtype)
     flags = _sparse.coo_flags(coords, tuple(shape))
     idx = _np.stack([_sparse.u64_indices(c) for c in coords], axis=1) if coords else _np.zeros((nnz, 0), _np.uint64)
     idx = _np.ascontiguousarray(idx, dtype=_np.uint64)
-    return _native._leaf(code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code))
+    return _native._leaf(
+        code, shape, "COO", {"nnz": nnz, "flags": flags}, [idx, values], _quant(quantization, code), alignment
+    )
 
 
 def block_paged(
@@ -448,13 +471,14 @@ def block_paged(
     block_size: int,
     *,
     quantization: _Quantization | None = None,
+    alignment: int = 64,
 ) -> Tensor:
     """A BLOCK_PAGED tensor (paged KV cache): ``shape`` is ``[rows, positions, inner...]``;
     ``pools`` is a list of arrays of pages (each a whole number of pages of
     ``block_size * prod(inner)`` elements, one dtype); ``block_table`` is
     ``rows x ceil(positions / block_size)`` page numbers (numbered across pools in order;
     negative or 2**64-1 for an unallocated block); ``row_lengths`` the valid positions per
-    row. Pools are used in place."""
+    row. Pools are used in place. ``alignment`` as for ``dense``."""
     arrays = [_np.asarray(p) for p in pools]
     if not arrays:
         raise ValueError("block_paged needs at least one pool")
@@ -473,6 +497,7 @@ def block_paged(
         {"block_size": int(block_size), "pool_count": len(arrays)},
         [bt, rl] + bufs,
         _quant(quantization, code),
+        alignment,
     )
 
 
@@ -481,6 +506,8 @@ def ggml_blocks(
     ggml_type: int | str,
     shape: _Iterable[_SupportsIndex],
     dtype: _DTypeLike = "float32",
+    *,
+    alignment: int = 1,
 ) -> Tensor:
     """A GGML_BLOCKS tensor (format 1.1): ggml's quantized blocks, used in place (no copy).
 
@@ -491,7 +518,10 @@ def ggml_blocks(
     ``ne`` reversed): elements are row-major, each run of a block's values along the last
     axis is one block, so the last extent is a whole number of blocks. ``dtype`` is the
     value type: ``float32`` (ggml's dequantized values), ``float16`` or ``bfloat16`` (those
-    rounded once). Reading (``t[...]``, ``read``, ``get``) gives the dequantized values."""
+    rounded once). Reading (``t[...]``, ``read``, ``get``) gives the dequantized values.
+    ``alignment`` is what the buffer promises (bytes, a power of two from 1 to 2**30): blocks
+    are read byte by byte, so the default 1 promises nothing and blocks inside a GGUF
+    file's mapping (32-byte aligned) or any bytes object are read where they lie."""
     if isinstance(ggml_type, str):
         number = GGML_TYPES.get(ggml_type.upper())
         if number is None:
@@ -510,7 +540,9 @@ def ggml_blocks(
             a = _np.asarray(data)
     a = _np.ascontiguousarray(a).reshape(-1).view(_np.uint8)
     code = _element_type(dtype)
-    return _native._leaf(code, [int(e) for e in shape], "GGML_BLOCKS", {"ggml_type": number}, [a])
+    return _native._leaf(
+        code, [int(e) for e in shape], "GGML_BLOCKS", {"ggml_type": number}, [a], None, alignment
+    )
 
 
 _U64_MAX = 2**64 - 1
@@ -571,7 +603,11 @@ def subpaving(
     is a tensor (or anything ``as_tensor`` accepts: numpy arrays, scipy matrices, ...)
     whose shape is the region's extent; regions must not overlap and must cover ``shape``.
     Each region keeps its layout, buffers and quantization; nothing is copied. Nest
-    subpavings by passing one as a part."""
+    subpavings by passing one as a part. ``dtype`` (default: the first part's) is the
+    tensor's value type; a part of another dtype stores its own type (format 1.1) and must
+    yield values of ``dtype``: quantized with ``expressed=dtype``, or of a type that
+    converts exactly (float8 or int8 parts in a float16 tensor, float16 in float32, ...);
+    otherwise ``RegionTypeMismatch``."""
     parts = [(list(int(o) for o in origin), as_tensor(p)) for origin, p in regions]
     if not parts:
         raise ValueError("a subpaving needs at least one region")

@@ -108,14 +108,19 @@ class _LayoutParams(TypedDict, total=False):
 class _QuantizationInfo(TypedDict):
     """``quantization``: the scheme and its fields."""
 
-    scheme: str  # "PER_TENSOR_AFFINE", "PER_AXIS_AFFINE", "BLOCKWISE", "CODEBOOK", "OPAQUE_0x.."
+    scheme: str  # "PER_TENSOR_AFFINE", "PER_AXIS_AFFINE", "BLOCKWISE", "BLOCKWISE_2D", "CODEBOOK", "OPAQUE_0x.."
     expressed_type: str  # "float32", "bfloat16", ...
     has_zero_point: bool
+    global_scale: NotRequired[str]  # "multiplies" or "divides" (format 1.1)
     scale: NotRequired[float]  # PER_TENSOR_AFFINE
     zero_point: NotRequired[int]  # PER_TENSOR_AFFINE
     axis: NotRequired[int]  # PER_AXIS_AFFINE, BLOCKWISE
-    scale_type: NotRequired[str]  # PER_AXIS_AFFINE, BLOCKWISE
+    scale_type: NotRequired[str]  # PER_AXIS_AFFINE, BLOCKWISE, BLOCKWISE_2D
     block_size: NotRequired[int]  # BLOCKWISE
+    axis_a: NotRequired[int]  # BLOCKWISE_2D
+    block_a: NotRequired[int]  # BLOCKWISE_2D
+    axis_b: NotRequired[int]  # BLOCKWISE_2D
+    block_b: NotRequired[int]  # BLOCKWISE_2D
     codebook_size: NotRequired[int]  # CODEBOOK
     fields: NotRequired[bytes]  # opaque schemes
 
@@ -300,6 +305,8 @@ class Region:
     @property
     def index(self) -> int: ...
     @property
+    def stored_dtype(self) -> np.dtype[Any]: ...
+    @property
     def parent(self) -> int | None: ...
     @property
     def depth(self) -> int: ...
@@ -391,7 +398,10 @@ def _open(path: _Path, strict: bool = True) -> File: ...
 def _decode(data: bytes, strict: bool = True) -> Tensor: ...
 def _read_stream(source: bytes | _Path, strict: bool = True) -> list[tuple[str, Tensor]]: ...
 def _from_array(
-    array: NDArray[Any], element_type: int, quantization: _QuantSpec | None = None
+    array: NDArray[Any],
+    element_type: int,
+    quantization: _QuantSpec | None = None,
+    alignment: int | None = None,
 ) -> Tensor: ...
 def _leaf(
     element_type: int,
@@ -400,6 +410,7 @@ def _leaf(
     params: _LeafParams,
     buffers: list[NDArray[Any]],
     quantization: _QuantSpec | None = None,
+    alignment: int | None = None,
 ) -> Tensor: ...
 def _subpaving(
     element_type: int,

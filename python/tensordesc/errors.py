@@ -311,6 +311,14 @@ class Internal(Error):
     code = 39
 
 
+class RegionTypeMismatch(Error):
+    """A region's stored element type does not yield the tensor's value type (format 1.1):
+    it neither carries quantization expressed in it nor converts into it exactly."""
+
+    status = "REGION_TYPE_MISMATCH"
+    code = 40
+
+
 #: Every status class, in status-number order.
 STATUS_CLASSES: tuple[type[Error], ...] = (
     InvalidArgument,
@@ -352,6 +360,7 @@ STATUS_CLASSES: tuple[type[Error], ...] = (
     StreamOrder,
     DeviceInvalid,
     Internal,
+    RegionTypeMismatch,
 )
 
 #: Status number -> class.
@@ -402,4 +411,5 @@ __all__ = [
     "StreamOrder",
     "DeviceInvalid",
     "Internal",
+    "RegionTypeMismatch",
 ]

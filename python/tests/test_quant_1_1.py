@@ -74,7 +74,8 @@ def test_fp8_weight_with_128x128_block_scales():
     inv = rng.uniform(1e-4, 1e-2, (-(-n // 128), -(-k // 128))).astype(np.float32)
     t = td.dense(w, quantization=td.Blockwise2D(axes=(0, 1), block=(128, 128), scales=inv, expressed="bfloat16"))
     assert t.quantization["scheme"] == "BLOCKWISE_2D"
-    assert t.quantization["axes"] == (0, 1) and t.quantization["block"] == (128, 128)
+    q = t.quantization
+    assert (q["axis_a"], q["axis_b"], q["block_a"], q["block_b"]) == (0, 1, 128, 128)
     full = np.repeat(np.repeat(inv.astype(np.float64), 128, axis=0), 128, axis=1)[:n, :k]
     want = (w.astype(np.float64) * full).astype(ml_dtypes.bfloat16)
     got = t[...]

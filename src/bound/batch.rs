@@ -74,6 +74,7 @@ impl<'a> BoundTensor<'a> {
         self.require_host()?;
         let bufs: &[&[u8]] = &self.buffers;
         let esize = self.esize;
+        let mixed = d.has_region_types();
         let mut ahead = [(usize::MAX, 0usize, 0u8); GROUP];
         let mut k0 = 0usize;
         while k0 < n {
@@ -82,6 +83,10 @@ impl<'a> BoundTensor<'a> {
             for (j, slot) in ahead[..m].iter_mut().enumerate() {
                 let idx = &indices[(k0 + j) * rank..(k0 + j + 1) * rank];
                 *slot = (usize::MAX, 0, 0);
+                // Regions with types of their own (1.1) take the general path.
+                if mixed {
+                    continue;
+                }
                 if let Ok(loc) = d.locate_compact(idx) {
                     let quantized = if loc.region == crate::descriptor::NO_REGION {
                         d.root.is_quantized()
@@ -125,6 +130,8 @@ impl<'a> BoundTensor<'a> {
                     if fast {
                         dst.copy_from_slice(&code[..es]);
                         Ok(())
+                    } else if mixed {
+                        self.raw_of_value_type(idx, dst)
                     } else {
                         self.get_bytes(idx, dst)
                     }

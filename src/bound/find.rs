@@ -22,8 +22,9 @@
 //! so the common lookup reads no descriptor structure. It answers only well-formed cases
 //! and hands anything else (a bad index, a malformed pointer, a page past the pools) to
 //! the general path, which produces the exact result or error. Both search a segment with
-//! the same function (`search_words`, over the bound index words, which binding keeps
-//! word-aligned), so they agree even on contents that break the SORTED / UNIQUE promise.
+//! the same function (`search_words`, over the bound index words, viewed in place when
+//! they are word-aligned — always at 64-byte alignment; the fast path is not taken
+//! otherwise), so they agree even on contents that break the SORTED / UNIQUE promise.
 //! It takes a fixed number of branch-free steps; a binary search that branches on the data
 //! mispredicts half its steps on random keys.
 
@@ -106,10 +107,11 @@ impl<'a> U64Array<'a> {
     #[inline(always)]
     pub fn search(self, key: u64) -> Option<u64> {
         let b = self.0;
-        // Bound index buffers start on their handle's (>= 64-byte) boundary, so on a
-        // little-endian host the words are viewed in place and searched exactly as the
-        // fast path searches them; the byte-wise search is the same algorithm for the
-        // rest (big-endian hosts, which have no fast path).
+        // On a little-endian host, index words at an 8-byte aligned address (every
+        // buffer aligned to 64 bytes, and most others) are viewed in place and searched
+        // exactly as the fast path searches them; the byte-wise search is the same
+        // algorithm for the rest: big-endian hosts, and buffers aligned below 8 bytes
+        // (format 1.1), neither of which has the fast path.
         if cfg!(target_endian = "little") {
             if let Ok(words) = bytemuck::try_cast_slice::<u8, u64>(b) {
                 return search_words(words, key).map(|p| p as u64);
@@ -139,8 +141,9 @@ pub(crate) fn search_sorted(n: usize, at: impl Fn(usize) -> u64, key: u64) -> Op
 
 /// The sorted search over native words: the standard library's `partition_point` (the
 /// same select-halving loop as [`search_sorted`], without a bounds check per probe). Both
-/// the CSR/CSC fast path and the general path ([`U64Array::search`], whose bound index
-/// buffers are always word-aligned) call this one function, so they agree on any contents.
+/// the CSR/CSC fast path and the general path ([`U64Array::search`], over word-aligned
+/// index buffers, the only ones the fast path takes) call this one function, so they agree
+/// on any contents.
 #[inline(always)]
 pub(crate) fn search_words(words: &[u64], key: u64) -> Option<usize> {
     let p = words.partition_point(|&x| x < key);
@@ -429,7 +432,7 @@ pub(crate) fn find(
             let (byte, shift) = dense::element_offset(
                 &node.layout,
                 &d.arena,
-                d.element_type,
+                d.stored_type(region),
                 shape,
                 node.byte_offset,
                 x,
@@ -495,7 +498,7 @@ pub(super) fn find_coo(
         return Err(not_canonical_coo(region));
     }
     let first = node.first_buffer as usize;
-    let et = d.element_type;
+    let et = d.stored_type(region);
     let idx = region_buffer(bufs, region, node, 0)?;
     let stride = x.len() * 8;
     let cmp = |t: &[u8]| -> Ordering {
@@ -593,7 +596,7 @@ pub(super) fn find_compressed(
     };
     Ok(run_slot(
         node.first_buffer as usize + 2,
-        d.element_type,
+        d.stored_type(region),
         lo + p,
     ))
 }
@@ -633,7 +636,7 @@ pub(super) fn find_csf(
         if l + 1 == rank {
             return Ok(run_slot(
                 node.first_buffer as usize + 2 * rank,
-                d.element_type,
+                d.stored_type(region),
                 q,
             ));
         }
@@ -666,7 +669,7 @@ pub(super) fn find_paged(
     block_size: u64,
     pool_count: u8,
 ) -> Result<ElementPlace> {
-    let et = d.element_type;
+    let et = d.stored_type(region);
     let (r, pos) = (x[0], x[1]);
     let len = U64Array(region_buffer(bufs, region, node, 1)?)
         .get(r)

@@ -64,7 +64,6 @@ use crate::layout::{
 };
 use find::{content_error, owner_name, U64Array};
 
-use crate::quant::QuantScheme;
 use crate::value;
 
 mod batch;
@@ -309,8 +308,8 @@ impl<'a> BoundTensor<'a> {
     }
 
     /// [`bind`](Self::bind) without the check that each slice starts at its handle's
-    /// alignment: for memory handed over by a DLPack producer, whose first element need
-    /// not sit on the 64-byte boundary every buffer handle promises. Reads stay safe:
+    /// alignment: for memory read through a view whose buffers start later than the
+    /// public descriptor's (the C ABI's `bind_view`). Reads stay safe at any address:
     /// elements are read byte-wise, and the fast paths view index buffers as words only
     /// where the cast succeeds (else the general path answers).
     pub(crate) fn bind_unaligned(
@@ -374,13 +373,16 @@ impl<'a> BoundTensor<'a> {
             let align = h.alignment() as usize;
             let addr = b.as_ptr() as usize;
             if check_alignment && size > 0 && addr % align != 0 {
-                // The C ABI contract: misaligned pointers are a binding mismatch.
+                // The C ABI contract: misaligned pointers are a binding mismatch. Say what
+                // the memory does provide, and the two ways out.
+                let has = addr.trailing_zeros();
                 return Err(Error::new(
                     ErrorKind::BindingMismatch,
                     format!(
-                        "{}: address 0x{addr:x} is not aligned to {align} bytes (alignment_log2 {})",
+                        "{}: address 0x{addr:x} is not aligned to {align} bytes (alignment_log2 {}), only to {} bytes: declare alignment_log2 <= {has} for this buffer in the descriptor (format 1.1 allows 0..=30) or place the buffer at a multiple of {align} bytes (e.g. aligned_alloc)",
                         describe(),
-                        h.alignment_log2
+                        h.alignment_log2,
+                        1u64 << has,
                     ),
                 ));
             }

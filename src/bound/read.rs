@@ -1,6 +1,7 @@
 //! Reading elements: stored bytes, numbers, dequantization.
 
 use super::*;
+use crate::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.
@@ -54,6 +55,22 @@ impl<'a> BoundTensor<'a> {
         self.get_bytes_general(index, out)
     }
 
+    /// [`get_bytes`](Self::get_bytes) into an output of the tensor's element size, for
+    /// batch and window RAW reads: an element stored in another type (a region with a
+    /// type of its own, 1.1) has no bytes of that size (INVALID_ARGUMENT).
+    pub(super) fn raw_of_value_type(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
+        let d = self.desc;
+        if d.rank() != index.len() {
+            return self.get_bytes(index, out);
+        }
+        let (region, _) = d.leaf(index)?;
+        let st = d.stored_type(region);
+        if st != d.element_type {
+            return Err(raw_type_error(region, st, d.element_type));
+        }
+        self.get_bytes(index, out)
+    }
+
     /// [`get_bytes`](Self::get_bytes) by the general path: every layout, every error.
     #[inline(never)]
     fn get_bytes_general(&self, index: &[u64], out: &mut [u8]) -> Result<()> {
@@ -73,7 +90,11 @@ impl<'a> BoundTensor<'a> {
         }
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(d, &self.buffers, region, node, shape, x)?;
-            find::read_slot(&self.buffers, slot, et, region, out)
+            let st = d.stored_type(region);
+            if st != et && out.len() < st.storage_bytes() as usize {
+                return Err(output_too_small(st, out.len()));
+            }
+            find::read_slot(&self.buffers, slot, st, region, out)
         })
     }
 
@@ -159,9 +180,10 @@ impl<'a> BoundTensor<'a> {
         self.with_leaf(index, |region, node, shape, x| {
             let slot = find::find(self.desc, &self.buffers, region, node, shape, x)?;
             let mut code = [0u8; 16];
-            find::read_slot(&self.buffers, slot, et, region, &mut code)?;
+            let st = self.desc.stored_type(region);
+            find::read_slot(&self.buffers, slot, st, region, &mut code)?;
             if !node.is_quantized() {
-                return value::element_to_f64(et, &code)
+                return value::element_to_f64(st, &code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "element conversion"));
             }
             self.dequantize(region, node, shape, x, &code, slot)
@@ -178,7 +200,7 @@ impl<'a> BoundTensor<'a> {
         slot: find::ElementPlace,
     ) -> Result<f64> {
         let d = self.desc;
-        let et = d.element_type;
+        let et = d.stored_type(region);
         let q = d
             .quant_of(node)
             .ok_or_else(|| find::internal(region, "dequantizing an unquantized node"))?;
@@ -219,8 +241,8 @@ impl<'a> BoundTensor<'a> {
             };
             Ok(diff * s)
         };
-        let v = match q.scheme {
-            QuantScheme::PerTensorAffine { scale, zero_point } => {
+        let v = match q.dequant() {
+            Dequant::PerTensor { scale, zero_point } => {
                 let diff = if et.is_integer() {
                     let a = value::element_to_i128(et, code)
                         .ok_or_else(|| Error::new(ErrorKind::Internal, "integer code conversion"))?;
@@ -232,14 +254,16 @@ impl<'a> BoundTensor<'a> {
                 };
                 diff * scale
             }
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. }
-            | QuantScheme::Blockwise2D { scale_type, .. } => {
+            Dequant::Scaled {
+                scale_type,
+                zero_points,
+                global,
+            } => {
                 let j = q.param_entry(shape, x).ok_or_else(missing)?;
-                let v = self.affine_at(q.has_zero_point, scale_type, j, &param, &affine)?;
-                match q.global_scale {
+                let v = self.affine_at(zero_points, et, scale_type, j, &param, &affine)?;
+                match global {
                     Some(how) => {
-                        let k = 1 + q.has_zero_point as usize;
+                        let k = 1 + zero_points as usize;
                         let g = param(k, ElementType::Float32, 0)?;
                         let g = value::element_to_f64(ElementType::Float32, &g).ok_or_else(missing)?;
                         how.apply(v, g)
@@ -247,7 +271,7 @@ impl<'a> BoundTensor<'a> {
                     None => v,
                 }
             }
-            QuantScheme::Codebook { codebook_size } => {
+            Dequant::Codebook { size: codebook_size } => {
                 let c = value::element_to_i128(et, code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "codebook code conversion"))?;
                 if c >= codebook_size as i128 {
@@ -269,7 +293,7 @@ impl<'a> BoundTensor<'a> {
                 let e = param(0, q.expressed_type, c as u64)?;
                 value::element_to_f64(q.expressed_type, &e).ok_or_else(missing)?
             }
-            QuantScheme::Opaque { scheme, .. } => {
+            Dequant::Opaque { scheme } => {
                 return Err(Error::new(
                     ErrorKind::NotBindable,
                     format!(
@@ -286,6 +310,7 @@ impl<'a> BoundTensor<'a> {
     fn affine_at(
         &self,
         has_zero_point: bool,
+        et: ElementType,
         scale_type: ElementType,
         j: u64,
         param: &dyn Fn(usize, ElementType, u64) -> Result<[u8; 16]>,
@@ -295,10 +320,22 @@ impl<'a> BoundTensor<'a> {
         let s = value::element_to_f64(scale_type, &s)
             .ok_or_else(|| Error::new(ErrorKind::Internal, "scale conversion"))?;
         let zp = if has_zero_point {
-            param(1, self.desc.element_type, j)?
+            param(1, et, j)?
         } else {
             [0u8; 16]
         };
         affine(&zp, s)
     }
+}
+
+/// RAW output of a region that stores another type than the tensor's elements.
+#[cold]
+pub(crate) fn raw_type_error(region: Option<u32>, st: ElementType, vt: ElementType) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "{} stores {st}, not the tensor's {vt}: a RAW output of the tensor's element size cannot hold its codes; read values (a float output type), or its bytes with get_bytes",
+            owner_name(region)
+        ),
+    )
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::layout::LayoutClass;
+use crate::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Content validation (spec §4.17) of every leaf: sparse index and pointer structure,
@@ -400,7 +401,7 @@ impl<'a> BoundTensor<'a> {
         block_size: u64,
     ) -> Result<()> {
         let d = self.desc;
-        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        let g = PagedGeometry::new(block_size, d.stored_type(region), shape)?;
         let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
         let total = self.pool_pages(node, pools, g.page_bytes)?;
         let table = U64Array(self.buf(node, 0)?);
@@ -449,10 +450,12 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<()> {
         let d = self.desc;
         let n = find::layout_buffer_count(d, node);
-        match q.scheme {
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. }
-            | QuantScheme::Blockwise2D { scale_type, .. } => {
+        match q.dequant() {
+            Dequant::Scaled {
+                scale_type,
+                zero_points,
+                global,
+            } => {
                 let b = self.buf(node, n)?;
                 let esize = scale_type.storage_bytes() as usize;
                 // FLOAT8_E4M3FN scales (1.1) may be +0: NVFP4 producers write 0 for a block
@@ -482,8 +485,8 @@ impl<'a> BoundTensor<'a> {
                         ));
                     }
                 }
-                if q.global_scale.is_some() {
-                    let k = n + 1 + q.has_zero_point as usize;
+                if global.is_some() {
+                    let k = n + 1 + zero_points as usize;
                     let g = self.buf(node, k)?;
                     let g = f32::from_le_bytes(
                         g.get(..4)
@@ -503,7 +506,7 @@ impl<'a> BoundTensor<'a> {
                 }
                 Ok(())
             }
-            QuantScheme::Codebook { codebook_size } => {
+            Dequant::Codebook { size } => {
                 let t = q.expressed_type;
                 let b = self.buf(node, n)?;
                 for (j, e) in b.chunks_exact(t.storage_bytes() as usize).enumerate() {
@@ -520,9 +523,9 @@ impl<'a> BoundTensor<'a> {
                         ));
                     }
                 }
-                self.validate_codes(region, node, shape, codebook_size as u64)
+                self.validate_codes(region, node, shape, size)
             }
-            QuantScheme::PerTensorAffine { .. } | QuantScheme::Opaque { .. } => Ok(()),
+            Dequant::PerTensor { .. } | Dequant::Opaque { .. } => Ok(()),
         }
     }
 
@@ -535,7 +538,7 @@ impl<'a> BoundTensor<'a> {
         size: u64,
     ) -> Result<()> {
         let d = self.desc;
-        let et = d.element_type;
+        let et = d.stored_type(region);
         let check = |k: usize, b: &[u8], byte: usize, shift: u8, entry: u64| -> Result<()> {
             let c = if et.is_packed() {
                 b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)
@@ -620,7 +623,7 @@ impl<'a> BoundTensor<'a> {
                 })
             }
             Layout::BlockPaged { block_size, .. } => {
-                self.validate_paged_codes(node, shape, block_size, &run)
+                self.validate_paged_codes(et, node, shape, block_size, &run)
             }
             _ => Ok(()),
         }
@@ -630,17 +633,18 @@ impl<'a> BoundTensor<'a> {
     /// (the longest use over every block naming the page), so shared pages cost once.
     fn validate_paged_codes(
         &self,
+        et: ElementType,
         node: &Node,
         shape: &[u64],
         block_size: u64,
         run: &dyn Fn(usize, u64, u64) -> Result<()>,
     ) -> Result<()> {
-        let d = self.desc;
-        let g = PagedGeometry::new(block_size, d.element_type, shape)?;
+        let g = PagedGeometry::new(block_size, et, shape)?;
         if g.page_bytes == 0 {
             return Ok(());
         }
-        let pools = (node.buffer_count as usize).saturating_sub(2 + quant_param_count(d, node));
+        let pools =
+            (node.buffer_count as usize).saturating_sub(2 + quant_param_count(self.desc, node));
         let total = self.pool_pages(node, pools, g.page_bytes)?;
         let mut used = vec![0u64; usize::try_from(total).unwrap_or(0)];
         let table = U64Array(self.buf(node, 0)?);

@@ -75,7 +75,7 @@ impl Descriptor {
         // A top-level bucket-list level: ask for the bucket groups AHEAD indices ahead
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
-        if rank == 2 && !self.element_type.is_packed() {
+        if rank == 2 && !self.element_type.is_packed() && !self.has_region_types() {
             if let Some((dir, u, first)) = self.top_tile_lists() {
                 if let Some(plane) = dir.plane::<1>() {
                     return self.locate_in_plane(plane, (u, first), indices, n, f);
@@ -247,9 +247,8 @@ impl Descriptor {
         let rank = self.rank();
         let layout_tag = node.layout.tag();
         let reg = region.unwrap_or(NO_REGION);
-        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
-            && !self.element_type.is_packed()
-        {
+        let et = self.stored_type(region);
+        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor) && !et.is_packed() {
             let b = self.node_box(region);
             return self
                 .dense_location(region, node, index, b.origin(), b.shape())
@@ -277,7 +276,7 @@ impl Descriptor {
                 let (byte_offset, bit_shift) = dense::element_offset(
                     &node.layout,
                     &self.arena,
-                    self.element_type,
+                    et,
                     self.node_box(region).shape(),
                     node.byte_offset,
                     x,

@@ -383,6 +383,7 @@ impl Decoder {
                 record_coords: std::mem::take(&mut storage.coords),
                 record_buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
                 quants: std::mem::take(&mut storage.quants),
+                region_types: Vec::new(),
                 arena: std::mem::take(&mut storage.arena),
                 tiles: None,
                 held: Vec::new(),
@@ -447,6 +448,9 @@ impl Decoder {
             1,
             None,
         )?;
+        if !dec.d.region_types.is_empty() {
+            dec.d.check_value_types()?;
+        }
         if hflags & flags::HAS_SHARD != 0 {
             dec.d.shard = Some(Shard::read(r, &dec.d.shape)?);
         }
@@ -770,17 +774,39 @@ impl Decoder {
             )));
         }
         let rflags = r.u8("region_flags").map_err(ctx)?;
-        if rflags & !1 != 0 {
+        let known = if self.minor >= 1 {
+            region_flags::HAS_QUANTIZATION | region_flags::HAS_REGION_ELEMENT_TYPE
+        } else {
+            region_flags::HAS_QUANTIZATION
+        };
+        if rflags & !known != 0 {
             return Err(ctx(Error::new(
                 ErrorKind::ReservedNonzero,
                 format!("region_flags 0x{rflags:02X} have reserved bits set"),
             )));
         }
-        let res = r.u16("region _reserved").map_err(ctx)?;
+        let own_type = r.u8("region element type").map_err(ctx)?;
+        let res = r.u8("region _reserved").map_err(ctx)?;
+        let own_type = if rflags & region_flags::HAS_REGION_ELEMENT_TYPE != 0 {
+            Some(
+                ElementType::from_code(own_type)
+                    .map_err(|e| ctx(e.context("the region's element type")))?,
+            )
+        } else if own_type != 0 {
+            return Err(ctx(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!(
+                    "region reserved bytes are 0x{:04X}",
+                    u16::from_le_bytes([own_type, res])
+                ),
+            )));
+        } else {
+            None
+        };
         if res != 0 {
             return Err(ctx(Error::new(
                 ErrorKind::ReservedNonzero,
-                format!("region reserved bytes are 0x{res:04X}"),
+                format!("region reserved byte 1 is 0x{res:02X}"),
             )));
         }
         let body_len = r.u32("region_body_length").map_err(ctx)?;
@@ -802,6 +828,9 @@ impl Decoder {
             quant: None,
             parent: parent_idx,
         });
+        if let Some(t) = own_type {
+            self.d.region_types.push((id, t));
+        }
         if !*buffers_reserved && class != LayoutClass::Unknown {
             self.d.record_buffers.reserve((count - k) as usize);
             *buffers_reserved = true;
@@ -827,17 +856,23 @@ impl Decoder {
         {
             node
         } else {
-            let node = self
-                .tail(
-                    &mut body,
-                    rtag,
-                    &rshape[..rank],
-                    &global[..rank],
-                    rflags & 1 != 0,
-                    level + 1,
-                    Some(id),
-                )
-                .map_err(ctx)?;
+            // The body is judged with the region's stored type, which its own regions
+            // inherit unless they carry one (FORMAT-1.1 §2).
+            let outer = self.et;
+            if let Some(t) = own_type {
+                self.et = t;
+            }
+            let node = self.tail(
+                &mut body,
+                rtag,
+                &rshape[..rank],
+                &global[..rank],
+                rflags & region_flags::HAS_QUANTIZATION != 0,
+                level + 1,
+                Some(id),
+            );
+            self.et = outer;
+            let node = node.map_err(ctx)?;
             body.expect_end("region body").map_err(ctx)?;
             node
         };

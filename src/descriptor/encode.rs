@@ -14,6 +14,22 @@ impl Descriptor {
 
     /// Encode, appending to `w`.
     pub(crate) fn encode_into(&self, w: &mut Writer) -> Result<()> {
+        self.encode_with(w, 0)
+    }
+
+    /// Encode as a `.tdf` or stream writer stores it, appending to `w`: every buffer
+    /// handle aligned to at least 64 bytes (alignment_log2 `max(a, 6)`: the container
+    /// places every buffer at its own alignment, 64 bytes or more, anyway), and the least
+    /// `version_minor` what is written needs — so a tensor described where it lies, below
+    /// 64-byte alignment, is stored as a 1.0 descriptor unless it uses another 1.1
+    /// feature. A minor newer than this library's (a permissive decode's, with opaque
+    /// trailing bytes) is kept, and so is the minor of a descriptor with opaque parts.
+    pub(crate) fn encode_for_transport(&self, w: &mut Writer) -> Result<()> {
+        self.encode_with(w, MIN_ALIGNMENT_LOG2)
+    }
+
+    /// Encode with every handle's alignment_log2 raised to at least `floor` (0: as held).
+    fn encode_with(&self, w: &mut Writer, floor: u8) -> Result<()> {
         let mut f = FrameHeader::flags_for(
             self.root.is_quantized(),
             self.shard.is_some(),
@@ -27,7 +43,18 @@ impl Descriptor {
         // A built or decoded descriptor's minor is at least the required one (decoding
         // refuses a 1.1 feature in a minor-0 descriptor); the maximum keeps that true of
         // the bytes whatever the decoded form holds.
-        let minor = self.version_minor.max(self.required_minor());
+        let minor = if floor == 0 {
+            self.version_minor.max(self.required_minor())
+        } else {
+            // A newer minor (opaque trailing bytes), or opaque parts whose needs are
+            // unknown, keep the minor read; otherwise only what is written counts.
+            let kept = if self.version_minor > VERSION_MINOR || self.opaque_parts > 0 {
+                self.version_minor
+            } else {
+                0
+            };
+            kept.max(self.required_minor_at(floor))
+        };
         let start = FrameHeader::new(minor, f).write(
             w,
             self.element_type.code(),
@@ -40,7 +67,7 @@ impl Descriptor {
         if let Layout::Unknown { data, .. } = self.root.layout {
             w.bytes(&self.arena.small[data.range()]);
         } else {
-            self.write_tail(w, &self.root, None)?;
+            self.write_tail(w, &self.root, None, floor)?;
             if let Some(s) = &self.shard {
                 s.write(w)?;
             }
@@ -61,6 +88,7 @@ impl Descriptor {
         w: &mut Writer,
         node: &Node,
         region: Option<u32>,
+        floor: u8,
     ) -> Result<()> {
         let rank = self.rank();
         w.u64(node.byte_offset);
@@ -68,7 +96,7 @@ impl Descriptor {
             w.u32(count);
             let mut c = region.map_or(0, |r| r + 1);
             for _ in 0..count {
-                self.write_region(w, c)?;
+                self.write_region(w, c, floor)?;
                 c = match self.node(c).layout {
                     Layout::Subpaving { end, .. } => end,
                     _ => c + 1,
@@ -81,7 +109,8 @@ impl Descriptor {
             let s = node.first_buffer as usize;
             for k in s..s + node.buffer_count as usize {
                 self.effective_buffer(k)
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "a sub-table past the buffers"))?
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "a sub-table past the buffers"))
+                    .map(|h| h.with_alignment(h.alignment_log2.max(floor)))?
                     .write(w);
             }
         }
@@ -91,7 +120,7 @@ impl Descriptor {
         Ok(())
     }
 
-    pub(super) fn write_region(&self, w: &mut Writer, id: u32) -> Result<()> {
+    pub(super) fn write_region(&self, w: &mut Writer, id: u32, floor: u8) -> Result<()> {
         let v = self.region(id);
         let mut origin = [0u64; MAX_RANK];
         let rank = self.rank();
@@ -107,12 +136,13 @@ impl Descriptor {
         let node = &self.node(id);
         w.u8(node.layout.tag());
         w.u8(v.flags());
-        w.u16(0);
+        w.u8(v.own_element_type().map_or(0, ElementType::code));
+        w.u8(0);
         let at = w.u32_slot();
         if let Layout::Unknown { data, .. } = node.layout {
             w.bytes(&self.arena.small[data.range()]);
         } else {
-            self.write_tail(w, node, Some(id))?;
+            self.write_tail(w, node, Some(id), floor)?;
         }
         w.patch_u32_len(at)
     }

@@ -165,11 +165,10 @@ impl Descriptor {
         let (region, node) = self.leaf(index)?;
         let node = &node;
         let rank = self.rank();
+        let et = self.stored_type(region);
         // Hot path: row- or column-major leaves of a non-packed type, addressed straight
         // from the global index without materializing the local one.
-        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
-            && !self.element_type.is_packed()
-        {
+        if matches!(node.layout, Layout::RowMajor | Layout::ColMajor) && !et.is_packed() {
             let b = self.node_box(region);
             return self.dense_location(region, node, index, b.origin(), b.shape());
         }
@@ -184,7 +183,7 @@ impl Descriptor {
             dense::element_offset(
                 &node.layout,
                 &self.arena,
-                self.element_type,
+                et,
                 nb.shape(),
                 node.byte_offset,
                 local,
@@ -239,7 +238,7 @@ impl Descriptor {
         shape: &[u64],
     ) -> Result<Location> {
         let byte_offset = self
-            .tile_byte_offset(node, index, origin, shape)
+            .tile_byte_offset(node, self.stored_type(region), index, origin, shape)
             .ok_or_else(|| {
                 Error::new(
                     ErrorKind::Internal,
@@ -261,6 +260,7 @@ impl Descriptor {
     fn tile_byte_offset(
         &self,
         node: &Node,
+        et: ElementType,
         index: &[u64],
         origin: &[u64],
         shape: &[u64],
@@ -271,7 +271,7 @@ impl Descriptor {
             origin,
             shape,
         )?
-        .checked_mul(self.element_type.storage_bytes())?
+        .checked_mul(et.storage_bytes())?
         .checked_add(node.byte_offset)
     }
 
@@ -284,7 +284,11 @@ impl Descriptor {
     #[inline]
     pub(crate) fn locate_in_grid(&self, index: &[u64]) -> Option<GridHit> {
         let rank = self.rank();
-        if self.element_type.is_packed() || !matches!(self.root.layout, Layout::Subpaving { .. }) {
+        // Regions with types of their own (1.1) take the general path.
+        if self.element_type.is_packed()
+            || !matches!(self.root.layout, Layout::Subpaving { .. })
+            || self.has_region_types()
+        {
             return None;
         }
         if let Some(t) = self.grid_tiles() {
@@ -341,7 +345,13 @@ impl Descriptor {
         Some(GridHit {
             region: region?,
             buffer: node.first_buffer,
-            byte_offset: self.tile_byte_offset(&node, index, &lo[..rank], &ext[..rank])?,
+            byte_offset: self.tile_byte_offset(
+                &node,
+                self.element_type,
+                index,
+                &lo[..rank],
+                &ext[..rank],
+            )?,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The decoded descriptor: header, the root node, and — for subpavings — every region in a
 //! flat arena, with the effective buffer list produced by the single decoding pass.
 
-use crate::device::{BufferHandle, HANDLE_BYTES};
+use crate::device::{BufferHandle, HANDLE_BYTES, MIN_ALIGNMENT_LOG2};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::inline::SmallVec;
@@ -18,7 +18,9 @@ use std::num::NonZeroU32;
 use std::sync::OnceLock;
 
 use crate::format::frame::{self, FrameHeader, Peek};
-pub use crate::format::frame::{flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR};
+pub use crate::format::frame::{
+    flags, region_flags, HEADER_BYTES, MAGIC, VERSION_MAJOR, VERSION_MINOR,
+};
 
 mod batch;
 mod decode;
@@ -142,6 +144,9 @@ pub struct Descriptor {
     /// its slice accessor when grids are held without records (`tiles` or `held`).
     pub(crate) merged: Merged,
     pub(crate) quants: Vec<Quantization>,
+    /// The regions that carry their own element type (1.1), by ascending region id; empty
+    /// for most descriptors, and then every node stores `element_type`.
+    pub(crate) region_types: Vec<(u32, ElementType)>,
     pub(crate) arena: Arena,
     pub(crate) indexes: Vec<LevelIndex>,
     pub(crate) opaque_parts: u32,
@@ -161,6 +166,7 @@ impl PartialEq for Descriptor {
             && self.trailing == o.trailing
             && self.encoded_len == o.encoded_len
             && self.quants == o.quants
+            && self.region_types == o.region_types
             && self.arena == o.arena
             && self.indexes == o.indexes
             && self.opaque_parts == o.opaque_parts
@@ -289,8 +295,28 @@ impl<'a> RegionView<'a> {
         match self.rec().layout {
             // An opaque region's flags are kept verbatim (its body is not decoded).
             Layout::Unknown { flags, .. } => flags as u8,
-            _ => self.rec().is_quantized() as u8,
+            _ => {
+                let typed = self.own_element_type().is_some();
+                self.rec().is_quantized() as u8
+                    | if typed {
+                        region_flags::HAS_REGION_ELEMENT_TYPE
+                    } else {
+                        0
+                    }
+            }
         }
+    }
+    /// The element type this region carries itself (HAS_REGION_ELEMENT_TYPE, 1.1).
+    pub fn own_element_type(&self) -> Option<ElementType> {
+        let t = &self.d.region_types;
+        t.binary_search_by_key(&self.index, |&(id, _)| id)
+            .ok()
+            .map(|i| t[i].1)
+    }
+    /// The element type the region stores: its own, else inherited from the nearest
+    /// enclosing region that has one, else the tensor's.
+    pub fn element_type(&self) -> ElementType {
+        self.d.stored_type(Some(self.index))
     }
     /// Origin in tensor coordinates. For a grid of plain tiles (held without records)
     /// the first call of this or [`shape`](Self::shape) computes every region's box
@@ -364,12 +390,20 @@ impl Descriptor {
     /// larger of this and [`version_minor`](Self::version_minor). Opaque parts (of a
     /// permissive decode) are not looked into: their descriptor keeps the minor it had.
     pub fn required_minor(&self) -> u8 {
+        self.required_minor_at(0)
+    }
+    /// [`required_minor`](Self::required_minor) once every handle's alignment_log2 is
+    /// raised to at least `floor` (as transports store it).
+    pub(crate) fn required_minor_at(&self, floor: u8) -> u8 {
         let handles = self
             .record_buffers
             .iter()
             .chain(self.tiles.iter().map(|t| &t.template))
             .chain(self.held.iter().map(|h| &h.grid.template))
-            .map(BufferHandle::required_minor)
+            .map(|h| {
+                h.with_alignment(h.alignment_log2.max(floor))
+                    .required_minor()
+            })
             .max()
             .unwrap_or(0);
         let quants = self
@@ -387,7 +421,69 @@ impl Descriptor {
             })
             .max()
             .unwrap_or(0);
-        handles.max(quants).max(layouts)
+        let types = u8::from(!self.region_types.is_empty());
+        handles.max(quants).max(types).max(layouts)
+    }
+    /// The element type a node stores: region `region`'s own (1.1), else its nearest
+    /// enclosing region's, else the tensor's ([`element_type`](Self::element_type)). The
+    /// tensor itself (`None`) stores the tensor's. O(1) when no region has a type of its
+    /// own; else O(depth · log k) for k regions that have one.
+    #[inline]
+    pub fn stored_type(&self, region: Option<u32>) -> ElementType {
+        if self.region_types.is_empty() {
+            return self.element_type;
+        }
+        self.stored_type_slow(region)
+    }
+    #[cold]
+    fn stored_type_slow(&self, mut region: Option<u32>) -> ElementType {
+        while let Some(r) = region {
+            if let Ok(i) = self.region_types.binary_search_by_key(&r, |&(id, _)| id) {
+                return self.region_types[i].1;
+            }
+            region = self.node(r).parent();
+        }
+        self.element_type
+    }
+    /// FORMAT-1.1 §2: when a region carries its own element type, the tensor's element
+    /// type is its value type, and every leaf must yield it: a leaf storing another type
+    /// carries quantization expressed in the value type or stores a type that converts
+    /// into it exactly; a quantized leaf expresses the value type (REGION_TYPE_MISMATCH
+    /// naming the region otherwise). O(regions · depth · log k).
+    pub(crate) fn check_value_types(&self) -> Result<()> {
+        let vt = self.element_type;
+        for r in 0..self.region_count() as u32 {
+            let node = self.node(r);
+            if matches!(
+                node.layout,
+                Layout::Subpaving { .. } | Layout::Unknown { .. }
+            ) {
+                continue;
+            }
+            let st = self.stored_type(Some(r));
+            let why = match self.quant_of(&node) {
+                Some(q) if q.expressed_type != vt => format!(
+                    "stores {st} quantized with expressed_type {}, not the value type {vt}",
+                    q.expressed_type
+                ),
+                Some(_) => continue,
+                None if st.converts_exactly_into(vt) => continue,
+                None => format!(
+                    "stores {st}, which does not convert exactly into the value type {vt}; \
+                     quantize it with expressed_type {vt}"
+                ),
+            };
+            return Err(Error::new(
+                ErrorKind::RegionTypeMismatch,
+                format!("region {r} {why}"),
+            ));
+        }
+        Ok(())
+    }
+    /// Whether some region stores an element type of its own (1.1): the tensor's element
+    /// type is then its *value type*, the type every element's value is of.
+    pub fn has_region_types(&self) -> bool {
+        !self.region_types.is_empty()
     }
     /// The element type.
     pub fn element_type(&self) -> ElementType {
@@ -673,6 +769,7 @@ impl Descriptor {
                 .as_ref()
                 .map_or(0, |t| std::mem::size_of::<TileGrid>() + t.heap_bytes())
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
+            + self.region_types.capacity() * std::mem::size_of::<(u32, ElementType)>()
             + self.arena.words.capacity() * 8
             + self.arena.ints.capacity() * 8
             + self.arena.small.capacity()

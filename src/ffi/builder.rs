@@ -444,6 +444,27 @@ pub unsafe extern "C" fn tdesc_node_set_quantization_ext(
     })
 }
 
+/// Make the node, placed as a region, store elements of `element_type` (format 1.1;
+/// 0 clears it): the tensor's element type is then its value type, which the region must
+/// yield (quantized with that expressed type, or of a type converting exactly into it;
+/// `TDESC_ERR_REGION_TYPE_MISMATCH` when the tensor is built otherwise). Ignored on the
+/// tensor's own node.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_set_element_type(
+    node: *mut tdesc_node_spec,
+    element_type: u8,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `node`.
+        let node = unsafe { mut_arg(node, "node")? };
+        node.spec.element_type = match element_type {
+            0 => None,
+            c => Some(element_type_arg(c, "element_type")?),
+        };
+        Ok(())
+    })
+}
+
 /// Free a node the caller still owns. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_node_free(node: *mut tdesc_node_spec) {
@@ -591,7 +612,8 @@ pub unsafe extern "C" fn tdesc_builder_set_extension_type(
 }
 
 /// Set the template (device type, id, memory class, alignment, flags) of automatically
-/// sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer.
+/// sized buffers; `size_bytes` is ignored. The default is a CPU, 64-byte aligned buffer;
+/// `tdesc_builder_set_alignment` changes the alignment alone.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_builder_set_device(
     b: *mut tdesc_builder,
@@ -606,6 +628,26 @@ pub unsafe extern "C" fn tdesc_builder_set_device(
             )
         };
         b.b.template = t.to_rust("template_handle")?;
+        Ok(())
+    })
+}
+
+/// Align automatically sized buffers to `2^alignment_log2` bytes (0..=30, else
+/// `TDESC_ERR_INVALID_ARGUMENT`): the alignment their memory is promised to have, which
+/// binding checks. The default is 6 (64 bytes). Below 6 the descriptor is format 1.1
+/// (`version_minor` 1): declare 4 (16 bytes) for memory from `malloc`, 0 for bytes at any
+/// address. Explicit handles (`tdesc_node_set_buffers`) keep their own alignment; the
+/// rest of the template (`tdesc_builder_set_device`) is unchanged. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_builder_set_alignment(
+    b: *mut tdesc_builder,
+    alignment_log2: u8,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `b`.
+        let b = unsafe { mut_arg(b, "builder")? };
+        alignment_arg(alignment_log2, "alignment_log2")?;
+        b.b.template.alignment_log2 = alignment_log2;
         Ok(())
     })
 }

@@ -297,6 +297,37 @@ pub unsafe extern "C" fn tdesc_descriptor_element_type(d: *const tdesc_descripto
     })
 }
 
+/// The element type region `region` stores (`TDESC_NO_REGION`: the tensor): its own
+/// (format 1.1), else its nearest enclosing region's, else the tensor's. `own` (may be
+/// NULL) receives 1 when the region carries the type itself. When some region has a
+/// type of its own, `tdesc_descriptor_element_type` is the tensor's value type.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_stored_type(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut u8,
+    own: *mut u8,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let (t, is_own) = if region == TDESC_NO_REGION {
+            (d.element_type(), false)
+        } else {
+            let v = region_of(d, region as usize)?;
+            (v.element_type(), v.own_element_type().is_some())
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(t.code()) };
+        if !own.is_null() {
+            // SAFETY: a non-null `own` is writable by the caller's promise (u8: no alignment).
+            unsafe { own.write(u8::from(is_own)) };
+        }
+        Ok(())
+    })
+}
+
 /// The top-level layout tag (`TDESC_LAYOUT_*`); 0 when `d` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_layout(d: *const tdesc_descriptor) -> u8 {

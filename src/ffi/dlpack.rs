@@ -19,9 +19,10 @@
 //! * **Import** builds ROW_MAJOR for compact row-major (or NULL) strides, STRIDED for any
 //!   other strides (DIM_ORDER for a permuted compact 4-bit tensor, the only orders this
 //!   format packs 4-bit elements in). The buffer starts at the lowest byte any element
-//!   touches (never after `data`), aligned down to 64 bytes; `alignment_log2` is the largest
-//!   power of two (2^6 … 2^30) dividing that start. The tensor calls the producer's deleter
-//!   exactly once when freed; a failed import never calls it (the caller keeps ownership).
+//!   touches; `alignment_log2` is the largest power of two (2^0 … 2^30) dividing that
+//!   start, so the descriptor is format 1.1 (`version_minor` 1) when that is below 64
+//!   bytes. The tensor calls the producer's deleter exactly once when freed; a failed
+//!   import never calls it (the caller keeps ownership).
 
 #![allow(non_upper_case_globals)]
 
@@ -257,7 +258,8 @@ unsafe fn import(dl: &DLTensor, flags: u64) -> Result<tdesc_tensor> {
     let slice: &'static [u8] = if p.size == 0 {
         &[]
     } else {
-        // SAFETY: `start + pad` is the lowest byte an element occupies (non-null), and
+        // SAFETY: `start + pad` is the lowest byte an element occupies (non-null; `pad`
+        // is 0, or the first element on a device whose pointer is a handle), and
         // `size - pad` bytes from there reach the end of the highest element (`size` fits
         // isize, checked in `plan`): exactly the span the producer's elements occupy,
         // which it keeps valid until its deleter runs (after this tensor is freed: the
@@ -266,13 +268,14 @@ unsafe fn import(dl: &DLTensor, flags: u64) -> Result<tdesc_tensor> {
         unsafe { std::slice::from_raw_parts((p.start + p.pad) as *const u8, p.size - p.pad) }
     };
     let t = match p.view {
-        // The memory starts on the 64-byte boundary the public descriptor's handle states.
+        // The memory starts where the public descriptor's buffer does, aligned as its
+        // handle states.
         None => {
             let desc = tdesc_descriptor::share(Arc::new(p.desc));
             tdesc_tensor::bind(&desc, |_| Ok(vec![slice]))?
         }
-        // Read through a descriptor whose buffer starts at the lowest element; the public
-        // descriptor keeps the format's 64-byte aligned start.
+        // Read through a descriptor whose buffer starts at the lowest element (a plan
+        // whose public buffer starts before it; none since format 1.1, see `ImportPlan`).
         Some(view) => tdesc_tensor::bind_view(Arc::new(p.desc), Arc::new(view), vec![slice])?,
     };
     Ok(t.with_dlpack_origin(origin.0, origin.1))
@@ -296,13 +299,14 @@ fn managed_arg<T>(managed: *mut T) -> Result<()> {
 /// The descriptor is ROW_MAJOR when `strides` is NULL or compact row-major (axes of extent
 /// 1 may have any stride), STRIDED otherwise (for packed 4-bit types, which STRIDED
 /// cannot hold, DIM_ORDER when the strides are a permutation of compact ones). Its one
-/// buffer starts at the lowest byte any element occupies (or at `data` when that is
-/// lower), aligned down to 64 bytes, and ends after the highest element; its
-/// `alignment_log2` is that of the start (at most 30), its device comes from `device`, its
-/// READ_ONLY flag from `flags`. `byte_offset` locates element [0, …, 0] in it. On devices
-/// whose `data` may be an opaque handle (all but CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST,
-/// CUDA_MANAGED and ONEAPI) `data` must be 64-byte aligned and no element may lie before
-/// it (`TDESC_ERR_ALIGNMENT_INVALID`). A tensor without elements gives an empty buffer.
+/// buffer starts at the lowest byte any element occupies and ends after the highest
+/// element; its `alignment_log2` is that of the start (the largest power of two dividing
+/// it, at most 2^30: below 64 bytes the descriptor is format 1.1, `version_minor` 1), its
+/// device comes from `device`, its READ_ONLY flag from `flags`. `byte_offset` locates
+/// element [0, …, 0] in it. On devices whose `data` may be an opaque handle (all but CPU,
+/// CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED and ONEAPI) the buffer starts at `data`
+/// itself, and no element may lie before it (`TDESC_ERR_NOT_BINDABLE`). A tensor without
+/// elements gives an empty buffer.
 ///
 /// **Ownership.** On success the tensor owns `managed`: `tdesc_tensor_free` (or the
 /// deleter of the last DLPack export of the tensor, whichever comes later) calls

@@ -19,7 +19,7 @@ pub const TDESC_ABI_VERSION: u32 = 1;
 /// Library major version.
 pub const TDESC_VERSION_MAJOR: u32 = 1;
 /// Library minor version.
-pub const TDESC_VERSION_MINOR: u32 = 3;
+pub const TDESC_VERSION_MINOR: u32 = 4;
 /// Library patch version.
 pub const TDESC_VERSION_PATCH: u32 = 0;
 
@@ -110,10 +110,12 @@ pub enum tdesc_status {
     TDESC_ERR_DEVICE_INVALID = 38,
     /// An internal error (a bug); never caused by input alone.
     TDESC_ERR_INTERNAL = 39,
+    /// A region's stored element type does not yield the tensor's value type (format 1.1).
+    TDESC_ERR_REGION_TYPE_MISMATCH = 40,
 }
 
 /// Status of every ErrorKind, indexed by code - 1.
-const FROM_KIND: [tdesc_status; 39] = [
+const FROM_KIND: [tdesc_status; 40] = [
     tdesc_status::TDESC_ERR_INVALID_ARGUMENT,
     tdesc_status::TDESC_ERR_TRUNCATED,
     tdesc_status::TDESC_ERR_BAD_MAGIC,
@@ -153,6 +155,7 @@ const FROM_KIND: [tdesc_status; 39] = [
     tdesc_status::TDESC_ERR_STREAM_ORDER,
     tdesc_status::TDESC_ERR_DEVICE_INVALID,
     tdesc_status::TDESC_ERR_INTERNAL,
+    tdesc_status::TDESC_ERR_REGION_TYPE_MISMATCH,
 ];
 
 impl tdesc_status {
@@ -277,7 +280,7 @@ pub extern "C" fn tdesc_abi_version() -> u32 {
     TDESC_ABI_VERSION
 }
 
-/// The library version, e.g. `"1.3.0"` (static storage): Cargo.toml's, the one place the
+/// The library version, e.g. `"1.4.0"` (static storage): Cargo.toml's, the one place the
 /// version is kept.
 #[no_mangle]
 pub extern "C" fn tdesc_version() -> *const c_char {
@@ -360,7 +363,7 @@ mod tests {
         unsafe {
             assert_eq!(CStr::from_ptr(tdesc_status_name(0)).to_str().unwrap(), "OK");
             assert_eq!(
-                CStr::from_ptr(tdesc_status_name(40)).to_str().unwrap(),
+                CStr::from_ptr(tdesc_status_name(41)).to_str().unwrap(),
                 "UNKNOWN"
             );
             assert_eq!(

@@ -29,9 +29,9 @@ pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
 
 /// What a tensor's bound view borrows from, owned by the tensor itself.
 pub(crate) struct Sources {
-    /// The descriptor elements are read through: the public one, or (a DLPack import
-    /// whose first element lies above the 64-byte boundary the public descriptor's buffer
-    /// starts at, see `bind_view`) an equivalent one whose buffer starts at that element.
+    /// The descriptor elements are read through: the public one, or (an import whose
+    /// first element lies above the start of the public descriptor's buffer, see
+    /// `bind_view`) an equivalent one whose buffer starts at that element.
     read_through: Arc<Descriptor>,
     /// The parsed file the buffers point into (`tdesc_file_tensor_bind`).
     file: Option<Arc<FileData>>,

@@ -7,7 +7,7 @@
 use std::ffi::c_char;
 
 use super::status::invalid;
-use crate::device::{BufferHandle, DeviceType, MemoryClass};
+use crate::device::{BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2};
 use crate::element::ElementType;
 use crate::error::Result;
 use crate::layout::BufferRole;
@@ -239,10 +239,22 @@ pub struct tdesc_buffer_handle {
     pub device_id: u16,
     /// `TDESC_MEMORY_*`.
     pub memory_class: u8,
-    /// log2 of the start alignment, 6..=30.
+    /// log2 of the start alignment, 0..=30 (format 1.0: 6..=30; below 6 the descriptor
+    /// is format 1.1).
     pub alignment_log2: u8,
     /// `TDESC_BUFFER_READ_ONLY` or 0.
     pub flags: u8,
+}
+
+/// Check a caller's `alignment_log2`: 0..=30 (format 1.1; below 6 the descriptor built
+/// with it is a 1.1 one), else `TDESC_ERR_INVALID_ARGUMENT`.
+pub(crate) fn alignment_arg(alignment_log2: u8, what: &str) -> Result<()> {
+    if alignment_log2 > MAX_ALIGNMENT_LOG2 {
+        return Err(invalid(format!(
+            "{what}: alignment_log2 {alignment_log2} is outside 0..={MAX_ALIGNMENT_LOG2}"
+        )));
+    }
+    Ok(())
 }
 
 impl tdesc_buffer_handle {
@@ -260,12 +272,7 @@ impl tdesc_buffer_handle {
                 self.memory_class
             ))
         })?;
-        if !(6..=30).contains(&self.alignment_log2) {
-            return Err(invalid(format!(
-                "{what}: alignment_log2 {} is outside 6..=30",
-                self.alignment_log2
-            )));
-        }
+        alignment_arg(self.alignment_log2, what)?;
         if self.flags & !TDESC_BUFFER_READ_ONLY != 0 {
             return Err(invalid(format!(
                 "{what}: flags 0x{:02X} has unknown bits",
@@ -295,7 +302,7 @@ pub struct tdesc_buffer {
     pub device_id: u16,
     /// `TDESC_MEMORY_*`.
     pub memory_class: u8,
-    /// log2 of the start alignment (6..=30).
+    /// log2 of the start alignment (0..=30; below 6 only in a format 1.1 descriptor).
     pub alignment_log2: u8,
     /// `TDESC_BUFFER_READ_ONLY` or 0.
     pub flags: u8,

@@ -203,6 +203,14 @@ impl BufferHandle {
         self
     }
 
+    /// The same handle aligned to `2^alignment_log2` bytes (0..=30; below 6 the
+    /// descriptor needs format 1.1, see [`required_minor`](Self::required_minor)). Not
+    /// checked here: decoding and building refuse a value past 30 (ALIGNMENT_INVALID).
+    pub fn with_alignment(mut self, alignment_log2: u8) -> BufferHandle {
+        self.alignment_log2 = alignment_log2;
+        self
+    }
+
     /// The start alignment in bytes.
     pub fn alignment(&self) -> u64 {
         1u64 << self.alignment_log2

@@ -139,6 +139,47 @@ impl ElementType {
         matches!(self, Float16 | Bfloat16 | Float32 | Float64)
     }
 
+    /// Whether every value of `self` is a value of `to` (FORMAT-1.1 §2): a region
+    /// storing `self` in a tensor of value type `to` needs no quantization. Integers go
+    /// to integers whose range holds theirs and to floats whose significand holds their
+    /// magnitude; floats to floats with at least their precision and exponent range (and
+    /// infinities and NaN where they have them); BOOL to every real type that holds 0 and
+    /// 1; COMPLEX64 to COMPLEX128. A type converts into itself.
+    pub fn converts_exactly_into(self, to: ElementType) -> bool {
+        use ElementType::*;
+        if self == to {
+            return true;
+        }
+        match (self, to) {
+            (Complex64, Complex128) => return true,
+            (Complex64 | Complex128, _) | (_, Complex64 | Complex128) => return false,
+            // 0 and 1; FLOAT8_E8M0FNU has no zero.
+            (Bool, _) => return to != Float8E8m0fnu,
+            _ => {}
+        }
+        match (int_range(self), int_range(to), float_format(to)) {
+            (Some((lo, hi)), Some((tlo, thi)), _) => tlo <= lo && hi <= thi,
+            // An integer of magnitude below 2^m is exact in a float with an m-bit
+            // significand (and an exponent range reaching 2^m).
+            (Some((lo, hi)), None, Some(f)) => {
+                let mag = hi.max(-(lo + 1)).max(0) as u128 + 1;
+                let bits = 128 - (mag - 1).leading_zeros() as i32;
+                bits <= f.precision && bits <= f.emax + 1
+            }
+            (None, _, Some(t)) => match float_format(self) {
+                Some(f) => {
+                    f.precision <= t.precision
+                        && f.emin >= t.emin
+                        && f.emax <= t.emax
+                        && (!f.inf || t.inf)
+                        && (!f.nan || t.nan)
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
     /// The canonical upper-case name, e.g. `"FLOAT8_E4M3FN"`.
     pub fn name(self) -> &'static str {
         use ElementType::*;
@@ -172,6 +213,57 @@ impl std::fmt::Display for ElementType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The range of an integer type (`None` for the others).
+fn int_range(t: ElementType) -> Option<(i128, i128)> {
+    use ElementType::*;
+    Some(match t {
+        Int4 => (-8, 7),
+        Uint4 => (0, 15),
+        Int8 => (i8::MIN as i128, i8::MAX as i128),
+        Uint8 => (0, u8::MAX as i128),
+        Int16 => (i16::MIN as i128, i16::MAX as i128),
+        Uint16 => (0, u16::MAX as i128),
+        Int32 => (i32::MIN as i128, i32::MAX as i128),
+        Uint32 => (0, u32::MAX as i128),
+        Int64 => (i64::MIN as i128, i64::MAX as i128),
+        Uint64 => (0, u64::MAX as i128),
+        _ => return None,
+    })
+}
+
+/// What a real float type can hold: significand bits (the implicit one included), the
+/// exponent of its smallest subnormal (or smallest value) and of its largest binade, and
+/// whether it has infinities and NaN.
+struct FloatFormat {
+    precision: i32,
+    emin: i32,
+    emax: i32,
+    inf: bool,
+    nan: bool,
+}
+
+fn float_format(t: ElementType) -> Option<FloatFormat> {
+    use ElementType::*;
+    let f = |precision, emin, emax, inf, nan| FloatFormat {
+        precision,
+        emin,
+        emax,
+        inf,
+        nan,
+    };
+    Some(match t {
+        Float64 => f(53, -1074, 1023, true, true),
+        Float32 => f(24, -149, 127, true, true),
+        Bfloat16 => f(8, -133, 127, true, true),
+        Float16 => f(11, -24, 15, true, true),
+        Float8E4m3fn => f(4, -9, 8, false, true),
+        Float8E5m2 => f(3, -16, 15, true, true),
+        Float8E8m0fnu => f(1, -127, 127, false, true),
+        Float4E2m1fn => f(2, -1, 2, false, false),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

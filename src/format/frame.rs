@@ -41,6 +41,14 @@ pub mod flags {
     pub const KNOWN: u16 = 0xF;
 }
 
+/// Bits of a region prefix's `region_flags` (FORMAT §7.3).
+pub mod region_flags {
+    /// The region body ends with a quantization section.
+    pub const HAS_QUANTIZATION: u8 = 1;
+    /// The prefix's first reserved byte holds the region's own element type (1.1).
+    pub const HAS_REGION_ELEMENT_TYPE: u8 = 2;
+}
+
 /// The frame prefix of a descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {

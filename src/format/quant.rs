@@ -155,6 +155,51 @@ impl std::fmt::Display for Quantization {
     }
 }
 
+/// The families of dequantization ([`Quantization::dequant`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dequant {
+    /// `(q − zero_point) · scale`.
+    PerTensor {
+        /// The scale.
+        scale: f64,
+        /// The zero point.
+        zero_point: i64,
+    },
+    /// `(q − zp[j]) · s[j]` (then `· g` or `/ g`), `j` from the parameter geometry:
+    /// buffers scales, zero points (if any), global scale (if any).
+    Scaled {
+        /// The scales' element type.
+        scale_type: ElementType,
+        /// Whether a zero-point buffer follows the scales.
+        zero_points: bool,
+        /// The global scale, if any.
+        global: Option<GlobalScale>,
+    },
+    /// `codebook[q]`, `q` below `size`.
+    Codebook {
+        /// Entries in the codebook.
+        size: u64,
+    },
+    /// An unknown scheme: no values.
+    Opaque {
+        /// Its code.
+        scheme: u8,
+    },
+}
+
+/// One field of a scheme ([`Quantization::fields`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QuantField<'a> {
+    /// An integer field (axes, block sizes, counts, a zero point).
+    Int(i128),
+    /// A float field (a per-tensor scale).
+    Float(f64),
+    /// An element type (a scale type).
+    Type(ElementType),
+    /// The bytes of an opaque scheme.
+    Bytes(&'a [u8]),
+}
+
 /// How a global scale `g` applies to `(q − zp) · s` (1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GlobalScale {
@@ -229,6 +274,78 @@ impl Quantization {
             QuantScheme::Blockwise2D { .. } => "BLOCKWISE_2D",
             QuantScheme::Codebook { .. } => "CODEBOOK",
             QuantScheme::Opaque { .. } => "an opaque scheme",
+        }
+    }
+
+    /// The scheme's fields by name, in wire order, for printers that need no knowledge of
+    /// each scheme (`inspect --json`, Python's `quantization` dict): PER_TENSOR_AFFINE
+    /// `scale`, `zero_point`; PER_AXIS_AFFINE `axis`, `scale_type`; BLOCKWISE `axis`,
+    /// `block_size`, `scale_type`; BLOCKWISE_2D `axis_a`, `block_a`, `axis_b`, `block_b`,
+    /// `scale_type`; CODEBOOK `codebook_size`; an opaque scheme its `fields` bytes.
+    pub fn fields(&self) -> Vec<(&'static str, QuantField<'_>)> {
+        use QuantField::*;
+        match &self.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                vec![
+                    ("scale", Float(*scale)),
+                    ("zero_point", Int(*zero_point as i128)),
+                ]
+            }
+            QuantScheme::PerAxisAffine { axis, scale_type } => {
+                vec![
+                    ("axis", Int(*axis as i128)),
+                    ("scale_type", Type(*scale_type)),
+                ]
+            }
+            QuantScheme::Blockwise {
+                axis,
+                block_size,
+                scale_type,
+            } => vec![
+                ("axis", Int(*axis as i128)),
+                ("block_size", Int(*block_size as i128)),
+                ("scale_type", Type(*scale_type)),
+            ],
+            QuantScheme::Blockwise2D {
+                axis_a,
+                block_a,
+                axis_b,
+                block_b,
+                scale_type,
+            } => vec![
+                ("axis_a", Int(*axis_a as i128)),
+                ("block_a", Int(*block_a as i128)),
+                ("axis_b", Int(*axis_b as i128)),
+                ("block_b", Int(*block_b as i128)),
+                ("scale_type", Type(*scale_type)),
+            ],
+            QuantScheme::Codebook { codebook_size } => {
+                vec![("codebook_size", Int(*codebook_size as i128))]
+            }
+            QuantScheme::Opaque { fields, .. } => vec![("fields", Bytes(fields))],
+        }
+    }
+
+    /// How values are computed, by family: what the readers (`get_f64`, window
+    /// conversions, content validation) dispatch on, so that a new scheme with scales
+    /// needs only its fields and its parameter geometry ([`param_entry`](Self::param_entry),
+    /// [`param_map`](Self::param_map)) here.
+    pub fn dequant(&self) -> Dequant {
+        match self.scheme {
+            QuantScheme::PerTensorAffine { scale, zero_point } => {
+                Dequant::PerTensor { scale, zero_point }
+            }
+            QuantScheme::Codebook { codebook_size } => Dequant::Codebook {
+                size: u64::from(codebook_size),
+            },
+            QuantScheme::Opaque { scheme, .. } => Dequant::Opaque { scheme },
+            QuantScheme::PerAxisAffine { scale_type, .. }
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => Dequant::Scaled {
+                scale_type,
+                zero_points: self.has_zero_point,
+                global: self.global_scale,
+            },
         }
     }
 

@@ -366,7 +366,7 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
             &what,
             format!(
                 "it is quantized ({scheme}); DLPack has no quantization parameters, so its stored codes would be read as plain {} values",
-                d.element_type.name()
+                d.stored_type(region).name()
             ),
         ));
     }
@@ -396,12 +396,17 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         )
     })?;
     let empty = layout::element_count(shape)? == 0;
+    // On devices whose pointers may be opaque handles there is no address to judge.
+    if !empty && address_like(handle.device_type) {
+        check_element_aligned(data, node.byte_offset, d.element_type, &what)?;
+    }
     Ok(ExportPlan {
         data: if empty { &[] } else { data },
         byte_offset: if empty { 0 } else { node.byte_offset },
         shape: shape_i64,
         strides,
-        dtype: dl_dtype(d.element_type),
+        // A region with a type of its own (1.1) exports the type it stores.
+        dtype: dl_dtype(d.stored_type(region)),
         device: abi::DLDevice {
             device_type: handle.device_type.code() as i32,
             device_id: handle.device_id as i32,
@@ -412,7 +417,45 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         empty,
     })
 }
-/// Device types whose `data` is a memory address (so it may be aligned down and offset);
+/// The alignment DLPack consumers need of every element: its storage size (a COMPLEX64
+/// element 8 bytes, as PyTorch's `complex<float>` is aligned), 1 byte for packed 4-bit
+/// types. Strides are in elements, so element `[0, …, 0]` aligned makes every one aligned.
+pub fn element_alignment(et: ElementType) -> u64 {
+    if et.is_packed() {
+        1
+    } else {
+        et.storage_bytes()
+    }
+}
+
+/// NOT_BINDABLE unless element `[0, …, 0]` — `byte_offset` bytes into `data`, the node's
+/// DATA buffer as bound — is at an address aligned to its element
+/// ([`element_alignment`]): consumers load elements with aligned loads. A buffer may be
+/// aligned to less than its element in format 1.1 (alignment_log2 below 6), and a
+/// byte_offset need not be a multiple of the element size.
+pub fn check_element_aligned(
+    data: &[u8],
+    byte_offset: u64,
+    et: ElementType,
+    what: &str,
+) -> Result<()> {
+    let align = element_alignment(et);
+    let at = (data.as_ptr() as u64).checked_add(byte_offset);
+    match at {
+        Some(a) if a % align == 0 => Ok(()),
+        _ => Err(not_exportable(
+            what,
+            format!(
+                "element [0, …, 0] at 0x{:x} (buffer 0x{:x} + byte_offset {byte_offset}) is not aligned to the {align} bytes of a {} element, which DLPack consumers load with aligned loads; read it into an aligned output (read_box) or bind the buffer at element-aligned memory",
+                at.unwrap_or(u64::MAX),
+                data.as_ptr() as u64,
+                et.name()
+            ),
+        )),
+    }
+}
+
+/// Device types whose `data` is a memory address (so a buffer may start elsewhere);
 /// on the others (OpenCL `cl_mem`, Vulkan, Metal, ...) it may be an opaque handle.
 fn address_like(dt: DeviceType) -> bool {
     use DeviceType::*;
@@ -453,17 +496,21 @@ fn compact_order(shape: &[u64], strides: &[i64]) -> Option<Vec<u8>> {
 
 /// Everything an import needs besides the memory: the descriptor and the buffer span.
 pub struct ImportPlan {
-    /// The descriptor of the imported tensor (its buffer aligned down to 64 bytes).
+    /// The descriptor of the imported tensor. Its buffer starts at the lowest byte an
+    /// element occupies (at `data` on devices whose pointers may be handles) and declares
+    /// the alignment of that address (at most 2^30): a 1.0 descriptor when that is 64
+    /// bytes or more, else a 1.1 one (`version_minor` 1).
     pub desc: crate::descriptor::Descriptor,
     /// Address (or handle) of the buffer start; 0 for an empty buffer.
     pub start: usize,
     /// Buffer length in bytes.
     pub size: usize,
-    /// Bytes from `start` to the lowest byte an element occupies: below it lies memory
-    /// the producer did not hand over (0 on devices whose pointers are handles).
+    /// Bytes from `start` to the lowest byte an element occupies. Always 0 since the
+    /// buffer starts there (format 1.1; a 1.0 import aligned the start down to 64 bytes,
+    /// taking in memory the producer did not hand over).
     pub pad: usize,
-    /// The descriptor with its buffer starting at the lowest element byte (`pad` bytes
-    /// later, `pad` bytes shorter, byte_offset `pad` smaller), when `pad` is not 0.
+    /// A descriptor whose buffer starts `pad` bytes later, for reading when `pad` is not
+    /// 0. Always `None` since `pad` is always 0.
     pub view: Option<crate::descriptor::Descriptor>,
 }
 
@@ -620,17 +667,20 @@ pub fn plan_import(
         ));
     }
     let start = if address_like(device_type) {
-        // The buffer starts at the lowest byte an element (or `data`) occupies, aligned
-        // down to 64 bytes, the smallest alignment a buffer handle has.
-        (low.min(data) as usize) & !((1usize << MIN_ALIGNMENT_LOG2) - 1)
+        // The buffer starts at the lowest byte an element occupies and declares the
+        // alignment that address has (format 1.1 allows any): nothing the producer did not
+        // hand over is taken in, and a start below 64-byte alignment makes the descriptor
+        // a 1.1 one.
+        low as usize
     } else {
-        if low < data || data % (1 << MIN_ALIGNMENT_LOG2) != 0 {
+        if low < data {
             return Err(import_error(
-                ErrorKind::AlignmentInvalid,
+                ErrorKind::NotBindable,
                 format!(
-                    "on {} the data pointer {:p} may be an opaque handle, which cannot be offset or aligned down: it must be 64-byte aligned and no element may lie before it",
+                    "on {} the data pointer {:p} may be an opaque handle, which cannot be offset: no element may lie before it, and these strides {strides:?} reach {} bytes below it",
                     device_type.name(),
-                    dl.data
+                    dl.data,
+                    data - low
                 ),
             ));
         }
@@ -639,10 +689,7 @@ pub fn plan_import(
     if start == 0 {
         return Err(import_error(
             ErrorKind::InvalidArgument,
-            format!(
-                "data {:p}: the first 64-byte boundary at or below the lowest element is address 0",
-                dl.data
-            ),
+            format!("data {:p}: the lowest element lies at address 0", dl.data),
         ));
     }
     let size = usize::try_from(high - start as i128)
@@ -660,30 +707,12 @@ pub fn plan_import(
     handle.size_bytes = size as u64;
     handle.alignment_log2 = (start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2);
     let byte_offset = (first - start as i128) as u64;
-    // The lowest element byte (`data` itself is not handed over unless an element lies
-    // there): on address-like devices at most 63 bytes above `start`.
-    let pad = if address_like(device_type) {
-        (low - start as i128) as usize
-    } else {
-        0
-    };
-    let view = if pad == 0 {
-        None
-    } else {
-        let mut h = handle;
-        h.size_bytes = (size - pad) as u64;
-        h.alignment_log2 = MIN_ALIGNMENT_LOG2;
-        Some(build(
-            node.clone().with_byte_offset(byte_offset - pad as u64),
-            h,
-        )?)
-    };
     Ok(ImportPlan {
         desc: build(node.with_byte_offset(byte_offset), handle)?,
         start,
         size,
-        pad,
-        view,
+        pad: 0,
+        view: None,
     })
 }
 

@@ -282,6 +282,16 @@ fn data_plane_from_c_and_cpp() {
     );
 }
 
+/// Format 1.1 alignment from C: malloc memory under a descriptor declaring 16 bytes, odd
+/// addresses under 1, 2 and 4, the binding error's advice, DLPack export's element
+/// alignment, and the 1.0 descriptor a file stores.
+#[test]
+fn alignment_below_64_from_c() {
+    let exe = build_exe("test_alignment.c", false);
+    let out = run(&exe, &[]);
+    assert!(passed(&out) > 150, "too few checks ran:\n{out}");
+}
+
 #[test]
 fn dlpack_from_c_and_cpp() {
     let exe = build_exe("test_dlpack.c", false);

@@ -268,11 +268,17 @@ fn builder_writes_the_required_minor() {
             ],
         )
     };
+    // Past 2^30 is refused as decoding refuses it.
+    let e = dense.clone().alignment(31).build().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlignmentInvalid, "{e}");
+    assert!(e.detail.contains("outside 0..=30"), "{e}");
     for (b, minor) in [
         (dense.clone(), 0u8),
         (dense.clone().device(aligned(12)), 0),
         (dense.clone().device(aligned(5)), 1),
-        (dense.device(aligned(0)), 1),
+        (dense.clone().alignment(4), 1),
+        (dense.clone().alignment(6), 0),
+        (dense.clone().device(aligned(0)), 1),
         (nested(6), 0),
         (nested(2), 1),
     ] {

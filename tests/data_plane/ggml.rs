@@ -933,3 +933,109 @@ fn ggml_descriptors_are_canonical() {
         }
     }
 }
+
+/// A FLOAT32 tensor whose regions store their own types (1.1 §2): a GGML region storing
+/// FLOAT16 values (its value type; FLOAT16 converts exactly into FLOAT32) beside a FLOAT32
+/// GGML region. Reads of the tensor give FLOAT32 values: ggml's value rounded once to the
+/// region's FLOAT16, then widened. A GGML region storing INT8 is refused (no value type),
+/// and one storing FLOAT32 inside a FLOAT16 tensor does not convert exactly.
+#[test]
+fn ggml_regions_with_their_own_stored_type() {
+    let v = vector("Q8_0");
+    let (b0, v0) = v.part(0, 8);
+    let (b1, v1) = v.part(8, 8);
+    let d = TensorBuilder::subpaving(
+        ElementType::Float32,
+        &[2, 256],
+        vec![
+            RegionSpec::new(
+                &[0, 0],
+                &[1, 256],
+                NodeSpec::ggml_blocks(8).with_element_type(ElementType::Float16),
+            ),
+            RegionSpec::new(&[1, 0], &[1, 256], NodeSpec::ggml_blocks(8)),
+        ],
+    )
+    .build()
+    .unwrap();
+    assert_eq!(d.stored_type(Some(0)), ElementType::Float16);
+    assert_eq!(d.stored_type(Some(1)), ElementType::Float32);
+    let bytes = d.encode().unwrap();
+    assert_eq!(
+        decode(&bytes, Mode::Strict).unwrap().encode().unwrap(),
+        bytes
+    );
+    let bufs = [Aligned::new(&b0), Aligned::new(&b1)];
+    let t = BoundTensor::bind(&d, slices(&bufs)).unwrap();
+    let want = |k: usize| {
+        if k < 256 {
+            in_type(v0[k], ElementType::Float16)
+        } else {
+            f64::from(v1[k - 256])
+        }
+    };
+    let shape = [2u64, 256];
+    for ot in [
+        OutputType::Float32,
+        OutputType::Float64,
+        OutputType::Float16,
+        OutputType::BFloat16,
+    ] {
+        check_window(
+            &t,
+            &shape,
+            ElementType::Float32,
+            &[0, 0],
+            &shape,
+            ot,
+            false,
+            &want,
+            "own types",
+        );
+        check_window(
+            &t,
+            &shape,
+            ElementType::Float32,
+            &[0, 17],
+            &[2, 200],
+            ot,
+            true,
+            &want,
+            "own types",
+        );
+    }
+    for k in (0..512).step_by(11) {
+        let x = unflat(k as u64, &shape);
+        assert!(same(t.get_f64(&x).unwrap(), want(k)), "get_f64 {x:?}");
+    }
+    // get_bytes gives the stored bytes: FLOAT16 in region 0.
+    let mut b = [0u8; 4];
+    t.get_bytes(&[0, 3], &mut b).unwrap();
+    assert_eq!(u16::from_le_bytes([b[0], b[1]]), f16_bits(v0[3]));
+    // No value type; not exact.
+    let bad = |tensor: ElementType, region: ElementType| {
+        TensorBuilder::subpaving(
+            tensor,
+            &[2, 256],
+            vec![
+                RegionSpec::new(
+                    &[0, 0],
+                    &[1, 256],
+                    NodeSpec::ggml_blocks(8).with_element_type(region),
+                ),
+                RegionSpec::new(&[1, 0], &[1, 256], NodeSpec::row_major()),
+            ],
+        )
+        .build()
+        .unwrap_err()
+        .kind
+    };
+    assert_eq!(
+        bad(ElementType::Float32, ElementType::Int8),
+        ErrorKind::LayoutConstraint
+    );
+    assert_eq!(
+        bad(ElementType::Float16, ElementType::Float32),
+        ErrorKind::RegionTypeMismatch
+    );
+}

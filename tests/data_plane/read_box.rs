@@ -16,7 +16,7 @@ use tensordesc::*;
 // Cases: layout families on fixed shapes
 // ---------------------------------------------------------------------------------------
 
-fn cases() -> Vec<(Fam, Vec<u64>)> {
+pub(crate) fn cases() -> Vec<(Fam, Vec<u64>)> {
     let s = |v: &[u64]| v.to_vec();
     let both = sparse_flags::SORTED | sparse_flags::UNIQUE;
     vec![
@@ -68,7 +68,7 @@ fn tag_col() -> u8 {
 }
 
 /// A subpaving of every family, one region nested two levels deeper.
-fn mixed() -> Fam {
+pub(crate) fn mixed() -> Fam {
     let both = sparse_flags::SORTED | sparse_flags::UNIQUE;
     Fam::Sub(vec![
         (vec![0, 0], vec![3, 4], Fam::Row),
@@ -98,7 +98,7 @@ fn mixed() -> Fam {
 // ---------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug)]
-enum Q {
+pub(crate) enum Q {
     None,
     PerTensor {
         zp: bool,
@@ -252,7 +252,7 @@ fn params(q: Q, et: ElementType, expressed: ElementType, shape: &[u64], seed: u6
 }
 
 /// `fam` encoded with every leaf quantized by `q` (each with its own parameters).
-fn encode_q(
+pub(crate) fn encode_q(
     fam: &Fam,
     et: ElementType,
     dense: &Dense,
@@ -281,7 +281,7 @@ fn encode_q(
 }
 
 /// A reference array for `fam` whose values are valid codes of `et` under `q`.
-fn reference(fam: &Fam, shape: &[u64], et: ElementType, q: Q, seed: u64) -> Dense {
+pub(crate) fn reference(fam: &Fam, shape: &[u64], et: ElementType, q: Q, seed: u64) -> Dense {
     let mut d = make(fam, shape, seed);
     if et.is_unsigned_integer() || matches!(q, Q::Codebook) {
         for v in d.v.iter_mut() {

@@ -332,7 +332,7 @@ impl<'a> BoundTensor<'a> {
                 .copied()
                 .ok_or_else(|| convert::oob(region))
         };
-        let et = d.element_type;
+        let et = d.stored_type(region);
         let packed = et.is_packed();
         let affine = |strides: &[i128]| -> Result<Source<'a>> {
             let mut s = [0i128; MAX_RANK];
@@ -458,7 +458,7 @@ impl<'a> BoundTensor<'a> {
                 )
             }
             Layout::Coo { nnz, flags } => {
-                sparse::coo(d, bufs, region, node, nnz, flags, &vals, llo, lhi, w, off)
+                sparse::coo(bufs, region, node, nnz, flags, &vals, llo, lhi, w, off)
             }
             Layout::Csf { axis_order, .. } => {
                 sparse::csf(d, bufs, region, node, axis_order, &vals, llo, lhi, w, off)

@@ -37,7 +37,7 @@ pub(super) fn read(
     w: &mut Window<'_>,
     off: i64,
 ) -> Result<()> {
-    let et = d.element_type;
+    let et = vals.stored_type();
     let rank = lo.len();
     let g = PagedGeometry::new(block_size, et, shape)?;
     let first = node.first_buffer as usize;

@@ -158,7 +158,7 @@ pub(super) fn compressed(
     w: &mut Window<'_>,
     off: i64,
 ) -> Result<()> {
-    let et = d.element_type;
+    let et = vals.stored_type();
     let (ma, mi) = if csr { (0, 1) } else { (1, 0) };
     let indptr = U64Array(sub(bufs, node, 0, region)?);
     let indices = U64Array(sub(bufs, node, 1, region)?);
@@ -246,7 +246,6 @@ pub(super) fn compressed(
 /// COO leaf.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn coo(
-    d: &Descriptor,
     bufs: &[&[u8]],
     region: Option<u32>,
     node: &Node,
@@ -261,7 +260,7 @@ pub(super) fn coo(
     if flags & sparse_flags::UNIQUE == 0 {
         return Err(not_canonical_coo(region));
     }
-    let et = d.element_type;
+    let et = vals.stored_type();
     let rank = lo.len();
     let idx = U64Array(sub(bufs, node, 0, region)?);
     let values = sub(bufs, node, 1, region)?;
@@ -413,7 +412,7 @@ impl Walk<'_, '_> {
                     self.vals,
                     w,
                     self.values,
-                    self.d.element_type,
+                    self.vals.stored_type(),
                     q,
                     &x[..rank],
                     self.lo,

@@ -428,7 +428,7 @@ impl<W: Write> V1Writer<W> {
             buf: std::mem::take(&mut self.scratch),
         };
         desc.buf.clear();
-        let encoded = d.encode_into(&mut desc);
+        let encoded = d.encode_for_transport(&mut desc);
         let desc_bytes = desc.buf;
         let r = encoded
             .and_then(|()| self.write_record_front(name, name_len, &desc_bytes, data_length));

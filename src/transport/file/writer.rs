@@ -135,7 +135,7 @@ impl Plan {
             buf: std::mem::take(&mut self.scratch),
         };
         w.buf.clear();
-        let encoded = d.encode_into(&mut w);
+        let encoded = d.encode_for_transport(&mut w);
         let desc = w.buf;
         let r = encoded.map(|()| {
             let first = self.segments.len();

@@ -214,7 +214,7 @@ impl<W: Write> StreamWriter<W> {
         w.buf.clear();
         w.u32(name_len);
         w.bytes(name.as_bytes());
-        let r = d.encode_into(&mut w);
+        let r = d.encode_for_transport(&mut w);
         let payload = w.buf;
         let r = r.and_then(|()| {
             self.frame_header(FRAME_DESCRIPTOR, payload.len() as u64)?;

@@ -15,7 +15,7 @@ use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::MAX_RANK;
-use crate::quant::{GlobalScale, QuantScheme};
+use crate::quant::{Dequant, GlobalScale};
 use crate::value;
 
 mod fast;
@@ -88,7 +88,14 @@ impl<'a> Values<'a> {
         shape: &[u64],
         out: OutputType,
     ) -> Result<Values<'a>> {
-        let et = d.element_type;
+        let et = d.stored_type(region);
+        if out == OutputType::Raw && et != d.element_type {
+            return Err(crate::bound::read::raw_type_error(
+                region,
+                et,
+                d.element_type,
+            ));
+        }
         let cs = et.storage_bytes() as usize;
         let mut v = Values {
             et,
@@ -109,22 +116,22 @@ impl<'a> Values<'a> {
         v.expressed = q.expressed_type;
         let params = node.first_buffer as usize + crate::bound::find::layout_buffer_count(d, node);
         let param = |k: usize| bufs.get(params + k).copied().ok_or_else(|| missing(region));
-        v.kind = match q.scheme {
-            QuantScheme::PerTensorAffine { scale, zero_point } => {
-                Kind::PerTensor { scale, zero_point }
-            }
-            QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. }
-            | QuantScheme::Blockwise2D { scale_type, .. } => {
+        v.kind = match q.dequant() {
+            Dequant::PerTensor { scale, zero_point } => Kind::PerTensor { scale, zero_point },
+            Dequant::Scaled {
+                scale_type,
+                zero_points,
+                global,
+            } => {
                 let map = q.param_map(shape).ok_or_else(|| missing(region))?;
                 let mut k = 1;
-                let zero_points = if q.has_zero_point {
+                let zero_points = if zero_points {
                     k += 1;
                     Some(param(1)?)
                 } else {
                     None
                 };
-                let global = match q.global_scale {
+                let global = match global {
                     Some(how) => {
                         let g = param(k)?.get(..4).ok_or_else(|| missing(region))?;
                         Some((how, f32::from_le_bytes([g[0], g[1], g[2], g[3]]) as f64))
@@ -140,11 +147,11 @@ impl<'a> Values<'a> {
                     global,
                 }
             }
-            QuantScheme::Codebook { codebook_size } => Kind::Codebook {
-                size: u64::from(codebook_size),
+            Dequant::Codebook { size } => Kind::Codebook {
+                size,
                 table: param(0)?,
             },
-            QuantScheme::Opaque { scheme, .. } => {
+            Dequant::Opaque { scheme } => {
                 return Err(Error::new(
                     ErrorKind::NotBindable,
                     format!(
@@ -155,6 +162,11 @@ impl<'a> Values<'a> {
             }
         };
         Ok(v)
+    }
+
+    /// The element type the leaf stores (its codes' type).
+    pub fn stored_type(&self) -> ElementType {
+        self.et
     }
 
     /// Whether the output is the codes themselves (RAW).
