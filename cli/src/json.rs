@@ -215,10 +215,7 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
     j.u64(tag as u64)?;
     j.key("name")?;
     // A tag kept opaque is UNKNOWN even where a later minor version assigned it.
-    j.string(match l {
-        LayoutRef::Unknown { .. } => "UNKNOWN",
-        _ => tag_name(tag),
-    })?;
+    j.string(l.name())?;
     let sparse = |j: &mut JsonWriter<'_>, nnz: u64, flags: u8| -> io::Result<()> {
         j.key("nnz")?;
         j.u64(nnz)?;

@@ -177,7 +177,7 @@ pub fn tensor_summary(d: &Descriptor) -> String {
         "{} [{}] {}",
         d.element_type(),
         shape_text(d.shape()),
-        tag_name(d.layout_tag())
+        d.layout().name()
     )
 }
 
