@@ -486,6 +486,13 @@ pub fn write_descriptor(
         j.u64_array(r.shape())?;
         j.key("layout")?;
         write_layout(j, r.layout_tag(), &r.layout())?;
+        j.key("element_type")?;
+        j.string(r.element_type().name())?;
+        j.key("own_element_type")?;
+        match r.own_element_type() {
+            Some(t) => j.string(t.name())?,
+            None => j.null()?,
+        }
         j.key("byte_offset")?;
         j.u64(r.byte_offset())?;
         j.key("first_buffer")?;
