@@ -63,7 +63,8 @@ if _TYPE_CHECKING:
 
     from ._native import _DLPackProducer, _DLPackSource, _Path, _QuantSpec, _Writable
 
-__version__ = "1.1.0"
+#: The package version: the library's (one version for the crate, the C library and this package).
+__version__: str = _native.__version__
 
 _abc.Mapping.register(File)
 

@@ -143,3 +143,12 @@ def test_errors_pickle():
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is td.RegionOverlap
     assert (back.detail, back.offset, back.status) == (e.detail, 44, "REGION_OVERLAP")
+
+
+def test_the_package_version_is_the_librarys():
+    import pathlib
+    import re
+
+    cargo = (pathlib.Path(__file__).parents[2] / "Cargo.toml").read_text()
+    version = re.search(r'^version = "([0-9.]+)"', cargo, re.M).group(1)
+    assert td.__version__ == version == _native.__version__
