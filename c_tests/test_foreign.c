@@ -4,7 +4,9 @@
  * tdesc_file_metadata_* calls; a .tdf 2.1 file with typed metadata (bool, int, uint, float,
  * string, an array) read key by key and item by item; bad arguments with their statuses.
  *
- * usage: test_foreign FILE.safetensors ODD.safetensors META.tdf
+ * A sharded checkpoint (a directory with an index and two shards) opens by its directory.
+ *
+ * usage: test_foreign FILE.safetensors ODD.safetensors META.tdf SHARDS_DIR
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -144,8 +146,8 @@ static void check_tdf_metadata(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_foreign FILE.safetensors ODD.safetensors META.tdf\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_foreign FILE.safetensors ODD.safetensors META.tdf DIR\n");
         return 2;
     }
     tdesc_file *f = NULL;
@@ -168,6 +170,25 @@ int main(int argc, char **argv) {
     }
     check_odd(argv[2]);
     check_tdf_metadata(argv[3]);
+    /* A sharded checkpoint, by its directory: one file object. */
+    f = NULL;
+    OK(tdesc_file_open(argv[4], TDESC_MODE_STRICT, &f));
+    if (f) {
+        CHECK(tdesc_file_container(f) == TDESC_CONTAINER_SAFETENSORS_SHARDED);
+        CHECK(tdesc_file_tensor_count(f) == 2);
+        size_t i = 99;
+        OK(tdesc_file_find(f, "s2", 2, &i));
+        tdesc_tensor *t = NULL;
+        OK(tdesc_file_tensor_bind(f, i, &t));
+        uint64_t idx[1] = {2};
+        double v = 0;
+        OK(tdesc_tensor_get_f64(t, idx, 1, &v));
+        CHECK(v == 30.0);
+        tdesc_file_free(f); /* the bound tensor keeps the shards mapped */
+        OK(tdesc_tensor_get_f64(t, idx, 1, &v));
+        CHECK(v == 30.0);
+        tdesc_tensor_free(t);
+    }
     /* Not a recognised file. */
     uint8_t junk[32] = {'P', 'K', 3, 4};
     EXPECT(tdesc_file_open_bytes(junk, sizeof junk, TDESC_MODE_STRICT, &f), TDESC_ERR_BAD_MAGIC);

@@ -1475,6 +1475,12 @@ typedef struct {
  */
 #define TDESC_CONTAINER_SAFETENSORS 2
 
+/**
+ * A sharded safetensors checkpoint (a `*.safetensors.index.json` and its shards, each
+ * mapped), read in place.
+ */
+#define TDESC_CONTAINER_SAFETENSORS_SHARDED 3
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

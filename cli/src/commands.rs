@@ -79,12 +79,21 @@ pub fn inspect(path: &Path, as_json: bool, permissive: bool, out: &mut dyn Write
         }
     };
     if as_json {
-        let size = input.bytes().len() as u64;
+        let size = input_size(&input, &parsed);
         json::write_document(out, &path.display().to_string(), size, mode, &parsed)?;
     } else {
         write_inspect_text(out, path, &input, mode, &parsed)?;
     }
     Ok(())
+}
+
+/// Bytes of the input: a sharded checkpoint's are its shards' (in the reader's virtual
+/// offsets, each shard starting at a multiple of 4096).
+fn input_size(input: &Input, parsed: &Parsed<'_>) -> u64 {
+    match parsed {
+        Parsed::File(r) if input.bytes().is_empty() => r.source_len(),
+        _ => input.bytes().len() as u64,
+    }
 }
 
 /// Events of a stream being inspected live: each tensor is printed (and stdout flushed)
@@ -214,7 +223,7 @@ fn write_inspect_text(
     mode: Mode,
     parsed: &Parsed<'_>,
 ) -> std::io::Result<()> {
-    let size = input.bytes().len() as u64;
+    let size = input_size(input, parsed);
     let p = path.display();
     let tensors = parsed.tensors(false);
     match parsed {

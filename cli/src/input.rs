@@ -42,6 +42,8 @@ impl Kind {
 enum Backing {
     Map(Mapping),
     Owned(Vec<u8>),
+    /// A sharded safetensors checkpoint: its index file (the library maps every shard).
+    Sharded(std::path::PathBuf),
 }
 
 /// An input's bytes: memory-mapped for regular files (no copy), read for anything else.
@@ -102,6 +104,17 @@ impl Input {
             });
         }
         let meta = std::fs::metadata(path).map_err(|e| io_error(path, "open", e))?;
+        // A sharded checkpoint: a directory holding a *.safetensors.index.json, or the
+        // index itself.
+        let is_index = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".index.json"));
+        if is_index || (meta.is_dir() && has_index(path)) {
+            return Ok(Input {
+                backing: Backing::Sharded(path.to_path_buf()),
+            });
+        }
         if meta.is_dir() {
             return Err(Error::new(
                 ErrorKind::Io,
@@ -134,17 +147,21 @@ impl Input {
         }
     }
 
-    /// The input's bytes.
+    /// The input's bytes (none for a sharded checkpoint, which is several files).
     pub fn bytes(&self) -> &[u8] {
         match &self.backing {
             Backing::Map(m) => m.as_bytes(),
             Backing::Owned(v) => v,
+            Backing::Sharded(_) => &[],
         }
     }
 
     /// Parse the input in `mode`. `with_data` collects a stream's buffer bytes (files are
     /// mapped, so their buffers are always available).
     pub fn parse(&self, mode: Mode, with_data: bool) -> Result<Parsed<'_>> {
+        if let Backing::Sharded(path) = &self.backing {
+            return Ok(Parsed::File(Box::new(FileReader::open(path, mode)?)));
+        }
         let b = self.bytes();
         match detect(b)? {
             Kind::Descriptor => {
@@ -156,6 +173,17 @@ impl Input {
             Kind::Stream => parse_stream(b, mode, with_data),
         }
     }
+}
+
+/// Whether the directory `dir` holds a `*.safetensors.index.json`.
+fn has_index(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok()).any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+        })
+    })
 }
 
 /// Tell an input's kind from its first bytes.

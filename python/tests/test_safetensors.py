@@ -230,3 +230,44 @@ def test_files_without_metadata_have_an_empty_dict(tmp_path):
     path = tmp_path / "p.tdf"
     td.write(path, {"a": td.dense(np.arange(3, dtype=np.float32))})
     assert td.open(path).metadata == {}
+
+
+def test_sharded_checkpoint_is_one_file(tmp_path):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(5, dtype=np.int8)
+    c = np.linspace(0, 1, 4).astype(np.float16)
+    save_file({"a": a, "b": b}, str(tmp_path / "model-00001-of-00002.safetensors"), metadata={"format": "np"})
+    save_file({"c": c}, str(tmp_path / "model-00002-of-00002.safetensors"), metadata={"format": "np"})
+    index = {
+        "metadata": {"total_size": a.nbytes + b.nbytes + c.nbytes},
+        "weight_map": {
+            "a": "model-00001-of-00002.safetensors",
+            "b": "model-00001-of-00002.safetensors",
+            "c": "model-00002-of-00002.safetensors",
+        },
+    }
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    for path in (tmp_path, tmp_path / "model.safetensors.index.json"):
+        f = td.open(path)
+        assert f.container == "sharded-safetensors"
+        assert sorted(f.keys()) == ["a", "b", "c"]
+        assert f.metadata == {"total_size": index["metadata"]["total_size"], "format": "np"}
+        np.testing.assert_array_equal(f["a"].numpy(), a)
+        np.testing.assert_array_equal(f["b"].read(), b)
+        np.testing.assert_array_equal(f["c"].numpy(), c)
+        np.testing.assert_array_equal(np.from_dlpack(f["c"]), c)
+        f.validate()
+    import pickle
+
+    t = pickle.loads(pickle.dumps(td.open(tmp_path)["c"]))
+    np.testing.assert_array_equal(t.numpy(), c)
+
+
+def test_sharded_index_that_disagrees_with_its_shards(tmp_path):
+    save_file({"a": np.zeros(2, np.float32)}, str(tmp_path / "s1.safetensors"))
+    (tmp_path / "m.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1.safetensors", "z": "s1.safetensors"}}))
+    with pytest.raises(td.errors.ContentInvalid, match='"z"'):
+        td.open(tmp_path)
+    (tmp_path / "m.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "../s1.safetensors"}}))
+    with pytest.raises(td.errors.ContentInvalid, match="file name"):
+        td.open(tmp_path)

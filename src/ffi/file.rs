@@ -454,7 +454,7 @@ pub unsafe extern "C" fn tdesc_file_find(
         out_arg(index, "index")?;
         // No name is longer than the file holding it: a longer one is not there, and its
         // bytes are not read.
-        let size = f.data.reader.as_bytes().len();
+        let size = usize::try_from(f.data.reader.source_len()).unwrap_or(usize::MAX);
         if len > size {
             return Err(Error::new(
                 ErrorKind::NotFound,

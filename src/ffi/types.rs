@@ -35,6 +35,9 @@ pub type tdesc_container = u32;
 pub const TDESC_CONTAINER_TDF: tdesc_container = 1;
 /// A safetensors file, read in place.
 pub const TDESC_CONTAINER_SAFETENSORS: tdesc_container = 2;
+/// A sharded safetensors checkpoint (a `*.safetensors.index.json` and its shards, each
+/// mapped), read in place.
+pub const TDESC_CONTAINER_SAFETENSORS_SHARDED: tdesc_container = 3;
 
 /// Element type codes (the wire values).
 pub const TDESC_ELEMENT_BOOL: u8 = 0x01;

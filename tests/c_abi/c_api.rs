@@ -393,8 +393,28 @@ fn foreign_files_and_metadata_from_c() {
     let tdf = dir.join("meta.tdf");
     std::fs::write(&tdf, fw.finish().unwrap()).unwrap();
 
+    // A sharded checkpoint: two shards and their index, in a directory of their own.
+    let shards = dir.join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    for (file, name, vals) in [
+        ("m-1.safetensors", "s1", [1.0f32, 2.0, 3.0]),
+        ("m-2.safetensors", "s2", [10.0f32, 20.0, 30.0]),
+    ] {
+        let bytes: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let v = vec![(
+            name.to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![3], &bytes).unwrap(),
+        )];
+        std::fs::write(shards.join(file), safetensors::serialize(v, None).unwrap()).unwrap();
+    }
+    std::fs::write(
+        shards.join("m.safetensors.index.json"),
+        r#"{"weight_map": {"s1": "m-1.safetensors", "s2": "m-2.safetensors"}}"#,
+    )
+    .unwrap();
+
     let exe = build_exe("test_foreign.c", false);
-    let out = run(&exe, &[&st, &odd_path, &tdf]);
+    let out = run(&exe, &[&st, &odd_path, &tdf, &shards]);
     assert!(passed(&out) > 60, "too few checks ran:\n{out}");
 }
 

@@ -442,6 +442,10 @@ pub(super) struct Table<'b> {
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
     in_place: bool,
     cache: DescriptorMemo,
+    /// Several sources seen as one (a sharded checkpoint): their total extent, and offsets
+    /// are virtual (each source starts at a multiple of the page size), so alignment is
+    /// judged from the offset alone.
+    pub(super) virtual_len: Option<u64>,
 }
 
 impl<'b> Table<'b> {
@@ -468,6 +472,7 @@ impl<'b> Table<'b> {
             copies: HashMap::new(),
             in_place: true,
             cache,
+            virtual_len: None,
         }
     }
 
@@ -656,6 +661,14 @@ impl<'b> Table<'b> {
         })
     }
 
+    /// The extent offsets are checked against, and the address offset 0 has.
+    fn extent(&self) -> (u64, usize) {
+        match self.virtual_len {
+            Some(len) => (len, 0),
+            None => (self.b.len() as u64, self.b.as_ptr() as usize),
+        }
+    }
+
     /// Keep tensor `index` of a foreign file (see `transport::foreign`): its descriptor is
     /// encoded once (identical encodings share one descriptor, and `encoded` gets the bytes
     /// of each new one), and each buffer must lie inside the file (`TRUNCATED`) at an offset
@@ -686,8 +699,7 @@ impl<'b> Table<'b> {
                 ),
             )));
         }
-        let len = self.b.len() as u64;
-        let base = self.b.as_ptr() as usize;
+        let (len, base) = self.extent();
         let first = self.offsets.len();
         let (mut lo, mut hi, mut most) = (u64::MAX, 0u64, 1u64);
         for (k, (h, &o)) in d.effective_buffer_iter().zip(&offsets).enumerate() {
@@ -757,14 +769,13 @@ impl<'b> Table<'b> {
         let name_len = u32::try_from(name.len())
             .map_err(|_| Error::new(ErrorKind::Overflow, "a name longer than 2^32 - 1 bytes"))?;
         let name_text = self.name(name.as_bytes(), 0, index).map_err(label)?;
-        if data.start > data.end || data.end > self.b.len() as u64 {
+        let (len, _) = self.extent();
+        if data.start > data.end || data.end > len {
             return Err(label(Error::new(
                 ErrorKind::Truncated,
                 format!(
-                    "its bytes {}..{} run past the end of the {}-byte file",
-                    data.start,
-                    data.end,
-                    self.b.len()
+                    "its bytes {}..{} run past the end of the {len}-byte file",
+                    data.start, data.end
                 ),
             )));
         }

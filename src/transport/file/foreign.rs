@@ -19,6 +19,7 @@ pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parse
             let guess = h.len();
             from_items(
                 b,
+                None,
                 mode,
                 book_copies,
                 Container::Safetensors,
@@ -27,6 +28,11 @@ pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parse
                 metadata,
             )
         }
+        // Never told from bytes: it is several files (FileReader::open_sharded).
+        Container::ShardedSafetensors => Err(Error::new(
+            ErrorKind::Internal,
+            "a sharded checkpoint detected from one file's bytes",
+        )),
     }
 }
 
@@ -35,6 +41,7 @@ pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parse
 /// (1 when none does): a copy of the file aligned to it has every buffer in place.
 pub(super) fn from_items(
     b: &[u8],
+    virtual_len: Option<u64>,
     mode: Mode,
     book_copies: bool,
     container: Container,
@@ -50,6 +57,7 @@ pub(super) fn from_items(
         guess,
         DescriptorMemo::new(guess.saturating_mul(512)),
     );
+    t.virtual_len = virtual_len;
     let mut encoded = Vec::new();
     let mut alignment = 1u64;
     for (i, item) in items.enumerate() {

@@ -324,13 +324,15 @@ fn read_value(r: &mut Reader<'_>, depth: u32) -> Result<MetaValue> {
             }
             MetaValue::Array(items)
         }
-        t => return Err(Error::new(
-            ErrorKind::ContentInvalid,
-            format!(
+        t => {
+            return Err(Error::new(
+                ErrorKind::ContentInvalid,
+                format!(
                 "value tag {t} at byte {at} is not 1 to 6 (BOOL, INT, UINT, FLOAT, STRING, ARRAY)"
             ),
-        )
-        .at(at)),
+            )
+            .at(at))
+        }
     })
 }
 

@@ -56,6 +56,7 @@ mod metadata;
 mod names;
 mod output;
 mod reader;
+mod sharded;
 #[cfg(test)]
 mod tests;
 mod v1;

@@ -23,6 +23,16 @@ pub(super) enum Source<'a> {
     Owned(Box<AlignedBuf>),
     Mapped(Mapping),
     Borrowed(&'a [u8]),
+    /// Several mapped files seen as one range of virtual offsets (a sharded checkpoint).
+    Shards(Box<Shards>),
+}
+
+/// The shards of a sharded checkpoint: each mapping, and where its bytes start in the
+/// reader's virtual offsets (a multiple of 4096, so an offset's alignment up to a page is
+/// its alignment in the shard).
+pub(super) struct Shards {
+    pub(super) maps: Vec<Mapping>,
+    pub(super) starts: Vec<u64>,
 }
 
 /// A parsed `.tdf` file: every tensor's name, descriptor and buffers, found once at open.
@@ -178,12 +188,18 @@ impl fmt::Debug for FileReader<'_> {
 }
 
 impl FileReader<'static> {
-    /// Map and parse the file at `path`.
+    /// Map and parse the file at `path`: a `.tdf` or safetensors file (told from its first
+    /// bytes), or a sharded safetensors checkpoint — a `*.index.json` file, or a directory
+    /// holding one `*.safetensors.index.json` ([`open_sharded`](Self::open_sharded)).
     ///
     /// The file must not be truncated or modified while the reader (or any slice from it)
     /// lives — see [`Mapping`]'s safety contract.
     pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
         let path = path.as_ref();
+        // A sharded checkpoint: its index file, or a directory holding one.
+        if let Some(index) = crate::transport::foreign::sharded::index_path(path)? {
+            return FileReader::open_sharded(&index, mode);
+        }
         FileReader::from_mapping(Mapping::open(path)?, mode).map_err(|e| e.context(path.display()))
     }
 
@@ -252,13 +268,43 @@ impl<'a> FileReader<'a> {
         }
     }
 
-    /// The whole file.
+    /// The whole file (empty for a sharded checkpoint, which is several files: see
+    /// [`source_len`](Self::source_len) and each entry's [`data`](TensorEntry::data)).
     pub fn as_bytes(&self) -> &[u8] {
         match &self.source {
             Source::Mapped(m) => m.as_bytes(),
             Source::Owned(b) => b.as_slice(),
             Source::Borrowed(b) => b,
+            Source::Shards(_) => &[],
         }
+    }
+
+    /// Bytes the reader reads from: the file's length, or for a sharded checkpoint the
+    /// extent of its virtual offsets (every shard, each starting at a multiple of 4096).
+    pub fn source_len(&self) -> u64 {
+        match &self.source {
+            Source::Shards(s) => s
+                .starts
+                .last()
+                .zip(s.maps.last())
+                .map_or(0, |(&a, m)| a.saturating_add(m.as_bytes().len() as u64)),
+            _ => self.as_bytes().len() as u64,
+        }
+    }
+
+    /// The source's bytes `start .. start + len`, `None` when they are not all inside it
+    /// (for a sharded checkpoint: inside one shard).
+    #[inline]
+    pub(super) fn bytes_at(&self, start: u64, len: u64) -> Option<&[u8]> {
+        let (b, local) = match &self.source {
+            Source::Shards(s) => {
+                let j = s.starts.partition_point(|&a| a <= start).checked_sub(1)?;
+                (s.maps.get(j)?.as_bytes(), start - s.starts[j])
+            }
+            _ => (self.as_bytes(), start),
+        };
+        let l = usize::try_from(local).ok()?;
+        b.get(l..l.checked_add(usize::try_from(len).ok()?)?)
     }
 
     /// What kind of file this is: a `.tdf` file, or a foreign container read in place
@@ -528,8 +574,10 @@ impl<'r> TensorEntry<'r> {
 
     /// The data region's bytes (buffers and the gaps between them), as stored.
     pub fn data(&self) -> &'r [u8] {
-        let r = self.data_range();
-        &self.r.as_bytes()[r.start as usize..r.end as usize]
+        let e = self.e();
+        self.r
+            .bytes_at(e.data_start, e.data_length)
+            .unwrap_or_default()
     }
 
     /// Why this entry is opaque (permissive mode only): the decode error, `NOT_BINDABLE`
@@ -580,11 +628,7 @@ impl<'r> TensorEntry<'r> {
     pub(super) fn in_source(&self, d: &Descriptor, k: usize) -> Option<(BufferHandle, &'r [u8])> {
         let flat = self.e().first_offset + k;
         let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffer(k))?;
-        let s = s as usize;
-        let bytes = self
-            .r
-            .as_bytes()
-            .get(s..s.saturating_add(h.size_bytes as usize))?;
+        let bytes = self.r.bytes_at(s, h.size_bytes)?;
         Some((h, bytes))
     }
 

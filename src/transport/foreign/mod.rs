@@ -16,6 +16,7 @@ pub(crate) mod json;
 pub mod safetensors;
 #[cfg(test)]
 mod safetensors_tests;
+pub mod sharded;
 
 use std::ops::Range;
 
@@ -34,22 +35,28 @@ pub enum Container {
     /// A safetensors file: an 8-byte little-endian header length, then a JSON header that
     /// starts with `{`, then the tensors' bytes.
     Safetensors,
+    /// A sharded safetensors checkpoint: a `*.safetensors.index.json` and the shards it
+    /// names, every shard mapped, one name space from its `weight_map`.
+    ShardedSafetensors,
 }
 
 impl Container {
-    /// Lower-case name: `"tdf"`, `"safetensors"`.
+    /// Lower-case name: `"tdf"`, `"safetensors"`, `"sharded-safetensors"`.
     pub fn name(self) -> &'static str {
         match self {
             Container::Tdf => "tdf",
             Container::Safetensors => "safetensors",
+            Container::ShardedSafetensors => "sharded-safetensors",
         }
     }
 
-    /// The stable number of the C ABI (`tdesc_container`): 1 `.tdf`, 2 safetensors.
+    /// The stable number of the C ABI (`tdesc_container`): 1 `.tdf`, 2 safetensors, 3 a
+    /// sharded safetensors checkpoint.
     pub fn code(self) -> u32 {
         match self {
             Container::Tdf => 1,
             Container::Safetensors => 2,
+            Container::ShardedSafetensors => 3,
         }
     }
 }
