@@ -39,6 +39,7 @@ pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parse
 /// The table of a foreign file whose parser gives `items` (about `guess` of them), in file
 /// order. The file's `data_buffer_alignment` is the largest alignment a buffer declares
 /// (1 when none does): a copy of the file aligned to it has every buffer in place.
+#[allow(clippy::too_many_arguments)] // the source, its container and its items: all needed
 pub(super) fn from_items(
     b: &[u8],
     virtual_len: Option<u64>,
