@@ -478,6 +478,9 @@ pub fn run(
     quiet: bool,
     out: &mut dyn Write,
 ) -> CliResult<()> {
+    if is_sharded(input) {
+        return sharded(input, output, alignment, permissive, quiet, out);
+    }
     let src = open_input(input)?;
     refuse_same_file(input, &src.meta, output)?;
     let path = input.display();
@@ -588,6 +591,104 @@ pub fn run(
     for e in header.tensors() {
         let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
         writeln!(out, "  {:?}: {}", header.name(e), text::tensor_summary(&d))?;
+    }
+    Ok(())
+}
+
+/// A sharded safetensors checkpoint: a `*.index.json`, or a directory holding a
+/// `*.safetensors.index.json`.
+fn is_sharded(input: &Path) -> bool {
+    let named = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".index.json"));
+    named
+        || (input.is_dir()
+            && std::fs::read_dir(input).is_ok_and(|rd| {
+                rd.filter_map(|e| e.ok()).any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+                })
+            }))
+}
+
+/// `convert model.safetensors.index.json OUT.tdf` (or the directory holding the index):
+/// every shard mapped by the library's reader, every tensor written as it is described
+/// (the index's and the shards' metadata as the file's metadata map). The data is copied
+/// from the shards' mappings, tensor by tensor.
+fn sharded(
+    input: &Path,
+    output: &Path,
+    alignment: Option<u32>,
+    permissive: bool,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let mode = if permissive {
+        Mode::Permissive
+    } else {
+        Mode::Strict
+    };
+    let r = FileReader::open(input, mode).map_err(|e| e.context(input.display()))?;
+    if let Some(e) = r.opaque_entries().next() {
+        let p = e.problem().map_or_else(String::new, |p| p.to_string());
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "{}: tensor {:?} has no tensordesc description and cannot be converted ({p})",
+                input.display(),
+                e.name()
+            ),
+        )
+        .into());
+    }
+    let total: u64 = r.entries().map(|e| e.data().len() as u64).sum();
+    let pb = progress(quiet, total);
+    let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
+    let written = write_output(output, alignment, &pb, |w| {
+        w.set_metadata(r.metadata())?;
+        for e in r.entries() {
+            let d = e
+                .descriptor()
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "an entry without descriptor"))?;
+            w.declare(e.name(), d)
+                .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
+        }
+        for e in r.entries() {
+            pb.set_message(format!("{:?}", e.name()));
+            let bufs = e.buffers()?;
+            w.write_tensor(&bufs)
+                .map_err(|err| err.context(format!("writing tensor {:?}", e.name())))?;
+            pb.inc(bufs.iter().map(|b| b.len() as u64).sum());
+        }
+        Ok(())
+    })?;
+    if quiet {
+        return Ok(());
+    }
+    let n = r.len();
+    writeln!(
+        out,
+        "converted {n} tensor{} ({} of data) from {} (a sharded safetensors checkpoint) to {} ({})",
+        if n == 1 { "" } else { "s" },
+        text::short_bytes(total),
+        input.display(),
+        output.display(),
+        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
+    )?;
+    if !r.metadata().is_empty() {
+        let k = r.metadata().len();
+        writeln!(
+            out,
+            "  metadata: {k} key{} (the index's metadata and the shards' __metadata__)",
+            if k == 1 { "" } else { "s" }
+        )?;
+    }
+    for e in r.entries() {
+        if let Some(d) = e.descriptor() {
+            writeln!(out, "  {:?}: {}", e.name(), text::tensor_summary(d))?;
+        }
     }
     Ok(())
 }

@@ -514,3 +514,74 @@ fn convert_refuses_duplicate_keys() {
         }
     }
 }
+
+/// A sharded checkpoint (two shards written by the safetensors crate, their index) is
+/// inspected, validated and converted through its directory or its index: one `.tdf` with
+/// every tensor and the metadata.
+#[test]
+fn convert_and_inspect_a_sharded_checkpoint() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("sharded");
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let a: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let b = [5u8, 6, 7];
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    std::fs::write(
+        ckpt.join("m-1.safetensors"),
+        safetensors::serialize(
+            vec![("a", TensorView::new(Dtype::F32, vec![2], &a).unwrap())],
+            Some(meta.clone()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        ckpt.join("m-2.safetensors"),
+        safetensors::serialize(
+            vec![("b", TensorView::new(Dtype::U8, vec![3], &b).unwrap())],
+            Some(meta),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        ckpt.join("m.safetensors.index.json"),
+        r#"{"metadata": {"total_size": 11}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}"#,
+    )
+    .unwrap();
+
+    let r = run(&["inspect", p(&ckpt)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("sharded-safetensors"), "{}", r.stdout);
+    assert!(r.stdout.contains("\"total_size\": 11"), "{}", r.stdout);
+    let r = run(&[
+        "validate",
+        "--contents",
+        p(&ckpt.join("m.safetensors.index.json")),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let out = dir.join("m.tdf");
+    let r = run(&["convert", p(&ckpt), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("converted 2 tensors"), "{}", r.stdout);
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), 2);
+    assert_eq!(
+        reader
+            .get("a")
+            .unwrap()
+            .bound()
+            .unwrap()
+            .get_f64(&[1])
+            .unwrap(),
+        2.0
+    );
+    assert_eq!(reader.get("b").unwrap().buffers().unwrap(), vec![&b[..]]);
+    let keys: Vec<&str> = reader.metadata().iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["total_size", "format"]);
+}
