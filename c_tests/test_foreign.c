@@ -6,7 +6,10 @@
  *
  * A sharded checkpoint (a directory with an index and two shards) opens by its directory.
  *
- * usage: test_foreign FILE.safetensors ODD.safetensors META.tdf SHARDS_DIR
+ * An NVFP4 checkpoint (ModelOpt pieces) opens as one grouped tensor, and as its pieces with
+ * TDESC_FILE_UNGROUPED.
+ *
+ * usage: test_foreign FILE.safetensors ODD.safetensors META.tdf SHARDS_DIR NVFP4.safetensors
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -146,8 +149,9 @@ static void check_tdf_metadata(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_foreign FILE.safetensors ODD.safetensors META.tdf DIR\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: test_foreign FILE.safetensors ODD.safetensors META.tdf DIR "
+                        "NVFP4.safetensors\n");
         return 2;
     }
     tdesc_file *f = NULL;
@@ -188,6 +192,40 @@ int main(int argc, char **argv) {
         OK(tdesc_tensor_get_f64(t, idx, 1, &v));
         CHECK(v == 30.0);
         tdesc_tensor_free(t);
+    }
+    /* Quantized pieces grouped by default, the pieces with TDESC_FILE_UNGROUPED. */
+    f = NULL;
+    OK(tdesc_file_open(argv[5], TDESC_MODE_STRICT, &f));
+    if (f) {
+        CHECK(tdesc_file_tensor_count(f) == 1);
+        size_t i = 99;
+        OK(tdesc_file_find(f, "w.weight", 8, &i));
+        tdesc_tensor *t = NULL;
+        OK(tdesc_file_tensor_bind(f, i, &t));
+        uint64_t idx[2] = {0, 0};
+        double v = 0;
+        OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+        CHECK(v == 1.0); /* code 2 (1.0, low nibble) x scale 1.0 (0x38) x global 1.0 */
+        idx[1] = 1;
+        OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+        CHECK(v == 0.0);
+        tdesc_tensor_free(t);
+        tdesc_file_free(f);
+    }
+    f = NULL;
+    OK(tdesc_file_open_ex(argv[5], TDESC_MODE_STRICT, TDESC_FILE_UNGROUPED, &f));
+    if (f) {
+        CHECK(tdesc_file_tensor_count(f) == 3);
+        tdesc_file_free(f);
+    }
+    EXPECT(tdesc_file_open_ex(argv[5], TDESC_MODE_STRICT, 2, &f), TDESC_ERR_INVALID_ARGUMENT);
+    bytes = read_all(argv[5], &len);
+    if (bytes) {
+        f = NULL;
+        OK(tdesc_file_open_bytes_ex(bytes, len, TDESC_MODE_STRICT, TDESC_FILE_UNGROUPED, &f));
+        free(bytes);
+        CHECK(f != NULL && tdesc_file_tensor_count(f) == 3);
+        tdesc_file_free(f);
     }
     /* Not a recognised file. */
     uint8_t junk[32] = {'P', 'K', 3, 4};

@@ -86,6 +86,12 @@ typedef struct DLManagedTensor DLManagedTensor;
 #define TDESC_MAX_SUBPAVING_DEPTH 8
 
 /**
+ * `tdesc_file_open_ex` flag: list a checkpoint's own tensors, without grouping the pieces
+ * of quantized weights into one tensor each (ABI 1.4).
+ */
+#define TDESC_FILE_UNGROUPED 1
+
+/**
  * Element type codes (the wire values).
  */
 #define TDESC_ELEMENT_BOOL 1
@@ -2163,6 +2169,26 @@ void tdesc_dlpack_delete(DLManagedTensor *managed);
  * with its status.
  */
 tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
+
+/**
+ * `tdesc_file_open` with flags: `TDESC_FILE_UNGROUPED` lists a checkpoint's own tensors
+ * instead of grouping the pieces of quantized weights (NVFP4, FP8 blocks, MXFP4, ...) into
+ * one tensor each, which `tdesc_file_open` does (docs/transports.md). 0 is
+ * `tdesc_file_open`. An unknown flag bit is `TDESC_ERR_INVALID_ARGUMENT`. (ABI 1.4)
+ */
+tdesc_status tdesc_file_open_ex(const char *path,
+                                tdesc_mode mode,
+                                uint32_t flags,
+                                tdesc_file **out);
+
+/**
+ * `tdesc_file_open_bytes` with the flags of `tdesc_file_open_ex`. (ABI 1.4)
+ */
+tdesc_status tdesc_file_open_bytes_ex(const uint8_t *bytes,
+                                      size_t len,
+                                      tdesc_mode mode,
+                                      uint32_t flags,
+                                      tdesc_file **out);
 
 /**
  * Parse a file held in memory, `bytes[0, len)`, in `mode`: a `.tdf` file, or a foreign

@@ -270,6 +270,9 @@ fn write_inspect_text(
     }
     if let Parsed::File(r) = parsed {
         text::write_metadata(out, r.metadata())?;
+        for note in r.grouping_notes() {
+            writeln!(out, "not grouped: {}", note.replace(['\n', '\r'], " "))?;
+        }
     }
     for t in &tensors {
         writeln!(out)?;

@@ -53,7 +53,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use safetensors::Dtype;
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
 use tensordesc::file::{
-    DirectoryWriter, FileReader, Mapping, OutputFile, DEFAULT_DATA_ALIGNMENT, FILE_MAGIC,
+    Container, DirectoryWriter, FileReader, Mapping, OutputFile, ReadOptions,
+    DEFAULT_DATA_ALIGNMENT, FILE_MAGIC,
 };
 use tensordesc::stream::FRAME_STREAM_START;
 use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, Result, TensorBuilder};
@@ -478,8 +479,50 @@ pub fn run(
     quiet: bool,
     out: &mut dyn Write,
 ) -> CliResult<()> {
+    let mode = if permissive {
+        Mode::Permissive
+    } else {
+        Mode::Strict
+    };
+    let opts = ReadOptions {
+        group: !crate::input::RAW.load(std::sync::atomic::Ordering::Relaxed),
+    };
     if is_sharded(input) {
-        return sharded(input, output, alignment, permissive, quiet, out);
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(input.display()))?;
+        return from_reader(
+            &r,
+            input,
+            "a sharded safetensors checkpoint",
+            output,
+            alignment,
+            quiet,
+            out,
+        );
+    }
+    // A safetensors file whose quantized weights are stored in pieces: grouped through the
+    // reader (the streaming path below copies tensors one for one).
+    if opts.group && input.is_file() {
+        if let Ok(r) = FileReader::open_with(input, mode, opts) {
+            let grouped = r.container() == Container::Safetensors
+                && r.entries().any(|e| {
+                    e.descriptor()
+                        .is_some_and(|d| d.effective_buffer_count() > 1)
+                });
+            if grouped {
+                if let Ok(meta) = std::fs::metadata(input) {
+                    refuse_same_file(input, &meta, output)?;
+                }
+                return from_reader(
+                    &r,
+                    input,
+                    "safetensors, quantized weights grouped",
+                    output,
+                    alignment,
+                    quiet,
+                    out,
+                );
+            }
+        }
     }
     let src = open_input(input)?;
     refuse_same_file(input, &src.meta, output)?;
@@ -613,24 +656,19 @@ fn is_sharded(input: &Path) -> bool {
             }))
 }
 
-/// `convert model.safetensors.index.json OUT.tdf` (or the directory holding the index):
-/// every shard mapped by the library's reader, every tensor written as it is described
-/// (the index's and the shards' metadata as the file's metadata map). The data is copied
-/// from the shards' mappings, tensor by tensor.
-fn sharded(
+/// Convert what the library's reader read — a sharded checkpoint (every shard mapped), or a
+/// safetensors file whose quantized weights it grouped — writing every tensor as it is
+/// described (grouped tensors stay codes and scales) and the reader's metadata map. The
+/// data is copied from the mappings, tensor by tensor. `what` describes the input.
+fn from_reader(
+    r: &FileReader<'_>,
     input: &Path,
+    what: &str,
     output: &Path,
     alignment: Option<u32>,
-    permissive: bool,
     quiet: bool,
     out: &mut dyn Write,
 ) -> CliResult<()> {
-    let mode = if permissive {
-        Mode::Permissive
-    } else {
-        Mode::Strict
-    };
-    let r = FileReader::open(input, mode).map_err(|e| e.context(input.display()))?;
     if let Some(e) = r.opaque_entries().next() {
         let p = e.problem().map_or_else(String::new, |p| p.to_string());
         return Err(Error::new(
@@ -670,7 +708,7 @@ fn sharded(
     let n = r.len();
     writeln!(
         out,
-        "converted {n} tensor{} ({} of data) from {} (a sharded safetensors checkpoint) to {} ({})",
+        "converted {n} tensor{} ({} of data) from {} ({what}) to {} ({})",
         if n == 1 { "" } else { "s" },
         text::short_bytes(total),
         input.display(),
@@ -681,7 +719,7 @@ fn sharded(
         let k = r.metadata().len();
         writeln!(
             out,
-            "  metadata: {k} key{} (the index's metadata and the shards' __metadata__)",
+            "  metadata: {k} key{} (carried over as the file's metadata map)",
             if k == 1 { "" } else { "s" }
         )?;
     }

@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
-use tensordesc::file::{AlignedBuf, Container, FileReader, Mapping, FILE_MAGIC};
+use tensordesc::file::{AlignedBuf, Container, FileReader, Mapping, ReadOptions, FILE_MAGIC};
 use tensordesc::stream::{
     Collector, Event, StreamOptions, StreamReader, FRAME_HEADER_BYTES, FRAME_STREAM_START,
 };
@@ -39,8 +39,19 @@ impl Kind {
     }
 }
 
+/// `--raw`: list a checkpoint's own tensors instead of grouping the pieces of quantized
+/// weights (set once by `main`, read by every command that reads a file).
+pub static RAW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn read_options() -> ReadOptions {
+    ReadOptions {
+        group: !RAW.load(std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
 enum Backing {
-    Map(Mapping),
+    /// A regular file, mapped (its path kept: the reader looks beside it for config.json).
+    Map(Mapping, std::path::PathBuf),
     Owned(Vec<u8>),
     /// A sharded safetensors checkpoint: its index file (the library maps every shard).
     Sharded(std::path::PathBuf),
@@ -128,7 +139,7 @@ impl Input {
             let text = std::fs::read_to_string(path).map_err(|e| io_error(path, "read", e))?;
             Backing::Owned(parse_hex(&text).map_err(|e| e.context(format!("{}", path.display())))?)
         } else if meta.is_file() {
-            Backing::Map(Mapping::open(path)?)
+            Backing::Map(Mapping::open(path)?, path.to_path_buf())
         } else {
             // A pipe or device: read it whole.
             let mut v = Vec::new();
@@ -150,7 +161,7 @@ impl Input {
     /// The input's bytes (none for a sharded checkpoint, which is several files).
     pub fn bytes(&self) -> &[u8] {
         match &self.backing {
-            Backing::Map(m) => m.as_bytes(),
+            Backing::Map(m, _) => m.as_bytes(),
             Backing::Owned(v) => v,
             Backing::Sharded(_) => &[],
         }
@@ -160,7 +171,11 @@ impl Input {
     /// mapped, so their buffers are always available).
     pub fn parse(&self, mode: Mode, with_data: bool) -> Result<Parsed<'_>> {
         if let Backing::Sharded(path) = &self.backing {
-            return Ok(Parsed::File(Box::new(FileReader::open(path, mode)?)));
+            return Ok(Parsed::File(Box::new(FileReader::open_with(
+                path,
+                mode,
+                read_options(),
+            )?)));
         }
         let b = self.bytes();
         match detect(b)? {
@@ -169,7 +184,13 @@ impl Input {
                 let trailing = (b.len() as u64).saturating_sub(desc.encoded_len());
                 Ok(Parsed::Descriptor { desc, trailing })
             }
-            Kind::File => Ok(Parsed::File(Box::new(FileReader::from_bytes(b, mode)?))),
+            Kind::File => Ok(Parsed::File(Box::new(match &self.backing {
+                // A foreign file by its path: a config.json beside it is read too.
+                Backing::Map(_, path) if !b.starts_with(&FILE_MAGIC) => {
+                    FileReader::open_with(path, mode, read_options())?
+                }
+                _ => FileReader::from_bytes_with(b, mode, read_options())?,
+            }))),
             Kind::Stream => parse_stream(b, mode, with_data),
         }
     }

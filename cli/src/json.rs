@@ -613,6 +613,12 @@ pub fn write_document(
             j.string(r.container().name())?;
             j.key("metadata")?;
             write_metadata(&mut j, r.metadata())?;
+            j.key("grouping_notes")?;
+            j.begin_array()?;
+            for note in r.grouping_notes() {
+                j.string(note)?;
+            }
+            j.end_array()?;
             j.end_object()?;
         }
         _ => j.null()?,

@@ -43,6 +43,11 @@ Start here:  tensordesc demo";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// List a quantized checkpoint's own tensors: do not group the pieces of quantized
+    /// weights (NVFP4 codes, scales and global scale; FP8 weights and their scales; MXFP4
+    /// blocks and scales) into one tensor each.
+    #[arg(long, global = true)]
+    raw: bool,
 }
 
 #[derive(Subcommand)]
@@ -218,6 +223,7 @@ fn main() -> ExitCode {
     }));
 
     let cli = Cli::parse();
+    input::RAW.store(cli.raw, std::sync::atomic::Ordering::Relaxed);
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = match cli.command {

@@ -1117,6 +1117,12 @@ impl File {
         self.reader.container().name()
     }
 
+    /// Why pieces of quantized weights that look like a convention were left ungrouped.
+    #[getter]
+    fn grouping_notes(&self) -> Vec<String> {
+        self.reader.grouping_notes().to_vec()
+    }
+
     /// The file's metadata map as a dict (a new dict each time; values typed: str, int,
     /// float, bool, list).
     #[getter]

@@ -80,7 +80,7 @@ GGML_TYPES: dict[str, int] = {name: number for name, number, _, _ in _native._gg
 # ---------------------------------------------------------------------------------------
 
 
-def open(path: _Path, *, strict: bool = True) -> File:  # noqa: A001
+def open(path: _Path, *, strict: bool = True, group: bool = True) -> File:  # noqa: A001
     """Map the file at ``path``: a read-only mapping of names to tensors.
 
     The container is told from the first bytes: a ``.tdf`` file, or a safetensors file
@@ -91,10 +91,15 @@ def open(path: _Path, *, strict: bool = True) -> File:  # noqa: A001
     The file stays mapped while the ``File``, any of its tensors, or any array or DLPack
     export viewing them is alive. The file must not be modified or truncated meanwhile
     (``write`` replaces files atomically, so rewriting a mapped file with it is safe).
+    A quantized checkpoint's pieces (NVFP4 codes, scales and global scale; FP8 weights and
+    their block scales; MXFP4 blocks and scales) are grouped into one tensor each whose
+    buffers are the checkpoint's own bytes; ``group=False`` lists the file's own tensors,
+    and ``File.grouping_notes`` says why pieces that look like a convention were left as
+    they are.
     ``strict=False`` reads permissively: tensors the library cannot interpret are kept as
     opaque entries whose properties raise the reason.
     """
-    return _native._open(_os.path.abspath(_os.fspath(path)), strict)
+    return _native._open(_os.path.abspath(_os.fspath(path)), strict, group)
 
 
 def _bytes_of(data: _Buffer, what: str) -> bytes:

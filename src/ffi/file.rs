@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{
-    check_data_alignment, AlignedBuf, DirectoryWriter, FileReader, TensorEntry,
+    check_data_alignment, AlignedBuf, DirectoryWriter, FileReader, ReadOptions, TensorEntry,
     DEFAULT_DATA_ALIGNMENT,
 };
 use crate::transport::file::{Relocate, SpoolWriter};
@@ -37,7 +37,7 @@ use super::handle;
 use super::metadata::MetaStrings;
 use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
-use super::types::{tdesc_container, tdesc_mode};
+use super::types::{tdesc_container, tdesc_mode, TDESC_FILE_UNGROUPED};
 
 // ---------------------------------------------------------------------------------------
 // Helpers shared with the stream transport
@@ -326,6 +326,75 @@ pub unsafe extern "C" fn tdesc_file_open(
         };
         let mode = mode_arg(mode)?;
         let reader = FileReader::open(&path, mode)?;
+        let f = tdesc_file::new(FileData { reader });
+        // SAFETY: checked above.
+        unsafe { handle::give(out, f) };
+        Ok(())
+    })
+}
+
+/// `tdesc_file_open` with flags: `TDESC_FILE_UNGROUPED` lists a checkpoint's own tensors
+/// instead of grouping the pieces of quantized weights (NVFP4, FP8 blocks, MXFP4, ...) into
+/// one tensor each, which `tdesc_file_open` does (docs/transports.md). 0 is
+/// `tdesc_file_open`. An unknown flag bit is `TDESC_ERR_INVALID_ARGUMENT`. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open_ex(
+    path: *const c_char,
+    mode: tdesc_mode,
+    flags: u32,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and the NUL-terminated `path`.
+        let path = unsafe {
+            out_handle(out, "out")?;
+            path_arg(path)?
+        };
+        let mode = mode_arg(mode)?;
+        let opts = open_flags(flags)?;
+        let reader = FileReader::open_with(&path, mode, opts)?;
+        let f = tdesc_file::new(FileData { reader });
+        // SAFETY: checked above.
+        unsafe { handle::give(out, f) };
+        Ok(())
+    })
+}
+
+/// The read options of `tdesc_file_open_ex` / `tdesc_file_open_bytes_ex` flags.
+fn open_flags(flags: u32) -> Result<ReadOptions> {
+    if flags & !TDESC_FILE_UNGROUPED != 0 {
+        return Err(invalid(format!(
+            "file open flags 0x{flags:X} hold bits other than TDESC_FILE_UNGROUPED (1)"
+        )));
+    }
+    Ok(ReadOptions {
+        group: flags & TDESC_FILE_UNGROUPED == 0,
+    })
+}
+
+/// `tdesc_file_open_bytes` with the flags of `tdesc_file_open_ex`. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open_bytes_ex(
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    flags: u32,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `len` readable bytes at `bytes`.
+        let bytes = unsafe {
+            out_handle(out, "out")?;
+            slice_arg(bytes, len, "bytes")?
+        };
+        let mode = mode_arg(mode)?;
+        let opts = open_flags(flags)?;
+        let align = FileReader::from_bytes_with(bytes, mode, opts)?.data_buffer_alignment();
+        let reader = FileReader::from_owned_with(
+            AlignedBuf::from_slice(bytes, align as usize)?,
+            mode,
+            opts,
+        )?;
         let f = tdesc_file::new(FileData { reader });
         // SAFETY: checked above.
         unsafe { handle::give(out, f) };

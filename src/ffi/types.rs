@@ -39,6 +39,10 @@ pub const TDESC_CONTAINER_SAFETENSORS: tdesc_container = 2;
 /// mapped), read in place.
 pub const TDESC_CONTAINER_SAFETENSORS_SHARDED: tdesc_container = 3;
 
+/// `tdesc_file_open_ex` flag: list a checkpoint's own tensors, without grouping the pieces
+/// of quantized weights into one tensor each (ABI 1.4).
+pub const TDESC_FILE_UNGROUPED: u32 = 1;
+
 /// Element type codes (the wire values).
 pub const TDESC_ELEMENT_BOOL: u8 = 0x01;
 /// INT8.

@@ -413,8 +413,31 @@ fn foreign_files_and_metadata_from_c() {
     )
     .unwrap();
 
+    // NVFP4 as ModelOpt writes it: codes U8 [1, 8] (16 codes), scales F8_E4M3 [1, 1],
+    // global scale F32 []. Code 2 is 1.0 in E2M1; 0x38 is 1.0 in E4M3.
+    let nv = dir.join("nvfp4.safetensors");
+    let codes = [0x02u8, 0, 0, 0, 0, 0, 0, 0];
+    let one = 1.0f32.to_le_bytes();
+    let v = vec![
+        (
+            "w.weight".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::U8, vec![1, 8], &codes)
+                .unwrap(),
+        ),
+        (
+            "w.weight_scale".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F8_E4M3, vec![1, 1], &[0x38])
+                .unwrap(),
+        ),
+        (
+            "w.weight_scale_2".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![], &one).unwrap(),
+        ),
+    ];
+    std::fs::write(&nv, safetensors::serialize(v, None).unwrap()).unwrap();
+
     let exe = build_exe("test_foreign.c", false);
-    let out = run(&exe, &[&st, &odd_path, &tdf, &shards]);
+    let out = run(&exe, &[&st, &odd_path, &tdf, &shards, &nv]);
     assert!(passed(&out) > 60, "too few checks ran:\n{out}");
 }
 

@@ -585,3 +585,58 @@ fn convert_and_inspect_a_sharded_checkpoint() {
     let keys: Vec<&str> = reader.metadata().iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["total_size", "format"]);
 }
+
+/// NVFP4 pieces (as ModelOpt writes them) are one tensor to `inspect`, `locate` and
+/// `convert` (codes and scales kept, not densified); `--raw` shows and converts the pieces.
+#[test]
+fn quantized_pieces_are_grouped_unless_raw() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("grouped");
+    let input = dir.join("nv.safetensors");
+    let codes: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(17)).collect(); // [2, 8]: K = 16
+    let scales = [0x38u8, 0x40]; // 1.0, 2.0 (E4M3), one per row
+    let g = 0.5f32.to_le_bytes();
+    let v = vec![
+        (
+            "w.weight",
+            TensorView::new(Dtype::U8, vec![2, 8], &codes).unwrap(),
+        ),
+        (
+            "w.weight_scale",
+            TensorView::new(Dtype::F8_E4M3, vec![2, 1], &scales).unwrap(),
+        ),
+        (
+            "w.weight_scale_2",
+            TensorView::new(Dtype::F32, vec![], &g).unwrap(),
+        ),
+    ];
+    std::fs::write(&input, safetensors::serialize(v, None).unwrap()).unwrap();
+
+    let r = run(&["inspect", p(&input)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("1 tensor"), "{}", r.stdout);
+    assert!(r.stdout.contains("FLOAT4_E2M1FN [2 x 16]"), "{}", r.stdout);
+    let r = run(&["inspect", "--raw", p(&input)]);
+    assert!(r.stdout.contains("3 tensors"), "{}", r.stdout);
+    // Element [1, 2]: byte 9 = 0x99, low nibble 9 (-0.5) x scale 2.0 x global 0.5 = -0.5.
+    let r = run(&["locate", p(&input), "--tensor", "w.weight", "1,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("value: -0.5"), "{}", r.stdout);
+
+    let out = dir.join("nv.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), 1);
+    let e = reader.get("w.weight").unwrap();
+    assert!(e.descriptor().unwrap().quantization().is_some());
+    assert_eq!(e.buffers().unwrap()[0], &codes[..]);
+    assert_eq!(e.bound().unwrap().get_f64(&[1, 2]).unwrap(), -0.5);
+
+    let raw_out = dir.join("raw.tdf");
+    let r = run(&["convert", "--raw", p(&input), p(&raw_out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(FileReader::open(&raw_out, Mode::Strict).unwrap().len(), 3);
+}

@@ -33,6 +33,8 @@ pub(super) struct Parsed {
     pub(super) metadata: Vec<(String, MetaValue)>,
     /// Foreign files: each descriptor's encoding (by descriptor index), made at open.
     pub(super) encoded: Vec<Box<[u8]>>,
+    /// Why pieces of quantized weights were left ungrouped.
+    pub(super) notes: Vec<String>,
 }
 
 /// `Ok` when `bytes` (which start at file offset `at`) are all zero, else RESERVED_NONZERO
@@ -658,6 +660,7 @@ impl<'b> Table<'b> {
             container: Container::Tdf,
             metadata: Vec::new(),
             encoded: Vec::new(),
+            notes: Vec::new(),
         })
     }
 

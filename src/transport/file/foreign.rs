@@ -5,19 +5,33 @@
 use super::directory::{self, Header, Parsed, Table};
 use super::entries::DescriptorMemo;
 use super::*;
-use crate::transport::foreign::{self, safetensors, Container, ForeignItem, MetaValue};
+use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::{
+    self, safetensors, Container, ForeignItem, MetaValue, ReadOptions,
+};
 use crate::Mode;
 
 /// Parse the file `b`, whatever its container (see [`directory::parse`] for
-/// `book_copies`).
-pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parsed> {
+/// `book_copies`), grouping quantization conventions as `opts` says with `hints`.
+pub(super) fn parse_any(
+    b: &[u8],
+    mode: Mode,
+    book_copies: bool,
+    opts: ReadOptions,
+    hints: Hints,
+) -> Result<Parsed> {
     match foreign::detect(b)? {
         Container::Tdf => directory::parse(b, mode, book_copies),
         Container::Safetensors => {
             let mut h = safetensors::parse(b, mode)?;
+            let notes = if opts.group {
+                h.group(hints)
+            } else {
+                Vec::new()
+            };
             let metadata = std::mem::take(&mut h.metadata);
             let guess = h.len();
-            from_items(
+            let mut p = from_items(
                 b,
                 None,
                 mode,
@@ -26,7 +40,9 @@ pub(super) fn parse_any(b: &[u8], mode: Mode, book_copies: bool) -> Result<Parse
                 guess,
                 h.items(),
                 metadata,
-            )
+            )?;
+            p.notes = notes;
+            Ok(p)
         }
         // Never told from bytes: it is several files (FileReader::open_sharded).
         Container::ShardedSafetensors => Err(Error::new(

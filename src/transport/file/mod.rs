@@ -63,7 +63,7 @@ mod v1;
 mod writer;
 
 pub use crate::mem::AlignedBuf;
-pub use crate::transport::foreign::{Container, MetaValue};
+pub use crate::transport::foreign::{Container, MetaValue, ReadOptions};
 pub use map::Mapping;
 pub use metadata::{ENTRY_METADATA, MAX_ARRAY_DEPTH as MAX_METADATA_ARRAY_DEPTH};
 pub use output::OutputFile;

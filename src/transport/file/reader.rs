@@ -15,7 +15,8 @@ use super::*;
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::mem::empty_aligned;
-use crate::transport::foreign::{Container, MetaValue};
+use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::{Container, MetaValue, ReadOptions};
 use crate::Mode;
 
 pub(super) enum Source<'a> {
@@ -105,6 +106,9 @@ pub struct FileReader<'a> {
     /// Foreign files: each descriptor's encoding, by descriptor index (made at open; a
     /// foreign file stores none).
     pub(super) encoded: Vec<Box<[u8]>>,
+    /// Why pieces of quantized weights were left ungrouped (see
+    /// [`grouping_notes`](FileReader::grouping_notes)).
+    pub(super) notes: Vec<String>,
 }
 
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
@@ -195,17 +199,51 @@ impl FileReader<'static> {
     /// The file must not be truncated or modified while the reader (or any slice from it)
     /// lives — see [`Mapping`]'s safety contract.
     pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        FileReader::open_with(path, mode, ReadOptions::default())
+    }
+
+    /// [`open`](Self::open) with options: `ReadOptions { group: false }` lists a
+    /// checkpoint's own tensors instead of grouping quantized weights
+    /// ([`transport::foreign`](crate::transport::foreign)). Grouping takes FP8 block sizes
+    /// from a `config.json` beside the file when there is one.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
         let path = path.as_ref();
         // A sharded checkpoint: its index file, or a directory holding one.
         if let Some(index) = crate::transport::foreign::sharded::index_path(path)? {
-            return FileReader::open_sharded(&index, mode);
+            return FileReader::open_sharded_with(&index, mode, opts);
         }
-        FileReader::from_mapping(Mapping::open(path)?, mode).map_err(|e| e.context(path.display()))
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let (hints, note) = if opts.group {
+            Hints::from_dir(dir)
+        } else {
+            (Hints::default(), None)
+        };
+        let map = Mapping::open(path)?;
+        let p = parse(map.as_bytes(), mode, true, opts, hints)
+            .map_err(|e| e.context(path.display()))?;
+        let mut r = FileReader::assemble(Source::Mapped(map), mode, p, None);
+        if r.container != Container::Tdf {
+            r.notes.extend(note);
+        }
+        Ok(r)
     }
 
     /// Parse a mapped file.
     pub fn from_mapping(map: Mapping, mode: Mode) -> Result<FileReader<'static>> {
-        let p = parse(map.as_bytes(), mode, true)?;
+        FileReader::from_mapping_with(map, mode, ReadOptions::default())
+    }
+
+    /// [`from_mapping`](Self::from_mapping) with options.
+    pub fn from_mapping_with(
+        map: Mapping,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
+        let p = parse(map.as_bytes(), mode, true, opts, Hints::default())?;
         Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
 
@@ -215,7 +253,16 @@ impl FileReader<'static> {
     /// [`data_buffer_alignment`](FileReader::data_buffer_alignment) — so every buffer is
     /// handed out in place.
     pub fn from_owned(bytes: AlignedBuf, mode: Mode) -> Result<FileReader<'static>> {
-        let p = parse(bytes.as_slice(), mode, true)?;
+        FileReader::from_owned_with(bytes, mode, ReadOptions::default())
+    }
+
+    /// [`from_owned`](Self::from_owned) with options.
+    pub fn from_owned_with(
+        bytes: AlignedBuf,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
+        let p = parse(bytes.as_slice(), mode, true, opts, Hints::default())?;
         Ok(FileReader::assemble(
             Source::Owned(Box::new(bytes)),
             mode,
@@ -232,7 +279,16 @@ impl<'a> FileReader<'a> {
     /// all of `bytes`, made the first time such a buffer is requested (see the type's
     /// documentation).
     pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
-        let p = parse(bytes, mode, false)?;
+        FileReader::from_bytes_with(bytes, mode, ReadOptions::default())
+    }
+
+    /// [`from_bytes`](Self::from_bytes) with options.
+    pub fn from_bytes_with(
+        bytes: &'a [u8],
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'a>> {
+        let p = parse(bytes, mode, false, opts, Hints::default())?;
         let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
         Ok(FileReader::assemble(
             Source::Borrowed(bytes),
@@ -265,6 +321,7 @@ impl<'a> FileReader<'a> {
             container: p.container,
             metadata: p.metadata,
             encoded: p.encoded,
+            notes: p.notes,
         }
     }
 
@@ -317,6 +374,13 @@ impl<'a> FileReader<'a> {
     /// (string values); empty when the file has none.
     pub fn metadata(&self) -> &[(String, MetaValue)] {
         &self.metadata
+    }
+
+    /// Why pieces of quantized weights that look like a quantization convention were left
+    /// ungrouped (a scale of the wrong shape, a missing piece, ...), one sentence each
+    /// naming the tensor; empty when nothing was left or grouping was off.
+    pub fn grouping_notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The mode the file was read in.

@@ -8,8 +8,9 @@ use std::path::Path;
 use super::foreign::from_items;
 use super::reader::{Shards, Source};
 use super::*;
+use crate::transport::foreign::conventions::Hints;
 use crate::transport::foreign::sharded::{self, MAX_INDEX};
-use crate::transport::foreign::{safetensors, Container, ForeignItem, MetaValue};
+use crate::transport::foreign::{safetensors, Container, ForeignItem, MetaValue, ReadOptions};
 use crate::Mode;
 
 /// Where the shards' bytes start in the virtual offsets: a page apart at least.
@@ -34,8 +35,18 @@ impl FileReader<'static> {
     /// [`as_bytes`](Self::as_bytes) is empty (there is no one file); entries'
     /// [`data_range`](TensorEntry::data_range) are virtual offsets.
     pub fn open_sharded(index: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        FileReader::open_sharded_with(index, mode, ReadOptions::default())
+    }
+
+    /// [`open_sharded`](Self::open_sharded) with options (quantized weights are grouped
+    /// within each shard).
+    pub fn open_sharded_with(
+        index: impl AsRef<Path>,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
         let index = index.as_ref();
-        open(index, mode).map_err(|e| e.context(index.display()))
+        open(index, mode, opts).map_err(|e| e.context(index.display()))
     }
 }
 
@@ -43,7 +54,7 @@ fn content(detail: String) -> Error {
     Error::new(ErrorKind::ContentInvalid, detail)
 }
 
-fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
+fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'static>> {
     let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot read the index: {e}"));
     let len = std::fs::metadata(index).map_err(io)?.len();
     if len > MAX_INDEX {
@@ -68,10 +79,19 @@ fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
         maps.push(m);
     }
     let total = at;
+    let (hints, note) = if opts.group {
+        Hints::from_dir(dir)
+    } else {
+        (Hints::default(), None)
+    };
+    let mut notes: Vec<String> = note.into_iter().collect();
     let mut headers = Vec::with_capacity(maps.len());
     for (m, name) in maps.iter().zip(&ix.shards) {
-        let h = safetensors::parse(m.as_bytes(), mode)
+        let mut h = safetensors::parse(m.as_bytes(), mode)
             .map_err(|e| e.context(format!("shard {name:?}")))?;
+        if opts.group {
+            notes.extend(h.group(hints));
+        }
         headers.push(h);
     }
     // The index's metadata, then the shards' keys it lacks.
@@ -83,7 +103,13 @@ fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
             }
         }
     }
-    // The name space the index promises: each name with its shard.
+    // The name space the index promises: each name with its shard. A grouped tensor
+    // stands for its pieces: its pieces' names are the ones to find.
+    let grouped: HashMap<String, Vec<String>> = if opts.group {
+        headers.iter().flat_map(|h| h.group_members()).collect()
+    } else {
+        HashMap::new()
+    };
     let expect: HashMap<&str, u32> = ix
         .weight_map
         .iter()
@@ -111,6 +137,14 @@ fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
             ForeignItem::Tensor(t) => t.name.as_str(),
             ForeignItem::Opaque(o) => o.name.as_str(),
         };
+        if let Some(members) = grouped.get(name) {
+            for m in members {
+                if let Some(&i) = position.get(m.as_str()) {
+                    found[i] = true;
+                }
+            }
+            return Ok(it);
+        }
         match expect.get(name) {
             Some(&want) if want as usize == j => {
                 if let Some(&i) = position.get(name) {
@@ -133,7 +167,7 @@ fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
         }
         Ok(it)
     });
-    let p = from_items(
+    let mut p = from_items(
         &[],
         Some(total),
         mode,
@@ -143,6 +177,7 @@ fn open(index: &Path, mode: Mode) -> Result<FileReader<'static>> {
         checked,
         metadata,
     )?;
+    p.notes = notes;
     if let Some(i) = found.iter().position(|f| !f) {
         let (name, j) = &ix.weight_map[i];
         return Err(content(format!(

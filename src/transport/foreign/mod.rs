@@ -12,6 +12,7 @@
 //! [`ForeignItem`]); what a caller sees is the reader, its [`Container`] and its metadata
 //! map ([`MetaValue`]).
 
+pub(crate) mod conventions;
 pub(crate) mod json;
 pub mod safetensors;
 #[cfg(test)]
@@ -152,6 +153,21 @@ pub(crate) fn buffer_template(offset: u64) -> BufferHandle {
     h.read_only = true;
     h.alignment_log2 = true_alignment_log2(offset);
     h
+}
+
+/// How a file reader reads foreign files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Group the pieces of quantized weights that a checkpoint stores as several tensors
+    /// (NVFP4, FP8 blocks, MXFP4, ...) into one tensor each (`true`, the default), or show
+    /// the file's own tensors (`false`). `.tdf` files are never grouped.
+    pub group: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> ReadOptions {
+        ReadOptions { group: true }
+    }
 }
 
 /// What the reader recognises, for the message of a file it does not.

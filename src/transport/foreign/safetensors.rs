@@ -44,6 +44,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use super::conventions::{self, Grouping, Hints, Piece};
 use super::json::{duplicate_key, Json, Kind, Number};
 use super::{
     buffer_template, true_alignment_log2, ForeignItem, ForeignTensor, MetaValue, OpaqueTensor,
@@ -144,6 +145,9 @@ pub(crate) struct Header {
     /// `__metadata__`, in file order.
     pub(crate) metadata: Vec<(String, MetaValue)>,
     mode: Mode,
+    /// Quantization conventions found ([`Header::group`]): for each record, the group it
+    /// belongs to, if any.
+    grouping: Option<(Grouping, Vec<u32>)>,
 }
 
 fn content(detail: String) -> Error {
@@ -188,6 +192,7 @@ pub(crate) fn parse(b: &[u8], mode: Mode) -> Result<Header> {
         unknown: HashMap::new(),
         metadata: Vec::new(),
         mode,
+        grouping: None,
     };
     let mut j = Json::new(text, 8, MAX_DEPTH);
     j.expect(Kind::Object, &"the safetensors header")?;
@@ -529,9 +534,57 @@ impl Header {
         Error::new(ErrorKind::LengthMismatch, detail).at(at)
     }
 
+    /// Every group's name with the names of its pieces.
+    pub(crate) fn group_members(&self) -> Vec<(String, Vec<String>)> {
+        match &self.grouping {
+            Some((g, _)) => g
+                .groups
+                .iter()
+                .map(|grp| {
+                    let pieces = grp
+                        .pieces
+                        .iter()
+                        .map(|&p| self.name(&self.records[p]).to_string())
+                        .collect();
+                    (grp.name.clone(), pieces)
+                })
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// Number of tensors (opaque ones included).
     pub(crate) fn len(&self) -> usize {
         self.records.len()
+    }
+
+    /// Group the pieces of quantized weights ([`conventions`](super::conventions)); returns
+    /// why candidate groups were left ungrouped.
+    pub(crate) fn group(&mut self, hints: Hints) -> Vec<String> {
+        let pieces: Vec<Piece<'_>> = self
+            .records
+            .iter()
+            .map(|r| Piece {
+                name: self.name(r),
+                dtype: DTYPES.get(r.dtype as usize).map_or("?", |d| d.name),
+                shape: self.shape(r),
+                at: self.data_start + r.begin,
+                len: r.end - r.begin,
+            })
+            .collect();
+        let mut g = conventions::group(&pieces, hints);
+        drop(pieces);
+        let notes = std::mem::take(&mut g.notes);
+        let mut member = vec![u32::MAX; self.records.len()];
+        for (gi, grp) in g.groups.iter().enumerate() {
+            for &p in &grp.pieces {
+                member[p] = gi as u32;
+            }
+        }
+        if !g.groups.is_empty() {
+            self.grouping = Some((g, member));
+        }
+        notes
     }
 
     /// The tensors in data order, one at a time: a descriptor each (identical ones made
@@ -539,7 +592,37 @@ impl Header {
     /// tensor without an element type).
     pub(crate) fn items(&self) -> impl Iterator<Item = Result<ForeignItem>> + '_ {
         let mut memo: HashMap<(u8, u8, Vec<u64>), Descriptor> = HashMap::new();
-        self.records.iter().map(move |r| {
+        self.records.iter().enumerate().filter_map(move |(i, r)| {
+            if let Some((g, member)) = &self.grouping {
+                if let Some(grp) = member.get(i).and_then(|&m| g.groups.get(m as usize)) {
+                    // A group is listed where its first piece (the codes) lies; its other
+                    // pieces are not listed.
+                    if grp.pieces.first() != Some(&i) {
+                        return None;
+                    }
+                    let offsets = grp
+                        .pieces
+                        .iter()
+                        .map(|&p| self.data_start + self.records[p].begin)
+                        .collect();
+                    return Some(Ok(ForeignItem::Tensor(ForeignTensor {
+                        name: grp.name.clone(),
+                        descriptor: grp.descriptor.clone(),
+                        offsets,
+                    })));
+                }
+            }
+            Some(self.item(r, &mut memo))
+        })
+    }
+
+    /// Tensor `r` as an item (see [`items`](Self::items)).
+    fn item(
+        &self,
+        r: &Record,
+        memo: &mut HashMap<(u8, u8, Vec<u64>), Descriptor>,
+    ) -> Result<ForeignItem> {
+        {
             let name = self.name(r).to_string();
             let at = self.data_start + r.begin;
             let problem = match DTYPES.get(r.dtype as usize) {
@@ -596,7 +679,7 @@ impl Header {
                 data: at..self.data_start + r.end,
                 problem,
             }))
-        })
+        }
     }
 }
 
