@@ -53,8 +53,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use safetensors::Dtype;
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
 use tensordesc::file::{
-    Container, DirectoryWriter, FileReader, Mapping, OutputFile, ReadOptions,
-    DEFAULT_DATA_ALIGNMENT, FILE_MAGIC,
+    DirectoryWriter, FileReader, Mapping, OutputFile, ReadOptions, DEFAULT_DATA_ALIGNMENT,
+    FILE_MAGIC,
 };
 use tensordesc::stream::FRAME_STREAM_START;
 use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, Result, TensorBuilder};
@@ -283,6 +283,14 @@ fn read_header(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
     Ok(buf)
 }
 
+/// [`read_header`] again, from a regular file's byte 8.
+fn read_header_at(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
+    (&src.file)
+        .seek(std::io::SeekFrom::Start(8))
+        .map_err(|e| io_err(format!("cannot read {}: {e}", input.display())))?;
+    read_header(src, n, input)
+}
+
 /// A pipe's or a device's data, read once, front to back, through one buffer.
 struct Stream<'a> {
     file: &'a File,
@@ -499,31 +507,6 @@ pub fn run(
             out,
         );
     }
-    // A safetensors file whose quantized weights are stored in pieces: grouped through the
-    // reader (the streaming path below copies tensors one for one).
-    if opts.group && input.is_file() {
-        if let Ok(r) = FileReader::open_with(input, mode, opts) {
-            let grouped = r.container() == Container::Safetensors
-                && r.entries().any(|e| {
-                    e.descriptor()
-                        .is_some_and(|d| d.effective_buffer_count() > 1)
-                });
-            if grouped {
-                if let Ok(meta) = std::fs::metadata(input) {
-                    refuse_same_file(input, &meta, output)?;
-                }
-                return from_reader(
-                    &r,
-                    input,
-                    "safetensors, quantized weights grouped",
-                    output,
-                    alignment,
-                    quiet,
-                    out,
-                );
-            }
-        }
-    }
     let src = open_input(input)?;
     refuse_same_file(input, &src.meta, output)?;
     let path = input.display();
@@ -556,6 +539,45 @@ pub fn run(
     let bytes = read_header(&src, n, input)?;
     let mut header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     drop(bytes);
+    // A safetensors file whose quantized weights may be stored in pieces (a name of a
+    // convention's): grouped through the library's reader, which writes them as codes and
+    // scales; the streaming path below copies tensors one for one.
+    let pieces = |n: &str| {
+        [
+            "_scale",
+            "_scale_2",
+            "_scale_inv",
+            "_global_scale",
+            "_blocks",
+            "_scales",
+            ".weight_packed",
+        ]
+        .iter()
+        .any(|s| n.ends_with(s))
+    };
+    if opts.group && src.regular && header.tensors().iter().any(|e| pieces(header.name(e))) {
+        drop(header);
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
+        let grouped = r.entries().any(|e| {
+            e.descriptor()
+                .is_some_and(|d| d.effective_buffer_count() > 1)
+        });
+        if grouped {
+            return from_reader(
+                &r,
+                input,
+                "safetensors, quantized weights grouped",
+                output,
+                alignment,
+                quiet,
+                out,
+            );
+        }
+        drop(r);
+        // Nothing grouped after all: stream it like any safetensors file.
+        let bytes = read_header_at(&src, n, input)?;
+        header = header::parse(&bytes).map_err(|e| e.context(&path))?;
+    }
     let data_start = 8 + n;
     if src.regular {
         let held = src.meta.len().saturating_sub(data_start);

@@ -135,13 +135,15 @@ enum Command {
         output: PathBuf,
     },
     /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
-    /// descriptor with its bytes. The safetensors __metadata__ is kept as a tensor named
-    /// `__metadata__`: UINT8 bytes of the JSON object (keys sorted). Given a .tdf file
+    /// descriptor with its bytes (quantized weights stored in pieces become one tensor of
+    /// codes and scales, unless --raw). The safetensors __metadata__ becomes the .tdf's
+    /// metadata map. A sharded checkpoint (its *.safetensors.index.json, or the directory
+    /// holding it) becomes one .tdf. Given a .tdf file
     /// (e.g. container version 1), rewrite it as container version 2. Memory stays at a
     /// few MB whatever the tensors' sizes: the directory is written first, then the data
     /// streams through.
     Convert {
-        /// The .safetensors or .tdf input.
+        /// The .safetensors, *.safetensors.index.json (or its directory) or .tdf input.
         input: PathBuf,
         /// The .tdf output (written to a temporary file beside it, renamed when complete;
         /// it must not be the input).

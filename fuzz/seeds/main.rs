@@ -1128,9 +1128,16 @@ fn main() {
     for (name, bytes) in &gold_files {
         write(&out.join("file"), name, bytes);
     }
+    // safetensors files for the file target: valid ones (an odd offset, metadata, every
+    // grouped quantization convention) and hostile headers, each a structured start.
+    let st = safetensors_seeds();
+    for (name, bytes) in &st {
+        write(&out.join("file"), name, bytes);
+    }
     println!(
-        "wrote {n_files} x 2 file ({} golden) and {} stream seeds",
+        "wrote {n_files} x 2 file ({} golden, {} safetensors) and {} stream seeds",
         gold_files.len(),
+        st.len(),
         3 * n_files
     );
     // Inputs that once found a bug, kept per target in fuzz/regressions/<target>/.
@@ -1154,4 +1161,108 @@ fn main() {
         DESCRIPTOR_TARGETS.len(),
         out.display()
     );
+}
+
+/// A safetensors file: the header text, then the data.
+fn safetensors_file(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
+/// Seeds of the file target in the safetensors container.
+fn safetensors_seeds() -> Vec<(String, Vec<u8>)> {
+    let e = |n: &str, dt: &str, shape: &str, b: u64, end: u64| {
+        format!(r#""{n}":{{"dtype":"{dt}","shape":{shape},"data_offsets":[{b},{end}]}}"#)
+    };
+    let mut out = Vec::new();
+    let mut add = |name: &str, header: String, data: Vec<u8>| {
+        out.push((format!("st-{name}"), safetensors_file(&header, &data)));
+    };
+    add(
+        "odd-offset",
+        format!(
+            r#"{{"__metadata__":{{"format":"pt"}},{},{}}}"#,
+            e("a", "U8", "[3]", 0, 3),
+            e("x", "F32", "[2]", 3, 11)
+        ),
+        (0..11).collect(),
+    );
+    let dtypes = [
+        "BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2", "F8_E8M0", "I16", "F16", "BF16", "F32", "C64",
+        "F64", "F4",
+    ];
+    add(
+        "every-dtype",
+        format!(
+            "{{{}}}",
+            dtypes
+                .iter()
+                .enumerate()
+                .map(|(i, d)| e(&format!("t{i}"), d, "[0]", 0, 0))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        Vec::new(),
+    );
+    add(
+        "nvfp4-modelopt",
+        format!(
+            "{{{},{},{}}}",
+            e("w.weight", "U8", "[2,8]", 0, 16),
+            e("w.weight_scale", "F8_E4M3", "[2,1]", 16, 18),
+            e("w.weight_scale_2", "F32", "[]", 18, 22)
+        ),
+        (0..22u32).map(|i| (i * 37) as u8).collect(),
+    );
+    add(
+        "nvfp4-compressed-tensors",
+        format!(
+            "{{{},{},{}}}",
+            e("w.weight_packed", "U8", "[2,8]", 0, 16),
+            e("w.weight_scale", "F8_E4M3", "[2,1]", 16, 18),
+            e("w.weight_global_scale", "F32", "[1]", 18, 22)
+        ),
+        (0..22u32).map(|i| (i * 41) as u8).collect(),
+    );
+    add(
+        "fp8-blocks",
+        format!(
+            "{{{},{}}}",
+            e("w.weight", "F8_E4M3", "[2,3]", 0, 6),
+            e("w.weight_scale_inv", "F32", "[1,1]", 6, 10)
+        ),
+        vec![0x38, 0x40, 0x30, 0xB8, 0x00, 0x7E, 0, 0, 0, 0x3F],
+    );
+    add(
+        "mxfp4",
+        format!(
+            "{{{},{}}}",
+            e("x_blocks", "U8", "[1,1,16]", 0, 16),
+            e("x_scales", "U8", "[1,1]", 16, 17)
+        ),
+        (0..17u32).map(|i| (i * 29) as u8).collect(),
+    );
+    add(
+        "overlap",
+        format!("{{{},{}}}", e("a", "U8", "[4]", 0, 4), e("b", "U8", "[4]", 2, 6)),
+        vec![0; 6],
+    );
+    add(
+        "deep",
+        format!(r#"{{"a":{{"x":{}{}}}}}"#, "[".repeat(80), "]".repeat(80)),
+        Vec::new(),
+    );
+    add(
+        "duplicate",
+        format!("{{{},{}}}", e("a", "U8", "[1]", 0, 1), e("a", "U8", "[1]", 0, 1)),
+        vec![0],
+    );
+    add(
+        "escapes",
+        r#"{"\u00e9\ud83d\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#.to_string(),
+        vec![7],
+    );
+    out
 }

@@ -36,7 +36,12 @@ pub(super) struct Shards {
     pub(super) starts: Vec<u64>,
 }
 
-/// A parsed `.tdf` file: every tensor's name, descriptor and buffers, found once at open.
+/// A parsed file: every tensor's name, descriptor and buffers, found once at open — a
+/// `.tdf` file, or a foreign container read in place (a safetensors file, a sharded
+/// safetensors checkpoint; see [`container`](Self::container), docs/transports.md and the
+/// [`transport::foreign`](crate::transport::foreign) module). What follows describes
+/// `.tdf` files; a foreign file's tensors are described over its own bytes, each buffer
+/// declaring the alignment its offset gives.
 ///
 /// Buffers are slices of the source — the memory map of [`open`](Self::open) or the bytes
 /// of [`from_bytes`](Self::from_bytes) — never copies, with one exception: a slice is only
