@@ -74,6 +74,22 @@ inline void check(tdesc_status s) {
     }
 }
 
+/// The ggml block type numbered `number` (name, values and bytes per block); throws
+/// NOT_FOUND for a number the library does not dequantize.
+inline tdesc_ggml_block_type ggml_block_type(uint32_t number) {
+    tdesc_ggml_block_type t;
+    check(tdesc_ggml_type_info(number, &t));
+    return t;
+}
+
+/// The number of the ggml block type named `name` ("Q4_K"; case ignored); throws
+/// NOT_FOUND for another name.
+inline uint32_t ggml_type_number(const std::string &name) {
+    uint32_t n = 0;
+    check(tdesc_ggml_type_by_name(name.data(), name.size(), &n));
+    return n;
+}
+
 struct descriptor_deleter {
     void operator()(tdesc_descriptor *d) const noexcept { tdesc_descriptor_free(d); }
 };
@@ -350,6 +366,14 @@ class descriptor {
     /// The descriptor's `version_minor` (1 when it uses a format 1.1 feature).
     uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
 
+    /// The ggml block type of a GGML_BLOCKS tensor or `region` (throws
+    /// INVALID_ARGUMENT for another layout).
+    tdesc_ggml_block_type ggml_type(uint32_t region = TDESC_NO_REGION) const {
+        uint32_t number = 0;
+        check(tdesc_descriptor_ggml_type(get(), region, &number));
+        return ggml_block_type(number);
+    }
+
     /// Give up ownership of the C handle (for calls that consume it).
     tdesc_descriptor *release() noexcept { return h_.release(); }
 
@@ -428,6 +452,13 @@ class node {
     static node block_paged(uint64_t block_size, uint8_t pool_count) {
         tdesc_node_spec *n = nullptr;
         check(tdesc_node_new_block_paged(block_size, pool_count, &n));
+        return node(n);
+    }
+    /// GGML_BLOCKS (format 1.1) of ggml type number `ggml_type` (ggml_type_number("Q4_K")
+    /// names one); the element type is the value type, FLOAT32, FLOAT16 or BFLOAT16.
+    static node ggml_blocks(uint32_t ggml_type) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_ggml_blocks(ggml_type, &n));
         return node(n);
     }
     static node extension(uint8_t tag, const std::vector<uint8_t> &data) {

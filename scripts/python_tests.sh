@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Python package (python/) into a virtual environment and runs its tests
-# against the real numpy, scipy, ml_dtypes and dask (torch only where already installed),
-# and type-checks the package and its stubs with mypy (tests/test_typing.py).
+# against the real numpy, scipy, ml_dtypes, dask and gguf (llama.cpp's own Python package:
+# the GGML_BLOCKS tests quantize and dequantize with it; torch only where already
+# installed), and type-checks the package and its stubs with mypy (tests/test_typing.py).
 #
 #   bash scripts/python_tests.sh [pytest arguments...]
 #
@@ -24,6 +25,7 @@ fi
   "ml_dtypes==0.7.0" \
   "dask[array]==2026.8.0" \
   "distributed==2026.8.0" \
+  "gguf==0.19.0" \
   "pytest==9.2.0" \
   "mypy==2.4.1"
 

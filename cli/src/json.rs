@@ -214,7 +214,11 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
     j.key("tag")?;
     j.u64(tag as u64)?;
     j.key("name")?;
-    j.string(tag_name(tag))?;
+    // A tag kept opaque is UNKNOWN even where a later minor version assigned it.
+    j.string(match l {
+        LayoutRef::Unknown { .. } => "UNKNOWN",
+        _ => tag_name(tag),
+    })?;
     let sparse = |j: &mut JsonWriter<'_>, nnz: u64, flags: u8| -> io::Result<()> {
         j.key("nnz")?;
         j.u64(nnz)?;
@@ -273,6 +277,16 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
             j.u64(*block_size)?;
             j.key("pool_count")?;
             j.u64(*pool_count as u64)?;
+        }
+        LayoutRef::GgmlBlocks { ggml_type: t } => {
+            j.key("ggml_type")?;
+            j.u64(u64::from(t.number))?;
+            j.key("ggml_type_name")?;
+            j.string(t.name)?;
+            j.key("block_elems")?;
+            j.u64(u64::from(t.block_elems))?;
+            j.key("block_bytes")?;
+            j.u64(u64::from(t.block_bytes))?;
         }
         LayoutRef::Extension { data, .. } => {
             j.key("ext_data_hex")?;

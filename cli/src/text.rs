@@ -131,6 +131,10 @@ pub fn layout_text(l: &LayoutRef<'_>) -> String {
             block_size,
             pool_count,
         } => format!("BLOCK_PAGED block_size={block_size} pools={pool_count}"),
+        LayoutRef::GgmlBlocks { ggml_type: t } => format!(
+            "GGML_BLOCKS {} (ggml type {}: blocks of {} values in {} bytes)",
+            t.name, t.number, t.block_elems, t.block_bytes
+        ),
         LayoutRef::Splat => "SPLAT (one fill value)".to_string(),
         LayoutRef::Extension { tag, data } => {
             format!("EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())

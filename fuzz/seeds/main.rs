@@ -312,6 +312,22 @@ fn built() -> Vec<(String, TensorBuilder)> {
         TensorBuilder::new(Float16, &[3, 10, 4], NodeSpec::block_paged(4, 2)),
     );
     add(
+        "ggml_q4_k",
+        TensorBuilder::new(Float32, &[2, 3, 256], NodeSpec::ggml_blocks(12)),
+    );
+    add(
+        "ggml_mixed",
+        TensorBuilder::subpaving(
+            Float16,
+            &[4, 64],
+            vec![
+                r(&[0, 0], &[2, 64], NodeSpec::ggml_blocks(40)),
+                r(&[2, 0], &[2, 32], NodeSpec::ggml_blocks(39)),
+                r(&[2, 32], &[2, 32], NodeSpec::row_major()),
+            ],
+        ),
+    );
+    add(
         "extension",
         TensorBuilder::new(
             Uint8,

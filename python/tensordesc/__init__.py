@@ -1,6 +1,6 @@
 """tensordesc: compact binary tensor descriptors — dense, sparse (COO, CSR, CSC, CSF),
-block-paged and subpavings of regions with their own layouts and quantization — with
-numpy, scipy, DLPack and Dask.
+block-paged, ggml's quantized blocks and subpavings of regions with their own layouts and
+quantization — with numpy, scipy, DLPack and Dask.
 
 Reading::
 
@@ -26,6 +26,7 @@ The API reference is docs/python.md in the repository.
 from __future__ import annotations
 
 import collections.abc as _abc
+import operator as _operator
 import os as _os
 from dataclasses import dataclass as _dataclass
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -68,6 +69,9 @@ _abc.Mapping.register(File)
 
 #: The format's element type names.
 ELEMENT_TYPES = tuple(_CODES)
+
+#: The ggml block types GGML_BLOCKS reads: ggml's name (``"Q4_K"``) to its type number.
+GGML_TYPES: dict[str, int] = {name: number for name, number, _, _ in _native._ggml_types()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -497,6 +501,50 @@ def block_paged(
     )
 
 
+def ggml_blocks(
+    data: _Buffer | _ArrayLike,
+    ggml_type: int | str,
+    shape: _Iterable[_SupportsIndex],
+    dtype: _DTypeLike = "float32",
+    *,
+    alignment: int = 1,
+) -> Tensor:
+    """A GGML_BLOCKS tensor (format 1.1): ggml's quantized blocks, used in place (no copy).
+
+    ``data`` holds the blocks: a bytes-like object or a numpy array of them (a uint8 array,
+    as ``gguf.quants.quantize`` and gguf's reader give a tensor's data; any C-contiguous
+    array is taken as its bytes). ``ggml_type`` is ggml's type number or name (``8``,
+    ``"Q4_K"``; ``GGML_TYPES`` lists them). ``shape`` is the tensor's in numpy order (ggml's
+    ``ne`` reversed): elements are row-major, each run of a block's values along the last
+    axis is one block, so the last extent is a whole number of blocks. ``dtype`` is the
+    value type: ``float32`` (ggml's dequantized values), ``float16`` or ``bfloat16`` (those
+    rounded once). Reading (``t[...]``, ``read``, ``get``) gives the dequantized values.
+    ``alignment`` is what the buffer promises (bytes, a power of two from 1 to 2**30): blocks
+    are read byte by byte, so the default 1 promises nothing and blocks inside a GGUF
+    file's mapping (32-byte aligned) or any bytes object are read where they lie."""
+    if isinstance(ggml_type, str):
+        number = GGML_TYPES.get(ggml_type.upper())
+        if number is None:
+            raise errors.InvalidArgument(
+                f"{ggml_type!r} is not a ggml block type this library reads "
+                f"(one of {', '.join(GGML_TYPES)})"
+            )
+    else:
+        number = _operator.index(ggml_type)
+    if isinstance(data, _np.ndarray):
+        a = data
+    else:
+        try:
+            a = _np.frombuffer(memoryview(_cast("_Buffer", data)), dtype=_np.uint8)
+        except (TypeError, ValueError):
+            a = _np.asarray(data)
+    a = _np.ascontiguousarray(a).reshape(-1).view(_np.uint8)
+    code = _element_type(dtype)
+    return _native._leaf(
+        code, [int(e) for e in shape], "GGML_BLOCKS", {"ggml_type": number}, [a], None, alignment
+    )
+
+
 _U64_MAX = 2**64 - 1
 
 
@@ -653,6 +701,8 @@ __all__ = [
     "tiled",
     "from_scipy",
     "block_paged",
+    "ggml_blocks",
+    "GGML_TYPES",
     "from_dlpack",
     "as_tensor",
     "subpaving",
