@@ -59,19 +59,27 @@
 //!
 //! Every count and length is checked against the bytes that remain before anything is
 //! allocated for it: `tensor_count` and `kv_count` against the smallest encoding of a
-//! tensor info (25 bytes) and a key/value (13 bytes), a string's length against the
-//! bytes left, an array's length against its item type's smallest encoding (1 byte for
-//! UINT8 / INT8 / BOOL, 8 for a string's length, 12 for an inner array's header), so an
-//! array claiming 2^60 items allocates nothing. Arrays of arrays recurse at most
-//! [`MAX_ARRAY_NESTING`] levels. No arithmetic on file values wraps.
+//! tensor info (25 bytes) and a key/value (13 bytes) — `tensor_count` again against the
+//! bytes the key/values leave —, a string's length against the bytes left, an array's
+//! length against its item type's smallest encoding (1 byte for UINT8 / INT8 / BOOL, 8
+//! for a string's length, 12 for an inner array's header), so an array claiming 2^60
+//! items allocates nothing. Arrays of arrays recurse at most [`MAX_ARRAY_NESTING`] levels.
+//! No arithmetic on file values wraps.
 //!
-//! Parsing an `n`-byte file holds at most **`32 n + 64 KiB`** of heap at its peak (the
-//! result, and transiently the name and key sets and the overlap sort), and the result
-//! keeps at most that. What sets the factor: an array item of one byte becomes a 32-byte
-//! [`MetaValue`] (32×); a tensor info of the smallest kind (a one-byte name, `n_dims` 0:
-//! 25 bytes, plus its data) becomes a [`ForeignTensor`] and its descriptor; a key/value of
-//! 13 bytes a 56-byte entry (4.3×). Measured by `tests/hostile/gguf.rs` under the counting
-//! allocator (figures in that file and in docs/security.md).
+//! **Bound: parsing an `n`-byte file holds at most `32 n + 64 KiB` of heap at its peak**,
+//! the result included (which keeps at most that). Where the bytes go: a one-byte array
+//! item (UINT8, INT8, BOOL) becomes a 32-byte [`MetaValue`], which sets the factor (an
+//! empty string's 8 bytes: 4×; an empty inner array's 12: 2.7×); a key/value becomes a
+//! 56-byte entry, its key and transiently a slot of the duplicate-key set (the smallest, 13
+//! bytes with a one-byte key: 5.3× peak); a tensor info becomes a 728-byte
+//! [`ForeignTensor`] (its descriptor is held inline) plus its name, one offset and
+//! transiently a slot of the duplicate-name set and of the overlap sort — the smallest
+//! tensor, a two-byte name with `n_dims` 0 and one data byte, is 27 bytes: 28.7× peak.
+//! What is reserved for a count is bounded by the same factors, since the count was
+//! checked against the bytes its items need. Measured by `tests/hostile/gguf.rs` with the
+//! counting allocator (200 KB files of each cheapest structure: UINT8 and BOOL arrays
+//! 32.0×, rank-0 I8 tensors 28.7× peak and 27.3× kept, zero-element F32 tensors 22.4×,
+//! BOOL key/values 5.3×, empty strings 4.0×, empty arrays 2.7×).
 
 use std::collections::HashSet;
 
@@ -109,6 +117,13 @@ pub enum MetaValue {
     Str(String),
     /// An array; GGUF arrays hold items of one type, arrays of arrays included.
     Array(Vec<MetaValue>),
+}
+
+impl ForeignTensor {
+    /// The bytes of a GGUF tensor's one buffer.
+    fn size(&self) -> u64 {
+        self.descriptor.effective_buffers()[0].size_bytes
+    }
 }
 
 /// What a container holds.
@@ -379,19 +394,26 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     }
     drop(keys);
 
-    // Tensor infos.
+    // Tensor infos: their count against the bytes the key/values left (the reservation
+    // below is bounded by those bytes, not by the ones the key/values already took).
+    let at = c.pos();
+    c.fits(tensor_count, MIN_TENSOR_INFO_BYTES, "tensor infos")
+        .map_err(|e| {
+            e.context(format!(
+                "tensor_count {tensor_count} (byte 8) after the key/values (which end at byte {at})"
+            ))
+        })?;
     let align_log2 = alignment
         .trailing_zeros()
         .min(u32::from(MAX_ALIGNMENT_LOG2)) as u8;
     let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
-    let mut sizes: Vec<u64> = Vec::with_capacity(tensor_count as usize);
     let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
     for i in 0..tensor_count {
         let at = c.pos();
         let name = c
             .str("tensor name")
             .map_err(|e| e.context(format!("tensor info {i} (byte {at})")))?;
-        let (t, size) = tensor_info(&mut c, name, at, alignment, align_log2)?;
+        let t = tensor_info(&mut c, name, at, alignment, align_log2)?;
         if !names.insert(name) {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
@@ -400,7 +422,6 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
             .at(at));
         }
         tensors.push(t);
-        sizes.push(size);
     }
     drop(names);
 
@@ -408,8 +429,8 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     let header_end = c.pos() as u64;
     let file_len = bytes.len() as u64;
     let data_start = header_end.div_ceil(alignment).checked_mul(alignment);
-    for (t, &size) in tensors.iter_mut().zip(&sizes) {
-        let rel = t.offsets[0];
+    for t in tensors.iter_mut() {
+        let (rel, size) = (t.offsets[0], t.size());
         let start = data_start.and_then(|d| d.checked_add(rel));
         match start.and_then(|s| Some((s, s.checked_add(size)?))) {
             Some((s, e)) if e <= file_len => t.offsets[0] = s,
@@ -426,7 +447,7 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
             }
         }
     }
-    check_overlaps(&tensors, &sizes)?;
+    check_overlaps(&tensors)?;
     Ok(ForeignFile { tensors, metadata })
 }
 
@@ -525,15 +546,15 @@ fn unknown_value_type(t: u32, at: usize) -> Error {
     .at(at)
 }
 
-/// The rest of one tensor info (after its name, read at byte `at`): its descriptor, with
-/// the data-section offset as its one offset for now, and its size in bytes.
+/// The rest of one tensor info (after its name, read at byte `at`): the tensor, with the
+/// data-section offset as its one offset for now.
 fn tensor_info(
     c: &mut Cursor<'_>,
     name: &str,
     at: usize,
     alignment: u64,
     align_log2: u8,
-) -> Result<(ForeignTensor, u64)> {
+) -> Result<ForeignTensor> {
     let ctx = |e: Error| e.context(format!("tensor {name:?} (tensor info at byte {at})"));
     if name.is_empty() {
         return Err(Error::new(
@@ -646,24 +667,23 @@ fn tensor_info(
     let descriptor = TensorBuilder::new(et, &shape, node.with_buffers(vec![handle]))
         .build()
         .map_err(ctx)?;
-    Ok((
-        ForeignTensor {
-            name: name.to_owned(),
-            descriptor,
-            offsets: vec![offset],
-        },
-        size,
-    ))
+    Ok(ForeignTensor {
+        name: name.to_owned(),
+        descriptor,
+        offsets: vec![offset],
+    })
 }
 
 /// No two tensors share a byte (CONTENT_INVALID naming both). Offsets are file offsets.
-fn check_overlaps(tensors: &[ForeignTensor], sizes: &[u64]) -> Result<()> {
-    let mut order: Vec<usize> = (0..tensors.len()).filter(|&i| sizes[i] > 0).collect();
+fn check_overlaps(tensors: &[ForeignTensor]) -> Result<()> {
+    let mut order: Vec<usize> = (0..tensors.len())
+        .filter(|&i| tensors[i].size() > 0)
+        .collect();
     order.sort_unstable_by_key(|&i| tensors[i].offsets[0]);
     let mut reach: Option<(usize, u64)> = None; // the tensor reaching furthest so far
     for &i in &order {
         let start = tensors[i].offsets[0];
-        let end = start + sizes[i]; // checked against the file length already
+        let end = start + tensors[i].size(); // checked against the file length already
         if let Some((j, far)) = reach {
             if start < far {
                 let js = tensors[j].offsets[0];
