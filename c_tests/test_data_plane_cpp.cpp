@@ -100,8 +100,27 @@ static void ggml_q4_0() {
     CHECK(status_of([&] { dense.ggml_type(); }) == TDESC_ERR_INVALID_ARGUMENT);
 }
 
+// A FLOAT32 tensor whose right half stores FLOAT16 (format 1.1, exact in FLOAT32).
+static void region_types() {
+    tdesc::node sp = tdesc::node::subpaving();
+    sp.add_region({0, 0}, {1, 2}, tdesc::node::row_major())
+        .add_region({0, 2}, {1, 2}, tdesc::node::row_major().element_type(TDESC_ELEMENT_FLOAT16));
+    tdesc::descriptor d = tdesc::builder(TDESC_ELEMENT_FLOAT32, {1, 4}, std::move(sp)).build();
+    CHECK(d.stored_type(1) == std::make_pair(uint8_t(TDESC_ELEMENT_FLOAT16), true));
+    CHECK(d.stored_type(0) == std::make_pair(uint8_t(TDESC_ELEMENT_FLOAT32), false));
+    host_buffer a(alloc64(8)), b(alloc64(4));
+    const float av[2] = {1.5f, -2.0f};
+    const uint16_t bv[2] = {0x3800, 0xC400}; // 0.5, -4
+    std::memcpy(a.get(), av, sizeof av);
+    std::memcpy(b.get(), bv, sizeof bv);
+    tdesc::tensor t(d, {a.get(), b.get()});
+    std::vector<float> w = t.read<float>({{0, 0}, {1, 4}});
+    CHECK(w.size() == 4 && w[0] == 1.5f && w[1] == -2.0f && w[2] == 0.5f && w[3] == -4.0f);
+}
+
 int main() {
     fp8_blockwise_2d();
+    region_types();
     ggml_q4_0();
     // 4 x 6 FLOAT32: a row-major left part, a column-major right part, nested below.
     tdesc::node right = tdesc::node::subpaving();

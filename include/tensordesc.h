@@ -1670,9 +1670,10 @@ tdesc_status tdesc_descriptor_regions_in_box(const tdesc_descriptor *d,
  * region order), `regions[i]` is the leaf region (`TDESC_NO_REGION` for a tensor that
  * is not a subpaving) and, when `boxes` is not NULL, `boxes[2·rank·i, +rank)` the low
  * corner and the next `rank` values the high corner of its intersection with the box.
- * `*count` receives the number of hits. With more hits than `capacity` the call is
- * `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold the
- * first `capacity` hits. `regions` (and `boxes`) may be NULL when `capacity` is 0.
+ * `*count` receives the number of hits. The sizing call — `capacity` 0 (`regions` and
+ * `boxes` may then be NULL) — succeeds with the count. With more hits than a non-zero `capacity` the
+ * call is `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold
+ * the first `capacity` hits.
  */
 tdesc_status tdesc_descriptor_regions_in_box_array(const tdesc_descriptor *d,
                                                    const uint64_t *lo,

@@ -363,6 +363,37 @@ class descriptor {
         check(tdesc_descriptor_quantization_ext(get(), region, &e));
         return e;
     }
+    /// The element type region `region` stores (format 1.1: its own, inherited, or the
+    /// tensor's) and whether it carries it itself.
+    std::pair<uint8_t, bool> stored_type(uint32_t region) const {
+        uint8_t t = 0, own = 0;
+        check(tdesc_descriptor_stored_type(get(), region, &t, &own));
+        return {t, own != 0};
+    }
+    /// The shard section, or nullopt (arrays borrowed from the descriptor).
+    std::optional<tdesc_shard> shard() const {
+        tdesc_shard s;
+        tdesc_status st = tdesc_descriptor_shard(get(), &s);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return s;
+    }
+    /// The statistics section, or nullopt.
+    std::optional<tdesc_statistics> statistics() const {
+        tdesc_statistics s;
+        tdesc_status st = tdesc_descriptor_statistics(get(), &s);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return s;
+    }
+    /// The extension_type section, or nullopt (bytes borrowed from the descriptor).
+    std::optional<tdesc_extension_type> extension_type() const {
+        tdesc_extension_type e;
+        tdesc_status st = tdesc_descriptor_extension_type(get(), &e);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return e;
+    }
     /// The descriptor's `version_minor` (1 when it uses a format 1.1 feature).
     uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
 
@@ -481,6 +512,12 @@ class node {
                       node &&child) && {
         return std::move(add_region(origin, shape, std::move(child)));
     }
+    /// Store `element_type` in this region (format 1.1; 0 clears).
+    node &element_type(uint8_t element_type) & {
+        check(tdesc_node_set_element_type(h_.get(), element_type));
+        return *this;
+    }
+    node &&element_type(uint8_t element_type) && { return std::move(this->element_type(element_type)); }
     node &byte_offset(uint64_t off) & {
         check(tdesc_node_set_byte_offset(h_.get(), off));
         return *this;
@@ -656,6 +693,16 @@ class tensor {
                                     out.data(), out.size() * sizeof(T)));
         return out;
     }
+    /// Whether the memory must not be written (a mapped file, READ_ONLY buffers).
+    bool is_read_only() const noexcept { return tdesc_tensor_is_read_only(h_.get()); }
+    /// Whether the host may read every buffer.
+    bool is_host_readable() const noexcept { return tdesc_tensor_is_host_readable(h_.get()); }
+    /// A copy of the tensor's descriptor (the tensor keeps its own).
+    tdesc::descriptor descriptor() const {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_descriptor_clone(tdesc_tensor_descriptor(h_.get()), &d));
+        return tdesc::descriptor(d);
+    }
     const tdesc_tensor *get() const noexcept { return h_.get(); }
 
   private:
@@ -738,11 +785,39 @@ class file {
         check(tdesc_file_tensor_problem(get(), i, &s, &reason));
         return {s, reason};
     }
+    /// Effective buffer `k` of tensor `i` where it lies (borrowed from the file).
+    std::pair<const uint8_t *, size_t> buffer(size_t i, size_t k) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_buffer(get(), i, k, &p, &n));
+        return {p, n};
+    }
+    /// Tensor `i`'s encoded descriptor as stored (borrowed; also for opaque entries).
+    std::pair<const uint8_t *, size_t> descriptor_bytes(size_t i) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_descriptor_bytes(get(), i, &p, &n));
+        return {p, n};
+    }
+    /// Tensor `i`'s data region as stored (borrowed; also for opaque entries).
+    std::pair<const uint8_t *, size_t> data(size_t i) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_data(get(), i, &p, &n));
+        return {p, n};
+    }
     const tdesc_file *get() const noexcept { return h_.get(); }
 
   private:
     file_ptr h_;
 };
+
+/// The byte offset of the field the calling thread's last failure found wrong, if any.
+inline std::optional<uint64_t> last_error_offset() {
+    uint64_t off = 0;
+    if (tdesc_last_error_offset(&off)) return off;
+    return std::nullopt;
+}
 
 /// Copy a borrowed (pointer, length) result into a vector.
 inline std::vector<uint8_t> copy_bytes(const uint8_t *p, size_t n) {

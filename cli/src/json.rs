@@ -215,10 +215,7 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
     j.u64(tag as u64)?;
     j.key("name")?;
     // A tag kept opaque is UNKNOWN even where a later minor version assigned it.
-    j.string(match l {
-        LayoutRef::Unknown { .. } => "UNKNOWN",
-        _ => tag_name(tag),
-    })?;
+    j.string(l.name())?;
     let sparse = |j: &mut JsonWriter<'_>, nnz: u64, flags: u8| -> io::Result<()> {
         j.key("nnz")?;
         j.u64(nnz)?;
@@ -489,6 +486,13 @@ pub fn write_descriptor(
         j.u64_array(r.shape())?;
         j.key("layout")?;
         write_layout(j, r.layout_tag(), &r.layout())?;
+        j.key("element_type")?;
+        j.string(r.element_type().name())?;
+        j.key("own_element_type")?;
+        match r.own_element_type() {
+            Some(t) => j.string(t.name())?,
+            None => j.null()?,
+        }
         j.key("byte_offset")?;
         j.u64(r.byte_offset())?;
         j.key("first_buffer")?;

@@ -177,7 +177,7 @@ pub fn tensor_summary(d: &Descriptor) -> String {
         "{} [{}] {}",
         d.element_type(),
         shape_text(d.shape()),
-        tag_name(d.layout_tag())
+        d.layout().name()
     )
 }
 
@@ -352,6 +352,9 @@ pub fn write_descriptor_tree(
             box_text(r.global_origin(), r.shape()),
             layout_text(&r.layout())
         );
+        if let Some(t) = r.own_element_type() {
+            line.push_str(&format!(", stores {t}"));
+        }
         if r.byte_offset() != 0 {
             line.push_str(&format!(", byte_offset {}", r.byte_offset()));
         }

@@ -53,6 +53,8 @@ fn _ggml_types() -> Vec<(&'static str, u32, u32, u32)> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The library's version: the package's `__version__`.
+    m.add("__version__", tensordesc::VERSION)?;
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<tensor::Region>()?;
     m.add_class::<tensor::File>()?;

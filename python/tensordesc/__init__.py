@@ -63,7 +63,8 @@ if _TYPE_CHECKING:
 
     from ._native import _DLPackProducer, _DLPackSource, _Path, _QuantSpec, _Writable
 
-__version__ = "1.1.0"
+#: The package version: the library's (one version for the crate, the C library and this package).
+__version__: str = _native.__version__
 
 _abc.Mapping.register(File)
 
@@ -627,7 +628,12 @@ def _items(tensors: _Tensors) -> list[tuple[str, Tensor]]:
         pairs = tensors.items()
     else:
         pairs = tensors
-    return [(str(name), as_tensor(value)) for name, value in pairs]
+    items = []
+    for name, value in pairs:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names are str, not {type(name).__name__} ({name!r})")
+        items.append((name, as_tensor(value)))
+    return items
 
 
 def write(path: _Path, tensors: _Tensors, *, alignment: int = 64) -> None:

@@ -26,6 +26,8 @@ from typing import (
 )
 
 import numpy as np
+
+__version__: str
 from numpy.typing import DTypeLike, NDArray
 from scipy.sparse import coo_array, csc_array, csr_array
 from typing_extensions import CapsuleType, NotRequired, Self

@@ -436,6 +436,16 @@ pub enum LayoutRef<'a> {
 }
 
 impl LayoutRef<'_> {
+    /// The layout's name: the table's (`"CSR"`), `"EXTENSION"` for a private extension,
+    /// `"UNKNOWN"` for a part kept opaque — also when a later minor version assigned its
+    /// tag (0x0C in a 1.0 descriptor), which [`tag_name`] of the tag alone cannot tell.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LayoutRef::Unknown { .. } => "UNKNOWN",
+            l => tag_name(l.tag()),
+        }
+    }
+
     /// The wire tag.
     pub fn tag(&self) -> u8 {
         match self {

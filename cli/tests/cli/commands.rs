@@ -439,10 +439,7 @@ fn check_descriptor_json(j: &Json, d: &tensordesc::Descriptor) {
     assert_eq!(j.get("shape").u64s(), d.shape());
     assert_eq!(j.get("descriptor_length").u64(), d.encoded_len());
     assert_eq!(j.get("layout").get("tag").u64(), d.layout_tag() as u64);
-    assert_eq!(
-        j.get("layout").get("name").str(),
-        tensordesc::layout::tag_name(d.layout_tag())
-    );
+    assert_eq!(j.get("layout").get("name").str(), d.layout().name());
     assert_eq!(
         j.get("buffer_count").u64(),
         d.effective_buffers().len() as u64
@@ -474,6 +471,11 @@ fn check_descriptor_json(j: &Json, d: &tensordesc::Descriptor) {
         assert_eq!(r.get("layout").get("tag").u64(), v.layout_tag() as u64);
         assert_eq!(r.get("first_buffer").u64(), v.first_buffer() as u64);
         assert_eq!(r.get("buffer_count").u64(), v.buffer_count() as u64);
+        assert_eq!(r.get("element_type").str(), v.element_type().name());
+        match v.own_element_type() {
+            Some(t) => assert_eq!(r.get("own_element_type").str(), t.name()),
+            None => assert_eq!(r.get("own_element_type"), &Json::Null),
+        }
     }
 }
 
