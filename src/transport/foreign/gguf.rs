@@ -18,12 +18,14 @@
 //!   dequantization yields). The last extent (`ne[0]`) must be a whole number of blocks
 //!   (LAYOUT_CONSTRAINT, as ggml itself requires), so a rank-0 block tensor is refused.
 //! - The buffer: CPU, `size_bytes` exactly the tensor's bytes (ggml's `nbytes`),
-//!   `byte_offset` 0, READ_ONLY, and `alignment_log2` the true alignment of its file offset
-//!   capped at `general.alignment` (and at 2^30, the format's largest): the data section
-//!   starts at a multiple of `general.alignment` and every tensor offset is one (checked),
-//!   so that is `log2(general.alignment)`, 0 for a file written with alignment 1. A mapping
-//!   gives that alignment in memory up to the page size; a caller holding the file at an
-//!   address aligned less must copy before binding.
+//!   `byte_offset` 0, READ_ONLY, and `alignment_log2` the alignment its file offset
+//!   truly has, capped at `general.alignment` and at 64 bytes
+//!   ([`MAX_DECLARED_ALIGNMENT_LOG2`]): the data section starts at a multiple of
+//!   `general.alignment` and every tensor offset is one (checked), so that is
+//!   `min(log2(general.alignment), 6)` — 5 for GGUF's default of 32, 0 for a file written
+//!   with alignment 1. An offset that happens to be more aligned than the file promises
+//!   is not declared so. A mapping gives that alignment in memory; a caller holding the
+//!   file at an address aligned less must copy before binding.
 //!
 //! # Decisions
 //!
@@ -33,7 +35,9 @@
 //!   not depend on it; but without the type's block size the tensor's extent is unknown,
 //!   so neither the end-of-file check nor the overlap check can be made for it — another
 //!   tensor's bytes could lie inside it — and a [`ForeignTensor`] is a bindable descriptor,
-//!   with no form for "unreadable".
+//!   with no form for "unreadable". (For the types ggml knows, the block size is known, so
+//!   a permissive reader could keep such a tensor as an opaque entry over its bytes;
+//!   unknown numbers cannot be.)
 //! - `n_dims` above 4 (GGML_MAX_DIMS) is RANK_TOO_LARGE; an `ne` above 2^63 − 1 (ggml
 //!   stores `int64`) or an element count or byte size past u64 is OVERFLOW; each names
 //!   the tensor.
@@ -85,7 +89,7 @@ use std::collections::HashSet;
 
 use crate::builder::{NodeSpec, TensorBuilder};
 use crate::descriptor::Descriptor;
-use crate::device::{BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2};
+use crate::device::{BufferHandle, DeviceType, MemoryClass};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::wire::Reader;
@@ -146,6 +150,12 @@ pub(crate) const MAX_DIMS: u32 = 4;
 /// array levels, the outermost counted (GGUF allows arrays of arrays; ggml's own reader
 /// allows none).
 pub const MAX_ARRAY_NESTING: usize = 8;
+
+/// The largest alignment (log2) a buffer declares: 64 bytes, as for every foreign
+/// container. A mapping starts on a page, so a mapped tensor is in place up to the page
+/// size whatever it declares; a copy of bytes held in memory then needs only 64-byte
+/// alignment, never `general.alignment` (which may be 4096 or more).
+pub(crate) const MAX_DECLARED_ALIGNMENT_LOG2: u8 = 6;
 
 /// The smallest tensor info: a one-byte name (8 + 1), `n_dims` 0 (4), type (4), offset (8).
 const MIN_TENSOR_INFO_BYTES: u64 = 25;
@@ -403,9 +413,10 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
                 "tensor_count {tensor_count} (byte 8) after the key/values (which end at byte {at})"
             ))
         })?;
-    let align_log2 = alignment
-        .trailing_zeros()
-        .min(u32::from(MAX_ALIGNMENT_LOG2)) as u8;
+    // Every tensor starts at a multiple of `alignment` (the data section does, and each
+    // offset is checked to be one), so that is the alignment its offset truly has, up to
+    // the cap.
+    let align_log2 = (alignment.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2);
     let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
     let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
     for i in 0..tensor_count {

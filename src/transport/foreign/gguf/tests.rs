@@ -647,6 +647,23 @@ fn general_alignment() {
     for t in &f.tensors {
         assert_eq!(t.descriptor.effective_buffers()[0].alignment_log2, 4);
     }
+    // A larger one is declared as 64 bytes at the most.
+    for a in [128u64, 4096] {
+        let f = parse_ok(
+            &Gguf {
+                alignment: a as usize,
+                ..Gguf::new()
+            }
+            .kv(ALIGNMENT_KEY, 4, &(a as u32).to_le_bytes())
+            .tensor("t", &[3], 0, 0, &[0; 12])
+            .tensor("u", &[3], 0, a, &[0; 12])
+            .bytes(),
+        );
+        for t in &f.tensors {
+            assert_eq!(t.offsets[0] % a, 0);
+            assert_eq!(t.descriptor.effective_buffers()[0].alignment_log2, 6);
+        }
+    }
 }
 
 #[test]
