@@ -417,6 +417,7 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     // offset is checked to be one), so that is the alignment its offset truly has, up to
     // the cap.
     let align_log2 = (alignment.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2);
+    let infos_at = c.pos();
     let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
     let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
     for i in 0..tensor_count {
@@ -440,25 +441,26 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     let header_end = c.pos() as u64;
     let file_len = bytes.len() as u64;
     let data_start = header_end.div_ceil(alignment).checked_mul(alignment);
-    for t in tensors.iter_mut() {
+    for (i, t) in tensors.iter_mut().enumerate() {
         let (rel, size) = (t.offsets[0], t.size());
         let start = data_start.and_then(|d| d.checked_add(rel));
         match start.and_then(|s| Some((s, s.checked_add(size)?))) {
             Some((s, e)) if e <= file_len => t.offsets[0] = s,
             _ => {
+                let field = offset_field_at(bytes, infos_at, i);
                 return Err(Error::new(
                     ErrorKind::Truncated,
                     format!(
-                        "tensor {:?}: its {size} bytes at offset {rel} of the data section (which starts at byte {}) end past the end of the {file_len}-byte file",
+                        "tensor {:?}: its {size} bytes at offset {rel} (field at byte {field}) of the data section (which starts at byte {}) end past the end of the {file_len}-byte file",
                         t.name,
                         data_start.map_or_else(|| "past 2^64".to_string(), |d| d.to_string()),
                     ),
                 )
-                .at(start.unwrap_or(u64::MAX)))
+                .at(field));
             }
         }
     }
-    check_overlaps(&tensors)?;
+    check_overlaps(&tensors, bytes, infos_at)?;
     Ok(ForeignFile { tensors, metadata })
 }
 
@@ -685,8 +687,30 @@ fn tensor_info(
     })
 }
 
-/// No two tensors share a byte (CONTENT_INVALID naming both). Offsets are file offsets.
-fn check_overlaps(tensors: &[ForeignTensor]) -> Result<()> {
+/// The byte offset of tensor info `i`'s data offset field, in a file whose tensor infos
+/// (already read without error) start at byte `infos_at`: for error details only.
+fn offset_field_at(bytes: &[u8], infos_at: usize, i: usize) -> usize {
+    let mut c = Cursor {
+        r: Reader::new(bytes),
+    };
+    let walk = |c: &mut Cursor<'_>| -> Result<usize> {
+        c.r.skip(infos_at, "")?;
+        for _ in 0..i {
+            c.str("")?;
+            let n = c.u32("")?;
+            c.r.skip(8 * n as usize + 12, "")?;
+        }
+        c.str("")?;
+        let n = c.u32("")?;
+        c.r.skip(8 * n as usize + 4, "")?;
+        Ok(c.pos())
+    };
+    walk(&mut c).unwrap_or(infos_at)
+}
+
+/// No two tensors share a byte (CONTENT_INVALID naming both, at the later one's data
+/// offset field). Offsets are file offsets.
+fn check_overlaps(tensors: &[ForeignTensor], bytes: &[u8], infos_at: usize) -> Result<()> {
     let mut order: Vec<usize> = (0..tensors.len())
         .filter(|&i| tensors[i].size() > 0)
         .collect();
@@ -698,14 +722,17 @@ fn check_overlaps(tensors: &[ForeignTensor]) -> Result<()> {
         if let Some((j, far)) = reach {
             if start < far {
                 let js = tensors[j].offsets[0];
+                let field = offset_field_at(bytes, infos_at, i.max(j));
                 return Err(Error::new(
                     ErrorKind::ContentInvalid,
                     format!(
-                        "tensors {:?} (bytes {js}..{far}) and {:?} (bytes {start}..{end}) overlap",
-                        tensors[j].name, tensors[i].name
+                        "tensors {:?} (bytes {js}..{far}) and {:?} (bytes {start}..{end}) overlap (data offset field of tensor info {} at byte {field})",
+                        tensors[j].name,
+                        tensors[i].name,
+                        i.max(j)
                     ),
                 )
-                .at(start));
+                .at(field));
             }
         }
         if reach.is_none_or(|(_, far)| end > far) {

@@ -754,13 +754,20 @@ fn data_offsets_name_the_tensor() {
         &["tensor \"i64\"", "not a multiple of the data alignment 32"],
     );
     // Past the end of the file, far past it, and overflowing.
+    let at = map(&fixture("dense.gguf")).ti("i16").offset_at;
     for off in [4096u64, 1 << 40, u64::MAX - 31] {
         let b = mutated("dense.gguf", |b, m| put_u64(b, m.ti("i16").offset_at, off));
+        let e = parse_err(&b);
         expect(
-            &parse_err(&b),
+            &e,
             ErrorKind::Truncated,
-            &["tensor \"i16\"", "past the end of the 1888-byte file"],
+            &[
+                "tensor \"i16\"",
+                "past the end of the 1888-byte file",
+                &format!("field at byte {at}"),
+            ],
         );
+        assert_eq!(e.offset, Some(at as u64));
     }
     // Starting inside the file, ending past it: "f64" grown to 64 values.
     let b = mutated("dense.gguf", |b, m| put_u64(b, m.ti("f64").ne_at, 64));
@@ -774,11 +781,13 @@ fn data_offsets_name_the_tensor() {
         let o = u64_at(b, m.ti("f32").offset_at);
         put_u64(b, m.ti("f16").offset_at, o)
     });
+    let e = parse_err(&b);
     expect(
-        &parse_err(&b),
+        &e,
         ErrorKind::ContentInvalid,
         &["\"f32\"", "\"f16\"", "overlap"],
     );
+    assert_eq!(e.offset, Some(map(&b).ti("f16").offset_at as u64));
     let b = mutated("dense.gguf", |b, m| put_u64(b, m.ti("f64").ne_at, 9));
     expect(
         &parse_err(&b),
