@@ -1487,6 +1487,11 @@ typedef struct {
  */
 #define TDESC_CONTAINER_SAFETENSORS_SHARDED 3
 
+/**
+ * A GGUF file (versions 2 and 3, little-endian), read in place.
+ */
+#define TDESC_CONTAINER_GGUF 4
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -517,6 +517,11 @@ pub fn run(
         ))
         .into());
     }
+    if src.first.starts_with(b"GGUF") && src.regular {
+        // GGUF through the library's reader: GGML_BLOCKS stay blocks.
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
+        return from_reader(&r, input, "GGUF", output, alignment, quiet, out);
+    }
     if src.first.starts_with(&FILE_MAGIC) {
         if !src.regular {
             return Err(Error::new(

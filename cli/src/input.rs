@@ -220,9 +220,9 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     if b[..n8] == FILE_MAGIC[..n8] {
         return Ok(Kind::File);
     }
-    // A safetensors file (an 8-byte header length, then the JSON header's '{'): the file
-    // reader reads it in place.
-    if b.len() > 8 && b[8] == b'{' {
+    // A safetensors file (an 8-byte header length, then the JSON header's '{') or a GGUF
+    // file: the file reader reads it in place.
+    if (b.len() > 8 && b[8] == b'{') || b.starts_with(b"GGUF") {
         return Ok(Kind::File);
     }
     let nf = b.len().min(8);
@@ -232,7 +232,7 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     Err(Error::new(
         ErrorKind::BadMagic,
         format!(
-            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{{') or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
+            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{{'), a GGUF file (\"GGUF\") or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
             &b[..b.len().min(8)]
         ),
     ))

@@ -1111,7 +1111,7 @@ impl File {
         self.reader.data_buffer_alignment()
     }
 
-    /// What kind of file it is: "tdf", "safetensors" or "sharded-safetensors".
+    /// What kind of file it is: "tdf", "safetensors", "sharded-safetensors" or "gguf".
     #[getter]
     fn container(&self) -> &'static str {
         self.reader.container().name()

@@ -271,3 +271,24 @@ def test_sharded_index_that_disagrees_with_its_shards(tmp_path):
     (tmp_path / "m.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "../s1.safetensors"}}))
     with pytest.raises(td.errors.ContentInvalid, match="file name"):
         td.open(tmp_path)
+
+
+def test_gguf_opens_through_td_open():
+    """GGUF files (written by GGUFWriter: tests/vectors/gguf) open by their magic; block
+    types read as gguf's own dequantization."""
+    import pathlib
+
+    import gguf
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors" / "gguf" / "quant.gguf"
+    f = td.open(path)
+    assert f.container == "gguf"
+    assert f.metadata["general.alignment"] == 64
+    reader = gguf.GGUFReader(str(path))
+    checked = 0
+    for t in reader.tensors:
+        want = gguf.quants.dequantize(t.data, t.tensor_type)
+        got = f[t.name].read(dtype="float32")
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+        checked += 1
+    assert checked == len(f)

@@ -38,6 +38,8 @@ pub const TDESC_CONTAINER_SAFETENSORS: tdesc_container = 2;
 /// A sharded safetensors checkpoint (a `*.safetensors.index.json` and its shards, each
 /// mapped), read in place.
 pub const TDESC_CONTAINER_SAFETENSORS_SHARDED: tdesc_container = 3;
+/// A GGUF file (versions 2 and 3, little-endian), read in place.
+pub const TDESC_CONTAINER_GGUF: tdesc_container = 4;
 
 /// `tdesc_file_open_ex` flag: list a checkpoint's own tensors, without grouping the pieces
 /// of quantized weights into one tensor each (ABI 1.4).

@@ -16,5 +16,6 @@ mod decode_cache;
 mod ffi_count_audit;
 mod file_v2;
 mod foreign_safetensors;
+mod gguf;
 mod hardening_codec;
 mod hardening_ffi;

@@ -7,7 +7,7 @@ use super::entries::DescriptorMemo;
 use super::*;
 use crate::transport::foreign::conventions::Hints;
 use crate::transport::foreign::{
-    self, safetensors, Container, ForeignItem, MetaValue, ReadOptions,
+    self, gguf, safetensors, Container, ForeignItem, MetaValue, ReadOptions,
 };
 use crate::Mode;
 
@@ -43,6 +43,20 @@ pub(super) fn parse_any(
             )?;
             p.notes = notes;
             Ok(p)
+        }
+        Container::Gguf => {
+            let f = gguf::parse_gguf(b)?;
+            let guess = f.tensors.len();
+            from_items(
+                b,
+                None,
+                mode,
+                book_copies,
+                Container::Gguf,
+                guess,
+                f.tensors.into_iter().map(|t| Ok(ForeignItem::Tensor(t))),
+                f.metadata,
+            )
         }
         // Never told from bytes: it is several files (FileReader::open_sharded).
         Container::ShardedSafetensors => Err(Error::new(

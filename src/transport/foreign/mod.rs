@@ -1,5 +1,6 @@
-//! Foreign containers read in place: what the parsers of other formats' files (safetensors
-//! today) hand to the file reader, and how a file's format is told from its first bytes.
+//! Foreign containers read in place: what the parsers of other formats' files (safetensors,
+//! sharded safetensors checkpoints, GGUF) hand to the file reader, and how a file's format
+//! is told from its first bytes.
 //!
 //! A parser reads a foreign file's header and describes each of its tensors with an
 //! ordinary [`Descriptor`] over the file's own bytes: ROW_MAJOR (or another layout) whose
@@ -13,6 +14,7 @@
 //! map ([`MetaValue`]).
 
 pub(crate) mod conventions;
+pub(crate) mod gguf;
 pub(crate) mod json;
 pub mod safetensors;
 #[cfg(test)]
@@ -39,25 +41,29 @@ pub enum Container {
     /// A sharded safetensors checkpoint: a `*.safetensors.index.json` and the shards it
     /// names, every shard mapped, one name space from its `weight_map`.
     ShardedSafetensors,
+    /// A GGUF file (versions 2 and 3, little-endian): magic `GGUF`.
+    Gguf,
 }
 
 impl Container {
-    /// Lower-case name: `"tdf"`, `"safetensors"`, `"sharded-safetensors"`.
+    /// Lower-case name: `"tdf"`, `"safetensors"`, `"sharded-safetensors"`, `"gguf"`.
     pub fn name(self) -> &'static str {
         match self {
             Container::Tdf => "tdf",
             Container::Safetensors => "safetensors",
             Container::ShardedSafetensors => "sharded-safetensors",
+            Container::Gguf => "gguf",
         }
     }
 
     /// The stable number of the C ABI (`tdesc_container`): 1 `.tdf`, 2 safetensors, 3 a
-    /// sharded safetensors checkpoint.
+    /// sharded safetensors checkpoint, 4 GGUF.
     pub fn code(self) -> u32 {
         match self {
             Container::Tdf => 1,
             Container::Safetensors => 2,
             Container::ShardedSafetensors => 3,
+            Container::Gguf => 4,
         }
     }
 }
@@ -76,15 +82,15 @@ impl std::fmt::Display for Container {
 pub enum MetaValue {
     /// A boolean.
     Bool(bool),
-    /// A signed integer.
+    /// A signed integer (GGUF INT8, INT16, INT32, INT64).
     Int(i64),
-    /// An unsigned integer.
+    /// An unsigned integer (GGUF UINT8, UINT16, UINT32, UINT64).
     UInt(u64),
-    /// A floating-point number.
+    /// A floating-point number (GGUF FLOAT32, exactly, or FLOAT64).
     Float(f64),
     /// A UTF-8 string.
     Str(String),
-    /// An array of values.
+    /// An array; GGUF arrays hold items of one type, arrays of arrays included.
     Array(Vec<MetaValue>),
 }
 
@@ -98,12 +104,16 @@ impl MetaValue {
     }
 }
 
-/// One tensor of a foreign file as its parser describes it: its name, its descriptor over
-/// the file's bytes, and the file offset of each of the descriptor's effective buffers.
+/// One tensor of a foreign container: its name, its descriptor over the file's bytes
+/// (buffers with their true alignment, READ_ONLY), and the file offset of each effective
+/// buffer.
 #[derive(Debug, Clone)]
 pub(crate) struct ForeignTensor {
+    /// The tensor's name in the container.
     pub(crate) name: String,
+    /// The tensor where it lies: one buffer per effective buffer, READ_ONLY.
     pub(crate) descriptor: Descriptor,
+    /// The file offset of each effective buffer, in effective order.
     pub(crate) offsets: Vec<u64>,
 }
 
@@ -125,11 +135,13 @@ pub(crate) enum ForeignItem {
     Opaque(OpaqueTensor),
 }
 
-/// A parsed foreign file: its tensors and its metadata map (in file order).
+/// What a container holds, as a parser that builds every tensor at once (GGUF) gives it:
+/// its tensors and its metadata map, in the container's order.
 #[derive(Debug, Default)]
-#[allow(dead_code)] // the form of a parser that builds every tensor at once
 pub(crate) struct ForeignFile {
+    /// The tensors, in the container's order.
     pub(crate) tensors: Vec<ForeignTensor>,
+    /// The metadata, in the container's order.
     pub(crate) metadata: Vec<(String, MetaValue)>,
 }
 
@@ -171,16 +183,20 @@ impl Default for ReadOptions {
 }
 
 /// What the reader recognises, for the message of a file it does not.
-pub(crate) const RECOGNISED: &str = "a .tdf file (89 54 44 46 0D 0A 1A 0A) or a safetensors file (an 8-byte little-endian header length, then '{')";
+pub(crate) const RECOGNISED: &str = "a .tdf file (89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte little-endian header length, then '{') or a GGUF file (\"GGUF\")";
 
-/// Tell a file's container from its first bytes: the `.tdf` magic; an 8-byte header length
-/// followed by `{` (safetensors). Anything else is `BAD_MAGIC`, listing what is
+/// Tell a file's container from its first bytes: the `.tdf` magic; `GGUF`; an 8-byte header
+/// length followed by `{` (safetensors). Anything else is `BAD_MAGIC`, listing what is
 /// recognised. Inputs shorter than 9 bytes that are not the start of the `.tdf` magic are
 /// judged as `.tdf` files (too short for one: `TRUNCATED`, as before).
 pub(crate) fn detect(b: &[u8]) -> Result<Container> {
     let n = b.len().min(FILE_MAGIC.len());
     if b[..n] == FILE_MAGIC[..n] {
         return Ok(Container::Tdf);
+    }
+    // GGUF's magic (and its byte-swapped form, which the parser names as such).
+    if b.starts_with(&gguf::MAGIC) || b.starts_with(b"FUGG") {
+        return Ok(Container::Gguf);
     }
     if b.len() > 8 && b[8] == b'{' {
         return Ok(Container::Safetensors);

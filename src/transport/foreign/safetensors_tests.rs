@@ -887,3 +887,71 @@ fn partial_groups_stay_pieces_with_a_note() {
         "{notes}"
     );
 }
+
+/// GGUF files (written by gguf's GGUFWriter) open through the file reader by their magic:
+/// the parser's tensors and key/values, bound where they lie; a `.tdf` written from them
+/// reads back to the same values, GGML_BLOCKS kept.
+#[test]
+fn gguf_files_open_through_the_reader() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/gguf");
+    for name in ["dense.gguf", "quant.gguf", "align1.gguf"] {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).unwrap();
+        let parsed = super::gguf::parse_gguf(&bytes).unwrap();
+        let r = FileReader::open(&path, Mode::Strict).unwrap();
+        assert_eq!(r.container(), Container::Gguf, "{name}");
+        assert_eq!(r.len(), parsed.tensors.len(), "{name}");
+        assert_eq!(r.metadata(), &parsed.metadata[..], "{name}");
+        let mut w = crate::file::FileWriter::new(Vec::new()).unwrap();
+        w.set_metadata(r.metadata()).unwrap();
+        let mut all = Vec::new();
+        for (e, t) in r.entries().zip(&parsed.tensors) {
+            assert_eq!(e.name(), t.name);
+            assert_eq!(e.descriptor().unwrap(), &t.descriptor);
+            assert_eq!(e.buffer_ranges().unwrap()[0].start, t.offsets[0]);
+            let b = e.bound().unwrap();
+            b.validate().unwrap();
+            let d = e.descriptor().unwrap();
+            let n: u64 = d.shape().iter().product();
+            let mut out = vec![0f64; n as usize];
+            if d.element_type() != ElementType::Complex64 {
+                b.read_box(
+                    &vec![0; d.rank()],
+                    d.shape(),
+                    OutputType::Float64,
+                    bytemuck::cast_slice_mut(&mut out),
+                    None,
+                )
+                .unwrap();
+            }
+            all.push(out);
+            w.write_tensor(e.name(), d, &e.buffers().unwrap()).unwrap();
+        }
+        let tdf = w.finish().unwrap();
+        let buf = aligned(&tdf);
+        let back = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap();
+        assert_eq!(back.metadata(), r.metadata());
+        for (e, want) in back.entries().zip(&all) {
+            let d = e.descriptor().unwrap();
+            let mut out = vec![0f64; want.len()];
+            e.bound()
+                .unwrap()
+                .read_box(
+                    &vec![0; d.rank()],
+                    d.shape(),
+                    OutputType::Float64,
+                    bytemuck::cast_slice_mut(&mut out),
+                    None,
+                )
+                .unwrap();
+            let same = out
+                .iter()
+                .zip(want)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            assert!(same, "{name}: {} reads back differently", e.name());
+        }
+    }
+    // Big-endian GGUF is refused with the parser's status.
+    let e = FileReader::open(dir.join("big_endian.gguf"), Mode::Strict).unwrap_err();
+    assert_eq!(e.kind, crate::ErrorKind::UnsupportedVersion, "{e}");
+}
