@@ -5,12 +5,12 @@
 //! A parser reads a foreign file's header and describes each of its tensors with an
 //! ordinary [`Descriptor`] over the file's own bytes: ROW_MAJOR (or another layout) whose
 //! buffers lie at given file offsets, each declaring the alignment it truly has there
-//! (format 1.1 allows down to one byte; [`true_alignment_log2`]). The file reader
+//! (format 1.1 allows down to one byte; `true_alignment_log2`). The file reader
 //! ([`FileReader`](crate::FileReader)) turns that into the same entries a `.tdf` file gives:
 //! names, descriptors, buffers, bound tensors; nothing is copied and nothing is written.
 //!
-//! The parsers' output is crate-private ([`ForeignFile`], [`ForeignTensor`],
-//! [`ForeignItem`]); what a caller sees is the reader, its [`Container`] and its metadata
+//! The parsers' output is crate-private (`ForeignFile`, `ForeignTensor`,
+//! `ForeignItem`); what a caller sees is the reader, its [`Container`] and its metadata
 //! map ([`MetaValue`]).
 
 pub(crate) mod conventions;

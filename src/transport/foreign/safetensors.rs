@@ -14,7 +14,7 @@
 //!
 //! * the header length: at most [`MAX_HEADER`] (safetensors' own 100 MB cap, refused before
 //!   anything else is read; `CONTENT_INVALID`), and within the file (`TRUNCATED`);
-//! * the JSON itself ([`json`](super::json)): UTF-8, syntax, nesting at most
+//! * the JSON itself (the crate's bounded reader, `foreign/json.rs`): UTF-8, syntax, nesting at most
 //!   [`MAX_DEPTH`] deep (`CONTENT_INVALID`); a key twice in one object (`DUPLICATE_NAME`,
 //!   tensor names and `__metadata__` keys alike);
 //! * each entry: an object with a string `dtype`, an integer array `shape` (rank ≤ 64:
