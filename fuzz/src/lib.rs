@@ -327,7 +327,8 @@ pub fn check_locate(d: &Descriptor, p: &[u64]) -> Option<(u32, u64, u8)> {
             assert_eq!(r, region);
             assert_eq!(buffer, first);
             assert!(count >= 1);
-            let et = d.element_type();
+            // The leaf's stored type (1.1: a region may store its own), which sizes it.
+            let et = d.stored_type(r);
             let size = d.effective_buffers()[buffer as usize].size_bytes;
             let need = if et.is_packed() {
                 1
