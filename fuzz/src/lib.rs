@@ -313,7 +313,13 @@ pub fn check_locate(d: &Descriptor, p: &[u64]) -> Option<(u32, u64, u8)> {
     };
     let region = leaves.first().copied();
     let res = d.locate(p);
-    if tensordesc::layout::classify(tag) == tensordesc::layout::LayoutClass::Unknown {
+    // A part kept opaque: an unassigned tag, or (1.1) a known tag the permissive decoder
+    // could not read (GGML_BLOCKS in a minor-0 descriptor or of an unknown ggml_type).
+    let layout = match region {
+        Some(r) => d.region(r).layout(),
+        None => d.layout(),
+    };
+    if matches!(layout, LayoutRef::Unknown { .. }) {
         assert_eq!(res.map(|_| ()).unwrap_err().kind, ErrorKind::NotBindable);
         return None;
     }
