@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
     from zarr.core.buffer import Buffer, BufferPrototype
 
+    from tensordesc._native import _QuantizationInfo
+
 #: The chunk size aimed at when the chunk shape is chosen (bytes of one chunk's values).
 TARGET_CHUNK_BYTES = 4 * 2**20
 
@@ -276,23 +278,38 @@ def _region_summary(t: _td.Tensor) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Array:
-    """What the store knows of one tensor (computed on first use)."""
+class ArrayInfo:
+    """What a store presents of one tensor (``Store.array_info``)."""
 
+    #: The tensor.
     tensor: _td.Tensor
+    #: Its shape.
     shape: tuple[int, ...]
-    dtype: np.dtype[Any]  # the chunks' element type (little-endian)
-    read_as: str | None  # Tensor.read's dtype argument
-    grid: _Grid
-    counts: tuple[int, ...]  # chunks along each axis
-    metadata: bytes  # zarr.json
+    #: The chunks' element type (little-endian): the Zarr array's dtype.
+    dtype: np.dtype[Any]
+    #: The ``dtype`` argument of the chunks' reads (``Tensor.read``): None for the
+    #: tensor's default, "float32" for value types Zarr has no name for.
+    read_as: str | None
+    #: The chunk shape.
+    chunks: tuple[int, ...]
+    #: How it was chosen: "regions" (one chunk per region of a regular grid of regions)
+    #: or "chosen" (``choose_chunks``).
+    basis: str
+    #: The number of chunks along each axis.
+    counts: tuple[int, ...]
+    #: The array's ``zarr.json``.
+    metadata: bytes
+    #: Chunk index -> index of the dense region that is exactly the chunk and whose
+    #: stored elements are its values (served from the file's mapping, without a copy).
+    in_place: dict[tuple[int, ...], int]
 
     @property
     def chunk_nbytes(self) -> int:
-        return math.prod(self.grid.chunks) * self.dtype.itemsize
+        """The bytes of one chunk (every chunk has the full chunk shape)."""
+        return math.prod(self.chunks) * self.dtype.itemsize
 
 
-def _array(t: _td.Tensor, basename: str, siblings: set[str], target: int) -> _Array:
+def _array(t: _td.Tensor, basename: str, siblings: set[str], target: int) -> ArrayInfo:
     shape = tuple(int(e) for e in t.shape)
     values = np.dtype(t.read_dtype(None))
     data_type, read_as = zarr_data_type(values)
@@ -331,7 +348,17 @@ def _array(t: _td.Tensor, basename: str, siblings: set[str], target: int) -> _Ar
         "attributes": {"tensordesc": info},
         "dimension_names": [f"{stem}_dim{i}" for i in range(len(shape))],
     }
-    return _Array(t, shape, dtype, read_as, grid, counts, json.dumps(doc, indent=2).encode())
+    return ArrayInfo(
+        t,
+        shape,
+        dtype,
+        read_as,
+        grid.chunks,
+        grid.basis,
+        counts,
+        json.dumps(doc, indent=2).encode(),
+        grid.in_place,
+    )
 
 
 def _name_problem(name: str) -> str | None:
@@ -347,6 +374,24 @@ def _name_problem(name: str) -> str | None:
             return "a path segment starts with '__' (reserved by Zarr v3)"
         if segment == "zarr.json":
             return "a path segment is 'zarr.json' (Zarr's metadata key)"
+    return None
+
+
+def _unreadable(t: _td.Tensor) -> str | None:
+    """Why the chunks of tensor ``t`` could not be read (raises the library's error where
+    the descriptor itself cannot be looked at), or None. Layouts and quantization schemes
+    the library keeps opaque (permissive reads, extension layouts) are found in the
+    descriptor; a read of the first element catches the rest."""
+    nodes: list[tuple[str, _QuantizationInfo | None]] = [(t.layout, t.quantization)]
+    nodes += [(r.layout, r.quantization) for r in t.regions]
+    for layout, q in nodes:
+        if layout.startswith(("UNKNOWN", "EXTENSION")):
+            return f"layout {layout} is not readable"
+        if q is not None and q["scheme"].startswith("OPAQUE"):
+            return f"quantization scheme {q['scheme']} is not readable as values"
+    _, read_as = zarr_data_type(np.dtype(t.read_dtype(None)))
+    if t.size:
+        t.read(tuple(slice(0, 1) for _ in t.shape), dtype=read_as)
     return None
 
 
@@ -420,7 +465,7 @@ class Store(_ZarrStore):
             raise ValueError(f"chunk_bytes must be at least 1, not {chunk_bytes}")
         self._chunk_bytes = int(chunk_bytes)
         self._lock = threading.Lock()
-        self._arrays: dict[str, _Array] = {}
+        self._arrays: dict[str, ArrayInfo] = {}
         self._build()
 
     def _build(self) -> None:
@@ -431,8 +476,7 @@ class Store(_ZarrStore):
             problem = _name_problem(name)
             if problem is None:
                 try:
-                    t = self._file[name]
-                    t.shape, t.layout, t.read_dtype(None)
+                    problem = _unreadable(self._file[name])
                 except _td.Error as e:
                     problem = f"not readable: {e.status}: {e.detail}"
             if problem is None:
@@ -482,6 +526,11 @@ class Store(_ZarrStore):
         return self._file.path
 
     @property
+    def chunk_bytes(self) -> int:
+        """The chunk size aimed at where chunk shapes are chosen."""
+        return self._chunk_bytes
+
+    @property
     def file(self) -> _td.File:
         """The file the store reads."""
         return self._file
@@ -529,8 +578,9 @@ class Store(_ZarrStore):
 
     # -- arrays ---------------------------------------------------------------------------
 
-    def array_info(self, name: str) -> _Array:
-        """What the store presents of tensor ``name`` (KeyError when it presents none)."""
+    def array_info(self, name: str) -> ArrayInfo:
+        """What the store presents of tensor ``name``: dtype, chunks, ``zarr.json``
+        (computed on first use; ``KeyError`` for a name it does not present)."""
         a = self._arrays.get(name)
         if a is not None:
             return a
@@ -553,7 +603,7 @@ class Store(_ZarrStore):
             return self._group
         return None
 
-    def _chunk_index(self, key: str) -> tuple[_Array, tuple[int, ...]] | None:
+    def _chunk_index(self, key: str) -> tuple[ArrayInfo, tuple[int, ...]] | None:
         """The array and chunk index of chunk key ``key``, or None when ``key`` names no
         chunk of a presented array (missing tensors, out-of-range or malformed indices)."""
         parts = key.split("/")
@@ -578,14 +628,14 @@ class Store(_ZarrStore):
             return a, tuple(index)
         return None
 
-    def _chunk(self, a: _Array, index: tuple[int, ...]) -> NDArray[np.uint8]:
+    def _chunk(self, a: ArrayInfo, index: tuple[int, ...]) -> NDArray[np.uint8]:
         """The bytes of one chunk (full chunk shape; past the array's edge: zeros)."""
-        chunks = a.grid.chunks
+        chunks = a.chunks
         box = tuple(
             slice(i * c, min(i * c + c, n)) for i, c, n in zip(index, chunks, a.shape)
         )
         whole = all(s.stop - s.start == c for s, c in zip(box, chunks))
-        region = a.grid.in_place.get(index)
+        region = a.in_place.get(index)
         values: NDArray[Any] | None = None
         if region is not None:
             values = a.tensor.region(region).numpy()  # a view of the mapping
@@ -767,4 +817,4 @@ class Store(_ZarrStore):
         self._check_writable()
 
 
-__all__ = ["Store", "choose_chunks", "zarr_data_type", "TARGET_CHUNK_BYTES"]
+__all__ = ["Store", "ArrayInfo", "choose_chunks", "zarr_data_type", "TARGET_CHUNK_BYTES"]
