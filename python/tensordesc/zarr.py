@@ -411,7 +411,7 @@ def _byte_span(n: int, byte_range: ByteRequest | None) -> tuple[int, int]:
         if byte_range.suffix < 0:
             raise ValueError(f"invalid byte range {byte_range}")
         return max(0, n - byte_range.suffix), n
-    raise TypeError(f"unexpected byte_range {byte_range!r}")
+    raise TypeError(f"Unexpected byte_range, got {byte_range!r}.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -565,10 +565,14 @@ class Store(_ZarrStore):
         self._setup(str(state["path"]), bool(state["strict"]), int(state["chunk_bytes"]))
 
     def with_read_only(self, read_only: bool = False) -> Store:
-        """A new store over the same file; it is read-only, so ``read_only=False`` raises
-        the store's read-only error (``ValueError``)."""
+        """A new store over the same file (not opened). There is no writable variant:
+        ``read_only=False`` raises ``NotImplementedError``, as the ABC's default does for
+        stores without one (zarr then reports the store as read-only)."""
         if not read_only:
-            raise ValueError("a tensordesc.zarr.Store is read-only; it has no writable variant")
+            raise NotImplementedError(
+                f"with_read_only is not implemented for the {type(self)} store type. "
+                "(it is read-only: there is no writable variant)"
+            )
         return Store(self._file, strict=self._strict, chunk_bytes=self._chunk_bytes)
 
     @property
