@@ -14,7 +14,7 @@ The file is presented as a Zarr v3 group: one array per tensor, its name the arr
 from the descriptors (shape, data type, chunk grid, the ``bytes`` codec, attributes); every
 chunk is read on request by one windowed read of the tensor (``Tensor.read``), so nothing
 is copied or converted ahead of time and no file is written. docs/python.md, *Zarr*, and
-decision record 133 describe the mapping: data types, chunk shapes, attributes, names.
+decision record 137 describe the mapping: data types, chunk shapes, attributes, names.
 
 Needs ``zarr`` (3.1 or newer).
 """
@@ -395,6 +395,18 @@ def _unreadable(t: _td.Tensor) -> str | None:
     return None
 
 
+def _is_metadata_key(key: str) -> bool:
+    return key == "zarr.json" or key.endswith("/zarr.json")
+
+
+def _node_of(metadata_key: str) -> str | None:
+    """The node path of a metadata key: "" for "zarr.json", "a/b" for "a/b/zarr.json";
+    None for "/zarr.json" (no node has an empty name)."""
+    if metadata_key == "zarr.json":
+        return ""
+    return metadata_key[: -len("/zarr.json")] or None
+
+
 def _byte_span(n: int, byte_range: ByteRequest | None) -> tuple[int, int]:
     """The bytes ``[start, stop)`` of a value of ``n`` bytes that ``byte_range`` asks for."""
     if byte_range is None:
@@ -598,7 +610,9 @@ class Store(_ZarrStore):
                 self._arrays[name] = a
         return a
 
-    def _metadata(self, path: str) -> bytes | None:
+    def _metadata(self, path: str | None) -> bytes | None:
+        if path is None:
+            return None
         if path == "":
             return self._root
         if path in self._names:
@@ -665,8 +679,8 @@ class Store(_ZarrStore):
     # -- reading --------------------------------------------------------------------------
 
     def _get(self, key: str, byte_range: ByteRequest | None) -> NDArray[np.uint8] | None:
-        if key == "zarr.json" or key.endswith("/zarr.json"):
-            doc = self._metadata(key[: -len("zarr.json")].rstrip("/"))
+        if _is_metadata_key(key):
+            doc = self._metadata(_node_of(key))
             if doc is None:
                 return None
             data: NDArray[np.uint8] = np.frombuffer(doc, dtype=np.uint8)
@@ -700,7 +714,7 @@ class Store(_ZarrStore):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
-        if key == "zarr.json" or key.endswith("/zarr.json"):
+        if _is_metadata_key(key):
             data = self._get(key, byte_range)
         else:
             # Reads release the GIL: chunks asked for together are read in parallel.
@@ -719,14 +733,14 @@ class Store(_ZarrStore):
 
     async def exists(self, key: str) -> bool:
         # docstring inherited
-        if key == "zarr.json" or key.endswith("/zarr.json"):
-            return self._metadata(key[: -len("zarr.json")].rstrip("/")) is not None
+        if _is_metadata_key(key):
+            return self._metadata(_node_of(key)) is not None
         return self._chunk_index(key) is not None
 
     async def getsize(self, key: str) -> int:
         # docstring inherited
-        if key == "zarr.json" or key.endswith("/zarr.json"):
-            doc = self._metadata(key[: -len("zarr.json")].rstrip("/"))
+        if _is_metadata_key(key):
+            doc = self._metadata(_node_of(key))
             if doc is not None:
                 return len(doc)
         else:

@@ -356,7 +356,8 @@ def test_zarr_data_types():
 
 
 MISSING = [
-    "nope/zarr.json", "nope/c/0/0", "layers/zarr.json/zarr.json", "zarr.jso", "",
+    "nope/zarr.json", "nope/c/0/0", "layers/zarr.json/zarr.json", "zarr.jso", "", "/zarr.json",
+    "layers//zarr.json", "layers/0/attn/w//zarr.json", "xzarr.json", "row_major/zarr.json/",
     "row_major", "row_major/", "row_major/c", "row_major/c/0", "row_major/c/0/0/0",
     "row_major/c/99/0", "row_major/c/0/99", "row_major/c/-1/0", "row_major/c/01/0",
     "row_major/c/0/x", "row_major/c/0/", "row_major/c//0", "row_major/d/0/0", "row_major/c/٣/0",
@@ -484,6 +485,10 @@ def test_writes_are_refused(store):
             run(call)
     assert store.read_only and not store.supports_writes and not store.supports_deletes
     assert not store.supports_partial_writes and store.supports_listing
+    opened = run(tz.Store.open(store.path))  # the ABC's constructor-and-open
+    assert opened._is_open and opened == tz.Store(store.path)
+    with pytest.raises(ValueError, match="already open"):
+        run(opened._open())
     assert not store.supports_consolidated_metadata
     with pytest.raises(ValueError, match="read-only"):
         zarr.open_group(store, mode="a")
