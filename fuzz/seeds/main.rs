@@ -3,13 +3,14 @@
 //! builder (every layout, every quantization scheme and section, the format 1.1
 //! quantization features, subpavings that hit each kind of level index, nesting to the
 //! deepest level, permissive-only forms), and the golden vectors `tests/vectors/*.hex`
-//! when they exist.
+//! when they exist; for the `gguf` target, GGUF files (tests/vectors/gguf/ and hand-made).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use tensordesc::builder::{LayoutSpec, TileSpec};
 use tensordesc::file::{FileWriter, V1Writer};
+use tensordesc::layout::ggml::GGML_TYPES;
 use tensordesc::layout::{sparse_flags, tag};
 use tensordesc::quant::QuantScheme;
 use tensordesc::stream::StreamWriter;
@@ -955,6 +956,159 @@ fn validates(d: &Descriptor, contents: &[u8]) -> bool {
     }
 }
 
+/// A GGUF version 3 file: key/values `(key, value type, value bytes)`, tensors `(name, ne,
+/// ggml type, data)` placed one after another at multiples of `alignment` (written as
+/// `general.alignment` unless it is 32).
+fn gguf_file(
+    kvs: &[(&str, u32, Vec<u8>)],
+    tensors: &[(String, Vec<u64>, u32, Vec<u8>)],
+    alignment: u64,
+) -> Vec<u8> {
+    fn gstr(b: &mut Vec<u8>, s: &[u8]) {
+        b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        b.extend_from_slice(s);
+    }
+    let mut kvs = kvs.to_vec();
+    if alignment != 32 {
+        kvs.push((
+            "general.alignment",
+            4,
+            (alignment as u32).to_le_bytes().to_vec(),
+        ));
+    }
+    let mut b = b"GGUF".to_vec();
+    b.extend_from_slice(&3u32.to_le_bytes());
+    b.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    for (k, t, v) in &kvs {
+        gstr(&mut b, k.as_bytes());
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(v);
+    }
+    let mut data = Vec::new();
+    for (name, ne, t, bytes) in tensors {
+        gstr(&mut b, name.as_bytes());
+        b.extend_from_slice(&(ne.len() as u32).to_le_bytes());
+        for e in ne {
+            b.extend_from_slice(&e.to_le_bytes());
+        }
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        data.extend_from_slice(bytes);
+        data.resize(
+            (data.len() as u64).div_ceil(alignment) as usize * alignment as usize,
+            0,
+        );
+    }
+    b.resize(
+        (b.len() as u64).div_ceil(alignment) as usize * alignment as usize,
+        0,
+    );
+    b.extend_from_slice(&data);
+    b
+}
+
+/// GGUF seeds: the files gguf's GGUFWriter wrote (tests/vectors/gguf/), version 2 twins,
+/// and small hand-made files — every key/value type, one tensor of each dense and block
+/// type at several alignments, rank 0, empty tensors, an expert stack, no tensors at all.
+fn gguf_seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let dir = root.join("tests/vectors/gguf");
+    for name in ["dense", "quant", "align1", "big_endian"] {
+        let Ok(b) = fs::read(dir.join(format!("{name}.gguf"))) else {
+            continue;
+        };
+        if name != "big_endian" {
+            let mut v2 = b.clone();
+            v2[4..8].copy_from_slice(&2u32.to_le_bytes());
+            out.push((format!("gguf-{name}-v2"), v2));
+        }
+        out.push((format!("gguf-{name}"), b));
+    }
+    let arr = |t: u32, n: u64, items: &[u8]| {
+        let mut v = t.to_le_bytes().to_vec();
+        v.extend_from_slice(&n.to_le_bytes());
+        v.extend_from_slice(items);
+        v
+    };
+    let mut nested = 9u32.to_le_bytes().to_vec();
+    nested.extend_from_slice(&2u64.to_le_bytes());
+    nested.extend(arr(5, 1, &7i32.to_le_bytes()));
+    nested.extend(arr(0, 2, &[1, 2]));
+    let kvs: Vec<(&str, u32, Vec<u8>)> = vec![
+        ("u8", 0, vec![200]),
+        ("i8", 1, vec![0x9C]),
+        ("u16", 2, 60000u16.to_le_bytes().to_vec()),
+        ("i16", 3, (-3i16).to_le_bytes().to_vec()),
+        ("u32", 4, 7u32.to_le_bytes().to_vec()),
+        ("i32", 5, (-7i32).to_le_bytes().to_vec()),
+        ("f32", 6, 0.5f32.to_le_bytes().to_vec()),
+        ("bool", 7, vec![1]),
+        ("str", 8, [&2u64.to_le_bytes()[..], b"hi"].concat()),
+        ("u64", 10, u64::MAX.to_le_bytes().to_vec()),
+        ("i64", 11, i64::MIN.to_le_bytes().to_vec()),
+        ("f64", 12, (-2.5f64).to_le_bytes().to_vec()),
+        ("arr.u8", 9, arr(0, 3, &[1, 2, 3])),
+        (
+            "arr.str",
+            9,
+            arr(
+                8,
+                2,
+                &[&1u64.to_le_bytes()[..], b"a", &0u64.to_le_bytes()].concat(),
+            ),
+        ),
+        ("arr.nested", 9, nested),
+        ("arr.empty", 9, arr(7, 0, &[])),
+    ];
+    out.push(("gguf-kvs".into(), gguf_file(&kvs, &[], 32)));
+    out.push(("gguf-empty".into(), gguf_file(&[], &[], 32)));
+    let mut s = 0x6767_7566_0000_0001u64;
+    let mut noise = |n: usize| -> Vec<u8> { (0..n).map(|_| xorshift(&mut s) as u8).collect() };
+    // Dense: number, element bytes.
+    let dense = [
+        (0u32, 4usize),
+        (1, 2),
+        (30, 2),
+        (28, 8),
+        (24, 1),
+        (25, 2),
+        (26, 4),
+        (27, 8),
+    ];
+    let mut all = Vec::new();
+    for &(t, size) in &dense {
+        let one = vec![(format!("d{t}"), vec![3, 2], t, noise(6 * size))];
+        out.push((format!("gguf-dense-{t}"), gguf_file(&[], &one, 32)));
+        all.extend(one);
+    }
+    for t in GGML_TYPES {
+        let qk = u64::from(t.block_elems);
+        let one = vec![(
+            t.name.to_string(),
+            vec![qk, 2],
+            t.number,
+            noise(2 * t.block_bytes as usize),
+        )];
+        out.push((format!("gguf-{}", t.name), gguf_file(&[], &one, 1)));
+        all.extend(one);
+    }
+    for alignment in [1, 8, 32, 64] {
+        out.push((
+            format!("gguf-all-align{alignment}"),
+            gguf_file(&kvs[..3], &all, alignment),
+        ));
+    }
+    let special = vec![
+        ("scalar".to_string(), vec![], 0, noise(4)),
+        ("empty".to_string(), vec![0, 4], 1, vec![]),
+        ("experts".to_string(), vec![256, 2, 3], 12, noise(6 * 144)),
+        ("rank4".to_string(), vec![2, 1, 1, 2], 24, noise(4)),
+    ];
+    out.push(("gguf-special".into(), gguf_file(&kvs[7..9], &special, 16)));
+    out
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
     fs::create_dir_all(dir).expect("create corpus dir");
     fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
@@ -1133,6 +1287,12 @@ fn main() {
         gold_files.len(),
         3 * n_files
     );
+    // GGUF files.
+    let gguf = gguf_seeds(&root);
+    for (name, bytes) in &gguf {
+        write(&out.join("gguf"), name, bytes);
+    }
+    println!("wrote {} gguf seeds", gguf.len());
     // Inputs that once found a bug, kept per target in fuzz/regressions/<target>/.
     let mut n_reg = 0;
     if let Ok(dirs) = fs::read_dir(root.join("fuzz/regressions")) {

@@ -832,17 +832,8 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization(
     region: u32,
     out: *mut tdesc_quantization,
 ) -> tdesc_status {
-    guard(|| {
-        // SAFETY: caller promise on `d`.
-        let d = &unsafe { desc_arg(d)? }.inner;
-        out_arg(out, "out")?;
-        let q = node_parts(d, region)?
-            .2
-            .ok_or_else(|| not_found("quantization there"))?;
-        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(tdesc_quantization::from_rust(q)) };
-        Ok(())
-    })
+    // SAFETY: the caller's promises on `d` and `out`, forwarded.
+    unsafe { write_quantization(d, region, out, tdesc_quantization::from_rust) }
 }
 
 /// The format 1.1 fields of the quantization of the tensor (`region` =
@@ -854,6 +845,20 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization_ext(
     region: u32,
     out: *mut tdesc_quantization_ext,
 ) -> tdesc_status {
+    // SAFETY: the caller's promises on `d` and `out`, forwarded.
+    unsafe { write_quantization(d, region, out, tdesc_quantization_ext::from_rust) }
+}
+
+/// Write `convert` of the node's quantization to `out` (NOT_FOUND when it has none).
+///
+/// # Safety
+/// `d` is NULL or a live descriptor handle; `out` is NULL or writable for one `T`.
+unsafe fn write_quantization<T>(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut T,
+    convert: fn(&crate::Quantization) -> T,
+) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promise on `d`.
         let d = &unsafe { desc_arg(d)? }.inner;
@@ -862,7 +867,7 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization_ext(
             .2
             .ok_or_else(|| not_found("quantization there"))?;
         // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(tdesc_quantization_ext::from_rust(q)) };
+        unsafe { out.write(convert(q)) };
         Ok(())
     })
 }

@@ -2,6 +2,7 @@
 //! both writers make before anything is written.
 
 pub mod file;
+pub(crate) mod foreign;
 pub(crate) mod sink;
 pub mod stream;
 

@@ -15,5 +15,6 @@ mod codec_hostile;
 mod decode_cache;
 mod ffi_count_audit;
 mod file_v2;
+mod gguf;
 mod hardening_codec;
 mod hardening_ffi;
