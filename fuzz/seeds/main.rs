@@ -1,9 +1,10 @@
 //! Seed corpora for the fuzz targets: `seeds [OUT_DIR]` (default `fuzz/corpus`) writes
 //! `OUT_DIR/<target>/seed-<name>` files. Sources: descriptors built with the library's
 //! builder (every layout, every quantization scheme and section, the format 1.1
-//! quantization features, subpavings that hit each kind of level index, nesting to the
-//! deepest level, permissive-only forms), and the golden vectors `tests/vectors/*.hex`
-//! when they exist; for the `gguf` target, GGUF files (tests/vectors/gguf/ and hand-made).
+//! quantization features, per-region element types and alignments below 64 bytes,
+//! subpavings that hit each kind of level index, nesting to the deepest level,
+//! permissive-only forms), and the golden vectors `tests/vectors/*.hex` when they exist;
+//! for the `gguf` target, GGUF files (tests/vectors/gguf/ and hand-made).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,72 @@ fn q_axis_e4m3(axis: u8, global_scale: Option<GlobalScale>) -> Quantization {
         has_zero_point: true,
         global_scale,
     }
+}
+
+/// PER_TENSOR_AFFINE expressed in `expressed` (a region storing its own type quantizes into
+/// the tensor's value type, format 1.1).
+fn q_tensor_in(expressed: ElementType) -> Quantization {
+    Quantization {
+        expressed_type: expressed,
+        ..q_tensor()
+    }
+}
+
+/// Format 1.1 per-region element types, as in tests/data_plane/region_types.rs: a FLOAT16
+/// [8, 32] tensor of FLOAT16 rows, an INT8 block quantized per tensor and an FP4 block with
+/// E4M3 scales per 8 (both expressed FLOAT16), an unquantized FLOAT8_E4M3FN block, and a
+/// nested subpaving storing UINT8 whose row-major and CSR regions inherit it.
+fn region_types_mixed() -> TensorBuilder {
+    use ElementType::*;
+    let fp4 = Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis: 1,
+            block_size: 8,
+            scale_type: Float8E4m3fn,
+        },
+        expressed_type: Float16,
+        has_zero_point: false,
+        global_scale: None,
+    };
+    TensorBuilder::subpaving(
+        Float16,
+        &[8, 32],
+        vec![
+            r(&[0, 0], &[4, 32], NodeSpec::row_major()),
+            r(
+                &[4, 0],
+                &[4, 8],
+                NodeSpec::row_major()
+                    .with_element_type(Int8)
+                    .with_quantization(q_tensor_in(Float16)),
+            ),
+            r(
+                &[4, 8],
+                &[4, 8],
+                NodeSpec::row_major().with_element_type(Float8E4m3fn),
+            ),
+            r(
+                &[4, 16],
+                &[4, 8],
+                NodeSpec::row_major()
+                    .with_element_type(Float4E2m1fn)
+                    .with_quantization(fp4),
+            ),
+            r(
+                &[4, 24],
+                &[4, 8],
+                NodeSpec::subpaving(vec![
+                    r(&[0, 0], &[4, 4], NodeSpec::row_major()),
+                    r(
+                        &[0, 4],
+                        &[4, 4],
+                        NodeSpec::csr(4, sparse_flags::SORTED | sparse_flags::UNIQUE),
+                    ),
+                ])
+                .with_element_type(Uint8),
+            ),
+        ],
+    )
 }
 
 fn csf(et: ElementType, order: &[u8], levels: &[u64]) -> NodeSpec {
@@ -470,6 +537,131 @@ fn built() -> Vec<(String, TensorBuilder)> {
             ],
         ),
     );
+    // Format 1.1 per-region element types: sizes, pages, zero points and values follow
+    // each leaf's stored type; every leaf yields the tensor's value type.
+    add("rtype_mixed", region_types_mixed());
+    add("rtype_mixed_align1", region_types_mixed().alignment(0));
+    // FLOAT32 [8, 16]: a subpaving storing INT16 (row-major and block-paged leaves, pages
+    // of INT16); a plain subpaving holding a subpaving storing INT8 (an unquantized COO and
+    // an INT8 leaf quantized per axis into FLOAT32) and a tiled UINT4 leaf with zero points;
+    // a BFLOAT16 splat; a column-major leaf carrying FLOAT32, the tensor's own type.
+    add(
+        "rtype_nested",
+        TensorBuilder::subpaving(
+            Float32,
+            &[8, 16],
+            vec![
+                r(
+                    &[0, 0],
+                    &[8, 6],
+                    NodeSpec::subpaving(vec![
+                        r(&[0, 0], &[4, 6], NodeSpec::row_major()),
+                        r(&[4, 0], &[4, 6], NodeSpec::block_paged(4, 2)),
+                    ])
+                    .with_element_type(Int16),
+                ),
+                r(
+                    &[0, 6],
+                    &[8, 6],
+                    NodeSpec::subpaving(vec![
+                        r(
+                            &[0, 0],
+                            &[4, 6],
+                            NodeSpec::subpaving(vec![
+                                r(
+                                    &[0, 0],
+                                    &[4, 3],
+                                    NodeSpec::coo(5, sparse_flags::SORTED | sparse_flags::UNIQUE),
+                                ),
+                                r(
+                                    &[0, 3],
+                                    &[4, 3],
+                                    NodeSpec::row_major().with_quantization(q_axis(1)),
+                                ),
+                            ])
+                            .with_element_type(Int8),
+                        ),
+                        r(
+                            &[4, 0],
+                            &[4, 6],
+                            NodeSpec::tiled(&[2, 4])
+                                .with_element_type(Uint4)
+                                .with_quantization(q_axis(0)),
+                        ),
+                    ]),
+                ),
+                r(
+                    &[0, 12],
+                    &[8, 2],
+                    NodeSpec::splat().with_element_type(Bfloat16),
+                ),
+                r(
+                    &[0, 14],
+                    &[8, 2],
+                    NodeSpec::col_major().with_element_type(Float32),
+                ),
+            ],
+        ),
+    );
+    // GGML_BLOCKS regions storing their own value type inside a FLOAT32 tensor: Q8_0 as
+    // FLOAT16, Q4_0 as BFLOAT16, beside a FLOAT8_E5M2 leaf (all exact in FLOAT32).
+    add(
+        "rtype_ggml",
+        TensorBuilder::subpaving(
+            Float32,
+            &[4, 64],
+            vec![
+                r(
+                    &[0, 0],
+                    &[2, 64],
+                    NodeSpec::ggml_blocks(8).with_element_type(Float16),
+                ),
+                r(
+                    &[2, 0],
+                    &[2, 32],
+                    NodeSpec::ggml_blocks(2).with_element_type(Bfloat16),
+                ),
+                r(
+                    &[2, 32],
+                    &[2, 32],
+                    NodeSpec::row_major().with_element_type(Float8E5m2),
+                ),
+            ],
+        ),
+    );
+    // Format 1.1 buffer alignment below 64 bytes: 1-byte INT8 data, 2-byte FLOAT16 scales,
+    // and a subpaving whose automatic buffers are 4-byte aligned beside a region whose own
+    // handle promises 1 byte.
+    add(
+        "align1_i8",
+        TensorBuilder::row_major(Int8, &[5, 7]).alignment(0),
+    );
+    add(
+        "align2_quant_axis",
+        TensorBuilder::row_major(Uint8, &[3, 5])
+            .quantization(q_axis(1))
+            .alignment(1),
+    );
+    add(
+        "align_sub_mixed",
+        TensorBuilder::subpaving(
+            Float32,
+            &[4, 8],
+            vec![
+                r(&[0, 0], &[2, 8], NodeSpec::row_major()),
+                r(&[2, 0], &[2, 4], NodeSpec::csr(3, sparse_flags::SORTED)),
+                r(
+                    &[2, 4],
+                    &[2, 4],
+                    NodeSpec::col_major().with_buffers(vec![BufferHandle {
+                        alignment_log2: 0,
+                        ..BufferHandle::cpu(32)
+                    }]),
+                ),
+            ],
+        )
+        .alignment(2),
+    );
     add(
         "sections",
         TensorBuilder::row_major(Float32, &[2, 3])
@@ -776,9 +968,24 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
         })
         .collect();
     // Leaves: the tensor itself, or every non-subpaving region.
-    let mut leaves: Vec<(LayoutRef<'_>, Vec<u64>, usize, Option<&Quantization>)> = Vec::new();
+    // Each with the element type it stores (1.1: a region's own, or inherited), which
+    // sizes its elements.
+    type Leaf<'a> = (
+        LayoutRef<'a>,
+        Vec<u64>,
+        usize,
+        Option<&'a Quantization>,
+        ElementType,
+    );
+    let mut leaves: Vec<Leaf<'_>> = Vec::new();
     if d.region_count() == 0 {
-        leaves.push((d.layout(), d.shape().to_vec(), 0, d.quantization()));
+        leaves.push((
+            d.layout(),
+            d.shape().to_vec(),
+            0,
+            d.quantization(),
+            d.element_type(),
+        ));
     }
     for v in d.regions() {
         if v.layout_tag() != tag::SUBPAVING {
@@ -787,12 +994,12 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
                 v.shape().to_vec(),
                 v.first_buffer() as usize,
                 v.quantization(),
+                v.element_type(),
             ));
         }
     }
-    let et = d.element_type();
     let words = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-    for (layout, shape, first, q) in leaves {
+    for (layout, shape, first, q, et) in leaves {
         let rank = shape.len();
         // Zero-element leaves (whose other extents may overflow any partial product) get no
         // generated contents: the descriptor is seeded without them.

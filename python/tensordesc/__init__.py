@@ -678,20 +678,27 @@ def write_stream(target: _Path | _Writable | None, tensors: _Tensors) -> bytes |
     return _native._write_stream(target, _items(tensors))
 
 
-_OPEN_FILES: dict[tuple[str, int, int, int], File] = {}
+_OPEN_FILES: dict[tuple[str, int, int, int, bool], File] = {}
+
+
+def _reopen_file(path: str, strict: bool = True) -> File:
+    """The file at ``path`` opened (mapped) once per process, version of the file (path,
+    inode, size, modification time) and mode: what unpickled tensors and
+    ``tensordesc.zarr`` stores read from."""
+    st = _os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, strict)
+    f = _OPEN_FILES.get(key)
+    if f is None:
+        for k in [k for k in _OPEN_FILES if k[0] == path and k[1:4] != key[1:4]]:
+            del _OPEN_FILES[k]  # an older version of the file
+        f = _OPEN_FILES[key] = open(path, strict=strict)
+    return f
 
 
 def _reopen(path: str, name: str) -> Tensor:
-    """Unpickling a tensor of a file: the file opened (mapped) once per process and
-    version of the file (path, inode, size, modification time)."""
-    st = _os.stat(path)
-    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-    f = _OPEN_FILES.get(key)
-    if f is None:
-        for k in [k for k in _OPEN_FILES if k[0] == path]:
-            del _OPEN_FILES[k]  # an older version of the file
-        f = _OPEN_FILES[key] = open(path)
-    return f[name]
+    """Unpickling a tensor of a file: the file opened once per process and version of
+    the file (``_reopen_file``)."""
+    return _reopen_file(path)[name]
 
 
 def _region_of(tensor: Tensor, index: int) -> Region:
