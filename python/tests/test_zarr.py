@@ -170,7 +170,8 @@ def test_group_lists_every_tensor(store, tdf):
     assert arrays == set(tdf)
     groups = {name for name, node in g.members(max_depth=None) if isinstance(node, zarr.Group)}
     assert groups == {"layers", "layers/0", "layers/0/attn", "layers/1", "layers/1/attn"}
-    assert g.attrs["tensordesc"] == {"path": str(tdf.path), "skipped": {}}
+    assert g.attrs["tensordesc"] == {"path": str(tdf.path), "skipped": {}, "container": "tdf"}
+    assert g.attrs["metadata"] == {}
 
 
 @pytest.mark.parametrize("name", list(ALL))
@@ -695,3 +696,43 @@ def test_dask_from_zarr_on_a_local_cluster_of_processes(mixed_file, path, tdf):
         # Each worker read chunks through its own mapping of the files.
         pids = client.run(lambda: __import__("os").getpid())
         assert len(set(pids.values())) == 2
+
+
+# ---------------------------------------------------------------------------------------
+# Foreign files: GGUF (written by gguf's own writer) and safetensors, opened in place
+# ---------------------------------------------------------------------------------------
+
+
+def _foreign_paths(tmp_path):
+    import pathlib
+
+    from safetensors.numpy import save_file
+
+    gguf = pathlib.Path(__file__).parents[2] / "tests" / "vectors" / "gguf" / "quant.gguf"
+    st = tmp_path / "model.safetensors"
+    rng = np.random.default_rng(5)
+    save_file(
+        {"w": rng.standard_normal((6, 10)).astype(np.float16), "b": np.arange(10, dtype=np.int32)},
+        str(st),
+        metadata={"format": "pt"},
+    )
+    return [gguf, st]
+
+
+def test_foreign_files_through_the_store(tmp_path):
+    for p in _foreign_paths(tmp_path):
+        f = td.open(p)
+        store = tz.Store(p)
+        g = zarr.open_group(store, mode="r")
+        assert g.attrs["tensordesc"]["container"] == f.container
+        names = [n for n in f if n not in store.skipped]
+        assert names, p
+        for name in names:
+            a = g[name]
+            want_values = f[name][...]
+            got = a[...]
+            if want_values.dtype.kind == "f" and want_values.dtype.itemsize < 4 and got.dtype != want_values.dtype:
+                want_values = want_values.astype(got.dtype)
+            np.testing.assert_array_equal(got, want_values, err_msg=f"{p.name}:{name}")
+    st = _foreign_paths(tmp_path)[1]
+    assert zarr.open_group(tz.Store(st), mode="r").attrs["metadata"] == {"format": "pt"}
