@@ -145,7 +145,41 @@ fuzz_target!(|data: &[u8]| {
                 }
                 let bytes = w.finish().unwrap();
                 let back = read_stream(&bytes[..], opts).unwrap();
-                assert_eq!(back, tensors, "rewritten stream reads differently");
+                assert_eq!(back.len(), tensors.len());
+                // Writers place every buffer at the stream's alignment and store
+                // max(alignment_log2, 6) and the least version_minor the result needs (spec
+                // §1.2.1, §3): a descriptor with a lower alignment or a needless minor comes
+                // back with those raised or lowered and nothing else changed; any other comes
+                // back equal.
+                for (b, t) in back.iter().zip(&tensors) {
+                    let (bd, td) = (&b.descriptor, &t.descriptor);
+                    let normal = td.version_minor() == td.required_minor()
+                        && td.effective_buffer_iter().all(|h| h.alignment_log2 >= 6);
+                    if normal {
+                        assert_eq!(b, t, "rewritten stream reads differently");
+                        continue;
+                    }
+                    assert_eq!(b.name, t.name);
+                    assert_eq!(b.buffer_slices(), t.buffer_slices());
+                    assert_eq!(bd.element_type(), td.element_type());
+                    assert_eq!(bd.shape(), td.shape());
+                    assert_eq!(bd.region_count(), td.region_count());
+                    assert_eq!(bd.version_minor(), bd.required_minor());
+                    assert_eq!(bd.effective_buffer_count(), td.effective_buffer_count());
+                    for (hb, ht) in bd.effective_buffer_iter().zip(td.effective_buffer_iter()) {
+                        let mut want = ht;
+                        want.alignment_log2 = ht.alignment_log2.max(6);
+                        assert_eq!(hb, want, "a rewritten handle changed beyond its alignment");
+                    }
+                }
+                // And the rewrite is a fixed point.
+                let mut w = StreamWriter::new(Vec::new()).unwrap();
+                for t in &back {
+                    w.write_tensor(&t.name, &t.descriptor, &t.buffer_slices())
+                        .unwrap();
+                }
+                let again = read_stream(&w.finish().unwrap()[..], opts).unwrap();
+                assert_eq!(again, back, "a second rewrite changed the stream");
             }
         }
     }

@@ -1613,7 +1613,11 @@ fn safetensors_seeds() -> Vec<(String, Vec<u8>)> {
     );
     add(
         "overlap",
-        format!("{{{},{}}}", e("a", "U8", "[4]", 0, 4), e("b", "U8", "[4]", 2, 6)),
+        format!(
+            "{{{},{}}}",
+            e("a", "U8", "[4]", 0, 4),
+            e("b", "U8", "[4]", 2, 6)
+        ),
         vec![0; 6],
     );
     add(
@@ -1623,7 +1627,11 @@ fn safetensors_seeds() -> Vec<(String, Vec<u8>)> {
     );
     add(
         "duplicate",
-        format!("{{{},{}}}", e("a", "U8", "[1]", 0, 1), e("a", "U8", "[1]", 0, 1)),
+        format!(
+            "{{{},{}}}",
+            e("a", "U8", "[1]", 0, 1),
+            e("a", "U8", "[1]", 0, 1)
+        ),
         vec![0],
     );
     add(
