@@ -536,7 +536,8 @@ fn is_no_kernel(r: &Result<()>) -> bool {
     matches!(r, Err(e) if e.kind == ErrorKind::Internal && e.detail == "no fast kernel")
 }
 
-/// Scale entry `j` of `t` as `f32` (exact for FLOAT16, BFLOAT16, FLOAT32, FLOAT8_E8M0FNU).
+/// Scale entry `j` of `t` as `f32` (exact for FLOAT16, BFLOAT16, FLOAT32, FLOAT8_E4M3FN,
+/// FLOAT8_E8M0FNU).
 #[inline(always)]
 fn scale_f32(b: &[u8], t: ElementType, j: u64) -> Option<f32> {
     let j = usize::try_from(j).ok()?;
@@ -553,6 +554,7 @@ fn scale_f32(b: &[u8], t: ElementType, j: u64) -> Option<f32> {
             let c = b.get(j * 4..j * 4 + 4)?;
             f32::from_le_bytes([c[0], c[1], c[2], c[3]])
         }
+        ElementType::Float8E4m3fn => value::f8e4m3fn_to_f64(*b.get(j)?) as f32,
         ElementType::Float8E8m0fnu => {
             let e = *b.get(j)?;
             if e == 0xFF {
