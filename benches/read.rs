@@ -998,7 +998,10 @@ fn spot_check(t: &BoundTensor<'_>, n: u64, out: OutputType, got: &[u8]) {
             OutputType::Float16 => u16::from_le_bytes([b[0], b[1]]) & 0x7FFF > 0x7C00,
             _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_nan(),
         };
-        assert!(g == &want[..] || (nan(g) && nan(&want)), "element ({i}, {j})");
+        assert!(
+            g == &want[..] || (nan(g) && nan(&want)),
+            "element ({i}, {j})"
+        );
     }
 }
 
@@ -1086,8 +1089,7 @@ fn nvfp4_reads(small: bool) -> [f64; 2] {
             &mut || {
                 for i in 0..m {
                     for j in 0..n {
-                        looped[(i * n + j) as usize] =
-                            t.get_f64(&[i, j]).expect("get_f64") as f32;
+                        looped[(i * n + j) as usize] = t.get_f64(&[i, j]).expect("get_f64") as f32;
                     }
                 }
                 looped[7].to_bits() as u64

@@ -12,3 +12,4 @@ mod dlpack;
 mod quant_1_1;
 mod read_box;
 mod region_types;
+mod scaled_codes;

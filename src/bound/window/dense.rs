@@ -216,6 +216,15 @@ fn run_at(
         }
         return vals.run(codes, x, r, len, w.buf, off, ostride);
     }
+    if src.nibbles && step == 1 && len > 0 {
+        // Consecutive packed nibbles: handed over packed.
+        let q = 2 * src.byte0 + p0;
+        let first = usize::try_from(q >> 1).map_err(|_| oob(region))?;
+        let end = usize::try_from((q + len as i128 + 1) >> 1).map_err(|_| oob(region))?;
+        let packed = src.buf.get(first..end).ok_or_else(|| oob(region))?;
+        let t = &mut w.tables;
+        return vals.run_nibbles(packed, q & 1 == 1, x, r, len, w.buf, off, ostride, t);
+    }
     w.scratch.clear();
     w.scratch.reserve(len * cs);
     for k in 0..len as i128 {
