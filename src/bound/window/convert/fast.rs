@@ -78,7 +78,7 @@ impl Values<'_> {
         stride: i64,
     ) -> Option<Result<()>> {
         use ElementType::*;
-        if let Some(r) = self.scaled_run(codes, x, axis, n, out, off, stride) {
+        if let Some(r) = self.scaled_run(codes, x, axis, n, out, off, stride, None) {
             return Some(r);
         }
         let et = self.et;

@@ -21,7 +21,7 @@ use crate::value;
 mod fast;
 mod scaled;
 
-pub(super) use scaled::NibbleTables;
+pub(super) use scaled::{NibbleTables, Tables};
 
 /// Values converted per chunk (a 2 KiB `f64` stack buffer).
 pub(super) const CHUNK: usize = 256;
@@ -232,6 +232,27 @@ impl<'a> Values<'a> {
             done += m;
         }
         Ok(())
+    }
+
+    /// [`run`](Self::run), with the tables of the read (`tables`) for the kernels that
+    /// keep some.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_cached(
+        &self,
+        codes: &[u8],
+        x: &[u64],
+        axis: usize,
+        n: usize,
+        out: &mut [u8],
+        off: i64,
+        stride: i64,
+        tables: &mut Tables,
+    ) -> Result<()> {
+        let t = Some(&mut tables.bytes);
+        if let Some(r) = self.scaled_run(codes, x, axis, n, out, off, stride, t) {
+            return r;
+        }
+        self.run(codes, x, axis, n, out, off, stride)
     }
 
     /// [`run`](Self::run) of `n` packed 4-bit codes: nibble `k` of the run is nibble

@@ -50,7 +50,7 @@ const TABLE_TYPES: [ElementType; 8] = [
 /// The one-byte scale types with a table of their values, in table order.
 const SCALE_TYPES: [ElementType; 2] = [ElementType::Float8E4m3fn, ElementType::Float8E8m0fnu];
 
-struct Tables {
+struct ValueTables {
     /// `q − zp` for every byte `q` of each of [`TABLE_TYPES`].
     codes: [[f64; 256]; 8],
     /// The value of every byte of each of [`SCALE_TYPES`].
@@ -61,10 +61,10 @@ struct Tables {
 /// all-zero code (integers: the exact difference converted once, as `int_diffs`; 4-bit
 /// codes: the low nibble, as the reference reads it, the high bits ignored), and
 /// `element_to_f64` of each scale byte.
-fn tables() -> &'static Tables {
-    static T: OnceLock<Box<Tables>> = OnceLock::new();
+fn tables() -> &'static ValueTables {
+    static T: OnceLock<Box<ValueTables>> = OnceLock::new();
     T.get_or_init(|| {
-        let mut t = Box::new(Tables {
+        let mut t = Box::new(ValueTables {
             codes: [[0f64; 256]; 8],
             scales: [[0f64; 256]; 2],
         });
@@ -203,19 +203,25 @@ impl Values<'_> {
         out: &mut [u8],
         off: i64,
         stride: i64,
+        mut tables: Option<&mut ByteTables>,
     ) -> Option<Result<()>> {
         let run = self.scaled(x, axis)?;
         let codes = codes.get(..n)?;
+        if let Some(t) = tables.as_deref_mut() {
+            t.reset_for(run.key(self));
+        }
         macro_rules! go {
             ($val:expr) => {
-                self.bytes_run(&run, codes, out, off, stride, $val)
+                self.bytes_run(&run, codes, out, off, stride, tables, $val)
             };
         }
         Some(plans!(run, go))
     }
 
-    /// One-byte codes: each piece's values `val(code, scale)` straight into a contiguous
-    /// FLOAT32 output, else into batches of [`G`] stored as the output type.
+    /// One-byte codes: each piece's output elements straight into a contiguous FLOAT32,
+    /// FLOAT16 or BFLOAT16 output (through the scale's table when `tables` has or builds
+    /// one), else into batches of [`G`] values stored as the output type.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn bytes_run(
         &self,
@@ -224,21 +230,35 @@ impl Values<'_> {
         out: &mut [u8],
         off: i64,
         stride: i64,
+        tables: Option<&mut ByteTables>,
         val: impl Fn(u8, &Scale) -> f32 + Copy,
     ) -> Result<()> {
         let n = codes.len();
-        if self.out == OutputType::Float32 && stride == 4 {
+        if stride == self.oes as i64 && self.out != OutputType::Float64 {
             let dst = usize::try_from(off)
                 .ok()
-                .and_then(|o| out.get_mut(o..)?.get_mut(..n.checked_mul(4)?))
+                .and_then(|o| out.get_mut(o..)?.get_mut(..n.checked_mul(self.oes)?))
                 .ok_or_else(|| oob(self.region))?;
-            if let Ok(dst) = bytemuck::try_cast_slice_mut::<u8, f32>(dst) {
-                return run.pieces(n, |k, len, s| {
-                    for (d, &c) in dst[k..k + len].iter_mut().zip(&codes[k..k + len]) {
-                        *d = val(c, &s);
+            // The window checked the output's alignment; a misaligned slice takes the
+            // batches.
+            match self.out {
+                OutputType::Float32 => {
+                    if let Ok(d) = bytemuck::try_cast_slice_mut::<u8, u32>(dst) {
+                        return run.bytes_into(codes, d, tables, val, f32::to_bits);
                     }
-                    Ok(())
-                });
+                }
+                OutputType::Float16 => {
+                    if let Ok(d) = bytemuck::try_cast_slice_mut::<u8, u16>(dst) {
+                        let conv = |y| u32::from(f32_to_f16_bits(y));
+                        return run.bytes_into(codes, d, tables, val, conv);
+                    }
+                }
+                _ => {
+                    if let Ok(d) = bytemuck::try_cast_slice_mut::<u8, u16>(dst) {
+                        let conv = |y| u32::from(f32_to_bf16_bits(y));
+                        return run.bytes_into(codes, d, tables, val, conv);
+                    }
+                }
             }
         }
         let mut y = [0f32; G];
@@ -298,15 +318,7 @@ impl Values<'_> {
             ($t:ty, $conv:expr) => {{
                 let dst = bytemuck::try_cast_slice_mut::<u8, $t>(dst).ok()?;
                 if run.scale_table.is_some() {
-                    let key = (
-                        self.et,
-                        run.scale_type,
-                        run.g.to_bits(),
-                        run.divides,
-                        run.bf16,
-                        self.out,
-                    );
-                    tables.reset_for(key);
+                    tables.reset_for(run.key(self));
                     macro_rules! go {
                         ($val:expr) => {
                             run.nibbles_cached(tables, packed, q0, dst, $val, $conv)
@@ -437,6 +449,50 @@ struct Run<'s> {
 }
 
 impl Run<'_> {
+    /// What the run's tables depend on besides the scale.
+    fn key(&self, v: &Values<'_>) -> TableKey {
+        (
+            v.et,
+            self.scale_type,
+            self.g.to_bits(),
+            self.divides,
+            self.bf16,
+            v.out,
+        )
+    }
+
+    /// One-byte codes into contiguous output elements `dst` (`conv(val(code, scale))`):
+    /// per piece, through the scale's table when `tables` has one or builds one now,
+    /// else computed.
+    #[inline(always)]
+    fn bytes_into<U: Out>(
+        &self,
+        codes: &[u8],
+        dst: &mut [U],
+        mut tables: Option<&mut ByteTables>,
+        val: impl Fn(u8, &Scale) -> f32 + Copy,
+        conv: impl Fn(f32) -> u32 + Copy,
+    ) -> Result<()> {
+        self.pieces(codes.len(), |k, len, s| {
+            let (c, d) = (&codes[k..k + len], &mut dst[k..k + len]);
+            if let Some(tables) = tables.as_deref_mut() {
+                let built = tables.lookup(s.s.to_bits(), len, |t| {
+                    for (c, t) in t.iter_mut().enumerate() {
+                        *t = conv(val(c as u8, &s));
+                    }
+                });
+                if let Some(t) = built {
+                    map_bytes(c, t, d);
+                    return Ok(());
+                }
+            }
+            for (d, &c) in d.iter_mut().zip(c) {
+                *d = U::from_u32(conv(val(c, &s)));
+            }
+            Ok(())
+        })
+    }
+
     /// Scale entry `j` as `f64`, by the reference's conversion (`element_to_f64`: for the
     /// one-byte types its table, FLOAT32 and BFLOAT16 widened, FLOAT16 by `f16_to_f64`).
     #[inline(always)]
@@ -601,6 +657,99 @@ impl NibbleTables {
     }
 }
 
+/// The output elements of every byte code for one scale, for one-byte codes whose
+/// scales serve many elements of a read (BLOCKWISE_2D blocks met run after run, a scale
+/// along a long run): a scale's table is built once the elements computed with it would
+/// reach [`BUILD_AT`] (so a scale met for few elements never costs 256 values), and kept
+/// for the rest of the read while the leaves' parameters are the same. Slots are chosen
+/// by a hash of the scale's bits and hold one scale each (a newer one takes the slot).
+#[derive(Debug, Default)]
+pub(in crate::bound::window) struct ByteTables {
+    key: Option<TableKey>,
+    slots: Vec<ByteSlot>,
+    /// The tables, each owned by a slot.
+    tables: Vec<[u32; 256]>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ByteSlot {
+    /// The scale's `f64` bits.
+    scale: u64,
+    /// Elements computed with it so far (without a table).
+    uses: u64,
+    /// Its table in `tables` (`u32::MAX`: none yet), and whether the table is the
+    /// scale's (a slot taken by another scale keeps its table to rebuild).
+    table: u32,
+    built: bool,
+}
+
+/// Slots of [`ByteTables`] (a power of two).
+const SLOTS: usize = 256;
+
+/// Elements of one scale from which a table is built (the 256 values of a table cost
+/// about what as many elements computed directly do; a scale met for this many is
+/// likely met for more).
+const BUILD_AT: u64 = 256;
+
+impl ByteTables {
+    fn reset_for(&mut self, key: TableKey) {
+        if self.key != Some(key) {
+            self.key = Some(key);
+            self.slots.clear();
+            self.slots.resize(
+                SLOTS,
+                ByteSlot {
+                    scale: 0,
+                    uses: 0,
+                    table: u32::MAX,
+                    built: false,
+                },
+            );
+            self.tables.clear();
+        }
+    }
+
+    /// The table of scale bits `scale`, for `len` more elements: built now if the
+    /// elements computed with it reach [`BUILD_AT`] (`build` fills it), else `None` (the
+    /// caller computes them, and they are counted).
+    #[inline(always)]
+    fn lookup(
+        &mut self,
+        scale: u64,
+        len: usize,
+        build: impl FnOnce(&mut [u32; 256]),
+    ) -> Option<&[u32; 256]> {
+        let h = (scale ^ (scale >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        let slot = self.slots.get_mut(h as usize & (SLOTS - 1))?;
+        if slot.scale != scale {
+            slot.scale = scale;
+            slot.uses = 0;
+            slot.built = false;
+        }
+        if !slot.built {
+            let uses = slot.uses + len as u64;
+            if uses < BUILD_AT {
+                slot.uses = uses;
+                return None;
+            }
+            if slot.table == u32::MAX {
+                slot.table = self.tables.len() as u32;
+                self.tables.push([0; 256]);
+            }
+            build(self.tables.get_mut(slot.table as usize)?);
+            slot.built = true;
+        }
+        self.tables.get(slot.table as usize)
+    }
+}
+
+/// The tables of a read (see [`NibbleTables`] and [`ByteTables`]).
+#[derive(Debug, Default)]
+pub(in crate::bound::window) struct Tables {
+    pub nibbles: NibbleTables,
+    pub bytes: ByteTables,
+}
+
 /// Output elements held as `u32` bits, stored as `Self`.
 trait Out: Copy {
     fn from_u32(u: u32) -> Self;
@@ -687,6 +836,24 @@ impl Run<'_> {
             let t = tables.get(sc, |t| build(sc, t));
             map_nibbles(packed, q0 + k, t, &mut dst[k..k + len]).ok_or_else(|| oob(region))
         })
+    }
+}
+
+/// `t[code]` for each code into `dst`, eight at a time.
+#[inline(always)]
+fn map_bytes<U: Out>(codes: &[u8], t: &[u32; 256], dst: &mut [U]) {
+    let mut d8 = dst.chunks_exact_mut(8);
+    let mut c8 = codes.chunks_exact(8);
+    for (d, c) in (&mut d8).zip(&mut c8) {
+        // Always whole chunks: as arrays, the loop has no bounds checks.
+        if let (Ok(d), Ok(c)) = (<&mut [U; 8]>::try_from(d), <&[u8; 8]>::try_from(c)) {
+            for i in 0..8 {
+                d[i] = U::from_u32(t[c[i] as usize]);
+            }
+        }
+    }
+    for (d, &c) in d8.into_remainder().iter_mut().zip(c8.remainder()) {
+        *d = U::from_u32(t[c as usize]);
     }
 }
 
