@@ -1,6 +1,7 @@
 /* The data plane from C: regions meeting a box (visitor and caller-sized arrays), windowed
  * reads into packed and strided buffers in every output type, and batches of locates and
- * reads, each checked against the single-element calls; argument errors. */
+ * reads, each checked against the single-element calls; argument errors; ggml Q8_0 blocks
+ * (GGML_BLOCKS) built and read. */
 #include "check.h"
 
 #include <stdint.h>
@@ -135,8 +136,9 @@ static void test_regions_in_box(const fixture *f) {
     EXPECT(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, regions, boxes, 1, &count),
            TDESC_ERR_OUTPUT_TOO_SMALL);
     CHECK(count == 3 && regions[0] == 0);
-    EXPECT(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, NULL, NULL, 0, &count),
-           TDESC_ERR_OUTPUT_TOO_SMALL);
+    /* The sizing call: capacity 0 gives the count and succeeds. */
+    count = 0;
+    OK(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, NULL, NULL, 0, &count));
     CHECK(count == 3);
     OK(tdesc_descriptor_regions_in_box_array(f->d, lo, hi, 2, regions, boxes, 3, &count));
     CHECK(count == 3 && regions[2] == 2);
@@ -438,6 +440,132 @@ static void test_quant_1_1(void) {
     free(g2);
 }
 
+/* The value of IEEE binary16 bits (finite). */
+static double half_value(uint16_t h) {
+    int e = (h >> 10) & 0x1F;
+    double m = (double)(h & 0x3FF);
+    double p = 1.0; /* 2^(e - 15) */
+    for (int k = e; k < 15; ++k) p /= 2.0;
+    for (int k = 15; k < e; ++k) p *= 2.0;
+    double v = e == 0 ? m / 16777216.0 : (1.0 + m / 1024.0) * p;
+    return (h & 0x8000) ? -v : v;
+}
+
+/* GGML_BLOCKS: a FLOAT32 [3, 64] tensor of ggml Q8_0 blocks ({f16 d; int8 qs[32]}, value
+ * d * q in f32), six blocks written here; every read path against d * q. */
+static void test_ggml_q8_0(void) {
+    uint32_t q8 = 0;
+    OK(tdesc_ggml_type_by_name("q8_0", 4, &q8));
+    CHECK(q8 == 8);
+    EXPECT(tdesc_ggml_type_by_name("Q8_K", 4, &q8), TDESC_ERR_NOT_FOUND);
+    tdesc_ggml_block_type info;
+    OK(tdesc_ggml_type_info(8, &info));
+    CHECK(strcmp(info.name, "Q8_0") == 0 && info.block_elems == 32 && info.block_bytes == 34);
+    EXPECT(tdesc_ggml_type_info(1, &info), TDESC_ERR_NOT_FOUND);
+    CHECK(strcmp(tdesc_layout_name(TDESC_LAYOUT_GGML_BLOCKS), "GGML_BLOCKS") == 0);
+
+    tdesc_node_spec *n = NULL;
+    OK(tdesc_node_new_ggml_blocks(8, &n));
+    tdesc_builder *b = NULL;
+    const uint64_t shape[2] = {3, 64};
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT32, shape, 2, n, &b));
+    tdesc_descriptor *d = NULL;
+    OK(tdesc_builder_build(b, &d));
+    tdesc_builder_free(b);
+    CHECK(tdesc_descriptor_version_minor(d) == 1);
+    CHECK(tdesc_descriptor_layout(d) == TDESC_LAYOUT_GGML_BLOCKS);
+    uint32_t gt = 0;
+    OK(tdesc_descriptor_ggml_type(d, TDESC_NO_REGION, &gt));
+    CHECK(gt == 8);
+    tdesc_buffer info_b;
+    OK(tdesc_descriptor_buffer(d, 0, &info_b));
+    CHECK(info_b.size_bytes == 6 * 34 && info_b.role == TDESC_ROLE_DATA);
+
+    /* Scales 0.5, 0.333251953125, -2, 1/1024, 3, 65504; codes (k * 37 + b * 11) - 128. */
+    const uint16_t scale[6] = {0x3800, 0x3555, 0xC000, 0x1400, 0x4200, 0x7BFF};
+    uint8_t *blocks = alloc64(6 * 34);
+    float want[192];
+    for (int blk = 0; blk < 6; ++blk) {
+        uint8_t *p = blocks + 34 * blk;
+        p[0] = (uint8_t)(scale[blk] & 0xFF);
+        p[1] = (uint8_t)(scale[blk] >> 8);
+        for (int k = 0; k < 32; ++k) {
+            int8_t q = (int8_t)(((k * 37 + blk * 11) & 0xFF) - 128);
+            p[2 + k] = (uint8_t)q;
+            want[blk * 32 + k] = (float)half_value(scale[blk]) * (float)q;
+        }
+    }
+    const void *bufs[1] = {blocks};
+    tdesc_tensor *t = NULL;
+    OK(tdesc_tensor_bind(d, bufs, 1, &t));
+    OK(tdesc_tensor_validate(t));
+    int bad = 0;
+    for (int k = 0; k < 192; ++k) {
+        const uint64_t idx[2] = {(uint64_t)(k / 64), (uint64_t)(k % 64)};
+        double v = 0;
+        OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+        float raw = 0;
+        OK(tdesc_tensor_get(t, idx, 2, &raw, sizeof raw));
+        if (v != (double)want[k] || raw != want[k]) ++bad;
+    }
+    CHECK(bad == 0);
+    /* The whole tensor, and a window starting and ending inside blocks, as FLOAT32 and
+     * RAW (the values' bytes). */
+    float out[192];
+    const uint64_t zero[2] = {0, 0};
+    OK(tdesc_tensor_read_box(t, zero, shape, 2, TDESC_OUTPUT_FLOAT32, out, sizeof out, NULL));
+    CHECK(memcmp(out, want, sizeof want) == 0);
+    const uint64_t lo[2] = {1, 5}, hi[2] = {3, 45};
+    for (int raw = 0; raw < 2; ++raw) {
+        memset(out, 0, sizeof out);
+        OK(tdesc_tensor_read_box(t, lo, hi, 2, raw ? TDESC_OUTPUT_RAW : TDESC_OUTPUT_FLOAT32,
+                                 out, 80 * sizeof(float), NULL));
+        bad = 0;
+        for (int r = 0; r < 2; ++r) {
+            for (int c = 0; c < 40; ++c) {
+                if (out[r * 40 + c] != want[(r + 1) * 64 + c + 5]) ++bad;
+            }
+        }
+        CHECK(bad == 0);
+    }
+    double out64[80];
+    OK(tdesc_tensor_read_box(t, lo, hi, 2, TDESC_OUTPUT_FLOAT64, out64, sizeof out64, NULL));
+    CHECK(out64[41] == (double)want[2 * 64 + 6]);
+    /* Located by lookup, never a byte address. */
+    tdesc_location loc;
+    const uint64_t at[2] = {2, 7};
+    OK(tdesc_descriptor_locate(d, at, 2, &loc));
+    CHECK(loc.tag == TDESC_LOCATION_LOOKUP && loc.LOOKUP.layout_tag == TDESC_LAYOUT_GGML_BLOCKS);
+    tdesc_tensor_free(t);
+    tdesc_descriptor_free(d);
+    free(blocks);
+
+    /* The rules: an unknown type, a wrong element type, a wrong size. */
+    const uint64_t bad_shape[2] = {3, 48};
+    OK(tdesc_node_new_ggml_blocks(8, &n));
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT32, bad_shape, 2, n, &b));
+    EXPECT(tdesc_builder_build(b, &d), TDESC_ERR_LAYOUT_CONSTRAINT);
+    tdesc_builder_free(b);
+    OK(tdesc_node_new_ggml_blocks(15, &n));
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT32, shape, 2, n, &b));
+    EXPECT(tdesc_builder_build(b, &d), TDESC_ERR_LAYOUT_CONSTRAINT);
+    tdesc_builder_free(b);
+    OK(tdesc_node_new_ggml_blocks(8, &n));
+    OK(tdesc_builder_new(TDESC_ELEMENT_INT8, shape, 2, n, &b));
+    EXPECT(tdesc_builder_build(b, &d), TDESC_ERR_LAYOUT_CONSTRAINT);
+    tdesc_builder_free(b);
+    OK(tdesc_node_new_ggml_blocks(8, &n));
+    tdesc_buffer_handle h;
+    memset(&h, 0, sizeof h);
+    h.size_bytes = 6 * 34 + 1;
+    h.device_type = TDESC_DEVICE_CPU;
+    h.alignment_log2 = 6;
+    OK(tdesc_node_set_buffers(n, &h, 1));
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT16, shape, 2, n, &b));
+    EXPECT(tdesc_builder_build(b, &d), TDESC_ERR_BUFFER_SIZE_MISMATCH);
+    tdesc_builder_free(b);
+}
+
 /* Format 1.1 per-region element types from C: a FLOAT16 [2, 4] tensor whose right half
  * stores INT8 codes quantized with expressed FLOAT16, and a FLOAT32 region refused. */
 static void test_region_types(void) {
@@ -510,6 +638,7 @@ static void test_region_types(void) {
 
 int main(void) {
     test_quant_1_1();
+    test_ggml_q8_0();
     test_region_types();
     fixture f = make_fixture();
     test_regions_in_box(&f);

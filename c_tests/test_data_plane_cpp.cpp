@@ -1,6 +1,7 @@
 // The data plane through tensordesc.hpp: tensor.read<T>(box) into a std::vector and into
 // caller memory (a std::span under C++20), RAW and 16-bit reads, regions_in_box,
-// locate_many and get_many, each against the single-element calls; errors as exceptions.
+// locate_many and get_many, each against the single-element calls; errors as exceptions;
+// ggml Q4_0 blocks (GGML_BLOCKS) through node::ggml_blocks.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,8 +46,82 @@ static void fp8_blockwise_2d() {
     CHECK(same);
 }
 
+// GGML_BLOCKS: a BFLOAT16 [2, 64] tensor of ggml Q4_0 blocks ({f16 d; u8 qs[16]}: value j
+// of a block is d * ((qs[j] & 15) - 8), value j + 16 is d * ((qs[j] >> 4) - 8)).
+static void ggml_q4_0() {
+    const uint32_t q4 = tdesc::ggml_type_number("Q4_0");
+    CHECK(q4 == 2);
+    tdesc_ggml_block_type info = tdesc::ggml_block_type(q4);
+    CHECK(std::strcmp(info.name, "Q4_0") == 0 && info.block_elems == 32 && info.block_bytes == 18);
+    CHECK(status_of([] { tdesc::ggml_type_number("F16"); }) == TDESC_ERR_NOT_FOUND);
+    tdesc::descriptor d =
+        tdesc::builder(TDESC_ELEMENT_BFLOAT16, {2, 64}, tdesc::node::ggml_blocks(q4)).build();
+    CHECK(d.version_minor() == 1);
+    CHECK(d.layout_name() == "GGML_BLOCKS");
+    CHECK(d.ggml_type().number == 2 && std::strcmp(d.ggml_type().name, "Q4_0") == 0);
+    CHECK(d.buffers().size() == 1 && d.buffers()[0].size_bytes == 4 * 18);
+    host_buffer blocks(alloc64(4 * 18));
+    uint8_t *p = static_cast<uint8_t *>(blocks.get());
+    // Scales 0.5, 0.25, 2, 1 (binary16, exact in bfloat16 times a small integer).
+    const uint16_t scale[4] = {0x3800, 0x3400, 0x4000, 0x3C00};
+    const float sv[4] = {0.5f, 0.25f, 2.0f, 1.0f};
+    std::vector<float> want(128);
+    for (int b = 0; b < 4; ++b) {
+        p[18 * b] = static_cast<uint8_t>(scale[b] & 0xFF);
+        p[18 * b + 1] = static_cast<uint8_t>(scale[b] >> 8);
+        for (int j = 0; j < 16; ++j) {
+            uint8_t q = static_cast<uint8_t>((j * 7 + b * 3) & 0xFF);
+            p[18 * b + 2 + j] = q;
+            want[32 * b + j] = sv[b] * static_cast<float>((q & 15) - 8);
+            want[32 * b + j + 16] = sv[b] * static_cast<float>((q >> 4) - 8);
+        }
+    }
+    tdesc::tensor t(d, {blocks.get()});
+    CHECK(t.read<float>({{0, 0}, {2, 64}}) == want);
+    std::vector<float> part = t.read<float>({{0, 20}, {2, 40}});
+    bool same = part.size() == 40;
+    for (int r = 0; same && r < 2; ++r)
+        for (int c = 0; c < 20; ++c) same = same && part[r * 20 + c] == want[r * 64 + 20 + c];
+    CHECK(same);
+    CHECK(t.get_f64({1, 63}) == static_cast<double>(want[127]));
+    std::vector<uint16_t> bf = t.read_bits16({{1, 16}, {2, 18}}, TDESC_OUTPUT_BFLOAT16);
+    std::vector<uint8_t> raw = t.read_raw({{1, 16}, {2, 18}});
+    CHECK(bf.size() == 2 && raw.size() == 4);
+    if (raw.size() == 4) {
+        uint16_t r0 = static_cast<uint16_t>(raw[0] | (raw[1] << 8));
+        CHECK(r0 == bf[0] && (static_cast<uint32_t>(r0) << 16) == [&] {
+            uint32_t bits = 0;
+            std::memcpy(&bits, &want[64 + 16], 4);
+            return bits;
+        }());
+    }
+    CHECK(status_of([&] { d.quantization(); }) == TDESC_ERR_NOT_FOUND);
+    tdesc::descriptor dense = tdesc::builder(TDESC_ELEMENT_FLOAT32, {2}, tdesc::node::row_major()).build();
+    CHECK(status_of([&] { dense.ggml_type(); }) == TDESC_ERR_INVALID_ARGUMENT);
+}
+
+// A FLOAT32 tensor whose right half stores FLOAT16 (format 1.1, exact in FLOAT32).
+static void region_types() {
+    tdesc::node sp = tdesc::node::subpaving();
+    sp.add_region({0, 0}, {1, 2}, tdesc::node::row_major())
+        .add_region({0, 2}, {1, 2}, tdesc::node::row_major().element_type(TDESC_ELEMENT_FLOAT16));
+    tdesc::descriptor d = tdesc::builder(TDESC_ELEMENT_FLOAT32, {1, 4}, std::move(sp)).build();
+    CHECK(d.stored_type(1) == std::make_pair(uint8_t(TDESC_ELEMENT_FLOAT16), true));
+    CHECK(d.stored_type(0) == std::make_pair(uint8_t(TDESC_ELEMENT_FLOAT32), false));
+    host_buffer a(alloc64(8)), b(alloc64(4));
+    const float av[2] = {1.5f, -2.0f};
+    const uint16_t bv[2] = {0x3800, 0xC400}; // 0.5, -4
+    std::memcpy(a.get(), av, sizeof av);
+    std::memcpy(b.get(), bv, sizeof bv);
+    tdesc::tensor t(d, {a.get(), b.get()});
+    std::vector<float> w = t.read<float>({{0, 0}, {1, 4}});
+    CHECK(w.size() == 4 && w[0] == 1.5f && w[1] == -2.0f && w[2] == 0.5f && w[3] == -4.0f);
+}
+
 int main() {
     fp8_blockwise_2d();
+    region_types();
+    ggml_q4_0();
     // 4 x 6 FLOAT32: a row-major left part, a column-major right part, nested below.
     tdesc::node right = tdesc::node::subpaving();
     right.add_region({0, 0}, {2, 2}, tdesc::node::col_major())

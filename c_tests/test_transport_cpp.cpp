@@ -55,6 +55,11 @@ static bool values_ok(const tdesc::tensor &t) {
     return ok;
 }
 
+/* Eight bytes of a .tdf header: too short for the file header. */
+static std::vector<uint8_t> cut_header() {
+    return {0x89, 0x54, 0x44, 0x46, 0x0D, 0x0A, 0x1A, 0x0A};
+}
+
 static void test_files(const std::string &dir) {
     const sample s = make_sample();
     const std::string path = dir + "/cpp.tdf";
@@ -88,6 +93,27 @@ static void test_files(const std::string &dir) {
 
     tdesc::file m = tdesc::file::from_bytes(bytes);
     CHECK(m.size() == 2 && values_ok(m.bind(0)));
+    // The C functions the wrappers used to lack: buffers, bytes and tensor flags.
+    {
+        const auto desc = m.descriptor_bytes(0);
+        CHECK(std::vector<uint8_t>(desc.first, desc.first + desc.second) == s.d.encode());
+        const auto b0 = m.buffer(0, 0);
+        const auto region = m.data(0);
+        CHECK(b0.second == 18 * 8 && region.second >= b0.second);
+        CHECK(b0.first >= region.first && b0.first + b0.second <= region.first + region.second);
+        CHECK(std::memcmp(b0.first, s.buffers()[0], b0.second) == 0);
+        CHECK(status_of([&] { m.buffer(0, 9); }) == TDESC_ERR_INDEX_OUT_OF_BOUNDS);
+        tdesc::tensor t = m.bind(1);
+        CHECK(t.is_read_only() && t.is_host_readable());
+        CHECK(t.descriptor().encode() == s.d.encode());
+        CHECK(!s.d.shard() && !s.d.statistics() && !s.d.extension_type());
+        CHECK(status_of([&] { tdesc::file::from_bytes(cut_header()); }) == TDESC_ERR_TRUNCATED);
+        std::vector<uint8_t> bad = s.d.encode();
+        bad[19] = 1; // the header's reserved byte
+        CHECK(status_of([&] { tdesc::descriptor::decode(bad.data(), bad.size()); }) ==
+              TDESC_ERR_RESERVED_NONZERO);
+        CHECK(tdesc::last_error_offset() == std::optional<uint64_t>(19));
+    }
     CHECK(m.version() == 2);
     m.check_padding();
 

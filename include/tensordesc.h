@@ -240,6 +240,12 @@ typedef struct DLManagedTensor DLManagedTensor;
 #define TDESC_LAYOUT_BLOCK_PAGED 11
 
 /**
+ * ggml's quantized blocks, where they lie (format 1.1; its ggml type:
+ * `tdesc_descriptor_ggml_type`).
+ */
+#define TDESC_LAYOUT_GGML_BLOCKS 12
+
+/**
  * One fill value for every element.
  */
 #define TDESC_LAYOUT_SPLAT 64
@@ -1237,6 +1243,28 @@ typedef struct {
 } tdesc_tile_level;
 
 /**
+ * One ggml block type (`tdesc_ggml_type_info`).
+ */
+typedef struct {
+    /**
+     * ggml's name of the type, e.g. `"Q4_K"` (NUL-terminated, static storage).
+     */
+    const char *name;
+    /**
+     * ggml's type number (`GGML_TYPE_Q4_K` = 12), the GGML_BLOCKS field.
+     */
+    uint32_t number;
+    /**
+     * Values per block (QK): 32, 64 or 256.
+     */
+    uint32_t block_elems;
+    /**
+     * Bytes per block.
+     */
+    uint32_t block_bytes;
+} tdesc_ggml_block_type;
+
+/**
  * The shard section (`tdesc_descriptor_shard`); arrays borrowed from the descriptor.
  */
 typedef struct {
@@ -1467,6 +1495,15 @@ tdesc_status tdesc_node_new_block_paged(uint64_t block_size,
                                         tdesc_node_spec **out);
 
 /**
+ * A GGML_BLOCKS node (format 1.1): ggml's quantized blocks of type `ggml_type` (ggml's
+ * type number, e.g. 8 for Q8_0, 12 for Q4_K; `tdesc_ggml_type_by_name`). Its automatic
+ * buffer holds exactly the blocks, (element count / QK) × block bytes; the element type
+ * is the value type (FLOAT32, FLOAT16 or BFLOAT16). An unknown type number is reported
+ * when the tensor is built (`TDESC_ERR_LAYOUT_CONSTRAINT`).
+ */
+tdesc_status tdesc_node_new_ggml_blocks(uint32_t ggml_type, tdesc_node_spec **out);
+
+/**
  * A private-extension node with tag 0xF0–0xFE and `len` opaque bytes; set its buffers
  * with `tdesc_node_set_buffers` (at least one).
  */
@@ -1633,9 +1670,10 @@ tdesc_status tdesc_descriptor_regions_in_box(const tdesc_descriptor *d,
  * region order), `regions[i]` is the leaf region (`TDESC_NO_REGION` for a tensor that
  * is not a subpaving) and, when `boxes` is not NULL, `boxes[2·rank·i, +rank)` the low
  * corner and the next `rank` values the high corner of its intersection with the box.
- * `*count` receives the number of hits. With more hits than `capacity` the call is
- * `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold the
- * first `capacity` hits. `regions` (and `boxes`) may be NULL when `capacity` is 0.
+ * `*count` receives the number of hits. The sizing call — `capacity` 0 (`regions` and
+ * `boxes` may then be NULL) — succeeds with the count. With more hits than a non-zero `capacity` the
+ * call is `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold
+ * the first `capacity` hits.
  */
 tdesc_status tdesc_descriptor_regions_in_box_array(const tdesc_descriptor *d,
                                                    const uint64_t *lo,
@@ -1890,6 +1928,26 @@ tdesc_status tdesc_descriptor_tile_level(const tdesc_descriptor *d,
                                          uint32_t region,
                                          size_t level,
                                          tdesc_tile_level *out);
+
+/**
+ * The ggml type number of a GGML_BLOCKS tensor (`region` = `TDESC_NO_REGION`) or region
+ * (its `ggml_type` field; `tdesc_ggml_type_info` gives its name and block geometry).
+ * Another layout: `TDESC_ERR_INVALID_ARGUMENT`.
+ */
+tdesc_status tdesc_descriptor_ggml_type(const tdesc_descriptor *d, uint32_t region, uint32_t *out);
+
+/**
+ * The ggml block type numbered `number`: its name, values and bytes per block.
+ * `TDESC_ERR_NOT_FOUND` for a number this library does not dequantize (F32, F16, Q8_1,
+ * Q8_K, ...).
+ */
+tdesc_status tdesc_ggml_type_info(uint32_t number, tdesc_ggml_block_type *out);
+
+/**
+ * The number of the ggml block type named `name[0, len)` (not NUL-terminated; ASCII case
+ * ignored: `"Q4_K"`, `"iq2_xxs"`). `TDESC_ERR_NOT_FOUND` for another name.
+ */
+tdesc_status tdesc_ggml_type_by_name(const char *name, size_t len, uint32_t *out);
 
 /**
  * The quantization of the tensor (`region` = `TDESC_NO_REGION`) or of one region;

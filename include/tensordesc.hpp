@@ -74,6 +74,22 @@ inline void check(tdesc_status s) {
     }
 }
 
+/// The ggml block type numbered `number` (name, values and bytes per block); throws
+/// NOT_FOUND for a number the library does not dequantize.
+inline tdesc_ggml_block_type ggml_block_type(uint32_t number) {
+    tdesc_ggml_block_type t;
+    check(tdesc_ggml_type_info(number, &t));
+    return t;
+}
+
+/// The number of the ggml block type named `name` ("Q4_K"; case ignored); throws
+/// NOT_FOUND for another name.
+inline uint32_t ggml_type_number(const std::string &name) {
+    uint32_t n = 0;
+    check(tdesc_ggml_type_by_name(name.data(), name.size(), &n));
+    return n;
+}
+
 struct descriptor_deleter {
     void operator()(tdesc_descriptor *d) const noexcept { tdesc_descriptor_free(d); }
 };
@@ -347,8 +363,47 @@ class descriptor {
         check(tdesc_descriptor_quantization_ext(get(), region, &e));
         return e;
     }
+    /// The element type region `region` stores (format 1.1: its own, inherited, or the
+    /// tensor's) and whether it carries it itself.
+    std::pair<uint8_t, bool> stored_type(uint32_t region) const {
+        uint8_t t = 0, own = 0;
+        check(tdesc_descriptor_stored_type(get(), region, &t, &own));
+        return {t, own != 0};
+    }
+    /// The shard section, or nullopt (arrays borrowed from the descriptor).
+    std::optional<tdesc_shard> shard() const {
+        tdesc_shard s;
+        tdesc_status st = tdesc_descriptor_shard(get(), &s);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return s;
+    }
+    /// The statistics section, or nullopt.
+    std::optional<tdesc_statistics> statistics() const {
+        tdesc_statistics s;
+        tdesc_status st = tdesc_descriptor_statistics(get(), &s);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return s;
+    }
+    /// The extension_type section, or nullopt (bytes borrowed from the descriptor).
+    std::optional<tdesc_extension_type> extension_type() const {
+        tdesc_extension_type e;
+        tdesc_status st = tdesc_descriptor_extension_type(get(), &e);
+        if (st == TDESC_ERR_NOT_FOUND) return std::nullopt;
+        check(st);
+        return e;
+    }
     /// The descriptor's `version_minor` (1 when it uses a format 1.1 feature).
     uint8_t version_minor() const noexcept { return tdesc_descriptor_version_minor(get()); }
+
+    /// The ggml block type of a GGML_BLOCKS tensor or `region` (throws
+    /// INVALID_ARGUMENT for another layout).
+    tdesc_ggml_block_type ggml_type(uint32_t region = TDESC_NO_REGION) const {
+        uint32_t number = 0;
+        check(tdesc_descriptor_ggml_type(get(), region, &number));
+        return ggml_block_type(number);
+    }
 
     /// Give up ownership of the C handle (for calls that consume it).
     tdesc_descriptor *release() noexcept { return h_.release(); }
@@ -430,6 +485,13 @@ class node {
         check(tdesc_node_new_block_paged(block_size, pool_count, &n));
         return node(n);
     }
+    /// GGML_BLOCKS (format 1.1) of ggml type number `ggml_type` (ggml_type_number("Q4_K")
+    /// names one); the element type is the value type, FLOAT32, FLOAT16 or BFLOAT16.
+    static node ggml_blocks(uint32_t ggml_type) {
+        tdesc_node_spec *n = nullptr;
+        check(tdesc_node_new_ggml_blocks(ggml_type, &n));
+        return node(n);
+    }
     static node extension(uint8_t tag, const std::vector<uint8_t> &data) {
         tdesc_node_spec *n = nullptr;
         check(tdesc_node_new_extension(tag, data.data(), data.size(), &n));
@@ -450,6 +512,12 @@ class node {
                       node &&child) && {
         return std::move(add_region(origin, shape, std::move(child)));
     }
+    /// Store `element_type` in this region (format 1.1; 0 clears).
+    node &element_type(uint8_t element_type) & {
+        check(tdesc_node_set_element_type(h_.get(), element_type));
+        return *this;
+    }
+    node &&element_type(uint8_t element_type) && { return std::move(this->element_type(element_type)); }
     node &byte_offset(uint64_t off) & {
         check(tdesc_node_set_byte_offset(h_.get(), off));
         return *this;
@@ -625,6 +693,16 @@ class tensor {
                                     out.data(), out.size() * sizeof(T)));
         return out;
     }
+    /// Whether the memory must not be written (a mapped file, READ_ONLY buffers).
+    bool is_read_only() const noexcept { return tdesc_tensor_is_read_only(h_.get()); }
+    /// Whether the host may read every buffer.
+    bool is_host_readable() const noexcept { return tdesc_tensor_is_host_readable(h_.get()); }
+    /// A copy of the tensor's descriptor (the tensor keeps its own).
+    tdesc::descriptor descriptor() const {
+        tdesc_descriptor *d = nullptr;
+        check(tdesc_descriptor_clone(tdesc_tensor_descriptor(h_.get()), &d));
+        return tdesc::descriptor(d);
+    }
     const tdesc_tensor *get() const noexcept { return h_.get(); }
 
   private:
@@ -707,11 +785,39 @@ class file {
         check(tdesc_file_tensor_problem(get(), i, &s, &reason));
         return {s, reason};
     }
+    /// Effective buffer `k` of tensor `i` where it lies (borrowed from the file).
+    std::pair<const uint8_t *, size_t> buffer(size_t i, size_t k) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_buffer(get(), i, k, &p, &n));
+        return {p, n};
+    }
+    /// Tensor `i`'s encoded descriptor as stored (borrowed; also for opaque entries).
+    std::pair<const uint8_t *, size_t> descriptor_bytes(size_t i) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_descriptor_bytes(get(), i, &p, &n));
+        return {p, n};
+    }
+    /// Tensor `i`'s data region as stored (borrowed; also for opaque entries).
+    std::pair<const uint8_t *, size_t> data(size_t i) const {
+        const uint8_t *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_tensor_data(get(), i, &p, &n));
+        return {p, n};
+    }
     const tdesc_file *get() const noexcept { return h_.get(); }
 
   private:
     file_ptr h_;
 };
+
+/// The byte offset of the field the calling thread's last failure found wrong, if any.
+inline std::optional<uint64_t> last_error_offset() {
+    uint64_t off = 0;
+    if (tdesc_last_error_offset(&off)) return off;
+    return std::nullopt;
+}
 
 /// Copy a borrowed (pointer, length) result into a vector.
 inline std::vector<uint8_t> copy_bytes(const uint8_t *p, size_t n) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Python package (python/) into a virtual environment and runs its tests
-# against the real numpy, scipy, ml_dtypes and dask (torch only where already installed),
-# and type-checks the package and its stubs with mypy (tests/test_typing.py).
+# Builds the Python package (python/) as a wheel, installs it into a virtual environment
+# (and alone into a fresh one without a Rust toolchain on PATH), and runs its tests
+# against the real numpy, scipy, ml_dtypes, dask and gguf (llama.cpp's own Python package:
+# the GGML_BLOCKS tests quantize and dequantize with it; torch only where already
+# installed), and type-checks the package and its stubs with mypy (tests/test_typing.py).
 #
 #   bash scripts/python_tests.sh [pytest arguments...]
 #
@@ -24,15 +26,40 @@ fi
   "ml_dtypes==0.7.0" \
   "dask[array]==2026.8.0" \
   "distributed==2026.8.0" \
+  "gguf==0.19.0" \
   "pytest==9.2.0" \
   "mypy==2.4.1"
 
-echo "== building the extension (maturin develop --release)"
+echo "== building the wheel (maturin build --release)"
+WHEELS="$PWD/target/wheels"
+rm -f "$WHEELS"/tensordesc-*.whl
 (
   cd python
-  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop --release --quiet </dev/null
+  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \
+    maturin build --release --quiet --interpreter "$VENV/bin/python" --out "$WHEELS" </dev/null
 )
+WHEEL="$(ls "$WHEELS"/tensordesc-*.whl)"
+echo "== installing $(basename "$WHEEL") (the tests import the installed package)"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+  --no-deps "$WHEEL"
+
+if [ -z "${TDESC_SKIP_FRESH_VENV:-}" ]; then
+  # The wheel alone, in a fresh environment, with no Rust toolchain on PATH.
+  FRESH="$PWD/target/python-fresh-venv"
+  rm -rf "$FRESH"
+  "$VENV/bin/python" -m venv "$FRESH"
+  env PATH="/usr/bin:/bin" "$FRESH/bin/python" -m pip install --quiet \
+    --disable-pip-version-check "numpy==2.4.6" "$WHEEL"
+  (cd /tmp && env PATH="$FRESH/bin:/usr/bin:/bin" "$FRESH/bin/python" -c '
+import shutil, tensordesc, numpy as np
+assert shutil.which("cargo") is None, "cargo is on PATH"
+t = tensordesc.dense(np.arange(6, dtype=np.float32).reshape(2, 3))
+assert float(t[1, 2]) == 5.0
+print("fresh venv without cargo: tensordesc", tensordesc.__version__, "imports and reads")
+')
+fi
 
 echo "== pytest"
-cd python
-"$VENV/bin/python" -m pytest -q tests "$@"
+# From the tests directory: `import tensordesc` finds the installed wheel, not ./tensordesc.
+cd python/tests
+"$VENV/bin/python" -m pytest -q . "$@"

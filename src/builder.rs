@@ -94,6 +94,11 @@ pub enum LayoutSpec {
         /// Number of page pools.
         pool_count: u8,
     },
+    /// ggml's quantized blocks (format 1.1): `ggml_type` is ggml's type number.
+    GgmlBlocks {
+        /// ggml's type number (`GGML_TYPE_Q4_K` = 12, ...).
+        ggml_type: u32,
+    },
     /// Splat.
     Splat,
     /// Private extension (tag 0xF0–0xFE).
@@ -119,6 +124,7 @@ impl LayoutSpec {
             LayoutSpec::Csc { .. } => tag::CSC,
             LayoutSpec::Csf { .. } => tag::CSF,
             LayoutSpec::BlockPaged { .. } => tag::BLOCK_PAGED,
+            LayoutSpec::GgmlBlocks { .. } => tag::GGML_BLOCKS,
             LayoutSpec::Splat => tag::SPLAT,
             LayoutSpec::Extension { tag, .. } => *tag,
         }
@@ -252,6 +258,14 @@ impl NodeSpec {
             block_size,
             pool_count,
         })
+    }
+    /// ggml's quantized blocks of type `ggml_type` (ggml's type number, e.g. 12 for
+    /// Q4_K; see [`ggml_type_by_name`](crate::layout::ggml::ggml_type_by_name)): a format
+    /// 1.1 layout, so the descriptor gets `version_minor` 1. The automatic buffer holds
+    /// exactly the blocks, (element count / QK) × block bytes. The tensor's (or region's)
+    /// element type is the value type: FLOAT32, FLOAT16 or BFLOAT16.
+    pub fn ggml_blocks(ggml_type: u32) -> NodeSpec {
+        NodeSpec::new(LayoutSpec::GgmlBlocks { ggml_type })
     }
     /// Private extension with explicit buffers.
     pub fn extension(tag: u8, data: &[u8], buffers: Vec<BufferHandle>) -> NodeSpec {
@@ -524,6 +538,7 @@ impl TensorBuilder {
                 w.u64(*block_size);
                 w.u8(*pool_count);
             }
+            LayoutSpec::GgmlBlocks { ggml_type } => w.u32(*ggml_type),
             LayoutSpec::Extension { data, .. } => {
                 let n = u32::try_from(data.len())
                     .map_err(|_| Error::new(ErrorKind::Overflow, "extension data exceeds u32"))?;
@@ -628,6 +643,13 @@ impl TensorBuilder {
                     // A page larger than u64 bytes: no pool can hold one.
                     vec![u64::MAX; 2 + *pool_count as usize]
                 }
+            }
+            LayoutSpec::GgmlBlocks { ggml_type } => {
+                // An unknown type gets no size: decoding rejects the field first.
+                let t = crate::layout::ggml::ggml_type(*ggml_type);
+                vec![t.map_or(0, |t| {
+                    (count / u64::from(t.block_elems)).saturating_mul(u64::from(t.block_bytes))
+                })]
             }
             LayoutSpec::Csf { .. } | LayoutSpec::Extension { .. } => {
                 return Err(Error::new(

@@ -78,6 +78,8 @@ pub use descriptor::{
     decode, BufferInfo, CompactLocation, DecodeCache, Descriptor, Location, LocationKind,
     RegionHit, RegionInBox, RegionView, NO_REGION,
 };
+/// The library's version (the crate's, the C library's and the Python package's).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use device::{BufferHandle, DeviceType, MemoryClass};
 pub use element::ElementType;
 pub use error::{Error, ErrorKind, Result};

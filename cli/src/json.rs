@@ -214,7 +214,8 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
     j.key("tag")?;
     j.u64(tag as u64)?;
     j.key("name")?;
-    j.string(tag_name(tag))?;
+    // A tag kept opaque is UNKNOWN even where a later minor version assigned it.
+    j.string(l.name())?;
     let sparse = |j: &mut JsonWriter<'_>, nnz: u64, flags: u8| -> io::Result<()> {
         j.key("nnz")?;
         j.u64(nnz)?;
@@ -273,6 +274,16 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
             j.u64(*block_size)?;
             j.key("pool_count")?;
             j.u64(*pool_count as u64)?;
+        }
+        LayoutRef::GgmlBlocks { ggml_type: t } => {
+            j.key("ggml_type")?;
+            j.u64(u64::from(t.number))?;
+            j.key("ggml_type_name")?;
+            j.string(t.name)?;
+            j.key("block_elems")?;
+            j.u64(u64::from(t.block_elems))?;
+            j.key("block_bytes")?;
+            j.u64(u64::from(t.block_bytes))?;
         }
         LayoutRef::Extension { data, .. } => {
             j.key("ext_data_hex")?;
@@ -475,6 +486,13 @@ pub fn write_descriptor(
         j.u64_array(r.shape())?;
         j.key("layout")?;
         write_layout(j, r.layout_tag(), &r.layout())?;
+        j.key("element_type")?;
+        j.string(r.element_type().name())?;
+        j.key("own_element_type")?;
+        match r.own_element_type() {
+            Some(t) => j.string(t.name())?,
+            None => j.null()?,
+        }
         j.key("byte_offset")?;
         j.u64(r.byte_offset())?;
         j.key("first_buffer")?;

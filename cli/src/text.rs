@@ -131,6 +131,10 @@ pub fn layout_text(l: &LayoutRef<'_>) -> String {
             block_size,
             pool_count,
         } => format!("BLOCK_PAGED block_size={block_size} pools={pool_count}"),
+        LayoutRef::GgmlBlocks { ggml_type: t } => format!(
+            "GGML_BLOCKS {} (ggml type {}: blocks of {} values in {} bytes)",
+            t.name, t.number, t.block_elems, t.block_bytes
+        ),
         LayoutRef::Splat => "SPLAT (one fill value)".to_string(),
         LayoutRef::Extension { tag, data } => {
             format!("EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())
@@ -173,7 +177,7 @@ pub fn tensor_summary(d: &Descriptor) -> String {
         "{} [{}] {}",
         d.element_type(),
         shape_text(d.shape()),
-        tag_name(d.layout_tag())
+        d.layout().name()
     )
 }
 
@@ -348,6 +352,9 @@ pub fn write_descriptor_tree(
             box_text(r.global_origin(), r.shape()),
             layout_text(&r.layout())
         );
+        if let Some(t) = r.own_element_type() {
+            line.push_str(&format!(", stores {t}"));
+        }
         if r.byte_offset() != 0 {
             line.push_str(&format!(", byte_offset {}", r.byte_offset()));
         }

@@ -8,8 +8,12 @@
 //! structure, the block-table formula, the dense location's bytes).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use tensordesc::layout::ggml::dequantize_block;
 use tensordesc::layout::{sparse_flags, tag};
-use tensordesc::{decode, BoundTensor, Descriptor, ErrorKind, LayoutRef, Location, Mode};
+use tensordesc::value::{f64_to_bf16, f64_to_f16};
+use tensordesc::{
+    decode, BoundTensor, Descriptor, ElementType, ErrorKind, LayoutRef, Location, Mode,
+};
 use tensordesc_fuzz::{heap_bound, measure, Bytes};
 
 /// Largest total buffer size the target allocates.
@@ -169,6 +173,21 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
                 page -= pages;
             }
             panic!("validated block table points past the pools");
+        }
+        (tag::GGML_BLOCKS, LayoutRef::GgmlBlocks { ggml_type: t }) => {
+            // Row-major number L: value L mod QK of block L div QK, in the value type.
+            let l = x.iter().zip(&shape).fold(0u64, |acc, (&i, &e)| acc * e + i);
+            let (qk, bb) = (u64::from(t.block_elems), t.block_bytes as usize);
+            let b = (l / qk) as usize;
+            let mut v = vec![0f32; qk as usize];
+            dequantize_block(t, &bufs[first][b * bb..(b + 1) * bb], &mut v).unwrap();
+            let f = v[(l % qk) as usize];
+            // The region's stored type (1.1: it may differ from the tensor's).
+            Expect::Value(match d.stored_type(region) {
+                ElementType::Float32 => f.to_le_bytes().to_vec(),
+                ElementType::Float16 => f64_to_f16(f64::from(f)).to_le_bytes().to_vec(),
+                _ => f64_to_bf16(f64::from(f)).to_le_bytes().to_vec(),
+            })
         }
         _ => Expect::Unreadable,
     }

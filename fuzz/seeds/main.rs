@@ -1,8 +1,9 @@
 //! Seed corpora for the fuzz targets: `seeds [OUT_DIR]` (default `fuzz/corpus`) writes
 //! `OUT_DIR/<target>/seed-<name>` files. Sources: descriptors built with the library's
-//! builder (every layout, every quantization scheme and section, subpavings that hit
-//! each kind of level index, nesting to the deepest level, permissive-only forms), and
-//! the golden vectors `tests/vectors/*.hex` when they exist.
+//! builder (every layout, every quantization scheme and section, the format 1.1
+//! quantization features, subpavings that hit each kind of level index, nesting to the
+//! deepest level, permissive-only forms), and the golden vectors `tests/vectors/*.hex`
+//! when they exist.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,56 @@ fn q_codebook() -> Quantization {
         expressed_type: ElementType::Float16,
         has_zero_point: false,
         global_scale: None,
+    }
+}
+
+/// Format 1.1: BLOCKWISE with FLOAT8_E4M3FN scales per 16 along `axis` and a global scale,
+/// the NVFP4 arrangement (ModelOpt multiplies, compressed-tensors divides).
+fn q_nvfp4(axis: u8, how: GlobalScale, expressed: ElementType) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis,
+            block_size: 16,
+            scale_type: ElementType::Float8E4m3fn,
+        },
+        expressed_type: expressed,
+        has_zero_point: false,
+        global_scale: Some(how),
+    }
+}
+
+/// Format 1.1: BLOCKWISE_2D over `axes` with `blocks`.
+fn q_block2d(
+    axes: (u8, u8),
+    blocks: (u32, u32),
+    scale_type: ElementType,
+    has_zero_point: bool,
+    global_scale: Option<GlobalScale>,
+) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::Blockwise2D {
+            axis_a: axes.0,
+            block_a: blocks.0,
+            axis_b: axes.1,
+            block_b: blocks.1,
+            scale_type,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point,
+        global_scale,
+    }
+}
+
+/// Format 1.1: PER_AXIS_AFFINE with FLOAT8_E4M3FN scales and zero points.
+fn q_axis_e4m3(axis: u8, global_scale: Option<GlobalScale>) -> Quantization {
+    Quantization {
+        scheme: QuantScheme::PerAxisAffine {
+            axis,
+            scale_type: ElementType::Float8E4m3fn,
+        },
+        expressed_type: ElementType::Float16,
+        has_zero_point: true,
+        global_scale,
     }
 }
 
@@ -261,6 +312,22 @@ fn built() -> Vec<(String, TensorBuilder)> {
         TensorBuilder::new(Float16, &[3, 10, 4], NodeSpec::block_paged(4, 2)),
     );
     add(
+        "ggml_q4_k",
+        TensorBuilder::new(Float32, &[2, 3, 256], NodeSpec::ggml_blocks(12)),
+    );
+    add(
+        "ggml_mixed",
+        TensorBuilder::subpaving(
+            Float16,
+            &[4, 64],
+            vec![
+                r(&[0, 0], &[2, 64], NodeSpec::ggml_blocks(40)),
+                r(&[2, 0], &[2, 32], NodeSpec::ggml_blocks(39)),
+                r(&[2, 32], &[2, 32], NodeSpec::row_major()),
+            ],
+        ),
+    );
+    add(
         "extension",
         TensorBuilder::new(
             Uint8,
@@ -287,6 +354,120 @@ fn built() -> Vec<(String, TensorBuilder)> {
     add(
         "quant_codebook",
         TensorBuilder::row_major(Uint4, &[8, 8]).quantization(q_codebook()),
+    );
+    // Format 1.1 quantization: one seed per feature.
+    add(
+        "quant11_nvfp4_mul",
+        TensorBuilder::row_major(Float4E2m1fn, &[4, 48]).quantization(q_nvfp4(
+            1,
+            GlobalScale::Multiplies,
+            Bfloat16,
+        )),
+    );
+    add(
+        "quant11_nvfp4_div",
+        TensorBuilder::row_major(Float4E2m1fn, &[3, 40]).quantization(q_nvfp4(
+            1,
+            GlobalScale::Divides,
+            Float32,
+        )),
+    );
+    add(
+        "quant11_block2d",
+        TensorBuilder::row_major(Float8E4m3fn, &[10, 12]).quantization(q_block2d(
+            (0, 1),
+            (4, 8),
+            Float32,
+            false,
+            None,
+        )),
+    );
+    add(
+        "quant11_block2d_zp_global",
+        TensorBuilder::row_major(Int8, &[5, 3, 7]).quantization(q_block2d(
+            (0, 2),
+            (2, 3),
+            Float16,
+            true,
+            Some(GlobalScale::Divides),
+        )),
+    );
+    add(
+        "quant11_block2d_i4_col_major",
+        TensorBuilder::new(
+            Int4,
+            &[6, 9],
+            NodeSpec::col_major().with_quantization(q_block2d(
+                (0, 1),
+                (4, 4),
+                Float8E4m3fn,
+                true,
+                Some(GlobalScale::Multiplies),
+            )),
+        ),
+    );
+    add(
+        "quant11_axis_e4m3",
+        TensorBuilder::row_major(Uint8, &[6, 5]).quantization(q_axis_e4m3(1, None)),
+    );
+    add(
+        "quant11_axis_e4m3_global",
+        TensorBuilder::row_major(Int8, &[4, 3])
+            .quantization(q_axis_e4m3(0, Some(GlobalScale::Multiplies))),
+    );
+    // Regions quantized with different 1.1 schemes, dense, sparse and nested.
+    add(
+        "quant11_sub_mixed",
+        TensorBuilder::subpaving(
+            Int8,
+            &[8, 32],
+            vec![
+                r(
+                    &[0, 0],
+                    &[8, 16],
+                    NodeSpec::row_major().with_quantization(q_block2d(
+                        (0, 1),
+                        (4, 8),
+                        Float8E4m3fn,
+                        false,
+                        None,
+                    )),
+                ),
+                r(
+                    &[0, 16],
+                    &[4, 16],
+                    NodeSpec::col_major().with_quantization(q_nvfp4(
+                        1,
+                        GlobalScale::Divides,
+                        Float16,
+                    )),
+                ),
+                r(
+                    &[4, 16],
+                    &[4, 8],
+                    NodeSpec::csr(6, 3)
+                        .with_quantization(q_axis_e4m3(1, Some(GlobalScale::Multiplies))),
+                ),
+                r(
+                    &[4, 24],
+                    &[4, 8],
+                    NodeSpec::subpaving(vec![
+                        r(
+                            &[0, 0],
+                            &[2, 8],
+                            NodeSpec::tiled(&[2, 4]).with_quantization(q_block2d(
+                                (0, 1),
+                                (2, 3),
+                                Bfloat16,
+                                true,
+                                Some(GlobalScale::Multiplies),
+                            )),
+                        ),
+                        r(&[2, 0], &[2, 8], NodeSpec::row_major()),
+                    ]),
+                ),
+            ],
+        ),
     );
     add(
         "sections",
@@ -509,6 +690,19 @@ fn permissive_variants(seeds: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
         b[at] = 0x7E;
         out.push(("unknown_quant_scheme".to_string(), b));
     }
+    if let Some(mut b) = find("quant11_block2d") {
+        // BLOCKWISE_2D in a version 1.0 descriptor: an unknown scheme, kept opaque.
+        b[5] = 0;
+        out.push(("quant11_block2d_minor0_opaque".to_string(), b));
+    }
+    if let Some(mut b) = find("quant11_nvfp4_mul") {
+        // An unknown scheme (0x06) of version 1.1 with a global scale: opaque, the global
+        // scale one of the inferred buffers. The scheme byte follows the section length.
+        let at = b.len() - 10;
+        assert_eq!(b[at], 0x03, "quant11_nvfp4_mul: BLOCKWISE scheme byte");
+        b[at] = 0x06;
+        out.push(("quant11_unknown_scheme_global".to_string(), b));
+    }
     out
 }
 
@@ -688,16 +882,26 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
                 ElementType::Bfloat16 => 0x3F80u16.to_le_bytes().to_vec(),
                 ElementType::Float32 => 1.0f32.to_le_bytes().to_vec(),
                 ElementType::Float64 => 1.0f64.to_le_bytes().to_vec(),
+                // FLOAT8_E4M3FN scales (1.1), one byte each: 1.0, +0 (allowed for this
+                // type: an all-zero NVFP4 block), 3.0, 0.375.
+                ElementType::Float8E4m3fn => vec![0x38, 0x00, 0x44, 0x2C],
                 _ => vec![127], // FLOAT8_E8M0FNU 2^0
             }
         };
         match q.scheme {
             QuantScheme::PerAxisAffine { scale_type, .. }
-            | QuantScheme::Blockwise { scale_type, .. } => {
+            | QuantScheme::Blockwise { scale_type, .. }
+            | QuantScheme::Blockwise2D { scale_type, .. } => {
                 let pattern = one(scale_type);
                 let b = &mut bufs[first + n_layout];
                 for (k, byte) in b.iter_mut().enumerate() {
                     *byte = pattern[k % pattern.len()];
+                }
+                // The global scale (1.1) follows the scales and zero points: finite and
+                // positive.
+                if q.global_scale.is_some() {
+                    let g = first + n_layout + 1 + q.has_zero_point as usize;
+                    bufs[g] = 0.375f32.to_le_bytes().to_vec();
                 }
             }
             QuantScheme::Codebook { .. } => {

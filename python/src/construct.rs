@@ -361,6 +361,7 @@ pub fn _leaf(
             args::int(&p("block_size")?, "block_size")?,
             args::int(&p("pool_count")?, "the pool count (len(pools))")?,
         ),
+        "GGML_BLOCKS" => NodeSpec::ggml_blocks(args::int(&p("ggml_type")?, "ggml_type")?),
         other => {
             return Err(PyValueError::new_err(format!(
                 "layout {other:?} cannot be built from Python"
@@ -431,6 +432,7 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
             block_size,
             pool_count,
         } => NodeSpec::block_paged(*block_size, *pool_count),
+        LayoutRef::GgmlBlocks { ggml_type } => NodeSpec::ggml_blocks(ggml_type.number),
         LayoutRef::Tiled { levels } => match levels.as_slice() {
             [l] if l.tile_order == TileOrder::RowMajor && l.inner_tag == 0x01 => {
                 NodeSpec::tiled(l.tile_shape)

@@ -41,8 +41,20 @@ fn _status_codes() -> Vec<(u32, &'static str, String)> {
         .collect()
 }
 
+/// Every ggml block type GGML_BLOCKS reads: (name, number, values per block, bytes per
+/// block), in type-number order.
+#[pyfunction]
+fn _ggml_types() -> Vec<(&'static str, u32, u32, u32)> {
+    tensordesc::layout::ggml::GGML_TYPES
+        .iter()
+        .map(|t| (t.name, t.number, t.block_elems, t.block_bytes))
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The library's version: the package's `__version__`.
+    m.add("__version__", tensordesc::VERSION)?;
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<tensor::Region>()?;
     m.add_class::<tensor::File>()?;
@@ -50,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(_live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(_status_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(_ggml_types, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_from_array, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_leaf, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_subpaving, m)?)?;

@@ -76,12 +76,14 @@ impl<'a> NodeView<'a> {
 }
 
 /// The layout's name as in the format, e.g. `"CSR"` (the library's layout table);
-/// `EXTENSION_0xF3` and `UNKNOWN_0x30` for tags outside it.
+/// `EXTENSION_0xF3` and `UNKNOWN_0x30` for tags outside it, and `UNKNOWN_0x0C` for a
+/// node kept opaque whatever a later minor version made of its tag.
 pub fn layout_name(l: &LayoutRef<'_>) -> String {
     let tag = l.tag();
-    match tensordesc::layout::layout_info(tag) {
-        Some(info) => info.name.into(),
-        None => format!("{}_0x{tag:02X}", tensordesc::layout::tag_name(tag)),
+    match (l, tensordesc::layout::layout_info(tag)) {
+        (LayoutRef::Unknown { .. }, _) => format!("UNKNOWN_0x{tag:02X}"),
+        (_, Some(info)) => info.name.into(),
+        (_, None) => format!("{}_0x{tag:02X}", tensordesc::layout::tag_name(tag)),
     }
 }
 
@@ -123,6 +125,7 @@ pub fn layout_summary(l: &LayoutRef<'_>) -> String {
             block_size,
             pool_count,
         } => format!("BLOCK_PAGED block_size={block_size} pools={pool_count}"),
+        LayoutRef::GgmlBlocks { ggml_type } => format!("GGML_BLOCKS {}", ggml_type.name),
         other => layout_name(other),
     }
 }
@@ -242,6 +245,15 @@ pub fn dense_plan(d: &Descriptor, region: Option<u32>) -> Result<DensePlan> {
             return Err(not_strided(
                 &what,
                 "a paged layout scatters rows over pages through a block table",
+            ))
+        }
+        LayoutRef::GgmlBlocks { ggml_type } => {
+            return Err(not_strided(
+                &what,
+                format!(
+                    "GGML_BLOCKS regions hold ggml blocks ({}), not elements (read() or t[...] gives the values)",
+                    ggml_type.name
+                ),
             ))
         }
         LayoutRef::Extension { tag, .. } => {

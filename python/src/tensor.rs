@@ -87,6 +87,12 @@ fn layout_params<'py>(py: Python<'py>, l: &LayoutRef<'_>) -> PyResult<Bound<'py,
             p.set_item("block_size", block_size)?;
             p.set_item("pool_count", pool_count)?;
         }
+        LayoutRef::GgmlBlocks { ggml_type } => {
+            p.set_item("ggml_type", ggml_type.number)?;
+            p.set_item("ggml_type_name", ggml_type.name)?;
+            p.set_item("block_elems", ggml_type.block_elems)?;
+            p.set_item("block_bytes", ggml_type.block_bytes)?;
+        }
         LayoutRef::Extension { tag, data } | LayoutRef::Unknown { tag, data } => {
             p.set_item("tag", tag)?;
             p.set_item("data", PyBytes::new(py, data))?;

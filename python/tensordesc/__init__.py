@@ -1,6 +1,6 @@
 """tensordesc: compact binary tensor descriptors — dense, sparse (COO, CSR, CSC, CSF),
-block-paged and subpavings of regions with their own layouts and quantization — with
-numpy, scipy, DLPack and Dask.
+block-paged, ggml's quantized blocks and subpavings of regions with their own layouts and
+quantization — with numpy, scipy, DLPack and Dask.
 
 Reading::
 
@@ -26,6 +26,7 @@ The API reference is docs/python.md in the repository.
 from __future__ import annotations
 
 import collections.abc as _abc
+import operator as _operator
 import os as _os
 from dataclasses import dataclass as _dataclass
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -62,12 +63,16 @@ if _TYPE_CHECKING:
 
     from ._native import _DLPackProducer, _DLPackSource, _Path, _QuantSpec, _Writable
 
-__version__ = "1.1.0"
+#: The package version: the library's (one version for the crate, the C library and this package).
+__version__: str = _native.__version__
 
 _abc.Mapping.register(File)
 
 #: The format's element type names.
 ELEMENT_TYPES = tuple(_CODES)
+
+#: The ggml block types GGML_BLOCKS reads: ggml's name (``"Q4_K"``) to its type number.
+GGML_TYPES: dict[str, int] = {name: number for name, number, _, _ in _native._ggml_types()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -404,8 +409,10 @@ def tiled(
     )
 
 
-def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
+def _values(data: _ArrayLike, dtype: _DTypeLike | None = None) -> tuple[int, _NDArray[_Any]]:
     v = _np.asarray(data)
+    if dtype is not None:
+        v = v.astype(_numpy_dtype(_element_type(dtype)), copy=False)
     code = _element_type(v.dtype)
     if code in _PACKED:
         return code, _pack4(v)
@@ -413,12 +420,17 @@ def _values(data: _ArrayLike) -> tuple[int, _NDArray[_Any]]:
 
 
 def from_scipy(
-    m: _sparray | _spmatrix, *, quantization: _Quantization | None = None, alignment: int = 64
+    m: _sparray | _spmatrix,
+    *,
+    quantization: _Quantization | None = None,
+    alignment: int = 64,
+    dtype: _DTypeLike | None = None,
 ) -> Tensor:
     """A COO, CSR or CSC tensor over a scipy.sparse array or matrix (other formats are
     converted to CSR first). Values are used in place; see tensordesc._sparse for when
     index arrays are copied. SORTED and UNIQUE are set when they hold. ``alignment`` as
-    for ``dense``."""
+    for ``dense``. ``dtype`` stores the values as that type (a converted copy), e.g.
+    float16, which scipy.sparse itself cannot hold."""
     import scipy.sparse as sp
 
     if not sp.issparse(m):
@@ -430,7 +442,7 @@ def from_scipy(
     shape = [int(e) for e in m.shape]
     if fmt in ("csr", "csc"):
         nnz = int(m.indptr[-1]) if len(m.indptr) else 0
-        code, values = _values(m.data[:nnz])
+        code, values = _values(m.data[:nnz], dtype)
         flags = 0
         if m.has_sorted_indices:
             flags |= _sparse.SORTED
@@ -443,7 +455,7 @@ def from_scipy(
         )
     coords = tuple(_np.asarray(c) for c in m.coords)
     nnz = int(m.nnz)
-    code, values = _values(m.data)
+    code, values = _values(m.data, dtype)
     flags = _sparse.coo_flags(coords, tuple(shape))
     idx = _np.stack([_sparse.u64_indices(c) for c in coords], axis=1) if coords else _np.zeros((nnz, 0), _np.uint64)
     idx = _np.ascontiguousarray(idx, dtype=_np.uint64)
@@ -487,6 +499,50 @@ def block_paged(
         [bt, rl] + bufs,
         _quant(quantization, code),
         alignment,
+    )
+
+
+def ggml_blocks(
+    data: _Buffer | _ArrayLike,
+    ggml_type: int | str,
+    shape: _Iterable[_SupportsIndex],
+    dtype: _DTypeLike = "float32",
+    *,
+    alignment: int = 1,
+) -> Tensor:
+    """A GGML_BLOCKS tensor (format 1.1): ggml's quantized blocks, used in place (no copy).
+
+    ``data`` holds the blocks: a bytes-like object or a numpy array of them (a uint8 array,
+    as ``gguf.quants.quantize`` and gguf's reader give a tensor's data; any C-contiguous
+    array is taken as its bytes). ``ggml_type`` is ggml's type number or name (``8``,
+    ``"Q4_K"``; ``GGML_TYPES`` lists them). ``shape`` is the tensor's in numpy order (ggml's
+    ``ne`` reversed): elements are row-major, each run of a block's values along the last
+    axis is one block, so the last extent is a whole number of blocks. ``dtype`` is the
+    value type: ``float32`` (ggml's dequantized values), ``float16`` or ``bfloat16`` (those
+    rounded once). Reading (``t[...]``, ``read``, ``get``) gives the dequantized values.
+    ``alignment`` is what the buffer promises (bytes, a power of two from 1 to 2**30): blocks
+    are read byte by byte, so the default 1 promises nothing and blocks inside a GGUF
+    file's mapping (32-byte aligned) or any bytes object are read where they lie."""
+    if isinstance(ggml_type, str):
+        number = GGML_TYPES.get(ggml_type.upper())
+        if number is None:
+            raise errors.InvalidArgument(
+                f"{ggml_type!r} is not a ggml block type this library reads "
+                f"(one of {', '.join(GGML_TYPES)})"
+            )
+    else:
+        number = _operator.index(ggml_type)
+    if isinstance(data, _np.ndarray):
+        a = data
+    else:
+        try:
+            a = _np.frombuffer(memoryview(_cast("_Buffer", data)), dtype=_np.uint8)
+        except (TypeError, ValueError):
+            a = _np.asarray(data)
+    a = _np.ascontiguousarray(a).reshape(-1).view(_np.uint8)
+    code = _element_type(dtype)
+    return _native._leaf(
+        code, [int(e) for e in shape], "GGML_BLOCKS", {"ggml_type": number}, [a], None, alignment
     )
 
 
@@ -572,7 +628,12 @@ def _items(tensors: _Tensors) -> list[tuple[str, Tensor]]:
         pairs = tensors.items()
     else:
         pairs = tensors
-    return [(str(name), as_tensor(value)) for name, value in pairs]
+    items = []
+    for name, value in pairs:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names are str, not {type(name).__name__} ({name!r})")
+        items.append((name, as_tensor(value)))
+    return items
 
 
 def write(path: _Path, tensors: _Tensors, *, alignment: int = 64) -> None:
@@ -646,6 +707,8 @@ __all__ = [
     "tiled",
     "from_scipy",
     "block_paged",
+    "ggml_blocks",
+    "GGML_TYPES",
     "from_dlpack",
     "as_tensor",
     "subpaving",

@@ -100,11 +100,17 @@ def numpy_dtype(code: int) -> np.dtype[Any]:
     raise ValueError(f"element type code {code} is not assigned")
 
 
+#: The CLI's short spellings of the float types (``--dtype f32``), accepted here too.
+_SHORT = {"f16": "FLOAT16", "bf16": "BFLOAT16", "f32": "FLOAT32", "f64": "FLOAT64"}
+
+
 def element_type(dtype: DTypeLike) -> int:
     """The element type code of a numpy dtype (or anything ``numpy.dtype`` accepts, or an
     element type name such as ``"bfloat16"`` / ``"FLOAT8_E4M3FN"``)."""
     if isinstance(dtype, str) and dtype.upper() in CODES:
         return CODES[dtype.upper()]
+    if isinstance(dtype, str) and dtype.lower() in _SHORT:
+        return CODES[_SHORT[dtype.lower()]]
     if isinstance(dtype, str) and dtype in _ML_DTYPES.values() and ml_dtypes is None:
         raise TypeError(f"{dtype} needs the ml_dtypes package (pip install ml_dtypes)")
     dt = np.dtype(dtype)

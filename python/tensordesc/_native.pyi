@@ -26,6 +26,8 @@ from typing import (
 )
 
 import numpy as np
+
+__version__: str
 from numpy.typing import DTypeLike, NDArray
 from scipy.sparse import coo_array, csc_array, csr_array
 from typing_extensions import CapsuleType, NotRequired, Self
@@ -97,6 +99,10 @@ class _LayoutParams(TypedDict, total=False):
     axis_order: list[int]  # CSF
     block_size: int  # BLOCK_PAGED
     pool_count: int  # BLOCK_PAGED
+    ggml_type: int  # GGML_BLOCKS: ggml's type number
+    ggml_type_name: str  # GGML_BLOCKS: ggml's name of it, e.g. "Q4_K"
+    block_elems: int  # GGML_BLOCKS: values per block
+    block_bytes: int  # GGML_BLOCKS: bytes per block
     tag: int  # extension and unknown layouts
     data: bytes  # extension and unknown layouts
 
@@ -191,6 +197,7 @@ class _LeafParams(TypedDict, total=False):
     axis_order: Iterable[SupportsIndex]
     block_size: SupportsIndex
     pool_count: SupportsIndex
+    ggml_type: SupportsIndex
     byte_offset: SupportsIndex
 
 #: The layouts ``_leaf`` builds.
@@ -206,6 +213,7 @@ _LeafLayout: TypeAlias = Literal[
     "CSC",
     "CSF",
     "BLOCK_PAGED",
+    "GGML_BLOCKS",
 ]
 
 @type_check_only
@@ -424,3 +432,4 @@ def _write_stream(target: None, tensors: Sequence[tuple[str, Tensor]]) -> bytes:
 def _write_stream(target: _Path | _Writable, tensors: Sequence[tuple[str, Tensor]]) -> None: ...
 def _live_exports() -> int: ...
 def _status_codes() -> list[tuple[int, str, str]]: ...
+def _ggml_types() -> list[tuple[str, int, int, int]]: ...

@@ -143,3 +143,29 @@ def test_errors_pickle():
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is td.RegionOverlap
     assert (back.detail, back.offset, back.status) == (e.detail, 44, "REGION_OVERLAP")
+
+
+def test_the_package_version_is_the_librarys():
+    import pathlib
+    import re
+
+    cargo = (pathlib.Path(__file__).parents[2] / "Cargo.toml").read_text()
+    version = re.search(r'^version = "([0-9.]+)"', cargo, re.M).group(1)
+    assert td.__version__ == version == _native.__version__
+
+
+def test_front_door_rough_edges(tmp_path):
+    # The CLI's dtype spellings work in reads.
+    t = td.dense(np.arange(4, dtype=np.float32))
+    assert t.read(dtype="f32").dtype == np.float32
+    assert t.read(dtype="f16").dtype == np.float16
+    assert t.read(dtype="F64").dtype == np.float64
+    # A name that is not a str is refused, not stored as its str().
+    with pytest.raises(TypeError, match="tensor names are str, not int"):
+        td.write(tmp_path / "x.tdf", {1: np.zeros(3)})
+    # One region is "1 region covers".
+    with pytest.raises(td.RegionCoverageGap, match="1 region covers 8 of the 16"):
+        td.subpaving((4, 4), [((0, 0), np.zeros((2, 4), np.float32))])
+    # A directory as the output says so.
+    with pytest.raises(td.Io, match="is a directory"):
+        td.write(tmp_path, {"a": np.zeros(3)})

@@ -8,6 +8,7 @@
 //! | CSR / CSC | the row (column) segment `[indptr[r], indptr[r+1])`, which must satisfy `lo ≤ hi ≤ nnz`; binary search when SORTED, else a linear scan; without UNIQUE a second match is NOT_CANONICAL |
 //! | CSF | one binary search per level inside the current fiber; every child range must satisfy `lo ≤ hi ≤ n_l` |
 //! | BLOCK_PAGED | `pos ≥ row_lengths[r]` or an unallocated block → implicit zero; else the page named by the block table, numbered across pools in pool order (a page past the pools is CONTENT_INVALID) |
+//! | GGML_BLOCKS | no stored bits: the block holding the element's row-major number is dequantized and the element's value returned ([`ElementPlace::Value`]) |
 //! | private extension, unknown | NOT_BINDABLE: the lookup algorithm is not known |
 //!
 //! Lookup never trusts buffer contents: every pointer, index and page number read from a
@@ -31,7 +32,7 @@ use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 
-use crate::layout::{self, dense, sparse_flags, BufferRole, Layout};
+use crate::layout::{self, dense, ggml, sparse_flags, BufferRole, Layout};
 use std::cmp::Ordering;
 
 /// Where the stored bits of one element are.
@@ -46,6 +47,10 @@ pub(crate) enum ElementPlace {
     },
     /// Not stored: an implicit zero (all-zero bits).
     Zero,
+    /// Not stored as bits of its own: a value computed from its block (GGML_BLOCKS), the
+    /// bits of an `f32`, whose bytes are that value in the element type
+    /// ([`read_slot`] rounds it once).
+    Value(u32),
 }
 
 /// A little-endian `u64` array over bytes (its length is the number of whole words).
@@ -420,6 +425,7 @@ pub(crate) fn find(
         } => find_paged(d, bufs, region, node, shape, x, block_size, pool_count),
         Layout::Coo { nnz, flags } => find_coo(d, bufs, region, node, nnz, flags, x),
         Layout::Csf { axis_order, .. } => find_csf(d, bufs, region, node, axis_order, x),
+        Layout::GgmlBlocks { ggml_type } => find_ggml(bufs, region, node, shape, x, ggml_type),
         Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => Err(no_lookup(region, tag)),
         Layout::Subpaving { .. } => Err(internal(region, "a subpaving node")),
         _ => {
@@ -439,6 +445,29 @@ pub(crate) fn find(
             })
         }
     }
+}
+
+/// GGML_BLOCKS lookup: the value of element `x` (row-major number `L`), value `L mod QK`
+/// of block `L div QK`, dequantized from that block alone.
+#[inline(never)]
+pub(super) fn find_ggml(
+    bufs: &[&[u8]],
+    region: Option<u32>,
+    node: &Node,
+    shape: &[u64],
+    x: &[u64],
+    ggml_type: u32,
+) -> Result<ElementPlace> {
+    let t = ggml::ggml_type(ggml_type).ok_or_else(|| internal(region, "a ggml block type"))?;
+    let pos = x
+        .iter()
+        .zip(shape)
+        .try_fold(0u64, |acc, (&i, &s)| acc.checked_mul(s)?.checked_add(i))
+        .ok_or_else(|| internal(region, "an element position"))?;
+    let mut v = [0f32; 1];
+    ggml::dequantize_range(t, region_buffer(bufs, region, node, 0)?, pos, &mut v)
+        .map_err(|_| internal(region, "a ggml block"))?;
+    Ok(ElementPlace::Value(v[0].to_bits()))
 }
 
 /// Sub-table entry `k` of `node`.
@@ -775,7 +804,8 @@ pub(super) fn zero_fixed<const N: usize>(out: &mut [u8]) -> bool {
 }
 
 /// Copy the stored bits at `slot` into `out[..storage_bytes]` (a 4-bit element as one byte
-/// holding the nibble in bits 0–3); an implicit zero writes zero bytes.
+/// holding the nibble in bits 0–3); an implicit zero writes zero bytes; a computed value
+/// its bytes in `et`.
 #[inline(always)]
 pub(crate) fn read_slot(
     bufs: &[&[u8]],
@@ -784,6 +814,13 @@ pub(crate) fn read_slot(
     region: Option<u32>,
     out: &mut [u8],
 ) -> Result<()> {
+    if let ElementPlace::Value(bits) = slot {
+        return if ggml::rules::store_value(et, f32::from_bits(bits), out) {
+            Ok(())
+        } else {
+            Err(internal(region, "the output"))
+        };
+    }
     read_slot_sized(
         bufs,
         slot,
@@ -794,7 +831,8 @@ pub(crate) fn read_slot(
     )
 }
 
-/// [`read_slot`] with the element's storage size and packing given.
+/// [`read_slot`] with the element's storage size and packing given (not for a computed
+/// value, whose bytes depend on the element type).
 #[inline(always)]
 pub(crate) fn read_slot_sized(
     bufs: &[&[u8]],
@@ -834,6 +872,7 @@ pub(crate) fn read_slot_sized(
                 Err(internal(region, "an element"))
             }
         }
+        ElementPlace::Value(_) => Err(internal(region, "a computed value's bytes")),
     }
 }
 

@@ -37,6 +37,8 @@ impl<'a> BoundTensor<'a> {
     /// Write the stored bytes of element `index` to `out[..element_bytes()]`: the element's
     /// `bits / 8` bytes, or for a 4-bit type one byte holding the nibble in bits 0–3;
     /// all-zero bytes for an implicit zero; the fill value for SPLAT. No dequantization.
+    /// A GGML_BLOCKS element has no bytes of its own: its value (ggml's dequantization of
+    /// its block) in the element type.
     ///
     /// Errors: INVALID_ARGUMENT (wrong rank), INDEX_OUT_OF_BOUNDS, OUTPUT_TOO_SMALL,
     /// NOT_BINDABLE (device buffers, private extension layout), NOT_CANONICAL (COO without
@@ -128,7 +130,9 @@ impl<'a> BoundTensor<'a> {
     /// `q` is the stored element's value (an integer, or the real value of an 8-/4-bit float
     /// code); zero points are of the element type (4-bit packed) and scales of `scale_type`.
     /// Unquantized elements convert exactly ([`value::element_to_f64`]; 64-bit integers
-    /// beyond 2^53 round). Implicit zeros are the code 0 (see the module docs).
+    /// beyond 2^53 round). Implicit zeros are the code 0 (see the module docs). A
+    /// GGML_BLOCKS element is ggml's dequantized `f32` value of its block, rounded once to
+    /// the element type (FLOAT16, BFLOAT16; FLOAT32 keeps it).
     ///
     /// Errors: those of [`get_bytes`](Self::get_bytes); INVALID_ARGUMENT for complex types;
     /// NOT_BINDABLE for an opaque (unknown) quantization scheme.
@@ -276,6 +280,7 @@ impl<'a> BoundTensor<'a> {
                             format!("effective buffer {buffer}, byte {byte}")
                         }
                         find::ElementPlace::Zero => "an implicit zero".to_string(),
+                        find::ElementPlace::Value(_) => "a computed value".to_string(),
                     };
                     return Err(Error::new(
                         ErrorKind::ContentInvalid,

@@ -56,6 +56,8 @@ impl<'a> BoundTensor<'a> {
             Layout::BlockPaged { block_size, .. } => {
                 self.validate_paged(region, node, shape, block_size)
             }
+            // Every byte pattern is a valid block (NaN and infinite scales included).
+            Layout::GgmlBlocks { .. } => Ok(()),
             _ => Ok(()),
         }
     }

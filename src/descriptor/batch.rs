@@ -255,6 +255,13 @@ impl Descriptor {
                 .map(|l| self.compact(l));
         }
         match layout::classify(layout_tag) {
+            // A part kept opaque (whatever a later minor version made of its tag).
+            _ if matches!(node.layout, Layout::Unknown { .. }) => Err(Error::new(
+                ErrorKind::NotBindable,
+                format!(
+                    "index {index:?} falls in an opaque part with unknown layout 0x{layout_tag:02X}"
+                ),
+            )),
             LayoutClass::Dense => {
                 let mut local = [0u64; MAX_RANK];
                 let x = if rank <= 8 {
@@ -289,12 +296,6 @@ impl Descriptor {
                     layout_tag: 0,
                 })
             }
-            LayoutClass::Unknown => Err(Error::new(
-                ErrorKind::NotBindable,
-                format!(
-                    "index {index:?} falls in an opaque part with unknown layout 0x{layout_tag:02X}"
-                ),
-            )),
             _ => Ok(CompactLocation {
                 byte_offset: 0,
                 region: reg,

@@ -189,6 +189,21 @@ pub(super) fn count_nested_regions(
 pub(super) const LARGE_RECORDS: usize = 4;
 
 impl Decoder {
+    /// Whether a node of layout tag `t`, whose tail (from `byte_offset` on) starts with
+    /// `tail`, is kept opaque: its tag is unassigned in this descriptor's minor version
+    /// (checked, in strict mode, as its tag is read), or — permissive mode — it is
+    /// GGML_BLOCKS of a block type this version does not know.
+    pub(super) fn kept_opaque(&self, t: u8, tail: &[u8]) -> bool {
+        match classify_in(t, self.minor) {
+            LayoutClass::Unknown => true,
+            _ => {
+                t == tag::GGML_BLOCKS
+                    && self.mode == Mode::Permissive
+                    && layout::ggml::rules::names_unknown_type(tail)
+            }
+        }
+    }
+
     /// The id the next region record gets (records, held grids and listed tiles so far).
     #[inline]
     pub(super) fn next_id(&self) -> usize {
@@ -311,7 +326,8 @@ impl Decoder {
             .at(17u64));
         }
         let ltag = r.u8("layout_tag")?;
-        let class = classify(ltag);
+        // A tag assigned by a later minor version is unassigned in this descriptor.
+        let class = classify_in(ltag, minor);
         if class == LayoutClass::Invalid || (class == LayoutClass::Unknown && mode == Mode::Strict)
         {
             return Err(Error::new(
@@ -398,9 +414,8 @@ impl Decoder {
     /// Everything after the shape: the root's tail and the optional sections.
     fn body(&mut self, r: &mut Reader<'_>, ltag: u8, hflags: u16, count: u64) -> Result<()> {
         let (mode, rank, minor) = (self.mode, self.rank, self.minor);
-        let class = classify(ltag);
         let dec = self;
-        if class == LayoutClass::Unknown {
+        if dec.kept_opaque(ltag, r.peek_rest()) {
             let data = r.rest();
             let span = dec.d.arena.push_small(data)?;
             dec.d.root.layout = Layout::Unknown {
@@ -478,6 +493,9 @@ impl Decoder {
                 format!("STRIDED cannot hold the 4-bit type {}", self.et),
             ));
         }
+        if ltag == tag::GGML_BLOCKS {
+            layout::ggml::rules::check_value_type(self.et)?;
+        }
         let at = r.pos();
         let byte_offset = r.u64("byte_offset")?;
         // Sparse, indirect, extension and subpaving layouts require 0, judged when read.
@@ -545,6 +563,12 @@ impl Decoder {
                 return Err(Error::new(
                     ErrorKind::QuantizationInvalid,
                     "a subpaving carries no quantization of its own; quantize its regions",
+                ));
+            }
+            if ltag == tag::GGML_BLOCKS {
+                return Err(Error::new(
+                    ErrorKind::QuantizationInvalid,
+                    "GGML_BLOCKS carries no quantization section: its blocks hold their scales",
                 ));
             }
             Some(Quantization::read(
@@ -734,7 +758,7 @@ impl Decoder {
         }
         // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
         let rtag = r.u8("region_layout_tag").map_err(ctx)?;
-        let class = classify(rtag);
+        let class = classify_in(rtag, self.minor);
         if class == LayoutClass::Invalid
             || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
         {
@@ -787,6 +811,12 @@ impl Decoder {
         }
         let body_len = r.u32("region_body_length").map_err(ctx)?;
         let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
+        // A GGML_BLOCKS region of an unknown block type is kept opaque (permissive).
+        let class = if self.kept_opaque(rtag, body.peek_rest()) {
+            LayoutClass::Unknown
+        } else {
+            class
+        };
         self.d.record_coords.extend_from_slice(&global[..rank]);
         self.d.record_coords.extend_from_slice(&rshape[..rank]);
         let first_buffer = self.next_buffer() as u32;

@@ -6,8 +6,8 @@ use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::inline::SmallVec;
 use crate::layout::{
-    self, check_rank, classify, dense, element_count, tag, Arena, BufferRole, Layout, LayoutClass,
-    LayoutRef, MAX_RANK, MAX_SUBPAVING_DEPTH,
+    self, check_rank, classify, classify_in, dense, element_count, tag, Arena, BufferRole, Layout,
+    LayoutClass, LayoutRef, MAX_RANK, MAX_SUBPAVING_DEPTH,
 };
 use crate::quant::Quantization;
 use crate::sections::{ExtensionType, Shard, Statistics};
@@ -384,8 +384,9 @@ impl Descriptor {
     }
     /// The least `version_minor` this descriptor's features need: 1 when it uses a
     /// feature of format 1.1, else 0. The features that count: a buffer handle with
-    /// `alignment_log2` below 6 (an alignment under 64 bytes), and a quantization section
-    /// that uses a 1.1 feature ([`Quantization::required_minor`]). Encoding writes the
+    /// `alignment_log2` below 6 (an alignment under 64 bytes), a quantization section
+    /// that uses a 1.1 feature ([`Quantization::required_minor`]), and a node of a layout
+    /// that 1.1 assigned (GGML_BLOCKS). Encoding writes the
     /// larger of this and [`version_minor`](Self::version_minor). Opaque parts (of a
     /// permissive decode) are not looked into: their descriptor keeps the minor it had.
     pub fn required_minor(&self) -> u8 {
@@ -411,8 +412,17 @@ impl Descriptor {
             .map(Quantization::required_minor)
             .max()
             .unwrap_or(0);
+        // Grids held without records hold plain tiles only, a tag of 1.0.
+        let layouts = std::iter::once(&self.root)
+            .chain(&self.records)
+            .filter_map(|n| match n.layout {
+                Layout::Unknown { .. } => None,
+                l => layout::layout_info(l.tag()).map(|i| i.minor),
+            })
+            .max()
+            .unwrap_or(0);
         let types = u8::from(!self.region_types.is_empty());
-        handles.max(quants).max(types)
+        handles.max(quants).max(types).max(layouts)
     }
     /// The element type a node stores: region `region`'s own (1.1), else its nearest
     /// enclosing region's, else the tensor's ([`element_type`](Self::element_type)). The

@@ -15,6 +15,9 @@ pub struct RegionHit<'a> {
     /// The leaf's layout tag (an unassigned tag for a part kept opaque by permissive
     /// decoding).
     pub layout_tag: u8,
+    /// Whether the leaf is a part kept opaque by permissive decoding (its tag unassigned
+    /// in the descriptor's minor version, or a GGML_BLOCKS node of an unknown block type).
+    pub opaque: bool,
     /// Low corner of the intersection (inclusive).
     pub lo: &'a [u64],
     /// High corner of the intersection (exclusive).
@@ -25,7 +28,7 @@ impl RegionHit<'_> {
     /// True for a part kept opaque by permissive decoding (an unknown layout): it can be
     /// reported, not read.
     pub fn is_opaque(&self) -> bool {
-        layout::classify(self.layout_tag) == LayoutClass::Unknown
+        self.opaque
     }
 
     /// An owned copy.
@@ -33,6 +36,7 @@ impl RegionHit<'_> {
         RegionInBox {
             region: self.region,
             layout_tag: self.layout_tag,
+            opaque: self.opaque,
             lo: self.lo.to_vec(),
             hi: self.hi.to_vec(),
         }
@@ -46,6 +50,8 @@ pub struct RegionInBox {
     pub region: Option<u32>,
     /// The leaf's layout tag.
     pub layout_tag: u8,
+    /// Whether the leaf is a part kept opaque by permissive decoding.
+    pub opaque: bool,
     /// Low corner of the intersection (inclusive), tensor coordinates.
     pub lo: Vec<u64>,
     /// High corner of the intersection (exclusive), tensor coordinates.
@@ -55,7 +61,7 @@ pub struct RegionInBox {
 impl RegionInBox {
     /// True for a part kept opaque by permissive decoding.
     pub fn is_opaque(&self) -> bool {
-        layout::classify(self.layout_tag) == LayoutClass::Unknown
+        self.opaque
     }
 }
 
@@ -145,6 +151,7 @@ impl Descriptor {
             Ok(f(&RegionHit {
                 region,
                 layout_tag: node.layout.tag(),
+                opaque: matches!(node.layout, Layout::Unknown { .. }),
                 lo: l,
                 hi: h,
             }))

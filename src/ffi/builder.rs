@@ -247,6 +247,20 @@ pub unsafe extern "C" fn tdesc_node_new_block_paged(
     unsafe { new_node(out, || Ok(NodeSpec::block_paged(block_size, pool_count))) }
 }
 
+/// A GGML_BLOCKS node (format 1.1): ggml's quantized blocks of type `ggml_type` (ggml's
+/// type number, e.g. 8 for Q8_0, 12 for Q4_K; `tdesc_ggml_type_by_name`). Its automatic
+/// buffer holds exactly the blocks, (element count / QK) × block bytes; the element type
+/// is the value type (FLOAT32, FLOAT16 or BFLOAT16). An unknown type number is reported
+/// when the tensor is built (`TDESC_ERR_LAYOUT_CONSTRAINT`).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_node_new_ggml_blocks(
+    ggml_type: u32,
+    out: *mut *mut tdesc_node_spec,
+) -> tdesc_status {
+    // SAFETY: forwarded caller promise on `out`.
+    unsafe { new_node(out, || Ok(NodeSpec::ggml_blocks(ggml_type))) }
+}
+
 /// A private-extension node with tag 0xF0–0xFE and `len` opaque bytes; set its buffers
 /// with `tdesc_node_set_buffers` (at least one).
 #[no_mangle]

@@ -150,9 +150,10 @@ pub unsafe extern "C" fn tdesc_descriptor_regions_in_box(
 /// region order), `regions[i]` is the leaf region (`TDESC_NO_REGION` for a tensor that
 /// is not a subpaving) and, when `boxes` is not NULL, `boxes[2·rank·i, +rank)` the low
 /// corner and the next `rank` values the high corner of its intersection with the box.
-/// `*count` receives the number of hits. With more hits than `capacity` the call is
-/// `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold the
-/// first `capacity` hits. `regions` (and `boxes`) may be NULL when `capacity` is 0.
+/// `*count` receives the number of hits. The sizing call — `capacity` 0 (`regions` and
+/// `boxes` may then be NULL) — succeeds with the count. With more hits than a non-zero `capacity` the
+/// call is `TDESC_ERR_OUTPUT_TOO_SMALL`, `*count` is the number needed and the arrays hold
+/// the first `capacity` hits.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_descriptor_regions_in_box_array(
     d: *const tdesc_descriptor,
@@ -212,7 +213,8 @@ pub unsafe extern "C" fn tdesc_descriptor_regions_in_box_array(
         })?;
         // SAFETY: `count` checked non-null and aligned; writable is the caller's promise.
         unsafe { count.write(n) };
-        if n > capacity {
+        // Capacity 0 is the sizing call: the count, and success.
+        if n > capacity && capacity > 0 {
             return Err(Error::new(
                 ErrorKind::OutputTooSmall,
                 format!("the box meets {n} leaf regions, capacity is {capacity}"),

@@ -659,7 +659,11 @@ pub unsafe extern "C" fn tdesc_descriptor_layout_info(
             data_len: 0,
         };
         match layout {
-            LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
+            // GGML_BLOCKS: its ggml_type through tdesc_descriptor_ggml_type.
+            LayoutRef::RowMajor
+            | LayoutRef::ColMajor
+            | LayoutRef::Splat
+            | LayoutRef::GgmlBlocks { .. } => {}
             LayoutRef::Strided { strides } => v.strides = strides.as_ptr(),
             LayoutRef::Tiled { levels } => v.tile_levels = levels.len() as u8,
             LayoutRef::DimOrder { order } => v.axis_order = order.as_ptr(),
@@ -728,6 +732,94 @@ pub unsafe extern "C" fn tdesc_descriptor_tile_level(
     })
 }
 
+/// The ggml type number of a GGML_BLOCKS tensor (`region` = `TDESC_NO_REGION`) or region
+/// (its `ggml_type` field; `tdesc_ggml_type_info` gives its name and block geometry).
+/// Another layout: `TDESC_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_descriptor_ggml_type(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut u32,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promise on `d`.
+        let d = &unsafe { desc_arg(d)? }.inner;
+        out_arg(out, "out")?;
+        let LayoutRef::GgmlBlocks { ggml_type } = node_parts(d, region)?.0 else {
+            return Err(invalid("the node's layout is not GGML_BLOCKS"));
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(ggml_type.number) };
+        Ok(())
+    })
+}
+
+/// The ggml block type numbered `number`: its name, values and bytes per block.
+/// `TDESC_ERR_NOT_FOUND` for a number this library does not dequantize (F32, F16, Q8_1,
+/// Q8_K, ...).
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_ggml_type_info(
+    number: u32,
+    out: *mut tdesc_ggml_block_type,
+) -> tdesc_status {
+    guard(|| {
+        out_arg(out, "out")?;
+        let t = layout::ggml::ggml_type(number).ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("ggml type {number} is not a block type this library knows"),
+            )
+        })?;
+        static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+        let names = name_table(&NAMES, layout::ggml::GGML_TYPES.len(), |i| {
+            layout::ggml::GGML_TYPES[i].name
+        });
+        let k = layout::ggml::GGML_TYPES
+            .iter()
+            .position(|g| g == t)
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "ggml type table"))?;
+        let v = tdesc_ggml_block_type {
+            name: names[k].as_ptr(),
+            number: t.number,
+            block_elems: t.block_elems,
+            block_bytes: t.block_bytes,
+        };
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(v) };
+        Ok(())
+    })
+}
+
+/// The number of the ggml block type named `name[0, len)` (not NUL-terminated; ASCII case
+/// ignored: `"Q4_K"`, `"iq2_xxs"`). `TDESC_ERR_NOT_FOUND` for another name.
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_ggml_type_by_name(
+    name: *const c_char,
+    len: usize,
+    out: *mut u32,
+) -> tdesc_status {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: caller promise on `len` bytes at `name`.
+        let bytes = unsafe { slice_arg(name as *const u8, len, "name")? };
+        let t = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(layout::ggml::ggml_type_by_name)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "{:?} is not a ggml block type this library knows",
+                        String::from_utf8_lossy(bytes)
+                    ),
+                )
+            })?;
+        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
+        unsafe { out.write(t.number) };
+        Ok(())
+    })
+}
+
 fn not_found(what: &str) -> Error {
     Error::new(ErrorKind::NotFound, format!("the descriptor has no {what}"))
 }
@@ -740,17 +832,8 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization(
     region: u32,
     out: *mut tdesc_quantization,
 ) -> tdesc_status {
-    guard(|| {
-        // SAFETY: caller promise on `d`.
-        let d = &unsafe { desc_arg(d)? }.inner;
-        out_arg(out, "out")?;
-        let q = node_parts(d, region)?
-            .2
-            .ok_or_else(|| not_found("quantization there"))?;
-        // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(tdesc_quantization::from_rust(q)) };
-        Ok(())
-    })
+    // SAFETY: the caller's promises on `d` and `out`, forwarded.
+    unsafe { write_quantization(d, region, out, tdesc_quantization::from_rust) }
 }
 
 /// The format 1.1 fields of the quantization of the tensor (`region` =
@@ -762,6 +845,20 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization_ext(
     region: u32,
     out: *mut tdesc_quantization_ext,
 ) -> tdesc_status {
+    // SAFETY: the caller's promises on `d` and `out`, forwarded.
+    unsafe { write_quantization(d, region, out, tdesc_quantization_ext::from_rust) }
+}
+
+/// Write `convert` of the node's quantization to `out` (NOT_FOUND when it has none).
+///
+/// # Safety
+/// `d` is NULL or a live descriptor handle; `out` is NULL or writable for one `T`.
+unsafe fn write_quantization<T>(
+    d: *const tdesc_descriptor,
+    region: u32,
+    out: *mut T,
+    convert: fn(&crate::Quantization) -> T,
+) -> tdesc_status {
     guard(|| {
         // SAFETY: caller promise on `d`.
         let d = &unsafe { desc_arg(d)? }.inner;
@@ -770,7 +867,7 @@ pub unsafe extern "C" fn tdesc_descriptor_quantization_ext(
             .2
             .ok_or_else(|| not_found("quantization there"))?;
         // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
-        unsafe { out.write(tdesc_quantization_ext::from_rust(q)) };
+        unsafe { out.write(convert(q)) };
         Ok(())
     })
 }

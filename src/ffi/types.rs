@@ -4,6 +4,8 @@
 //! every entry point validates; enumerations that only the library writes (status, buffer
 //! role, location tag) are C enums.
 
+use std::ffi::c_char;
+
 use super::status::invalid;
 use crate::device::{BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2};
 use crate::element::ElementType;
@@ -92,6 +94,9 @@ pub const TDESC_LAYOUT_CSC: u8 = 0x09;
 pub const TDESC_LAYOUT_CSF: u8 = 0x0A;
 /// Block table over page pools.
 pub const TDESC_LAYOUT_BLOCK_PAGED: u8 = 0x0B;
+/// ggml's quantized blocks, where they lie (format 1.1; its ggml type:
+/// `tdesc_descriptor_ggml_type`).
+pub const TDESC_LAYOUT_GGML_BLOCKS: u8 = 0x0C;
 /// One fill value for every element.
 pub const TDESC_LAYOUT_SPLAT: u8 = 0x40;
 /// First private extension tag.
@@ -666,6 +671,20 @@ pub struct tdesc_layout_info {
     pub data_len: usize,
 }
 
+/// One ggml block type (`tdesc_ggml_type_info`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tdesc_ggml_block_type {
+    /// ggml's name of the type, e.g. `"Q4_K"` (NUL-terminated, static storage).
+    pub name: *const c_char,
+    /// ggml's type number (`GGML_TYPE_Q4_K` = 12), the GGML_BLOCKS field.
+    pub number: u32,
+    /// Values per block (QK): 32, 64 or 256.
+    pub block_elems: u32,
+    /// Bytes per block.
+    pub block_bytes: u32,
+}
+
 /// One level of a TILED layout (`tdesc_descriptor_tile_level`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -723,6 +742,7 @@ mod tests {
             (TDESC_LAYOUT_CSC, tag::CSC),
             (TDESC_LAYOUT_CSF, tag::CSF),
             (TDESC_LAYOUT_BLOCK_PAGED, tag::BLOCK_PAGED),
+            (TDESC_LAYOUT_GGML_BLOCKS, tag::GGML_BLOCKS),
             (TDESC_LAYOUT_SPLAT, tag::SPLAT),
             (TDESC_LAYOUT_EXTENSION_FIRST, tag::EXTENSION_FIRST),
             (TDESC_LAYOUT_EXTENSION_LAST, tag::EXTENSION_LAST),

@@ -338,6 +338,15 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
                 "a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays",
             ))
         }
+        LayoutRef::GgmlBlocks { ggml_type } => {
+            return Err(not_exportable(
+                &what,
+                format!(
+                    "GGML_BLOCKS regions hold ggml blocks ({}: codes and scales, {} values in {} bytes), not elements; DLPack describes arrays of elements (read the values with read_box)",
+                    ggml_type.name, ggml_type.block_elems, ggml_type.block_bytes
+                ),
+            ))
+        }
         LayoutRef::Extension { tag, .. } => {
             return Err(not_exportable(
                 &what,

@@ -7,7 +7,7 @@
 //! borrowed, public view.
 
 pub(crate) mod dense;
-pub(crate) mod ggml;
+pub mod ggml;
 pub(crate) mod paged;
 pub(crate) mod sparse;
 
@@ -20,24 +20,26 @@ pub(crate) use crate::format::{add, element_count, exact_product, mul};
 use crate::wire::{Reader, Writer};
 
 /// The one table of the layouts this version knows: name, tag (FORMAT §4), class, rank
-/// rule and a line of documentation. `tag`, [`LAYOUTS`], [`tag_name`], [`classify`] and
-/// the rank check are generated from it; the C constants (`TDESC_LAYOUT_*`, literals for
+/// rule, the format minor version that assigned the tag, and a line of documentation.
+/// `tag`, [`LAYOUTS`], [`tag_name`], [`classify`], [`classify_in`] and the rank check are
+/// generated from it; the C constants (`TDESC_LAYOUT_*`, literals for
 /// cbindgen) are checked against it by a test that reads the generated header.
 macro_rules! for_each_layout {
     ($m:ident) => {
         $m! {
-            ROW_MAJOR = 0x01, Dense, Any, "Dense, row-major (C order).";
-            COL_MAJOR = 0x02, Dense, Any, "Dense, column-major (Fortran order).";
-            STRIDED = 0x03, Dense, Any, "Dense with per-axis element strides.";
-            TILED = 0x04, Dense, AtLeast1, "Dense tiles in a grid, optionally nested.";
-            DIM_ORDER = 0x05, Dense, Any, "Dense with an axis permutation.";
-            SUBPAVING = 0x06, Container, AtLeast1, "General subpaving: a container of regions.";
-            COO = 0x07, Sparse, AtLeast1, "Sparse coordinate list.";
-            CSR = 0x08, Sparse, Exactly2, "Compressed sparse rows.";
-            CSC = 0x09, Sparse, Exactly2, "Compressed sparse columns.";
-            CSF = 0x0A, Sparse, AtLeast1, "Compressed sparse fibers.";
-            BLOCK_PAGED = 0x0B, Indirect, AtLeast2, "Block table over page pools.";
-            SPLAT = 0x40, Dense, Any, "One fill value for every element.";
+            ROW_MAJOR = 0x01, Dense, Any, 0, "Dense, row-major (C order).";
+            COL_MAJOR = 0x02, Dense, Any, 0, "Dense, column-major (Fortran order).";
+            STRIDED = 0x03, Dense, Any, 0, "Dense with per-axis element strides.";
+            TILED = 0x04, Dense, AtLeast1, 0, "Dense tiles in a grid, optionally nested.";
+            DIM_ORDER = 0x05, Dense, Any, 0, "Dense with an axis permutation.";
+            SUBPAVING = 0x06, Container, AtLeast1, 0, "General subpaving: a container of regions.";
+            COO = 0x07, Sparse, AtLeast1, 0, "Sparse coordinate list.";
+            CSR = 0x08, Sparse, Exactly2, 0, "Compressed sparse rows.";
+            CSC = 0x09, Sparse, Exactly2, 0, "Compressed sparse columns.";
+            CSF = 0x0A, Sparse, AtLeast1, 0, "Compressed sparse fibers.";
+            BLOCK_PAGED = 0x0B, Indirect, AtLeast2, 0, "Block table over page pools.";
+            GGML_BLOCKS = 0x0C, Blocks, AtLeast1, 1, "ggml's quantized blocks, where they lie (format 1.1).";
+            SPLAT = 0x40, Dense, Any, 0, "One fill value for every element.";
         }
     };
 }
@@ -88,10 +90,13 @@ pub struct LayoutInfo {
     pub class: LayoutClass,
     /// The ranks it allows.
     pub rank: RankRule,
+    /// The format minor version that assigned the tag (0: format 1.0). In a descriptor
+    /// of an older `version_minor` the tag is unassigned ([`classify_in`]).
+    pub minor: u8,
 }
 
 macro_rules! layout_table {
-    ($($name:ident = $code:literal, $class:ident, $rank:ident, $doc:literal;)*) => {
+    ($($name:ident = $code:literal, $class:ident, $rank:ident, $minor:literal, $doc:literal;)*) => {
         /// Layout tag values (FORMAT §4).
         pub mod tag {
             $(
@@ -112,6 +117,7 @@ macro_rules! layout_table {
                 tag: tag::$name,
                 class: LayoutClass::$class,
                 rank: RankRule::$rank,
+                minor: $minor,
             },)*
         ];
 
@@ -125,6 +131,7 @@ macro_rules! layout_table {
                     tag: tag::$name,
                     class: LayoutClass::$class,
                     rank: RankRule::$rank,
+                    minor: $minor,
                 }),)*
                 _ => None,
             }
@@ -152,6 +159,9 @@ pub enum LayoutClass {
     Sparse,
     /// Needs a block table (BLOCK_PAGED).
     Indirect,
+    /// Quantized blocks: each element's value is computed from the block of codes and
+    /// scales holding it (GGML_BLOCKS, format 1.1); no element has bytes of its own.
+    Blocks,
     /// Private extension 0xF0–0xFE.
     Extension,
     /// Unassigned in this version (permissive decode only).
@@ -169,6 +179,16 @@ pub fn classify(t: u8) -> LayoutClass {
             0x00 | 0xFF => LayoutClass::Invalid,
             _ => LayoutClass::Unknown,
         },
+    }
+}
+
+/// Classify layout tag `t` as a descriptor of `version_minor` `minor` sees it: a tag
+/// assigned by a later minor version (GGML_BLOCKS in a 1.0 descriptor) is
+/// [`LayoutClass::Unknown`] there, as a reader of that version judges it.
+pub fn classify_in(t: u8, minor: u8) -> LayoutClass {
+    match layout_info(t) {
+        Some(l) if l.minor > minor => LayoutClass::Unknown,
+        _ => classify(t),
     }
 }
 
@@ -291,6 +311,10 @@ pub(crate) enum Layout {
         block_size: u64,
         pool_count: u8,
     },
+    /// A block type this version knows (decoding keeps any other opaque or rejects it).
+    GgmlBlocks {
+        ggml_type: u32,
+    },
     Splat,
     Extension {
         tag: u8,
@@ -388,6 +412,11 @@ pub enum LayoutRef<'a> {
         /// Number of page pools.
         pool_count: u8,
     },
+    /// ggml's quantized blocks (format 1.1).
+    GgmlBlocks {
+        /// The block type: its number (the wire field), name and block geometry.
+        ggml_type: &'static ggml::GgmlType,
+    },
     /// Splat.
     Splat,
     /// Private extension.
@@ -407,6 +436,16 @@ pub enum LayoutRef<'a> {
 }
 
 impl LayoutRef<'_> {
+    /// The layout's name: the table's (`"CSR"`), `"EXTENSION"` for a private extension,
+    /// `"UNKNOWN"` for a part kept opaque — also when a later minor version assigned its
+    /// tag (0x0C in a 1.0 descriptor), which [`tag_name`] of the tag alone cannot tell.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LayoutRef::Unknown { .. } => "UNKNOWN",
+            l => tag_name(l.tag()),
+        }
+    }
+
     /// The wire tag.
     pub fn tag(&self) -> u8 {
         match self {
@@ -421,6 +460,7 @@ impl LayoutRef<'_> {
             LayoutRef::Csc { .. } => tag::CSC,
             LayoutRef::Csf { .. } => tag::CSF,
             LayoutRef::BlockPaged { .. } => tag::BLOCK_PAGED,
+            LayoutRef::GgmlBlocks { .. } => tag::GGML_BLOCKS,
             LayoutRef::Splat => tag::SPLAT,
             LayoutRef::Extension { tag, .. } | LayoutRef::Unknown { tag, .. } => *tag,
         }
@@ -442,6 +482,7 @@ impl Layout {
             Layout::Csc { .. } => tag::CSC,
             Layout::Csf { .. } => tag::CSF,
             Layout::BlockPaged { .. } => tag::BLOCK_PAGED,
+            Layout::GgmlBlocks { .. } => tag::GGML_BLOCKS,
             Layout::Splat => tag::SPLAT,
             Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => *tag,
         }
@@ -481,6 +522,10 @@ impl Layout {
                 block_size,
                 pool_count,
             },
+            Layout::GgmlBlocks { ggml_type } => LayoutRef::GgmlBlocks {
+                // Decoding keeps only known types; the table's first row never serves.
+                ggml_type: ggml::ggml_type(ggml_type).unwrap_or(&ggml::GGML_TYPES[0]),
+            },
             Layout::Splat => LayoutRef::Splat,
             Layout::Extension { tag, data } => LayoutRef::Extension {
                 tag,
@@ -502,6 +547,7 @@ impl Layout {
             | Layout::Strided { .. }
             | Layout::Tiled { .. }
             | Layout::DimOrder { .. }
+            | Layout::GgmlBlocks { .. }
             | Layout::Splat => Some(1),
             Layout::Subpaving { .. } => Some(0),
             Layout::Coo { .. } => Some(2),
@@ -699,6 +745,12 @@ pub(crate) fn read_fields(
                 pool_count,
             }
         }
+        tag::GGML_BLOCKS => {
+            let at = r.pos();
+            let number = r.u32("ggml_type")?;
+            ggml::rules::known_type(number, at)?;
+            Layout::GgmlBlocks { ggml_type: number }
+        }
         tag::EXTENSION_FIRST..=tag::EXTENSION_LAST => {
             let len = r.u32("ext_length")?;
             let data = r.bytes(
@@ -760,6 +812,7 @@ pub(crate) fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank:
             w.u64(block_size);
             w.u8(pool_count);
         }
+        Layout::GgmlBlocks { ggml_type } => w.u32(ggml_type),
         Layout::Extension { data, .. } => {
             w.u32(data.len);
             w.bytes(&arena.small[data.range()]);
@@ -803,8 +856,12 @@ pub(crate) fn layout_buffer_role(layout: &Layout, rank: usize, i: usize) -> (Buf
 }
 
 /// Rules on the layout fields that need the (region) shape, checked right after the fields
-/// are read and before the buffer table (docs/spec §1.8 step 15): the nnz limits.
+/// are read and before the buffer table (docs/spec §1.8 step 15): the nnz limits, and
+/// GGML_BLOCKS' whole blocks along the last axis.
 pub(crate) fn check_fields(layout: &Layout, shape: &[u64]) -> Result<()> {
+    if let Layout::GgmlBlocks { ggml_type } = *layout {
+        return ggml::rules::check_shape(ggml::rules::known_type(ggml_type, 0)?, shape);
+    }
     sparse::check_nnz(layout, shape)
 }
 
@@ -847,6 +904,8 @@ pub(crate) fn check_buffers(
                 .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch))
         }
         Layout::BlockPaged { .. } => paged::check_buffers(layout, et, shape, bufs)
+            .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch)),
+        Layout::GgmlBlocks { ggml_type } => ggml::rules::check_buffers(*ggml_type, shape, bufs)
             .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch)),
         Layout::Extension { .. } | Layout::Subpaving { .. } | Layout::Unknown { .. } => Ok(()),
         _ => dense::check_buffers(layout, arena, et, shape, byte_offset, &bufs[0])

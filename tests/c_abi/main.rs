@@ -5,3 +5,4 @@
 
 mod c_api;
 mod header_fresh;
+mod versions;

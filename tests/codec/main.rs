@@ -8,6 +8,7 @@ mod common;
 
 mod error_offsets;
 mod file_vectors;
+mod quant_vectors;
 mod roundtrip;
 mod status_codes;
 mod transport;

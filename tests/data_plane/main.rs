@@ -9,6 +9,7 @@ mod common;
 mod alignment;
 mod bound;
 mod dlpack;
+mod ggml;
 mod quant_1_1;
 mod read_box;
 mod region_types;

@@ -117,12 +117,14 @@ pub(crate) enum Q {
     Codebook,
 }
 
-const SCALE_TYPES: [ElementType; 5] = [
+const SCALE_TYPES: [ElementType; 6] = [
     ElementType::Float16,
     ElementType::Bfloat16,
     ElementType::Float32,
     ElementType::Float64,
     ElementType::Float8E8m0fnu,
+    // 1.1; as raw code bits (layouts::bits_of), codes 0 (+0) to 3.
+    ElementType::Float8E4m3fn,
 ];
 
 const EXPRESSED: [ElementType; 4] = [
@@ -732,7 +734,7 @@ fn blockwise_runs_along_the_blocked_axis_equal_single_reads() {
             }
         }
     }
-    assert_eq!(checked, 4 * 4 * 5 * (6600 + 4290 + 2 + 1));
+    assert_eq!(checked, 4 * 4 * SCALE_TYPES.len() * (6600 + 4290 + 2 + 1));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -439,10 +439,7 @@ fn check_descriptor_json(j: &Json, d: &tensordesc::Descriptor) {
     assert_eq!(j.get("shape").u64s(), d.shape());
     assert_eq!(j.get("descriptor_length").u64(), d.encoded_len());
     assert_eq!(j.get("layout").get("tag").u64(), d.layout_tag() as u64);
-    assert_eq!(
-        j.get("layout").get("name").str(),
-        tensordesc::layout::tag_name(d.layout_tag())
-    );
+    assert_eq!(j.get("layout").get("name").str(), d.layout().name());
     assert_eq!(
         j.get("buffer_count").u64(),
         d.effective_buffers().len() as u64
@@ -474,6 +471,11 @@ fn check_descriptor_json(j: &Json, d: &tensordesc::Descriptor) {
         assert_eq!(r.get("layout").get("tag").u64(), v.layout_tag() as u64);
         assert_eq!(r.get("first_buffer").u64(), v.first_buffer() as u64);
         assert_eq!(r.get("buffer_count").u64(), v.buffer_count() as u64);
+        assert_eq!(r.get("element_type").str(), v.element_type().name());
+        match v.own_element_type() {
+            Some(t) => assert_eq!(r.get("own_element_type").str(), t.name()),
+            None => assert_eq!(r.get("own_element_type"), &Json::Null),
+        }
     }
 }
 
@@ -589,6 +591,63 @@ fn inspect_text_shows_the_tree_with_roles_sizes_devices_and_quantization() {
     assert!(r.stdout.contains("PAGE_POOL 1"));
     assert!(r.stdout.contains("INDPTR level 1"));
     assert!(r.stdout.contains("file bytes"));
+}
+
+/// GGML_BLOCKS (format 1.1) in a .tdf: a Q4_K tensor and a subpaving with a Q8_0 region
+/// beside a dense one; inspect prints the block type, --json its fields, validate
+/// --contents binds and checks them.
+#[test]
+fn inspect_names_the_ggml_block_type() {
+    let dir = scratch("inspect-ggml");
+    let path = dir.join("ggml.tdf");
+    let q4 = TensorBuilder::new(ElementType::Float32, &[2, 512], NodeSpec::ggml_blocks(12))
+        .build()
+        .unwrap();
+    let mixed = TensorBuilder::subpaving(
+        ElementType::Float16,
+        &[2, 64],
+        vec![
+            RegionSpec::new(&[0, 0], &[2, 32], NodeSpec::ggml_blocks(8)),
+            RegionSpec::new(&[0, 32], &[2, 32], NodeSpec::row_major()),
+        ],
+    )
+    .build()
+    .unwrap();
+    let (b4, b8, dense) = (vec![0u8; 4 * 144], vec![0u8; 2 * 34], vec![0u8; 128]);
+    let mut w = FileWriter::new(Vec::new()).unwrap();
+    w.write_tensor("w", &q4, &[&b4]).unwrap();
+    w.write_tensor("mixed", &mixed, &[&b8, &dense]).unwrap();
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
+
+    let r = run(&["inspect", p(&path)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for needle in ["GGML_BLOCKS Q4_K", "GGML_BLOCKS Q8_0", "ROW_MAJOR"] {
+        assert!(
+            r.stdout.contains(needle),
+            "{needle:?} missing:\n{}",
+            r.stdout
+        );
+    }
+    let j = inspect_json(&path, &[]);
+    let t = &j.get("tensors").arr()[0];
+    let bytes = std::fs::read(&path).unwrap();
+    let f = FileReader::from_bytes(&bytes, Mode::Strict).unwrap();
+    check_descriptor_json(
+        t.get("descriptor"),
+        f.entry(0).unwrap().descriptor().unwrap(),
+    );
+    let l = t.get("descriptor").get("layout");
+    assert_eq!(l.get("name").str(), "GGML_BLOCKS");
+    assert_eq!(l.get("ggml_type").u64(), 12);
+    assert_eq!(l.get("ggml_type_name").str(), "Q4_K");
+    assert_eq!(l.get("block_elems").u64(), 256);
+    assert_eq!(l.get("block_bytes").u64(), 144);
+    let m = &j.get("tensors").arr()[1];
+    let region = &m.get("descriptor").get("regions").arr()[0];
+    assert_eq!(region.get("layout").get("ggml_type_name").str(), "Q8_0");
+
+    let r = run(&["validate", "--contents", p(&path)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 }
 
 #[test]

@@ -6,11 +6,12 @@
 //! ([`Descriptor::visit_regions_in_box`]); each leaf is read by its layout's kernel:
 //! affine dense layouts, splats, tiles and pages by the run kernel of [`dense`], sparse
 //! layouts by filling their implicit zeros and scattering the stored entries inside the
-//! box ([`sparse`]), block tables page by page ([`paged`]). Codes become output elements
-//! in [`convert`].
+//! box ([`sparse`]), block tables page by page ([`paged`]), ggml blocks row by row, each
+//! block dequantized once ([`ggml`]). Codes become output elements in [`convert`].
 
 mod convert;
 mod dense;
+mod ggml;
 mod paged;
 mod sparse;
 
@@ -113,7 +114,8 @@ impl<'a> BoundTensor<'a> {
     /// failure the contents of `out` are unspecified.
     ///
     /// **Values.** RAW: the stored bytes ([`get_bytes`](Self::get_bytes)): 4-bit codes one
-    /// per byte, quantized elements as codes, implicit zeros as zero bytes. Float types:
+    /// per byte, quantized elements as codes, implicit zeros as zero bytes, GGML_BLOCKS
+    /// elements as their values' bytes in the element type. Float types:
     /// [`get_f64`](Self::get_f64) of every element — dequantized by its region's scheme,
     /// implicit zeros as the code 0 — rounded to the output type (ties to even).
     ///
@@ -469,6 +471,9 @@ impl<'a> BoundTensor<'a> {
                 pool_count,
             } => paged::read(
                 d, bufs, region, node, shape, block_size, pool_count, &vals, llo, lhi, w, off,
+            ),
+            Layout::GgmlBlocks { ggml_type } => ggml::read(
+                bufs, region, node, shape, ggml_type, et, &vals, llo, lhi, w, off,
             ),
             Layout::Subpaving { .. } | Layout::Extension { .. } | Layout::Unknown { .. } => {
                 Err(Error::new(

@@ -210,7 +210,7 @@ fn coverage_gap(regions: usize, covered: u128, base: &[u64], extent: &[u64]) -> 
     Error::new(
         ErrorKind::RegionCoverageGap,
         format!(
-            "{regions} regions cover {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}"
+            "{regions} region{} cover{} {covered} of the {total} elements of the enclosing extent {extent:?} at {base:?}", if regions == 1 { "" } else { "s" }, if regions == 1 { "s" } else { "" }
         ),
     )
 }

@@ -13,17 +13,14 @@
 //! is a NaN; its sign and payload are not specified). `tests/vectors/ggml/` holds the
 //! reference's outputs for random blocks of every type; the lattice tables of the IQ types
 //! are generated from gguf by `scripts/gen_ggml_tables.py`.
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the kernels are not yet reached from the layout table (GGML_BLOCKS)"
-    )
-)]
+//!
+//! The `rules` submodule holds the GGML_BLOCKS layout's own rules (its field, sizes and
+//! value type).
 
 mod iquants;
 mod kquants;
 mod legacy;
+pub(crate) mod rules;
 mod tables;
 #[cfg(test)]
 mod tests;

@@ -569,6 +569,8 @@ fn scale_f32(b: &[u8], t: ElementType, j: u64) -> Option<f32> {
                 f32::from_bits((e as u32) << 23)
             }
         }
+        // FLOAT8_E4M3FN (1.1): every value, ±0 and NaN is exact in binary32.
+        ElementType::Float8E4m3fn => value::f8e4m3fn_to_f64(*b.get(j)?) as f32,
         _ => return None,
     })
 }
