@@ -1201,6 +1201,155 @@ fn fp8_reads(small: bool) -> [f64; 2] {
     ratios
 }
 
+// ---------------------------------------------------------------------------------------
+// 10. GGML_BLOCKS -> FLOAT32, against a C port of ggml's scalar dequantize_row_* and memcpy
+// ---------------------------------------------------------------------------------------
+
+/// `dequantize_row_*(x, y, k)` of `benches/ggml_dequant.c`.
+type DequantRow = unsafe extern "C" fn(*const u8, *mut f32, i64);
+
+/// The C reference, compiled here at -O2 as a shared object and loaded into this process.
+struct GgmlRef {
+    rows: Vec<(&'static str, DequantRow)>,
+}
+
+fn ggml_ref() -> Option<GgmlRef> {
+    let dir = profile_dir().join("read_bench");
+    std::fs::create_dir_all(&dir).ok()?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join("ggml_dequant.c");
+    let lib = dir.join("libggml_dequant.so");
+    let target = format!(
+        "{}-unknown-{}-gnu",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    let cc = cc::Build::new()
+        .target(&target)
+        .host(&target)
+        .opt_level(2)
+        .cargo_metadata(false)
+        .get_compiler();
+    let status = cc
+        .to_command()
+        .args(["-std=c11", "-O2", "-shared", "-fPIC"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&lib)
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let path = std::ffi::CString::new(lib.to_str()?).ok()?;
+    // SAFETY: `path` is a NUL-terminated path of the shared object just built; loading it
+    // runs no initialisers (the C file has none). The handle is never closed, so the
+    // function pointers taken from it stay valid for the whole process.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for name in ["q8_0", "q4_K", "q6_K", "iq4_xs"] {
+        let sym = std::ffi::CString::new(format!("dequantize_row_{name}")).ok()?;
+        // SAFETY: `handle` is a live dlopen handle and `sym` a NUL-terminated name.
+        let f = unsafe { libc::dlsym(handle, sym.as_ptr()) };
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: the symbol is a C function `void (const block *, float *, int64_t)`
+        // defined in ggml_dequant.c, whose block pointer is taken as bytes here.
+        let f: DequantRow = unsafe { std::mem::transmute::<*mut libc::c_void, DequantRow>(f) };
+        rows.push((name, f));
+    }
+    Some(GgmlRef { rows })
+}
+
+/// Random blocks of ggml type `number` (`qk` values in `bb` bytes) for `count` values,
+/// their binary16 scales (at `scales` in each block) finite and ordinary.
+fn ggml_blocks(count: u64, qk: u64, bb: usize, scales: &[usize], rng: &mut Rng) -> Vec<u8> {
+    let blocks = (count / qk) as usize;
+    let mut b: Vec<u8> = (0..blocks * bb).map(|_| rng.next() as u8).collect();
+    for blk in b.chunks_exact_mut(bb) {
+        for &at in scales {
+            let v = 1e-3 * (1 + rng.below(100)) as f64;
+            let h = tensordesc::value::f64_to_f16(v).to_le_bytes();
+            blk[at..at + 2].copy_from_slice(&h);
+        }
+    }
+    b
+}
+
+fn ggml_reads(small: bool) -> Option<Vec<(f64, f64)>> {
+    let Some(c) = ggml_ref() else {
+        println!("10. GGML_BLOCKS: skipped (no C compiler, or the C reference did not load)");
+        return None;
+    };
+    let n = if small { 512u64 } else { 4096 };
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut theirs = Aligned::zeroed(bytes);
+    let (mut dst, src) = memcpy_peer(bytes);
+    let mut rng = Rng(0x66);
+    let mut ratios = Vec::new();
+    // (name, type number, QK, block bytes, binary16 scale offsets)
+    let types: [(&str, u32, u64, usize, &[usize]); 4] = [
+        ("q8_0", 8, 32, 34, &[0]),
+        ("q4_K", 12, 256, 144, &[0, 2]),
+        ("q6_K", 14, 256, 210, &[208]),
+        ("iq4_xs", 23, 256, 136, &[0]),
+    ];
+    for (name, number, qk, bb, sc) in types {
+        let row = c.rows.iter().find(|r| r.0 == name)?.1;
+        let blocks = Aligned::from_bytes(&ggml_blocks(n * n, qk, bb, sc, &mut rng));
+        let d = TensorBuilder::new(ElementType::Float32, &[n, n], NodeSpec::ggml_blocks(number))
+            .build()
+            .expect("descriptor");
+        let t = BoundTensor::bind(&d, vec![blocks.bytes()]).expect("bind");
+        let c_row = |theirs: &mut Aligned| {
+            let y: &mut [f32] = bytemuck::cast_slice_mut(theirs.bytes_mut());
+            // SAFETY: `blocks` holds (n·n / QK) whole blocks of this type, 64-byte aligned
+            // (the C block structs need 2), and `y` has room for the n·n values written.
+            unsafe { row(blocks.bytes().as_ptr(), y.as_mut_ptr(), (n * n) as i64) };
+            theirs.bytes()[bytes / 2] as u64
+        };
+        c_row(&mut theirs);
+        t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+            .expect("read_box");
+        let same = f32s(out.bytes())
+            .iter()
+            .zip(f32s(theirs.bytes()))
+            .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "{name}: read_box and the C reference agree");
+        let [ours, c_time, memcpy] = time_peers(
+            if small { 9 } else { 7 },
+            [
+                &mut || {
+                    t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+                        .expect("read_box");
+                    out.bytes()[bytes / 2] as u64
+                },
+                &mut || c_row(&mut theirs),
+                &mut || {
+                    dst.bytes_mut().copy_from_slice(src.bytes());
+                    dst.bytes()[bytes / 2] as u64
+                },
+            ],
+        );
+        let (vs_c, vs_memcpy) = (c_time / ours, memcpy / ours);
+        println!(
+            "10. GGML_BLOCKS {} {n} x {n} -> FLOAT32: read_box {:.2} GB/s of output, C dequantize_row_{name} (-O2) {:.2} GB/s: {vs_c:.2}x the C (target >= 1.0); memcpy {:.2} GB/s: {vs_memcpy:.2}x memcpy throughput (target >= 0.4)",
+            name.to_uppercase(),
+            gbps(bytes, ours),
+            gbps(bytes, c_time),
+            gbps(bytes, memcpy)
+        );
+        ratios.push((vs_c, vs_memcpy));
+    }
+    Some(ratios)
+}
+
 fn main() {
     let small = std::env::var("TDESC_BENCH_SMALL").is_ok_and(|v| v == "1");
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -1229,6 +1378,9 @@ fn main() {
     }
     if on("fp8") {
         fp8_reads(small);
+    }
+    if on("ggml") {
+        ggml_reads(small);
     }
     if on("locate") && locate_many_from_c(small).is_none() {
         println!("6. locate_many from C: skipped (no C compiler or shared library)");

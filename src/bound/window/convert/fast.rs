@@ -557,7 +557,6 @@ fn scale_f32(b: &[u8], t: ElementType, j: u64) -> Option<f32> {
             let c = b.get(j * 4..j * 4 + 4)?;
             f32::from_le_bytes([c[0], c[1], c[2], c[3]])
         }
-        ElementType::Float8E4m3fn => value::f8e4m3fn_to_f64(*b.get(j)?) as f32,
         ElementType::Float8E8m0fnu => {
             let e = *b.get(j)?;
             if e == 0xFF {
