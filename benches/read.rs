@@ -16,6 +16,18 @@
 //!    release `libtensordesc.so`) against a Rust `Descriptor::locate` loop, on a grid of
 //!    16 × 16 tiles, the same random indices, one C process and one Rust round
 //!    alternately (the best of each). Target ≤ 1.2× the Rust time.
+//! 7. Single `get_f64` reads (no peer, no target).
+//! 8. NVFP4 (FLOAT4_E2M1FN codes, FLOAT8_E4M3FN scales per 16 along rows, a multiplying
+//!    FLOAT32 global scale, expressed FLOAT32) 4096 × 4096 → FLOAT32 and → FLOAT16, against
+//!    a memcpy of the output's bytes. Target ≥ 0.5× memcpy throughput. Also a `get_f64`
+//!    loop over a quarter of the elements against the window read of them (no target).
+//! 9. BLOCKWISE_2D FP8 (FLOAT8_E4M3FN codes, FLOAT32 scales per 128 × 128, expressed
+//!    FLOAT32 and BFLOAT16) 4096 × 4096 → FLOAT32, against a memcpy of the output. Target
+//!    ≥ 0.5× memcpy throughput.
+//! 10. GGML_BLOCKS Q8_0, Q4_K, Q6_K and IQ4_XS 4096 × 4096 → FLOAT32, against a C port of
+//!     ggml's scalar `dequantize_row_*` (`benches/ggml_dequant.c`, compiled here at -O2
+//!     into a shared object loaded into this process) and a memcpy of the output. Targets
+//!     ≥ 1.0× the C and ≥ 0.4× memcpy throughput.
 //!
 //! Every peer is timed round by round with ours (best of several runs each), so a burst of
 //! load on a shared machine hits both alike; every result is checked against the peer's.
@@ -1373,6 +1385,9 @@ fn main() {
     if on("single") {
         single_reads(small);
     }
+    if on("locate") && locate_many_from_c(small).is_none() {
+        println!("6. locate_many from C: skipped (no C compiler or shared library)");
+    }
     if on("nvfp4") {
         nvfp4_reads(small);
     }
@@ -1381,8 +1396,5 @@ fn main() {
     }
     if on("ggml") {
         ggml_reads(small);
-    }
-    if on("locate") && locate_many_from_c(small).is_none() {
-        println!("6. locate_many from C: skipped (no C compiler or shared library)");
     }
 }
