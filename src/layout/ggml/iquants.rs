@@ -189,16 +189,10 @@ pub(super) fn iq4_xs(b: &[u8; 136], y: &mut [f32; 256]) {
         let low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
         let high = ((scales_h >> (2 * ib)) & 3) as u8;
         let dl = d * f32::from((low | (high << 4)) as i8 - 32);
-        // The sub-block's 16 products `dl * kvalues[c]` (the same f32 multiplications
-        // the elements would make), then each element looked up.
-        let mut t = [0f32; 16];
-        for (t, &k) in t.iter_mut().zip(&KVALUES_IQ4NL) {
-            *t = dl * f32::from(k);
-        }
         let (lo, hi) = y.split_at_mut(16);
         for ((&q, l), h) in q.iter().zip(lo).zip(hi) {
-            *l = t[usize::from(q & 0x0F)];
-            *h = t[usize::from(q >> 4)];
+            *l = dl * f32::from(KVALUES_IQ4NL[usize::from(q & 0x0F)]);
+            *h = dl * f32::from(KVALUES_IQ4NL[usize::from(q >> 4)]);
         }
     }
 }
