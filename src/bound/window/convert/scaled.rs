@@ -661,14 +661,18 @@ impl NibbleTables {
 /// scales serve many elements of a read (BLOCKWISE_2D blocks met run after run, a scale
 /// along a long run): a scale's table is built once the elements computed with it would
 /// reach [`BUILD_AT`] (so a scale met for few elements never costs 256 values), and kept
-/// for the rest of the read while the leaves' parameters are the same. Slots are chosen
-/// by a hash of the scale's bits and hold one scale each (a newer one takes the slot).
+/// for the rest of the read while the leaves' parameters are the same. A scale's slot is
+/// one of the [`WAYS`] of the set its bits hash to; a new scale takes the way used least
+/// recently (one way a set let the scales of a row evict each other run after run: 32
+/// scales in 256 slots collide about twice).
 #[derive(Debug, Default)]
 pub(in crate::bound::window) struct ByteTables {
     key: Option<TableKey>,
     slots: Vec<ByteSlot>,
     /// The tables, each owned by a slot.
     tables: Vec<[u32; 256]>,
+    /// Lookups so far (the slots' use stamps).
+    tick: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -681,10 +685,13 @@ struct ByteSlot {
     /// scale's (a slot taken by another scale keeps its table to rebuild).
     table: u32,
     built: bool,
+    /// The lookup that last used the slot (0: empty).
+    stamp: u64,
 }
 
-/// Slots of [`ByteTables`] (a power of two).
-const SLOTS: usize = 256;
+/// Sets and ways of [`ByteTables`] (the sets a power of two).
+const SETS: usize = 256;
+const WAYS: usize = 4;
 
 /// Elements of one scale from which a table is built (the 256 values of a table cost
 /// about what as many elements computed directly do; a scale met for this many is
@@ -697,15 +704,17 @@ impl ByteTables {
             self.key = Some(key);
             self.slots.clear();
             self.slots.resize(
-                SLOTS,
+                SETS * WAYS,
                 ByteSlot {
                     scale: 0,
                     uses: 0,
                     table: u32::MAX,
                     built: false,
+                    stamp: 0,
                 },
             );
             self.tables.clear();
+            self.tick = 0;
         }
     }
 
@@ -719,13 +728,23 @@ impl ByteTables {
         len: usize,
         build: impl FnOnce(&mut [u32; 256]),
     ) -> Option<&[u32; 256]> {
+        self.tick += 1;
         let h = (scale ^ (scale >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-        let slot = self.slots.get_mut(h as usize & (SLOTS - 1))?;
-        if slot.scale != scale {
-            slot.scale = scale;
-            slot.uses = 0;
-            slot.built = false;
-        }
+        let set = (h as usize & (SETS - 1)) * WAYS;
+        let ways = self.slots.get_mut(set..set + WAYS)?;
+        let way = match ways.iter().position(|w| w.stamp != 0 && w.scale == scale) {
+            Some(k) => k,
+            None => {
+                let (k, _) = ways.iter().enumerate().min_by_key(|(_, w)| w.stamp)?;
+                let w = &mut ways[k];
+                w.scale = scale;
+                w.uses = 0;
+                w.built = false;
+                k
+            }
+        };
+        let slot = &mut ways[way];
+        slot.stamp = self.tick;
         if !slot.built {
             let uses = slot.uses + len as u64;
             if uses < BUILD_AT {
