@@ -19,6 +19,10 @@
 typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
 typedef struct DLManagedTensor DLManagedTensor;
 
+/* The `item` of the tdesc_file_metadata_* accessors that addresses a metadata value itself
+ * rather than an item of an array value (ABI 1.4; SIZE_MAX, which cbindgen cannot spell). */
+#define TDESC_METADATA_WHOLE SIZE_MAX
+
 /**
  * `kind` of a `tdesc_compact_location`: the element's bytes are at `byte_offset` of
  * effective buffer `buffer`.
@@ -41,6 +45,8 @@ typedef struct DLManagedTensor DLManagedTensor;
  * accept any 1.x whose fields they can interpret.
  */
 #define TDESC_DLPACK_MINOR_VERSION 1
+
+
 
 /**
  * The ABI major version of this library (the `.so` version); bumped only for
@@ -78,6 +84,12 @@ typedef struct DLManagedTensor DLManagedTensor;
  * Deepest subpaving nesting (the tensor-level subpaving is depth 1).
  */
 #define TDESC_MAX_SUBPAVING_DEPTH 8
+
+/**
+ * `tdesc_file_open_ex` flag: list a checkpoint's own tensors, without grouping the pieces
+ * of quantized weights into one tensor each (ABI 1.4).
+ */
+#define TDESC_FILE_UNGROUPED 1
 
 /**
  * Element type codes (the wire values).
@@ -449,7 +461,8 @@ enum tdesc_status
     TDESC_ERR_BAD_MAGIC = 3,
     /**
      * The major version is not 1, or (strict) the minor version is newer than the
-     * reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
+     * reader's: above 1 for a descriptor (format 1.1) or a version 2 `.tdf` file (2.1), above
+     * 0 for a stream.
      */
     TDESC_ERR_UNSUPPORTED_VERSION = 4,
     /**
@@ -1315,6 +1328,16 @@ typedef struct {
 } tdesc_extension_type;
 
 /**
+ * What kind of file a `tdesc_file` was opened on (`tdesc_file_container`, ABI 1.4).
+ */
+typedef uint32_t tdesc_container;
+
+/**
+ * The type of a metadata value (`tdesc_file_metadata_type`); 0 for none.
+ */
+typedef uint32_t tdesc_metadata_type;
+
+/**
  * A write callback for `tdesc_stream_writer_open_callback`: take all `len` bytes at
  * `bytes` (`len` is never 0; the bytes are only valid during the call) and return 0, or
  * return anything else to fail the write. It is called on the thread that calls the
@@ -1408,6 +1431,36 @@ typedef struct {
 #define TDESC_OUTPUT_BFLOAT16 4
 
 /**
+ * A boolean (`tdesc_file_metadata_bool`).
+ */
+#define TDESC_METADATA_BOOL 1
+
+/**
+ * A signed integer (`tdesc_file_metadata_int`).
+ */
+#define TDESC_METADATA_INT 2
+
+/**
+ * An unsigned integer (`tdesc_file_metadata_uint`).
+ */
+#define TDESC_METADATA_UINT 3
+
+/**
+ * A floating-point number (`tdesc_file_metadata_float`).
+ */
+#define TDESC_METADATA_FLOAT 4
+
+/**
+ * A UTF-8 string (`tdesc_file_metadata_string`).
+ */
+#define TDESC_METADATA_STRING 5
+
+/**
+ * An array of values (`tdesc_file_metadata_array_len`, items by index).
+ */
+#define TDESC_METADATA_ARRAY 6
+
+/**
  * Reject anything this version does not know.
  */
 #define TDESC_MODE_STRICT 0
@@ -1417,6 +1470,27 @@ typedef struct {
  * bytes opaque (such a descriptor cannot be bound).
  */
 #define TDESC_MODE_PERMISSIVE 1
+
+/**
+ * A `.tdf` file (container version 1 or 2).
+ */
+#define TDESC_CONTAINER_TDF 1
+
+/**
+ * A safetensors file, read in place.
+ */
+#define TDESC_CONTAINER_SAFETENSORS 2
+
+/**
+ * A sharded safetensors checkpoint (a `*.safetensors.index.json` and its shards, each
+ * mapped), read in place.
+ */
+#define TDESC_CONTAINER_SAFETENSORS_SHARDED 3
+
+/**
+ * A GGUF file (versions 2 and 3, little-endian), read in place.
+ */
+#define TDESC_CONTAINER_GGUF 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -2079,10 +2153,13 @@ void tdesc_dlpack_delete_versioned(DLManagedTensorVersioned *managed);
 void tdesc_dlpack_delete(DLManagedTensor *managed);
 
 /**
- * Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
- * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
- * reading its header and directory only: no data page is read until a buffer is. Version 1
- * files are read too.
+ * Open and map the file at `path` (NUL-terminated) and parse it in `mode`
+ * (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). The container is told from the first
+ * bytes: a `.tdf` file, or a safetensors file, whose tensors are described in place
+ * (ROW_MAJOR over the file's bytes, each buffer declaring the alignment it has there; see
+ * `tdesc_file_container`). A container version 2 file is opened by reading its header and
+ * directory only: no data page is read until a buffer is. Version 1 files are read too.
+ * A file of no recognised container is `TDESC_ERR_BAD_MAGIC`, naming what is recognised.
  *
  * The file must not be truncated or modified while the handle or any tensor bound into it
  * lives (a truncation makes reads fault, a modification changes validated bytes): write
@@ -2099,7 +2176,28 @@ void tdesc_dlpack_delete(DLManagedTensor *managed);
 tdesc_status tdesc_file_open(const char *path, tdesc_mode mode, tdesc_file **out);
 
 /**
- * Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+ * `tdesc_file_open` with flags: `TDESC_FILE_UNGROUPED` lists a checkpoint's own tensors
+ * instead of grouping the pieces of quantized weights (NVFP4, FP8 blocks, MXFP4, ...) into
+ * one tensor each, which `tdesc_file_open` does (docs/transports.md). 0 is
+ * `tdesc_file_open`. An unknown flag bit is `TDESC_ERR_INVALID_ARGUMENT`. (ABI 1.4)
+ */
+tdesc_status tdesc_file_open_ex(const char *path,
+                                tdesc_mode mode,
+                                uint32_t flags,
+                                tdesc_file **out);
+
+/**
+ * `tdesc_file_open_bytes` with the flags of `tdesc_file_open_ex`. (ABI 1.4)
+ */
+tdesc_status tdesc_file_open_bytes_ex(const uint8_t *bytes,
+                                      size_t len,
+                                      tdesc_mode mode,
+                                      uint32_t flags,
+                                      tdesc_file **out);
+
+/**
+ * Parse a file held in memory, `bytes[0, len)`, in `mode`: a `.tdf` file, or a foreign
+ * container as `tdesc_file_open` reads it.
  *
  * The bytes are **copied** into an allocation the handle owns, aligned to the file's
  * `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
@@ -2116,13 +2214,22 @@ tdesc_status tdesc_file_open_bytes(const uint8_t *bytes,
 size_t tdesc_file_tensor_count(const tdesc_file *f);
 
 /**
- * The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+ * What kind of file `f` is: `TDESC_CONTAINER_TDF`, or a foreign container read in place
+ * (`TDESC_CONTAINER_SAFETENSORS`); 0 when `f` is NULL. (ABI 1.4)
+ */
+tdesc_container tdesc_file_container(const tdesc_file *f);
+
+/**
+ * The file's `data_buffer_alignment` (64 ... 1 MiB); for a foreign file the largest
+ * alignment any of its buffers declares (1 ... 64: each declares the alignment its file
+ * offset gives). 0 when `f` is NULL.
  */
 uint32_t tdesc_file_data_alignment(const tdesc_file *f);
 
 /**
  * The file's container version (`version_major`): 2, or 1 for a file in the older layout
- * (which every reader still reads); 0 when `f` is NULL.
+ * (which every reader still reads); 0 when `f` is NULL or a foreign file
+ * (`tdesc_file_container`).
  */
 uint8_t tdesc_file_version(const tdesc_file *f);
 
@@ -2392,6 +2499,80 @@ tdesc_status tdesc_file_writer_bytes(const tdesc_file_writer *w,
  * (`TDESC_ERR_TRUNCATED`). NULL is a no-op.
  */
 void tdesc_file_writer_free(tdesc_file_writer *w);
+
+/**
+ * Number of keys in the file's metadata map; 0 when `f` is NULL or the file has none.
+ * (ABI 1.4)
+ */
+size_t tdesc_file_metadata_count(const tdesc_file *f);
+
+/**
+ * Key `i` of the metadata map (file order): `*key` points to its `*len` bytes of UTF-8
+ * followed by a NUL byte, borrowed from the file until `tdesc_file_free`. `len` may be
+ * NULL. `TDESC_ERR_INDEX_OUT_OF_BOUNDS` past the end. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_key(const tdesc_file *f, size_t i, const char **key, size_t *len);
+
+/**
+ * The index of the metadata key `key[0, len)` (UTF-8, not NUL-terminated):
+ * `TDESC_ERR_NOT_FOUND` when the map has no such key. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_find(const tdesc_file *f,
+                                      const char *key,
+                                      size_t len,
+                                      size_t *index);
+
+/**
+ * The type of the value of key `i` (`item` = `TDESC_METADATA_WHOLE`) or of item `item` of
+ * that ARRAY value: `TDESC_METADATA_BOOL` … `TDESC_METADATA_ARRAY`; 0 when `f` is NULL or
+ * `i` or `item` is out of range. (ABI 1.4)
+ */
+tdesc_metadata_type tdesc_file_metadata_type(const tdesc_file *f, size_t i, size_t item);
+
+/**
+ * The number of items of the ARRAY value of key `i` (`item` = `TDESC_METADATA_WHOLE`), or
+ * of item `item` of it when that item is itself an array. `TDESC_ERR_INVALID_ARGUMENT`
+ * when the value is not an array. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_array_len(const tdesc_file *f, size_t i, size_t item, size_t *len);
+
+/**
+ * A BOOL value (of key `i`, or item `item` of its array value; see
+ * `tdesc_file_metadata_type`). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type.
+ * (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_bool(const tdesc_file *f, size_t i, size_t item, bool *out);
+
+/**
+ * An integer value as `int64_t`: an INT, or a UINT up to `INT64_MAX`
+ * (`TDESC_ERR_OVERFLOW` above). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type.
+ * (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_int(const tdesc_file *f, size_t i, size_t item, int64_t *out);
+
+/**
+ * An integer value as `uint64_t`: a UINT, or an INT that is not negative
+ * (`TDESC_ERR_OVERFLOW` for a negative one). `TDESC_ERR_INVALID_ARGUMENT` for a value of
+ * another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_uint(const tdesc_file *f, size_t i, size_t item, uint64_t *out);
+
+/**
+ * A number as `double`: a FLOAT, or an INT or UINT converted (rounded to the nearest
+ * double). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_float(const tdesc_file *f, size_t i, size_t item, double *out);
+
+/**
+ * A STRING value: `*s` points to its `*len` bytes of UTF-8 followed by a NUL byte,
+ * borrowed from the file until `tdesc_file_free` (`len` may be NULL; a string may itself
+ * hold NUL bytes). `TDESC_ERR_INVALID_ARGUMENT` for a value of another type. (ABI 1.4)
+ */
+tdesc_status tdesc_file_metadata_string(const tdesc_file *f,
+                                        size_t i,
+                                        size_t item,
+                                        const char **s,
+                                        size_t *len);
 
 /**
  * The ABI version of the loaded library; compare with the `TDESC_ABI_VERSION` macro of

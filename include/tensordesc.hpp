@@ -738,8 +738,10 @@ class file {
     /// Number of tensors (opaque entries included).
     size_t size() const noexcept { return tdesc_file_tensor_count(get()); }
     uint32_t data_alignment() const noexcept { return tdesc_file_data_alignment(get()); }
-    /// The container version: 2, or 1 for the older layout.
+    /// The container version: 2, or 1 for the older layout (0 for a foreign file).
     uint8_t version() const noexcept { return tdesc_file_version(get()); }
+    /// What kind of file it is: TDESC_CONTAINER_TDF or TDESC_CONTAINER_SAFETENSORS (ABI 1.4).
+    tdesc_container container() const noexcept { return tdesc_file_container(get()); }
     /// Throw TDESC_ERR_RESERVED_NONZERO unless the padding around the data is zero (reads
     /// the whole data area; opening does not).
     void check_padding() const { check(tdesc_file_check_padding(get())); }
@@ -805,6 +807,60 @@ class file {
         size_t n = 0;
         check(tdesc_file_tensor_data(get(), i, &p, &n));
         return {p, n};
+    }
+    /// Number of keys in the file's metadata map (ABI 1.4).
+    size_t metadata_count() const noexcept { return tdesc_file_metadata_count(get()); }
+    /// Key `i` of the metadata map.
+    std::string metadata_key(size_t i) const {
+        const char *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_metadata_key(get(), i, &p, &n));
+        return std::string(p, n);
+    }
+    /// The index of metadata key `key`, or nullopt.
+    std::optional<size_t> metadata_find(const std::string &key) const {
+        size_t i = 0;
+        tdesc_status s = tdesc_file_metadata_find(get(), key.data(), key.size(), &i);
+        if (s == TDESC_ERR_NOT_FOUND) {
+            return std::nullopt;
+        }
+        check(s);
+        return i;
+    }
+    /// The type of key `i`'s value (or of item `item` of its array): TDESC_METADATA_*.
+    tdesc_metadata_type metadata_type(size_t i, size_t item = TDESC_METADATA_WHOLE) const noexcept {
+        return tdesc_file_metadata_type(get(), i, item);
+    }
+    size_t metadata_array_len(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        size_t n = 0;
+        check(tdesc_file_metadata_array_len(get(), i, item, &n));
+        return n;
+    }
+    bool metadata_bool(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        bool v = false;
+        check(tdesc_file_metadata_bool(get(), i, item, &v));
+        return v;
+    }
+    int64_t metadata_int(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        int64_t v = 0;
+        check(tdesc_file_metadata_int(get(), i, item, &v));
+        return v;
+    }
+    uint64_t metadata_uint(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        uint64_t v = 0;
+        check(tdesc_file_metadata_uint(get(), i, item, &v));
+        return v;
+    }
+    double metadata_float(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        double v = 0;
+        check(tdesc_file_metadata_float(get(), i, item, &v));
+        return v;
+    }
+    std::string metadata_string(size_t i, size_t item = TDESC_METADATA_WHOLE) const {
+        const char *p = nullptr;
+        size_t n = 0;
+        check(tdesc_file_metadata_string(get(), i, item, &p, &n));
+        return std::string(p, n);
     }
     const tdesc_file *get() const noexcept { return h_.get(); }
 

@@ -3,7 +3,7 @@
 # (and alone into a fresh one without a Rust toolchain on PATH), and runs its tests
 # against the real numpy, scipy, ml_dtypes, dask and gguf (llama.cpp's own Python package:
 # the GGML_BLOCKS tests quantize and dequantize with it; torch only where already
-# installed), and type-checks the package and its stubs with mypy (tests/test_typing.py).
+# installed), zarr and xarray (tensordesc.zarr's store read by them), and type-checks the package and its stubs with mypy (tests/test_typing.py).
 #
 #   bash scripts/python_tests.sh [pytest arguments...]
 #
@@ -27,8 +27,11 @@ fi
   "dask[array]==2026.8.0" \
   "distributed==2026.8.0" \
   "gguf==0.19.0" \
+  "zarr==3.1.6" \
+  "xarray==2026.9.0" \
   "pytest==9.2.0" \
-  "mypy==2.4.1"
+  "mypy==2.4.1" \
+  "safetensors==0.8.0"
 
 echo "== building the wheel (maturin build --release)"
 WHEELS="$PWD/target/wheels"

@@ -15,7 +15,8 @@ pub enum ErrorKind {
     /// The descriptor (or file / stream) does not start with the expected magic.
     BadMagic = 3,
     /// The major version is not 1, or (strict) the minor version is newer than the
-    /// reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
+    /// reader's: above 1 for a descriptor (format 1.1) or a version 2 `.tdf` file (2.1), above
+    /// 0 for a stream.
     UnsupportedVersion = 4,
     /// A reserved bit or byte is not zero.
     ReservedNonzero = 5,

@@ -72,6 +72,43 @@ pub mod bench_support {
     }
 }
 
+/// Internals exposed for the fuzz targets and the hostile-input tests only; not a stable
+/// API.
+#[doc(hidden)]
+pub mod foreign_support {
+    use crate::transport::foreign::gguf;
+    pub use crate::transport::foreign::gguf::MAX_ARRAY_NESTING;
+    use crate::transport::foreign::ForeignFile;
+    pub use crate::transport::foreign::MetaValue;
+
+    /// What the GGUF parser made of a file.
+    pub struct GgufFile(ForeignFile);
+
+    impl GgufFile {
+        /// Parse a GGUF file (`transport::foreign::gguf::parse_gguf`).
+        pub fn parse(bytes: &[u8]) -> crate::Result<GgufFile> {
+            gguf::parse_gguf(bytes).map(GgufFile)
+        }
+        /// The number of tensors.
+        pub fn len(&self) -> usize {
+            self.0.tensors.len()
+        }
+        /// Whether the file holds no tensor.
+        pub fn is_empty(&self) -> bool {
+            self.0.tensors.is_empty()
+        }
+        /// Tensor `i`: its name, descriptor and the file offset of each effective buffer.
+        pub fn tensor(&self, i: usize) -> (&str, &crate::Descriptor, &[u64]) {
+            let t = &self.0.tensors[i];
+            (&t.name, &t.descriptor, &t.offsets)
+        }
+        /// The key/values, in file order.
+        pub fn metadata(&self) -> &[(String, MetaValue)] {
+            &self.0.metadata
+        }
+    }
+}
+
 pub use bound::{BoundTensor, OutputType};
 pub use builder::{NodeSpec, RegionSpec, TensorBuilder};
 pub use descriptor::{

@@ -3,6 +3,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use tensordesc::file::Container;
 use tensordesc::layout::tag_name;
 use tensordesc::stream::{Event, StreamOptions, StreamReader, FRAME_HEADER_BYTES};
 use tensordesc::value::{element_to_f64, element_to_i128};
@@ -78,12 +79,21 @@ pub fn inspect(path: &Path, as_json: bool, permissive: bool, out: &mut dyn Write
         }
     };
     if as_json {
-        let size = input.bytes().len() as u64;
+        let size = input_size(&input, &parsed);
         json::write_document(out, &path.display().to_string(), size, mode, &parsed)?;
     } else {
         write_inspect_text(out, path, &input, mode, &parsed)?;
     }
     Ok(())
+}
+
+/// Bytes of the input: a sharded checkpoint's are its shards' (in the reader's virtual
+/// offsets, each shard starting at a multiple of 4096).
+fn input_size(input: &Input, parsed: &Parsed<'_>) -> u64 {
+    match parsed {
+        Parsed::File(r) if input.bytes().is_empty() => r.source_len(),
+        _ => input.bytes().len() as u64,
+    }
 }
 
 /// Events of a stream being inspected live: each tensor is printed (and stdout flushed)
@@ -213,7 +223,7 @@ fn write_inspect_text(
     mode: Mode,
     parsed: &Parsed<'_>,
 ) -> std::io::Result<()> {
-    let size = input.bytes().len() as u64;
+    let size = input_size(input, parsed);
     let p = path.display();
     let tensors = parsed.tensors(false);
     match parsed {
@@ -229,13 +239,22 @@ fn write_inspect_text(
             }
             writeln!(out)?;
         }
-        Parsed::File(r) => writeln!(
+        Parsed::File(r) if r.container() == Container::Tdf => writeln!(
             out,
             "{p}: .tdf file, {}, version {}.{}, data_buffer_alignment {}, {} tensor{} ({} mode)",
             text::bytes_text(size),
             r.version_major(),
             r.version_minor(),
             r.data_buffer_alignment(),
+            r.len(),
+            if r.len() == 1 { "" } else { "s" },
+            mode_name(mode)
+        )?,
+        Parsed::File(r) => writeln!(
+            out,
+            "{p}: {} file read in place, {}, {} tensor{} ({} mode)",
+            r.container(),
+            text::bytes_text(size),
             r.len(),
             if r.len() == 1 { "" } else { "s" },
             mode_name(mode)
@@ -248,6 +267,12 @@ fn write_inspect_text(
             if tensors.len() == 1 { "" } else { "s" },
             mode_name(mode)
         )?,
+    }
+    if let Parsed::File(r) = parsed {
+        text::write_metadata(out, r.metadata())?;
+        for note in r.grouping_notes() {
+            writeln!(out, "not grouped: {}", note.replace(['\n', '\r'], " "))?;
+        }
     }
     for t in &tensors {
         writeln!(out)?;
@@ -279,6 +304,16 @@ fn write_tensor_text(out: &mut dyn Write, t: &TensorRef<'_>) -> std::io::Result<
             "  opaque entry: {}: {} (buffers not available)",
             e.kind.name(),
             e.detail
+        )?;
+    }
+    if let (None, Some(data)) = (&t.descriptor_range, &t.data_range) {
+        // A foreign file's tensor: its descriptor was made at open.
+        writeln!(
+            out,
+            "  data: {} at file bytes {}..{} (described in place; the file stores no descriptor)",
+            text::bytes_text(data.end - data.start),
+            data.start,
+            data.end
         )?;
     }
     if let (Some(dr), Some(data)) = (&t.descriptor_range, &t.data_range) {
@@ -406,7 +441,15 @@ pub fn validate(
             let n = tensors.len();
             let what = match parsed.kind() {
                 Kind::Descriptor => "descriptor".to_string(),
-                Kind::File => format!(".tdf file, {n} tensor{}", if n == 1 { "" } else { "s" }),
+                Kind::File => {
+                    let c = match &parsed {
+                        Parsed::File(r) if r.container() != Container::Tdf => {
+                            format!("{} file", r.container())
+                        }
+                        _ => ".tdf file".to_string(),
+                    };
+                    format!("{c}, {n} tensor{}", if n == 1 { "" } else { "s" })
+                }
                 Kind::Stream => format!("stream, {n} tensor{}", if n == 1 { "" } else { "s" }),
             };
             let (checked, unchecked) = match (parsed.kind(), contents) {

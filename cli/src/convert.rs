@@ -37,10 +37,11 @@
 //! and a metadata case under 4 × and the rank-64 one under 4.5 ×, from a file and from a
 //! pipe, and a pipe or device of zeros to the constant (refused at its first 8 bytes).
 //!
-//! The safetensors `__metadata__` (a JSON object of strings) has no place of its own in a
-//! `.tdf`, which holds only named tensors; it is kept as a tensor named `__metadata__`: a
-//! UINT8 vector holding the object as compact JSON text (keys sorted). safetensors reserves
-//! that name, so it never collides with a tensor of the input.
+//! The safetensors `__metadata__` (a JSON object of strings) becomes the `.tdf` file's
+//! metadata map (container version 2.1's metadata entry; keys sorted, values strings), and
+//! a `.tdf` input's metadata is carried over as it is. (Converters before 2.1 kept it as a
+//! UINT8 tensor named `__metadata__` holding the JSON text; such files still read, and
+//! the tensor is an ordinary tensor.)
 
 mod header;
 
@@ -52,7 +53,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use safetensors::Dtype;
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
 use tensordesc::file::{
-    DirectoryWriter, FileReader, Mapping, OutputFile, DEFAULT_DATA_ALIGNMENT, FILE_MAGIC,
+    DirectoryWriter, FileReader, Mapping, OutputFile, ReadOptions, DEFAULT_DATA_ALIGNMENT,
+    FILE_MAGIC,
 };
 use tensordesc::stream::FRAME_STREAM_START;
 use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, Result, TensorBuilder};
@@ -68,7 +70,9 @@ const CHUNK: usize = 4 << 20;
 /// The buffer a pipe's or a device's data goes through.
 const STREAM_CHUNK: usize = 1 << 20;
 
-/// The name under which the safetensors `__metadata__` is kept in the `.tdf`.
+/// The name under which converters before container version 2.1 kept the safetensors
+/// `__metadata__` in the `.tdf` (a UINT8 tensor of JSON text), which `inspect` still shows
+/// as text.
 pub const METADATA_TENSOR: &str = "__metadata__";
 
 /// Every safetensors dtype the format can hold, with its element type.
@@ -279,6 +283,14 @@ fn read_header(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
     Ok(buf)
 }
 
+/// [`read_header`] again, from a regular file's byte 8.
+fn read_header_at(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
+    (&src.file)
+        .seek(std::io::SeekFrom::Start(8))
+        .map_err(|e| io_err(format!("cannot read {}: {e}", input.display())))?;
+    read_header(src, n, input)
+}
+
 /// A pipe's or a device's data, read once, front to back, through one buffer.
 struct Stream<'a> {
     file: &'a File,
@@ -475,6 +487,26 @@ pub fn run(
     quiet: bool,
     out: &mut dyn Write,
 ) -> CliResult<()> {
+    let mode = if permissive {
+        Mode::Permissive
+    } else {
+        Mode::Strict
+    };
+    let opts = ReadOptions {
+        group: !crate::input::RAW.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    if is_sharded(input) {
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(input.display()))?;
+        return from_reader(
+            &r,
+            input,
+            "a sharded safetensors checkpoint",
+            output,
+            alignment,
+            quiet,
+            out,
+        );
+    }
     let src = open_input(input)?;
     refuse_same_file(input, &src.meta, output)?;
     let path = input.display();
@@ -484,6 +516,11 @@ pub fn run(
             "{path}: the {what} is empty (a safetensors file starts with an 8-byte header length)"
         ))
         .into());
+    }
+    if src.first.starts_with(b"GGUF") && src.regular {
+        // GGUF through the library's reader: GGML_BLOCKS stay blocks.
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
+        return from_reader(&r, input, "GGUF", output, alignment, quiet, out);
     }
     if src.first.starts_with(&FILE_MAGIC) {
         if !src.regular {
@@ -507,6 +544,45 @@ pub fn run(
     let bytes = read_header(&src, n, input)?;
     let mut header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     drop(bytes);
+    // A safetensors file whose quantized weights may be stored in pieces (a name of a
+    // convention's): grouped through the library's reader, which writes them as codes and
+    // scales; the streaming path below copies tensors one for one.
+    let pieces = |n: &str| {
+        [
+            "_scale",
+            "_scale_2",
+            "_scale_inv",
+            "_global_scale",
+            "_blocks",
+            "_scales",
+            ".weight_packed",
+        ]
+        .iter()
+        .any(|s| n.ends_with(s))
+    };
+    if opts.group && src.regular && header.tensors().iter().any(|e| pieces(header.name(e))) {
+        drop(header);
+        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
+        let grouped = r.entries().any(|e| {
+            e.descriptor()
+                .is_some_and(|d| d.effective_buffer_count() > 1)
+        });
+        if grouped {
+            return from_reader(
+                &r,
+                input,
+                "safetensors, quantized weights grouped",
+                output,
+                alignment,
+                quiet,
+                out,
+            );
+        }
+        drop(r);
+        // Nothing grouped after all: stream it like any safetensors file.
+        let bytes = read_header_at(&src, n, input)?;
+        header = header::parse(&bytes).map_err(|e| e.context(&path))?;
+    }
     let data_start = 8 + n;
     if src.regular {
         let held = src.meta.len().saturating_sub(data_start);
@@ -523,28 +599,22 @@ pub fn run(
         }
     }
     check_dtypes(&header).map_err(|e| e.context(&path))?;
-    let (metadata_json, metadata_keys) = header.take_metadata_json().unzip();
-    let metadata_descriptor = metadata_json
-        .as_ref()
-        .map(|json| TensorBuilder::row_major(ElementType::Uint8, &[json.len() as u64]).build())
-        .transpose()?;
+    let metadata_keys = header.metadata_pairs().count();
 
     let total = header.data_len();
     let pb = progress(quiet, total);
     let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
     let written = write_output(output, alignment, &pb, |w| {
+        // The metadata entry first (encoded from the header's text, which is then freed).
+        w.set_metadata_strings(header.metadata_pairs())
+            .map_err(|err| err.context(format!("{path}: __metadata__")))?;
+        header.clear_metadata();
         // Every descriptor is built and declared before anything is written; none is kept.
-        if let Some(d) = &metadata_descriptor {
-            w.declare(METADATA_TENSOR, d)?;
-        }
         for e in header.tensors() {
             let name = header.name(e);
             let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
             w.declare(name, &d)
                 .map_err(|err| err.context(format!("tensor {name:?}")))?;
-        }
-        if let Some(json) = &metadata_json {
-            w.write_tensor(&[json])?;
         }
         let mut stream = (!src.regular).then(|| Stream {
             file: &src.file,
@@ -580,17 +650,110 @@ pub fn run(
         output.display(),
         written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
     )?;
-    if let (Some(d), Some(keys)) = (&metadata_descriptor, metadata_keys) {
+    if metadata_keys > 0 {
+        let keys = metadata_keys;
         writeln!(
             out,
-            "  {METADATA_TENSOR:?}: {} (the safetensors __metadata__, {keys} key{}, as JSON text)",
-            text::tensor_summary(d),
+            "  metadata: {keys} key{} (the safetensors __metadata__, as the file's metadata map)",
             if keys == 1 { "" } else { "s" }
         )?;
     }
     for e in header.tensors() {
         let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
         writeln!(out, "  {:?}: {}", header.name(e), text::tensor_summary(&d))?;
+    }
+    Ok(())
+}
+
+/// A sharded safetensors checkpoint: a `*.index.json`, or a directory holding a
+/// `*.safetensors.index.json`.
+fn is_sharded(input: &Path) -> bool {
+    let named = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".index.json"));
+    named
+        || (input.is_dir()
+            && std::fs::read_dir(input).is_ok_and(|rd| {
+                rd.filter_map(|e| e.ok()).any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+                })
+            }))
+}
+
+/// Convert what the library's reader read — a sharded checkpoint (every shard mapped), or a
+/// safetensors file whose quantized weights it grouped — writing every tensor as it is
+/// described (grouped tensors stay codes and scales) and the reader's metadata map. The
+/// data is copied from the mappings, tensor by tensor. `what` describes the input.
+fn from_reader(
+    r: &FileReader<'_>,
+    input: &Path,
+    what: &str,
+    output: &Path,
+    alignment: Option<u32>,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    if let Some(e) = r.opaque_entries().next() {
+        let p = e.problem().map_or_else(String::new, |p| p.to_string());
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "{}: tensor {:?} has no tensordesc description and cannot be converted ({p})",
+                input.display(),
+                e.name()
+            ),
+        )
+        .into());
+    }
+    let total: u64 = r.entries().map(|e| e.data().len() as u64).sum();
+    let pb = progress(quiet, total);
+    let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
+    let written = write_output(output, alignment, &pb, |w| {
+        w.set_metadata(r.metadata())?;
+        for e in r.entries() {
+            let d = e
+                .descriptor()
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "an entry without descriptor"))?;
+            w.declare(e.name(), d)
+                .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
+        }
+        for e in r.entries() {
+            pb.set_message(format!("{:?}", e.name()));
+            let bufs = e.buffers()?;
+            w.write_tensor(&bufs)
+                .map_err(|err| err.context(format!("writing tensor {:?}", e.name())))?;
+            pb.inc(bufs.iter().map(|b| b.len() as u64).sum());
+        }
+        Ok(())
+    })?;
+    if quiet {
+        return Ok(());
+    }
+    let n = r.len();
+    writeln!(
+        out,
+        "converted {n} tensor{} ({} of data) from {} ({what}) to {} ({})",
+        if n == 1 { "" } else { "s" },
+        text::short_bytes(total),
+        input.display(),
+        output.display(),
+        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
+    )?;
+    if !r.metadata().is_empty() {
+        let k = r.metadata().len();
+        writeln!(
+            out,
+            "  metadata: {k} key{} (carried over as the file's metadata map)",
+            if k == 1 { "" } else { "s" }
+        )?;
+    }
+    for e in r.entries() {
+        if let Some(d) = e.descriptor() {
+            writeln!(out, "  {:?}: {}", e.name(), text::tensor_summary(d))?;
+        }
     }
     Ok(())
 }
@@ -656,6 +819,7 @@ fn upgrade(
     }
     let pb = progress(quiet, total);
     let written = write_output(output, alignment, &pb, |w| {
+        w.set_metadata(r.metadata())?;
         for e in r.entries() {
             match e.descriptor() {
                 Some(d) if d.is_bindable() => w.declare(e.name(), d),

@@ -1,6 +1,8 @@
 //! Reading an input file of any of the three kinds the tool accepts, told apart by their
-//! first bytes: a bare descriptor (`TDSC`), a `.tdf` file (`89 54 44 46 0D 0A 1A 0A`) or a
-//! frame-stream capture (a STREAM_START frame header: kind 1, seven zero bytes). Files
+//! first bytes: a bare descriptor (`TDSC`), a file the library's file reader reads (a
+//! `.tdf` file, `89 54 44 46 0D 0A 1A 0A`, or a safetensors file, read in place: an 8-byte
+//! header length then `{`) or a frame-stream capture (a STREAM_START frame header: kind 1,
+//! seven zero bytes). Files
 //! named `*.hex` are read as annotated hex text first (the format of `tests/vectors/`);
 //! `-` is standard input.
 
@@ -9,7 +11,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use tensordesc::descriptor::MAGIC as DESCRIPTOR_MAGIC;
-use tensordesc::file::{AlignedBuf, FileReader, Mapping, FILE_MAGIC};
+use tensordesc::file::{AlignedBuf, Container, FileReader, Mapping, ReadOptions, FILE_MAGIC};
 use tensordesc::stream::{
     Collector, Event, StreamOptions, StreamReader, FRAME_HEADER_BYTES, FRAME_STREAM_START,
 };
@@ -20,7 +22,7 @@ use tensordesc::{decode, Descriptor, Error, ErrorKind, Mode, Result};
 pub enum Kind {
     /// One encoded descriptor (no buffer bytes).
     Descriptor,
-    /// A `.tdf` file.
+    /// A file the file reader reads: `.tdf`, or a foreign container (safetensors).
     File,
     /// A frame-stream capture.
     Stream,
@@ -37,9 +39,22 @@ impl Kind {
     }
 }
 
+/// `--raw`: list a checkpoint's own tensors instead of grouping the pieces of quantized
+/// weights (set once by `main`, read by every command that reads a file).
+pub static RAW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn read_options() -> ReadOptions {
+    ReadOptions {
+        group: !RAW.load(std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
 enum Backing {
-    Map(Mapping),
+    /// A regular file, mapped (its path kept: the reader looks beside it for config.json).
+    Map(Mapping, std::path::PathBuf),
     Owned(Vec<u8>),
+    /// A sharded safetensors checkpoint: its index file (the library maps every shard).
+    Sharded(std::path::PathBuf),
 }
 
 /// An input's bytes: memory-mapped for regular files (no copy), read for anything else.
@@ -100,6 +115,17 @@ impl Input {
             });
         }
         let meta = std::fs::metadata(path).map_err(|e| io_error(path, "open", e))?;
+        // A sharded checkpoint: a directory holding a *.safetensors.index.json, or the
+        // index itself.
+        let is_index = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".index.json"));
+        if is_index || (meta.is_dir() && has_index(path)) {
+            return Ok(Input {
+                backing: Backing::Sharded(path.to_path_buf()),
+            });
+        }
         if meta.is_dir() {
             return Err(Error::new(
                 ErrorKind::Io,
@@ -113,7 +139,7 @@ impl Input {
             let text = std::fs::read_to_string(path).map_err(|e| io_error(path, "read", e))?;
             Backing::Owned(parse_hex(&text).map_err(|e| e.context(format!("{}", path.display())))?)
         } else if meta.is_file() {
-            Backing::Map(Mapping::open(path)?)
+            Backing::Map(Mapping::open(path)?, path.to_path_buf())
         } else {
             // A pipe or device: read it whole.
             let mut v = Vec::new();
@@ -132,17 +158,25 @@ impl Input {
         }
     }
 
-    /// The input's bytes.
+    /// The input's bytes (none for a sharded checkpoint, which is several files).
     pub fn bytes(&self) -> &[u8] {
         match &self.backing {
-            Backing::Map(m) => m.as_bytes(),
+            Backing::Map(m, _) => m.as_bytes(),
             Backing::Owned(v) => v,
+            Backing::Sharded(_) => &[],
         }
     }
 
     /// Parse the input in `mode`. `with_data` collects a stream's buffer bytes (files are
     /// mapped, so their buffers are always available).
     pub fn parse(&self, mode: Mode, with_data: bool) -> Result<Parsed<'_>> {
+        if let Backing::Sharded(path) = &self.backing {
+            return Ok(Parsed::File(Box::new(FileReader::open_with(
+                path,
+                mode,
+                read_options(),
+            )?)));
+        }
         let b = self.bytes();
         match detect(b)? {
             Kind::Descriptor => {
@@ -150,10 +184,27 @@ impl Input {
                 let trailing = (b.len() as u64).saturating_sub(desc.encoded_len());
                 Ok(Parsed::Descriptor { desc, trailing })
             }
-            Kind::File => Ok(Parsed::File(FileReader::from_bytes(b, mode)?)),
+            Kind::File => Ok(Parsed::File(Box::new(match &self.backing {
+                // A foreign file by its path: a config.json beside it is read too.
+                Backing::Map(_, path) if !b.starts_with(&FILE_MAGIC) => {
+                    FileReader::open_with(path, mode, read_options())?
+                }
+                _ => FileReader::from_bytes_with(b, mode, read_options())?,
+            }))),
             Kind::Stream => parse_stream(b, mode, with_data),
         }
     }
+}
+
+/// Whether the directory `dir` holds a `*.safetensors.index.json`.
+fn has_index(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok()).any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+        })
+    })
 }
 
 /// Tell an input's kind from its first bytes.
@@ -169,6 +220,11 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     if b[..n8] == FILE_MAGIC[..n8] {
         return Ok(Kind::File);
     }
+    // A safetensors file (an 8-byte header length, then the JSON header's '{') or a GGUF
+    // file: the file reader reads it in place.
+    if (b.len() > 8 && b[8] == b'{') || b.starts_with(b"GGUF") {
+        return Ok(Kind::File);
+    }
     let nf = b.len().min(8);
     if b[0] == FRAME_STREAM_START && b[1..nf].iter().all(|&x| x == 0) {
         return Ok(Kind::Stream);
@@ -176,7 +232,7 @@ pub fn detect(b: &[u8]) -> Result<Kind> {
     Err(Error::new(
         ErrorKind::BadMagic,
         format!(
-            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A) or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
+            "the input starts with {:02X?}: not a descriptor (\"TDSC\"), a .tdf file (89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{{'), a GGUF file (\"GGUF\") or a stream (a STREAM_START frame header, {FRAME_HEADER_BYTES} bytes starting 01 00 00 00 00 00 00 00)",
             &b[..b.len().min(8)]
         ),
     ))
@@ -256,7 +312,7 @@ pub enum Parsed<'a> {
         trailing: u64,
     },
     /// A `.tdf` file.
-    File(FileReader<'a>),
+    File(Box<FileReader<'a>>),
     /// A stream capture.
     Stream {
         /// STREAM_START's minor version.
@@ -274,7 +330,8 @@ pub struct TensorRef<'a> {
     pub descriptor: Option<&'a Descriptor>,
     /// Why the tensor's buffers are not available (permissive mode only).
     pub problem: Option<&'a Error>,
-    /// Byte range of the descriptor in the input (files and bare descriptors).
+    /// Byte range of the descriptor in the input (`.tdf` files and bare descriptors; a
+    /// foreign file stores none).
     pub descriptor_range: Option<Range<u64>>,
     /// Byte range of the data region in the file.
     pub data_range: Option<Range<u64>>,
@@ -315,7 +372,9 @@ impl Parsed<'_> {
                     name: Some(e.name()),
                     descriptor: e.descriptor(),
                     problem: e.problem(),
-                    descriptor_range: Some(e.descriptor_range()),
+                    // A foreign file stores no descriptor.
+                    descriptor_range: (r.container() == Container::Tdf)
+                        .then(|| e.descriptor_range()),
                     data_range: Some(e.data_range()),
                     buffer_ranges: e.buffer_ranges().ok(),
                     buffers: if e.is_opaque() || !with_buffers {
@@ -361,6 +420,7 @@ mod tests {
         assert_eq!(detect(b"TDSC\x01\x00").unwrap(), Kind::Descriptor);
         assert_eq!(detect(b"TD").unwrap(), Kind::Descriptor);
         assert_eq!(detect(&FILE_MAGIC).unwrap(), Kind::File);
+        assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}").unwrap(), Kind::File);
         let mut s = vec![1u8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(detect(&s).unwrap(), Kind::Stream);
         s[3] = 1;

@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 
+use tensordesc::file::MetaValue;
 use tensordesc::layout::tag_name;
 use tensordesc::quant::QuantField;
 use tensordesc::{
@@ -196,6 +197,32 @@ impl<'w> JsonWriter<'w> {
             None => self.null(),
         }
     }
+}
+
+/// A file's metadata map as a JSON object (keys in file order; arrays as arrays).
+pub fn write_metadata(j: &mut JsonWriter<'_>, m: &[(String, MetaValue)]) -> io::Result<()> {
+    fn value(j: &mut JsonWriter<'_>, v: &MetaValue) -> io::Result<()> {
+        match v {
+            MetaValue::Bool(b) => j.bool(*b),
+            MetaValue::Int(i) => j.i64(*i),
+            MetaValue::UInt(u) => j.u64(*u),
+            MetaValue::Float(f) => j.f64(*f),
+            MetaValue::Str(s) => j.string(s),
+            MetaValue::Array(items) => {
+                j.begin_array()?;
+                for it in items {
+                    value(j, it)?;
+                }
+                j.end_array()
+            }
+        }
+    }
+    j.begin_object()?;
+    for (k, v) in m {
+        j.key(k)?;
+        value(j, v)?;
+    }
+    j.end_object()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -582,6 +609,16 @@ pub fn write_document(
             j.u64(r.version_minor() as u64)?;
             j.key("data_buffer_alignment")?;
             j.u64(r.data_buffer_alignment() as u64)?;
+            j.key("container")?;
+            j.string(r.container().name())?;
+            j.key("metadata")?;
+            write_metadata(&mut j, r.metadata())?;
+            j.key("grouping_notes")?;
+            j.begin_array()?;
+            for note in r.grouping_notes() {
+                j.string(note)?;
+            }
+            j.end_array()?;
             j.end_object()?;
         }
         _ => j.null()?,

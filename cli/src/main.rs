@@ -25,7 +25,9 @@ of regions that each have their own layout, buffers and quantization).";
 
 const AFTER_HELP: &str = "\
 Inputs are recognised by their first bytes: a bare descriptor (\"TDSC\"), a .tdf file
-(89 54 44 46 0D 0A 1A 0A) or a frame-stream capture (a STREAM_START frame). Files named
+(89 54 44 46 0D 0A 1A 0A), a safetensors file (an 8-byte header length, then '{'; read in
+place: its tensors are described where they lie) or a frame-stream capture (a
+STREAM_START frame). Files named
 *.hex are read as annotated hex text (the format of tests/vectors/); `-` reads standard
 input (e.g. a stream piped from a producer); `inspect -` prints each tensor of a stream as
 soon as its last byte has arrived.
@@ -41,6 +43,11 @@ Start here:  tensordesc demo";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// List a quantized checkpoint's own tensors: do not group the pieces of quantized
+    /// weights (NVFP4 codes, scales and global scale; FP8 weights and their scales; MXFP4
+    /// blocks and scales) into one tensor each.
+    #[arg(long, global = true)]
+    raw: bool,
 }
 
 #[derive(Subcommand)]
@@ -53,8 +60,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
     },
-    /// Print a descriptor, .tdf file or stream capture as a tree: tensors, regions, buffers
-    /// (roles, sizes, devices) and quantization.
+    /// Print a descriptor, .tdf file, safetensors file or stream capture as a tree:
+    /// tensors, regions, buffers (roles, sizes, devices), quantization and the file's
+    /// metadata.
     Inspect {
         /// Emit JSON (documented in docs/json-schema.md) instead of the tree.
         #[arg(long)]
@@ -107,7 +115,7 @@ enum Command {
     /// or bf16, dequantized region by region. BFLOAT16 has no NumPy dtype: it is written
     /// as `|V2` (the raw bfloat16 bits; --dtype f32 gives the same values exactly).
     Export {
-        /// The input (a .tdf file or a stream capture).
+        /// The input (a .tdf or safetensors file, or a stream capture).
         file: PathBuf,
         /// The tensor to export when the input holds several.
         #[arg(long, value_name = "NAME")]
@@ -127,13 +135,15 @@ enum Command {
         output: PathBuf,
     },
     /// Convert a safetensors file into a .tdf: every tensor becomes a dense ROW_MAJOR
-    /// descriptor with its bytes. The safetensors __metadata__ is kept as a tensor named
-    /// `__metadata__`: UINT8 bytes of the JSON object (keys sorted). Given a .tdf file
+    /// descriptor with its bytes (quantized weights stored in pieces become one tensor of
+    /// codes and scales, unless --raw). The safetensors __metadata__ becomes the .tdf's
+    /// metadata map. A sharded checkpoint (its *.safetensors.index.json, or the directory
+    /// holding it) becomes one .tdf. Given a .tdf file
     /// (e.g. container version 1), rewrite it as container version 2. Memory stays at a
     /// few MB whatever the tensors' sizes: the directory is written first, then the data
     /// streams through.
     Convert {
-        /// The .safetensors or .tdf input.
+        /// The .safetensors, *.safetensors.index.json (or its directory) or .tdf input.
         input: PathBuf,
         /// The .tdf output (written to a temporary file beside it, renamed when complete;
         /// it must not be the input).
@@ -215,6 +225,7 @@ fn main() -> ExitCode {
     }));
 
     let cli = Cli::parse();
+    input::RAW.store(cli.raw, std::sync::atomic::Ordering::Relaxed);
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = match cli.command {

@@ -4,11 +4,62 @@
 use std::io::{self, Write};
 use std::ops::Range;
 
+use tensordesc::file::MetaValue;
 use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::{
     BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef, QuantScheme,
     Quantization, TileOrder,
 };
+
+/// A metadata value as text: strings quoted and escaped (Rust's `{:?}`), arrays in
+/// brackets (at most 16 items shown).
+pub fn meta_value_text(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::Int(i) => i.to_string(),
+        MetaValue::UInt(u) => u.to_string(),
+        MetaValue::Float(f) => format!("{f:?}"),
+        MetaValue::Str(s) => format!("{s:?}"),
+        MetaValue::Array(items) => {
+            let shown: Vec<String> = items.iter().take(16).map(meta_value_text).collect();
+            let more = if items.len() > 16 {
+                format!(", ... ({} items)", items.len())
+            } else {
+                String::new()
+            };
+            format!("[{}{more}]", shown.join(", "))
+        }
+    }
+}
+
+/// A file's metadata map, one `  key: value` line each under a `metadata:` line (nothing
+/// when it is empty). Long values are cut at 4000 characters.
+pub fn write_metadata(out: &mut dyn Write, m: &[(String, MetaValue)]) -> io::Result<()> {
+    const SHOWN: usize = 4000;
+    if m.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "metadata ({} key{}):",
+        m.len(),
+        if m.len() == 1 { "" } else { "s" }
+    )?;
+    for (k, v) in m {
+        let mut t = meta_value_text(v).replace(['\n', '\r'], " ");
+        if t.len() > SHOWN {
+            let mut cut = SHOWN;
+            while !t.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let all = t.len();
+            t.truncate(cut);
+            t.push_str(&format!("... ({all} characters in all)"));
+        }
+        writeln!(out, "  {k:?}: {t}")?;
+    }
+    Ok(())
+}
 
 /// `[1, 2, 3]` (`[]` for rank 0).
 pub fn index_text(index: &[u64]) -> String {

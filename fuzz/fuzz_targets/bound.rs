@@ -26,9 +26,9 @@ fn word(b: &[u8], i: u64) -> u64 {
     u64::from_le_bytes(b[s..s + 8].try_into().unwrap())
 }
 
-/// The stored bytes of entry `k` of a packed values run (4-bit: the nibble in a byte).
-fn entry(d: &Descriptor, b: &[u8], k: u64) -> Vec<u8> {
-    let et = d.element_type();
+/// The stored bytes of entry `k` of a packed values run of `et` (4-bit: the nibble in a
+/// byte).
+fn entry(et: ElementType, b: &[u8], k: u64) -> Vec<u8> {
     if et.is_packed() {
         vec![(b[(k / 2) as usize] >> ((k % 2) * 4)) & 0xF]
     } else {
@@ -47,9 +47,12 @@ enum Expect {
 }
 
 fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
-    let et = d.element_type();
-    let zero = vec![0u8; et.storage_bytes() as usize];
     let loc = d.locate(p).expect("in-bounds locate of a bound descriptor");
+    // The leaf's stored type (1.1: a region may store its own), which sizes its elements.
+    let et = match loc {
+        Location::Dense { region, .. } | Location::Lookup { region, .. } => d.stored_type(region),
+    };
+    let zero = vec![0u8; et.storage_bytes() as usize];
     let (region, ltag, first, local) = match loc {
         Location::Dense {
             buffer,
@@ -86,9 +89,9 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
     let pick = |vals: &[u8], hits: Vec<u64>, unique: bool| -> Expect {
         match hits.len() {
             0 => Expect::Value(zero.clone()),
-            1 => Expect::Value(entry(d, vals, hits[0])),
+            1 => Expect::Value(entry(et, vals, hits[0])),
             _ if unique => panic!("validated UNIQUE contents hold {} matches", hits.len()),
-            _ => Expect::Ambiguous(hits.iter().map(|&k| entry(d, vals, k)).collect()),
+            _ => Expect::Ambiguous(hits.iter().map(|&k| entry(et, vals, k)).collect()),
         }
     };
     match (ltag, layout) {
@@ -100,8 +103,10 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
             let unique = flags & sparse_flags::UNIQUE != 0;
             if !unique {
                 // Without UNIQUE a lookup cannot trust a single match.
-                let mut c: Vec<Vec<u8>> =
-                    hits.iter().map(|&k| entry(d, bufs[first + 1], k)).collect();
+                let mut c: Vec<Vec<u8>> = hits
+                    .iter()
+                    .map(|&k| entry(et, bufs[first + 1], k))
+                    .collect();
                 if c.is_empty() {
                     c.push(zero.clone());
                 }
@@ -130,7 +135,7 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
                     return Expect::Value(zero);
                 };
                 if l + 1 == rank {
-                    return Expect::Value(entry(d, bufs[first + 2 * rank], k));
+                    return Expect::Value(entry(et, bufs[first + 2 * rank], k));
                 }
                 let ip = bufs[first + l + 1];
                 (lo, hi) = (word(ip, k), word(ip, k + 1));
@@ -168,7 +173,7 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
                     // Each page starts on a byte; elements are packed inside it.
                     let k = (pos % block_size) * inner + inner_off;
                     let start = (page * page_bytes) as usize;
-                    return Expect::Value(entry(d, &b[start..start + page_bytes as usize], k));
+                    return Expect::Value(entry(et, &b[start..start + page_bytes as usize], k));
                 }
                 page -= pages;
             }
@@ -182,8 +187,7 @@ fn reference(d: &Descriptor, bufs: &[&[u8]], p: &[u64]) -> Expect {
             let mut v = vec![0f32; qk as usize];
             dequantize_block(t, &bufs[first][b * bb..(b + 1) * bb], &mut v).unwrap();
             let f = v[(l % qk) as usize];
-            // The region's stored type (1.1: it may differ from the tensor's).
-            Expect::Value(match d.stored_type(region) {
+            Expect::Value(match et {
                 ElementType::Float32 => f.to_le_bytes().to_vec(),
                 ElementType::Float16 => f64_to_f16(f64::from(f)).to_le_bytes().to_vec(),
                 _ => f64_to_bf16(f64::from(f)).to_le_bytes().to_vec(),
@@ -303,7 +307,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut out = [0u8; 16];
-    let n = t.element_bytes();
     for p in &points {
         let got = t.get_bytes(p, &mut out);
         let f = t.get_f64(p);
@@ -319,10 +322,14 @@ fuzz_target!(|data: &[u8]| {
         match reference(&d, t.buffers(), p) {
             Expect::Value(v) => {
                 got.unwrap_or_else(|e| panic!("get_bytes {p:?} on validated contents: {e}"));
-                assert_eq!(&out[..n], v.as_slice(), "element {p:?}");
+                // get_bytes writes the element's stored bytes (1.1: of its leaf's type).
+                assert_eq!(&out[..v.len()], v.as_slice(), "element {p:?}");
             }
             Expect::Ambiguous(c) => match got {
-                Ok(()) => assert!(c.iter().any(|v| v.as_slice() == &out[..n]), "element {p:?}"),
+                Ok(()) => assert!(
+                    c.iter().any(|v| v.as_slice() == &out[..v.len()]),
+                    "element {p:?}"
+                ),
                 Err(e) => assert_eq!(e.kind, ErrorKind::NotCanonical, "element {p:?}: {e}"),
             },
             Expect::Unreadable => {

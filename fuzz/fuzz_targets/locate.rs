@@ -57,7 +57,14 @@ fuzz_target!(|data: &[u8]| {
                         buffer,
                         byte_offset,
                         bit_shift,
-                    } => (LocationKind::Dense, region, buffer, byte_offset, bit_shift, 0),
+                    } => (
+                        LocationKind::Dense,
+                        region,
+                        buffer,
+                        byte_offset,
+                        bit_shift,
+                        0,
+                    ),
                     Location::Lookup {
                         region,
                         layout_tag,
@@ -66,7 +73,14 @@ fuzz_target!(|data: &[u8]| {
                     } => (LocationKind::Lookup, region, first_buffer, 0, 0, layout_tag),
                 };
                 let region = (c.region != NO_REGION).then_some(c.region);
-                let got = (c.kind, region, c.buffer, c.byte_offset, c.bit_shift, c.layout_tag);
+                let got = (
+                    c.kind,
+                    region,
+                    c.buffer,
+                    c.byte_offset,
+                    c.bit_shift,
+                    c.layout_tag,
+                );
                 assert_eq!(got, want, "locate_many and locate disagree on {p:?}");
             }
         }

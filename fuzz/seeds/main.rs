@@ -1,15 +1,17 @@
 //! Seed corpora for the fuzz targets: `seeds [OUT_DIR]` (default `fuzz/corpus`) writes
 //! `OUT_DIR/<target>/seed-<name>` files. Sources: descriptors built with the library's
 //! builder (every layout, every quantization scheme and section, the format 1.1
-//! quantization features, subpavings that hit each kind of level index, nesting to the
-//! deepest level, permissive-only forms), and the golden vectors `tests/vectors/*.hex`
-//! when they exist.
+//! quantization features, per-region element types and alignments below 64 bytes,
+//! subpavings that hit each kind of level index, nesting to the deepest level,
+//! permissive-only forms), and the golden vectors `tests/vectors/*.hex` when they exist;
+//! for the `gguf` target, GGUF files (tests/vectors/gguf/ and hand-made).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use tensordesc::builder::{LayoutSpec, TileSpec};
 use tensordesc::file::{FileWriter, V1Writer};
+use tensordesc::layout::ggml::GGML_TYPES;
 use tensordesc::layout::{sparse_flags, tag};
 use tensordesc::quant::QuantScheme;
 use tensordesc::stream::StreamWriter;
@@ -122,6 +124,72 @@ fn q_axis_e4m3(axis: u8, global_scale: Option<GlobalScale>) -> Quantization {
         has_zero_point: true,
         global_scale,
     }
+}
+
+/// PER_TENSOR_AFFINE expressed in `expressed` (a region storing its own type quantizes into
+/// the tensor's value type, format 1.1).
+fn q_tensor_in(expressed: ElementType) -> Quantization {
+    Quantization {
+        expressed_type: expressed,
+        ..q_tensor()
+    }
+}
+
+/// Format 1.1 per-region element types, as in tests/data_plane/region_types.rs: a FLOAT16
+/// [8, 32] tensor of FLOAT16 rows, an INT8 block quantized per tensor and an FP4 block with
+/// E4M3 scales per 8 (both expressed FLOAT16), an unquantized FLOAT8_E4M3FN block, and a
+/// nested subpaving storing UINT8 whose row-major and CSR regions inherit it.
+fn region_types_mixed() -> TensorBuilder {
+    use ElementType::*;
+    let fp4 = Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis: 1,
+            block_size: 8,
+            scale_type: Float8E4m3fn,
+        },
+        expressed_type: Float16,
+        has_zero_point: false,
+        global_scale: None,
+    };
+    TensorBuilder::subpaving(
+        Float16,
+        &[8, 32],
+        vec![
+            r(&[0, 0], &[4, 32], NodeSpec::row_major()),
+            r(
+                &[4, 0],
+                &[4, 8],
+                NodeSpec::row_major()
+                    .with_element_type(Int8)
+                    .with_quantization(q_tensor_in(Float16)),
+            ),
+            r(
+                &[4, 8],
+                &[4, 8],
+                NodeSpec::row_major().with_element_type(Float8E4m3fn),
+            ),
+            r(
+                &[4, 16],
+                &[4, 8],
+                NodeSpec::row_major()
+                    .with_element_type(Float4E2m1fn)
+                    .with_quantization(fp4),
+            ),
+            r(
+                &[4, 24],
+                &[4, 8],
+                NodeSpec::subpaving(vec![
+                    r(&[0, 0], &[4, 4], NodeSpec::row_major()),
+                    r(
+                        &[0, 4],
+                        &[4, 4],
+                        NodeSpec::csr(4, sparse_flags::SORTED | sparse_flags::UNIQUE),
+                    ),
+                ])
+                .with_element_type(Uint8),
+            ),
+        ],
+    )
 }
 
 fn csf(et: ElementType, order: &[u8], levels: &[u64]) -> NodeSpec {
@@ -469,6 +537,131 @@ fn built() -> Vec<(String, TensorBuilder)> {
             ],
         ),
     );
+    // Format 1.1 per-region element types: sizes, pages, zero points and values follow
+    // each leaf's stored type; every leaf yields the tensor's value type.
+    add("rtype_mixed", region_types_mixed());
+    add("rtype_mixed_align1", region_types_mixed().alignment(0));
+    // FLOAT32 [8, 16]: a subpaving storing INT16 (row-major and block-paged leaves, pages
+    // of INT16); a plain subpaving holding a subpaving storing INT8 (an unquantized COO and
+    // an INT8 leaf quantized per axis into FLOAT32) and a tiled UINT4 leaf with zero points;
+    // a BFLOAT16 splat; a column-major leaf carrying FLOAT32, the tensor's own type.
+    add(
+        "rtype_nested",
+        TensorBuilder::subpaving(
+            Float32,
+            &[8, 16],
+            vec![
+                r(
+                    &[0, 0],
+                    &[8, 6],
+                    NodeSpec::subpaving(vec![
+                        r(&[0, 0], &[4, 6], NodeSpec::row_major()),
+                        r(&[4, 0], &[4, 6], NodeSpec::block_paged(4, 2)),
+                    ])
+                    .with_element_type(Int16),
+                ),
+                r(
+                    &[0, 6],
+                    &[8, 6],
+                    NodeSpec::subpaving(vec![
+                        r(
+                            &[0, 0],
+                            &[4, 6],
+                            NodeSpec::subpaving(vec![
+                                r(
+                                    &[0, 0],
+                                    &[4, 3],
+                                    NodeSpec::coo(5, sparse_flags::SORTED | sparse_flags::UNIQUE),
+                                ),
+                                r(
+                                    &[0, 3],
+                                    &[4, 3],
+                                    NodeSpec::row_major().with_quantization(q_axis(1)),
+                                ),
+                            ])
+                            .with_element_type(Int8),
+                        ),
+                        r(
+                            &[4, 0],
+                            &[4, 6],
+                            NodeSpec::tiled(&[2, 4])
+                                .with_element_type(Uint4)
+                                .with_quantization(q_axis(0)),
+                        ),
+                    ]),
+                ),
+                r(
+                    &[0, 12],
+                    &[8, 2],
+                    NodeSpec::splat().with_element_type(Bfloat16),
+                ),
+                r(
+                    &[0, 14],
+                    &[8, 2],
+                    NodeSpec::col_major().with_element_type(Float32),
+                ),
+            ],
+        ),
+    );
+    // GGML_BLOCKS regions storing their own value type inside a FLOAT32 tensor: Q8_0 as
+    // FLOAT16, Q4_0 as BFLOAT16, beside a FLOAT8_E5M2 leaf (all exact in FLOAT32).
+    add(
+        "rtype_ggml",
+        TensorBuilder::subpaving(
+            Float32,
+            &[4, 64],
+            vec![
+                r(
+                    &[0, 0],
+                    &[2, 64],
+                    NodeSpec::ggml_blocks(8).with_element_type(Float16),
+                ),
+                r(
+                    &[2, 0],
+                    &[2, 32],
+                    NodeSpec::ggml_blocks(2).with_element_type(Bfloat16),
+                ),
+                r(
+                    &[2, 32],
+                    &[2, 32],
+                    NodeSpec::row_major().with_element_type(Float8E5m2),
+                ),
+            ],
+        ),
+    );
+    // Format 1.1 buffer alignment below 64 bytes: 1-byte INT8 data, 2-byte FLOAT16 scales,
+    // and a subpaving whose automatic buffers are 4-byte aligned beside a region whose own
+    // handle promises 1 byte.
+    add(
+        "align1_i8",
+        TensorBuilder::row_major(Int8, &[5, 7]).alignment(0),
+    );
+    add(
+        "align2_quant_axis",
+        TensorBuilder::row_major(Uint8, &[3, 5])
+            .quantization(q_axis(1))
+            .alignment(1),
+    );
+    add(
+        "align_sub_mixed",
+        TensorBuilder::subpaving(
+            Float32,
+            &[4, 8],
+            vec![
+                r(&[0, 0], &[2, 8], NodeSpec::row_major()),
+                r(&[2, 0], &[2, 4], NodeSpec::csr(3, sparse_flags::SORTED)),
+                r(
+                    &[2, 4],
+                    &[2, 4],
+                    NodeSpec::col_major().with_buffers(vec![BufferHandle {
+                        alignment_log2: 0,
+                        ..BufferHandle::cpu(32)
+                    }]),
+                ),
+            ],
+        )
+        .alignment(2),
+    );
     add(
         "sections",
         TensorBuilder::row_major(Float32, &[2, 3])
@@ -775,9 +968,24 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
         })
         .collect();
     // Leaves: the tensor itself, or every non-subpaving region.
-    let mut leaves: Vec<(LayoutRef<'_>, Vec<u64>, usize, Option<&Quantization>)> = Vec::new();
+    // Each with the element type it stores (1.1: a region's own, or inherited), which
+    // sizes its elements.
+    type Leaf<'a> = (
+        LayoutRef<'a>,
+        Vec<u64>,
+        usize,
+        Option<&'a Quantization>,
+        ElementType,
+    );
+    let mut leaves: Vec<Leaf<'_>> = Vec::new();
     if d.region_count() == 0 {
-        leaves.push((d.layout(), d.shape().to_vec(), 0, d.quantization()));
+        leaves.push((
+            d.layout(),
+            d.shape().to_vec(),
+            0,
+            d.quantization(),
+            d.element_type(),
+        ));
     }
     for v in d.regions() {
         if v.layout_tag() != tag::SUBPAVING {
@@ -786,12 +994,12 @@ fn contents(d: &Descriptor) -> Option<Vec<u8>> {
                 v.shape().to_vec(),
                 v.first_buffer() as usize,
                 v.quantization(),
+                v.element_type(),
             ));
         }
     }
-    let et = d.element_type();
     let words = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-    for (layout, shape, first, q) in leaves {
+    for (layout, shape, first, q, et) in leaves {
         let rank = shape.len();
         // Zero-element leaves (whose other extents may overflow any partial product) get no
         // generated contents: the descriptor is seeded without them.
@@ -953,6 +1161,159 @@ fn validates(d: &Descriptor, contents: &[u8]) -> bool {
             false
         }
     }
+}
+
+/// A GGUF version 3 file: key/values `(key, value type, value bytes)`, tensors `(name, ne,
+/// ggml type, data)` placed one after another at multiples of `alignment` (written as
+/// `general.alignment` unless it is 32).
+fn gguf_file(
+    kvs: &[(&str, u32, Vec<u8>)],
+    tensors: &[(String, Vec<u64>, u32, Vec<u8>)],
+    alignment: u64,
+) -> Vec<u8> {
+    fn gstr(b: &mut Vec<u8>, s: &[u8]) {
+        b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        b.extend_from_slice(s);
+    }
+    let mut kvs = kvs.to_vec();
+    if alignment != 32 {
+        kvs.push((
+            "general.alignment",
+            4,
+            (alignment as u32).to_le_bytes().to_vec(),
+        ));
+    }
+    let mut b = b"GGUF".to_vec();
+    b.extend_from_slice(&3u32.to_le_bytes());
+    b.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    for (k, t, v) in &kvs {
+        gstr(&mut b, k.as_bytes());
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(v);
+    }
+    let mut data = Vec::new();
+    for (name, ne, t, bytes) in tensors {
+        gstr(&mut b, name.as_bytes());
+        b.extend_from_slice(&(ne.len() as u32).to_le_bytes());
+        for e in ne {
+            b.extend_from_slice(&e.to_le_bytes());
+        }
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        data.extend_from_slice(bytes);
+        data.resize(
+            (data.len() as u64).div_ceil(alignment) as usize * alignment as usize,
+            0,
+        );
+    }
+    b.resize(
+        (b.len() as u64).div_ceil(alignment) as usize * alignment as usize,
+        0,
+    );
+    b.extend_from_slice(&data);
+    b
+}
+
+/// GGUF seeds: the files gguf's GGUFWriter wrote (tests/vectors/gguf/), version 2 twins,
+/// and small hand-made files — every key/value type, one tensor of each dense and block
+/// type at several alignments, rank 0, empty tensors, an expert stack, no tensors at all.
+fn gguf_seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let dir = root.join("tests/vectors/gguf");
+    for name in ["dense", "quant", "align1", "big_endian"] {
+        let Ok(b) = fs::read(dir.join(format!("{name}.gguf"))) else {
+            continue;
+        };
+        if name != "big_endian" {
+            let mut v2 = b.clone();
+            v2[4..8].copy_from_slice(&2u32.to_le_bytes());
+            out.push((format!("gguf-{name}-v2"), v2));
+        }
+        out.push((format!("gguf-{name}"), b));
+    }
+    let arr = |t: u32, n: u64, items: &[u8]| {
+        let mut v = t.to_le_bytes().to_vec();
+        v.extend_from_slice(&n.to_le_bytes());
+        v.extend_from_slice(items);
+        v
+    };
+    let mut nested = 9u32.to_le_bytes().to_vec();
+    nested.extend_from_slice(&2u64.to_le_bytes());
+    nested.extend(arr(5, 1, &7i32.to_le_bytes()));
+    nested.extend(arr(0, 2, &[1, 2]));
+    let kvs: Vec<(&str, u32, Vec<u8>)> = vec![
+        ("u8", 0, vec![200]),
+        ("i8", 1, vec![0x9C]),
+        ("u16", 2, 60000u16.to_le_bytes().to_vec()),
+        ("i16", 3, (-3i16).to_le_bytes().to_vec()),
+        ("u32", 4, 7u32.to_le_bytes().to_vec()),
+        ("i32", 5, (-7i32).to_le_bytes().to_vec()),
+        ("f32", 6, 0.5f32.to_le_bytes().to_vec()),
+        ("bool", 7, vec![1]),
+        ("str", 8, [&2u64.to_le_bytes()[..], b"hi"].concat()),
+        ("u64", 10, u64::MAX.to_le_bytes().to_vec()),
+        ("i64", 11, i64::MIN.to_le_bytes().to_vec()),
+        ("f64", 12, (-2.5f64).to_le_bytes().to_vec()),
+        ("arr.u8", 9, arr(0, 3, &[1, 2, 3])),
+        (
+            "arr.str",
+            9,
+            arr(
+                8,
+                2,
+                &[&1u64.to_le_bytes()[..], b"a", &0u64.to_le_bytes()].concat(),
+            ),
+        ),
+        ("arr.nested", 9, nested),
+        ("arr.empty", 9, arr(7, 0, &[])),
+    ];
+    out.push(("gguf-kvs".into(), gguf_file(&kvs, &[], 32)));
+    out.push(("gguf-empty".into(), gguf_file(&[], &[], 32)));
+    let mut s = 0x6767_7566_0000_0001u64;
+    let mut noise = |n: usize| -> Vec<u8> { (0..n).map(|_| xorshift(&mut s) as u8).collect() };
+    // Dense: number, element bytes.
+    let dense = [
+        (0u32, 4usize),
+        (1, 2),
+        (30, 2),
+        (28, 8),
+        (24, 1),
+        (25, 2),
+        (26, 4),
+        (27, 8),
+    ];
+    let mut all = Vec::new();
+    for &(t, size) in &dense {
+        let one = vec![(format!("d{t}"), vec![3, 2], t, noise(6 * size))];
+        out.push((format!("gguf-dense-{t}"), gguf_file(&[], &one, 32)));
+        all.extend(one);
+    }
+    for t in GGML_TYPES {
+        let qk = u64::from(t.block_elems);
+        let one = vec![(
+            t.name.to_string(),
+            vec![qk, 2],
+            t.number,
+            noise(2 * t.block_bytes as usize),
+        )];
+        out.push((format!("gguf-{}", t.name), gguf_file(&[], &one, 1)));
+        all.extend(one);
+    }
+    for alignment in [1, 8, 32, 64] {
+        out.push((
+            format!("gguf-all-align{alignment}"),
+            gguf_file(&kvs[..3], &all, alignment),
+        ));
+    }
+    let special = vec![
+        ("scalar".to_string(), vec![], 0, noise(4)),
+        ("empty".to_string(), vec![0, 4], 1, vec![]),
+        ("experts".to_string(), vec![256, 2, 3], 12, noise(6 * 144)),
+        ("rank4".to_string(), vec![2, 1, 1, 2], 24, noise(4)),
+    ];
+    out.push(("gguf-special".into(), gguf_file(&kvs[7..9], &special, 16)));
+    out
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
@@ -1128,11 +1489,24 @@ fn main() {
     for (name, bytes) in &gold_files {
         write(&out.join("file"), name, bytes);
     }
+    // safetensors files for the file target: valid ones (an odd offset, metadata, every
+    // grouped quantization convention) and hostile headers, each a structured start.
+    let st = safetensors_seeds();
+    for (name, bytes) in &st {
+        write(&out.join("file"), name, bytes);
+    }
     println!(
-        "wrote {n_files} x 2 file ({} golden) and {} stream seeds",
+        "wrote {n_files} x 2 file ({} golden, {} safetensors) and {} stream seeds",
         gold_files.len(),
+        st.len(),
         3 * n_files
     );
+    // GGUF files.
+    let gguf = gguf_seeds(&root);
+    for (name, bytes) in &gguf {
+        write(&out.join("gguf"), name, bytes);
+    }
+    println!("wrote {} gguf seeds", gguf.len());
     // Inputs that once found a bug, kept per target in fuzz/regressions/<target>/.
     let mut n_reg = 0;
     if let Ok(dirs) = fs::read_dir(root.join("fuzz/regressions")) {
@@ -1154,4 +1528,108 @@ fn main() {
         DESCRIPTOR_TARGETS.len(),
         out.display()
     );
+}
+
+/// A safetensors file: the header text, then the data.
+fn safetensors_file(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
+/// Seeds of the file target in the safetensors container.
+fn safetensors_seeds() -> Vec<(String, Vec<u8>)> {
+    let e = |n: &str, dt: &str, shape: &str, b: u64, end: u64| {
+        format!(r#""{n}":{{"dtype":"{dt}","shape":{shape},"data_offsets":[{b},{end}]}}"#)
+    };
+    let mut out = Vec::new();
+    let mut add = |name: &str, header: String, data: Vec<u8>| {
+        out.push((format!("st-{name}"), safetensors_file(&header, &data)));
+    };
+    add(
+        "odd-offset",
+        format!(
+            r#"{{"__metadata__":{{"format":"pt"}},{},{}}}"#,
+            e("a", "U8", "[3]", 0, 3),
+            e("x", "F32", "[2]", 3, 11)
+        ),
+        (0..11).collect(),
+    );
+    let dtypes = [
+        "BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2", "F8_E8M0", "I16", "F16", "BF16", "F32", "C64",
+        "F64", "F4",
+    ];
+    add(
+        "every-dtype",
+        format!(
+            "{{{}}}",
+            dtypes
+                .iter()
+                .enumerate()
+                .map(|(i, d)| e(&format!("t{i}"), d, "[0]", 0, 0))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        Vec::new(),
+    );
+    add(
+        "nvfp4-modelopt",
+        format!(
+            "{{{},{},{}}}",
+            e("w.weight", "U8", "[2,8]", 0, 16),
+            e("w.weight_scale", "F8_E4M3", "[2,1]", 16, 18),
+            e("w.weight_scale_2", "F32", "[]", 18, 22)
+        ),
+        (0..22u32).map(|i| (i * 37) as u8).collect(),
+    );
+    add(
+        "nvfp4-compressed-tensors",
+        format!(
+            "{{{},{},{}}}",
+            e("w.weight_packed", "U8", "[2,8]", 0, 16),
+            e("w.weight_scale", "F8_E4M3", "[2,1]", 16, 18),
+            e("w.weight_global_scale", "F32", "[1]", 18, 22)
+        ),
+        (0..22u32).map(|i| (i * 41) as u8).collect(),
+    );
+    add(
+        "fp8-blocks",
+        format!(
+            "{{{},{}}}",
+            e("w.weight", "F8_E4M3", "[2,3]", 0, 6),
+            e("w.weight_scale_inv", "F32", "[1,1]", 6, 10)
+        ),
+        vec![0x38, 0x40, 0x30, 0xB8, 0x00, 0x7E, 0, 0, 0, 0x3F],
+    );
+    add(
+        "mxfp4",
+        format!(
+            "{{{},{}}}",
+            e("x_blocks", "U8", "[1,1,16]", 0, 16),
+            e("x_scales", "U8", "[1,1]", 16, 17)
+        ),
+        (0..17u32).map(|i| (i * 29) as u8).collect(),
+    );
+    add(
+        "overlap",
+        format!("{{{},{}}}", e("a", "U8", "[4]", 0, 4), e("b", "U8", "[4]", 2, 6)),
+        vec![0; 6],
+    );
+    add(
+        "deep",
+        format!(r#"{{"a":{{"x":{}{}}}}}"#, "[".repeat(80), "]".repeat(80)),
+        Vec::new(),
+    );
+    add(
+        "duplicate",
+        format!("{{{},{}}}", e("a", "U8", "[1]", 0, 1), e("a", "U8", "[1]", 0, 1)),
+        vec![0],
+    );
+    add(
+        "escapes",
+        r#"{"\u00e9\ud83d\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#.to_string(),
+        vec![7],
+    );
+    out
 }

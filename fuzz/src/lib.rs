@@ -313,7 +313,13 @@ pub fn check_locate(d: &Descriptor, p: &[u64]) -> Option<(u32, u64, u8)> {
     };
     let region = leaves.first().copied();
     let res = d.locate(p);
-    if tensordesc::layout::classify(tag) == tensordesc::layout::LayoutClass::Unknown {
+    // A part kept opaque: an unassigned tag, or (1.1) a known tag the permissive decoder
+    // could not read (GGML_BLOCKS in a minor-0 descriptor or of an unknown ggml_type).
+    let layout = match region {
+        Some(r) => d.region(r).layout(),
+        None => d.layout(),
+    };
+    if matches!(layout, LayoutRef::Unknown { .. }) {
         assert_eq!(res.map(|_| ()).unwrap_err().kind, ErrorKind::NotBindable);
         return None;
     }
@@ -327,7 +333,8 @@ pub fn check_locate(d: &Descriptor, p: &[u64]) -> Option<(u32, u64, u8)> {
             assert_eq!(r, region);
             assert_eq!(buffer, first);
             assert!(count >= 1);
-            let et = d.element_type();
+            // The leaf's stored type (1.1: a region may store its own), which sizes it.
+            let et = d.stored_type(r);
             let size = d.effective_buffers()[buffer as usize].size_bytes;
             let need = if et.is_packed() {
                 1

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use pyo3::exceptions::PyBlockingIOError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tensordesc::file::OutputFile;
+use tensordesc::file::{OutputFile, ReadOptions};
 use tensordesc::stream::{read_stream as read_frames, StreamOptions, StreamWriter};
 use tensordesc::{
     decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode,
@@ -27,13 +27,14 @@ fn mode(strict: bool) -> Mode {
     }
 }
 
-/// Map the `.tdf` file at `path` and parse it.
+/// Map the file at `path` (a `.tdf`, a safetensors file, a sharded checkpoint) and parse
+/// it; `group` groups the pieces of quantized weights into one tensor each.
 #[pyfunction]
-#[pyo3(signature = (path, strict=true))]
-pub fn _open(py: Python<'_>, path: PathBuf, strict: bool) -> PyResult<File> {
+#[pyo3(signature = (path, strict=true, group=true))]
+pub fn _open(py: Python<'_>, path: PathBuf, strict: bool, group: bool) -> PyResult<File> {
     let p = path.clone();
     let reader = py
-        .detach(move || FileReader::open(&p, mode(strict)))
+        .detach(move || FileReader::open_with(&p, mode(strict), ReadOptions { group }))
         .map_err(Fail)?;
     Ok(File::new(reader, path.display().to_string()))
 }

@@ -7,6 +7,7 @@ use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use tensordesc::file::MetaValue;
 use tensordesc::quant::QuantField;
 use tensordesc::{
     BoundTensor, Descriptor, ElementType, Error, ErrorKind, FileReader, GlobalScale, LayoutRef,
@@ -1078,6 +1079,24 @@ impl File {
     }
 }
 
+/// A metadata value as a Python object (arrays as lists, element by element).
+fn meta_value<'py>(py: Python<'py>, v: &MetaValue) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        MetaValue::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        MetaValue::Int(i) => i.into_pyobject(py)?.into_any(),
+        MetaValue::UInt(u) => u.into_pyobject(py)?.into_any(),
+        MetaValue::Float(f) => f.into_pyobject(py)?.into_any(),
+        MetaValue::Str(s) => s.into_pyobject(py)?.into_any(),
+        MetaValue::Array(items) => {
+            let l = PyList::empty(py);
+            for it in items {
+                l.append(meta_value(py, it)?)?;
+            }
+            l.into_any()
+        }
+    })
+}
+
 #[pymethods]
 impl File {
     #[getter]
@@ -1085,10 +1104,34 @@ impl File {
         &self.path
     }
 
-    /// The file's data_buffer_alignment.
+    /// The file's data_buffer_alignment (a foreign file: the largest alignment one of its
+    /// buffers has).
     #[getter]
     fn alignment(&self) -> u32 {
         self.reader.data_buffer_alignment()
+    }
+
+    /// What kind of file it is: "tdf", "safetensors", "sharded-safetensors" or "gguf".
+    #[getter]
+    fn container(&self) -> &'static str {
+        self.reader.container().name()
+    }
+
+    /// Why pieces of quantized weights that look like a convention were left ungrouped.
+    #[getter]
+    fn grouping_notes(&self) -> Vec<String> {
+        self.reader.grouping_notes().to_vec()
+    }
+
+    /// The file's metadata map as a dict (a new dict each time; values typed: str, int,
+    /// float, bool, list).
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.reader.metadata() {
+            d.set_item(k, meta_value(py, v)?)?;
+        }
+        Ok(d)
     }
 
     fn __len__(&self) -> usize {
@@ -1171,8 +1214,12 @@ impl File {
     }
 
     fn __repr__(&self) -> String {
+        let kind = match self.reader.container().name() {
+            "tdf" => String::new(),
+            other => format!(" ({other})"),
+        };
         format!(
-            "<tensordesc.File {:?}: {} tensors>",
+            "<tensordesc.File {:?}{kind}: {} tensors>",
             self.path,
             self.tensors.len()
         )

@@ -80,16 +80,26 @@ GGML_TYPES: dict[str, int] = {name: number for name, number, _, _ in _native._gg
 # ---------------------------------------------------------------------------------------
 
 
-def open(path: _Path, *, strict: bool = True) -> File:  # noqa: A001
-    """Map the ``.tdf`` file at ``path``: a read-only mapping of names to tensors.
+def open(path: _Path, *, strict: bool = True, group: bool = True) -> File:  # noqa: A001
+    """Map the file at ``path``: a read-only mapping of names to tensors.
+
+    The container is told from the first bytes: a ``.tdf`` file, or a safetensors file
+    whose tensors are described where they lie (nothing is copied; ``File.container``
+    says which, ``File.metadata`` holds its metadata map). Anything else raises
+    ``tensordesc.BadMagic``.
 
     The file stays mapped while the ``File``, any of its tensors, or any array or DLPack
     export viewing them is alive. The file must not be modified or truncated meanwhile
     (``write`` replaces files atomically, so rewriting a mapped file with it is safe).
+    A quantized checkpoint's pieces (NVFP4 codes, scales and global scale; FP8 weights and
+    their block scales; MXFP4 blocks and scales) are grouped into one tensor each whose
+    buffers are the checkpoint's own bytes; ``group=False`` lists the file's own tensors,
+    and ``File.grouping_notes`` says why pieces that look like a convention were left as
+    they are.
     ``strict=False`` reads permissively: tensors the library cannot interpret are kept as
     opaque entries whose properties raise the reason.
     """
-    return _native._open(_os.path.abspath(_os.fspath(path)), strict)
+    return _native._open(_os.path.abspath(_os.fspath(path)), strict, group)
 
 
 def _bytes_of(data: _Buffer, what: str) -> bytes:
@@ -668,20 +678,27 @@ def write_stream(target: _Path | _Writable | None, tensors: _Tensors) -> bytes |
     return _native._write_stream(target, _items(tensors))
 
 
-_OPEN_FILES: dict[tuple[str, int, int, int], File] = {}
+_OPEN_FILES: dict[tuple[str, int, int, int, bool], File] = {}
+
+
+def _reopen_file(path: str, strict: bool = True) -> File:
+    """The file at ``path`` opened (mapped) once per process, version of the file (path,
+    inode, size, modification time) and mode: what unpickled tensors and
+    ``tensordesc.zarr`` stores read from."""
+    st = _os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, strict)
+    f = _OPEN_FILES.get(key)
+    if f is None:
+        for k in [k for k in _OPEN_FILES if k[0] == path and k[1:4] != key[1:4]]:
+            del _OPEN_FILES[k]  # an older version of the file
+        f = _OPEN_FILES[key] = open(path, strict=strict)
+    return f
 
 
 def _reopen(path: str, name: str) -> Tensor:
-    """Unpickling a tensor of a file: the file opened (mapped) once per process and
-    version of the file (path, inode, size, modification time)."""
-    st = _os.stat(path)
-    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-    f = _OPEN_FILES.get(key)
-    if f is None:
-        for k in [k for k in _OPEN_FILES if k[0] == path]:
-            del _OPEN_FILES[k]  # an older version of the file
-        f = _OPEN_FILES[key] = open(path)
-    return f[name]
+    """Unpickling a tensor of a file: the file opened once per process and version of
+    the file (``_reopen_file``)."""
+    return _reopen_file(path)[name]
 
 
 def _region_of(tensor: Tensor, index: int) -> Region:

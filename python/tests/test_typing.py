@@ -120,6 +120,7 @@ from typing_extensions import assert_type
 
 import tensordesc as td
 import tensordesc.dask
+import tensordesc.zarr
 
 
 def inspect_file(path: pathlib.Path) -> dict[str, tuple[int, ...]]:
@@ -268,6 +269,29 @@ def distributed(path: str) -> None:
     t = td.open(path)["weights"]
     assert_type(tensordesc.dask.region_chunks(t), tuple[tuple[int, ...], ...] | None)
     assert_type(tensordesc.dask.TdfArray(t)[0:1, 0:2], npt.NDArray[Any])
+
+
+def zarr_store(path: pathlib.Path) -> None:
+    import zarr
+    import zarr.abc.store
+    import zarr.storage
+
+    store = tensordesc.zarr.Store(path, chunk_bytes=1 << 20)
+    assert_type(store.path, str)
+    assert_type(store.tensors, list[str])
+    assert_type(store.skipped, dict[str, str])
+    assert_type(store.file, td.File)
+    info = store.array_info("weights")
+    assert_type(info.chunks, tuple[int, ...])
+    assert_type(info.dtype, np.dtype[Any])
+    assert_type(info.read_as, str | None)
+    group = zarr.open_group(store, mode="r")
+    print(group.attrs["tensordesc"], tensordesc.zarr.Store(td.open(path)) == store)
+    assert_type(store.with_read_only(True), tensordesc.zarr.Store)
+    assert_type(tensordesc.zarr.choose_chunks((4096, 4096), 4, (1024, 1024)), tuple[int, ...])
+    assert_type(tensordesc.zarr.zarr_data_type(np.dtype("float16")), tuple[str, str | None])
+    base: zarr.abc.store.Store = store  # zarr's stores and this one share the ABC
+    print(base, zarr.storage.ZipStore)
 '''
 
 
@@ -305,6 +329,8 @@ td.NotFound(3)  # E: arg-type
 t.quantization["scale"]  # E: index
 f.path = "other.tdf"  # E: misc
 td.open("model.tdf", True)  # E: call-arg
+import tensordesc.zarr
+tensordesc.zarr.Store("model.tdf", chunk_bytes="4MiB")  # E: arg-type
 """
 
 

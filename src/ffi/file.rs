@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{
-    check_data_alignment, AlignedBuf, DirectoryWriter, FileReader, TensorEntry,
+    check_data_alignment, AlignedBuf, DirectoryWriter, FileReader, ReadOptions, TensorEntry,
     DEFAULT_DATA_ALIGNMENT,
 };
 use crate::transport::file::{Relocate, SpoolWriter};
@@ -34,9 +34,10 @@ use super::args::{
 };
 use super::descriptor::{desc_arg, tdesc_descriptor};
 use super::handle;
+use super::metadata::MetaStrings;
 use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
-use super::types::tdesc_mode;
+use super::types::{tdesc_container, tdesc_mode, TDESC_FILE_UNGROUPED};
 
 // ---------------------------------------------------------------------------------------
 // Helpers shared with the stream transport
@@ -218,6 +219,8 @@ pub struct tdesc_file {
     /// Shared copies of the file's descriptors (keyed by their address in the reader), made
     /// on first use by `tdesc_file_tensor_bind` / `tdesc_file_tensor_descriptor`.
     shared: Mutex<HashMap<usize, Arc<Descriptor>>>,
+    /// The metadata map's keys and strings, NUL-terminated for C.
+    meta: MetaStrings,
 }
 
 impl tdesc_file {
@@ -231,11 +234,23 @@ impl tdesc_file {
                 Some((e.index(), (tdesc_status::from_kind(p.kind), msg)))
             })
             .collect();
+        let meta = MetaStrings::new(data.reader.metadata());
         tdesc_file {
             data: Arc::new(data),
             problems,
             shared: Mutex::new(HashMap::new()),
+            meta,
         }
+    }
+
+    /// The parsed file.
+    pub(crate) fn reader(&self) -> &FileReader<'static> {
+        &self.data.reader
+    }
+
+    /// The metadata map's C strings.
+    pub(crate) fn meta_strings(&self) -> &MetaStrings {
+        &self.meta
     }
 
     fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {
@@ -278,10 +293,13 @@ unsafe fn file_arg<'a>(f: *const tdesc_file) -> Result<&'a tdesc_file> {
     unsafe { ref_arg(f, "file") }
 }
 
-/// Open and map the `.tdf` file at `path` (NUL-terminated) and parse it in `mode`
-/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). A container version 2 file is opened by
-/// reading its header and directory only: no data page is read until a buffer is. Version 1
-/// files are read too.
+/// Open and map the file at `path` (NUL-terminated) and parse it in `mode`
+/// (`TDESC_MODE_STRICT` or `TDESC_MODE_PERMISSIVE`). The container is told from the first
+/// bytes: a `.tdf` file, or a safetensors file, whose tensors are described in place
+/// (ROW_MAJOR over the file's bytes, each buffer declaring the alignment it has there; see
+/// `tdesc_file_container`). A container version 2 file is opened by reading its header and
+/// directory only: no data page is read until a buffer is. Version 1 files are read too.
+/// A file of no recognised container is `TDESC_ERR_BAD_MAGIC`, naming what is recognised.
 ///
 /// The file must not be truncated or modified while the handle or any tensor bound into it
 /// lives (a truncation makes reads fault, a modification changes validated bytes): write
@@ -315,7 +333,77 @@ pub unsafe extern "C" fn tdesc_file_open(
     })
 }
 
-/// Parse a `.tdf` file held in memory, `bytes[0, len)`, in `mode`.
+/// `tdesc_file_open` with flags: `TDESC_FILE_UNGROUPED` lists a checkpoint's own tensors
+/// instead of grouping the pieces of quantized weights (NVFP4, FP8 blocks, MXFP4, ...) into
+/// one tensor each, which `tdesc_file_open` does (docs/transports.md). 0 is
+/// `tdesc_file_open`. An unknown flag bit is `TDESC_ERR_INVALID_ARGUMENT`. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open_ex(
+    path: *const c_char,
+    mode: tdesc_mode,
+    flags: u32,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and the NUL-terminated `path`.
+        let path = unsafe {
+            out_handle(out, "out")?;
+            path_arg(path)?
+        };
+        let mode = mode_arg(mode)?;
+        let opts = open_flags(flags)?;
+        let reader = FileReader::open_with(&path, mode, opts)?;
+        let f = tdesc_file::new(FileData { reader });
+        // SAFETY: checked above.
+        unsafe { handle::give(out, f) };
+        Ok(())
+    })
+}
+
+/// The read options of `tdesc_file_open_ex` / `tdesc_file_open_bytes_ex` flags.
+fn open_flags(flags: u32) -> Result<ReadOptions> {
+    if flags & !TDESC_FILE_UNGROUPED != 0 {
+        return Err(invalid(format!(
+            "file open flags 0x{flags:X} hold bits other than TDESC_FILE_UNGROUPED (1)"
+        )));
+    }
+    Ok(ReadOptions {
+        group: flags & TDESC_FILE_UNGROUPED == 0,
+    })
+}
+
+/// `tdesc_file_open_bytes` with the flags of `tdesc_file_open_ex`. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_open_bytes_ex(
+    bytes: *const u8,
+    len: usize,
+    mode: tdesc_mode,
+    flags: u32,
+    out: *mut *mut tdesc_file,
+) -> tdesc_status {
+    guard(|| {
+        // SAFETY: caller promises on `out` and `len` readable bytes at `bytes`.
+        let bytes = unsafe {
+            out_handle(out, "out")?;
+            slice_arg(bytes, len, "bytes")?
+        };
+        let mode = mode_arg(mode)?;
+        let opts = open_flags(flags)?;
+        let align = FileReader::from_bytes_with(bytes, mode, opts)?.data_buffer_alignment();
+        let reader = FileReader::from_owned_with(
+            AlignedBuf::from_slice(bytes, align as usize)?,
+            mode,
+            opts,
+        )?;
+        let f = tdesc_file::new(FileData { reader });
+        // SAFETY: checked above.
+        unsafe { handle::give(out, f) };
+        Ok(())
+    })
+}
+
+/// Parse a file held in memory, `bytes[0, len)`, in `mode`: a `.tdf` file, or a foreign
+/// container as `tdesc_file_open` reads it.
 ///
 /// The bytes are **copied** into an allocation the handle owns, aligned to the file's
 /// `data_buffer_alignment` (so no buffer needs a second copy): the caller may free or reuse
@@ -354,7 +442,19 @@ pub unsafe extern "C" fn tdesc_file_tensor_count(f: *const tdesc_file) -> usize 
     guard_value(0, || Ok(unsafe { file_arg(f)? }.data.reader.len()))
 }
 
-/// The file's `data_buffer_alignment` (64 ... 1 MiB); 0 when `f` is NULL.
+/// What kind of file `f` is: `TDESC_CONTAINER_TDF`, or a foreign container read in place
+/// (`TDESC_CONTAINER_SAFETENSORS`); 0 when `f` is NULL. (ABI 1.4)
+#[no_mangle]
+pub unsafe extern "C" fn tdesc_file_container(f: *const tdesc_file) -> tdesc_container {
+    // SAFETY: caller promise on `f`.
+    guard_value(0, || {
+        Ok(unsafe { file_arg(f)? }.data.reader.container().code())
+    })
+}
+
+/// The file's `data_buffer_alignment` (64 ... 1 MiB); for a foreign file the largest
+/// alignment any of its buffers declares (1 ... 64: each declares the alignment its file
+/// offset gives). 0 when `f` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 {
     // SAFETY: caller promise on `f`.
@@ -364,7 +464,8 @@ pub unsafe extern "C" fn tdesc_file_data_alignment(f: *const tdesc_file) -> u32 
 }
 
 /// The file's container version (`version_major`): 2, or 1 for a file in the older layout
-/// (which every reader still reads); 0 when `f` is NULL.
+/// (which every reader still reads); 0 when `f` is NULL or a foreign file
+/// (`tdesc_file_container`).
 #[no_mangle]
 pub unsafe extern "C" fn tdesc_file_version(f: *const tdesc_file) -> u8 {
     // SAFETY: caller promise on `f`.
@@ -422,7 +523,7 @@ pub unsafe extern "C" fn tdesc_file_find(
         out_arg(index, "index")?;
         // No name is longer than the file holding it: a longer one is not there, and its
         // bytes are not read.
-        let size = f.data.reader.as_bytes().len();
+        let size = usize::try_from(f.data.reader.source_len()).unwrap_or(usize::MAX);
         if len > size {
             return Err(Error::new(
                 ErrorKind::NotFound,

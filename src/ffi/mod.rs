@@ -34,6 +34,7 @@ pub mod descriptor;
 pub mod dlpack;
 pub mod file;
 mod handle;
+pub mod metadata;
 pub mod status;
 pub mod stream;
 pub mod tensor;
@@ -48,6 +49,7 @@ pub use dlpack::{
     TDESC_DLPACK_MINOR_VERSION,
 };
 pub use file::*;
+pub use metadata::*;
 pub use status::*;
 pub use stream::*;
 pub use tensor::*;

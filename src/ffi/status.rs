@@ -38,7 +38,8 @@ pub enum tdesc_status {
     /// The descriptor (or file / stream) does not start with the expected magic.
     TDESC_ERR_BAD_MAGIC = 3,
     /// The major version is not 1, or (strict) the minor version is newer than the
-    /// reader's: above 1 for a descriptor (format 1.1), above 0 for a file or stream.
+    /// reader's: above 1 for a descriptor (format 1.1) or a version 2 `.tdf` file (2.1), above
+    /// 0 for a stream.
     TDESC_ERR_UNSUPPORTED_VERSION = 4,
     /// A reserved bit or byte is not zero.
     TDESC_ERR_RESERVED_NONZERO = 5,

@@ -29,6 +29,22 @@ pub const TDESC_MODE_STRICT: tdesc_mode = 0;
 /// bytes opaque (such a descriptor cannot be bound).
 pub const TDESC_MODE_PERMISSIVE: tdesc_mode = 1;
 
+/// What kind of file a `tdesc_file` was opened on (`tdesc_file_container`, ABI 1.4).
+pub type tdesc_container = u32;
+/// A `.tdf` file (container version 1 or 2).
+pub const TDESC_CONTAINER_TDF: tdesc_container = 1;
+/// A safetensors file, read in place.
+pub const TDESC_CONTAINER_SAFETENSORS: tdesc_container = 2;
+/// A sharded safetensors checkpoint (a `*.safetensors.index.json` and its shards, each
+/// mapped), read in place.
+pub const TDESC_CONTAINER_SAFETENSORS_SHARDED: tdesc_container = 3;
+/// A GGUF file (versions 2 and 3, little-endian), read in place.
+pub const TDESC_CONTAINER_GGUF: tdesc_container = 4;
+
+/// `tdesc_file_open_ex` flag: list a checkpoint's own tensors, without grouping the pieces
+/// of quantized weights into one tensor each (ABI 1.4).
+pub const TDESC_FILE_UNGROUPED: u32 = 1;
+
 /// Element type codes (the wire values).
 pub const TDESC_ELEMENT_BOOL: u8 = 0x01;
 /// INT8.

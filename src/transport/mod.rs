@@ -1,7 +1,9 @@
-//! Transports: the `.tdf` file ([`mod@file`]) and the frame stream ([`stream`]), and the checks
-//! both writers make before anything is written.
+//! Transports: the `.tdf` file ([`mod@file`]) and the frame stream ([`stream`]), foreign
+//! containers read in place by the file reader ([`foreign`]), and the checks both writers
+//! make before anything is written.
 
 pub mod file;
+pub mod foreign;
 pub(crate) mod sink;
 pub mod stream;
 

@@ -322,6 +322,125 @@ fn transport_from_c_and_cpp() {
     assert!(passed(&out) > 15, "too few checks ran:\n{out}");
 }
 
+/// Foreign files and metadata: a safetensors file written by the safetensors crate (and
+/// one made by hand with a tensor at an odd byte offset) and a `.tdf` 2.1 file with typed
+/// metadata, read from C.
+#[test]
+fn foreign_files_and_metadata_from_c() {
+    use std::collections::HashMap;
+    use tensordesc::file::{FileWriter, MetaValue};
+    use tensordesc::{ElementType, TensorBuilder};
+
+    let dir = transport_dir("foreign_scratch");
+    let w: Vec<u8> = [0.5f32, 1.5, 2.5, 3.5, 4.5, 5.5]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let b = [1u8, 2, 3];
+    let views = vec![
+        (
+            "w".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 3], &w).unwrap(),
+        ),
+        (
+            "b".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::U8, vec![3], &b).unwrap(),
+        ),
+    ];
+    let meta: HashMap<String, String> = [("format", "pt"), ("note", "x")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let st = dir.join("m.safetensors");
+    std::fs::write(&st, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+
+    // A tensor at an odd file offset.
+    let mut header = r#"{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"x":{"dtype":"F32","shape":[2],"data_offsets":[3,11]}}"#.to_string();
+    if (8 + header.len() + 3) % 2 == 0 {
+        header.push(' ');
+    }
+    let mut odd = (header.len() as u64).to_le_bytes().to_vec();
+    odd.extend_from_slice(header.as_bytes());
+    odd.extend_from_slice(&[7, 8, 9]);
+    for x in [1.5f32, -3.0] {
+        odd.extend_from_slice(&x.to_le_bytes());
+    }
+    let odd_path = dir.join("odd.safetensors");
+    std::fs::write(&odd_path, &odd).unwrap();
+
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[2])
+        .build()
+        .unwrap();
+    let data = [4u8, 5];
+    let mut fw = FileWriter::new(Vec::new()).unwrap();
+    fw.set_metadata(&[
+        ("name".into(), MetaValue::Str("tiny".into())),
+        ("ok".into(), MetaValue::Bool(true)),
+        ("delta".into(), MetaValue::Int(-3)),
+        ("count".into(), MetaValue::UInt(7)),
+        ("scale".into(), MetaValue::Float(0.5)),
+        (
+            "tokens".into(),
+            MetaValue::Array(vec![
+                MetaValue::Str("<s>".into()),
+                MetaValue::Str("hé".into()),
+                MetaValue::Array(vec![MetaValue::UInt(1), MetaValue::UInt(2)]),
+            ]),
+        ),
+    ])
+    .unwrap();
+    fw.write_tensor("t", &d, &[&data]).unwrap();
+    let tdf = dir.join("meta.tdf");
+    std::fs::write(&tdf, fw.finish().unwrap()).unwrap();
+
+    // A sharded checkpoint: two shards and their index, in a directory of their own.
+    let shards = dir.join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    for (file, name, vals) in [
+        ("m-1.safetensors", "s1", [1.0f32, 2.0, 3.0]),
+        ("m-2.safetensors", "s2", [10.0f32, 20.0, 30.0]),
+    ] {
+        let bytes: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let v = vec![(
+            name.to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![3], &bytes).unwrap(),
+        )];
+        std::fs::write(shards.join(file), safetensors::serialize(v, None).unwrap()).unwrap();
+    }
+    std::fs::write(
+        shards.join("m.safetensors.index.json"),
+        r#"{"weight_map": {"s1": "m-1.safetensors", "s2": "m-2.safetensors"}}"#,
+    )
+    .unwrap();
+
+    // NVFP4 as ModelOpt writes it: codes U8 [1, 8] (16 codes), scales F8_E4M3 [1, 1],
+    // global scale F32 []. Code 2 is 1.0 in E2M1; 0x38 is 1.0 in E4M3.
+    let nv = dir.join("nvfp4.safetensors");
+    let codes = [0x02u8, 0, 0, 0, 0, 0, 0, 0];
+    let one = 1.0f32.to_le_bytes();
+    let v = vec![
+        (
+            "w.weight".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::U8, vec![1, 8], &codes)
+                .unwrap(),
+        ),
+        (
+            "w.weight_scale".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F8_E4M3, vec![1, 1], &[0x38])
+                .unwrap(),
+        ),
+        (
+            "w.weight_scale_2".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![], &one).unwrap(),
+        ),
+    ];
+    std::fs::write(&nv, safetensors::serialize(v, None).unwrap()).unwrap();
+
+    let exe = build_exe("test_foreign.c", false);
+    let out = run(&exe, &[&st, &odd_path, &tdf, &shards, &nv]);
+    assert!(passed(&out) > 60, "too few checks ran:\n{out}");
+}
+
 /// Live streams: a producer and a consumer in two processes over a socketpair, a FIFO and
 /// a pipe fed by a write callback, each tensor seen by the consumer before the next one is
 /// written; the callback and descriptor writers' contracts in one process.

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use common::{kind_by_name, parse_hex};
-use tensordesc::file::{AlignedBuf, FileReader};
+use tensordesc::file::{AlignedBuf, FileReader, MetaValue};
 use tensordesc::{ErrorKind, Mode};
 
 fn files_dir() -> PathBuf {
@@ -83,6 +83,7 @@ fn check(r: &FileReader<'_>, version: u8, count: usize, keys: &[(String, String)
     assert_eq!(r.version_major(), version, "{what}: version");
     assert_eq!(r.len(), count, "{what}: tensors");
     let mut entry = 0;
+    let mut meta = 0;
     for (k, v) in keys {
         let p: Vec<&str> = v.split(':').collect();
         match k.as_str() {
@@ -124,6 +125,22 @@ fn check(r: &FileReader<'_>, version: u8, count: usize, keys: &[(String, String)
                 let got = t.get_f64(&idx).unwrap();
                 assert_eq!(got, want.parse::<f64>().unwrap(), "{what}: {v}");
             }
+            "metadata" => {
+                // KEY:TYPE:VALUE, in file order (the n-th metadata token is the n-th key).
+                let n = meta;
+                meta += 1;
+                let (key, value) = &r.metadata()[n];
+                assert_eq!(key, p[0], "{what}: metadata key {n}");
+                let want = match p[1] {
+                    "str" => MetaValue::Str(p[2].to_string()),
+                    "uint" => MetaValue::UInt(p[2].parse().unwrap()),
+                    "int" => MetaValue::Int(p[2].parse().unwrap()),
+                    "float" => MetaValue::Float(p[2].parse().unwrap()),
+                    "bool" => MetaValue::Bool(p[2] == "true"),
+                    t => panic!("{what}: unknown metadata type {t}"),
+                };
+                assert_eq!(value, &want, "{what}: metadata {key}");
+            }
             "padding" => {
                 let got = r.check_padding().err().map(|e| e.kind);
                 let want = (v != "OK").then(|| kind_by_name(v).unwrap());
@@ -135,6 +152,11 @@ fn check(r: &FileReader<'_>, version: u8, count: usize, keys: &[(String, String)
     assert!(
         entry == 0 || entry == count,
         "{what}: tensor= tokens for {entry} of {count}"
+    );
+    assert!(
+        meta == 0 || meta == r.metadata().len(),
+        "{what}: metadata= tokens for {meta} of {} keys",
+        r.metadata().len()
     );
 }
 

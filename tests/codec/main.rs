@@ -9,6 +9,7 @@ mod common;
 mod error_offsets;
 mod file_vectors;
 mod quant_vectors;
+mod region_type_vectors;
 mod roundtrip;
 mod status_codes;
 mod transport;

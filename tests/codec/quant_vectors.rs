@@ -19,7 +19,7 @@ fn strict(name: &str) -> Descriptor {
 /// Bind `d` to `bufs`, validate the contents, and check `get_f64` at each index against the
 /// expected value, bit for bit (so −0 differs from +0); then read the whole tensor with
 /// `read_box` as FLOAT64 and FLOAT32, element by element equal to `get_f64`.
-fn check_values(name: &str, d: &Descriptor, bufs: &[Vec<u8>], want: &[(&[u64], f64)]) {
+pub(crate) fn check_values(name: &str, d: &Descriptor, bufs: &[Vec<u8>], want: &[(&[u64], f64)]) {
     let a = align_all(bufs);
     let t = BoundTensor::bind(d, slices(&a)).unwrap_or_else(|e| panic!("{name}: bind: {e}"));
     t.validate()
@@ -68,7 +68,7 @@ fn check_values(name: &str, d: &Descriptor, bufs: &[Vec<u8>], want: &[(&[u64], f
 }
 
 /// Equal bits, or both NaN.
-fn same(a: f64, b: f64) -> bool {
+pub(crate) fn same(a: f64, b: f64) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 

@@ -298,10 +298,14 @@ fn v2_header_statuses() {
         ErrorKind::UnsupportedVersion,
         "version_major 0",
     );
+    // 2.1 (the metadata entry's minor) is read in both modes; 2.2 only permissively.
     let minor = with(9, &[1]);
+    let r = FileReader::from_bytes(&minor, Mode::Strict).unwrap();
+    assert_eq!((r.version_major(), r.version_minor(), r.len()), (2, 1, 2));
+    let minor = with(9, &[2]);
     assert_eq!(kind_of(&minor, Mode::Strict), ErrorKind::UnsupportedVersion);
     let r = FileReader::from_bytes(&minor, Mode::Permissive).unwrap();
-    assert_eq!((r.version_major(), r.version_minor(), r.len()), (2, 1, 2));
+    assert_eq!((r.version_major(), r.version_minor(), r.len()), (2, 2, 2));
     both(&with(10, &[1]), ErrorKind::ReservedNonzero, "file_flags");
     both(
         &with(12, &[65]),

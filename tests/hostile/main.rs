@@ -15,5 +15,7 @@ mod codec_hostile;
 mod decode_cache;
 mod ffi_count_audit;
 mod file_v2;
+mod foreign_safetensors;
+mod gguf;
 mod hardening_codec;
 mod hardening_ffi;

@@ -90,25 +90,33 @@ impl Header {
         )
     }
 
-    /// The `__metadata__` object as compact JSON text, keys sorted (`serde_json`'s
-    /// escaping), and its key count; `None` when it is absent, `null` or empty. Frees what
-    /// was kept of it.
-    pub fn take_metadata_json(&mut self) -> Option<(Vec<u8>, usize)> {
-        let pairs = self.meta.take().filter(|m| !m.is_empty())?;
+    /// The `__metadata__` pairs, keys sorted (none when it is absent, `null` or empty),
+    /// borrowed.
+    pub fn metadata_pairs(&self) -> impl Iterator<Item = (&str, &str)> + Clone + '_ {
+        self.meta
+            .iter()
+            .flatten()
+            .map(|p| (p.key(&self.meta_text), p.value(&self.meta_text)))
+    }
+
+    /// Free what is kept of the `__metadata__`.
+    pub fn clear_metadata(&mut self) {
+        self.meta = None;
+        self.meta_text = String::new();
+    }
+
+    /// The `__metadata__` pairs, keys sorted; empty when it is absent, `null` or empty.
+    /// Frees what was kept of it.
+    #[cfg(test)]
+    pub fn take_metadata(&mut self) -> Vec<(String, String)> {
+        let Some(pairs) = self.meta.take() else {
+            return Vec::new();
+        };
         let text = std::mem::take(&mut self.meta_text);
-        let mut json = Vec::with_capacity(text.len() + 6 * pairs.len() + 2);
-        json.push(b'{');
-        for (k, pair) in pairs.iter().enumerate() {
-            if k > 0 {
-                json.push(b',');
-            }
-            // Writing a string into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut json, pair.key(&text));
-            json.push(b':');
-            let _ = serde_json::to_writer(&mut json, pair.value(&text));
-        }
-        json.push(b'}');
-        Some((json, pairs.len()))
+        pairs
+            .iter()
+            .map(|p| (p.key(&text).to_string(), p.value(&text).to_string()))
+            .collect()
     }
 
     /// The length of the data section the header describes.
@@ -745,27 +753,21 @@ mod tests {
         );
         assert_eq!(h.data_len(), 2402);
         let mut h = h;
-        assert_eq!(
-            h.take_metadata_json(),
-            Some((br#"{"a":"2","z":"1"}"#.to_vec(), 2))
-        );
-        assert_eq!(h.take_metadata_json(), None);
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(h.take_metadata(), vec![pair("a", "2"), pair("z", "1")]);
+        assert_eq!(h.take_metadata(), vec![]);
         for empty in [r#"{"__metadata__":null}"#, r#"{"__metadata__":{}}"#, "{}"] {
-            assert_eq!(parse(empty.as_bytes()).unwrap().take_metadata_json(), None);
+            assert_eq!(parse(empty.as_bytes()).unwrap().take_metadata(), vec![]);
         }
-        // The same text as serde_json gives a sorted map of the values.
+        // The same pairs as serde_json gives, in sorted order.
         let tricky = r#"{"__metadata__":{"\u00e9\n":"\"q\"\u0001\/","\u0000":"\ud83d\ude00"}}"#;
         let want: std::collections::BTreeMap<String, String> = serde_json::from_value(
             serde_json::from_str::<serde_json::Value>(tricky).unwrap()["__metadata__"].clone(),
         )
         .unwrap();
         assert_eq!(
-            parse(tricky.as_bytes())
-                .unwrap()
-                .take_metadata_json()
-                .unwrap()
-                .0,
-            serde_json::to_vec(&want).unwrap()
+            parse(tricky.as_bytes()).unwrap().take_metadata(),
+            want.into_iter().collect::<Vec<_>>()
         );
         assert_eq!(std::mem::size_of::<Entry>(), 32);
     }
@@ -897,7 +899,7 @@ mod tests {
                     assert!(h.shape(e).len() <= MAX_RANK);
                 }
                 assert_eq!(at, h.data_len());
-                let _ = h.take_metadata_json();
+                let _ = h.take_metadata();
             }
         };
         for i in 0..good.len() {

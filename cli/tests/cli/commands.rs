@@ -1324,13 +1324,21 @@ fn convert_round_trips_a_safetensors_file() {
     let r = run(&["convert", p(&input), p(&output)]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("converted 4 tensors"), "{}", r.stdout);
-    assert!(r.stdout.contains("__metadata__"), "{}", r.stdout);
+    assert!(r.stdout.contains("metadata: 1 key"), "{}", r.stdout);
     assert!(!dir.join("model.tdf.partial").exists());
 
     // Read it back with the library: same names, ROW_MAJOR descriptors, same bytes.
     let reader = FileReader::open(&output, Mode::Strict).unwrap();
-    // The tensors and the __metadata__ tensor.
-    assert_eq!(reader.len(), tensors.len() + 1);
+    // The tensors; the __metadata__ is the file's metadata map.
+    assert_eq!(reader.len(), tensors.len());
+    assert_eq!(reader.version_minor(), 1);
+    assert_eq!(
+        reader.metadata(),
+        &[(
+            "format".to_string(),
+            tensordesc::file::MetaValue::Str("pt".into())
+        )]
+    );
     let want_et = |dt: Dtype| match dt {
         Dtype::F32 => ElementType::Float32,
         Dtype::I64 => ElementType::Int64,
@@ -1462,8 +1470,10 @@ fn convert_maps_float8_e8m0_complex64_and_float4() {
     assert!(r.stdout.contains("converted 3 tensors"), "{}", r.stdout);
 
     let reader = FileReader::open(&output, Mode::Strict).unwrap();
-    // No metadata in the input: no __metadata__ tensor.
+    // No metadata in the input: none in the output, a container version 2.0 file.
     assert_eq!(reader.len(), 3);
+    assert!(reader.metadata().is_empty());
+    assert_eq!(reader.version_minor(), 0);
     for (name, et, shape, data) in [
         ("scales", ElementType::Float8E8m0fnu, &[3u64][..], &e8m0[..]),
         ("z", ElementType::Complex64, &[2], &c64[..]),
@@ -1546,7 +1556,8 @@ fn convert_never_replaces_its_input_and_a_failure_leaves_no_file() {
     let r = run(&["convert", p(&input), p(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(listing(&dir), with_out);
-    assert_eq!(FileReader::open(&out, Mode::Strict).unwrap().len(), 3);
+    // The tensors (the input's __metadata__ is the file's metadata, not a tensor).
+    assert_eq!(FileReader::open(&out, Mode::Strict).unwrap().len(), 2);
 }
 
 #[test]
@@ -1632,7 +1643,7 @@ fn convert_errors_are_sentences_that_name_the_tensor() {
 }
 
 #[test]
-fn convert_keeps_the_safetensors_metadata_as_a_tensor() {
+fn convert_keeps_the_safetensors_metadata_as_the_file_metadata() {
     use safetensors::tensor::TensorView;
     use safetensors::Dtype;
 
@@ -1655,39 +1666,38 @@ fn convert_keeps_the_safetensors_metadata_as_a_tensor() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("converted 1 tensor "), "{}", r.stdout);
     assert!(
-        r.stdout.contains("\"__metadata__\": UINT8 [") && r.stdout.contains("3 keys, as JSON text"),
+        r.stdout
+            .contains("metadata: 3 keys (the safetensors __metadata__"),
         "{}",
         r.stdout
     );
 
-    // A UINT8 vector holding the object as JSON, keys sorted, which reads back as the
-    // metadata the input had.
+    // The file's metadata map, keys sorted, values unchanged; no __metadata__ tensor.
     let reader = FileReader::open(&output, Mode::Strict).unwrap();
-    assert_eq!(reader.len(), 2);
-    let e = reader.get("__metadata__").unwrap();
-    let d = e.descriptor().unwrap();
-    assert_eq!(d.element_type(), ElementType::Uint8);
-    assert_eq!(d.rank(), 1);
-    let text = std::str::from_utf8(e.buffers().unwrap()[0]).unwrap();
-    let Json::Obj(members) = Parser::parse(text).unwrap() else {
-        panic!("not a JSON object: {text}")
-    };
-    let back: Vec<(String, String)> = members
-        .into_iter()
-        .map(|(k, v)| (k, v.str().to_string()))
+    assert_eq!(reader.len(), 1);
+    assert!(reader.find("__metadata__").is_none());
+    let back: Vec<(String, String)> = reader
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
         .collect();
     let want: Vec<(String, String)> = meta.into_iter().collect();
     assert_eq!(back, want, "keys in sorted order, values unchanged");
     assert_eq!(reader.get("t").unwrap().buffers().unwrap(), vec![&data[..]]);
-    // inspect shows it as text.
+    // inspect prints it, as text and as JSON.
     let r = run(&["inspect", p(&output)]);
     assert_eq!(r.code, 0);
-    assert!(
-        r.stdout
-            .contains("metadata (safetensors __metadata__, JSON): {\"author\":\"é✓\","),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("metadata (3 keys):"), "{}", r.stdout);
+    assert!(r.stdout.contains("\"author\": \"é✓\""), "{}", r.stdout);
+    let r = run(&["inspect", "--json", p(&output)]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("\"metadata\": {"), "{}", r.stdout);
+    // Converting the .tdf again carries the metadata over.
+    let again = dir.join("m2.tdf");
+    let r = run(&["convert", p(&output), p(&again)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r2 = FileReader::open(&again, Mode::Strict).unwrap();
+    assert_eq!(r2.metadata(), reader.metadata());
 }
 
 #[test]

@@ -152,8 +152,9 @@ fn convert_streams_a_pipe_in_bounded_memory() {
     );
     // The tensors are listed in the order of their data in the input.
     let reader = FileReader::open(&from_pipe, Mode::Strict).unwrap();
-    let names: Vec<&str> = reader.entries().map(|e| e.name()).collect();
-    assert_eq!(names[0], "__metadata__");
+    // The __metadata__ is the file's metadata map, not a tensor.
+    assert!(reader.find("__metadata__").is_none());
+    assert!(!reader.metadata().is_empty());
     let e = reader.get("b.table").unwrap();
     assert_eq!(e.buffers().unwrap()[0][1000], (1000 * 13 + 3) as u8);
 }
@@ -293,8 +294,9 @@ fn convert_memory_is_a_small_multiple_of_the_header() {
     let header = empty_tensors_header(n, "U8", &rank64);
     check_peak(&dir, base, "50,000 tensors of rank 64", header, n, 4.5);
 
-    // Metadata of many short keys (a 16-byte record a pair, the text, then the JSON
-    // written to the .tdf; safetensors' map of strings: 28 x).
+    // Metadata of many short keys (a 16-byte record a pair, the text, then the metadata
+    // entry written to the .tdf; safetensors' map of strings: 28 x). No tensor: the
+    // metadata is the file's metadata map.
     let mut header = String::from(r#"{"__metadata__":{"#);
     for k in 0..300_000 {
         if k > 0 {
@@ -303,7 +305,9 @@ fn convert_memory_is_a_small_multiple_of_the_header() {
         header.push_str(&format!(r#""k{k}":"v""#));
     }
     header.push_str("}}");
-    check_peak(&dir, base, "300,000 metadata keys", header, 1, 4.0);
+    check_peak(&dir, base, "300,000 metadata keys", header, 0, 4.0);
+    let r = FileReader::open(dir.join("many.tdf"), Mode::Strict).unwrap();
+    assert_eq!(r.metadata().len(), 300_000);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -509,4 +513,130 @@ fn convert_refuses_duplicate_keys() {
             assert!(!out.exists());
         }
     }
+}
+
+/// A sharded checkpoint (two shards written by the safetensors crate, their index) is
+/// inspected, validated and converted through its directory or its index: one `.tdf` with
+/// every tensor and the metadata.
+#[test]
+fn convert_and_inspect_a_sharded_checkpoint() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("sharded");
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let a: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let b = [5u8, 6, 7];
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    std::fs::write(
+        ckpt.join("m-1.safetensors"),
+        safetensors::serialize(
+            vec![("a", TensorView::new(Dtype::F32, vec![2], &a).unwrap())],
+            Some(meta.clone()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        ckpt.join("m-2.safetensors"),
+        safetensors::serialize(
+            vec![("b", TensorView::new(Dtype::U8, vec![3], &b).unwrap())],
+            Some(meta),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        ckpt.join("m.safetensors.index.json"),
+        r#"{"metadata": {"total_size": 11}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}"#,
+    )
+    .unwrap();
+
+    let r = run(&["inspect", p(&ckpt)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("sharded-safetensors"), "{}", r.stdout);
+    assert!(r.stdout.contains("\"total_size\": 11"), "{}", r.stdout);
+    let r = run(&[
+        "validate",
+        "--contents",
+        p(&ckpt.join("m.safetensors.index.json")),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let out = dir.join("m.tdf");
+    let r = run(&["convert", p(&ckpt), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("converted 2 tensors"), "{}", r.stdout);
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), 2);
+    assert_eq!(
+        reader
+            .get("a")
+            .unwrap()
+            .bound()
+            .unwrap()
+            .get_f64(&[1])
+            .unwrap(),
+        2.0
+    );
+    assert_eq!(reader.get("b").unwrap().buffers().unwrap(), vec![&b[..]]);
+    let keys: Vec<&str> = reader.metadata().iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["total_size", "format"]);
+}
+
+/// NVFP4 pieces (as ModelOpt writes them) are one tensor to `inspect`, `locate` and
+/// `convert` (codes and scales kept, not densified); `--raw` shows and converts the pieces.
+#[test]
+fn quantized_pieces_are_grouped_unless_raw() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("grouped");
+    let input = dir.join("nv.safetensors");
+    let codes: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(17)).collect(); // [2, 8]: K = 16
+    let scales = [0x38u8, 0x40]; // 1.0, 2.0 (E4M3), one per row
+    let g = 0.5f32.to_le_bytes();
+    let v = vec![
+        (
+            "w.weight",
+            TensorView::new(Dtype::U8, vec![2, 8], &codes).unwrap(),
+        ),
+        (
+            "w.weight_scale",
+            TensorView::new(Dtype::F8_E4M3, vec![2, 1], &scales).unwrap(),
+        ),
+        (
+            "w.weight_scale_2",
+            TensorView::new(Dtype::F32, vec![], &g).unwrap(),
+        ),
+    ];
+    std::fs::write(&input, safetensors::serialize(v, None).unwrap()).unwrap();
+
+    let r = run(&["inspect", p(&input)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("1 tensor"), "{}", r.stdout);
+    assert!(r.stdout.contains("FLOAT4_E2M1FN [2 x 16]"), "{}", r.stdout);
+    let r = run(&["inspect", "--raw", p(&input)]);
+    assert!(r.stdout.contains("3 tensors"), "{}", r.stdout);
+    // Element [1, 2]: byte 9 = 0x99, low nibble 9 (-0.5) x scale 2.0 x global 0.5 = -0.5.
+    let r = run(&["locate", p(&input), "--tensor", "w.weight", "1,2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("value: -0.5"), "{}", r.stdout);
+
+    let out = dir.join("nv.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    assert_eq!(reader.len(), 1);
+    let e = reader.get("w.weight").unwrap();
+    assert!(e.descriptor().unwrap().quantization().is_some());
+    assert_eq!(e.buffers().unwrap()[0], &codes[..]);
+    assert_eq!(e.bound().unwrap().get_f64(&[1, 2]).unwrap(), -0.5);
+
+    let raw_out = dir.join("raw.tdf");
+    let r = run(&["convert", "--raw", p(&input), p(&raw_out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(FileReader::open(&raw_out, Mode::Strict).unwrap().len(), 3);
 }

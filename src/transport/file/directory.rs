@@ -13,6 +13,7 @@ use super::names::NameIndex;
 use super::*;
 use crate::format::frame::{self, Peek};
 use crate::format::wire::Reader;
+use crate::transport::foreign::{Container, ForeignTensor, MetaValue, OpaqueTensor};
 use crate::Mode;
 
 pub(super) struct Parsed {
@@ -26,6 +27,14 @@ pub(super) struct Parsed {
     pub(super) names_text: String,
     pub(super) in_place: bool,
     pub(super) copies: HashMap<usize, OnceLock<AlignedBuf>>,
+    /// What kind of file it is.
+    pub(super) container: Container,
+    /// The file's metadata map.
+    pub(super) metadata: Vec<(String, MetaValue)>,
+    /// Foreign files: each descriptor's encoding (by descriptor index), made at open.
+    pub(super) encoded: Vec<Box<[u8]>>,
+    /// Why pieces of quantized weights were left ungrouped.
+    pub(super) notes: Vec<String>,
 }
 
 /// `Ok` when `bytes` (which start at file offset `at`) are all zero, else RESERVED_NONZERO
@@ -112,10 +121,12 @@ pub(super) fn header(b: &[u8], mode: Mode) -> Result<(Header, Reader<'_>)> {
         )
         .at(8));
     }
-    if minor > FILE_VERSION_MINOR && mode == Mode::Strict {
+    // Version 2 has a minor 1 (the metadata entry); version 1 has only its .0.
+    let newest = if major == 1 { 0 } else { FILE_VERSION_MINOR };
+    if minor > newest && mode == Mode::Strict {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
-            format!("file version {major}.{minor} is newer than {major}.0 (strict mode; read permissively to treat it as {major}.0)"),
+            format!("file version {major}.{minor} is newer than {major}.{newest} (strict mode; read permissively to treat it as {major}.{newest})"),
         )
         .at(9));
     }
@@ -193,6 +204,12 @@ fn parse_v2(
     }
     let mut dir = r.window(directory_length, "directory")?;
     let dir_end = dir.pos() + dir.remaining();
+    // Version 2.1: the file's metadata, the first entry when present.
+    let metadata = if h.minor >= 1 && dir.peek_rest().first() == Some(&ENTRY_METADATA) {
+        super::metadata::parse(&mut dir, mode)?
+    } else {
+        Vec::new()
+    };
     let a = u64::from(h.alignment);
     let count = (tensor_count as u64).min(directory_length / MIN_ENTRY_BYTES) as usize;
     let mut t = Table::new(
@@ -220,6 +237,12 @@ fn parse_v2(
             )));
         }
         let kind = dir.u8("entry_kind").map_err(ctx)?;
+        if kind == ENTRY_METADATA && h.minor >= 1 {
+            return Err(ctx(Error::new(
+                ErrorKind::ContentInvalid,
+                "a METADATA entry (entry_kind 2) may only be the first directory entry",
+            )));
+        }
         if kind != ENTRY_TENSOR {
             return Err(ctx(Error::new(
                 ErrorKind::ContentInvalid,
@@ -338,7 +361,9 @@ fn parse_v2(
         )
         .at(end));
     }
-    t.finish(h, "directory entries")
+    let mut p = t.finish(h, "directory entries")?;
+    p.metadata = metadata;
+    Ok(p)
 }
 
 /// Read one framed descriptor from `r`: its magic, major version and `descriptor_length`
@@ -419,6 +444,10 @@ pub(super) struct Table<'b> {
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
     in_place: bool,
     cache: DescriptorMemo,
+    /// Several sources seen as one (a sharded checkpoint): their total extent, and offsets
+    /// are virtual (each source starts at a multiple of the page size), so alignment is
+    /// judged from the offset alone.
+    pub(super) virtual_len: Option<u64>,
 }
 
 impl<'b> Table<'b> {
@@ -445,6 +474,7 @@ impl<'b> Table<'b> {
             copies: HashMap::new(),
             in_place: true,
             cache,
+            virtual_len: None,
         }
     }
 
@@ -627,6 +657,142 @@ impl<'b> Table<'b> {
             names_text,
             in_place,
             copies,
+            container: Container::Tdf,
+            metadata: Vec::new(),
+            encoded: Vec::new(),
+            notes: Vec::new(),
         })
+    }
+
+    /// The extent offsets are checked against, and the address offset 0 has.
+    fn extent(&self) -> (u64, usize) {
+        match self.virtual_len {
+            Some(len) => (len, 0),
+            None => (self.b.len() as u64, self.b.as_ptr() as usize),
+        }
+    }
+
+    /// Keep tensor `index` of a foreign file (see `transport::foreign`): its descriptor is
+    /// encoded once (identical encodings share one descriptor, and `encoded` gets the bytes
+    /// of each new one), and each buffer must lie inside the file (`TRUNCATED`) at an offset
+    /// that is a multiple of its declared alignment (`ALIGNMENT_INVALID`). Returns the
+    /// largest alignment a buffer declares.
+    pub(super) fn add_foreign(
+        &mut self,
+        index: usize,
+        t: ForeignTensor,
+        encoded: &mut Vec<Box<[u8]>>,
+    ) -> Result<u64> {
+        let ForeignTensor {
+            name,
+            descriptor: d,
+            offsets,
+        } = t;
+        let label = |e: Error| e.context(format!("tensor {name:?}"));
+        let name_len = u32::try_from(name.len())
+            .map_err(|_| Error::new(ErrorKind::Overflow, "a name longer than 2^32 - 1 bytes"))?;
+        let name_text = self.name(name.as_bytes(), 0, index).map_err(label)?;
+        if !d.is_bindable() || d.effective_buffer_count() != offsets.len() {
+            return Err(label(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "a foreign tensor with {} offsets for {} effective buffers",
+                    offsets.len(),
+                    d.effective_buffer_count()
+                ),
+            )));
+        }
+        let (len, base) = self.extent();
+        let first = self.offsets.len();
+        let (mut lo, mut hi, mut most) = (u64::MAX, 0u64, 1u64);
+        for (k, (h, &o)) in d.effective_buffer_iter().zip(&offsets).enumerate() {
+            let end = o.checked_add(h.size_bytes).filter(|&e| e <= len).ok_or_else(|| {
+                label(Error::new(
+                    ErrorKind::Truncated,
+                    format!(
+                        "buffer {k} ({} bytes at byte {o}) runs past the end of the {len}-byte file",
+                        h.size_bytes
+                    ),
+                ))
+                .at(o)
+            })?;
+            let a = h.alignment();
+            if o % a != 0 {
+                return Err(label(Error::new(
+                    ErrorKind::AlignmentInvalid,
+                    format!("buffer {k} declares {a}-byte alignment but lies at byte {o}"),
+                ))
+                .at(o));
+            }
+            most = most.max(a);
+            lo = lo.min(o);
+            hi = hi.max(end);
+            self.offsets.push(o);
+            if (base + o as usize) % a as usize != 0 {
+                self.in_place = false;
+                if self.book_copies && h.size_bytes > 0 {
+                    self.copies.insert(first + k, OnceLock::new());
+                }
+            }
+        }
+        if lo == u64::MAX {
+            lo = 0;
+        }
+        let bytes = d.encode().map_err(label)?;
+        let (di, new) = self.cache.intern(&bytes, &mut self.descriptors, || Ok(d))?;
+        if new {
+            encoded.push(bytes.into_boxed_slice());
+        }
+        self.entries.push(Entry {
+            name_start: 0,
+            name_text,
+            descriptor_end: 0,
+            data_start: lo,
+            data_length: hi.saturating_sub(lo),
+            first_offset: first,
+            name_len,
+            descriptor: di,
+            problem: None,
+        });
+        Ok(most)
+    }
+
+    /// Keep tensor `index` of a foreign file as an opaque entry (permissive reading; strict
+    /// reading fails with its problem): its name and data bytes, no descriptor.
+    pub(super) fn add_foreign_opaque(&mut self, index: usize, t: OpaqueTensor) -> Result<()> {
+        let OpaqueTensor {
+            name,
+            data,
+            problem,
+        } = t;
+        if self.mode == Mode::Strict {
+            return Err(problem);
+        }
+        let label = |e: Error| e.context(format!("tensor {name:?}"));
+        let name_len = u32::try_from(name.len())
+            .map_err(|_| Error::new(ErrorKind::Overflow, "a name longer than 2^32 - 1 bytes"))?;
+        let name_text = self.name(name.as_bytes(), 0, index).map_err(label)?;
+        let (len, _) = self.extent();
+        if data.start > data.end || data.end > len {
+            return Err(label(Error::new(
+                ErrorKind::Truncated,
+                format!(
+                    "its bytes {}..{} run past the end of the {len}-byte file",
+                    data.start, data.end
+                ),
+            )));
+        }
+        self.entries.push(Entry {
+            name_start: 0,
+            name_text,
+            descriptor_end: 0,
+            data_start: data.start,
+            data_length: data.end - data.start,
+            first_offset: self.offsets.len(),
+            name_len,
+            descriptor: NO_DESCRIPTOR,
+            problem: Some(Box::new(problem)),
+        });
+        Ok(())
     }
 }

@@ -44,15 +44,17 @@ impl DescriptorMemo {
         }
     }
 
-    /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
-    pub(super) fn decode(
+    /// Index into `descriptors` of the descriptor whose encoding is `bytes`: a slot
+    /// holding `bytes`, else `make()` appended (and remembered). The flag tells whether
+    /// `make` ran (a new index).
+    pub(super) fn intern(
         &mut self,
         bytes: &[u8],
-        mode: Mode,
         descriptors: &mut Descriptors,
-    ) -> Result<u32> {
+        make: impl FnOnce() -> Result<Descriptor>,
+    ) -> Result<(u32, bool)> {
         if bytes.len() > DescriptorMemo::MAX_KEY {
-            return descriptors.push(decode(bytes, mode)?);
+            return Ok((descriptors.push(make()?)?, true));
         }
         let h = hash_bytes(self.seed, bytes);
         let set = h as usize & (self.victim.len() - 1);
@@ -63,11 +65,11 @@ impl DescriptorMemo {
         {
             if let (true, Some((key, i))) = (tag == h, slot) {
                 if **key == *bytes {
-                    return Ok(*i);
+                    return Ok((*i, false));
                 }
             }
         }
-        let i = descriptors.push(decode(bytes, mode)?)?;
+        let i = descriptors.push(make()?)?;
         let v = self.victim[set] as usize;
         self.victim[set] = ((v + 1) % DescriptorMemo::WAYS) as u8;
         self.tags[ways.start + v] = h;
@@ -79,7 +81,18 @@ impl DescriptorMemo {
             }
             slot => *slot = Some((bytes.into(), i)),
         }
-        Ok(i)
+        Ok((i, true))
+    }
+
+    /// Index into `descriptors` of the decoded `bytes`, decoding and appending on a miss.
+    pub(super) fn decode(
+        &mut self,
+        bytes: &[u8],
+        mode: Mode,
+        descriptors: &mut Descriptors,
+    ) -> Result<u32> {
+        self.intern(bytes, descriptors, || decode(bytes, mode))
+            .map(|(i, _)| i)
     }
 }
 

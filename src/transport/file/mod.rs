@@ -49,18 +49,23 @@
 
 mod directory;
 mod entries;
+mod foreign;
 #[allow(unsafe_code)] // the mmap call, and only it
 mod map;
+mod metadata;
 mod names;
 mod output;
 mod reader;
+mod sharded;
 #[cfg(test)]
 mod tests;
 mod v1;
 mod writer;
 
 pub use crate::mem::AlignedBuf;
+pub use crate::transport::foreign::{Container, MetaValue, ReadOptions};
 pub use map::Mapping;
+pub use metadata::{ENTRY_METADATA, MAX_ARRAY_DEPTH as MAX_METADATA_ARRAY_DEPTH};
 pub use output::OutputFile;
 pub use reader::{FileReader, TensorEntry};
 pub use v1::V1Writer;
@@ -82,8 +87,9 @@ pub const DIRECTORY_ENTRY_BYTES: u64 = 24;
 pub const ENTRY_TENSOR: u8 = 1;
 /// The container major version writers write (version 1 files are read too).
 pub const FILE_VERSION_MAJOR: u8 = 2;
-/// The newest container minor version this library understands.
-pub const FILE_VERSION_MINOR: u8 = 0;
+/// The newest container minor version this library understands: 1 (version 2.1 adds the
+/// file metadata entry). Writers write 2.0 unless the file has metadata.
+pub const FILE_VERSION_MINOR: u8 = 1;
 /// Bytes of a container version 1 file header.
 pub const V1_FILE_HEADER_BYTES: u64 = 16;
 /// Bytes of a container version 1 record header.

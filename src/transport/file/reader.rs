@@ -7,13 +7,16 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::directory::{parse, Parsed};
+use super::directory::Parsed;
 use super::entries::{Descriptors, Entry};
+use super::foreign::parse_any as parse;
 use super::names::NameIndex;
 use super::*;
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::mem::empty_aligned;
+use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::{Container, MetaValue, ReadOptions};
 use crate::Mode;
 
 pub(super) enum Source<'a> {
@@ -21,9 +24,24 @@ pub(super) enum Source<'a> {
     Owned(Box<AlignedBuf>),
     Mapped(Mapping),
     Borrowed(&'a [u8]),
+    /// Several mapped files seen as one range of virtual offsets (a sharded checkpoint).
+    Shards(Box<Shards>),
 }
 
-/// A parsed `.tdf` file: every tensor's name, descriptor and buffers, found once at open.
+/// The shards of a sharded checkpoint: each mapping, and where its bytes start in the
+/// reader's virtual offsets (a multiple of 4096, so an offset's alignment up to a page is
+/// its alignment in the shard).
+pub(super) struct Shards {
+    pub(super) maps: Vec<Mapping>,
+    pub(super) starts: Vec<u64>,
+}
+
+/// A parsed file: every tensor's name, descriptor and buffers, found once at open — a
+/// `.tdf` file, or a foreign container read in place (a safetensors file, a sharded
+/// safetensors checkpoint; see [`container`](Self::container), docs/transports.md and the
+/// [`transport::foreign`](crate::transport::foreign) module). What follows describes
+/// `.tdf` files; a foreign file's tensors are described over its own bytes, each buffer
+/// declaring the alignment its offset gives.
 ///
 /// Buffers are slices of the source — the memory map of [`open`](Self::open) or the bytes
 /// of [`from_bytes`](Self::from_bytes) — never copies, with one exception: a slice is only
@@ -86,6 +104,16 @@ pub struct FileReader<'a> {
     /// aligned copy of every tensor's data region, made the first time a misaligned
     /// non-empty buffer is requested (boxed: most readers never need it).
     pub(super) realigned: Option<Box<OnceLock<Result<Realigned>>>>,
+    /// What kind of file it is.
+    pub(super) container: Container,
+    /// The file's metadata map (file order).
+    pub(super) metadata: Vec<(String, MetaValue)>,
+    /// Foreign files: each descriptor's encoding, by descriptor index (made at open; a
+    /// foreign file stores none).
+    pub(super) encoded: Vec<Box<[u8]>>,
+    /// Why pieces of quantized weights were left ungrouped (see
+    /// [`grouping_notes`](FileReader::grouping_notes)).
+    pub(super) notes: Vec<String>,
 }
 
 /// The data regions of a `from_bytes` source, copied once into one allocation aligned to
@@ -115,6 +143,7 @@ impl Realigned {
             if let Some((s, end)) = region(e) {
                 total = round_up(total, a)
                     .unwrap_or(u64::MAX)
+                    .saturating_add(s & (a - 1))
                     .saturating_add(end - s);
             }
         }
@@ -126,7 +155,11 @@ impl Realigned {
             match region(e) {
                 Some((s, end)) => {
                     // Within `cap`: the same rounding as the sizing pass above.
+                    // At the region's own offset modulo the alignment (0 in a `.tdf`,
+                    // whose regions start at multiples of it; a foreign file's buffers
+                    // keep their alignment relative to the file's start).
                     let at = round_up(data.len() as u64, a)
+                        .and_then(|x| x.checked_add(s & (a - 1)))
                         .and_then(|x| usize::try_from(x).ok())
                         .filter(|&x| x <= cap)
                         .ok_or_else(|| {
@@ -164,18 +197,58 @@ impl fmt::Debug for FileReader<'_> {
 }
 
 impl FileReader<'static> {
-    /// Map and parse the file at `path`.
+    /// Map and parse the file at `path`: a `.tdf` or safetensors file (told from its first
+    /// bytes), or a sharded safetensors checkpoint — a `*.index.json` file, or a directory
+    /// holding one `*.safetensors.index.json` ([`open_sharded`](Self::open_sharded)).
     ///
     /// The file must not be truncated or modified while the reader (or any slice from it)
     /// lives — see [`Mapping`]'s safety contract.
     pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        FileReader::open_with(path, mode, ReadOptions::default())
+    }
+
+    /// [`open`](Self::open) with options: `ReadOptions { group: false }` lists a
+    /// checkpoint's own tensors instead of grouping quantized weights
+    /// ([`transport::foreign`](crate::transport::foreign)). Grouping takes FP8 block sizes
+    /// from a `config.json` beside the file when there is one.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
         let path = path.as_ref();
-        FileReader::from_mapping(Mapping::open(path)?, mode).map_err(|e| e.context(path.display()))
+        // A sharded checkpoint: its index file, or a directory holding one.
+        if let Some(index) = crate::transport::foreign::sharded::index_path(path)? {
+            return FileReader::open_sharded_with(&index, mode, opts);
+        }
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let (hints, note) = if opts.group {
+            Hints::from_dir(dir)
+        } else {
+            (Hints::default(), None)
+        };
+        let map = Mapping::open(path)?;
+        let p = parse(map.as_bytes(), mode, true, opts, hints)
+            .map_err(|e| e.context(path.display()))?;
+        let mut r = FileReader::assemble(Source::Mapped(map), mode, p, None);
+        if r.container != Container::Tdf {
+            r.notes.extend(note);
+        }
+        Ok(r)
     }
 
     /// Parse a mapped file.
     pub fn from_mapping(map: Mapping, mode: Mode) -> Result<FileReader<'static>> {
-        let p = parse(map.as_bytes(), mode, true)?;
+        FileReader::from_mapping_with(map, mode, ReadOptions::default())
+    }
+
+    /// [`from_mapping`](Self::from_mapping) with options.
+    pub fn from_mapping_with(
+        map: Mapping,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
+        let p = parse(map.as_bytes(), mode, true, opts, Hints::default())?;
         Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
 
@@ -185,7 +258,16 @@ impl FileReader<'static> {
     /// [`data_buffer_alignment`](FileReader::data_buffer_alignment) — so every buffer is
     /// handed out in place.
     pub fn from_owned(bytes: AlignedBuf, mode: Mode) -> Result<FileReader<'static>> {
-        let p = parse(bytes.as_slice(), mode, true)?;
+        FileReader::from_owned_with(bytes, mode, ReadOptions::default())
+    }
+
+    /// [`from_owned`](Self::from_owned) with options.
+    pub fn from_owned_with(
+        bytes: AlignedBuf,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
+        let p = parse(bytes.as_slice(), mode, true, opts, Hints::default())?;
         Ok(FileReader::assemble(
             Source::Owned(Box::new(bytes)),
             mode,
@@ -202,7 +284,16 @@ impl<'a> FileReader<'a> {
     /// all of `bytes`, made the first time such a buffer is requested (see the type's
     /// documentation).
     pub fn from_bytes(bytes: &'a [u8], mode: Mode) -> Result<FileReader<'a>> {
-        let p = parse(bytes, mode, false)?;
+        FileReader::from_bytes_with(bytes, mode, ReadOptions::default())
+    }
+
+    /// [`from_bytes`](Self::from_bytes) with options.
+    pub fn from_bytes_with(
+        bytes: &'a [u8],
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'a>> {
+        let p = parse(bytes, mode, false, opts, Hints::default())?;
         let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
         Ok(FileReader::assemble(
             Source::Borrowed(bytes),
@@ -232,16 +323,69 @@ impl<'a> FileReader<'a> {
             in_place: p.in_place,
             copies: p.copies,
             realigned,
+            container: p.container,
+            metadata: p.metadata,
+            encoded: p.encoded,
+            notes: p.notes,
         }
     }
 
-    /// The whole file.
+    /// The whole file (empty for a sharded checkpoint, which is several files: see
+    /// [`source_len`](Self::source_len) and each entry's [`data`](TensorEntry::data)).
     pub fn as_bytes(&self) -> &[u8] {
         match &self.source {
             Source::Mapped(m) => m.as_bytes(),
             Source::Owned(b) => b.as_slice(),
             Source::Borrowed(b) => b,
+            Source::Shards(_) => &[],
         }
+    }
+
+    /// Bytes the reader reads from: the file's length, or for a sharded checkpoint the
+    /// extent of its virtual offsets (every shard, each starting at a multiple of 4096).
+    pub fn source_len(&self) -> u64 {
+        match &self.source {
+            Source::Shards(s) => s
+                .starts
+                .last()
+                .zip(s.maps.last())
+                .map_or(0, |(&a, m)| a.saturating_add(m.as_bytes().len() as u64)),
+            _ => self.as_bytes().len() as u64,
+        }
+    }
+
+    /// The source's bytes `start .. start + len`, `None` when they are not all inside it
+    /// (for a sharded checkpoint: inside one shard).
+    #[inline]
+    pub(super) fn bytes_at(&self, start: u64, len: u64) -> Option<&[u8]> {
+        let (b, local) = match &self.source {
+            Source::Shards(s) => {
+                let j = s.starts.partition_point(|&a| a <= start).checked_sub(1)?;
+                (s.maps.get(j)?.as_bytes(), start - s.starts[j])
+            }
+            _ => (self.as_bytes(), start),
+        };
+        let l = usize::try_from(local).ok()?;
+        b.get(l..l.checked_add(usize::try_from(len).ok()?)?)
+    }
+
+    /// What kind of file this is: a `.tdf` file, or a foreign container read in place
+    /// (see [`transport::foreign`](crate::transport::foreign)).
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The file's metadata map, in file order: a safetensors file's `__metadata__`
+    /// (string values); empty when the file has none.
+    pub fn metadata(&self) -> &[(String, MetaValue)] {
+        &self.metadata
+    }
+
+    /// Why pieces of quantized weights that look like a quantization convention were left
+    /// ungrouped (a scale of the wrong shape, a missing piece, ...), one sentence each
+    /// naming the tensor; empty when nothing was left or grouping was off.
+    pub fn grouping_notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The mode the file was read in.
@@ -249,7 +393,8 @@ impl<'a> FileReader<'a> {
         self.mode
     }
 
-    /// The file header's `version_major`: the container version, 2 or 1.
+    /// The file header's `version_major`: the container version, 2 or 1 (0 for a foreign
+    /// file; see [`container`](Self::container)).
     pub fn version_major(&self) -> u8 {
         self.version_major
     }
@@ -259,7 +404,9 @@ impl<'a> FileReader<'a> {
         self.version_minor
     }
 
-    /// The file's `data_buffer_alignment`.
+    /// The file's `data_buffer_alignment`. For a foreign file: the largest alignment any
+    /// of its buffers declares (1 … 64; each declares what its file offset gives): bytes
+    /// held at an address aligned to it have every buffer in place.
     pub fn data_buffer_alignment(&self) -> u32 {
         self.alignment
     }
@@ -299,6 +446,10 @@ impl<'a> FileReader<'a> {
     /// page; a strict reader of a version 1 file has checked them at open. This reads the
     /// whole data area.
     pub fn check_padding(&self) -> Result<()> {
+        if self.container != Container::Tdf {
+            // A foreign file has no padding of this format's.
+            return Ok(());
+        }
         let b = self.as_bytes();
         let mut r = crate::format::wire::Reader::new(b);
         let skip_to = |r: &mut crate::format::wire::Reader<'_>, to: u64, zero: Option<&str>| {
@@ -458,19 +609,33 @@ impl<'r> TensorEntry<'r> {
         self.r.descriptors.get(self.e().descriptor)
     }
 
-    /// The descriptor's bytes as stored in the file.
+    /// The descriptor's bytes as stored in the file. A foreign file stores none: its
+    /// descriptors are encoded once at open, and these are those bytes (empty for an
+    /// opaque entry, which has no descriptor).
     pub fn descriptor_bytes(&self) -> &'r [u8] {
         let e = self.e();
+        if self.r.container != Container::Tdf {
+            return self
+                .r
+                .encoded
+                .get(e.descriptor as usize)
+                .map_or(&[], |b| &b[..]);
+        }
         &self.r.as_bytes()[e.descriptor_start()..e.descriptor_end]
     }
 
-    /// File offsets of the descriptor.
+    /// File offsets of the descriptor (an empty range at 0 in a foreign file, which
+    /// stores none).
     pub fn descriptor_range(&self) -> Range<u64> {
         let e = self.e();
+        if self.r.container != Container::Tdf {
+            return 0..0;
+        }
         e.descriptor_start() as u64..e.descriptor_end as u64
     }
 
-    /// File offsets of the data region (`data_start .. data_start + data_length`).
+    /// File offsets of the data region (`data_start .. data_start + data_length`). In a
+    /// foreign file: from the first byte of the tensor's buffers to the end of the last.
     pub fn data_range(&self) -> Range<u64> {
         let e = self.e();
         e.data_start..e.data_start + e.data_length
@@ -478,8 +643,10 @@ impl<'r> TensorEntry<'r> {
 
     /// The data region's bytes (buffers and the gaps between them), as stored.
     pub fn data(&self) -> &'r [u8] {
-        let r = self.data_range();
-        &self.r.as_bytes()[r.start as usize..r.end as usize]
+        let e = self.e();
+        self.r
+            .bytes_at(e.data_start, e.data_length)
+            .unwrap_or_default()
     }
 
     /// Why this entry is opaque (permissive mode only): the decode error, `NOT_BINDABLE`
@@ -530,11 +697,7 @@ impl<'r> TensorEntry<'r> {
     pub(super) fn in_source(&self, d: &Descriptor, k: usize) -> Option<(BufferHandle, &'r [u8])> {
         let flat = self.e().first_offset + k;
         let (&s, h) = self.r.offsets.get(flat).zip(d.effective_buffer(k))?;
-        let s = s as usize;
-        let bytes = self
-            .r
-            .as_bytes()
-            .get(s..s.saturating_add(h.size_bytes as usize))?;
+        let bytes = self.r.bytes_at(s, h.size_bytes)?;
         Some((h, bytes))
     }
 

@@ -66,6 +66,8 @@ struct Plan {
     /// The sum of every segment's size (saturating: such a file could not be placed).
     total: u64,
     scratch: Vec<u8>,
+    /// Bytes of the metadata entry at the front of `bytes` (0: no metadata).
+    metadata_len: usize,
 }
 
 impl Plan {
@@ -80,7 +82,37 @@ impl Plan {
             segments: Vec::new(),
             total: 0,
             scratch: Vec::new(),
+            metadata_len: 0,
         })
+    }
+
+    /// Put the file's metadata map at the front of the directory (replacing any set
+    /// before; an empty map removes it). Refused before anything changes: see
+    /// `metadata::encode`.
+    fn set_metadata(&mut self, m: &[(String, MetaValue)]) -> Result<()> {
+        let encoded = if m.is_empty() {
+            Vec::new()
+        } else {
+            super::metadata::encode(m)?
+        };
+        self.set_metadata_entry(encoded);
+        Ok(())
+    }
+
+    /// Put an encoded metadata entry (empty: none) at the front of the directory.
+    fn set_metadata_entry(&mut self, encoded: Vec<u8>) {
+        let old = self.metadata_len;
+        if self.bytes.len() == old {
+            // Nothing else declared yet: the entry is the directory so far (no copy).
+            self.metadata_len = encoded.len();
+            self.bytes = encoded;
+            return;
+        }
+        self.bytes.splice(0..old, encoded.iter().copied());
+        self.metadata_len = encoded.len();
+        for e in &mut self.entries {
+            e.at = e.at - old + encoded.len();
+        }
     }
 
     /// The bytes of entry `i`'s name, as planned.
@@ -232,7 +264,8 @@ impl Plan {
         let mut h = [0u8; 32];
         h[..8].copy_from_slice(&FILE_MAGIC);
         h[8] = FILE_VERSION_MAJOR;
-        h[9] = FILE_VERSION_MINOR;
+        // 2.1 only when the file has metadata: a file without is a 2.0 file.
+        h[9] = u8::from(self.metadata_len > 0);
         h[12..16].copy_from_slice(&(self.alignment as u32).to_le_bytes());
         h[16..20].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         h[24..32].copy_from_slice(&directory_length.to_le_bytes());
@@ -744,6 +777,35 @@ impl<W: Write> DirectoryWriter<W> {
             .declare_opaque(name, descriptor, data_length, "with declare")
     }
 
+    /// Give the file a metadata map (typed key/value pairs, written in this order as the
+    /// first directory entry; the file is then container version 2.1). Replaces a map
+    /// given before; an empty map gives none. Only before the directory is written
+    /// (`INVALID_ARGUMENT`); `DUPLICATE_NAME` for a key given twice, `INVALID_ARGUMENT` for
+    /// an empty key or arrays nested more than 8 deep.
+    pub fn set_metadata(&mut self, m: &[(String, MetaValue)]) -> Result<()> {
+        self.check_declaring()?;
+        self.plan.set_metadata(m)
+    }
+
+    /// [`set_metadata`](Self::set_metadata) for a map of strings (as a safetensors
+    /// `__metadata__` is), given as borrowed pairs: nothing but the encoded entry is
+    /// allocated for them.
+    pub fn set_metadata_strings<'s, I>(&mut self, pairs: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (&'s str, &'s str)>,
+        I::IntoIter: Clone,
+    {
+        self.check_declaring()?;
+        let mut pairs = pairs.into_iter().peekable();
+        let encoded = if pairs.peek().is_none() {
+            Vec::new()
+        } else {
+            super::metadata::encode_with(pairs.map(|(k, v)| (k, super::metadata::Item::Str(v))))?
+        };
+        self.plan.set_metadata_entry(encoded);
+        Ok(())
+    }
+
     /// Write the header and the directory (done by the first data call otherwise). Later
     /// calls do nothing. No tensor can be declared afterwards.
     pub fn write_directory(&mut self) -> Result<()> {
@@ -914,6 +976,12 @@ impl<'a, W: Write> FileWriter<'a, W> {
     /// Tensors given so far.
     pub fn tensor_count(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Give the file a metadata map (see [`DirectoryWriter::set_metadata`]); any time
+    /// before [`finish`](Self::finish).
+    pub fn set_metadata(&mut self, m: &[(String, MetaValue)]) -> Result<()> {
+        self.inner.set_metadata(m)
     }
 
     /// Add a tensor whose buffers are `buffers`, one slice per effective buffer, each

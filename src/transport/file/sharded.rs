@@ -1,0 +1,210 @@
+//! Sharded safetensors checkpoints: the index file and every shard it names, mapped and
+//! read as one file — one entry table over virtual offsets (shard `j`'s bytes start at a
+//! multiple of 4096), one name space checked against the index's `weight_map`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::foreign::from_items;
+use super::reader::{Shards, Source};
+use super::*;
+use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::sharded::{self, MAX_INDEX};
+use crate::transport::foreign::{safetensors, Container, ForeignItem, MetaValue, ReadOptions};
+use crate::Mode;
+
+/// Where the shards' bytes start in the virtual offsets: a page apart at least.
+const SHARD_ALIGN: u64 = 4096;
+
+impl FileReader<'static> {
+    /// Open a sharded safetensors checkpoint through its index file (`*.index.json`): every
+    /// shard the index names is mapped (they lie in the index's directory) and read in
+    /// place, and the reader holds every tensor of every shard, shard by shard (in the order
+    /// the index first names them), each in data order. [`container`](Self::container) is
+    /// [`Container::ShardedSafetensors`]; [`metadata`](Self::metadata) is the index's
+    /// `metadata` object followed by the shards' `__metadata__` keys it lacks (the first
+    /// shard's value wins).
+    ///
+    /// The index is checked as a header is (bounded JSON, a cap of 100 MB, shard names that
+    /// are plain file names). Every tensor the index's `weight_map` names must be in the
+    /// shard it names (`CONTENT_INVALID`, naming tensor and shard); strict reading also
+    /// refuses a shard tensor the index does not name, which permissive reading keeps. A
+    /// name in two shards is `DUPLICATE_NAME`. Each shard's own errors name the shard.
+    ///
+    /// Every shard must stay unmodified while the reader lives ([`Mapping`]'s contract).
+    /// [`as_bytes`](Self::as_bytes) is empty (there is no one file); entries'
+    /// [`data_range`](TensorEntry::data_range) are virtual offsets.
+    pub fn open_sharded(index: impl AsRef<Path>, mode: Mode) -> Result<FileReader<'static>> {
+        FileReader::open_sharded_with(index, mode, ReadOptions::default())
+    }
+
+    /// [`open_sharded`](Self::open_sharded) with options (quantized weights are grouped
+    /// within each shard).
+    pub fn open_sharded_with(
+        index: impl AsRef<Path>,
+        mode: Mode,
+        opts: ReadOptions,
+    ) -> Result<FileReader<'static>> {
+        let index = index.as_ref();
+        open(index, mode, opts).map_err(|e| e.context(index.display()))
+    }
+}
+
+fn content(detail: String) -> Error {
+    Error::new(ErrorKind::ContentInvalid, detail)
+}
+
+fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'static>> {
+    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot read the index: {e}"));
+    let len = std::fs::metadata(index).map_err(io)?.len();
+    if len > MAX_INDEX {
+        return Err(content(format!(
+            "the index is {len} bytes, above the {MAX_INDEX}-byte cap"
+        )));
+    }
+    let text = std::fs::read(index).map_err(io)?;
+    let ix = sharded::parse(&text)?;
+    drop(text);
+    let dir = index.parent().unwrap_or_else(|| Path::new("."));
+    let mut maps = Vec::with_capacity(ix.shards.len());
+    let mut starts = Vec::with_capacity(ix.shards.len());
+    let mut at = 0u64;
+    for name in &ix.shards {
+        let m = Mapping::open(dir.join(name)).map_err(|e| e.context(format!("shard {name:?}")))?;
+        starts.push(at);
+        at = at
+            .checked_add(m.as_bytes().len() as u64)
+            .and_then(|x| round_up(x, SHARD_ALIGN))
+            .ok_or_else(|| Error::new(ErrorKind::Overflow, "the shards' sizes overflow u64"))?;
+        maps.push(m);
+    }
+    let total = at;
+    let (hints, note) = if opts.group {
+        Hints::from_dir(dir)
+    } else {
+        (Hints::default(), None)
+    };
+    let mut notes: Vec<String> = note.into_iter().collect();
+    let mut headers = Vec::with_capacity(maps.len());
+    for (m, name) in maps.iter().zip(&ix.shards) {
+        let mut h = safetensors::parse(m.as_bytes(), mode)
+            .map_err(|e| e.context(format!("shard {name:?}")))?;
+        if opts.group {
+            notes.extend(h.group(hints));
+        }
+        headers.push(h);
+    }
+    // The index's metadata, then the shards' keys it lacks.
+    let mut metadata: Vec<(String, MetaValue)> = ix.metadata;
+    for h in &mut headers {
+        for (k, v) in std::mem::take(&mut h.metadata) {
+            if !metadata.iter().any(|(have, _)| *have == k) {
+                metadata.push((k, v));
+            }
+        }
+    }
+    // The name space the index promises: each name with its shard. A grouped tensor
+    // stands for its pieces: its pieces' names are the ones to find.
+    let grouped: HashMap<String, Vec<String>> = if opts.group {
+        headers.iter().flat_map(|h| h.group_members()).collect()
+    } else {
+        HashMap::new()
+    };
+    let expect: HashMap<&str, u32> = ix
+        .weight_map
+        .iter()
+        .map(|(n, j)| (n.as_str(), *j))
+        .collect();
+    let mut found = vec![false; ix.weight_map.len()];
+    let position: HashMap<&str, usize> = ix
+        .weight_map
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let guess = headers.iter().map(|h| h.len()).sum();
+    let shards = &ix.shards;
+    let items = headers.iter().enumerate().flat_map(|(j, h)| {
+        let base = starts[j];
+        h.items().map(move |it| {
+            let it = it.map_err(|e| e.context(format!("shard {:?}", shards[j])))?;
+            Ok((j, shift(it, base)))
+        })
+    });
+    let checked = items.map(|r: Result<(usize, ForeignItem)>| {
+        let (j, it) = r?;
+        let name = match &it {
+            ForeignItem::Tensor(t) => t.name.as_str(),
+            ForeignItem::Opaque(o) => o.name.as_str(),
+        };
+        if let Some(members) = grouped.get(name) {
+            for m in members {
+                if let Some(&i) = position.get(m.as_str()) {
+                    found[i] = true;
+                }
+            }
+            return Ok(it);
+        }
+        match expect.get(name) {
+            Some(&want) if want as usize == j => {
+                if let Some(&i) = position.get(name) {
+                    found[i] = true;
+                }
+            }
+            Some(&want) => {
+                return Err(content(format!(
+                    "the index puts tensor {name:?} in shard {:?}, but shard {:?} holds it",
+                    shards[want as usize], shards[j]
+                )))
+            }
+            None if mode == Mode::Strict => {
+                return Err(content(format!(
+                    "tensor {name:?} of shard {:?} is not in the index's weight_map (strict reading; permissive keeps it)",
+                    shards[j]
+                )))
+            }
+            None => {}
+        }
+        Ok(it)
+    });
+    let mut p = from_items(
+        &[],
+        Some(total),
+        mode,
+        true,
+        Container::ShardedSafetensors,
+        guess,
+        checked,
+        metadata,
+    )?;
+    p.notes = notes;
+    if let Some(i) = found.iter().position(|f| !f) {
+        let (name, j) = &ix.weight_map[i];
+        return Err(content(format!(
+            "the index names tensor {name:?} in shard {:?}, which does not hold it",
+            shards[*j as usize]
+        )));
+    }
+    Ok(FileReader::assemble(
+        Source::Shards(Box::new(Shards { maps, starts })),
+        mode,
+        p,
+        None,
+    ))
+}
+
+/// `it` with its file offsets moved by `base` (the shard's start).
+fn shift(it: ForeignItem, base: u64) -> ForeignItem {
+    match it {
+        ForeignItem::Tensor(mut t) => {
+            for o in &mut t.offsets {
+                *o += base;
+            }
+            ForeignItem::Tensor(t)
+        }
+        ForeignItem::Opaque(mut o) => {
+            o.data = o.data.start + base..o.data.end + base;
+            ForeignItem::Opaque(o)
+        }
+    }
+}

@@ -1,0 +1,705 @@
+//! GGUF (versions 2 and 3, little-endian): every tensor described where it lies.
+//!
+//! [`parse_gguf`] reads a GGUF file's header — magic `GGUF`, version, `tensor_count` u64,
+//! `kv_count` u64, the key/values, the tensor infos — and returns each tensor as a
+//! [`Descriptor`](crate::Descriptor) whose one buffer is the tensor's bytes in the file, with that buffer's
+//! file offset, and the key/values as typed [`MetaValue`]s. Nothing of the data section
+//! is read or copied.
+//!
+//! # Tensors
+//!
+//! - Shape: ggml's `ne` reversed (`ne[0]` is the innermost, last axis), so a GGUF tensor
+//!   has the shape numpy gave `GGUFWriter`. `n_dims` 0 (what `GGUFWriter` writes for a
+//!   0-d array, and what ggml reads as one element) is a rank-0 tensor of one element.
+//! - F32, F16, BF16, F64, I8, I16, I32, I64: ROW_MAJOR of FLOAT32, FLOAT16, BFLOAT16,
+//!   FLOAT64, INT8, INT16, INT32, INT64.
+//! - ggml's block types ([`GGML_TYPES`](crate::layout::ggml::GGML_TYPES)): GGML_BLOCKS
+//!   (format 1.1 §4) of that type, element type FLOAT32 (the value type: what ggml's
+//!   dequantization yields). The last extent (`ne[0]`) must be a whole number of blocks
+//!   (LAYOUT_CONSTRAINT, as ggml itself requires), so a rank-0 block tensor is refused.
+//! - The buffer: CPU, `size_bytes` exactly the tensor's bytes (ggml's `nbytes`),
+//!   `byte_offset` 0, READ_ONLY, and `alignment_log2` the alignment its file offset
+//!   truly has, capped at `general.alignment` and at 64 bytes
+//!   ([`MAX_DECLARED_ALIGNMENT_LOG2`]): the data section starts at a multiple of
+//!   `general.alignment` and every tensor offset is one (checked), so that is
+//!   `min(log2(general.alignment), 6)` — 5 for GGUF's default of 32, 0 for a file written
+//!   with alignment 1. An offset that happens to be more aligned than the file promises
+//!   is not declared so. A mapping gives that alignment in memory; a caller holding the
+//!   file at an address aligned less must copy before binding.
+//!
+//! # Decisions
+//!
+//! - **A tensor of a type tensordesc cannot describe fails the whole file** (CONTENT_INVALID
+//!   naming the tensor, the type number and, for a type ggml knows such as Q8_K, its
+//!   name). GGUF gives every tensor an explicit offset, so the other tensors' placement does
+//!   not depend on it; but without the type's block size the tensor's extent is unknown,
+//!   so neither the end-of-file check nor the overlap check can be made for it — another
+//!   tensor's bytes could lie inside it — and a [`ForeignTensor`] is a bindable descriptor,
+//!   with no form for "unreadable". (For the types ggml knows, the block size is known, so
+//!   a permissive reader could keep such a tensor as an opaque entry over its bytes;
+//!   unknown numbers cannot be.)
+//! - `n_dims` above 4 (GGML_MAX_DIMS) is RANK_TOO_LARGE; an `ne` above 2^63 − 1 (ggml
+//!   stores `int64`) or an element count or byte size past u64 is OVERFLOW; each names
+//!   the tensor.
+//! - Tensor data must start at a multiple of `general.alignment` past the data section
+//!   (ALIGNMENT_INVALID) and end inside the file (TRUNCATED). Tensors need not follow one
+//!   another in order without gaps (ggml's own loader insists on that; writers other than
+//!   ggml's need not), but two tensors sharing a byte is CONTENT_INVALID naming both.
+//! - `general.alignment` must be a UINT32 (the type ggml reads it as) holding a power of
+//!   two; anything else is ALIGNMENT_INVALID naming the key. Absent, it is 32.
+//! - Duplicate tensor names and duplicate keys are DUPLICATE_NAME. Tensor names must be
+//!   non-empty (a tensordesc file names every tensor); keys may be empty. Strings that are
+//!   not UTF-8, bools other than 0 and 1, unknown value types and arrays nested more than
+//!   [`MAX_ARRAY_NESTING`] deep are CONTENT_INVALID naming the key.
+//! - A big-endian file (GGUFWriter's `endianess=BIG`: magic `GGUF`, version byte-swapped)
+//!   is UNSUPPORTED_VERSION saying so; a file whose magic reads `FUGG` (the magic itself
+//!   byte-swapped) is BAD_MAGIC saying so. Versions other than 2 and 3 are
+//!   UNSUPPORTED_VERSION.
+//!
+//! Every error names the tensor or key and the byte offset of the field found wrong (also
+//! in [`Error::offset`]).
+//!
+//! # Hostile input and the allocation bound
+//!
+//! Every count and length is checked against the bytes that remain before anything is
+//! allocated for it: `tensor_count` and `kv_count` against the smallest encoding of a
+//! tensor info (25 bytes) and a key/value (13 bytes) — `tensor_count` again against the
+//! bytes the key/values leave —, a string's length against the bytes left, an array's
+//! length against its item type's smallest encoding (1 byte for UINT8 / INT8 / BOOL, 8
+//! for a string's length, 12 for an inner array's header), so an array claiming 2^60
+//! items allocates nothing. Arrays of arrays recurse at most [`MAX_ARRAY_NESTING`] levels.
+//! No arithmetic on file values wraps.
+//!
+//! **Bound: parsing an `n`-byte file holds at most `32 n + 64 KiB` of heap at its peak**,
+//! the result included (which keeps at most that). Where the bytes go: a one-byte array
+//! item (UINT8, INT8, BOOL) becomes a 32-byte [`MetaValue`], which sets the factor (an
+//! empty string's 8 bytes: 4×; an empty inner array's 12: 2.7×); a key/value becomes a
+//! 56-byte entry, its key and transiently a slot of the duplicate-key set (the smallest, 13
+//! bytes with a one-byte key: 5.3× peak); a tensor info becomes a 728-byte
+//! [`ForeignTensor`] (its descriptor is held inline) plus its name, one offset and
+//! transiently a slot of the duplicate-name set and of the overlap sort — the smallest
+//! tensor, a two-byte name with `n_dims` 0 and one data byte, is 27 bytes: 28.7× peak.
+//! What is reserved for a count is bounded by the same factors, since the count was
+//! checked against the bytes its items need. Measured by `tests/hostile/gguf.rs` with the
+//! counting allocator (200 KB files of each cheapest structure: UINT8 and BOOL arrays
+//! 32.0×, rank-0 I8 tensors 28.7× peak and 27.3× kept, zero-element F32 tensors 22.4×,
+//! BOOL key/values 5.3×, empty strings 4.0×, empty arrays 2.7×).
+
+use std::collections::HashSet;
+
+use crate::builder::{NodeSpec, TensorBuilder};
+
+use super::{ForeignFile, ForeignTensor, MetaValue, MAX_DECLARED_ALIGNMENT_LOG2};
+use crate::device::{BufferHandle, DeviceType, MemoryClass};
+use crate::element::ElementType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::wire::Reader;
+use crate::layout::ggml::{ggml_type, GgmlType};
+
+impl ForeignTensor {
+    /// The bytes of a GGUF tensor's one buffer.
+    fn size(&self) -> u64 {
+        self.descriptor.effective_buffers()[0].size_bytes
+    }
+}
+
+/// The file's first four bytes.
+pub(crate) const MAGIC: [u8; 4] = *b"GGUF";
+/// The data alignment when `general.alignment` is absent.
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
+/// The key that sets the data alignment.
+pub(crate) const ALIGNMENT_KEY: &str = "general.alignment";
+/// ggml's GGML_MAX_DIMS: the most dimensions a tensor has.
+pub(crate) const MAX_DIMS: u32 = 4;
+/// How deep arrays may nest: an array holding arrays holding arrays … at most this many
+/// array levels, the outermost counted (GGUF allows arrays of arrays; ggml's own reader
+/// allows none).
+pub const MAX_ARRAY_NESTING: usize = 8;
+
+/// The smallest tensor info: a one-byte name (8 + 1), `n_dims` 0 (4), type (4), offset (8).
+const MIN_TENSOR_INFO_BYTES: u64 = 25;
+/// The smallest key/value: an empty key (8), the value type (4), a one-byte value (1).
+const MIN_KV_BYTES: u64 = 13;
+
+/// GGUF value types (`gguf_type`).
+mod vt {
+    pub const UINT8: u32 = 0;
+    pub const INT8: u32 = 1;
+    pub const UINT16: u32 = 2;
+    pub const INT16: u32 = 3;
+    pub const UINT32: u32 = 4;
+    pub const INT32: u32 = 5;
+    pub const FLOAT32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const UINT64: u32 = 10;
+    pub const INT64: u32 = 11;
+    pub const FLOAT64: u32 = 12;
+}
+
+/// The name of GGUF value type `t`.
+fn value_type_name(t: u32) -> &'static str {
+    match t {
+        vt::UINT8 => "UINT8",
+        vt::INT8 => "INT8",
+        vt::UINT16 => "UINT16",
+        vt::INT16 => "INT16",
+        vt::UINT32 => "UINT32",
+        vt::INT32 => "INT32",
+        vt::FLOAT32 => "FLOAT32",
+        vt::BOOL => "BOOL",
+        vt::STRING => "STRING",
+        vt::ARRAY => "ARRAY",
+        vt::UINT64 => "UINT64",
+        vt::INT64 => "INT64",
+        vt::FLOAT64 => "FLOAT64",
+        _ => "unknown",
+    }
+}
+
+/// The fewest bytes one value of type `t` takes (its length or header for a string or
+/// an array); `None` for an unknown type.
+fn min_value_bytes(t: u32) -> Option<u64> {
+    Some(match t {
+        vt::UINT8 | vt::INT8 | vt::BOOL => 1,
+        vt::UINT16 | vt::INT16 => 2,
+        vt::UINT32 | vt::INT32 | vt::FLOAT32 => 4,
+        vt::UINT64 | vt::INT64 | vt::FLOAT64 | vt::STRING => 8,
+        vt::ARRAY => 12,
+        _ => return None,
+    })
+}
+
+/// The element type of a dense ggml type number.
+fn dense_type(number: u32) -> Option<ElementType> {
+    Some(match number {
+        0 => ElementType::Float32,
+        1 => ElementType::Float16,
+        24 => ElementType::Int8,
+        25 => ElementType::Int16,
+        26 => ElementType::Int32,
+        27 => ElementType::Int64,
+        28 => ElementType::Float64,
+        30 => ElementType::Bfloat16,
+        _ => return None,
+    })
+}
+
+/// ggml's name of a type number tensordesc has no layout for, when ggml has one.
+fn other_ggml_type_name(number: u32) -> Option<&'static str> {
+    Some(match number {
+        4 => "Q4_2 (removed from ggml)",
+        5 => "Q4_3 (removed from ggml)",
+        9 => "Q8_1",
+        15 => "Q8_K",
+        31 => "Q4_0_4_4 (removed from ggml)",
+        32 => "Q4_0_4_8 (removed from ggml)",
+        33 => "Q4_0_8_8 (removed from ggml)",
+        36 => "IQ4_NL_4_4 (removed from ggml)",
+        37 => "IQ4_NL_4_8 (removed from ggml)",
+        38 => "IQ4_NL_8_8 (removed from ggml)",
+        41 => "Q1_0",
+        _ => return None,
+    })
+}
+
+/// What a tensor's ggml type makes of it.
+enum Kind {
+    Dense(ElementType),
+    Blocks(&'static GgmlType),
+}
+
+/// A reader's running past the end is the file being too short: TRUNCATED.
+fn truncated(e: Error) -> Error {
+    if e.kind == ErrorKind::LengthMismatch {
+        Error {
+            kind: ErrorKind::Truncated,
+            detail: format!("the file ends too soon: {}", e.detail),
+            offset: e.offset,
+        }
+    } else {
+        e
+    }
+}
+
+/// A GGUF reader: the bounded reader of `crate::format::wire`, whose overruns are
+/// TRUNCATED.
+struct Cursor<'a> {
+    r: Reader<'a>,
+}
+
+impl<'a> Cursor<'a> {
+    fn pos(&self) -> usize {
+        self.r.pos()
+    }
+    fn u8(&mut self, field: &str) -> Result<u8> {
+        self.r.u8(field).map_err(truncated)
+    }
+    fn u16(&mut self, field: &str) -> Result<u16> {
+        self.r.u16(field).map_err(truncated)
+    }
+    fn u32(&mut self, field: &str) -> Result<u32> {
+        self.r.u32(field).map_err(truncated)
+    }
+    fn u64(&mut self, field: &str) -> Result<u64> {
+        self.r.u64(field).map_err(truncated)
+    }
+    /// Check that `count` items of at least `item` bytes can follow (TRUNCATED naming
+    /// `field` otherwise), before anything is allocated for them.
+    fn fits(&self, count: u64, item: u64, field: &str) -> Result<()> {
+        self.r.check_fits(count, item, field).map_err(truncated)?;
+        Ok(())
+    }
+    /// A GGUF string: u64 length, then that many bytes of UTF-8.
+    fn str(&mut self, field: &str) -> Result<&'a str> {
+        let at = self.pos();
+        let len = self.u64(field)?;
+        let n = self
+            .r
+            .check_fits(len, 1, field)
+            .map_err(truncated)
+            .map_err(|e| e.context(format!("a {len}-byte string")))?;
+        let b = self.r.bytes(n, field).map_err(truncated)?;
+        std::str::from_utf8(b).map_err(|u| {
+            Error::new(
+                ErrorKind::ContentInvalid,
+                format!(
+                    "{field} (string at byte {at}) is not UTF-8: invalid byte at byte {}",
+                    at + 8 + u.valid_up_to()
+                ),
+            )
+            .at(at + 8 + u.valid_up_to())
+        })
+    }
+}
+
+/// Describe every tensor of the GGUF file `bytes` where it lies, and read its key/values.
+/// See the [module docs](self) for the rules, statuses and the allocation bound.
+pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
+    let mut c = Cursor {
+        r: Reader::new(bytes),
+    };
+    let magic =
+        c.r.bytes(4, "GGUF magic")
+            .map_err(|_| bad_magic(bytes, "it is shorter than the 4-byte magic"))?;
+    if magic == b"FUGG" {
+        return Err(bad_magic(
+            bytes,
+            "its magic is byte-swapped ('FUGG'): big-endian GGUF is not supported",
+        ));
+    }
+    if magic != MAGIC {
+        return Err(bad_magic(bytes, "its first four bytes are not 'GGUF'"));
+    }
+    let version = c.u32("GGUF version")?;
+    match version {
+        2 | 3 => {}
+        v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!(
+                    "GGUF version field at byte 4 reads {v:#010x}, version {} byte-swapped: big-endian GGUF is not supported",
+                    v.swap_bytes()
+                ),
+            )
+            .at(4))
+        }
+        v => {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!("GGUF version {v} at byte 4: versions 2 and 3 are supported"),
+            )
+            .at(4))
+        }
+    }
+    let tensor_count = c.u64("tensor_count")?;
+    let kv_count = c.u64("kv_count")?;
+    // Both counts at once against the smallest encodings (checked: no product wraps).
+    let need = tensor_count
+        .checked_mul(MIN_TENSOR_INFO_BYTES)
+        .and_then(|t| kv_count.checked_mul(MIN_KV_BYTES)?.checked_add(t));
+    if need.is_none_or(|n| n > c.r.remaining() as u64) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            format!(
+                "tensor_count {tensor_count} (byte 8) and kv_count {kv_count} (byte 16) need at least {} bytes of tensor infos and key/values ({MIN_TENSOR_INFO_BYTES} and {MIN_KV_BYTES} bytes each at the least), but the file has {} bytes after its header",
+                need.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                c.r.remaining()
+            ),
+        )
+        .at(8));
+    }
+
+    // Key/values. The counts fit the bytes, so these reservations are bounded by them.
+    let mut metadata = Vec::with_capacity(kv_count as usize);
+    let mut keys: HashSet<&str> = HashSet::with_capacity(kv_count as usize);
+    let mut alignment = DEFAULT_ALIGNMENT;
+    for i in 0..kv_count {
+        let at = c.pos();
+        let key = c
+            .str("key")
+            .map_err(|e| e.context(format!("key/value {i} (byte {at})")))?;
+        let tat = c.pos();
+        let t = c
+            .u32("value type")
+            .map_err(|e| e.context(format!("key {key:?} (byte {at})")))?;
+        let value = read_value(&mut c, t, 1).map_err(|e| {
+            e.context(format!(
+                "key {key:?} (byte {at}, value type {t} at byte {tat})"
+            ))
+        })?;
+        if !keys.insert(key) {
+            return Err(Error::new(
+                ErrorKind::DuplicateName,
+                format!("key {key:?} at byte {at} appears twice"),
+            )
+            .at(at));
+        }
+        if key == ALIGNMENT_KEY {
+            alignment = data_alignment(t, &value, tat)?;
+        }
+        metadata.push((key.to_owned(), value));
+    }
+    drop(keys);
+
+    // Tensor infos: their count against the bytes the key/values left (the reservation
+    // below is bounded by those bytes, not by the ones the key/values already took).
+    let at = c.pos();
+    c.fits(tensor_count, MIN_TENSOR_INFO_BYTES, "tensor infos")
+        .map_err(|e| {
+            e.context(format!(
+                "tensor_count {tensor_count} (byte 8) after the key/values (which end at byte {at})"
+            ))
+        })?;
+    // Every tensor starts at a multiple of `alignment` (the data section does, and each
+    // offset is checked to be one), so that is the alignment its offset truly has, up to
+    // the cap.
+    let align_log2 = (alignment.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2);
+    let infos_at = c.pos();
+    let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
+    let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
+    for i in 0..tensor_count {
+        let at = c.pos();
+        let name = c
+            .str("tensor name")
+            .map_err(|e| e.context(format!("tensor info {i} (byte {at})")))?;
+        let t = tensor_info(&mut c, name, at, alignment, align_log2)?;
+        if !names.insert(name) {
+            return Err(Error::new(
+                ErrorKind::DuplicateName,
+                format!("tensor {name:?} (tensor info at byte {at}) appears twice"),
+            )
+            .at(at));
+        }
+        tensors.push(t);
+    }
+    drop(names);
+
+    // The data section: its start, each tensor inside the file, no two sharing a byte.
+    let header_end = c.pos() as u64;
+    let file_len = bytes.len() as u64;
+    let data_start = header_end.div_ceil(alignment).checked_mul(alignment);
+    for (i, t) in tensors.iter_mut().enumerate() {
+        let (rel, size) = (t.offsets[0], t.size());
+        let start = data_start.and_then(|d| d.checked_add(rel));
+        match start.and_then(|s| Some((s, s.checked_add(size)?))) {
+            Some((s, e)) if e <= file_len => t.offsets[0] = s,
+            _ => {
+                let field = offset_field_at(bytes, infos_at, i);
+                return Err(Error::new(
+                    ErrorKind::Truncated,
+                    format!(
+                        "tensor {:?}: its {size} bytes at offset {rel} (field at byte {field}) of the data section (which starts at byte {}) end past the end of the {file_len}-byte file",
+                        t.name,
+                        data_start.map_or_else(|| "past 2^64".to_string(), |d| d.to_string()),
+                    ),
+                )
+                .at(field));
+            }
+        }
+    }
+    check_overlaps(&tensors, bytes, infos_at)?;
+    Ok(ForeignFile { tensors, metadata })
+}
+
+fn bad_magic(bytes: &[u8], why: &str) -> Error {
+    let head = &bytes[..bytes.len().min(4)];
+    Error::new(
+        ErrorKind::BadMagic,
+        format!("not a GGUF file: {why} (first bytes {head:02x?})"),
+    )
+    .at(0)
+}
+
+/// The data alignment `general.alignment` sets: a UINT32 power of two.
+fn data_alignment(t: u32, value: &MetaValue, at: usize) -> Result<u64> {
+    match (t, value) {
+        (vt::UINT32, MetaValue::UInt(a)) if a.is_power_of_two() => Ok(*a),
+        (vt::UINT32, MetaValue::UInt(a)) => Err(Error::new(
+            ErrorKind::AlignmentInvalid,
+            format!("{ALIGNMENT_KEY} (byte {at}) is {a}, which is not a power of two"),
+        )
+        .at(at + 4)),
+        _ => Err(Error::new(
+            ErrorKind::AlignmentInvalid,
+            format!(
+                "{ALIGNMENT_KEY} (byte {at}) is a {} ({t}); it must be a UINT32",
+                value_type_name(t)
+            ),
+        )
+        .at(at)),
+    }
+}
+
+/// One value of type `t`; `level` is the array level it would open (1 for a key's own
+/// value).
+fn read_value(c: &mut Cursor<'_>, t: u32, level: usize) -> Result<MetaValue> {
+    let at = c.pos();
+    Ok(match t {
+        vt::UINT8 => MetaValue::UInt(c.u8("UINT8")?.into()),
+        vt::INT8 => MetaValue::Int((c.u8("INT8")? as i8).into()),
+        vt::UINT16 => MetaValue::UInt(c.u16("UINT16")?.into()),
+        vt::INT16 => MetaValue::Int((c.u16("INT16")? as i16).into()),
+        vt::UINT32 => MetaValue::UInt(c.u32("UINT32")?.into()),
+        vt::INT32 => MetaValue::Int((c.u32("INT32")? as i32).into()),
+        vt::UINT64 => MetaValue::UInt(c.u64("UINT64")?),
+        vt::INT64 => MetaValue::Int(c.u64("INT64")? as i64),
+        vt::FLOAT32 => MetaValue::Float(f32::from_bits(c.u32("FLOAT32")?).into()),
+        vt::FLOAT64 => MetaValue::Float(f64::from_bits(c.u64("FLOAT64")?)),
+        vt::BOOL => match c.u8("BOOL")? {
+            0 => MetaValue::Bool(false),
+            1 => MetaValue::Bool(true),
+            b => {
+                return Err(Error::new(
+                    ErrorKind::ContentInvalid,
+                    format!("BOOL at byte {at} is {b}, neither 0 nor 1"),
+                )
+                .at(at))
+            }
+        },
+        vt::STRING => MetaValue::Str(c.str("STRING")?.to_owned()),
+        vt::ARRAY => {
+            if level > MAX_ARRAY_NESTING {
+                return Err(Error::new(
+                    ErrorKind::ContentInvalid,
+                    format!(
+                        "array at byte {at} is nested {level} deep; at most {MAX_ARRAY_NESTING} levels of arrays are read"
+                    ),
+                )
+                .at(at));
+            }
+            let it = c.u32("array item type")?;
+            let count = c.u64("array length")?;
+            let Some(min) = min_value_bytes(it) else {
+                return Err(unknown_value_type(it, at));
+            };
+            c.fits(count, min, "array items").map_err(|e| {
+                e.context(format!(
+                    "array at byte {at} of {count} {} items",
+                    value_type_name(it)
+                ))
+            })?;
+            let mut items = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                items.push(read_value(c, it, level + 1)?);
+            }
+            MetaValue::Array(items)
+        }
+        _ => return Err(unknown_value_type(t, at)),
+    })
+}
+
+fn unknown_value_type(t: u32, at: usize) -> Error {
+    Error::new(
+        ErrorKind::ContentInvalid,
+        format!("value type {t} (at byte {at}) is not a GGUF value type (0..=12)"),
+    )
+    .at(at)
+}
+
+/// The rest of one tensor info (after its name, read at byte `at`): the tensor, with the
+/// data-section offset as its one offset for now.
+fn tensor_info(
+    c: &mut Cursor<'_>,
+    name: &str,
+    at: usize,
+    alignment: u64,
+    align_log2: u8,
+) -> Result<ForeignTensor> {
+    let ctx = |e: Error| e.context(format!("tensor {name:?} (tensor info at byte {at})"));
+    if name.is_empty() {
+        return Err(Error::new(
+            ErrorKind::ContentInvalid,
+            format!("tensor info at byte {at} has an empty name"),
+        )
+        .at(at));
+    }
+    let dims_at = c.pos();
+    let n_dims = c.u32("n_dims").map_err(ctx)?;
+    if n_dims > MAX_DIMS {
+        return Err(ctx(Error::new(
+            ErrorKind::RankTooLarge,
+            format!("n_dims {n_dims} at byte {dims_at} exceeds GGML_MAX_DIMS {MAX_DIMS}"),
+        )
+        .at(dims_at)));
+    }
+    let mut ne = [0u64; MAX_DIMS as usize];
+    for (j, e) in ne.iter_mut().enumerate().take(n_dims as usize) {
+        let ne_at = c.pos();
+        *e = c.u64("ne").map_err(ctx)?;
+        if *e > i64::MAX as u64 {
+            return Err(ctx(Error::new(
+                ErrorKind::Overflow,
+                format!("ne[{j}] = {e} at byte {ne_at} does not fit ggml's int64"),
+            )
+            .at(ne_at)));
+        }
+    }
+    let ne = &ne[..n_dims as usize];
+    let type_at = c.pos();
+    let number = c.u32("ggml type").map_err(ctx)?;
+    let off_at = c.pos();
+    let offset = c.u64("data offset").map_err(ctx)?;
+
+    let kind = if let Some(et) = dense_type(number) {
+        Kind::Dense(et)
+    } else if let Some(t) = ggml_type(number) {
+        Kind::Blocks(t)
+    } else {
+        let what = match other_ggml_type_name(number) {
+            Some(n) => format!("ggml type {number} ({n}) has no tensordesc layout"),
+            None => format!("ggml type {number} is not a type this version knows"),
+        };
+        return Err(ctx(Error::new(
+            ErrorKind::ContentInvalid,
+            format!("{what} (at byte {type_at}); without its block size the tensor's extent, and so the file's layout, cannot be checked"),
+        )
+        .at(type_at)));
+    };
+    let count = ne.iter().try_fold(1u64, |a, &e| a.checked_mul(e));
+    let Some(count) = count else {
+        return Err(ctx(Error::new(
+            ErrorKind::Overflow,
+            format!(
+                "the element count of ne {ne:?} (from byte {}) overflows u64",
+                dims_at + 4
+            ),
+        )
+        .at(dims_at + 4)));
+    };
+    let size = match kind {
+        Kind::Dense(et) => et.bytes_for(count),
+        Kind::Blocks(t) => {
+            let qk = u64::from(t.block_elems);
+            if ne.first().is_none_or(|&e0| e0 % qk != 0) {
+                return Err(ctx(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!(
+                        "a {} tensor's ne[0] must be a multiple of its {qk}-value blocks; ne is {ne:?} (from byte {})",
+                        t.name,
+                        dims_at + 4
+                    ),
+                )
+                .at(dims_at)));
+            }
+            (count / qk).checked_mul(u64::from(t.block_bytes))
+        }
+    };
+    let Some(size) = size else {
+        return Err(ctx(Error::new(
+            ErrorKind::Overflow,
+            format!("the byte size of {count} elements of ggml type {number} overflows u64"),
+        )
+        .at(dims_at)));
+    };
+    if offset % alignment != 0 {
+        return Err(ctx(Error::new(
+            ErrorKind::AlignmentInvalid,
+            format!(
+                "data offset {offset} (at byte {off_at}) is not a multiple of the data alignment {alignment}"
+            ),
+        )
+        .at(off_at)));
+    }
+
+    let shape: Vec<u64> = ne.iter().rev().copied().collect();
+    let handle = BufferHandle {
+        size_bytes: size,
+        device_type: DeviceType::Cpu,
+        device_id: 0,
+        memory_class: MemoryClass::Default,
+        alignment_log2: align_log2,
+        read_only: true,
+    };
+    let (et, node) = match kind {
+        Kind::Dense(et) => (et, NodeSpec::row_major()),
+        Kind::Blocks(t) => (ElementType::Float32, NodeSpec::ggml_blocks(t.number)),
+    };
+    let descriptor = TensorBuilder::new(et, &shape, node.with_buffers(vec![handle]))
+        .build()
+        .map_err(ctx)?;
+    Ok(ForeignTensor {
+        name: name.to_owned(),
+        descriptor,
+        offsets: vec![offset],
+    })
+}
+
+/// The byte offset of tensor info `i`'s data offset field, in a file whose tensor infos
+/// (already read without error) start at byte `infos_at`: for error details only.
+fn offset_field_at(bytes: &[u8], infos_at: usize, i: usize) -> usize {
+    let mut c = Cursor {
+        r: Reader::new(bytes),
+    };
+    let walk = |c: &mut Cursor<'_>| -> Result<usize> {
+        c.r.skip(infos_at, "")?;
+        for _ in 0..i {
+            c.str("")?;
+            let n = c.u32("")?;
+            c.r.skip(8 * n as usize + 12, "")?;
+        }
+        c.str("")?;
+        let n = c.u32("")?;
+        c.r.skip(8 * n as usize + 4, "")?;
+        Ok(c.pos())
+    };
+    walk(&mut c).unwrap_or(infos_at)
+}
+
+/// No two tensors share a byte (CONTENT_INVALID naming both, at the later one's data
+/// offset field). Offsets are file offsets.
+fn check_overlaps(tensors: &[ForeignTensor], bytes: &[u8], infos_at: usize) -> Result<()> {
+    let mut order: Vec<usize> = (0..tensors.len())
+        .filter(|&i| tensors[i].size() > 0)
+        .collect();
+    order.sort_unstable_by_key(|&i| tensors[i].offsets[0]);
+    let mut reach: Option<(usize, u64)> = None; // the tensor reaching furthest so far
+    for &i in &order {
+        let start = tensors[i].offsets[0];
+        let end = start + tensors[i].size(); // checked against the file length already
+        if let Some((j, far)) = reach {
+            if start < far {
+                let js = tensors[j].offsets[0];
+                let field = offset_field_at(bytes, infos_at, i.max(j));
+                return Err(Error::new(
+                    ErrorKind::ContentInvalid,
+                    format!(
+                        "tensors {:?} (bytes {js}..{far}) and {:?} (bytes {start}..{end}) overlap (data offset field of tensor info {} at byte {field})",
+                        tensors[j].name,
+                        tensors[i].name,
+                        i.max(j)
+                    ),
+                )
+                .at(field));
+            }
+        }
+        if reach.is_none_or(|(_, far)| end > far) {
+            reach = Some((i, end));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
