@@ -628,6 +628,8 @@ pub(in crate::bound::window) struct NibbleTables {
     /// Per scale byte, the output element of each code (the bits of a FLOAT32, or of a
     /// FLOAT16 or BFLOAT16 in the low half).
     t: Vec<[u32; 16]>,
+    /// The same elements as byte planes, for [`crate::mem::nibble_blocks`].
+    planes: Vec<crate::mem::Planes>,
 }
 
 /// What a leaf's tables depend on: code type, scale type, global scale (bits; 1 without
@@ -641,16 +643,23 @@ impl NibbleTables {
             self.key = Some(key);
             self.built = [0; 4];
             self.t.resize(256, [0; 16]);
+            self.planes.resize(256, [[0; 16]; 4]);
         }
     }
 
-    /// The table of scale byte `sc`, built by `build` if not yet.
+    /// The table of scale byte `sc`, built by `build` (and its planes) if not yet.
     #[inline(always)]
     fn get(&mut self, sc: u8, build: impl FnOnce(&mut [u32; 16])) -> &[u32; 16] {
         let (w, bit) = ((sc >> 6) as usize, 1u64 << (sc & 63));
         let t = &mut self.t[sc as usize];
         if self.built[w] & bit == 0 {
             build(t);
+            let planes = &mut self.planes[sc as usize];
+            for (c, e) in t.iter().enumerate() {
+                for (p, b) in e.to_le_bytes().into_iter().enumerate() {
+                    planes[p][c] = b;
+                }
+            }
             self.built[w] |= bit;
         }
         t
@@ -770,7 +779,7 @@ pub(in crate::bound::window) struct Tables {
 }
 
 /// Output elements held as `u32` bits, stored as `Self`.
-trait Out: Copy {
+trait Out: bytemuck::Pod {
     fn from_u32(u: u32) -> Self;
 }
 
@@ -822,7 +831,8 @@ impl Run<'_> {
             }
         };
         // Whole blocks of 16 from a byte and block boundary, their scales consecutive
-        // bytes (NVFP4 read along its rows): one loop over blocks.
+        // bytes (NVFP4 read along its rows): byte shuffles, 16 lookups an instruction,
+        // where the CPU has them (`mem::nibble_blocks`), else one loop over the blocks.
         let (base, st_j, block) = self.entries;
         let mut done = 0;
         if block == 16 && st_j == 1 && self.x0 % 16 == 0 && q0 % 2 == 0 {
@@ -834,7 +844,21 @@ impl Run<'_> {
             let src = packed
                 .get(q0 / 2..q0 / 2 + 8 * blocks)
                 .ok_or_else(|| oob(region))?;
-            for ((d, b), &sc) in dst.chunks_exact_mut(16).zip(src.chunks_exact(8)).zip(sc) {
+            // Byte shuffles where the CPU has them: every scale byte's table built first.
+            for &sc in sc {
+                tables.get(sc, |t| build(sc, t));
+            }
+            let out = dst
+                .get_mut(..16 * blocks)
+                .map(bytemuck::cast_slice_mut::<U, u8>)
+                .ok_or_else(|| oob(region))?;
+            let shuffled = match std::mem::size_of::<U>() {
+                2 => crate::mem::nibble_blocks::<2>(src, sc, &tables.planes, out),
+                4 => crate::mem::nibble_blocks::<4>(src, sc, &tables.planes, out),
+                _ => false,
+            };
+            let whole = dst.chunks_exact_mut(16).zip(src.chunks_exact(8)).zip(sc);
+            for ((d, b), &sc) in whole.take(if shuffled { 0 } else { blocks }) {
                 let t = tables.get(sc, |t| build(sc, t));
                 // Always whole chunks: as arrays, the loop has no bounds checks.
                 let (Ok(d), Ok(b)) = (<&mut [U; 16]>::try_from(d), <&[u8; 8]>::try_from(b)) else {
@@ -1170,6 +1194,91 @@ mod tests {
     }
 
     const DROP_BITS: u64 = (1 << 45) - 1;
+
+    /// NVFP4 read with the byte shuffles and with the scalar lookups (the path of a CPU
+    /// without SSSE3) gives `get_f64`'s values, rounded to each output type.
+    #[test]
+    fn nvfp4_blocks_with_and_without_shuffles() {
+        use crate::builder::{NodeSpec, TensorBuilder};
+        use crate::quant::{QuantScheme, Quantization};
+        use std::sync::atomic::Ordering;
+        let _only = crate::mem::SHUFFLE_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let shape = [3u64, 160];
+        let mut r = Mix(5);
+        let codes: Vec<u8> = (0..shape[0] * shape[1] / 2)
+            .map(|_| r.next() as u8)
+            .collect();
+        let scales: Vec<u8> = (0..shape[0] * shape[1] / 16)
+            .map(|_| r.next() as u8)
+            .collect();
+        let q = Quantization {
+            scheme: QuantScheme::Blockwise {
+                axis: 1,
+                block_size: 16,
+                scale_type: ElementType::Float8E4m3fn,
+            },
+            expressed_type: ElementType::Float32,
+            has_zero_point: false,
+            global_scale: Some(GlobalScale::Multiplies),
+        };
+        let d = TensorBuilder::new(
+            ElementType::Float4E2m1fn,
+            &shape,
+            NodeSpec::row_major().with_quantization(q),
+        )
+        .build()
+        .unwrap();
+        let bufs = [codes, scales, 3.7e-4f32.to_le_bytes().to_vec()];
+        let mut store: Vec<Vec<u64>> = bufs.iter().map(|b| vec![0; b.len() / 8 + 9]).collect();
+        let mut slices = Vec::new();
+        for (st, b) in store.iter_mut().zip(&bufs) {
+            let bytes = bytemuck::cast_slice_mut::<u64, u8>(st);
+            let at = bytes.as_ptr().align_offset(64);
+            bytes[at..at + b.len()].copy_from_slice(b);
+        }
+        for (st, b) in store.iter().zip(&bufs) {
+            let bytes = bytemuck::cast_slice::<u64, u8>(st);
+            let at = bytes.as_ptr().align_offset(64);
+            slices.push(&bytes[at..at + b.len()]);
+        }
+        let t = crate::BoundTensor::bind(&d, slices).unwrap();
+        for no_shuffle in [false, true] {
+            crate::mem::NO_NIBBLE_SHUFFLE.store(no_shuffle, Ordering::Relaxed);
+            for out in [
+                OutputType::Float32,
+                OutputType::Float16,
+                OutputType::BFloat16,
+            ] {
+                let es = out.element_bytes(ElementType::Float4E2m1fn);
+                let mut got = vec![0u64; (480 * es).div_ceil(8)];
+                let got = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut got)[..480 * es];
+                t.read_box(&[0, 0], &shape, out, got, None).unwrap();
+                for k in 0..480u64 {
+                    let v = t.get_f64(&[k / 160, k % 160]).unwrap();
+                    let want = match out {
+                        OutputType::Float32 => (v as f32).to_le_bytes().to_vec(),
+                        OutputType::Float16 => value::f64_to_f16(v).to_le_bytes().to_vec(),
+                        _ => value::f64_to_bf16(v).to_le_bytes().to_vec(),
+                    };
+                    let g = &got[k as usize * es..(k as usize + 1) * es];
+                    let nan = |b: &[u8]| match es {
+                        4 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_nan(),
+                        _ if out == OutputType::Float16 => {
+                            u16::from_le_bytes([b[0], b[1]]) & 0x7FFF > 0x7C00
+                        }
+                        _ => u16::from_le_bytes([b[0], b[1]]) & 0x7FFF > 0x7F80,
+                    };
+                    assert!(
+                        g == &want[..] || (nan(g) && nan(&want)),
+                        "{out:?} element {k} (no shuffle: {no_shuffle})"
+                    );
+                }
+            }
+        }
+        crate::mem::NO_NIBBLE_SHUFFLE.store(false, Ordering::Relaxed);
+    }
 
     #[test]
     fn decoders_are_the_reference_values() {
