@@ -830,46 +830,67 @@ impl Run<'_> {
                 *t = conv(val(c as u8, &s));
             }
         };
-        // Whole blocks of 16 from a byte and block boundary, their scales consecutive
-        // bytes (NVFP4 read along its rows): byte shuffles, 16 lookups an instruction,
-        // where the CPU has them (`mem::nibble_blocks`), else one loop over the blocks.
+        // Whole blocks of a multiple of 16 from a byte and block boundary, their scales
+        // consecutive bytes (NVFP4 and MXFP4 read along their rows), 16 codes at a time:
+        // byte shuffles, 16 lookups an instruction, where the CPU has them
+        // (`mem::nibble_blocks`), else one loop over the sixteens.
         let (base, st_j, block) = self.entries;
         let mut done = 0;
-        if block == 16 && st_j == 1 && self.x0 % 16 == 0 && q0 % 2 == 0 {
-            let blocks = n / 16;
-            let j0 = usize::try_from(base.wrapping_add(self.x0 / 16)).ok();
-            let sc = j0
-                .and_then(|j| self.scales.get(j..)?.get(..blocks))
+        if block % 16 == 0 && block > 0 && st_j == 1 && self.x0 % block == 0 && q0 % 2 == 0 {
+            let per = usize::try_from(block / 16).map_err(|_| oob(region))?;
+            let whole = n / 16 / per;
+            let subs = whole * per;
+            let j0 = usize::try_from(base.wrapping_add(self.x0 / block)).ok();
+            let scl = j0
+                .and_then(|j| self.scales.get(j..)?.get(..whole))
                 .ok_or_else(|| missing(region))?;
             let src = packed
-                .get(q0 / 2..q0 / 2 + 8 * blocks)
+                .get(q0 / 2..q0 / 2 + 8 * subs)
                 .ok_or_else(|| oob(region))?;
-            // Byte shuffles where the CPU has them: every scale byte's table built first.
-            for &sc in sc {
+            // Every scale byte's table built first.
+            for &sc in scl {
                 tables.get(sc, |t| build(sc, t));
             }
-            let out = dst
-                .get_mut(..16 * blocks)
-                .map(bytemuck::cast_slice_mut::<U, u8>)
-                .ok_or_else(|| oob(region))?;
-            let shuffled = match std::mem::size_of::<U>() {
-                2 => crate::mem::nibble_blocks::<2>(src, sc, &tables.planes, out),
-                4 => crate::mem::nibble_blocks::<4>(src, sc, &tables.planes, out),
-                _ => false,
-            };
-            let whole = dst.chunks_exact_mut(16).zip(src.chunks_exact(8)).zip(sc);
-            for ((d, b), &sc) in whole.take(if shuffled { 0 } else { blocks }) {
-                let t = tables.get(sc, |t| build(sc, t));
-                // Always whole chunks: as arrays, the loop has no bounds checks.
-                let (Ok(d), Ok(b)) = (<&mut [U; 16]>::try_from(d), <&[u8; 8]>::try_from(b)) else {
-                    return Err(oob(region));
+            let mut spread = [0u8; 256];
+            let mut i0 = 0;
+            while i0 < subs {
+                let c = (subs - i0).min(256);
+                // The scale byte of each sixteen of the chunk.
+                let sc = if per == 1 {
+                    &scl[i0..i0 + c]
+                } else {
+                    for (i, s) in spread[..c].iter_mut().enumerate() {
+                        *s = scl[(i0 + i) / per];
+                    }
+                    &spread[..c]
                 };
-                for i in 0..8 {
-                    d[2 * i] = U::from_u32(t[(b[i] & 0xF) as usize]);
-                    d[2 * i + 1] = U::from_u32(t[(b[i] >> 4) as usize]);
+                let s8 = &src[8 * i0..8 * (i0 + c)];
+                let d16 = &mut dst[16 * i0..16 * (i0 + c)];
+                let shuffled = {
+                    let out = bytemuck::cast_slice_mut::<U, u8>(&mut *d16);
+                    match std::mem::size_of::<U>() {
+                        2 => crate::mem::nibble_blocks::<2>(s8, sc, &tables.planes, out),
+                        4 => crate::mem::nibble_blocks::<4>(s8, sc, &tables.planes, out),
+                        _ => false,
+                    }
+                };
+                if !shuffled {
+                    for ((d, b), &sc) in d16.chunks_exact_mut(16).zip(s8.chunks_exact(8)).zip(sc) {
+                        let t = tables.get(sc, |t| build(sc, t));
+                        // Always whole chunks: as arrays, the loop has no bounds checks.
+                        let (Ok(d), Ok(b)) = (<&mut [U; 16]>::try_from(d), <&[u8; 8]>::try_from(b))
+                        else {
+                            return Err(oob(region));
+                        };
+                        for i in 0..8 {
+                            d[2 * i] = U::from_u32(t[(b[i] & 0xF) as usize]);
+                            d[2 * i + 1] = U::from_u32(t[(b[i] >> 4) as usize]);
+                        }
+                    }
                 }
+                i0 += c;
             }
-            done = 16 * blocks;
+            done = 16 * subs;
         }
         self.entries_each(done, n, |k, len, j| {
             let sc = *usize::try_from(j)
@@ -1195,10 +1216,19 @@ mod tests {
 
     const DROP_BITS: u64 = (1 << 45) - 1;
 
-    /// NVFP4 read with the byte shuffles and with the scalar lookups (the path of a CPU
-    /// without SSSE3) gives `get_f64`'s values, rounded to each output type.
+    /// NVFP4 and MXFP4 read with the byte shuffles and with the scalar lookups (the path
+    /// of a CPU without SSSE3) give `get_f64`'s values, rounded to each output type.
     #[test]
     fn nvfp4_blocks_with_and_without_shuffles() {
+        for (block, st) in [
+            (16, ElementType::Float8E4m3fn),
+            (32, ElementType::Float8E8m0fnu),
+        ] {
+            fp4_blocks_with_and_without_shuffles(block, st);
+        }
+    }
+
+    fn fp4_blocks_with_and_without_shuffles(block: u32, st: ElementType) {
         use crate::builder::{NodeSpec, TensorBuilder};
         use crate::quant::{QuantScheme, Quantization};
         use std::sync::atomic::Ordering;
@@ -1210,14 +1240,14 @@ mod tests {
         let codes: Vec<u8> = (0..shape[0] * shape[1] / 2)
             .map(|_| r.next() as u8)
             .collect();
-        let scales: Vec<u8> = (0..shape[0] * shape[1] / 16)
+        let scales: Vec<u8> = (0..shape[0] * shape[1] / u64::from(block))
             .map(|_| r.next() as u8)
             .collect();
         let q = Quantization {
             scheme: QuantScheme::Blockwise {
                 axis: 1,
-                block_size: 16,
-                scale_type: ElementType::Float8E4m3fn,
+                block_size: block,
+                scale_type: st,
             },
             expressed_type: ElementType::Float32,
             has_zero_point: false,
@@ -1272,7 +1302,7 @@ mod tests {
                     };
                     assert!(
                         g == &want[..] || (nan(g) && nan(&want)),
-                        "{out:?} element {k} (no shuffle: {no_shuffle})"
+                        "block {block}: {out:?} element {k} (no shuffle: {no_shuffle})"
                     );
                 }
             }
