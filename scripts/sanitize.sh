@@ -47,6 +47,11 @@ args_for() {
     test_transport) mkdir -p "$out/transport_scratch" && echo "$out/transport_scratch" ;;
     test_transport_cpp) mkdir -p "$out/transport_cpp_scratch" && echo "$out/transport_cpp_scratch" ;;
     test_live_stream) mkdir -p "$out/live_scratch" && echo "$out/live_scratch" ;;
+    # The files tests/c_abi/c_api.rs (foreign_files_and_metadata_from_c) writes; cargo test
+    # runs before this script.
+    test_foreign)
+      local f="$target/foreign_scratch"
+      echo "$f/m.safetensors $f/odd.safetensors $f/meta.tdf $f/shards $f/nvfp4.safetensors" ;;
     *) echo "" ;;
   esac
 }
