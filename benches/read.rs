@@ -16,6 +16,18 @@
 //!    release `libtensordesc.so`) against a Rust `Descriptor::locate` loop, on a grid of
 //!    16 × 16 tiles, the same random indices, one C process and one Rust round
 //!    alternately (the best of each). Target ≤ 1.2× the Rust time.
+//! 7. Single `get_f64` reads (no peer, no target).
+//! 8. NVFP4 (FLOAT4_E2M1FN codes, FLOAT8_E4M3FN scales per 16 along rows, a multiplying
+//!    FLOAT32 global scale, expressed FLOAT32) 4096 × 4096 → FLOAT32 and → FLOAT16, against
+//!    a memcpy of the output's bytes. Target ≥ 0.5× memcpy throughput. Also a `get_f64`
+//!    loop over a quarter of the elements against the window read of them (no target).
+//! 9. BLOCKWISE_2D FP8 (FLOAT8_E4M3FN codes, FLOAT32 scales per 128 × 128, expressed
+//!    FLOAT32 and BFLOAT16) 4096 × 4096 → FLOAT32, against a memcpy of the output. Target
+//!    ≥ 0.5× memcpy throughput.
+//! 10. GGML_BLOCKS Q8_0, Q4_K, Q6_K and IQ4_XS 4096 × 4096 → FLOAT32, against a C port of
+//!     ggml's scalar `dequantize_row_*` (`benches/ggml_dequant.c`, compiled here at -O2
+//!     into a shared object loaded into this process) and a memcpy of the output. Targets
+//!     ≥ 1.0× the C and ≥ 0.4× memcpy throughput.
 //!
 //! Every peer is timed round by round with ours (best of several runs each), so a burst of
 //! load on a shared machine hits both alike; every result is checked against the peer's.
@@ -959,6 +971,397 @@ fn single_reads(small: bool) {
     );
 }
 
+// ---------------------------------------------------------------------------------------
+// 8. NVFP4 two-level (E2M1 codes, E4M3 scales per 16, FLOAT32 global scale) and
+// 9. BLOCKWISE_2D FP8 (E4M3 codes, FLOAT32 scales per 128 x 128), against memcpy
+// ---------------------------------------------------------------------------------------
+
+/// A 64-byte aligned destination and a source of `bytes` real pages, for the memcpy peer
+/// (a zeroed allocation would read the shared zero page).
+fn memcpy_peer(bytes: usize) -> (Aligned, Aligned) {
+    let dst = Aligned::zeroed(bytes);
+    let mut src = Aligned::zeroed(bytes);
+    for (k, b) in src.bytes_mut().iter_mut().enumerate() {
+        *b = k as u8;
+    }
+    (dst, src)
+}
+
+/// The output bytes `get_f64` gives element `x` as `out` (FLOAT32 or FLOAT16).
+fn single_bytes(t: &BoundTensor<'_>, x: &[u64], out: OutputType) -> Vec<u8> {
+    let v = t.get_f64(x).expect("get_f64");
+    match out {
+        OutputType::Float16 => tensordesc::value::f64_to_f16(v).to_le_bytes().to_vec(),
+        _ => (v as f32).to_le_bytes().to_vec(),
+    }
+}
+
+/// 2000 random elements of a whole-tensor read of `t` (`n` × `n`, packed `out`) against
+/// `get_f64` (both NaN counts as equal).
+fn spot_check(t: &BoundTensor<'_>, n: u64, out: OutputType, got: &[u8]) {
+    let es = out.element_bytes(t.descriptor().element_type());
+    let mut rng = Rng(5);
+    for _ in 0..2000 {
+        let (i, j) = (rng.below(n), rng.below(n));
+        let at = (i * n + j) as usize * es;
+        let want = single_bytes(t, &[i, j], out);
+        let g = &got[at..at + es];
+        let nan = |b: &[u8]| match out {
+            OutputType::Float16 => u16::from_le_bytes([b[0], b[1]]) & 0x7FFF > 0x7C00,
+            _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_nan(),
+        };
+        assert!(
+            g == &want[..] || (nan(g) && nan(&want)),
+            "element ({i}, {j})"
+        );
+    }
+}
+
+/// NVFP4 as ModelOpt stores it, `n` × `n`: random E2M1 codes, E4M3 scales of blocks of 16
+/// along the rows (positive, finite, as amax / 6 quantized), a multiplying FLOAT32 global
+/// scale; expressed FLOAT32. Returns the descriptor and its buffers.
+fn nvfp4(n: u64) -> (tensordesc::Descriptor, Vec<Aligned>) {
+    let mut rng = Rng(0xF4);
+    let codes: Vec<u8> = (0..n * n / 2).map(|_| rng.next() as u8).collect();
+    let scales: Vec<u8> = (0..n * n / 16)
+        .map(|_| (8 + rng.below(14 * 8 - 1)) as u8)
+        .collect();
+    let g = 3.7e-4f32;
+    let q = Quantization {
+        scheme: QuantScheme::Blockwise {
+            axis: 1,
+            block_size: 16,
+            scale_type: ElementType::Float8E4m3fn,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: false,
+        global_scale: Some(tensordesc::GlobalScale::Multiplies),
+    };
+    let d = TensorBuilder::new(
+        ElementType::Float4E2m1fn,
+        &[n, n],
+        NodeSpec::row_major().with_quantization(q),
+    )
+    .build()
+    .expect("descriptor");
+    let bufs = vec![
+        Aligned::from_bytes(&codes),
+        Aligned::from_bytes(&scales),
+        Aligned::from_bytes(&g.to_le_bytes()),
+    ];
+    (d, bufs)
+}
+
+fn nvfp4_reads(small: bool) -> [f64; 2] {
+    let n = if small { 512u64 } else { 4096 };
+    let (d, bufs) = nvfp4(n);
+    let t = BoundTensor::bind(&d, bufs.iter().map(|b| b.bytes()).collect()).expect("bind");
+    t.validate().expect("validate");
+    let mut ratios = [0.0; 2];
+    for (k, out_t) in [OutputType::Float32, OutputType::Float16]
+        .into_iter()
+        .enumerate()
+    {
+        let bytes = (n * n) as usize * out_t.element_bytes(ElementType::Float4E2m1fn);
+        let mut out = Aligned::zeroed(bytes);
+        let (mut dst, src) = memcpy_peer(bytes);
+        t.read_box(&[0, 0], &[n, n], out_t, out.bytes_mut(), None)
+            .expect("read_box");
+        spot_check(&t, n, out_t, out.bytes());
+        let [ours, memcpy] = time_peers(
+            if small { 9 } else { 7 },
+            [
+                &mut || {
+                    t.read_box(&[0, 0], &[n, n], out_t, out.bytes_mut(), None)
+                        .expect("read_box");
+                    out.bytes()[bytes / 2] as u64
+                },
+                &mut || {
+                    dst.bytes_mut().copy_from_slice(src.bytes());
+                    dst.bytes()[bytes / 2] as u64
+                },
+            ],
+        );
+        ratios[k] = memcpy / ours;
+        println!(
+            "8. NVFP4 (E2M1, E4M3 scales per 16, x FLOAT32 global) {n} x {n} -> {}: read_box {:.2} GB/s of output, memcpy {:.2} GB/s: {:.2}x memcpy throughput (target >= 0.5)",
+            out_t.name(),
+            gbps(bytes, ours),
+            gbps(bytes, memcpy),
+            ratios[k]
+        );
+    }
+    // A get_f64 loop over every element against the window read of the same elements.
+    let m = n / 4;
+    let mut out = Aligned::zeroed((m * n * 4) as usize);
+    let mut looped = vec![0f32; (m * n) as usize];
+    let [single, window] = time_peers(
+        3,
+        [
+            &mut || {
+                for i in 0..m {
+                    for j in 0..n {
+                        looped[(i * n + j) as usize] = t.get_f64(&[i, j]).expect("get_f64") as f32;
+                    }
+                }
+                looped[7].to_bits() as u64
+            },
+            &mut || {
+                t.read_box(&[0, 0], &[m, n], OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[9] as u64
+            },
+        ],
+    );
+    let same = f32s(out.bytes())
+        .iter()
+        .zip(&looped)
+        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+    assert!(same, "get_f64 loop and window agree");
+    let e = (m * n) as f64;
+    println!(
+        "8. NVFP4 {m} x {n}: get_f64 loop {:.1} ns/element, read_box FLOAT32 {:.2} ns/element: the window {:.0}x faster (no target)",
+        single * 1e9 / e,
+        window * 1e9 / e,
+        single / window
+    );
+    ratios
+}
+
+/// DeepSeek-V3 FP8 weights, `n` × `n`: random finite E4M3 codes, FLOAT32
+/// `weight_scale_inv` per 128 × 128 (BLOCKWISE_2D), expressed `expressed`.
+fn fp8_blocks(n: u64, expressed: ElementType) -> (tensordesc::Descriptor, Vec<Aligned>) {
+    let mut rng = Rng(0xF8);
+    let codes: Vec<u8> = (0..n * n)
+        .map(|_| {
+            let c = rng.next() as u8;
+            if c & 0x7F == 0x7F {
+                c & 0xFE
+            } else {
+                c
+            }
+        })
+        .collect();
+    let b = n.div_ceil(128);
+    let scales: Vec<f32> = (0..b * b)
+        .map(|_| 1e-4 * (1 + rng.below(1000)) as f32)
+        .collect();
+    let q = Quantization {
+        scheme: QuantScheme::Blockwise2D {
+            axis_a: 0,
+            block_a: 128,
+            axis_b: 1,
+            block_b: 128,
+            scale_type: ElementType::Float32,
+        },
+        expressed_type: expressed,
+        has_zero_point: false,
+        global_scale: None,
+    };
+    let d = TensorBuilder::new(
+        ElementType::Float8E4m3fn,
+        &[n, n],
+        NodeSpec::row_major().with_quantization(q),
+    )
+    .build()
+    .expect("descriptor");
+    let bufs = vec![
+        Aligned::from_bytes(&codes),
+        Aligned::from_bytes(bytemuck::cast_slice(&scales)),
+    ];
+    (d, bufs)
+}
+
+fn fp8_reads(small: bool) -> [f64; 2] {
+    let n = if small { 512u64 } else { 4096 };
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let (mut dst, src) = memcpy_peer(bytes);
+    let mut ratios = [0.0; 2];
+    for (k, expressed) in [ElementType::Float32, ElementType::Bfloat16]
+        .into_iter()
+        .enumerate()
+    {
+        let (d, bufs) = fp8_blocks(n, expressed);
+        let t = BoundTensor::bind(&d, bufs.iter().map(|b| b.bytes()).collect()).expect("bind");
+        t.validate().expect("validate");
+        t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+            .expect("read_box");
+        spot_check(&t, n, OutputType::Float32, out.bytes());
+        let [ours, memcpy] = time_peers(
+            if small { 9 } else { 7 },
+            [
+                &mut || {
+                    t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+                        .expect("read_box");
+                    out.bytes()[bytes / 2] as u64
+                },
+                &mut || {
+                    dst.bytes_mut().copy_from_slice(src.bytes());
+                    dst.bytes()[bytes / 2] as u64
+                },
+            ],
+        );
+        ratios[k] = memcpy / ours;
+        println!(
+            "9. BLOCKWISE_2D FP8 (E4M3, FLOAT32 scales per 128 x 128, expressed {expressed}) {n} x {n} -> FLOAT32: read_box {:.2} GB/s of output, memcpy {:.2} GB/s: {:.2}x memcpy throughput (target >= 0.5)",
+            gbps(bytes, ours),
+            gbps(bytes, memcpy),
+            ratios[k]
+        );
+    }
+    ratios
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. GGML_BLOCKS -> FLOAT32, against a C port of ggml's scalar dequantize_row_* and memcpy
+// ---------------------------------------------------------------------------------------
+
+/// `dequantize_row_*(x, y, k)` of `benches/ggml_dequant.c`.
+type DequantRow = unsafe extern "C" fn(*const u8, *mut f32, i64);
+
+/// The C reference, compiled here at -O2 as a shared object and loaded into this process.
+struct GgmlRef {
+    rows: Vec<(&'static str, DequantRow)>,
+}
+
+fn ggml_ref() -> Option<GgmlRef> {
+    let dir = profile_dir().join("read_bench");
+    std::fs::create_dir_all(&dir).ok()?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join("ggml_dequant.c");
+    let lib = dir.join("libggml_dequant.so");
+    let target = format!(
+        "{}-unknown-{}-gnu",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    let cc = cc::Build::new()
+        .target(&target)
+        .host(&target)
+        .opt_level(2)
+        .cargo_metadata(false)
+        .get_compiler();
+    let status = cc
+        .to_command()
+        .args(["-std=c11", "-O2", "-shared", "-fPIC"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&lib)
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let path = std::ffi::CString::new(lib.to_str()?).ok()?;
+    // SAFETY: `path` is a NUL-terminated path of the shared object just built; loading it
+    // runs no initialisers (the C file has none). The handle is never closed, so the
+    // function pointers taken from it stay valid for the whole process.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for name in ["q8_0", "q4_K", "q6_K", "iq4_xs"] {
+        let sym = std::ffi::CString::new(format!("dequantize_row_{name}")).ok()?;
+        // SAFETY: `handle` is a live dlopen handle and `sym` a NUL-terminated name.
+        let f = unsafe { libc::dlsym(handle, sym.as_ptr()) };
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: the symbol is a C function `void (const block *, float *, int64_t)`
+        // defined in ggml_dequant.c, whose block pointer is taken as bytes here.
+        let f: DequantRow = unsafe { std::mem::transmute::<*mut libc::c_void, DequantRow>(f) };
+        rows.push((name, f));
+    }
+    Some(GgmlRef { rows })
+}
+
+/// Random blocks of ggml type `number` (`qk` values in `bb` bytes) for `count` values,
+/// their binary16 scales (at `scales` in each block) finite and ordinary.
+fn ggml_blocks(count: u64, qk: u64, bb: usize, scales: &[usize], rng: &mut Rng) -> Vec<u8> {
+    let blocks = (count / qk) as usize;
+    let mut b: Vec<u8> = (0..blocks * bb).map(|_| rng.next() as u8).collect();
+    for blk in b.chunks_exact_mut(bb) {
+        for &at in scales {
+            let v = 1e-3 * (1 + rng.below(100)) as f64;
+            let h = tensordesc::value::f64_to_f16(v).to_le_bytes();
+            blk[at..at + 2].copy_from_slice(&h);
+        }
+    }
+    b
+}
+
+fn ggml_reads(small: bool) -> Option<Vec<(f64, f64)>> {
+    let Some(c) = ggml_ref() else {
+        println!("10. GGML_BLOCKS: skipped (no C compiler, or the C reference did not load)");
+        return None;
+    };
+    let n = if small { 512u64 } else { 4096 };
+    let bytes = (n * n * 4) as usize;
+    let mut out = Aligned::zeroed(bytes);
+    let mut theirs = Aligned::zeroed(bytes);
+    let (mut dst, src) = memcpy_peer(bytes);
+    let mut rng = Rng(0x66);
+    let mut ratios = Vec::new();
+    // (name, type number, QK, block bytes, binary16 scale offsets)
+    let types: [(&str, u32, u64, usize, &[usize]); 4] = [
+        ("q8_0", 8, 32, 34, &[0]),
+        ("q4_K", 12, 256, 144, &[0, 2]),
+        ("q6_K", 14, 256, 210, &[208]),
+        ("iq4_xs", 23, 256, 136, &[0]),
+    ];
+    for (name, number, qk, bb, sc) in types {
+        let row = c.rows.iter().find(|r| r.0 == name)?.1;
+        let blocks = Aligned::from_bytes(&ggml_blocks(n * n, qk, bb, sc, &mut rng));
+        let d = TensorBuilder::new(ElementType::Float32, &[n, n], NodeSpec::ggml_blocks(number))
+            .build()
+            .expect("descriptor");
+        let t = BoundTensor::bind(&d, vec![blocks.bytes()]).expect("bind");
+        let c_row = |theirs: &mut Aligned| {
+            let y: &mut [f32] = bytemuck::cast_slice_mut(theirs.bytes_mut());
+            // SAFETY: `blocks` holds (n·n / QK) whole blocks of this type, 64-byte aligned
+            // (the C block structs need 2), and `y` has room for the n·n values written.
+            unsafe { row(blocks.bytes().as_ptr(), y.as_mut_ptr(), (n * n) as i64) };
+            theirs.bytes()[bytes / 2] as u64
+        };
+        c_row(&mut theirs);
+        t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+            .expect("read_box");
+        let same = f32s(out.bytes())
+            .iter()
+            .zip(f32s(theirs.bytes()))
+            .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "{name}: read_box and the C reference agree");
+        let [ours, c_time, memcpy] = time_peers(
+            if small { 9 } else { 7 },
+            [
+                &mut || {
+                    t.read_box(&[0, 0], &[n, n], OutputType::Float32, out.bytes_mut(), None)
+                        .expect("read_box");
+                    out.bytes()[bytes / 2] as u64
+                },
+                &mut || c_row(&mut theirs),
+                &mut || {
+                    dst.bytes_mut().copy_from_slice(src.bytes());
+                    dst.bytes()[bytes / 2] as u64
+                },
+            ],
+        );
+        let (vs_c, vs_memcpy) = (c_time / ours, memcpy / ours);
+        println!(
+            "10. GGML_BLOCKS {} {n} x {n} -> FLOAT32: read_box {:.2} GB/s of output, C dequantize_row_{name} (-O2) {:.2} GB/s: {vs_c:.2}x the C (target >= 1.0); memcpy {:.2} GB/s: {vs_memcpy:.2}x memcpy throughput (target >= 0.4)",
+            name.to_uppercase(),
+            gbps(bytes, ours),
+            gbps(bytes, c_time),
+            gbps(bytes, memcpy)
+        );
+        ratios.push((vs_c, vs_memcpy));
+    }
+    Some(ratios)
+}
+
 fn main() {
     let small = std::env::var("TDESC_BENCH_SMALL").is_ok_and(|v| v == "1");
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -984,5 +1387,14 @@ fn main() {
     }
     if on("locate") && locate_many_from_c(small).is_none() {
         println!("6. locate_many from C: skipped (no C compiler or shared library)");
+    }
+    if on("nvfp4") {
+        nvfp4_reads(small);
+    }
+    if on("fp8") {
+        fp8_reads(small);
+    }
+    if on("ggml") {
+        ggml_reads(small);
     }
 }

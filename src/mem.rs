@@ -1,5 +1,6 @@
-//! Owned aligned memory, CPU prefetch hints, page population and non-temporal copies: with
-//! the memory map and the FFI layer, the only code allowed `unsafe`.
+//! Owned aligned memory, CPU prefetch hints, page population, non-temporal copies and
+//! 16-entry table lookups by byte shuffles: with the memory map and the FFI layer, the only
+//! code allowed `unsafe`.
 
 use std::alloc::{self, Layout};
 use std::fmt;
@@ -402,9 +403,189 @@ pub(crate) fn store_fence() {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// 16-entry table lookups of 4-bit codes (PSHUFB)
+// ---------------------------------------------------------------------------------------
+
+/// Element bytes of a table of 16 output elements, as byte planes: `planes[p][c]` is byte
+/// `p` (little-endian) of code `c`'s element. Elements of `N` bytes use the first `N`.
+pub(crate) type Planes = [[u8; 16]; 4];
+
+/// Unit tests set this to take the lookups' other path, holding [`SHUFFLE_TESTS`].
+#[cfg(test)]
+pub(crate) static NO_NIBBLE_SHUFFLE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Held by the unit tests that depend on [`NO_NIBBLE_SHUFFLE`].
+#[cfg(test)]
+pub(crate) static SHUFFLE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether [`nibble_blocks`] runs here (x86-64 with SSSE3, checked once).
+pub(crate) fn has_nibble_shuffle() -> bool {
+    #[cfg(test)]
+    if NO_NIBBLE_SHUFFLE.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("ssse3"))
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        false
+    }
+}
+
+/// Blocks of 16 packed 4-bit codes looked up in 16-entry tables: block `k` is the eight
+/// bytes `codes[8k .. 8k + 8]` (code `2i` the low nibble of byte `i`, code `2i + 1` its
+/// high nibble), its table `planes[sc[k]]`, and its 16 elements of `N` bytes (2 or 4)
+/// are written little-endian to `out[16·N·k ..]`, for `k < sc.len()`. Returns `false`,
+/// writing nothing, where it does not run ([`has_nibble_shuffle`]) or when `codes` or
+/// `out` is too short or `planes` has not 256 tables; the caller then looks the codes up
+/// itself. Each block is one PSHUFB a byte plane (16 lookups an instruction).
+pub(crate) fn nibble_blocks<const N: usize>(
+    codes: &[u8],
+    sc: &[u8],
+    planes: &[Planes],
+    out: &mut [u8],
+) -> bool {
+    let blocks = sc.len();
+    let fits = (N == 2 || N == 4)
+        && planes.len() == 256
+        && blocks.checked_mul(8).is_some_and(|c| c <= codes.len())
+        && blocks.checked_mul(16 * N).is_some_and(|o| o <= out.len());
+    if !fits || !has_nibble_shuffle() {
+        return false;
+    }
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        // SAFETY: the CPU has SSSE3 (checked above); `codes` holds 8 bytes and `out`
+        // 16·N bytes for each of the `blocks` blocks, and every `sc` byte indexes one of
+        // the 256 tables (checked above).
+        unsafe { nibble_blocks_ssse3::<N>(codes, sc, planes, out) };
+        true
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        let _ = (codes, out);
+        false
+    }
+}
+
+/// [`nibble_blocks`] with SSSE3.
+///
+/// # Safety
+///
+/// The CPU has SSSE3; `codes.len() >= 8·sc.len()`, `out.len() >= 16·N·sc.len()`,
+/// `planes.len() == 256`, `N` is 2 or 4.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "ssse3")]
+unsafe fn nibble_blocks_ssse3<const N: usize>(
+    codes: &[u8],
+    sc: &[u8],
+    planes: &[Planes],
+    out: &mut [u8],
+) {
+    use std::arch::x86_64::*;
+    let c = codes.as_ptr();
+    let o = out.as_mut_ptr();
+    let p = planes.as_ptr();
+    for (k, &s) in sc.iter().enumerate() {
+        // SAFETY (the whole block): by the caller's contract, bytes [8k, 8k + 8) of
+        // `codes` and [16·N·k, 16·N·(k + 1)) of `out` exist and table `s` (< 256) of
+        // `planes` does; the loads and stores are unaligned ones, and SSE2 and SSSE3
+        // (PSHUFB) are available.
+        unsafe {
+            let b = _mm_loadl_epi64(c.add(8 * k).cast::<__m128i>());
+            let low = _mm_set1_epi8(0x0F);
+            let lo = _mm_and_si128(b, low);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(b), low);
+            // The 16 codes in order: low nibble, high nibble, byte by byte.
+            let idx = _mm_unpacklo_epi8(lo, hi);
+            let t = &*p.add(s as usize);
+            let v0 = _mm_shuffle_epi8(_mm_loadu_si128(t[0].as_ptr().cast::<__m128i>()), idx);
+            let v1 = _mm_shuffle_epi8(_mm_loadu_si128(t[1].as_ptr().cast::<__m128i>()), idx);
+            let d = o.add(16 * N * k).cast::<__m128i>();
+            // Bytes 0 and 1 of each element, interleaved: 2-byte elements.
+            let e0 = _mm_unpacklo_epi8(v0, v1);
+            let e1 = _mm_unpackhi_epi8(v0, v1);
+            if N == 2 {
+                _mm_storeu_si128(d, e0);
+                _mm_storeu_si128(d.add(1), e1);
+            } else {
+                let v2 = _mm_shuffle_epi8(_mm_loadu_si128(t[2].as_ptr().cast::<__m128i>()), idx);
+                let v3 = _mm_shuffle_epi8(_mm_loadu_si128(t[3].as_ptr().cast::<__m128i>()), idx);
+                let f0 = _mm_unpacklo_epi8(v2, v3);
+                let f1 = _mm_unpackhi_epi8(v2, v3);
+                // Bytes 0-1 beside bytes 2-3: 4-byte elements.
+                _mm_storeu_si128(d, _mm_unpacklo_epi16(e0, f0));
+                _mm_storeu_si128(d.add(1), _mm_unpackhi_epi16(e0, f0));
+                _mm_storeu_si128(d.add(2), _mm_unpacklo_epi16(e1, f1));
+                _mm_storeu_si128(d.add(3), _mm_unpackhi_epi16(e1, f1));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shuffle lookups write what a scalar lookup writes, for 2- and 4-byte elements,
+    /// and refuse short buffers and other table counts (writing nothing).
+    #[test]
+    fn nibble_blocks_are_table_lookups() {
+        let _only = SHUFFLE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut planes = vec![[[0u8; 16]; 4]; 256];
+        let elem = |s: usize, c: usize| {
+            (s as u32).wrapping_mul(0x9E37_79B9) ^ (c as u32 * 0x0101_0101 + 7)
+        };
+        for (s, t) in planes.iter_mut().enumerate() {
+            for c in 0..16 {
+                for (p, plane) in t.iter_mut().enumerate() {
+                    plane[c] = elem(s, c).to_le_bytes()[p];
+                }
+            }
+        }
+        let blocks = 37;
+        let codes: Vec<u8> = (0..8 * blocks + 3).map(|k| (k * 37 + 11) as u8).collect();
+        let sc: Vec<u8> = (0..blocks).map(|k| (k * 101 + 5) as u8).collect();
+        let want = |n: usize| {
+            let mut w = Vec::new();
+            for (k, &s) in sc.iter().enumerate() {
+                for i in 0..8 {
+                    let b = codes[8 * k + i];
+                    for c in [b & 0xF, b >> 4] {
+                        w.extend_from_slice(&elem(s as usize, c as usize).to_le_bytes()[..n]);
+                    }
+                }
+            }
+            w
+        };
+        let mut out2 = vec![0xAAu8; 32 * blocks + 5];
+        let mut out4 = vec![0xAAu8; 64 * blocks + 5];
+        let ran2 = nibble_blocks::<2>(&codes, &sc, &planes, &mut out2);
+        let ran4 = nibble_blocks::<4>(&codes, &sc, &planes, &mut out4);
+        assert_eq!(ran2, has_nibble_shuffle());
+        assert_eq!(ran4, has_nibble_shuffle());
+        if ran2 {
+            assert_eq!(&out2[..32 * blocks], &want(2)[..]);
+            assert_eq!(&out4[..64 * blocks], &want(4)[..]);
+            assert!(out2[32 * blocks..].iter().all(|&b| b == 0xAA));
+            assert!(out4[64 * blocks..].iter().all(|&b| b == 0xAA));
+        }
+        let mut short = vec![0xAAu8; 32 * blocks - 1];
+        assert!(!nibble_blocks::<2>(&codes, &sc, &planes, &mut short));
+        assert!(!nibble_blocks::<2>(
+            &codes[..8 * blocks - 1],
+            &sc,
+            &planes,
+            &mut out2
+        ));
+        assert!(!nibble_blocks::<2>(&codes, &sc, &planes[..255], &mut out2));
+        assert!(short.iter().all(|&b| b == 0xAA));
+    }
 
     /// Every head (destination alignment), body and tail length gives the bytes a plain
     /// copy gives, and nothing outside the destination range changes.

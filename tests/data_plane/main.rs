@@ -13,3 +13,4 @@ mod ggml;
 mod quant_1_1;
 mod read_box;
 mod region_types;
+mod scaled_codes;

@@ -214,7 +214,16 @@ fn run_at(
             crate::mem::copy_streaming(dst, codes, next);
             return Ok(());
         }
-        return vals.run(codes, x, r, len, w.buf, off, ostride);
+        return vals.run_cached(codes, x, r, len, w.buf, off, ostride, &mut w.tables);
+    }
+    if src.nibbles && step == 1 && len > 0 {
+        // Consecutive packed nibbles: handed over packed.
+        let q = 2 * src.byte0 + p0;
+        let first = usize::try_from(q >> 1).map_err(|_| oob(region))?;
+        let end = usize::try_from((q + len as i128 + 1) >> 1).map_err(|_| oob(region))?;
+        let packed = src.buf.get(first..end).ok_or_else(|| oob(region))?;
+        let t = &mut w.tables.nibbles;
+        return vals.run_nibbles(packed, q & 1 == 1, x, r, len, w.buf, off, ostride, t);
     }
     w.scratch.clear();
     w.scratch.reserve(len * cs);

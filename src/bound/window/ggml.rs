@@ -4,7 +4,9 @@
 //! blocks straight into the values, a partial block at either end through one block of
 //! scratch — in pieces of at most [`PIECE`] elements that end on block boundaries, so no
 //! block is dequantized twice. The values are stored in the node's value type, then
-//! written to the output by [`Values`] like any stored codes (RAW: those bytes).
+//! written to the output by [`Values`] like any stored codes (RAW: those bytes) — except
+//! FLOAT32 values read as FLOAT32 into rows of consecutive elements, which are dequantized
+//! straight into the output.
 
 use super::convert::{oob, Values};
 use super::Window;
@@ -51,6 +53,14 @@ pub(super) fn read(
     let mut codes = std::mem::take(&mut w.scratch);
     codes.clear();
     codes.resize(piece * cs, 0);
+    // FLOAT32 values read as FLOAT32 (or RAW, their bytes) into rows of consecutive
+    // elements: ggml's values are the output, each row dequantized straight into it (on
+    // a little-endian host, where an f32 slice is the output's bytes; a misaligned RAW
+    // output takes the pieces).
+    let direct = cfg!(target_endian = "little")
+        && et == ElementType::Float32
+        && vals.is_copy()
+        && w.strides[last] == 4;
     let mut x = [0u64; MAX_RANK];
     x[..rank].copy_from_slice(lo);
     let res = (|| loop {
@@ -66,6 +76,20 @@ pub(super) fn read(
             row_off += (x[a] - lo[a]) as i64 * w.strides[a];
         }
         let mut p = lo[last];
+        if direct && row_off >= 0 {
+            // FLOAT32 values into a contiguous row: dequantized in place.
+            let n = usize::try_from(hi[last] - p).map_err(|_| oob(region))?;
+            let at = row_off as usize;
+            let row = w
+                .buf
+                .get_mut(at..)
+                .and_then(|o| o.get_mut(..n.checked_mul(4)?))
+                .ok_or_else(|| oob(region))?;
+            if let Ok(row) = bytemuck::try_cast_slice_mut::<u8, f32>(row) {
+                dequantize_range(t, blocks, row0 + p, row).map_err(|_| oob(region))?;
+                p = hi[last];
+            }
+        }
         while p < hi[last] {
             let end = ((p / PIECE + 1) * PIECE).min(hi[last]);
             let m = (end - p) as usize;

@@ -91,6 +91,8 @@ pub(super) struct Window<'o> {
     buf: &'o mut [u8],
     strides: &'o [i64],
     scratch: Vec<u8>,
+    /// The tables of the scaled-code kernels, kept across the runs of the read.
+    tables: convert::Tables,
     region: Option<u32>,
     /// Whether contiguous RAW runs are written with non-temporal stores: the output
     /// reaches [`crate::mem::stream_min_bytes`] (it cannot stay in the cache anyway).
@@ -239,6 +241,7 @@ impl<'a> BoundTensor<'a> {
             buf: out,
             strides: &strides[..rank],
             scratch: Vec::new(),
+            tables: convert::Tables::default(),
             region: None,
             stream: need >= crate::mem::stream_min_bytes() as i128,
         };

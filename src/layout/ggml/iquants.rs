@@ -189,10 +189,12 @@ pub(super) fn iq4_xs(b: &[u8; 136], y: &mut [f32; 256]) {
         let low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
         let high = ((scales_h >> (2 * ib)) & 3) as u8;
         let dl = d * f32::from((low | (high << 4)) as i8 - 32);
+        // `kvalues` as f32 (exact), so each element is a load and a multiplication.
+        let kv = KVALUES_IQ4NL.map(f32::from);
         let (lo, hi) = y.split_at_mut(16);
         for ((&q, l), h) in q.iter().zip(lo).zip(hi) {
-            *l = dl * f32::from(KVALUES_IQ4NL[usize::from(q & 0x0F)]);
-            *h = dl * f32::from(KVALUES_IQ4NL[usize::from(q >> 4)]);
+            *l = dl * kv[usize::from(q & 0x0F)];
+            *h = dl * kv[usize::from(q >> 4)];
         }
     }
 }

@@ -78,6 +78,9 @@ impl Values<'_> {
         stride: i64,
     ) -> Option<Result<()>> {
         use ElementType::*;
+        if let Some(r) = self.scaled_run(codes, x, axis, n, out, off, stride, None) {
+            return Some(r);
+        }
         let et = self.et;
         let region = self.region;
         match (&self.kind, self.out) {
@@ -536,7 +539,8 @@ fn is_no_kernel(r: &Result<()>) -> bool {
     matches!(r, Err(e) if e.kind == ErrorKind::Internal && e.detail == "no fast kernel")
 }
 
-/// Scale entry `j` of `t` as `f32` (exact for FLOAT16, BFLOAT16, FLOAT32, FLOAT8_E8M0FNU).
+/// Scale entry `j` of `t` as `f32` (exact for FLOAT16, BFLOAT16, FLOAT32, FLOAT8_E4M3FN,
+/// FLOAT8_E8M0FNU).
 #[inline(always)]
 fn scale_f32(b: &[u8], t: ElementType, j: u64) -> Option<f32> {
     let j = usize::try_from(j).ok()?;
@@ -585,12 +589,12 @@ fn f16_to_f32(h: u16) -> f32 {
 }
 
 /// A run of FLOAT32 outputs: a typed slice when contiguous, else byte offsets.
-struct F32Out<'o> {
+pub(super) struct F32Out<'o> {
     dst: OutSlots<'o, 4>,
 }
 
 /// A run of FLOAT64 outputs.
-struct F64Out<'o> {
+pub(super) struct F64Out<'o> {
     dst: OutSlots<'o, 8>,
 }
 
@@ -657,7 +661,7 @@ impl<'o, const N: usize> OutSlots<'o, N> {
 }
 
 impl<'o> F32Out<'o> {
-    fn new(
+    pub(super) fn new(
         out: &'o mut [u8],
         off: i64,
         stride: i64,
@@ -682,7 +686,7 @@ impl<'o> F32Out<'o> {
         self.dst.each(codes, cs, |c| f(c).to_le_bytes())
     }
     /// Copy FLOAT32 codes as they are.
-    fn copy_bits(&mut self, codes: &[u8]) -> Result<()> {
+    pub(super) fn copy_bits(&mut self, codes: &[u8]) -> Result<()> {
         match &mut self.dst {
             OutSlots::Contiguous(dst) => {
                 let n = dst.len();
@@ -695,7 +699,7 @@ impl<'o> F32Out<'o> {
 }
 
 impl<'o> F64Out<'o> {
-    fn new(
+    pub(super) fn new(
         out: &'o mut [u8],
         off: i64,
         stride: i64,
@@ -707,7 +711,7 @@ impl<'o> F64Out<'o> {
         })
     }
     #[inline(always)]
-    fn each(&mut self, codes: &[u8], cs: usize, f: impl Fn(&[u8]) -> f64) -> Result<()> {
+    pub(super) fn each(&mut self, codes: &[u8], cs: usize, f: impl Fn(&[u8]) -> f64) -> Result<()> {
         if let OutSlots::Contiguous(dst) = &mut self.dst {
             if let Ok(d) = bytemuck::try_cast_slice_mut::<u8, f64>(dst) {
                 for (d, c) in d.iter_mut().zip(codes.chunks_exact(cs)) {

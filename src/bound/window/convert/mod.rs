@@ -19,6 +19,9 @@ use crate::quant::{Dequant, GlobalScale};
 use crate::value;
 
 mod fast;
+mod scaled;
+
+pub(super) use scaled::{NibbleTables, Tables};
 
 /// Values converted per chunk (a 2 KiB `f64` stack buffer).
 pub(super) const CHUNK: usize = 256;
@@ -231,6 +234,65 @@ impl<'a> Values<'a> {
         Ok(())
     }
 
+    /// [`run`](Self::run), with the tables of the read (`tables`) for the kernels that
+    /// keep some.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_cached(
+        &self,
+        codes: &[u8],
+        x: &[u64],
+        axis: usize,
+        n: usize,
+        out: &mut [u8],
+        off: i64,
+        stride: i64,
+        tables: &mut Tables,
+    ) -> Result<()> {
+        let t = Some(&mut tables.bytes);
+        if let Some(r) = self.scaled_run(codes, x, axis, n, out, off, stride, t) {
+            return r;
+        }
+        self.run(codes, x, axis, n, out, off, stride)
+    }
+
+    /// [`run`](Self::run) of `n` packed 4-bit codes: nibble `k` of the run is nibble
+    /// `odd + k` of `packed` (byte `(odd + k) / 2`, bits `4·((odd + k) % 2)`): by the
+    /// packed kernel of `scaled.rs` (whose tables persist in `tables` across the runs of
+    /// a read), else unpacked [`CHUNK`] at a time into a stack buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_nibbles(
+        &self,
+        packed: &[u8],
+        odd: bool,
+        x: &[u64],
+        axis: usize,
+        n: usize,
+        out: &mut [u8],
+        off: i64,
+        stride: i64,
+        tables: &mut NibbleTables,
+    ) -> Result<()> {
+        if let Some(r) = self.scaled_nibbles(packed, odd, x, axis, n, out, off, stride, tables) {
+            return r;
+        }
+        let mut buf = [0u8; CHUNK];
+        let mut pos = [0u64; MAX_RANK];
+        pos[..x.len()].copy_from_slice(x);
+        let mut done = 0usize;
+        while done < n {
+            let m = (n - done).min(CHUNK);
+            unpack_nibbles(packed, odd as usize + done, &mut buf[..m])
+                .ok_or_else(|| oob(self.region))?;
+            if let Some(&x0) = x.get(axis) {
+                pos[axis] = x0 + done as u64;
+            }
+            let o = off + done as i64 * stride;
+            self.run(&buf[..m], &pos[..x.len()], axis, m, out, o, stride)?;
+            done += m;
+        }
+        Ok(())
+    }
+
     /// Values of the codes in `chunk` at `x + k·e_axis` into `vals`.
     fn values(&self, chunk: &[u8], x: &[u64], axis: usize, vals: &mut [f64]) -> Result<()> {
         let et = self.et;
@@ -399,6 +461,30 @@ pub(super) fn oob(region: Option<u32>) -> Error {
             owner_name(region)
         ),
     )
+}
+
+/// Nibbles `q0 ..` of `packed` (nibble `q`: byte `q / 2`, bits `4·(q % 2)`), one per
+/// byte of `out`; `None` if `packed` is too short.
+fn unpack_nibbles(packed: &[u8], q0: usize, out: &mut [u8]) -> Option<()> {
+    let n = out.len();
+    let src = packed.get(q0 / 2..(q0 + n).div_ceil(2))?;
+    let (out, src) = if q0 % 2 == 1 && n > 0 {
+        out[0] = src[0] >> 4;
+        (&mut out[1..], &src[1..])
+    } else {
+        (out, src)
+    };
+    let whole = out.len() / 2;
+    let tail = src.get(whole).copied();
+    let mut pairs = out.chunks_exact_mut(2);
+    for (o, &b) in (&mut pairs).zip(src) {
+        o[0] = b & 0xF;
+        o[1] = b >> 4;
+    }
+    if let [last] = pairs.into_remainder() {
+        *last = tail? & 0xF;
+    }
+    Some(())
 }
 
 /// Bytes of entry `j` of a run of `t` (a 4-bit entry as one byte holding the nibble).
