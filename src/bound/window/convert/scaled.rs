@@ -1138,6 +1138,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "a million patterns: too slow under Miri")]
     fn f32_to_f16_bits_is_the_reference_rounding() {
         for b in f32_patterns() {
             let x = f32::from_bits(b);
@@ -1147,6 +1148,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "a million patterns: too slow under Miri")]
     fn f32_to_bf16_bits_is_the_reference_rounding() {
         for b in f32_patterns() {
             let x = f32::from_bits(b);
@@ -1171,6 +1173,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "a million patterns: too slow under Miri")]
     fn f64_to_bf16_value_is_the_reference_rounding() {
         let mut r = Mix(11);
         let check = |v: f64| {
@@ -1219,6 +1222,7 @@ mod tests {
     /// NVFP4 and MXFP4 read with the byte shuffles and with the scalar lookups (the path
     /// of a CPU without SSSE3) give `get_f64`'s values, rounded to each output type.
     #[test]
+    #[cfg_attr(miri, ignore = "a million patterns: too slow under Miri")]
     fn nvfp4_blocks_with_and_without_shuffles() {
         for (block, st) in [
             (16, ElementType::Float8E4m3fn),
