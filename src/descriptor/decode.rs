@@ -461,7 +461,10 @@ impl Decoder {
             dec.d.extension_type = Some(ExtensionType::read(r)?);
         }
         if !r.is_empty() {
-            if mode == Mode::Permissive && minor > VERSION_MINOR {
+            // Permissive mode keeps the bytes after the last known field of a descriptor
+            // whose minor is not 0, as a 1.0 permissive reader kept them for minor 1
+            // (decision 142); strict mode refuses them below (LENGTH_MISMATCH).
+            if mode == Mode::Permissive && minor > 0 {
                 dec.d.trailing = r.rest().to_vec();
             } else {
                 r.expect_end("descriptor")?;

@@ -22,8 +22,8 @@ impl Descriptor {
     /// places every buffer at its own alignment, 64 bytes or more, anyway), and the least
     /// `version_minor` what is written needs — so a tensor described where it lies, below
     /// 64-byte alignment, is stored as a 1.0 descriptor unless it uses another 1.1
-    /// feature. A minor newer than this library's (a permissive decode's, with opaque
-    /// trailing bytes) is kept, and so is the minor of a descriptor with opaque parts.
+    /// feature. A minor newer than this library's, and the minor of a descriptor with
+    /// opaque parts or opaque trailing bytes (a permissive decode's), are kept.
     pub(crate) fn encode_for_transport(&self, w: &mut Writer) -> Result<()> {
         self.encode_with(w, MIN_ALIGNMENT_LOG2)
     }
@@ -48,7 +48,10 @@ impl Descriptor {
         } else {
             // A newer minor (opaque trailing bytes), or opaque parts whose needs are
             // unknown, keep the minor read; otherwise only what is written counts.
-            let kept = if self.version_minor > VERSION_MINOR || self.opaque_parts > 0 {
+            let kept = if self.version_minor > VERSION_MINOR
+                || self.opaque_parts > 0
+                || !self.trailing.is_empty()
+            {
                 self.version_minor
             } else {
                 0

@@ -673,9 +673,11 @@ proptest! {
         long.push(extra);
         let n = long.len() as u64;
         set_len(&mut long, n);
-        for mode in [Mode::Strict, Mode::Permissive] {
-            prop_assert_eq!(decode(&long, mode).unwrap_err().kind, ErrorKind::LengthMismatch);
-        }
+        // Strict refuses a byte past the last field; permissive keeps it opaque, as a 1.0
+        // permissive reader kept a minor-1 descriptor's trailing bytes (decision 142).
+        prop_assert_eq!(decode(&long, Mode::Strict).unwrap_err().kind, ErrorKind::LengthMismatch);
+        let d = decode(&long, Mode::Permissive).unwrap();
+        prop_assert_eq!(d.encode().unwrap(), long.clone());
     }
 
     /// An unassigned top-level layout tag: an opaque descriptor, never bindable, re-encoded
