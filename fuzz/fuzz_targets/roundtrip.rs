@@ -36,7 +36,9 @@ fuzz_target!(|data: &[u8]| {
         let e = decode(&bytes[..c], mode).expect_err("a proper prefix cannot decode");
         assert_eq!(e.kind, ErrorKind::Truncated, "prefix of {c}/{n} bytes: {e}");
     }
-    let opaque_rest = d.version_minor() > tensordesc::descriptor::VERSION_MINOR
+    // Permissive decoding keeps bytes after the last field of any minor above 0 (spec
+    // §1.10): a shortened window may still decode.
+    let opaque_rest = d.version_minor() > 0
         && mode == Mode::Permissive
         // A tensor kept opaque whole (an unassigned tag, or a GGML_BLOCKS node the
         // permissive decoder could not read): its body is opaque bytes of any length.
