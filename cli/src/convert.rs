@@ -732,16 +732,8 @@ fn from_reader(
     if quiet {
         return Ok(());
     }
-    let n = r.len();
-    writeln!(
-        out,
-        "converted {n} tensor{} ({} of data) from {} ({what}) to {} ({})",
-        if n == 1 { "" } else { "s" },
-        text::short_bytes(total),
-        input.display(),
-        output.display(),
-        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
-    )?;
+    let written = written.map_or_else(|| "not a regular file".to_string(), text::bytes_text);
+    converted_line(out, r.len(), total, input, what, output, &written)?;
     if !r.metadata().is_empty() {
         let k = r.metadata().len();
         writeln!(
@@ -844,18 +836,10 @@ fn upgrade(
     if quiet {
         return Ok(());
     }
-    let n = r.len();
-    writeln!(
-        out,
-        "converted {n} tensor{} ({} of data) from {} (.tdf version {}.{}) to {} (.tdf version 2.0, {})",
-        if n == 1 { "" } else { "s" },
-        text::short_bytes(total),
-        input.display(),
-        r.version_major(),
-        r.version_minor(),
-        output.display(),
-        written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
-    )?;
+    let written = written.map_or_else(|| "not a regular file".to_string(), text::bytes_text);
+    let from = format!(".tdf version {}.{}", r.version_major(), r.version_minor());
+    let to = format!(".tdf version 2.0, {written}");
+    converted_line(out, r.len(), total, input, &from, output, &to)?;
     for e in r.entries() {
         match (e.descriptor(), e.problem()) {
             (Some(d), None) => writeln!(out, "  {:?}: {}", e.name(), text::tensor_summary(d))?,
@@ -868,6 +852,26 @@ fn upgrade(
         }
     }
     Ok(())
+}
+
+/// `converted N tensors (SIZE of data) from INPUT (FROM) to OUTPUT (TO)`.
+fn converted_line(
+    out: &mut dyn Write,
+    n: usize,
+    total: u64,
+    input: &Path,
+    from: &str,
+    output: &Path,
+    to: &str,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "converted {n} tensor{} ({} of data) from {} ({from}) to {} ({to})",
+        if n == 1 { "" } else { "s" },
+        text::short_bytes(total),
+        input.display(),
+        output.display(),
+    )
 }
 
 #[cfg(test)]
