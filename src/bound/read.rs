@@ -241,7 +241,8 @@ impl<'a> BoundTensor<'a> {
             };
             Ok(diff * s)
         };
-        let v = match q.dequant() {
+        let family = q.dequant();
+        let v = match family {
             Dequant::PerTensor { scale, zero_point } => {
                 let diff = if et.is_integer() {
                     let a = value::element_to_i128(et, code)
@@ -261,14 +262,13 @@ impl<'a> BoundTensor<'a> {
             } => {
                 let j = q.param_entry(shape, x).ok_or_else(missing)?;
                 let v = self.affine_at(zero_points, et, scale_type, j, &param, &affine)?;
-                match global {
-                    Some(how) => {
-                        let k = 1 + zero_points as usize;
+                match (global, family.global_scale_param()) {
+                    (Some(how), Some(k)) => {
                         let g = param(k, ElementType::Float32, 0)?;
                         let g = value::element_to_f64(ElementType::Float32, &g).ok_or_else(missing)?;
                         how.apply(v, g)
                     }
-                    None => v,
+                    _ => v,
                 }
             }
             Dequant::Codebook { size: codebook_size } => {

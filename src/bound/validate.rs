@@ -450,12 +450,9 @@ impl<'a> BoundTensor<'a> {
     ) -> Result<()> {
         let d = self.desc;
         let n = find::layout_buffer_count(d, node);
-        match q.dequant() {
-            Dequant::Scaled {
-                scale_type,
-                zero_points,
-                global,
-            } => {
+        let family = q.dequant();
+        match family {
+            Dequant::Scaled { scale_type, .. } => {
                 let b = self.buf(node, n)?;
                 let esize = scale_type.storage_bytes() as usize;
                 // FLOAT8_E4M3FN scales (1.1) may be +0: NVFP4 producers write 0 for a block
@@ -485,8 +482,8 @@ impl<'a> BoundTensor<'a> {
                         ));
                     }
                 }
-                if global.is_some() {
-                    let k = n + 1 + zero_points as usize;
+                if let Some(g) = family.global_scale_param() {
+                    let k = n + g;
                     let g = self.buf(node, k)?;
                     let g = f32::from_le_bytes(
                         g.get(..4)

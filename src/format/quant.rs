@@ -187,6 +187,21 @@ pub enum Dequant {
     },
 }
 
+impl Dequant {
+    /// The position of the global scale among the parameter buffers (after the scales and
+    /// the zero points), when the family has one.
+    pub fn global_scale_param(&self) -> Option<usize> {
+        match *self {
+            Dequant::Scaled {
+                zero_points,
+                global: Some(_),
+                ..
+            } => Some(1 + zero_points as usize),
+            _ => None,
+        }
+    }
+}
+
 /// One field of a scheme ([`Quantization::fields`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum QuantField<'a> {

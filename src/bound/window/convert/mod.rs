@@ -119,7 +119,8 @@ impl<'a> Values<'a> {
         v.expressed = q.expressed_type;
         let params = node.first_buffer as usize + crate::bound::find::layout_buffer_count(d, node);
         let param = |k: usize| bufs.get(params + k).copied().ok_or_else(|| missing(region));
-        v.kind = match q.dequant() {
+        let family = q.dequant();
+        v.kind = match family {
             Dequant::PerTensor { scale, zero_point } => Kind::PerTensor { scale, zero_point },
             Dequant::Scaled {
                 scale_type,
@@ -127,19 +128,17 @@ impl<'a> Values<'a> {
                 global,
             } => {
                 let map = q.param_map(shape).ok_or_else(|| missing(region))?;
-                let mut k = 1;
                 let zero_points = if zero_points {
-                    k += 1;
                     Some(param(1)?)
                 } else {
                     None
                 };
-                let global = match global {
-                    Some(how) => {
+                let global = match (global, family.global_scale_param()) {
+                    (Some(how), Some(k)) => {
                         let g = param(k)?.get(..4).ok_or_else(|| missing(region))?;
                         Some((how, f32::from_le_bytes([g[0], g[1], g[2], g[3]]) as f64))
                     }
-                    None => None,
+                    _ => None,
                 };
                 Kind::Affine {
                     div: map.div,
