@@ -9,7 +9,11 @@
  * An NVFP4 checkpoint (ModelOpt pieces) opens as one grouped tensor, and as its pieces with
  * TDESC_FILE_UNGROUPED.
  *
+ * FP8 blocks whose block size comes from the config.json beside the file, and an INT8
+ * weight with BF16 scales per channel (compressed-tensors int-quantized), read dequantized.
+ *
  * usage: test_foreign FILE.safetensors ODD.safetensors META.tdf SHARDS_DIR NVFP4.safetensors
+ *        QUANT_DIR/model.safetensors
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -149,9 +153,9 @@ static void check_tdf_metadata(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
+    if (argc != 7) {
         fprintf(stderr, "usage: test_foreign FILE.safetensors ODD.safetensors META.tdf DIR "
-                        "NVFP4.safetensors\n");
+                        "NVFP4.safetensors QUANT.safetensors\n");
         return 2;
     }
     tdesc_file *f = NULL;
@@ -225,6 +229,37 @@ int main(int argc, char **argv) {
         OK(tdesc_file_open_bytes_ex(bytes, len, TDESC_MODE_STRICT, TDESC_FILE_UNGROUPED, &f));
         free(bytes);
         CHECK(f != NULL && tdesc_file_tensor_count(f) == 3);
+        tdesc_file_free(f);
+    }
+    /* FP8 blocks of 1 x 2 (config.json) and INT8 per channel, each one tensor. */
+    f = NULL;
+    OK(tdesc_file_open(argv[6], TDESC_MODE_STRICT, &f));
+    if (f) {
+        CHECK(tdesc_file_tensor_count(f) == 2);
+        size_t i = 99;
+        tdesc_tensor *t = NULL;
+        OK(tdesc_file_find(f, "fp8.weight", 10, &i));
+        OK(tdesc_file_tensor_bind(f, i, &t));
+        /* codes 1, 2 / -1, 1; scales 0.5 (row 0), 4 (row 1) */
+        const double want_fp8[4] = {0.5, 1.0, -4.0, 4.0};
+        for (uint64_t k = 0; k < 4; k++) {
+            uint64_t idx[2] = {k / 2, k % 2};
+            double v = 0;
+            OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+            CHECK(v == want_fp8[k]);
+        }
+        tdesc_tensor_free(t);
+        t = NULL;
+        OK(tdesc_file_find(f, "int8.weight", 11, &i));
+        OK(tdesc_file_tensor_bind(f, i, &t));
+        const double want_i8[6] = {0.5, -1.0, 1.5, -32.0, 0.0, 1.25};
+        for (uint64_t k = 0; k < 6; k++) {
+            uint64_t idx[2] = {k / 3, k % 3};
+            double v = 0;
+            OK(tdesc_tensor_get_f64(t, idx, 2, &v));
+            CHECK(v == want_i8[k]);
+        }
+        tdesc_tensor_free(t);
         tdesc_file_free(f);
     }
     /* Not a recognised file. */

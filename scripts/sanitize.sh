@@ -51,7 +51,7 @@ args_for() {
     # runs before this script.
     test_foreign)
       local f="$target/foreign_scratch"
-      echo "$f/m.safetensors $f/odd.safetensors $f/meta.tdf $f/shards $f/nvfp4.safetensors" ;;
+      echo "$f/m.safetensors $f/odd.safetensors $f/meta.tdf $f/shards $f/nvfp4.safetensors $f/quant/model.safetensors" ;;
     *) echo "" ;;
   esac
 }

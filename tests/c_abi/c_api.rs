@@ -436,8 +436,53 @@ fn foreign_files_and_metadata_from_c() {
     ];
     std::fs::write(&nv, safetensors::serialize(v, None).unwrap()).unwrap();
 
+    // A checkpoint directory whose config.json declares FP8 blocks of 1 x 2, with an INT8
+    // per-channel weight (BF16 scales, compressed-tensors int-quantized) beside it.
+    let quant = dir.join("quant");
+    std::fs::create_dir_all(&quant).unwrap();
+    std::fs::write(
+        quant.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "fp8", "weight_block_size": [1, 2]}}"#,
+    )
+    .unwrap();
+    // FP8 E4M3: 0x38 = 1.0, 0x40 = 2.0, 0xB8 = -1.0; scales per 1 x 2 block.
+    let f8 = [0x38u8, 0x40, 0xB8, 0x38];
+    let inv: Vec<u8> = [0.5f32, 4.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let q = [1u8, 0xFE, 3, 0x80, 0, 5]; // INT8 1, -2, 3, -128, 0, 5
+    let bf16: Vec<u8> = [0.5f32, 0.25]
+        .iter()
+        .flat_map(|x| x.to_bits().to_le_bytes()[2..].to_vec())
+        .collect();
+    let v = vec![
+        (
+            "fp8.weight".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F8_E4M3, vec![2, 2], &f8)
+                .unwrap(),
+        ),
+        (
+            "fp8.weight_scale_inv".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 1], &inv)
+                .unwrap(),
+        ),
+        (
+            "int8.weight".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::I8, vec![2, 3], &q).unwrap(),
+        ),
+        (
+            "int8.weight_scale".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::BF16, vec![2, 1], &bf16)
+                .unwrap(),
+        ),
+    ];
+    std::fs::write(
+        quant.join("model.safetensors"),
+        safetensors::serialize(v, None).unwrap(),
+    )
+    .unwrap();
+
     let exe = build_exe("test_foreign.c", false);
-    let out = run(&exe, &[&st, &odd_path, &tdf, &shards, &nv]);
+    let quant_file = quant.join("model.safetensors");
+    let out = run(&exe, &[&st, &odd_path, &tdf, &shards, &nv, &quant_file]);
     assert!(passed(&out) > 60, "too few checks ran:\n{out}");
 }
 

@@ -5,7 +5,7 @@
 use super::directory::{self, Header, Parsed, Table};
 use super::entries::DescriptorMemo;
 use super::*;
-use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::conventions::{self, Hints};
 use crate::transport::foreign::{
     self, gguf, safetensors, Container, ForeignItem, MetaValue, ReadOptions,
 };
@@ -25,7 +25,9 @@ pub(super) fn parse_any(
         Container::Safetensors => {
             let mut h = safetensors::parse(b, mode)?;
             let notes = if opts.group {
-                h.group(hints)
+                let mut notes = h.group(hints);
+                notes.extend(conventions::nothing_fits(hints, h.has_groups(), &notes));
+                notes
             } else {
                 Vec::new()
             };

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::foreign::from_items;
 use super::reader::{Shards, Source};
 use super::*;
-use crate::transport::foreign::conventions::Hints;
+use crate::transport::foreign::conventions::{self, Hints};
 use crate::transport::foreign::sharded::{self, MAX_INDEX};
 use crate::transport::foreign::{safetensors, Container, ForeignItem, MetaValue, ReadOptions};
 use crate::Mode;
@@ -93,6 +93,10 @@ fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'stati
             notes.extend(h.group(hints));
         }
         headers.push(h);
+    }
+    if opts.group {
+        let grouped = headers.iter().any(|h| h.has_groups());
+        notes.extend(conventions::nothing_fits(hints, grouped, &notes));
     }
     // The index's metadata, then the shards' keys it lacks.
     let mut metadata: Vec<(String, MetaValue)> = ix.metadata;

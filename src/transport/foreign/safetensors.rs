@@ -553,6 +553,11 @@ impl Header {
         }
     }
 
+    /// Whether [`group`](Self::group) grouped any tensor.
+    pub(crate) fn has_groups(&self) -> bool {
+        self.grouping.is_some()
+    }
+
     /// Number of tensors (opaque ones included).
     pub(crate) fn len(&self) -> usize {
         self.records.len()
