@@ -5,10 +5,10 @@ use std::fs::File as FsFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use pyo3::exceptions::PyBlockingIOError;
+use pyo3::exceptions::{PyBlockingIOError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
-use tensordesc::file::{OutputFile, ReadOptions};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyMapping, PyString, PyTuple};
+use tensordesc::file::{MetaValue, OutputFile, ReadOptions, MAX_METADATA_ARRAY_DEPTH};
 use tensordesc::stream::{read_stream as read_frames, StreamOptions, StreamWriter};
 use tensordesc::{
     decode as decode_descriptor, Descriptor, Error, ErrorKind, FileReader, FileWriter, Mode,
@@ -105,14 +105,16 @@ fn alignment_arg(alignment: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
 /// atomically, a device or FIFO written in place (see `write_path`). Buffers are written
 /// from where they lie (numpy arrays, file mappings), not copied first.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, alignment=None))]
+#[pyo3(signature = (path, tensors, alignment=None, metadata=None))]
 pub fn _write(
     py: Python<'_>,
     path: PathBuf,
     tensors: Vec<(String, Py<Tensor>)>,
     alignment: Option<&Bound<'_, PyAny>>,
+    metadata: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let alignment = alignment_arg(alignment)?;
+    let metadata = metadata_arg(metadata)?;
     let items = tensors
         .iter()
         .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
@@ -120,6 +122,9 @@ pub fn _write(
     py.detach(|| {
         write_path(&path, |f| {
             let mut w = FileWriter::with_alignment(f, alignment)?;
+            if let Some(m) = &metadata {
+                w.set_metadata(m)?;
+            }
             for (name, (d, slices)) in &items {
                 w.write_tensor(name, d, slices)?;
             }
@@ -132,13 +137,15 @@ pub fn _write(
 
 /// The bytes of a `.tdf` file holding `tensors`.
 #[pyfunction]
-#[pyo3(signature = (tensors, alignment=None))]
+#[pyo3(signature = (tensors, alignment=None, metadata=None))]
 pub fn _encode_file<'py>(
     py: Python<'py>,
     tensors: Vec<(String, Py<Tensor>)>,
     alignment: Option<&Bound<'py, PyAny>>,
+    metadata: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let alignment = alignment_arg(alignment)?;
+    let metadata = metadata_arg(metadata)?;
     let items = tensors
         .iter()
         .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
@@ -146,6 +153,9 @@ pub fn _encode_file<'py>(
     let bytes = py
         .detach(|| -> tensordesc::Result<Vec<u8>> {
             let mut w = FileWriter::with_alignment(Vec::new(), alignment)?;
+            if let Some(m) = &metadata {
+                w.set_metadata(m)?;
+            }
             for (name, (d, slices)) in &items {
                 w.write_tensor(name, d, slices)?;
             }
@@ -153,6 +163,86 @@ pub fn _encode_file<'py>(
         })
         .map_err(Fail)?;
     Ok(PyBytes::new(py, &bytes))
+}
+
+/// A metadata map from Python: a mapping of `str` keys to `bool`, `int` (−2⁶³ .. 2⁶⁴ − 1),
+/// `float`, `str` or lists / tuples of them, nested at most
+/// [`MAX_METADATA_ARRAY_DEPTH`] deep (a list that contains itself is too deep, not an
+/// endless recursion).
+fn metadata_arg(m: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<(String, MetaValue)>>> {
+    let Some(m) = m.filter(|m| !m.is_none()) else {
+        return Ok(None);
+    };
+    let m = m.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "metadata is a mapping of str to values, not {}",
+            m.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })?;
+    let mut out = Vec::new();
+    for item in m.items()?.iter() {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let key: String = k.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "metadata keys are str, not {}",
+                k.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            ))
+        })?;
+        let value = meta_from_py(&v, 0)
+            .map_err(|e| PyTypeError::new_err(format!("metadata {key:?}: {e}")))?;
+        out.push((key, value));
+    }
+    Ok(Some(out))
+}
+
+/// One metadata value (see [`metadata_arg`]); `depth` arrays enclose it.
+fn meta_from_py(v: &Bound<'_, PyAny>, depth: u32) -> Result<MetaValue, String> {
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(MetaValue::Bool(b.is_true()));
+    }
+    if v.is_instance_of::<PyInt>() {
+        if let Ok(i) = v.extract::<i64>() {
+            return Ok(if i < 0 {
+                MetaValue::Int(i)
+            } else {
+                MetaValue::UInt(i as u64)
+            });
+        }
+        return v
+            .extract::<u64>()
+            .map(MetaValue::UInt)
+            .map_err(|_| "an int outside -2**63 .. 2**64 - 1".to_string());
+    }
+    if let Ok(f) = v.cast::<PyFloat>() {
+        return Ok(MetaValue::Float(f.value()));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return s
+            .to_str()
+            .map(|s| MetaValue::Str(s.to_string()))
+            .map_err(|e| e.to_string());
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        if depth >= MAX_METADATA_ARRAY_DEPTH {
+            return Err(format!(
+                "lists nest more than {MAX_METADATA_ARRAY_DEPTH} deep"
+            ));
+        }
+        let mut items = Vec::new();
+        for it in v.try_iter().map_err(|e| e.to_string())? {
+            let it = it.map_err(|e| e.to_string())?;
+            items.push(meta_from_py(&it, depth + 1)?);
+        }
+        return Ok(MetaValue::Array(items));
+    }
+    Err(format!(
+        "a {} is not a metadata value (bool, int, float, str or a list of them)",
+        v.get_type()
+            .name()
+            .map_or_else(|_| "?".into(), |n| n.to_string())
+    ))
 }
 
 /// Consecutive `write()` calls that may accept nothing (return 0) before the writing

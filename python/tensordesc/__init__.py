@@ -646,20 +646,31 @@ def _items(tensors: _Tensors) -> list[tuple[str, Tensor]]:
     return items
 
 
-def write(path: _Path, tensors: _Tensors, *, alignment: int = 64) -> None:
+def write(
+    path: _Path,
+    tensors: _Tensors,
+    *,
+    alignment: int = 64,
+    metadata: _abc.Mapping[str, _native.MetaValue] | None = None,
+) -> None:
     """Write ``tensors`` (a mapping, or (name, value) pairs; values as ``as_tensor``
     takes them) to a ``.tdf`` file. Buffers are written from where they are (numpy
     arrays, file mappings) without an intermediate copy. The file is written under a
     temporary name and renamed into place, so readers that have the old file mapped are
     not disturbed; a path that is a device or a FIFO is written in place instead (see
     docs/python.md, *Writing*). ``alignment``: the data buffer alignment (a power of two,
-    64 .. 1 MiB)."""
-    _native._write(_os.fspath(path), _items(tensors), int(alignment))
+    64 .. 1 MiB). ``metadata``: the file's metadata map (``File.metadata`` when read
+    back): ``str`` keys, values ``bool``, ``int``, ``float``, ``str`` or lists of them
+    nested at most 8 deep."""
+    _native._write(_os.fspath(path), _items(tensors), int(alignment), metadata)
 
 
-def to_bytes(tensors: _Tensors, *, alignment: int = 64) -> bytes:
-    """The bytes of a ``.tdf`` file holding ``tensors``."""
-    return _native._encode_file(_items(tensors), int(alignment))
+def to_bytes(
+    tensors: _Tensors, *, alignment: int = 64, metadata: _abc.Mapping[str, _native.MetaValue] | None = None
+) -> bytes:
+    """The bytes of a ``.tdf`` file holding ``tensors`` (and ``metadata``, as ``write``
+    takes it)."""
+    return _native._encode_file(_items(tensors), int(alignment), metadata)
 
 
 @_overload

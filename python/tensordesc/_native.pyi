@@ -10,7 +10,7 @@ follow); ``python/tests/test_typing.py`` checks every other name against the mod
 """
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import (
     Any,
@@ -430,10 +430,15 @@ def _subpaving(
 ) -> Tensor: ...
 def _from_dlpack(obj: _DLPackSource) -> Tensor: ...
 def _write(
-    path: _Path, tensors: Sequence[tuple[str, Tensor]], alignment: SupportsIndex | None = None
+    path: _Path,
+    tensors: Sequence[tuple[str, Tensor]],
+    alignment: SupportsIndex | None = None,
+    metadata: Mapping[str, MetaValue] | None = None,
 ) -> None: ...
 def _encode_file(
-    tensors: Sequence[tuple[str, Tensor]], alignment: SupportsIndex | None = None
+    tensors: Sequence[tuple[str, Tensor]],
+    alignment: SupportsIndex | None = None,
+    metadata: Mapping[str, MetaValue] | None = None,
 ) -> bytes: ...
 @overload
 def _write_stream(target: None, tensors: Sequence[tuple[str, Tensor]]) -> bytes: ...

@@ -386,3 +386,59 @@ def test_regular_files_are_still_replaced_atomically(tmp_path):
     assert os.stat(p).st_ino != ino  # a new file renamed into place
     assert p.read_bytes() == stream_bytes(SMALL)
     assert sorted(os.listdir(tmp_path)) == ["r.tdfs"]
+
+
+def test_metadata_written_and_read_back(tmp_path):
+    meta = {
+        "general.name": "tiny",
+        "ok": True,
+        "delta": -3,
+        "count": 2**64 - 1,
+        "scale": 0.5,
+        "tokens": ["<s>", "hé", [1, 2, (3, False)]],
+        "empty": [],
+    }
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    p = tmp_path / "m.tdf"
+    td.write(p, {"a": a}, metadata=meta)
+    f = td.open(p)
+    want = dict(meta, tokens=["<s>", "hé", [1, 2, [3, False]]])
+    assert f.metadata == want
+    assert type(f.metadata["ok"]) is bool and type(f.metadata["count"]) is int
+    np.testing.assert_array_equal(f["a"][...], a)
+    # The same from to_bytes; no metadata, no map.
+    (tmp_path / "b.tdf").write_bytes(td.to_bytes({"a": a}, metadata=meta))
+    assert td.open(tmp_path / "b.tdf").metadata == want
+    (tmp_path / "c.tdf").write_bytes(td.to_bytes({"a": a}))
+    assert td.open(tmp_path / "c.tdf").metadata == {}
+
+
+@pytest.mark.parametrize(
+    "meta, message",
+    [
+        ([("k", 1)], "mapping"),
+        ({1: "x"}, "keys are str"),
+        ({"k": None}, "not a metadata value"),
+        ({"k": {"nested": 1}}, "not a metadata value"),
+        ({"k": b"bytes"}, "not a metadata value"),
+        ({"k": 2**64}, "outside"),
+        ({"k": -(2**63) - 1}, "outside"),
+        ({"k": [[[[[[[[[1]]]]]]]]]}, "nest more than 8"),
+    ],
+)
+def test_metadata_refused_with_the_reason(tmp_path, meta, message):
+    with pytest.raises(TypeError, match=message):
+        td.write(tmp_path / "x.tdf", {"a": np.zeros(2)}, metadata=meta)
+    assert not (tmp_path / "x.tdf").exists()
+
+
+def test_metadata_list_that_contains_itself_is_too_deep_not_endless(tmp_path):
+    loop = []
+    loop.append(loop)
+    with pytest.raises(TypeError, match="nest more than 8"):
+        td.to_bytes({"a": np.zeros(2)}, metadata={"loop": loop})
+
+
+def test_metadata_empty_key_is_the_writers_error(tmp_path):
+    with pytest.raises(td.errors.InvalidArgument, match="key"):
+        td.to_bytes({"a": np.zeros(2)}, metadata={"": 1})
