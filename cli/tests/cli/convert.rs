@@ -640,3 +640,112 @@ fn quantized_pieces_are_grouped_unless_raw() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(FileReader::open(&raw_out, Mode::Strict).unwrap().len(), 3);
 }
+
+/// A compressed-tensors checkpoint whose group size only its `config.json` states: INT8
+/// codes with scales and zero points per group of 32 over K = 40 (two groups, the last of
+/// 8). Grouped with the configuration, `convert` keeps codes, scales and zero points and
+/// the `.tdf` reads back the same values; a pack-quantized weight beside it stays as its
+/// pieces, and `inspect` says why.
+#[test]
+fn convert_keeps_int8_groups_the_config_declares() {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    let dir = scratch("int8-groups");
+    let input = dir.join("model.safetensors");
+    let (n, k) = (3usize, 40usize);
+    let q: Vec<u8> = (0..n * k)
+        .map(|i| (i as i32 * 37 % 251 - 125) as i8 as u8)
+        .collect();
+    let scales: Vec<u8> = [0.5f32, 0.25, 2.0, 1.0, 0.125, 4.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let zp = [1u8, 0xFF, 0, 3, 0xFE, 2]; // 1, -1, 0, 3, -2, 2
+    let packed = [0x8888_8888u32; 2]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect::<Vec<u8>>();
+    let pscale = [0x3C00u16]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect::<Vec<u8>>();
+    let v = vec![
+        (
+            "o.weight",
+            TensorView::new(Dtype::I8, vec![n, k], &q).unwrap(),
+        ),
+        (
+            "o.weight_scale",
+            TensorView::new(Dtype::F32, vec![n, 2], &scales).unwrap(),
+        ),
+        (
+            "o.weight_zero_point",
+            TensorView::new(Dtype::I8, vec![n, 2], &zp).unwrap(),
+        ),
+        (
+            "p.weight_packed",
+            TensorView::new(Dtype::I32, vec![1, 2], &packed).unwrap(),
+        ),
+        (
+            "p.weight_scale",
+            TensorView::new(Dtype::F16, vec![1, 1], &pscale).unwrap(),
+        ),
+    ];
+    std::fs::write(&input, safetensors::serialize(v, None).unwrap()).unwrap();
+    let expected = |reader: &FileReader<'_>| {
+        let t = reader.get("o.weight").unwrap().bound().unwrap();
+        for i in 0..n {
+            for j in 0..k {
+                let g = i * 2 + j / 32;
+                let s = f32::from_le_bytes(scales[g * 4..g * 4 + 4].try_into().unwrap());
+                let want = (f64::from(q[i * k + j] as i8) - f64::from(zp[g] as i8)) * f64::from(s);
+                assert_eq!(
+                    t.get_f64(&[i as u64, j as u64]).unwrap(),
+                    want,
+                    "[{i}, {j}]"
+                );
+            }
+        }
+    };
+
+    // Without the configuration, 2 groups over 40 columns do not say the block.
+    let r = run(&["inspect", p(&input)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("o.weight_scale"), "{}", r.stdout);
+    assert!(r.stdout.contains("group_size"), "{}", r.stdout);
+    assert!(r.stdout.contains("offset-binary"), "{}", r.stdout);
+
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"],
+              "weights": {"num_bits": 8, "type": "int", "strategy": "group", "group_size": 32, "symmetric": false}}}}}"#,
+    )
+    .unwrap();
+    let grouped = FileReader::open(&input, Mode::Strict).unwrap();
+    assert!(grouped.get("o.weight_scale").is_err());
+    expected(&grouped);
+
+    let out = dir.join("model.tdf");
+    let r = run(&["convert", p(&input), p(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let reader = FileReader::open(&out, Mode::Strict).unwrap();
+    let e = reader.get("o.weight").unwrap();
+    let d = e.descriptor().unwrap();
+    let quant = d.quantization().unwrap();
+    assert!(quant.has_zero_point);
+    assert!(matches!(
+        quant.scheme,
+        tensordesc::QuantScheme::Blockwise {
+            axis: 1,
+            block_size: 32,
+            ..
+        }
+    ));
+    assert_eq!(e.buffers().unwrap()[0], &q[..]);
+    assert_eq!(e.buffers().unwrap()[2], &zp[..]);
+    expected(&reader);
+    // The pack-quantized pieces are converted as the file's own tensors.
+    assert!(reader.get("p.weight_packed").is_ok());
+}
