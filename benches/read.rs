@@ -292,7 +292,8 @@ fn csr_to_dense(small: bool) -> f64 {
     assert_eq!(f32s(out.bytes()), dense.as_slice().expect("C order"));
     drop(dense);
     let mut reused = Array2::<f32>::zeros((n, n));
-    let [ours, theirs, theirs_reused] = time_peers(
+    let mut plain = vec![0f32; n * n];
+    let [ours, theirs, theirs_reused, loop_t] = time_peers(
         if small { 9 } else { 7 },
         [
             &mut || {
@@ -309,17 +310,145 @@ fn csr_to_dense(small: bool) -> f64 {
                 sprs::assign_to_dense(reused.view_mut(), m.view());
                 reused[[1, 1]].to_bits() as u64
             },
+            &mut || {
+                plain_csr_to_dense(&indptr, &indices, &vals, n, &mut plain);
+                plain[n + 1].to_bits() as u64
+            },
         ],
     );
+    assert_eq!(bytemuck::cast_slice::<f32, u8>(&plain), out.bytes());
     let ratio = theirs / ours;
     println!(
-        "3. CSR {n} x {n}, {nnz} stored (1 %) -> dense FLOAT32: read_box {:.2} ms, sprs to_dense {:.2} ms: {ratio:.2}x sprs (target >= 1.0); sprs fill + assign_to_dense into a reused array {:.2} ms: {:.2}x",
+        "3. CSR {n} x {n}, {nnz} stored (1 %) -> dense FLOAT32: read_box {:.2} ms, sprs to_dense {:.2} ms: {ratio:.2}x sprs (target >= 1.0); sprs fill + assign_to_dense into a reused array {:.2} ms: {:.2}x; the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
         ours * 1e3,
         theirs * 1e3,
         theirs_reused * 1e3,
-        theirs_reused / ours
+        theirs_reused / ours,
+        loop_t * 1e3,
+        loop_t / ours
     );
+    sparse_layouts_to_dense(small, &indptr, &indices, &vals, n);
     ratio
+}
+
+/// The plain loop a C programmer writes: zero the output, then every stored entry.
+fn plain_csr_to_dense(indptr: &[u64], indices: &[u64], vals: &[f32], n: usize, out: &mut [f32]) {
+    out.fill(0.0);
+    for r in 0..n {
+        for k in indptr[r] as usize..indptr[r + 1] as usize {
+            out[r * n + indices[k] as usize] = vals[k];
+        }
+    }
+}
+
+/// The same matrix as CSC and as sorted COO, each read whole to dense C order against its
+/// plain memset + scatter loop.
+fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &[f32], n: usize) {
+    // COO, row-major sorted (the CSR entries with their row).
+    let nnz = indices.len();
+    let mut coo = Vec::with_capacity(2 * nnz);
+    for r in 0..n {
+        for k in indptr[r] as usize..indptr[r + 1] as usize {
+            coo.push(r as u64);
+            coo.push(indices[k]);
+        }
+    }
+    // CSC of the same matrix: entries by column, rows ascending.
+    let mut col_count = vec![0u64; n + 1];
+    for &c in indices {
+        col_count[c as usize + 1] += 1;
+    }
+    for c in 0..n {
+        col_count[c + 1] += col_count[c];
+    }
+    let mut next = col_count.clone();
+    let mut rows = vec![0u64; nnz];
+    let mut cvals = vec![0f32; nnz];
+    for r in 0..n {
+        for k in indptr[r] as usize..indptr[r + 1] as usize {
+            let c = indices[k] as usize;
+            let at = next[c] as usize;
+            rows[at] = r as u64;
+            cvals[at] = vals[k];
+            next[c] += 1;
+        }
+    }
+    let flags = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    let shape = [n as u64, n as u64];
+    let hi = shape;
+    let bytes = n * n * 4;
+    let rounds = if small { 9 } else { 7 };
+
+    let (cp, ci, cv) = (
+        Aligned::from_bytes(bytemuck::cast_slice(&col_count)),
+        Aligned::from_bytes(bytemuck::cast_slice(&rows)),
+        Aligned::from_bytes(bytemuck::cast_slice(&cvals)),
+    );
+    let d = TensorBuilder::new(ElementType::Float32, &shape, NodeSpec::csc(nnz as u64, flags))
+        .build()
+        .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![cp.bytes(), ci.bytes(), cv.bytes()]).expect("bind");
+    let mut out = Aligned::zeroed(bytes);
+    let mut plain = vec![0f32; n * n];
+    let [ours, peer] = time_peers(
+        rounds,
+        [
+            &mut || {
+                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                plain.fill(0.0);
+                for c in 0..n {
+                    for k in col_count[c] as usize..col_count[c + 1] as usize {
+                        plain[rows[k] as usize * n + c] = cvals[k];
+                    }
+                }
+                plain[n + 1].to_bits() as u64
+            },
+        ],
+    );
+    assert_eq!(bytemuck::cast_slice::<f32, u8>(&plain), out.bytes());
+    println!(
+        "3b. CSC {n} x {n}, {nnz} stored -> dense FLOAT32 (C order): read_box {:.2} ms, the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
+        ours * 1e3,
+        peer * 1e3,
+        peer / ours
+    );
+
+    let (xi, xv) = (
+        Aligned::from_bytes(bytemuck::cast_slice(&coo)),
+        Aligned::from_bytes(bytemuck::cast_slice(vals)),
+    );
+    let d = TensorBuilder::new(ElementType::Float32, &shape, NodeSpec::coo(nnz as u64, flags))
+        .build()
+        .expect("descriptor");
+    let t = BoundTensor::bind(&d, vec![xi.bytes(), xv.bytes()]).expect("bind");
+    let [ours, peer] = time_peers(
+        rounds,
+        [
+            &mut || {
+                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                plain.fill(0.0);
+                for (k, &v) in vals.iter().enumerate() {
+                    plain[coo[2 * k] as usize * n + coo[2 * k + 1] as usize] = v;
+                }
+                plain[n + 1].to_bits() as u64
+            },
+        ],
+    );
+    assert_eq!(bytemuck::cast_slice::<f32, u8>(&plain), out.bytes());
+    println!(
+        "3c. COO (sorted) {n} x {n}, {nnz} stored -> dense FLOAT32: read_box {:.2} ms, the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
+        ours * 1e3,
+        peer * 1e3,
+        peer / ours
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -253,6 +253,21 @@ fn run_at(
 /// Write the output element `elem` (its first `es` bytes) at every position of the box
 /// extents `n` whose first element is at byte `off`: the implicit zeros of a sparse or
 /// paged leaf whose zero value is the same everywhere.
+/// `dst` (a whole number of `es`-byte elements) filled with `elem`.
+fn fill_run(dst: &mut [u8], elem: &[u8], es: usize) {
+    if elem.iter().all(|&b| b == 0) {
+        dst.fill(0);
+    } else {
+        match es {
+            1 => dst.fill(elem[0]),
+            2 => fill_t::<2>(dst, elem),
+            4 => fill_t::<4>(dst, elem),
+            8 => fill_t::<8>(dst, elem),
+            _ => fill_t::<16>(dst, elem),
+        }
+    }
+}
+
 pub(super) fn fill_box(
     w: &mut Window<'_>,
     n: &[u64],
@@ -276,6 +291,29 @@ pub(super) fn fill_box(
         };
     }
     let os = w.strides;
+    // A box that is one run of the output (C order over the axes of extent > 1): one fill.
+    let mut span = es as i64;
+    let mut whole = true;
+    for a in (0..rank).rev() {
+        if n[a] == 1 {
+            continue;
+        }
+        if os[a] != span {
+            whole = false;
+            break;
+        }
+        span = span.saturating_mul(n[a] as i64);
+    }
+    if whole {
+        let at = usize::try_from(off).map_err(|_| oob(region))?;
+        let len = usize::try_from(span).map_err(|_| oob(region))?;
+        let dst = w
+            .buf
+            .get_mut(at..at.checked_add(len).ok_or_else(|| oob(region))?)
+            .ok_or_else(|| oob(region))?;
+        fill_run(dst, elem, es);
+        return Ok(());
+    }
     // The run axis: the output's fastest; the others iterate outside it.
     let r = (0..rank)
         .filter(|&a| n[a] > 1)
@@ -294,17 +332,7 @@ pub(super) fn fill_box(
                 .buf
                 .get_mut(at..at + len * es)
                 .ok_or_else(|| oob(region))?;
-            if elem.iter().all(|&b| b == 0) {
-                dst.fill(0);
-            } else {
-                match es {
-                    1 => dst.fill(elem[0]),
-                    2 => fill_t::<2>(dst, elem),
-                    4 => fill_t::<4>(dst, elem),
-                    8 => fill_t::<8>(dst, elem),
-                    _ => fill_t::<16>(dst, elem),
-                }
-            }
+            fill_run(dst, elem, es);
         } else {
             for k in 0..len as i64 {
                 let at = usize::try_from(o + k * os[r]).map_err(|_| oob(region))?;

@@ -39,6 +39,29 @@ pub(super) struct Scatter {
     table: Option<(Vec<u8>, Vec<bool>)>,
 }
 
+/// Copy stored entry `k` (`N` bytes) of `values` to byte `at` of `buf`, both ranges
+/// checked: the copy path of [`Scatter`], one fixed-size move per entry.
+#[inline(always)]
+fn put<const N: usize>(
+    buf: &mut [u8],
+    at: i64,
+    values: &[u8],
+    k: u64,
+    region: Option<u32>,
+) -> Result<()> {
+    let src = usize::try_from(k)
+        .ok()
+        .and_then(|k| k.checked_mul(N))
+        .and_then(|b| values.get(b..b.checked_add(N)?))
+        .ok_or_else(|| oob(region))?;
+    let at = usize::try_from(at).map_err(|_| oob(region))?;
+    let dst = buf
+        .get_mut(at..at.checked_add(N).ok_or_else(|| oob(region))?)
+        .ok_or_else(|| oob(region))?;
+    dst.copy_from_slice(src);
+    Ok(())
+}
+
 impl Scatter {
     /// The way for `vals` (a table only for leaves with at least `entries` ≥ 64 to write).
     pub fn new(vals: &Values<'_>, entries: u64) -> Scatter {
@@ -67,6 +90,33 @@ impl Scatter {
         lo: &[u64],
         off: i64,
     ) -> Result<()> {
+        let o = offset_of(w, x, lo, off);
+        self.write_at(vals, w, values, et, k, x, o)
+    }
+
+    /// [`write`](Self::write) to byte `o` of the window (the caller computed it).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn write_at(
+        &self,
+        vals: &Values<'_>,
+        w: &mut Window<'_>,
+        values: &[u8],
+        et: ElementType,
+        k: u64,
+        x: &[u64],
+        o: i64,
+    ) -> Result<()> {
+        if self.copy && !et.is_packed() {
+            match vals.cs {
+                1 => return put::<1>(w.buf, o, values, k, w.region),
+                2 => return put::<2>(w.buf, o, values, k, w.region),
+                4 => return put::<4>(w.buf, o, values, k, w.region),
+                8 => return put::<8>(w.buf, o, values, k, w.region),
+                16 => return put::<16>(w.buf, o, values, k, w.region),
+                _ => {}
+            }
+        }
         let mut code = [0u8; 16];
         let cs = vals.cs;
         if et.is_packed() {
@@ -80,7 +130,6 @@ impl Scatter {
                 .ok_or_else(|| oob(w.region))?;
             code[..cs].copy_from_slice(values.get(at..at + cs).ok_or_else(|| oob(w.region))?);
         }
-        let o = offset_of(w, x, lo, off);
         let es = vals.oes;
         let bytes: &[u8] = if self.copy {
             &code[..cs]
@@ -158,49 +207,146 @@ pub(super) fn compressed(
     w: &mut Window<'_>,
     off: i64,
 ) -> Result<()> {
-    let et = vals.stored_type();
     let (ma, mi) = if csr { (0, 1) } else { (1, 0) };
-    let indptr = U64Array(sub(bufs, node, 0, region)?);
-    let indices = U64Array(sub(bufs, node, 1, region)?);
-    let values = sub(bufs, node, 2, region)?;
-    let sorted = flags & sparse_flags::SORTED != 0;
-    let unique = flags & sparse_flags::UNIQUE != 0;
-    let (mlo, mhi) = (lo[mi], hi[mi]);
-    let sc = Scatter::new(vals, nnz);
-    // Unsorted without UNIQUE: a duplicate inside the box is found by stamping each minor
-    // coordinate with its line.
+    let leaf = Compressed {
+        d,
+        region,
+        node,
+        indptr: U64Array(sub(bufs, node, 0, region)?),
+        indices: U64Array(sub(bufs, node, 1, region)?),
+        values: sub(bufs, node, 2, region)?,
+        nnz,
+        ma,
+        mi,
+        sorted: flags & sparse_flags::SORTED != 0,
+        unique: flags & sparse_flags::UNIQUE != 0,
+        sc: Scatter::new(vals, nnz),
+    };
+    // A zero value that is the same everywhere is filled in line by line when the lines
+    // run along the output's rows (each line then stays in cache for its entries). Lines
+    // across the output's rows (a CSC leaf read into C order) are read in bands of output
+    // rows that fit in the cache: a band is zeroed, then each line's entries in it are
+    // written, each line resuming where the previous band left it. Otherwise the box is
+    // zeroed once, then the lines scattered.
+    let along_output = w.strides[mi].unsigned_abs() <= w.strides[ma].unsigned_abs();
+    let uniform = vals.zero_element().is_some();
+    if uniform && !along_output && leaf.sorted && leaf.unique {
+        if let Some(r) = leaf.banded(vals, lo, hi, w, off) {
+            return r;
+        }
+    }
+    let whole = uniform && !along_output;
+    if whole {
+        zeros(vals, w, lo, hi, off)?;
+    }
     let mut stamps: Vec<u64> = Vec::new();
     let mut llo = [0u64; 2];
     let mut lhi = [0u64; 2];
     llo.copy_from_slice(lo);
     lhi.copy_from_slice(hi);
-    let mut x = [0u64; 2];
-    // A zero value that is the same everywhere is filled in line by line when the lines
-    // run along the output's rows (each line then stays in cache for its entries), else
-    // once for the whole box, row by row of the output (a CSC leaf read into C order would
-    // otherwise write its zeros column by column).
-    let along_output = w.strides[mi].unsigned_abs() <= w.strides[ma].unsigned_abs();
-    let uniform = vals.zero_element().is_some() && !along_output;
-    if uniform {
-        zeros(vals, w, lo, hi, off)?;
-    }
     for m in lo[ma]..hi[ma] {
         llo[ma] = m;
         lhi[ma] = m + 1;
-        if !uniform {
-            let line_off = offset_of(w, &llo, lo, off);
+        let line_off = offset_of(w, &llo, lo, off);
+        if !whole {
             zeros(vals, w, &llo, &lhi, line_off)?;
         }
-        let (Some(s), Some(e)) = (indptr.get(m), indptr.get(m + 1)) else {
-            return Err(oob(region));
+        let (s, seg) = leaf.line(m)?;
+        leaf.scatter_line(vals, w, m, s, seg, lo[mi], hi[mi], line_off, &mut stamps)?;
+    }
+    Ok(())
+}
+
+/// A CSR or CSC leaf's buffers and how to walk them (`ma` the major axis of its lines,
+/// `mi` the minor one).
+struct Compressed<'a, 'd> {
+    d: &'d Descriptor,
+    region: Option<u32>,
+    node: &'d Node,
+    indptr: U64Array<'a>,
+    indices: U64Array<'a>,
+    values: &'a [u8],
+    nnz: u64,
+    ma: usize,
+    mi: usize,
+    sorted: bool,
+    unique: bool,
+    sc: Scatter,
+}
+
+/// Output bytes of a band of output rows that a CSC leaf read across the output's rows
+/// zeroes and fills while it stays in the cache.
+const BAND_BYTES: u64 = 1 << 22;
+
+/// Most lines the banded read keeps a cursor for (8 bytes each).
+const BAND_MAX_LINES: u64 = 1 << 20;
+
+/// Fewest output rows in a band: each band visits every line once, so a band of fewer
+/// rows would cost more in visits than the cache saves.
+const BAND_MIN_ROWS: u64 = 16;
+
+impl Compressed<'_, '_> {
+    /// Line `m`: the position of its first entry and its minor coordinates (checked
+    /// against the values' count).
+    fn line(&self, m: u64) -> Result<(u64, U64Array<'_>)> {
+        let (Some(s), Some(e)) = (self.indptr.get(m), self.indptr.get(m + 1)) else {
+            return Err(oob(self.region));
         };
-        if s > e || e > nnz {
-            return Err(bad_segment(d, region, node, m, s, e, nnz));
+        if s > e || e > self.nnz {
+            return Err(bad_segment(
+                self.d,
+                self.region,
+                self.node,
+                m,
+                s,
+                e,
+                self.nnz,
+            ));
         }
-        let seg = indices.range(s, e).ok_or_else(|| oob(region))?;
-        x[ma] = m;
-        if sorted {
+        let seg = self.indices.range(s, e).ok_or_else(|| oob(self.region))?;
+        Ok((s, seg))
+    }
+
+    /// The entries of line `m` (first entry `s`, minor coordinates `seg`) whose minor
+    /// coordinate lies in `[mlo, mhi)`; minor coordinate `mlo` of the line is at byte
+    /// `line_off` of the window.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_line(
+        &self,
+        vals: &Values<'_>,
+        w: &mut Window<'_>,
+        m: u64,
+        s: u64,
+        seg: U64Array<'_>,
+        mlo: u64,
+        mhi: u64,
+        line_off: i64,
+        stamps: &mut Vec<u64>,
+    ) -> Result<()> {
+        let et = vals.stored_type();
+        let step = w.strides[self.mi];
+        let mut x = [0u64; 2];
+        x[self.ma] = m;
+        if self.sorted {
             let mut k = lower_bound(seg, mlo);
+            // Sorted and unique, the words aligned: one pass over them, one move each.
+            if self.unique && cfg!(target_endian = "little") {
+                if let Ok(words) = bytemuck::try_cast_slice::<u8, u64>(seg.0) {
+                    for (j, &v) in words.iter().enumerate().skip(k as usize) {
+                        if v >= mhi {
+                            break;
+                        }
+                        if v < mlo {
+                            continue; // only unsorted contents (despite SORTED)
+                        }
+                        x[self.mi] = v;
+                        let o = line_off + (v - mlo) as i64 * step;
+                        self.sc
+                            .write_at(vals, w, self.values, et, s + j as u64, &x, o)?;
+                    }
+                    return Ok(());
+                }
+            }
             while let Some(v) = seg.get(k) {
                 if v >= mhi {
                     break;
@@ -210,37 +356,119 @@ pub(super) fn compressed(
                     k += 1;
                     continue;
                 }
-                if !unique && seg.get(k + 1) == Some(v) {
-                    return Err(duplicate(region, m, v));
+                if !self.unique && seg.get(k + 1) == Some(v) {
+                    return Err(duplicate(self.region, m, v));
                 }
-                x[mi] = v;
-                sc.write(vals, w, values, et, s + k, &x, lo, off)?;
+                x[self.mi] = v;
+                let o = line_off + (v - mlo) as i64 * step;
+                self.sc.write_at(vals, w, self.values, et, s + k, &x, o)?;
                 k += 1;
             }
         } else {
-            if !unique && stamps.is_empty() {
-                stamps = vec![0; usize::try_from(mhi - mlo).map_err(|_| oob(region))?];
+            // Unsorted without UNIQUE: a duplicate inside the box is found by stamping
+            // each minor coordinate with its line.
+            if !self.unique && stamps.is_empty() {
+                *stamps = vec![0; usize::try_from(mhi - mlo).map_err(|_| oob(self.region))?];
             }
             // In reverse, so that of two equal coordinates the first one (the one a lookup
             // finds) is written last.
             for k in (0..seg.len()).rev() {
-                let v = seg.get(k).ok_or_else(|| oob(region))?;
+                let v = seg.get(k).ok_or_else(|| oob(self.region))?;
                 if v < mlo || v >= mhi {
                     continue;
                 }
-                if !unique {
+                if !self.unique {
                     let slot = &mut stamps[(v - mlo) as usize];
                     if *slot == m + 1 {
-                        return Err(duplicate(region, m, v));
+                        return Err(duplicate(self.region, m, v));
                     }
                     *slot = m + 1;
                 }
-                x[mi] = v;
-                sc.write(vals, w, values, et, s + k, &x, lo, off)?;
+                x[self.mi] = v;
+                let o = line_off + (v - mlo) as i64 * step;
+                self.sc.write_at(vals, w, self.values, et, s + k, &x, o)?;
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// The banded read (see [`compressed`]): `None` when the box is too wide for the
+    /// cursors' bound or a band would not fit, the caller then reads it line by line.
+    fn banded(
+        &self,
+        vals: &Values<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        w: &mut Window<'_>,
+        off: i64,
+    ) -> Option<Result<()>> {
+        let (ma, mi) = (self.ma, self.mi);
+        let lines = hi[ma] - lo[ma];
+        let row_bytes = lines.checked_mul(vals.oes as u64)?;
+        if lines > BAND_MAX_LINES || row_bytes == 0 || hi[mi] - lo[mi] < 2 {
+            return None;
+        }
+        let band = BAND_BYTES / row_bytes;
+        if band < BAND_MIN_ROWS {
+            return None;
+        }
+        Some(self.banded_read(vals, lo, hi, w, off, band))
+    }
+
+    fn banded_read(
+        &self,
+        vals: &Values<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        w: &mut Window<'_>,
+        off: i64,
+        band: u64,
+    ) -> Result<()> {
+        let (ma, mi) = (self.ma, self.mi);
+        let et = vals.stored_type();
+        // Each line's next entry (its first at or past the box's minor start) and end.
+        let mut cur = Vec::with_capacity((hi[ma] - lo[ma]) as usize);
+        for m in lo[ma]..hi[ma] {
+            let (s, seg) = self.line(m)?;
+            cur.push((s + lower_bound(seg, lo[mi]), s + seg.len()));
+        }
+        let (step_ma, step_mi) = (w.strides[ma], w.strides[mi]);
+        let mut blo = [0u64; 2];
+        let mut bhi = [0u64; 2];
+        blo[ma] = lo[ma];
+        bhi[ma] = hi[ma];
+        let mut x = [0u64; 2];
+        let mut b0 = lo[mi];
+        while b0 < hi[mi] {
+            let b1 = hi[mi].min(b0.saturating_add(band));
+            blo[mi] = b0;
+            bhi[mi] = b1;
+            let band_off = offset_of(w, &blo, lo, off);
+            zeros(vals, w, &blo, &bhi, band_off)?;
+            // Each line's entries from its cursor whose minor coordinate is below b1: a
+            // few a band, so walked rather than searched.
+            for (j, c) in cur.iter_mut().enumerate() {
+                let (mut k, e) = *c;
+                let line_off = off + j as i64 * step_ma;
+                x[ma] = lo[ma] + j as u64;
+                while k < e {
+                    let v = self.indices.get(k).ok_or_else(|| oob(self.region))?;
+                    if v >= b1 {
+                        break;
+                    }
+                    if v >= b0 {
+                        x[mi] = v;
+                        let o = line_off + (v - lo[mi]) as i64 * step_mi;
+                        self.sc.write_at(vals, w, self.values, et, k, &x, o)?;
+                    }
+                    k += 1;
+                }
+                c.0 = k;
+            }
+            b0 = b1;
+        }
+        Ok(())
+    }
 }
 
 /// COO leaf.
@@ -264,14 +492,14 @@ pub(super) fn coo(
     let rank = lo.len();
     let idx = U64Array(sub(bufs, node, 0, region)?);
     let values = sub(bufs, node, 1, region)?;
-    zeros(vals, w, lo, hi, off)?;
     let rank64 = rank as u64;
     let n = nnz.min(idx.len() / rank64.max(1));
     let first = |k: u64| idx.get(k * rank64).unwrap_or(u64::MAX);
     let sc = Scatter::new(vals, nnz);
-    let (start, end) = if flags & sparse_flags::SORTED != 0 {
-        // Tuples sorted lexicographically: those inside the box have their first
-        // coordinate in [lo[0], hi[0]).
+    let sorted = flags & sparse_flags::SORTED != 0;
+    // Sorted tuples inside the box have their first coordinate in [lo[0], hi[0]): from
+    // the first tuple reaching lo[0].
+    let start = if sorted {
         let (mut a, mut b) = (0u64, n);
         while a < b {
             let mid = a + (b - a) / 2;
@@ -281,28 +509,57 @@ pub(super) fn coo(
                 b = mid;
             }
         }
-        (a, n)
+        a
     } else {
-        (0, n)
+        0
     };
     let mut x = [0u64; MAX_RANK];
-    // In reverse, so that of two equal tuples the first one (the one a scan finds) is
-    // written last.
-    for k in (start..end).rev() {
-        if flags & sparse_flags::SORTED != 0 && first(k) >= hi[0] {
-            continue;
+    // Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
+    // one a scan finds) is written last.
+    let mut scatter = |w: &mut Window<'_>, a: u64, b: u64| -> Result<()> {
+        for k in (a..b).rev() {
+            if sorted && first(k) >= hi[0] {
+                continue;
+            }
+            let mut inside = true;
+            let mut o = off;
+            for ax in 0..rank {
+                let v = idx.get(k * rank64 + ax as u64).ok_or_else(|| oob(region))?;
+                x[ax] = v;
+                inside &= v >= lo[ax] && v < hi[ax];
+                o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(w.strides[ax]));
+            }
+            if inside {
+                sc.write_at(vals, w, values, et, k, &x[..rank], o)?;
+            }
         }
-        let mut inside = true;
-        for a in 0..rank {
-            let v = idx.get(k * rank64 + a as u64).ok_or_else(|| oob(region))?;
-            x[a] = v;
-            inside &= v >= lo[a] && v < hi[a];
+        Ok(())
+    };
+    // Sorted, a zero the same everywhere and axis 0 the output's slowest: slab by slab
+    // (one value of the first coordinate), each zeroed just before its tuples are
+    // written, so that it is still in the cache for them.
+    let slowest = (1..rank).all(|a| w.strides[0].unsigned_abs() >= w.strides[a].unsigned_abs());
+    if sorted && rank >= 2 && slowest && vals.zero_element().is_some() {
+        let mut slo = [0u64; MAX_RANK];
+        let mut shi = [0u64; MAX_RANK];
+        slo[..rank].copy_from_slice(lo);
+        shi[..rank].copy_from_slice(hi);
+        let mut k = start;
+        for s0 in lo[0]..hi[0] {
+            slo[0] = s0;
+            shi[0] = s0 + 1;
+            let slab_off = off + (s0 - lo[0]) as i64 * w.strides[0];
+            zeros(vals, w, &slo[..rank], &shi[..rank], slab_off)?;
+            let a = k;
+            while k < n && first(k) <= s0 {
+                k += 1;
+            }
+            scatter(w, a, k)?;
         }
-        if inside {
-            sc.write(vals, w, values, et, k, &x[..rank], lo, off)?;
-        }
+        return Ok(());
     }
-    Ok(())
+    zeros(vals, w, lo, hi, off)?;
+    scatter(w, start, n)
 }
 
 /// CSF leaf.
