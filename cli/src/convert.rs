@@ -493,7 +493,7 @@ pub fn run(
         Mode::Strict
     };
     let opts = ReadOptions {
-        group: !crate::input::RAW.load(std::sync::atomic::Ordering::Relaxed),
+        group: !crate::input::raw(),
     };
     if is_sharded(input) {
         let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(input.display()))?;

@@ -39,14 +39,34 @@ impl Kind {
     }
 }
 
-/// `--raw`: list a checkpoint's own tensors instead of grouping the pieces of quantized
-/// weights (set once by `main`, read by every command that reads a file).
-pub static RAW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+thread_local! {
+    /// `--raw`: list a checkpoint's own tensors instead of grouping the pieces of quantized
+    /// weights (set by [`with_raw`] for the command it runs, read by every command that
+    /// reads a file). Per thread: commands run by the library on different threads (the
+    /// Python package's) each have their own.
+    static RAW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with `--raw` set to `raw` on this thread (restored afterwards, also when `f`
+/// panics).
+pub fn with_raw<R>(raw: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            RAW.with(|r| r.set(self.0));
+        }
+    }
+    let _restore = Restore(RAW.with(|r| r.replace(raw)));
+    f()
+}
+
+/// Whether `--raw` is set for the command running on this thread.
+pub fn raw() -> bool {
+    RAW.with(|r| r.get())
+}
 
 fn read_options() -> ReadOptions {
-    ReadOptions {
-        group: !RAW.load(std::sync::atomic::Ordering::Relaxed),
-    }
+    ReadOptions { group: !raw() }
 }
 
 enum Backing {

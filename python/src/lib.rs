@@ -2,6 +2,7 @@
 //! is assembled in `tensordesc/__init__.py`; see docs/python.md.
 
 mod args;
+mod cli;
 mod construct;
 mod dlpack;
 mod errors;
@@ -72,5 +73,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::_encode_file, m)?)?;
     m.add_function(wrap_pyfunction!(io::_write_stream, m)?)?;
     m.add_function(wrap_pyfunction!(io::_read_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_report_panics_as_errors, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_convert, m)?)?;
     Ok(())
 }

@@ -19,6 +19,10 @@ Dask (``import tensordesc.dask``)::
 Writing::
 
     tensordesc.write("out.tdf", {"w": numpy_array, "m": scipy_csr, "q": tensor})
+    tensordesc.convert("model.safetensors", "model.tdf")     # what `tensordesc convert` does
+
+The command line comes with the package: ``tensordesc --help`` (or ``python -m
+tensordesc --help``).
 
 The API reference is docs/python.md in the repository.
 """
@@ -689,6 +693,40 @@ def write_stream(target: _Path | _Writable | None, tensors: _Tensors) -> bytes |
     return _native._write_stream(target, _items(tensors))
 
 
+def convert(
+    src: _Path,
+    dst: _Path,
+    *,
+    raw: bool = False,
+    alignment: int | None = None,
+    permissive: bool = False,
+) -> None:
+    """Convert the file at ``src`` into the ``.tdf`` file ``dst``, as the command
+    ``tensordesc convert -q SRC DST`` does, printing nothing.
+
+    ``src`` is a safetensors file (every tensor becomes a dense ROW_MAJOR tensor with its
+    bytes; the ``__metadata__`` becomes the file's metadata map), a sharded checkpoint (its
+    ``*.safetensors.index.json``, or the directory holding it), a GGUF file (ggml blocks
+    stay blocks) or a ``.tdf`` file (rewritten as container version 2, its metadata
+    carried over). The pieces of quantized weights (NVFP4, FP8 blocks, MXFP4) are written
+    as one tensor of codes and scales each, as ``open`` groups them; ``raw=True`` writes the
+    checkpoint's own tensors. ``alignment``: the data buffer alignment (a power of two,
+    64 .. 1 MiB; default 64, or a ``.tdf`` input's own). ``permissive=True`` reads a
+    ``.tdf`` input permissively, copying tensors it cannot interpret as they are.
+
+    The data is streamed: memory stays at a few MB whatever the tensors' sizes, and the GIL
+    is released meanwhile. ``dst`` is written under a temporary name beside it and renamed
+    when complete; it must not be ``src``. Failures raise the package's exceptions, e.g.
+    ``tensordesc.Io`` for a missing input, ``tensordesc.AlignmentInvalid`` for an
+    alignment that is not a power of two in 64 .. 1 MiB, ``tensordesc.InvalidArgument``
+    for ``dst`` naming ``src``, ``tensordesc.ContentInvalid`` for an input that is not one
+    of these files.
+    """
+    _native._convert(
+        _os.fspath(src), _os.fspath(dst), raw=raw, alignment=alignment, permissive=permissive
+    )
+
+
 _OPEN_FILES: dict[tuple[str, int, int, int, bool], File] = {}
 
 
@@ -743,6 +781,7 @@ __all__ = [
     "write",
     "to_bytes",
     "write_stream",
+    "convert",
     "PerTensorAffine",
     "PerAxisAffine",
     "Blockwise",

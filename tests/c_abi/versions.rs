@@ -1,7 +1,9 @@
 //! One version: the crate's (`Cargo.toml`, `[workspace.package]` and `[package]`), the CLI's
 //! (inherited), the Python package's (`python/Cargo.toml`; `pyproject.toml` takes it from
-//! there), the header's `TDESC_VERSION_*` macros and the CMake / pkg-config packages (which
-//! read `Cargo.toml`). A release changes the number in the three Cargo files; this test
+//! there), the exact requirements of the path dependencies on the library and the CLI
+//! (`cli/Cargo.toml`, `python/Cargo.toml`), the header's `TDESC_VERSION_*` macros and the
+//! CMake / pkg-config packages (which read `Cargo.toml`). A release changes the number in
+//! the three Cargo files (the package versions and the dependency requirements); this test
 //! fails if one of them, or the header, was left behind.
 
 use std::path::Path;
@@ -19,6 +21,16 @@ fn cargo_versions(text: &str) -> Vec<String> {
         .filter(|v| v.split('.').count() == 3 && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
         .map(str::to_owned)
         .collect()
+}
+
+/// The version requirement of dependency `name` in a Cargo manifest (a one-line inline
+/// table, `name = { path = "...", version = "..." }`).
+fn dependency_requirement(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(&format!("{name} = {{")))
+        .find_map(|rest| rest.split("version = \"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_owned)
 }
 
 fn header_macro(h: &str, name: &str) -> String {
@@ -44,11 +56,23 @@ fn every_place_states_the_same_version() {
         cli.contains("version.workspace = true") && cargo_versions(&cli).is_empty(),
         "cli/Cargo.toml must inherit the workspace version"
     );
+    let python = read("python/Cargo.toml");
+    assert_eq!(cargo_versions(&python), [v], "python/Cargo.toml");
+    // The path dependencies state the version too (`cargo package` needs it): exactly this
+    // one, since the tool and the Python package are built from the same tree.
+    let exact = Some(format!("={v}"));
     assert_eq!(
-        cargo_versions(&read("python/Cargo.toml")),
-        [v],
-        "python/Cargo.toml"
+        dependency_requirement(&cli, "tensordesc"),
+        exact,
+        "cli/Cargo.toml: tensordesc"
     );
+    for dep in ["tensordesc", "tensordesc-cli"] {
+        assert_eq!(
+            dependency_requirement(&python, dep),
+            exact,
+            "python/Cargo.toml: {dep}"
+        );
+    }
     let py = read("python/pyproject.toml");
     assert!(
         py.contains("dynamic = [\"version\"]") && !py.contains("\nversion ="),
