@@ -52,12 +52,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a 4096 x 4096 tensor stored eleven ways at once (eleven leaf layouts in one
-    /// subpaving), write it to a .tdf with a few plain tensors, read it back through a memory
-    /// map and read elements, checking them.
+    /// Write a small quantized, pruned checkpoint (NVFP4 and FP8-block weights in their
+    /// safetensors pieces, a pruned BF16 weight), open it in place, read a window
+    /// dequantized, convert it to a .tdf (the pruned weight as CSR), checking every value.
     Demo {
-        /// Where to write the .tdf (default: tensordesc-demo.tdf in the temp directory).
-        #[arg(long, value_name = "PATH")]
+        /// The directory to write the checkpoint into (default: tensordesc-demo in the temp
+        /// directory; its parent must exist).
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
     /// Print a descriptor, .tdf file, safetensors file or stream capture as a tree:
