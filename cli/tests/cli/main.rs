@@ -1,6 +1,7 @@
 //! End-to-end tests of the `tensordesc` command-line tool: the binary is run as a user
 //! would run it, and its output is checked against the library (and the golden vectors).
-//! One test binary: the commands, `export` and `convert`, sharing `support`.
+//! One test binary: the commands, `export`, `convert` and the README's examples, sharing
+//! `support`.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -9,3 +10,4 @@ mod support;
 mod commands;
 mod convert;
 mod export;
+mod readme;
