@@ -9,7 +9,7 @@
 //!    (sprs views the very buffers tensordesc is bound to). Target ≥ 1.0× sprs.
 //! 4. BLOCKWISE INT8 with FLOAT16 scales per 32 along rows (Q8_0-style) 4096 × 4096 →
 //!    FLOAT32, against a memcpy of the 64 MiB of output. Target ≥ 0.5× memcpy throughput.
-//! 5. A 4096 × 4096 INT8 tensor built like the demo's (every layout family, each region
+//! 5. A heterogeneous 4096 × 4096 INT8 tensor (every layout family, each region
 //!    quantized its own way, a nested subpaving of blockwise tiles) read whole to FLOAT32,
 //!    against a loop of `get_f64` over every element. Target ≥ 50× faster.
 //! 6. `tdesc_descriptor_locate_many` timed from a C program (compiled here against the
@@ -454,8 +454,9 @@ fn codes(n: usize, rng: &mut Rng) -> Vec<u8> {
     (0..n).map(|_| (1 + rng.below(120)) as u8).collect()
 }
 
-/// The demo's layout families in one 4096 × 4096 INT8 tensor (side `n`), each region
-/// quantized: returns the builder and the buffers in effective order.
+/// Every layout family in one 4096 × 4096 INT8 tensor (side `n`; the tensor the CLI's demo
+/// used to build), each region quantized: returns the builder and the buffers in effective
+/// order.
 fn demo_like(n: u64) -> (TensorBuilder, Vec<Vec<u8>>) {
     let q = n / 4;
     let mut rng = Rng(0xDE40);

@@ -3,8 +3,9 @@
 //! `cargo test` beside this test) and its C block (compiled against the
 //! `libtensordesc.so` built in the same run, with the flags `tests/c_abi` uses for
 //! `c_tests/`) read it, and each must print what the README's comment on its print line
-//! says. The C block's one change is the demo directory's path. (The Python block is run
-//! by `python/tests/test_readme.py`.)
+//! says; the command lines run with the tool just built. The one change to the C block and
+//! the command lines is the demo directory's path. (The Python block is run by
+//! `python/tests/test_readme.py`.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -230,4 +231,41 @@ fn readme_c_block_compiles_and_prints_what_the_readme_says() {
     );
     assert_eq!(stdout.trim(), promised(block, "printf(", "/* ", "*/"));
     assert_demo_values(&numbers(&stdout));
+}
+
+#[test]
+fn readme_command_lines_work_as_printed() {
+    let (tmp, _) = demo();
+    let text = readme();
+    let block = fenced(&text, "### Command line", "sh");
+    let demo_dir = tmp.join("tensordesc-demo");
+    let cwd = scratch("readme-sh");
+    // Continuation lines joined, comments dropped; every command is the tool's.
+    let joined = block.replace("\\\n", " ");
+    let commands: Vec<&str> = joined
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 3, "{block}");
+    for line in commands {
+        let words: Vec<String> = line
+            .split_whitespace()
+            .map(|w| w.replace("/tmp/tensordesc-demo", demo_dir.to_str().unwrap()))
+            .collect();
+        assert_eq!(words[0], "tensordesc", "{line}");
+        let out = Command::new(BIN)
+            .args(&words[1..])
+            .current_dir(&cwd)
+            .output()
+            .expect("the tool runs");
+        assert!(
+            out.status.success(),
+            "{line}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(cwd.join("up_proj.npy").is_file());
+    assert!(cwd.join("model.tdf").is_file());
 }
