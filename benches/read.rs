@@ -9,7 +9,7 @@
 //!    (sprs views the very buffers tensordesc is bound to). Target ≥ 1.0× sprs.
 //! 4. BLOCKWISE INT8 with FLOAT16 scales per 32 along rows (Q8_0-style) 4096 × 4096 →
 //!    FLOAT32, against a memcpy of the 64 MiB of output. Target ≥ 0.5× memcpy throughput.
-//! 5. A 4096 × 4096 INT8 tensor built like the demo's (every layout family, each region
+//! 5. A heterogeneous 4096 × 4096 INT8 tensor (every layout family, each region
 //!    quantized its own way, a nested subpaving of blockwise tiles) read whole to FLOAT32,
 //!    against a loop of `get_f64` over every element. Target ≥ 50× faster.
 //! 6. `tdesc_descriptor_locate_many` timed from a C program (compiled here against the
@@ -348,9 +348,9 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
     let nnz = indices.len();
     let mut coo = Vec::with_capacity(2 * nnz);
     for r in 0..n {
-        for k in indptr[r] as usize..indptr[r + 1] as usize {
+        for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
             coo.push(r as u64);
-            coo.push(indices[k]);
+            coo.push(c);
         }
     }
     // CSC of the same matrix: entries by column, rows ascending.
@@ -384,9 +384,13 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
         Aligned::from_bytes(bytemuck::cast_slice(&rows)),
         Aligned::from_bytes(bytemuck::cast_slice(&cvals)),
     );
-    let d = TensorBuilder::new(ElementType::Float32, &shape, NodeSpec::csc(nnz as u64, flags))
-        .build()
-        .expect("descriptor");
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &shape,
+        NodeSpec::csc(nnz as u64, flags),
+    )
+    .build()
+    .expect("descriptor");
     let t = BoundTensor::bind(&d, vec![cp.bytes(), ci.bytes(), cv.bytes()]).expect("bind");
     let mut out = Aligned::zeroed(bytes);
     let mut plain = vec![0f32; n * n];
@@ -421,9 +425,13 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
         Aligned::from_bytes(bytemuck::cast_slice(&coo)),
         Aligned::from_bytes(bytemuck::cast_slice(vals)),
     );
-    let d = TensorBuilder::new(ElementType::Float32, &shape, NodeSpec::coo(nnz as u64, flags))
-        .build()
-        .expect("descriptor");
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &shape,
+        NodeSpec::coo(nnz as u64, flags),
+    )
+    .build()
+    .expect("descriptor");
     let t = BoundTensor::bind(&d, vec![xi.bytes(), xv.bytes()]).expect("bind");
     let [ours, peer] = time_peers(
         rounds,
@@ -583,8 +591,9 @@ fn codes(n: usize, rng: &mut Rng) -> Vec<u8> {
     (0..n).map(|_| (1 + rng.below(120)) as u8).collect()
 }
 
-/// The demo's layout families in one 4096 × 4096 INT8 tensor (side `n`), each region
-/// quantized: returns the builder and the buffers in effective order.
+/// Every layout family in one 4096 × 4096 INT8 tensor (side `n`; the tensor the CLI's demo
+/// used to build), each region quantized: returns the builder and the buffers in effective
+/// order.
 fn demo_like(n: u64) -> (TensorBuilder, Vec<Vec<u8>>) {
     let q = n / 4;
     let mut rng = Rng(0xDE40);

@@ -329,14 +329,12 @@ fn write_tensor_text(out: &mut dyn Write, t: &TensorRef<'_>) -> std::io::Result<
         )?;
     }
     if let Some(d) = t.descriptor {
-        let no_annotation = |_: u32| None;
         text::write_descriptor_tree(
             out,
             d,
             &TreeOptions {
                 buffers: true,
                 file_ranges: t.buffer_ranges.as_deref(),
-                annotate: &no_annotation,
                 indent: "  ",
             },
         )?;

@@ -4,7 +4,7 @@
 //! `convert` command for programs: paths and [`ConvertOptions`] in, a
 //! [`tensordesc::Error`] out, nothing printed.
 //!
-//! `demo` builds a heterogeneous tensor and walks it end to end; `inspect`, `validate` and
+//! `demo` writes a quantized, pruned checkpoint, opens it in place and converts it; `inspect`, `validate` and
 //! `locate` read descriptors, `.tdf` files and stream captures; `export` writes a box of a
 //! tensor as a NumPy `.npy`; `convert` turns a safetensors file into a `.tdf`. Errors are
 //! one line, `error: STATUS_NAME: detail`. docs/cli.md describes the commands.
@@ -57,12 +57,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a 4096 x 4096 tensor stored eleven ways at once (eleven leaf layouts in one
-    /// subpaving), write it to a .tdf with a few plain tensors, read it back through a memory
-    /// map and read elements, checking them.
+    /// Write a small quantized, pruned checkpoint (NVFP4 and FP8-block weights in their
+    /// safetensors pieces, a pruned BF16 weight), open it in place, read a window
+    /// dequantized, convert it to a .tdf (the pruned weight as CSR), checking every value.
     Demo {
-        /// Where to write the .tdf (default: tensordesc-demo.tdf in the temp directory).
-        #[arg(long, value_name = "PATH")]
+        /// The directory to write the checkpoint into (default: tensordesc-demo in the temp
+        /// directory; its parent must exist).
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
     /// Print a descriptor, .tdf file, safetensors file or stream capture as a tree:

@@ -238,8 +238,6 @@ pub struct TreeOptions<'a> {
     pub buffers: bool,
     /// File offsets of every effective buffer (a `.tdf` input).
     pub file_ranges: Option<&'a [Range<u64>]>,
-    /// Extra text appended to a region's line (the demo names its regions).
-    pub annotate: &'a dyn Fn(u32) -> Option<String>,
     /// Leading indentation of every line.
     pub indent: &'a str,
 }
@@ -413,10 +411,6 @@ pub fn write_descriptor_tree(
             line.push_str("; ");
             line.push_str(&quant_text(q));
         }
-        if let Some(a) = (opts.annotate)(r.index()) {
-            line.push_str("  # ");
-            line.push_str(&a);
-        }
         writeln!(out, "{line}")?;
         cont.push(if last[i] { "   " } else { "│  " });
         let is_container = matches!(r.layout(), LayoutRef::Subpaving { .. });
@@ -431,39 +425,6 @@ pub fn write_descriptor_tree(
                 opts.file_ranges,
             )?;
         }
-    }
-    Ok(())
-}
-
-/// The effective buffer table: one row per buffer with its owner, role and placement.
-pub fn write_buffer_table(
-    out: &mut dyn Write,
-    d: &Descriptor,
-    ranges: Option<&[Range<u64>]>,
-    indent: &str,
-) -> io::Result<()> {
-    writeln!(
-        out,
-        "{indent}{:>4}  {:>6}  {:<18} {:>10}  {:>12}  device",
-        "#", "region", "role", "bytes", "file offset"
-    )?;
-    for k in 0..d.effective_buffer_count() {
-        let Some(info) = d.buffer_info(k) else {
-            continue;
-        };
-        let owner = info
-            .region
-            .map_or_else(|| "-".to_string(), |r| r.to_string());
-        let role = role_text(d, &info);
-        let at = ranges
-            .and_then(|r| r.get(k))
-            .map_or_else(|| "-".to_string(), |r| r.start.to_string());
-        writeln!(
-            out,
-            "{indent}{k:>4}  {owner:>6}  {role:<18} {:>10}  {at:>12}  {}",
-            info.handle.size_bytes,
-            device_text(&info.handle)
-        )?;
     }
     Ok(())
 }

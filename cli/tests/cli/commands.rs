@@ -25,15 +25,76 @@ fn vector(name: &str) -> PathBuf {
     common::vectors_dir().join(format!("{name}.hex"))
 }
 
-/// The demo's `.tdf`, made once and shared by the tests that read it.
+/// The demo, run once into a scratch directory: that directory and the demo's output.
 fn demo() -> &'static (PathBuf, String) {
     static DEMO: OnceLock<(PathBuf, String)> = OnceLock::new();
     DEMO.get_or_init(|| {
-        let dir = scratch("demo");
-        let path = dir.join("demo.tdf");
-        let r = run(&["demo", "--out", p(&path)]);
+        let dir = scratch("demo").join("checkpoint");
+        let r = run(&["demo", "--out", p(&dir)]);
         assert_eq!(r.code, 0, "demo failed:\n{}\n{}", r.stdout, r.stderr);
-        (path, r.stdout)
+        (dir, r.stdout)
+    })
+}
+
+/// A `.tdf` holding `weights`, a [6, 48] FLOAT32 subpaving with a region of every layout
+/// family (the last a subpaving nested two deep), encoded by the tests' own layout encoders,
+/// and a plain `bias`; made once.
+fn mixed_file() -> &'static Path {
+    use common::layouts::{encode, make, Fam};
+    use tensordesc::layout::{sparse_flags, tag};
+    use tensordesc::TileOrder;
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let su = sparse_flags::SORTED | sparse_flags::UNIQUE;
+        let deeper = Fam::Sub(vec![
+            (vec![0, 0], vec![3, 1], Fam::Csr(su, false)),
+            (vec![0, 1], vec![3, 1], Fam::Paged(1, 1)),
+        ]);
+        let fams = vec![
+            Fam::Row,
+            Fam::Col,
+            Fam::Strided(vec![-1, 6]),
+            Fam::Tiled(
+                vec![
+                    (vec![4, 4], TileOrder::ColMajor),
+                    (vec![2, 2], TileOrder::RowMajor),
+                ],
+                tag::ROW_MAJOR,
+            ),
+            Fam::DimOrder(vec![1, 0]),
+            Fam::Splat,
+            Fam::Coo(su, false),
+            Fam::Csr(su, false),
+            Fam::Csc(sparse_flags::UNIQUE, true),
+            Fam::Csf(vec![1, 0]),
+            Fam::Paged(3, 2),
+            Fam::Sub(vec![
+                (vec![0, 0], vec![3, 4], Fam::Row),
+                (vec![3, 0], vec![3, 2], Fam::Coo(sparse_flags::UNIQUE, true)),
+                (vec![3, 2], vec![3, 2], deeper),
+            ]),
+        ];
+        let fam = Fam::Sub(
+            fams.into_iter()
+                .enumerate()
+                .map(|(k, f)| (vec![0, 4 * k as u64], vec![6, 4], f))
+                .collect(),
+        );
+        let (node, bufs) = encode(&fam, ElementType::Float32, &make(&fam, &[6, 48], 11));
+        let d = TensorBuilder::new(ElementType::Float32, &[6, 48], node)
+            .build()
+            .unwrap();
+        let bias = TensorBuilder::row_major(ElementType::Float32, &[48])
+            .build()
+            .unwrap();
+        let bias_bytes = vec![0u8; 48 * 4];
+        let mut w = FileWriter::new(Vec::new()).unwrap();
+        let slices: Vec<&[u8]> = bufs.iter().map(Vec::as_slice).collect();
+        w.write_tensor("weights", &d, &slices).unwrap();
+        w.write_tensor("bias", &bias, &[&bias_bytes]).unwrap();
+        let path = scratch("mixed-file").join("mixed.tdf");
+        std::fs::write(&path, w.finish().unwrap()).unwrap();
+        path
     })
 }
 
@@ -313,100 +374,193 @@ fn the_json_checker_rejects_broken_json() {
 // demo
 // ---------------------------------------------------------------------------------------
 
-const FAMILIES: [&str; 12] = [
-    "ROW_MAJOR",
-    "COL_MAJOR",
-    "STRIDED",
-    "TILED",
-    "DIM_ORDER",
-    "COO",
-    "CSR",
-    "CSC",
-    "CSF",
-    "BLOCK_PAGED",
-    "SPLAT",
-    "SUBPAVING",
-];
+const UP: &str = "model.layers.0.mlp.up_proj.weight";
+const Q: &str = "model.layers.0.self_attn.q_proj.weight";
+const DOWN: &str = "model.layers.0.mlp.down_proj.weight";
+const NORM: &str = "model.layers.0.input_layernorm.weight";
+
+/// A box of `t` dequantized to float32.
+fn read_f32(t: &BoundTensor<'_>, lo: &[u64], hi: &[u64]) -> Vec<f32> {
+    let n: u64 = lo.iter().zip(hi).map(|(l, h)| h - l).product();
+    let mut w = vec![0f32; n as usize];
+    t.read_box(
+        lo,
+        hi,
+        tensordesc::OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut w),
+        None,
+    )
+    .unwrap();
+    w
+}
 
 #[test]
-fn demo_names_every_layout_family_and_writes_a_valid_file() {
-    let (path, stdout) = demo();
-    for f in FAMILIES {
-        assert!(stdout.contains(f), "demo output does not name {f}");
+fn demo_tells_the_checkpoint_story_in_at_most_fifty_lines_and_checks_itself() {
+    let (dir, stdout) = demo();
+    let lines = stdout.lines().count();
+    assert!(lines <= 50, "{lines} lines:\n{stdout}");
+    for needle in [
+        "model.safetensors",
+        "NVFP4",
+        "FLOAT4_E2M1FN [512 x 256]",
+        "BLOCKWISE_2D",
+        "ok: its 4096 values equal",
+        "stored as CSR",
+        "reopened: all",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
     }
-    let families_line = stdout
+    assert!(dir.join("config.json").is_file());
+
+    // The checkpoint, opened by the library: each quantized weight's pieces one tensor.
+    let st = FileReader::open(dir.join("model.safetensors"), Mode::Strict).unwrap();
+    let names: Vec<&str> = st.entries().map(|e| e.name()).collect();
+    for name in [UP, Q, DOWN, NORM] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+    assert_eq!(st.len(), 4, "{names:?}");
+    let up = st.get(UP).unwrap().descriptor().unwrap();
+    assert_eq!(up.element_type(), ElementType::Float4E2m1fn);
+    assert_eq!(up.shape(), &[512, 256]);
+    assert_eq!(up.quantization().unwrap().scheme_name(), "BLOCKWISE");
+    assert!(up.quantization().unwrap().global_scale.is_some());
+    assert_eq!(up.effective_buffer_count(), 3);
+    let q = st.get(Q).unwrap().descriptor().unwrap();
+    assert_eq!(q.element_type(), ElementType::Float8E4m3fn);
+    assert_eq!(q.quantization().unwrap().scheme_name(), "BLOCKWISE_2D");
+
+    // The window's first values, computed here from the ungrouped pieces (FP4 code x FP8
+    // scale x global scale), are the ones the demo printed.
+    let raw = FileReader::open_with(
+        dir.join("model.safetensors"),
+        Mode::Strict,
+        tensordesc::file::ReadOptions { group: false },
+    )
+    .unwrap();
+    let codes = raw.get(UP).unwrap().data();
+    let scales = raw.get(&format!("{UP}_scale")).unwrap().data();
+    let global = f32::from_le_bytes(
+        raw.get(&format!("{UP}_scale_2")).unwrap().data()[..4]
+            .try_into()
+            .unwrap(),
+    );
+    let fp4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let e4m3 = |b: u8| {
+        let (e, m) = (i32::from(b >> 3 & 0xF), f64::from(b & 7));
+        assert!(b & 0x80 == 0 && e > 0, "a positive normal scale");
+        (1.0 + m / 8.0) * 2f64.powi(e - 7)
+    };
+    let row = stdout
         .lines()
-        .find(|l| l.starts_with("Layout families in one tensor:"))
-        .expect("a summary line of the families");
-    for f in FAMILIES {
+        .find(|l| l.trim_start().starts_with("row 128:"))
+        .expect("the window's first values");
+    let printed: Vec<f64> = row
+        .split_whitespace()
+        .skip(2)
+        .take_while(|w| *w != "...")
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(printed.len(), 6, "{row}");
+    for (k, want) in printed.iter().enumerate() {
+        let (i, j) = (128usize, 64 + k);
+        let byte = codes[(i * 256 + j) / 2];
+        let nibble = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+        let v = fp4[usize::from(nibble & 7)] * if nibble & 8 != 0 { -1.0 } else { 1.0 };
+        let got = v * e4m3(scales[i * 16 + j / 16]) * f64::from(global);
         assert!(
-            families_line.split_whitespace().any(|w| w == f),
-            "{f} missing from {families_line:?}"
+            (got - want).abs() < 1e-6,
+            "element [{i}, {j}]: {got} printed {want}"
         );
     }
-    assert!(stdout.contains("ok"), "no located element was checked");
-    assert!(!stdout.contains("MISMATCH"));
 
-    // The file it wrote is a valid .tdf: the library reads it, every tensor binds and its
-    // contents validate.
-    let r = FileReader::open(path, Mode::Strict).unwrap();
-    assert_eq!(r.len(), 5);
-    let w = r.get("weights").unwrap();
-    let d = w.descriptor().unwrap();
-    assert_eq!(d.shape(), &[4096, 4096]);
-    assert_eq!(d.element_type(), ElementType::Int8);
-    let tags: Vec<&str> = d
-        .regions()
-        .map(|v| tensordesc::layout::tag_name(v.layout_tag()))
+    // The .tdf: the same values in every tensor, the pruned weight as CSR, the quantized
+    // ones still codes and scales.
+    let tdf = FileReader::open(dir.join("model.tdf"), Mode::Strict).unwrap();
+    assert_eq!(tdf.len(), 4);
+    let down = tdf.get(DOWN).unwrap().descriptor().unwrap();
+    assert_eq!(tensordesc::layout::tag_name(down.layout().tag()), "CSR");
+    assert_eq!(down.element_type(), ElementType::Bfloat16);
+    let up_tdf = tdf.get(UP).unwrap().descriptor().unwrap();
+    assert_eq!(up_tdf.element_type(), ElementType::Float4E2m1fn);
+    assert_eq!(up_tdf.effective_buffer_count(), 3);
+    for name in [UP, Q, DOWN, NORM] {
+        let a = st.get(name).unwrap().bound().unwrap();
+        let b = tdf.get(name).unwrap().bound().unwrap();
+        a.validate().unwrap();
+        b.validate().unwrap();
+        let shape = a.descriptor().shape().to_vec();
+        let lo = vec![0; shape.len()];
+        let (va, vb) = (read_f32(&a, &lo, &shape), read_f32(&b, &lo, &shape));
+        assert!(
+            va.iter().zip(&vb).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{name} differs between the checkpoint and the .tdf"
+        );
+    }
+}
+
+#[test]
+fn the_commands_the_demo_ends_with_work_as_printed() {
+    let (_, stdout) = demo();
+    let next = stdout
+        .split("\nNext")
+        .nth(1)
+        .expect("a `Next` section at the end");
+    let commands: Vec<&str> = next
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| l.starts_with("tensordesc "))
         .collect();
-    for f in FAMILIES.iter().filter(|f| **f != "SUBPAVING") {
-        assert!(tags.contains(f), "no {f} region in the demo tensor");
+    assert!(commands.len() >= 3, "{next}");
+    assert!(next.contains("python -c "), "{next}");
+    let cwd = scratch("demo-next");
+    for line in commands {
+        // The paths are plain words (no quoting) in the scratch directory.
+        let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let out = Command::new(crate::support::BIN)
+            .args(&words)
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{line}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    for e in r.entries() {
-        let t = BoundTensor::bind(e.descriptor().unwrap(), e.buffers().unwrap()).unwrap();
-        t.validate().unwrap();
-    }
+    assert!(cwd.join("up_proj.npy").is_file());
 }
 
 #[test]
 fn demo_refuses_an_unwritable_path_with_one_error_line() {
-    let r = run(&["demo", "--out", "/nonexistent-dir/x/demo.tdf"]);
+    let r = run(&["demo", "--out", "/nonexistent-dir/x/demo"]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, "IO");
     // The path is checked before anything is printed: no banner above the error.
     assert_eq!(r.stdout, "", "the demo printed before failing");
-    // A directory is no file to write either.
-    let dir = scratch("demo-dir-out");
-    let r = run(&["demo", "--out", p(&dir)]);
+    // A file is no directory to write into either.
+    let dir = scratch("demo-file-out");
+    let file = dir.join("taken");
+    std::fs::write(&file, b"x").unwrap();
+    let r = run(&["demo", "--out", p(&file)]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, "IO");
-    assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
     assert_eq!(r.stdout, "");
-    assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
 
 #[test]
-fn help_says_how_many_ways_the_demo_stores_its_tensor() {
-    // The demo's tensor: one leaf layout family per way it is stored.
-    let (path, stdout) = demo();
-    let r = FileReader::open(path, Mode::Strict).unwrap();
-    let d = r.get("weights").unwrap().descriptor().unwrap();
-    let leaves: std::collections::BTreeSet<u8> = d
-        .regions()
-        .map(|v| v.layout_tag())
-        .filter(|&t| t != tensordesc::layout::tag::SUBPAVING)
-        .collect();
-    assert_eq!(leaves.len(), 11, "{leaves:?}");
-    assert!(stdout.contains("stored eleven ways at once"), "{stdout}");
+fn help_says_what_the_demo_does() {
     for args in [&["--help"][..], &["help"], &["demo", "--help"]] {
         let r = run(args);
         assert_eq!(r.code, 0);
         assert!(
-            r.stdout.contains("stored eleven ways"),
+            r.stdout.contains("quantized, pruned checkpoint"),
             "{args:?}:\n{}",
             r.stdout
         );
-        assert!(!r.stdout.contains("nine ways"), "{args:?}:\n{}", r.stdout);
+        assert!(!r.stdout.contains("eleven ways"), "{args:?}:\n{}", r.stdout);
     }
 }
 
@@ -529,7 +683,7 @@ fn inspect_json_parses_and_matches_every_accepted_vector() {
 
 #[test]
 fn inspect_json_of_a_tdf_gives_names_and_file_offsets() {
-    let (path, _) = demo();
+    let path = mixed_file();
     let j = inspect_json(path, &[]);
     assert_eq!(j.get("kind").str(), "file");
     assert_eq!(j.get("file").get("data_buffer_alignment").u64(), 64);
@@ -554,7 +708,17 @@ fn inspect_json_of_a_tdf_gives_names_and_file_offsets() {
     }
     let w = &tensors[0];
     assert_eq!(w.get("name").str(), "weights");
-    assert_eq!(w.get("descriptor").get("region_count").u64(), 21);
+    let regions = r
+        .get("weights")
+        .unwrap()
+        .descriptor()
+        .unwrap()
+        .region_count();
+    assert!(regions > 12, "{regions}");
+    assert_eq!(
+        w.get("descriptor").get("region_count").u64(),
+        regions as u64
+    );
 }
 
 #[test]
@@ -583,7 +747,7 @@ fn inspect_text_shows_the_tree_with_roles_sizes_devices_and_quantization() {
     assert!(r.stdout.contains("BLOCKWISE"), "{}", r.stdout);
     assert!(r.stdout.contains("FLOAT8_E8M0FNU"), "{}", r.stdout);
 
-    let (path, _) = demo();
+    let path = mixed_file();
     let r = run(&["inspect", p(path)]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.contains(".tdf file"));
@@ -1217,13 +1381,13 @@ fn write_fixed_csr(dir: &Path) -> PathBuf {
 }
 
 #[test]
-fn locate_agrees_with_the_library_on_the_demo_file() {
-    let (path, _) = demo();
+fn locate_agrees_with_the_library_on_a_file_of_every_layout() {
+    let path = mixed_file();
     let reader = FileReader::open(path, Mode::Strict).unwrap();
     let e = reader.get("weights").unwrap();
     let d = e.descriptor().unwrap();
     let t = BoundTensor::bind(d, e.buffers().unwrap()).unwrap();
-    for idx in [[3500u64, 2100], [1030, 5], [2500, 3000], [3700, 3200]] {
+    for idx in [[0u64, 1], [5, 30], [2, 37], [4, 45], [1, 21], [3, 47]] {
         let want = t.get_f64(&idx).unwrap() as f32;
         let arg = format!("{},{}", idx[0], idx[1]);
         let r = run(&["locate", p(path), "--tensor", "weights", &arg]);
