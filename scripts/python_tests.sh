@@ -84,16 +84,17 @@ python -m tensordesc --help | grep -q "^Usage: python -m tensordesc "
 for c in demo inspect validate locate export convert; do
   tensordesc "$c" --help >/dev/null
 done
-tensordesc demo --out demo.tdf >/dev/null
-tensordesc validate --contents demo.tdf >/dev/null
-tensordesc locate demo.tdf --tensor weights 3500,2100 | grep -q "^value: "
-tensordesc export demo.tdf --tensor weights --box 0:64,0:32 --dtype f32 -o w.npy >/dev/null
+tensordesc demo --out demo >/dev/null
+tensordesc validate --contents demo/model.tdf >/dev/null
+W=model.layers.0.mlp.up_proj.weight
+tensordesc locate demo/model.safetensors --tensor $W 100,70 | grep -q "^value: "
+tensordesc export demo/model.safetensors --tensor $W --box 0:64,0:32 --dtype f32 -o w.npy >/dev/null
 python -c "import numpy as np; assert np.load(\"w.npy\").shape == (64, 32)"
 # A reader that closes the pipe at once: the command stops quietly, no Python traceback.
-tensordesc inspect demo.tdf 2>inspect.err | true
+tensordesc inspect demo/model.tdf 2>inspect.err | true
 test ! -s inspect.err || { cat inspect.err >&2; exit 1; }
-python -m tensordesc convert -q demo.tdf copy.tdf
-python -c "import tensordesc; assert len(tensordesc.open(\"copy.tdf\")) > 1"
+python -m tensordesc convert -q demo/model.safetensors copy.tdf
+python -c "import tensordesc; assert len(tensordesc.open(\"copy.tdf\")) == len(tensordesc.open(\"demo/model.safetensors\")) > 1"
 echo "fresh venv without cargo: tensordesc $v imports and reads; tensordesc and python -m tensordesc run"
 ')
   rm -rf "$SCRATCH"

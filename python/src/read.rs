@@ -193,17 +193,37 @@ pub fn output<'py>(
     Ok((chosen, descr))
 }
 
-/// A new C-contiguous numpy array of `shape` and `dtype` (uninitialised).
-fn empty_array<'py>(
+/// A new C-contiguous array of `shape`, of zero bytes when `zeroed` (numpy's `zeros`:
+/// `calloc`, whose large blocks are fresh pages the system zeroes as they are touched),
+/// else uninitialised (numpy's `empty`).
+fn new_array<'py>(
     py: Python<'py>,
     dtype: Bound<'py, PyArrayDescr>,
     shape: &[u64],
+    zeroed: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut dims = shape
         .iter()
         .map(|&e| npy_intp::try_from(e))
         .collect::<Result<Vec<npy_intp>, _>>()
         .map_err(|_| Fail(Error::new(ErrorKind::Overflow, "extent exceeds npy_intp")))?;
+    if zeroed {
+        // SAFETY: the API table comes from the imported numpy; `descr` is a new reference
+        // that PyArray_Zeros steals; dims holds ndim entries and lives across the call.
+        unsafe {
+            let arr = PY_ARRAY_API.PyArray_Zeros(
+                py,
+                dims.len() as c_int,
+                dims.as_mut_ptr(),
+                dtype.into_dtype_ptr(),
+                0,
+            );
+            if arr.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            return Ok(Bound::from_owned_ptr(py, arr));
+        }
+    }
     // SAFETY: the type object and API table come from the imported numpy; `descr` is a new
     // reference that NewFromDescr steals; dims holds ndim entries and lives across the
     // call; null strides and data ask numpy for a new C-contiguous allocation.
@@ -225,6 +245,9 @@ fn empty_array<'py>(
         Ok(Bound::from_owned_ptr(py, arr))
     }
 }
+
+/// Smallest sparse-to-dense read whose output array is allocated zeroed.
+const ZEROED_MIN_BYTES: u64 = 1 << 20;
 
 /// Read the box `[lo, hi)` (tensor coordinates) of the tensor — as the tensor's output
 /// (`region` None) or as region `region`'s — into a new numpy array.
@@ -253,7 +276,22 @@ pub fn read_box<'py>(
         .into());
     }
     let shape: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| h - l).collect();
-    let arr = empty_array(py, descr, &shape)?;
+    // A sparse tensor read to dense into zeroed memory writes only its stored entries
+    // (read_box_into_zeroed); below 1 MiB, or for other layouts (whose every element is
+    // written anyway), the array is not zeroed first.
+    let zeroed = region.is_none()
+        && matches!(
+            d.layout(),
+            LayoutRef::Coo { .. }
+                | LayoutRef::Csr { .. }
+                | LayoutRef::Csc { .. }
+                | LayoutRef::Csf { .. }
+        )
+        && shape
+            .iter()
+            .try_fold(esize as u64, |a, &e| a.checked_mul(e))
+            .is_some_and(|b| b >= ZEROED_MIN_BYTES);
+    let arr = new_array(py, descr, &shape, zeroed)?;
     let count = shape
         .iter()
         .try_fold(1u64, |a, &e| a.checked_mul(e))
@@ -278,7 +316,11 @@ pub fn read_box<'py>(
         // SAFETY: `data` addresses the `count` bytes of the new array (see above), which
         // stays alive (owned by this frame's `arr`) and is written only here.
         let buf = unsafe { std::slice::from_raw_parts_mut(data as *mut u8, count) };
-        t.read_box(&lo, &hi, out, buf, None)
+        if zeroed {
+            t.read_box_into_zeroed(&lo, &hi, out, buf, None)
+        } else {
+            t.read_box(&lo, &hi, out, buf, None)
+        }
     })
     .map_err(Fail)?;
     Ok(arr)

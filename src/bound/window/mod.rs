@@ -97,6 +97,9 @@ pub(super) struct Window<'o> {
     /// Whether contiguous RAW runs are written with non-temporal stores: the output
     /// reaches [`crate::mem::stream_min_bytes`] (it cannot stay in the cache anyway).
     stream: bool,
+    /// The caller's output holds zero bytes already ([`BoundTensor::read_box_into_zeroed`]):
+    /// implicit zeros whose value is all zero bytes are not written.
+    zeroed: bool,
 }
 
 impl<'a> BoundTensor<'a> {
@@ -153,6 +156,62 @@ impl<'a> BoundTensor<'a> {
         out_type: OutputType,
         out: &mut [u8],
         out_strides: Option<&[i64]>,
+    ) -> Result<()> {
+        self.read_box_with(lo, hi, out_type, out, out_strides, false)
+    }
+
+    /// [`read_box`](Self::read_box) into an output whose bytes are all zero already —
+    /// memory fresh from `calloc` or an anonymous mapping, which the system zeroes when it
+    /// is first touched: the implicit zeros of sparse leaves whose value is all zero bytes
+    /// (the float types and RAW, unquantized or without a zero point) are not written
+    /// again, so reading a sparse tensor to dense writes its stored entries only. Given
+    /// memory that is not zero, those elements keep its bytes; everything else is as
+    /// `read_box`.
+    ///
+    /// ```
+    /// use tensordesc::layout::sparse_flags;
+    /// use tensordesc::{BoundTensor, ElementType, NodeSpec, OutputType, TensorBuilder};
+    /// let flags = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    /// // A 2 x 3 CSR matrix holding 5.0 at [0, 2]; buffers aligned to 8 bytes.
+    /// let d = TensorBuilder::new(ElementType::Float32, &[2, 3], NodeSpec::csr(1, flags))
+    ///     .alignment(3)
+    ///     .build()
+    ///     .unwrap();
+    /// let (indptr, indices) = (vec![0u64, 1, 1], vec![2u64]);
+    /// let values = vec![u64::from(5f32.to_bits())]; // its first 4 bytes (little-endian)
+    /// let t = BoundTensor::bind(
+    ///     &d,
+    ///     vec![
+    ///         bytemuck::cast_slice(&indptr),
+    ///         bytemuck::cast_slice(&indices),
+    ///         &bytemuck::cast_slice::<u64, u8>(&values)[..4],
+    ///     ],
+    /// )
+    /// .unwrap();
+    /// let mut out = vec![0f32; 6]; // zeroed
+    /// let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+    /// t.read_box_into_zeroed(&[0, 0], &[2, 3], OutputType::Float32, bytes, None).unwrap();
+    /// assert_eq!(out, [0.0, 0.0, 5.0, 0.0, 0.0, 0.0]);
+    /// ```
+    pub fn read_box_into_zeroed(
+        &self,
+        lo: &[u64],
+        hi: &[u64],
+        out_type: OutputType,
+        out: &mut [u8],
+        out_strides: Option<&[i64]>,
+    ) -> Result<()> {
+        self.read_box_with(lo, hi, out_type, out, out_strides, true)
+    }
+
+    fn read_box_with(
+        &self,
+        lo: &[u64],
+        hi: &[u64],
+        out_type: OutputType,
+        out: &mut [u8],
+        out_strides: Option<&[i64]>,
+        zeroed: bool,
     ) -> Result<()> {
         let d = self.desc;
         let empty = d.check_box(lo, hi)?;
@@ -244,6 +303,7 @@ impl<'a> BoundTensor<'a> {
             tables: convert::Tables::default(),
             region: None,
             stream: need >= crate::mem::stream_min_bytes() as i128,
+            zeroed,
         };
         let bufs: &[&[u8]] = &self.buffers;
         let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {

@@ -162,11 +162,15 @@ pub(super) fn zeros(
     off: i64,
 ) -> Result<()> {
     if let Some(e) = vals.zero_element() {
+        let e = e?;
+        if w.zeroed && e[..vals.oes].iter().all(|&b| b == 0) {
+            return Ok(());
+        }
         let mut n = [0u64; MAX_RANK];
         for (a, (&l, &h)) in lo.iter().zip(hi).enumerate() {
             n[a] = h - l;
         }
-        return fill_box(w, &n[..lo.len()], off, &e?, vals.oes);
+        return fill_box(w, &n[..lo.len()], off, &e, vals.oes);
     }
     copy_box(&Source::zeros(), vals, lo, hi, w, off)
 }
