@@ -19,11 +19,13 @@ use std::time::Instant;
 
 use tensordesc::ffi::{
     tdesc_buffer, tdesc_descriptor_buffer, tdesc_descriptor_decode, tdesc_descriptor_free,
-    tdesc_descriptor_locate, tdesc_descriptor_region, tdesc_location, tdesc_region, tdesc_status,
-    TDESC_MODE_STRICT, TDESC_NO_REGION,
+    tdesc_descriptor_locate, tdesc_descriptor_region, tdesc_file, tdesc_file_free,
+    tdesc_file_open_bytes, tdesc_file_tensor_bind, tdesc_location, tdesc_region, tdesc_status,
+    tdesc_tensor_element_bytes, tdesc_tensor_free, TDESC_MODE_STRICT, TDESC_NO_REGION,
 };
 use tensordesc::{
-    decode, Descriptor, ElementType, Location, Mode, NodeSpec, RegionSpec, TensorBuilder,
+    decode, Descriptor, ElementType, FileReader, FileWriter, Location, Mode, NodeSpec, RegionSpec,
+    TensorBuilder,
 };
 
 /// A `side` x `side` grid of 1 x 2 regions over a `side` x `2 side` tensor, alternating
@@ -131,6 +133,46 @@ unsafe fn c_locates(h: *const tensordesc::ffi::tdesc_descriptor, idx: &[u64], ra
             {
                 acc = acc.wrapping_add(byte_offset ^ *buffer as u64);
             }
+        }
+    }
+    acc
+}
+
+/// A `.tdf` file of `n` small FLOAT32 tensors (four shapes), as a model's biases and norms.
+fn small_tensors_file(n: usize) -> Vec<u8> {
+    let data = vec![0u8; 4 * 64];
+    let mut w = FileWriter::new(Vec::new()).expect("writer");
+    for i in 0..n {
+        let len = 16 << (i % 3);
+        let d = TensorBuilder::row_major(ElementType::Float32, &[len as u64])
+            .build()
+            .expect("descriptor");
+        w.write_tensor(
+            &format!("model.layers.{}.norm{}.weight", i / 4, i % 4),
+            &d,
+            &[&data[..4 * len]],
+        )
+        .expect("tensor");
+    }
+    w.finish().expect("file")
+}
+
+/// Bind each of the `n` tensors of `f` through the C ABI and release it; the same
+/// checksum as the Rust loop (each tensor's element size).
+///
+/// # Safety
+/// `f` is a live file handle of at least `n` tensors.
+unsafe fn c_file_binds(f: *const tdesc_file, n: usize) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        let mut t = std::ptr::null_mut();
+        // SAFETY: the caller's promise on `f`; `t` is a live out-parameter.
+        let s = unsafe { tdesc_file_tensor_bind(f, i, &mut t) };
+        assert_eq!(s, tdesc_status::TDESC_OK);
+        // SAFETY: `t` was just bound; freed once.
+        unsafe {
+            acc = mix(acc, tdesc_tensor_element_bytes(t) as u64);
+            tdesc_tensor_free(t);
         }
     }
     acc
@@ -280,6 +322,28 @@ fn main() {
     let ((rl, rust_l), (cl, c_l)) = peers(reps, || rust_locates(&dt, &idx), c_l);
     assert_eq!(rust_l, c_l, "locate checksums differ");
 
+    // Every tensor of a file bound and released: `tdesc_file_tensor_bind` + `tdesc_tensor_free`
+    // vs `TensorEntry::bound` + drop, over the same 10,000-tensor file in memory.
+    let nt = if small { 2_000 } else { 10_000 };
+    let file = small_tensors_file(nt);
+    let reader = FileReader::from_bytes(&file, Mode::Strict).expect("the file");
+    let mut hf = std::ptr::null_mut();
+    // SAFETY: valid input slice and out-parameter.
+    let s = unsafe { tdesc_file_open_bytes(file.as_ptr(), file.len(), TDESC_MODE_STRICT, &mut hf) };
+    assert_eq!(s, tdesc_status::TDESC_OK);
+    let rust_binds = || {
+        let mut acc = 0u64;
+        for e in reader.entries() {
+            let t = e.bound().expect("bind");
+            acc = mix(acc, t.element_bytes() as u64);
+        }
+        acc
+    };
+    // SAFETY: `hf` stays live until freed at the end.
+    let c_binds = || unsafe { c_file_binds(hf, nt) };
+    let ((rt, rust_t), (ct, c_t)) = peers(reps * 4, rust_binds, c_binds);
+    assert_eq!(rust_t, c_t, "bind checksums differ");
+
     let ns = |secs: f64, n: usize| secs * 1e9 / n as f64;
     println!(
         "{:<34} {:>12} {:>12} {:>8}",
@@ -289,6 +353,7 @@ fn main() {
         (format!("{nb} effective buffers"), nb, rb, cb),
         (format!("{nr} regions"), nr, rr, cr),
         (format!("{nl} locates, {tile_side}^2 tiles"), nl, rl, cl),
+        (format!("{nt} file tensors bound + freed"), nt, rt, ct),
     ] {
         println!(
             "{:<34} {:>12.2} {:>12.2} {:>8.2}",
@@ -301,6 +366,7 @@ fn main() {
     println!("target: C/Rust <= 1.5");
     // SAFETY: created above, freed once.
     unsafe {
+        tdesc_file_free(hf);
         tdesc_descriptor_free(h);
         tdesc_descriptor_free(ht);
     }

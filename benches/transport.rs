@@ -426,6 +426,48 @@ fn io_counters() -> (u64, u64, u64) {
     )
 }
 
+/// Open the file at `path` through the C ABI, bind each of its `n` tensors, read its first
+/// element when `touch` (else its element size), free the tensor, then the file: the sum
+/// of what was read.
+fn c_open_bind_touch(path: &std::ffi::CStr, n: usize, touch: bool) -> f64 {
+    use tensordesc::ffi::{
+        tdesc_file_free, tdesc_file_open, tdesc_file_tensor_bind, tdesc_file_tensor_count,
+        tdesc_status, tdesc_tensor_free, tdesc_tensor_get_f64, TDESC_MODE_STRICT,
+    };
+    let mut acc = 0f64;
+    // SAFETY: a NUL-terminated path, live out-parameters; every handle is freed once.
+    unsafe {
+        let mut f = std::ptr::null_mut();
+        assert_eq!(
+            tdesc_file_open(path.as_ptr(), TDESC_MODE_STRICT, &mut f),
+            tdesc_status::TDESC_OK
+        );
+        assert_eq!(tdesc_file_tensor_count(f), n);
+        let idx = [0u64; 2];
+        for i in 0..n {
+            let mut t = std::ptr::null_mut();
+            assert_eq!(tdesc_file_tensor_bind(f, i, &mut t), tdesc_status::TDESC_OK);
+            if !touch {
+                acc += tensordesc::ffi::tdesc_tensor_element_bytes(t) as f64;
+                tdesc_tensor_free(t);
+                continue;
+            }
+            let rank = (*tensordesc::ffi::tdesc_tensor_descriptor(t))
+                .descriptor()
+                .rank();
+            let mut v = 0f64;
+            assert_eq!(
+                tdesc_tensor_get_f64(t, idx.as_ptr(), rank, &mut v),
+                tdesc_status::TDESC_OK
+            );
+            acc += v;
+            tdesc_tensor_free(t);
+        }
+        tdesc_file_free(f);
+    }
+    acc
+}
+
 fn bench_checkpoint(small: bool, reps: usize) {
     let shapes = checkpoint_shapes(small);
     let total: usize = shapes.iter().map(|(_, s)| bytes_of(s)).sum();
@@ -517,6 +559,18 @@ fn bench_checkpoint(small: bool, reps: usize) {
     );
     let (all2, all_st) = best_pair(warm_reps, || ours_all(&v2.0), || theirs_all(&st.0));
     let (all1, _) = best_pair(warm_reps, || ours_all(&v1.0), || 0);
+    // The same through the C ABI (the crate's extern "C" functions, as a C program calls
+    // them): open, bind every tensor, read one element, free; both sides from open(2) to
+    // munmap.
+    let c_path = std::ffi::CString::new(v2.0.as_os_str().as_encoded_bytes()).unwrap();
+    let c_all = || c_open_bind_touch(&c_path, n, true);
+    assert_eq!(c_all(), theirs_all(&st.0));
+    let (all_c, all_st_c) = best_pair(warm_reps, c_all, || theirs_all(&st.0));
+    let (all_rust, all_c2) = best_pair(warm_reps, || ours_all(&v2.0), c_all);
+    let c_bind = || c_open_bind_touch(&c_path, n, false);
+    assert_eq!(c_bind(), 2.0 * n as f64); // FLOAT16 elements
+    let (bind_c, bind_st_c) = best_pair(warm_reps, c_bind, || theirs_bind(&st.0));
+    let (bind_rust, bind_c2) = best_pair(warm_reps, || ours_bind(&v2.0), c_bind);
     println!(
         "  warm open + bind all + touch one element each:\n    tensordesc v2 {}   v1 {}   safetensors {}\n    ratio (safetensors / tensordesc) = {:.2}x for v2 (v1: {:.2}x)  (target >= 3x, moonshot 10x)",
         us(all2),
@@ -524,6 +578,18 @@ fn bench_checkpoint(small: bool, reps: usize) {
         us(all_st),
         all_st.as_secs_f64() / all2.as_secs_f64(),
         all_st.as_secs_f64() / all1.as_secs_f64()
+    );
+
+    println!(
+        "  through the C ABI (tdesc_file_open, tdesc_file_tensor_bind, tdesc_tensor_element_bytes or tdesc_tensor_get_f64, the frees):\n    warm open + bind all (no data read): C ABI {}   safetensors {}   ratio (safetensors / C ABI) = {:.2}x  (target >= 4x); C ABI / Rust API, same run: {:.2}x  (target <= 1.3x)\n    warm open + bind all + touch one element each: C ABI {}   safetensors {}   ratio = {:.2}x; C ABI / Rust API, same run: {:.2}x",
+        us(bind_c),
+        us(bind_st_c),
+        bind_st_c.as_secs_f64() / bind_c.as_secs_f64(),
+        bind_c2.as_secs_f64() / bind_rust.as_secs_f64(),
+        us(all_c),
+        us(all_st_c),
+        all_st_c.as_secs_f64() / all_c.as_secs_f64(),
+        all_c2.as_secs_f64() / all_rust.as_secs_f64()
     );
 
     // Cold: the file's pages dropped from the page cache before each open (best of

@@ -169,8 +169,8 @@ def test_standard_input(checkpoint):
 
 
 def test_a_closed_pipe_stops_quietly(tmp_path):
-    demo = tmp_path / "demo.tdf"
-    assert tool("demo", "--out", demo).returncode == 0
+    assert tool("demo", "--out", tmp_path / "demo").returncode == 0
+    demo = tmp_path / "demo" / "model.tdf"
     # The read end is closed before the command writes: its first write fails (EPIPE).
     p = subprocess.Popen(
         [str(SCRIPT), "inspect", str(demo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE

@@ -126,7 +126,7 @@ fn export(t: &tdesc_tensor, region: u32) -> Result<*mut DLManagedTensorVersioned
         },
         shape: p.shape,
         strides: p.strides,
-        _owner: t.owner().cloned(),
+        _owner: t.owner(),
     });
     let raw = Box::into_raw(e);
     // SAFETY: `raw` is the live, unaliased allocation just leaked; the vectors' heap

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
@@ -216,9 +216,6 @@ pub struct tdesc_file {
     data: Arc<FileData>,
     /// Why each opaque entry is opaque: its status and "NAME: detail" string.
     problems: HashMap<usize, (tdesc_status, CString)>,
-    /// Shared copies of the file's descriptors (keyed by their address in the reader), made
-    /// on first use by `tdesc_file_tensor_bind` / `tdesc_file_tensor_descriptor`.
-    shared: Mutex<HashMap<usize, Arc<Descriptor>>>,
     /// The metadata map's keys and strings, NUL-terminated for C.
     meta: MetaStrings,
 }
@@ -238,7 +235,6 @@ impl tdesc_file {
         tdesc_file {
             data: Arc::new(data),
             problems,
-            shared: Mutex::new(HashMap::new()),
             meta,
         }
     }
@@ -257,23 +253,19 @@ impl tdesc_file {
         self.data.reader_entry(i)
     }
 
-    /// The entry's descriptor in an Arc (the decode error when it failed to decode).
+    /// The entry's descriptor, the reader's own, shared (the decode error when it failed
+    /// to decode). Nothing is copied or locked: the parsed file is immutable.
     fn shared_descriptor(&self, e: &TensorEntry<'_>) -> Result<Arc<Descriptor>> {
-        let d = match e.descriptor() {
-            Some(d) => d,
+        match e.shared_descriptor() {
+            Some(d) => Ok(Arc::clone(d)),
             None => {
                 let p = e.problem().map_or_else(
                     || Error::new(ErrorKind::Internal, "entry without descriptor or problem"),
                     Clone::clone,
                 );
-                return Err(p.context(format!("tensor {:?}: the descriptor", e.name())));
+                Err(p.context(format!("tensor {:?}: the descriptor", e.name())))
             }
-        };
-        let key = d as *const Descriptor as usize;
-        let mut map = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(Arc::clone(
-            map.entry(key).or_insert_with(|| Arc::new(d.clone())),
-        ))
+        }
     }
 
     /// NOT_BINDABLE (with the reason) for an opaque entry.
@@ -1276,8 +1268,10 @@ mod tests {
                 tdesc_file_tensor_bind(f, 0, &mut t2),
                 tdesc_status::TDESC_OK
             );
-            // Both tensors share one copy of the descriptor.
-            assert_eq!((*f).shared.lock().unwrap().len(), 1);
+            // Both tensors share the reader's own descriptor.
+            use crate::ffi::tensor::tdesc_tensor_descriptor as desc_of;
+            let (d1, d2) = (desc_of(t), desc_of(t2));
+            assert!(Arc::ptr_eq((*d1).descriptor(), (*d2).descriptor()));
             let mut dd = ptr::null_mut();
             assert_eq!(
                 tdesc_file_tensor_descriptor(f, 0, &mut dd),

@@ -9,7 +9,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::panic::RefUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use self_cell::self_cell;
 
@@ -50,8 +50,12 @@ self_cell!(
 /// once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
 pub struct tdesc_tensor {
     bound: Bound,
-    // Boxed so its address (handed out by `tdesc_tensor_descriptor`) never moves.
-    desc: Box<tdesc_descriptor>,
+    // The public descriptor when it is not the one elements are read through (a DLPack
+    // import's view); None: the one in `bound`'s sources.
+    public: Option<Arc<Descriptor>>,
+    // Its handle, made on the first `tdesc_tensor_descriptor` call (most tensors never
+    // need one); boxed so its address never moves.
+    desc: OnceLock<Box<tdesc_descriptor>>,
     // The `data` address and `byte_offset` a DLPack producer handed over, which exports of
     // the imported tensor hand on unchanged.
     dlpack_origin: Option<(usize, u64)>,
@@ -68,15 +72,14 @@ impl tdesc_tensor {
         desc: &tdesc_descriptor,
         slices: impl FnOnce(&Descriptor) -> Result<Vec<&'static [u8]>>,
     ) -> Result<tdesc_tensor> {
-        let shared = Arc::clone(desc.descriptor());
         let sources = Sources {
-            read_through: Arc::clone(&shared),
+            read_through: Arc::clone(desc.descriptor()),
             file: None,
         };
         let bound = Bound::try_new(sources, |s| {
             BoundTensor::bind(&s.read_through, slices(&s.read_through)?)
         })?;
-        Ok(tdesc_tensor::assemble(bound, shared))
+        Ok(tdesc_tensor::assemble(bound, None))
     }
 
     /// Bind entry `i` of `file` (its descriptor `desc`) to the file's memory. The tensor
@@ -86,9 +89,12 @@ impl tdesc_tensor {
         i: usize,
         desc: Arc<Descriptor>,
     ) -> Result<tdesc_tensor> {
+        // The descriptor and the file are each held once, in the sources: the public
+        // descriptor is the one read through, and the file is the buffers' owner (each
+        // reference counted once per bind, not once per use).
         let sources = Sources {
-            read_through: Arc::clone(&desc),
-            file: Some(Arc::clone(&file)),
+            read_through: desc,
+            file: Some(file),
         };
         let bound = Bound::try_new(sources, |s| {
             let file = s.file.as_ref().ok_or_else(|| {
@@ -97,7 +103,7 @@ impl tdesc_tensor {
             let entry = file.reader_entry(i)?;
             Ok::<_, Error>(BoundTensor::bind(&s.read_through, entry.buffers()?)?.into_read_only())
         })?;
-        Ok(tdesc_tensor::assemble(bound, desc).with_owner(file as Owner))
+        Ok(tdesc_tensor::assemble(bound, None))
     }
 
     /// A tensor whose public descriptor is `public` but whose elements are read through
@@ -116,13 +122,16 @@ impl tdesc_tensor {
         let bound = Bound::try_new(sources, |s| {
             BoundTensor::bind_unaligned(&s.read_through, slices)
         })?;
-        Ok(tdesc_tensor::assemble(bound, public))
+        Ok(tdesc_tensor::assemble(bound, Some(public)))
     }
 
-    fn assemble(bound: Bound, public: Arc<Descriptor>) -> tdesc_tensor {
+    /// The tensor of `bound`, whose public descriptor is `public`, or the one it reads
+    /// through when None.
+    fn assemble(bound: Bound, public: Option<Arc<Descriptor>>) -> tdesc_tensor {
         tdesc_tensor {
             bound,
-            desc: Box::new(tdesc_descriptor::share(public)),
+            public,
+            desc: OnceLock::new(),
             dlpack_origin: None,
             owner: None,
         }
@@ -152,9 +161,20 @@ impl tdesc_tensor {
         self.bound.borrow_dependent()
     }
 
-    /// The owner of the buffer memory, when the library holds it.
-    pub(crate) fn owner(&self) -> Option<&Owner> {
-        self.owner.as_ref()
+    /// The owner of the buffer memory, when the library holds it: an imported DLPack
+    /// tensor's producer, or the file the buffers lie in.
+    pub(crate) fn owner(&self) -> Option<Owner> {
+        self.owner.clone().or_else(|| {
+            let f = self.bound.borrow_owner().file.as_ref()?;
+            Some(Arc::clone(f) as Owner)
+        })
+    }
+
+    /// The public descriptor (what `tdesc_tensor_descriptor` shows).
+    fn public(&self) -> &Arc<Descriptor> {
+        self.public
+            .as_ref()
+            .unwrap_or(&self.bound.borrow_owner().read_through)
     }
 }
 
@@ -320,7 +340,11 @@ pub unsafe extern "C" fn tdesc_tensor_descriptor(
 ) -> *const tdesc_descriptor {
     // SAFETY: caller promise on `t`.
     guard_value(std::ptr::null(), || {
-        Ok(&*unsafe { tensor_arg(t)? }.desc as *const tdesc_descriptor)
+        let t = unsafe { tensor_arg(t)? };
+        let d = t
+            .desc
+            .get_or_init(|| Box::new(tdesc_descriptor::share(Arc::clone(t.public()))));
+        Ok(&**d as *const tdesc_descriptor)
     })
 }
 

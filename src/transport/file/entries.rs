@@ -98,11 +98,12 @@ impl DescriptorMemo {
 
 pub(super) const NO_DESCRIPTOR: u32 = u32::MAX;
 
-/// The distinct decoded descriptors of a file, each boxed: a `Descriptor` is several
-/// hundred bytes, and regrowing one vector of 10^5 of them would copy it over and over.
+/// The distinct decoded descriptors of a file, each in its own shared allocation: a
+/// `Descriptor` is several hundred bytes, and regrowing one vector of 10^5 of them would
+/// copy it over and over; shared, a tensor bound through the C ABI holds the file's own
+/// descriptor (an `Arc` clone) instead of a copy.
 #[derive(Default)]
-#[allow(clippy::vec_box)] // boxed on purpose: pushes move a pointer, not the descriptor
-pub(super) struct Descriptors(pub(super) Vec<Box<Descriptor>>);
+pub(super) struct Descriptors(pub(super) Vec<std::sync::Arc<Descriptor>>);
 
 impl Descriptors {
     pub(super) fn push(&mut self, d: Descriptor) -> Result<u32> {
@@ -110,12 +111,17 @@ impl Descriptors {
             .ok()
             .filter(|&i| i != NO_DESCRIPTOR)
             .ok_or_else(|| Error::new(ErrorKind::Overflow, "more than 2^32 - 2 descriptors"))?;
-        self.0.push(Box::new(d));
+        self.0.push(std::sync::Arc::new(d));
         Ok(i)
     }
 
     pub(super) fn get(&self, i: u32) -> Option<&Descriptor> {
         self.0.get(i as usize).map(|b| &**b)
+    }
+
+    /// Descriptor `i`, shared.
+    pub(super) fn get_shared(&self, i: u32) -> Option<&std::sync::Arc<Descriptor>> {
+        self.0.get(i as usize)
     }
 }
 

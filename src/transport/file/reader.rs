@@ -609,6 +609,12 @@ impl<'r> TensorEntry<'r> {
         self.r.descriptors.get(self.e().descriptor)
     }
 
+    /// The decoded descriptor as the reader holds it, shared: a handle that outlives this
+    /// borrow (the C ABI's bound tensors) keeps it without a copy.
+    pub(crate) fn shared_descriptor(&self) -> Option<&'r std::sync::Arc<Descriptor>> {
+        self.r.descriptors.get_shared(self.e().descriptor)
+    }
+
     /// The descriptor's bytes as stored in the file. A foreign file stores none: its
     /// descriptors are encoded once at open, and these are those bytes (empty for an
     /// opaque entry, which has no descriptor).
