@@ -32,12 +32,16 @@
 //! Every peer is timed round by round with ours (best of several runs each), so a burst of
 //! load on a shared machine hits both alike; every result is checked against the peer's.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use ndarray::{Array2, ArrayView2, ShapeBuilder};
+use support::{ggml_ref, profile_dir};
 use tensordesc::layout::sparse_flags;
 use tensordesc::{
     BoundTensor, BufferHandle, ElementType, NodeSpec, OutputType, QuantScheme, Quantization,
@@ -865,15 +869,6 @@ fn demo_tensor(small: bool) -> f64 {
 // 6. locate_many from C, against a Rust locate loop
 // ---------------------------------------------------------------------------------------
 
-/// `target/<profile>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<bench>")
-        .to_path_buf()
-}
-
 /// A directory with the freshly built shared library under its SONAME.
 fn library_dir() -> Option<PathBuf> {
     let deps = profile_dir().join("deps");
@@ -1355,67 +1350,6 @@ fn fp8_reads(small: bool) -> [f64; 2] {
 // 10. GGML_BLOCKS -> FLOAT32, against a C port of ggml's scalar dequantize_row_* and memcpy
 // ---------------------------------------------------------------------------------------
 
-/// `dequantize_row_*(x, y, k)` of `benches/ggml_dequant.c`.
-type DequantRow = unsafe extern "C" fn(*const u8, *mut f32, i64);
-
-/// The C reference, compiled here at -O2 as a shared object and loaded into this process.
-struct GgmlRef {
-    rows: Vec<(&'static str, DequantRow)>,
-}
-
-fn ggml_ref() -> Option<GgmlRef> {
-    let dir = profile_dir().join("read_bench");
-    std::fs::create_dir_all(&dir).ok()?;
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("benches")
-        .join("ggml_dequant.c");
-    let lib = dir.join("libggml_dequant.so");
-    let target = format!(
-        "{}-unknown-{}-gnu",
-        std::env::consts::ARCH,
-        std::env::consts::OS
-    );
-    let cc = cc::Build::new()
-        .target(&target)
-        .host(&target)
-        .opt_level(2)
-        .cargo_metadata(false)
-        .get_compiler();
-    let status = cc
-        .to_command()
-        .args(["-std=c11", "-O2", "-shared", "-fPIC"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&lib)
-        .status()
-        .ok()?;
-    if !status.success() {
-        return None;
-    }
-    let path = std::ffi::CString::new(lib.to_str()?).ok()?;
-    // SAFETY: `path` is a NUL-terminated path of the shared object just built; loading it
-    // runs no initialisers (the C file has none). The handle is never closed, so the
-    // function pointers taken from it stay valid for the whole process.
-    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return None;
-    }
-    let mut rows = Vec::new();
-    for name in ["q8_0", "q4_K", "q6_K", "iq4_xs"] {
-        let sym = std::ffi::CString::new(format!("dequantize_row_{name}")).ok()?;
-        // SAFETY: `handle` is a live dlopen handle and `sym` a NUL-terminated name.
-        let f = unsafe { libc::dlsym(handle, sym.as_ptr()) };
-        if f.is_null() {
-            return None;
-        }
-        // SAFETY: the symbol is a C function `void (const block *, float *, int64_t)`
-        // defined in ggml_dequant.c, whose block pointer is taken as bytes here.
-        let f: DequantRow = unsafe { std::mem::transmute::<*mut libc::c_void, DequantRow>(f) };
-        rows.push((name, f));
-    }
-    Some(GgmlRef { rows })
-}
-
 /// Random blocks of ggml type `number` (`qk` values in `bb` bytes) for `count` values,
 /// their binary16 scales (at `scales` in each block) finite and ordinary.
 fn ggml_blocks(count: u64, qk: u64, bb: usize, scales: &[usize], rng: &mut Rng) -> Vec<u8> {
@@ -1432,7 +1366,7 @@ fn ggml_blocks(count: u64, qk: u64, bb: usize, scales: &[usize], rng: &mut Rng) 
 }
 
 fn ggml_reads(small: bool) -> Option<Vec<(f64, f64)>> {
-    let Some(c) = ggml_ref() else {
+    let Some(c) = ggml_ref(&profile_dir().join("read_bench")) else {
         println!("10. GGML_BLOCKS: skipped (no C compiler, or the C reference did not load)");
         return None;
     };
@@ -1451,7 +1385,7 @@ fn ggml_reads(small: bool) -> Option<Vec<(f64, f64)>> {
         ("iq4_xs", 23, 256, 136, &[0]),
     ];
     for (name, number, qk, bb, sc) in types {
-        let row = c.rows.iter().find(|r| r.0 == name)?.1;
+        let row = c.row(name)?;
         let blocks = Aligned::from_bytes(&ggml_blocks(n * n, qk, bb, sc, &mut rng));
         let d = TensorBuilder::new(ElementType::Float32, &[n, n], NodeSpec::ggml_blocks(number))
             .build()

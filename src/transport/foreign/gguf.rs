@@ -88,6 +88,7 @@
 use std::collections::HashSet;
 
 use crate::builder::{NodeSpec, TensorBuilder};
+use crate::descriptor::Descriptor;
 
 use super::{ForeignFile, ForeignTensor, MetaValue, MAX_DECLARED_ALIGNMENT_LOG2};
 use crate::device::{BufferHandle, DeviceType, MemoryClass};
@@ -379,12 +380,13 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     let infos_at = c.pos();
     let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
     let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
+    let mut recent = Recent::default();
     for i in 0..tensor_count {
         let at = c.pos();
         let name = c
             .str("tensor name")
             .map_err(|e| e.context(format!("tensor info {i} (byte {at})")))?;
-        let t = tensor_info(&mut c, name, at, alignment, align_log2)?;
+        let t = tensor_info(&mut c, name, at, alignment, align_log2, &mut recent)?;
         if !names.insert(name) {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
@@ -520,12 +522,52 @@ fn unknown_value_type(t: u32, at: usize) -> Error {
 
 /// The rest of one tensor info (after its name, read at byte `at`): the tensor, with the
 /// data-section offset as its one offset for now.
+/// The last [`Recent::SLOTS`] descriptors made, by ggml type and `ne` (the file's
+/// alignment is the same for all): a model's layers repeat a few shapes, and a clone costs
+/// a fraction of a build. Fixed size, whatever the file.
+#[derive(Default)]
+struct Recent {
+    slots: Vec<(u32, [u64; MAX_DIMS as usize + 1], Descriptor)>,
+    next: usize,
+}
+
+impl Recent {
+    const SLOTS: usize = 16;
+
+    /// `ne` with its length first: distinct for distinct ranks.
+    fn key(ne: &[u64]) -> [u64; MAX_DIMS as usize + 1] {
+        let mut k = [0u64; MAX_DIMS as usize + 1];
+        k[0] = ne.len() as u64;
+        k[1..=ne.len()].copy_from_slice(ne);
+        k
+    }
+
+    fn get(&self, number: u32, ne: &[u64]) -> Option<&Descriptor> {
+        let k = Recent::key(ne);
+        self.slots
+            .iter()
+            .find(|(n, kk, _)| *n == number && *kk == k)
+            .map(|s| &s.2)
+    }
+
+    fn insert(&mut self, number: u32, ne: &[u64], d: &Descriptor) {
+        let slot = (number, Recent::key(ne), d.clone());
+        if self.slots.len() < Recent::SLOTS {
+            self.slots.push(slot);
+        } else {
+            self.slots[self.next] = slot;
+        }
+        self.next = (self.next + 1) % Recent::SLOTS;
+    }
+}
+
 fn tensor_info(
     c: &mut Cursor<'_>,
     name: &str,
     at: usize,
     alignment: u64,
     align_log2: u8,
+    recent: &mut Recent,
 ) -> Result<ForeignTensor> {
     let ctx = |e: Error| e.context(format!("tensor {name:?} (tensor info at byte {at})"));
     if name.is_empty() {
@@ -623,6 +665,13 @@ fn tensor_info(
         .at(off_at)));
     }
 
+    if let Some(d) = recent.get(number, ne) {
+        return Ok(ForeignTensor {
+            name: name.to_owned(),
+            descriptor: d.clone(),
+            offsets: vec![offset],
+        });
+    }
     let shape: Vec<u64> = ne.iter().rev().copied().collect();
     let handle = BufferHandle {
         size_bytes: size,
@@ -639,6 +688,7 @@ fn tensor_info(
     let descriptor = TensorBuilder::new(et, &shape, node.with_buffers(vec![handle]))
         .build()
         .map_err(ctx)?;
+    recent.insert(number, ne, &descriptor);
     Ok(ForeignTensor {
         name: name.to_owned(),
         descriptor,

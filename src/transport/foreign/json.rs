@@ -430,6 +430,14 @@ impl<'a> Json<'a> {
             }
         }
         self.pos = i;
+        // The common case, a non-negative integer of at most 19 digits (below 10^19, so
+        // it fits a u64): its value from the digits just scanned.
+        if integer && !neg && i - int_start <= 19 {
+            let v = self.b[int_start..i]
+                .iter()
+                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'));
+            return Ok(Number::UInt(v));
+        }
         let s = &self.text[start..i];
         if integer {
             if neg {
@@ -715,6 +723,32 @@ mod tests {
         assert_eq!(parse("{}").unwrap(), Value::Object(vec![]));
         assert_eq!(parse("[[],{},[{}]]").unwrap().get("x"), None);
         assert_eq!(parse("-0").unwrap(), Value::Number(Number::UInt(0)));
+    }
+
+    #[test]
+    fn integers_at_the_digit_count_boundaries() {
+        for (s, want) in [
+            ("0", Number::UInt(0)),
+            (
+                "9999999999999999999",
+                Number::UInt(9_999_999_999_999_999_999),
+            ),
+            (
+                "10000000000000000000",
+                Number::UInt(10_000_000_000_000_000_000),
+            ),
+            ("18446744073709551615", Number::UInt(u64::MAX)),
+            (
+                "18446744073709551616",
+                Number::Float(18446744073709551616.0),
+            ),
+            ("99999999999999999999", Number::Float(1e20)),
+            ("-9223372036854775808", Number::Int(i64::MIN)),
+            ("12e0", Number::Float(12.0)),
+            ("12.0", Number::Float(12.0)),
+        ] {
+            assert_eq!(parse(s).unwrap(), Value::Number(want), "{s}");
+        }
     }
 
     #[test]

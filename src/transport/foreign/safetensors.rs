@@ -150,6 +150,19 @@ pub(crate) struct Header {
     grouping: Option<(Grouping, Vec<u32>)>,
 }
 
+/// How messages name a tensor: `tensor "NAME" (key at byte N)`, formatted when shown.
+#[derive(Clone, Copy)]
+struct Label<'k> {
+    key: &'k str,
+    at: u64,
+}
+
+impl std::fmt::Display for Label<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tensor {:?} (key at byte {})", self.key, self.at)
+    }
+}
+
 fn content(detail: String) -> Error {
     Error::new(ErrorKind::ContentInvalid, detail)
 }
@@ -223,8 +236,10 @@ fn metadata(j: &mut Json<'_>) -> Result<Vec<(String, MetaValue)>> {
     let mut out = Vec::new();
     let mut offsets = Vec::new();
     while let Some((key, at)) = j.next_key()? {
-        let what = format!("the {METADATA_KEY} value of {key:?}");
-        j.expect(Kind::String, &what)?;
+        j.expect(
+            Kind::String,
+            &format_args!("the {METADATA_KEY} value of {key:?}"),
+        )?;
         let v = j.string()?;
         out.push((key.into_owned(), MetaValue::Str(v.into_owned())));
         offsets.push(at);
@@ -267,8 +282,11 @@ impl Header {
         &self.dims[r.dims.start as usize..r.dims.end as usize]
     }
 
-    fn label(&self, r: &Record) -> String {
-        format!("tensor {:?} (key at byte {})", self.name(r), r.key_at)
+    fn label<'s>(&'s self, r: &Record) -> Label<'s> {
+        Label {
+            key: self.name(r),
+            at: r.key_at,
+        }
     }
 
     fn dtype_name<'s>(&'s self, r: &Record) -> &'s str {
@@ -280,8 +298,9 @@ impl Header {
 
     /// One tensor entry, the value of `key` (at file offset `at`).
     fn entry(&mut self, j: &mut Json<'_>, key: &str, at: u64) -> Result<()> {
-        let label = || format!("tensor {key:?} (key at byte {at})");
-        j.expect(Kind::Object, &format_args!("the entry of {}", label()))?;
+        // Formatted only when a message is made: most entries never need it.
+        let label = Label { key, at };
+        j.expect(Kind::Object, &format_args!("the entry of {}", label))?;
         j.begin_object()?;
         let mut dtype_field: Option<(u8, Option<String>)> = None;
         let mut dims: Option<Range<u32>> = None;
@@ -299,12 +318,12 @@ impl Header {
                 }
             };
             if let Some(first) = seen[slot] {
-                return Err(duplicate_key(&field, first, fat).context(label()));
+                return Err(duplicate_key(&field, first, fat).context(label));
             }
             seen[slot] = Some(fat);
             match slot {
                 0 => {
-                    j.expect(Kind::String, &format_args!("{}: \"dtype\"", label()))?;
+                    j.expect(Kind::String, &format_args!("{}: \"dtype\"", label))?;
                     let name = j.string()?;
                     dtype_field = Some(match DTYPES.iter().position(|d| d.name == name) {
                         Some(i) => (i as u8, None),
@@ -312,24 +331,24 @@ impl Header {
                     });
                 }
                 1 => {
-                    j.expect(Kind::Array, &format_args!("{}: \"shape\"", label()))?;
+                    j.expect(Kind::Array, &format_args!("{}: \"shape\"", label))?;
                     j.begin_array()?;
                     let start = self.dims.len();
                     while j.next_item()? {
                         if self.dims.len() - start == crate::MAX_RANK {
                             return Err(Error::new(
                                 ErrorKind::RankTooLarge,
-                                format!("{}: the shape has more than 64 dimensions", label()),
+                                format!("{}: the shape has more than 64 dimensions", label),
                             )
                             .at(j.offset()));
                         }
-                        let d = integer(j, &format_args!("{}: a dimension", label()))?;
+                        let d = integer(j, &format_args!("{}: a dimension", label))?;
                         self.dims.push(d);
                     }
                     dims = Some(u32_range(start, self.dims.len())?);
                 }
                 _ => {
-                    j.expect(Kind::Array, &format_args!("{}: \"data_offsets\"", label()))?;
+                    j.expect(Kind::Array, &format_args!("{}: \"data_offsets\"", label))?;
                     let aat = j.offset();
                     j.begin_array()?;
                     let mut v = [0u64; 2];
@@ -338,17 +357,17 @@ impl Header {
                         if k == 2 {
                             return Err(content(format!(
                                 "{}: \"data_offsets\" at byte {aat} must hold exactly two integers [begin, end]",
-                                label()
+                                label
                             ))
                             .at(aat));
                         }
-                        v[k] = integer(j, &format_args!("{}: a data offset", label()))?;
+                        v[k] = integer(j, &format_args!("{}: a data offset", label))?;
                         k += 1;
                     }
                     if k != 2 {
                         return Err(content(format!(
                             "{}: \"data_offsets\" at byte {aat} must hold exactly two integers [begin, end], not {k}",
-                            label()
+                            label
                         ))
                         .at(aat));
                     }
@@ -356,7 +375,7 @@ impl Header {
                 }
             }
         }
-        let missing = |f: &str| content(format!("{}: the entry has no {f:?}", label())).at(at);
+        let missing = |f: &str| content(format!("{}: the entry has no {f:?}", label)).at(at);
         let (dtype, unknown) = dtype_field.ok_or_else(|| missing("dtype"))?;
         let dims = dims.ok_or_else(|| missing("shape"))?;
         let (begin, end) = offsets.ok_or_else(|| missing("data_offsets"))?;
@@ -563,9 +582,27 @@ impl Header {
         self.records.len()
     }
 
+    /// Whether the conventions could find a group (or a reason to note one) here: only
+    /// where some tensor is of a dtype other than F64, F32, F16 and BF16 — quantized
+    /// codes never are; their scales may be, but a scale alone forms no group — or is
+    /// named `X_blocks` (gpt-oss MXFP4, whose mismatches get a note whatever the dtypes).
+    /// A checkpoint of float tensors alone, the common case, skips the conventions' name
+    /// index and lookups, a sixth of its open (decision 144).
+    fn may_hold_groups(&self) -> bool {
+        self.records.iter().any(|r| {
+            !matches!(
+                DTYPES.get(r.dtype as usize).map(|d| d.name),
+                Some("F64" | "F32" | "F16" | "BF16")
+            ) || self.name(r).ends_with("_blocks")
+        })
+    }
+
     /// Group the pieces of quantized weights ([`conventions`](super::conventions)); returns
     /// why candidate groups were left ungrouped.
     pub(crate) fn group(&mut self, hints: Hints) -> Vec<String> {
+        if !self.may_hold_groups() {
+            return Vec::new();
+        }
         let pieces: Vec<Piece<'_>> = self
             .records
             .iter()
@@ -596,7 +633,7 @@ impl Header {
     /// once and cloned), or an opaque item (permissive; strict reading fails on the first
     /// tensor without an element type).
     pub(crate) fn items(&self) -> impl Iterator<Item = Result<ForeignItem>> + '_ {
-        let mut memo: HashMap<(u8, u8, Vec<u64>), Descriptor> = HashMap::new();
+        let mut memo = Memo::default();
         self.records.iter().enumerate().filter_map(move |(i, r)| {
             if let Some((g, member)) = &self.grouping {
                 if let Some(grp) = member.get(i).and_then(|&m| g.groups.get(m as usize)) {
@@ -622,11 +659,7 @@ impl Header {
     }
 
     /// Tensor `r` as an item (see [`items`](Self::items)).
-    fn item(
-        &self,
-        r: &Record,
-        memo: &mut HashMap<(u8, u8, Vec<u64>), Descriptor>,
-    ) -> Result<ForeignItem> {
+    fn item(&self, r: &Record, memo: &mut Memo) -> Result<ForeignItem> {
         {
             let name = self.name(r).to_string();
             let at = self.data_start + r.begin;
@@ -636,18 +669,14 @@ impl Header {
                 }) => {
                     let align = true_alignment_log2(at);
                     let shape = self.shape(r);
-                    let key = (et.code(), align, shape.to_vec());
-                    let descriptor = match memo.get(&key) {
+                    let descriptor = match memo.get(et.code(), align, shape) {
                         Some(d) => d.clone(),
                         None => {
                             let d = TensorBuilder::row_major(*et, shape)
                                 .device(buffer_template(at))
                                 .build()
                                 .map_err(|e| e.context(self.label(r)))?;
-                            // Bounded: a header of distinct shapes does not grow it.
-                            if memo.len() < 1024 {
-                                memo.insert(key, d.clone());
-                            }
+                            memo.insert(et.code(), align, shape, &d);
                             d
                         }
                     };
@@ -685,6 +714,58 @@ impl Header {
                 problem,
             }))
         }
+    }
+}
+
+/// The descriptors made so far, by (element type code, alignment, shape): a checkpoint's
+/// layers repeat a few shapes, so most tensors reuse one.
+#[derive(Default)]
+struct Memo {
+    /// The last [`RECENT`] made or found, newest at `next - 1` (round robin): looked up by
+    /// comparison, without hashing or allocating.
+    recent: Vec<(u8, u8, Vec<u64>, Descriptor)>,
+    next: usize,
+    /// Every one made, up to [`MEMO_LIMIT`] (a header of distinct shapes does not grow it).
+    all: HashMap<(u8, u8, Vec<u64>), Descriptor>,
+}
+
+/// How many descriptors [`Memo::recent`] holds: more than the distinct tensor shapes of a
+/// transformer layer.
+const RECENT: usize = 16;
+/// How many descriptors [`Memo::all`] holds at most.
+const MEMO_LIMIT: usize = 1024;
+
+impl Memo {
+    fn get(&mut self, et: u8, align: u8, shape: &[u64]) -> Option<&Descriptor> {
+        let hit = self
+            .recent
+            .iter()
+            .position(|(e, a, s, _)| *e == et && *a == align && s == shape);
+        if let Some(i) = hit {
+            return Some(&self.recent[i].3);
+        }
+        let key = (et, align, shape.to_vec());
+        let d = self.all.get(&key)?.clone();
+        self.remember(key, d);
+        Some(&self.recent[(self.next + RECENT - 1) % RECENT].3)
+    }
+
+    fn insert(&mut self, et: u8, align: u8, shape: &[u64], d: &Descriptor) {
+        let key = (et, align, shape.to_vec());
+        if self.all.len() < MEMO_LIMIT {
+            self.all.insert(key.clone(), d.clone());
+        }
+        self.remember(key, d.clone());
+    }
+
+    fn remember(&mut self, (et, align, shape): (u8, u8, Vec<u64>), d: Descriptor) {
+        let slot = (et, align, shape, d);
+        if self.recent.len() < RECENT {
+            self.recent.push(slot);
+        } else {
+            self.recent[self.next] = slot;
+        }
+        self.next = (self.next + 1) % RECENT;
     }
 }
 

@@ -888,6 +888,39 @@ fn partial_groups_stay_pieces_with_a_note() {
     );
 }
 
+/// A checkpoint of float tensors alone skips the conventions (decision 144): its tensors
+/// are listed as they are, with no note; `X_blocks` names are still looked at, so float
+/// MXFP4 look-alikes keep their note.
+#[test]
+fn float_checkpoints_skip_grouping_but_keep_the_mxfp4_note() {
+    let file = produced(
+        &[
+            ("l.weight", St::BF16, vec![2, 2], vec![0; 8]),
+            ("l.weight_scale", St::F32, vec![2, 1], f32s(&[1.0; 2])),
+            ("l.weight_scale_inv", St::F16, vec![1, 1], vec![0; 2]),
+            ("n.weight", St::F64, vec![1], vec![0; 8]),
+        ],
+        &[],
+    );
+    let buf = aligned(&file);
+    let r = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap();
+    assert_eq!(r.len(), 4);
+    assert!(r.grouping_notes().is_empty(), "{:?}", r.grouping_notes());
+
+    let file = produced(
+        &[
+            ("e.X_blocks", St::F32, vec![2, 1, 16], vec![0; 128]),
+            ("e.X_scales", St::F32, vec![2, 1], vec![0; 8]),
+        ],
+        &[],
+    );
+    let buf = aligned(&file);
+    let r = FileReader::from_bytes(buf.as_slice(), Mode::Strict).unwrap();
+    assert_eq!(r.len(), 2);
+    let notes = r.grouping_notes().join("\n");
+    assert!(notes.contains("looks like MXFP4"), "{notes}");
+}
+
 /// GGUF files (written by gguf's GGUFWriter) open through the file reader by their magic:
 /// the parser's tensors and key/values, bound where they lie; a `.tdf` written from them
 /// reads back to the same values, GGML_BLOCKS kept.
