@@ -21,6 +21,10 @@
 //! their pieces with a note: format 1.1 has no way to say "minus 2^(b-1)" without a
 //! zero-point buffer the checkpoint lacks.
 //!
+//! Every convention's codes have a dtype other than F64, F32, F16 and BF16: a file of those
+//! only is not searched for groups (`Header::may_hold_groups` in safetensors.rs); a
+//! convention whose codes are stored in one of them must widen that check.
+//!
 //! Values are expressed in FLOAT32. A group whose pieces are partial or inconsistent
 //! (a scale of the wrong shape or dtype, a missing piece) stays ungrouped, and a note says
 //! why. Pieces that belong to no convention stay as they are.
