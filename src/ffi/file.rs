@@ -217,7 +217,7 @@ pub struct tdesc_file {
     /// Why each opaque entry is opaque: its status and "NAME: detail" string.
     problems: HashMap<usize, (tdesc_status, CString)>,
     /// The metadata map's keys and strings, NUL-terminated for C.
-    meta: MetaStrings,
+    meta: std::sync::OnceLock<MetaStrings>,
 }
 
 impl tdesc_file {
@@ -231,11 +231,10 @@ impl tdesc_file {
                 Some((e.index(), (tdesc_status::from_kind(p.kind), msg)))
             })
             .collect();
-        let meta = MetaStrings::new(data.reader.metadata());
         tdesc_file {
             data: Arc::new(data),
             problems,
-            meta,
+            meta: std::sync::OnceLock::new(),
         }
     }
 
@@ -244,9 +243,11 @@ impl tdesc_file {
         &self.data.reader
     }
 
-    /// The metadata map's C strings.
+    /// The metadata map's C strings, made on the first metadata call (a GGUF file's
+    /// vocabulary is a hundred thousand strings that most callers never ask for).
     pub(crate) fn meta_strings(&self) -> &MetaStrings {
-        &self.meta
+        self.meta
+            .get_or_init(|| MetaStrings::new(self.data.reader.metadata()))
     }
 
     fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {

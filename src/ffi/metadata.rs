@@ -32,8 +32,8 @@ pub const TDESC_METADATA_ARRAY: tdesc_metadata_type = 6;
 /// The `item` that addresses a metadata value itself rather than an item of an array.
 pub const TDESC_METADATA_WHOLE: usize = usize::MAX;
 
-/// Every key and string value of a file's metadata, NUL-terminated, made at open so that C
-/// callers can borrow them until `tdesc_file_free`.
+/// Every key and string value of a file's metadata, NUL-terminated, made on the first
+/// metadata call so that C callers can borrow them until `tdesc_file_free`.
 #[derive(Default)]
 pub(crate) struct MetaStrings {
     /// Key `i` followed by a NUL byte.
