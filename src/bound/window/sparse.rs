@@ -451,12 +451,21 @@ impl Compressed<'_, '_> {
             zeros(vals, w, &blo, &bhi, band_off)?;
             // Each line's entries from its cursor whose minor coordinate is below b1: a
             // few a band, so walked rather than searched.
+            let words: Option<&[u64]> = if cfg!(target_endian = "little") {
+                bytemuck::try_cast_slice(self.indices.0).ok()
+            } else {
+                None
+            };
             for (j, c) in cur.iter_mut().enumerate() {
                 let (mut k, e) = *c;
                 let line_off = off + j as i64 * step_ma;
                 x[ma] = lo[ma] + j as u64;
                 while k < e {
-                    let v = self.indices.get(k).ok_or_else(|| oob(self.region))?;
+                    let v = match words {
+                        Some(w) => w.get(k as usize).copied(),
+                        None => self.indices.get(k),
+                    }
+                    .ok_or_else(|| oob(self.region))?;
                     if v >= b1 {
                         break;
                     }
@@ -518,17 +527,28 @@ pub(super) fn coo(
         0
     };
     let mut x = [0u64; MAX_RANK];
+    let words: Option<&[u64]> = if cfg!(target_endian = "little") {
+        bytemuck::try_cast_slice(idx.0).ok()
+    } else {
+        None
+    };
     // Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
     // one a scan finds) is written last.
     let mut scatter = |w: &mut Window<'_>, a: u64, b: u64| -> Result<()> {
         for k in (a..b).rev() {
-            if sorted && first(k) >= hi[0] {
-                continue;
-            }
+            let tuple = match words {
+                Some(ws) => usize::try_from(k * rank64)
+                    .ok()
+                    .and_then(|at| ws.get(at..at + rank)),
+                None => None,
+            };
             let mut inside = true;
             let mut o = off;
             for ax in 0..rank {
-                let v = idx.get(k * rank64 + ax as u64).ok_or_else(|| oob(region))?;
+                let v = match tuple {
+                    Some(t) => t[ax],
+                    None => idx.get(k * rank64 + ax as u64).ok_or_else(|| oob(region))?,
+                };
                 x[ax] = v;
                 inside &= v >= lo[ax] && v < hi[ax];
                 o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(w.strides[ax]));
