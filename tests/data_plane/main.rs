@@ -14,3 +14,4 @@ mod quant_1_1;
 mod read_box;
 mod region_types;
 mod scaled_codes;
+mod sparse_dense;

@@ -1,0 +1,147 @@
+//! Sparse leaves read to dense at sizes where the kernels change strategy: a CSC matrix read
+//! into C order over several bands of output rows, a sorted COO matrix zeroed slab by slab,
+//! windows that cross a band's edge, strided outputs, and reads into memory that is zero
+//! already (`read_box_into_zeroed`) — each against a dense reference built here.
+
+use crate::common;
+
+use common::layouts::Aligned;
+use tensordesc::builder::{NodeSpec, TensorBuilder};
+use tensordesc::layout::sparse_flags;
+use tensordesc::*;
+
+/// A rows × cols matrix with about one entry in 37, its values distinct and nonzero.
+fn entries(rows: u64, cols: u64) -> Vec<(u64, u64, f32)> {
+    let mut v = Vec::new();
+    let mut z = 0x9E37_79B9_7F4A_7C15u64;
+    for r in 0..rows {
+        for c in 0..cols {
+            z = z
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if (z >> 33) % 37 == 0 {
+                v.push((r, c, (r * cols + c) as f32 + 0.5));
+            }
+        }
+    }
+    v
+}
+
+fn words(v: &[u64]) -> Aligned {
+    Aligned::new(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
+}
+
+fn floats(v: &[f32]) -> Aligned {
+    Aligned::new(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
+}
+
+/// The dense reference of `e` in `[lo, hi)`, C order.
+fn reference(e: &[(u64, u64, f32)], lo: [u64; 2], hi: [u64; 2]) -> Vec<f32> {
+    let w = (hi[1] - lo[1]) as usize;
+    let mut out = vec![0f32; (hi[0] - lo[0]) as usize * w];
+    for &(r, c, v) in e {
+        if (lo[0]..hi[0]).contains(&r) && (lo[1]..hi[1]).contains(&c) {
+            out[(r - lo[0]) as usize * w + (c - lo[1]) as usize] = v;
+        }
+    }
+    out
+}
+
+/// Read `[lo, hi)` of `t` as FLOAT32 into C order (fresh garbage first, so zeros must be
+/// written), and into zeroed memory with `read_box_into_zeroed`; both must equal the
+/// reference. Also transposed (column-major output strides).
+fn check(t: &BoundTensor<'_>, e: &[(u64, u64, f32)], lo: [u64; 2], hi: [u64; 2]) {
+    let want = reference(e, lo, hi);
+    let n = want.len();
+    let mut out = vec![f32::NAN; n];
+    t.read_box(
+        &lo,
+        &hi,
+        OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut out),
+        None,
+    )
+    .unwrap();
+    assert_eq!(out, want, "C order, box {lo:?}..{hi:?}");
+    let mut zeroed = vec![0f32; n];
+    t.read_box_into_zeroed(
+        &lo,
+        &hi,
+        OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut zeroed),
+        None,
+    )
+    .unwrap();
+    assert_eq!(zeroed, want, "into zeroed memory, box {lo:?}..{hi:?}");
+    let (rows, cols) = ((hi[0] - lo[0]) as i64, (hi[1] - lo[1]) as i64);
+    let mut transposed = vec![f32::NAN; n];
+    t.read_box(
+        &lo,
+        &hi,
+        OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut transposed),
+        Some(&[4, 4 * rows]),
+    )
+    .unwrap();
+    for r in 0..rows as usize {
+        for c in 0..cols as usize {
+            assert_eq!(
+                transposed[c * rows as usize + r],
+                want[r * cols as usize + c]
+            );
+        }
+    }
+}
+
+#[test]
+fn csc_read_into_c_order_over_several_bands() {
+    // Output rows of 4096 FLOAT32 are 16 KiB: a band is 256 rows, so 600 rows are three.
+    let (rows, cols) = (600u64, 4096u64);
+    let mut e = entries(rows, cols);
+    e.sort_by_key(|&(r, c, _)| (c, r));
+    let mut indptr = vec![0u64; cols as usize + 1];
+    for &(_, c, _) in &e {
+        indptr[c as usize + 1] += 1;
+    }
+    for c in 0..cols as usize {
+        indptr[c + 1] += indptr[c];
+    }
+    let rows_ix: Vec<u64> = e.iter().map(|x| x.0).collect();
+    let vals: Vec<f32> = e.iter().map(|x| x.2).collect();
+    let flags = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &[rows, cols],
+        NodeSpec::csc(e.len() as u64, flags),
+    )
+    .build()
+    .unwrap();
+    let (ip, ix, v) = (words(&indptr), words(&rows_ix), floats(&vals));
+    let t = BoundTensor::bind(&d, vec![ip.bytes(), ix.bytes(), v.bytes()]).unwrap();
+    check(&t, &e, [0, 0], [rows, cols]);
+    // Windows across the first band's edge (row 256), and one inside a band.
+    check(&t, &e, [250, 100], [263, 3000]);
+    check(&t, &e, [200, 4000], [520, 4096]);
+    check(&t, &e, [10, 0], [20, 4096]);
+}
+
+#[test]
+fn sorted_coo_zeroed_slab_by_slab() {
+    let (rows, cols) = (300u64, 700u64);
+    let e = entries(rows, cols); // row-major order: sorted
+    let idx: Vec<u64> = e.iter().flat_map(|x| [x.0, x.1]).collect();
+    let vals: Vec<f32> = e.iter().map(|x| x.2).collect();
+    let flags = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &[rows, cols],
+        NodeSpec::coo(e.len() as u64, flags),
+    )
+    .build()
+    .unwrap();
+    let (ix, v) = (words(&idx), floats(&vals));
+    let t = BoundTensor::bind(&d, vec![ix.bytes(), v.bytes()]).unwrap();
+    check(&t, &e, [0, 0], [rows, cols]);
+    check(&t, &e, [17, 33], [18, 34]);
+    check(&t, &e, [100, 650], [299, 700]);
+}
