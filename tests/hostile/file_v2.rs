@@ -719,7 +719,8 @@ fn opening_holds_memory_in_proportion_to_the_directory() {
 fn writers_hold_no_data() {
     // 64 tensors of 1 MiB: the directory-first writer given the data in 64 KiB pieces, and
     // the tensor-by-tensor writer given borrowed buffers, write 64 MiB holding at most the
-    // output buffer (256 KiB), the directory and a few bookkeeping vectors.
+    // output buffer (one 2 MiB chunk: writes end on 2 MiB boundaries), the directory and a
+    // few bookkeeping vectors.
     let d = u8s(1 << 20);
     let piece = vec![3u8; 64 << 10];
     let (_, peak) = measure(|| {
@@ -733,7 +734,7 @@ fn writers_hold_no_data() {
         w.finish().unwrap();
     });
     println!("directory-first writer: peak heap {peak} B for 64 MiB of data");
-    assert!(peak < 512 << 10, "peak heap {peak} B");
+    assert!(peak < (2 << 20) + (256 << 10), "peak heap {peak} B");
     let data = vec![5u8; 1 << 20];
     let (_, peak) = measure(|| {
         let mut w = FileWriter::new(std::io::sink()).unwrap();
@@ -743,7 +744,7 @@ fn writers_hold_no_data() {
         w.finish().unwrap();
     });
     println!("tensor-by-tensor writer: peak heap {peak} B for 64 MiB of borrowed data");
-    assert!(peak < 512 << 10, "peak heap {peak} B");
+    assert!(peak < (2 << 20) + (256 << 10), "peak heap {peak} B");
 }
 
 /// The heap a version 2 open may hold, by the bytes it reads (header and directory): the
