@@ -33,6 +33,7 @@
 
 #[path = "support/mod.rs"]
 mod support;
+use support::best_pair;
 
 use std::hint::black_box;
 use std::io::Write;
@@ -71,25 +72,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         ((self.next() as u128 * n as u128) >> 64) as u64
     }
-}
-
-/// Best times of two peers, their repetitions interleaved so that load changes on a shared
-/// machine hit both alike. Each time includes dropping what the closure returns.
-fn best_pair<A, B>(
-    reps: usize,
-    mut a: impl FnMut() -> A,
-    mut b: impl FnMut() -> B,
-) -> (Duration, Duration) {
-    let (mut ba, mut bb) = (Duration::MAX, Duration::MAX);
-    for _ in 0..reps {
-        let t = Instant::now();
-        black_box(a());
-        ba = ba.min(t.elapsed());
-        let t = Instant::now();
-        black_box(b());
-        bb = bb.min(t.elapsed());
-    }
-    (ba, bb)
 }
 
 fn per_tensor(d: Duration, n: usize) -> String {

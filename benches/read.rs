@@ -939,18 +939,7 @@ fn locate_many_from_c(small: bool) -> Option<f64> {
         .join("benches")
         .join("locate_many.c");
     let exe = dir.join("locate_many");
-    let target = format!(
-        "{}-unknown-{}-gnu",
-        std::env::consts::ARCH,
-        std::env::consts::OS
-    );
-    let cc = cc::Build::new()
-        .target(&target)
-        .host(&target)
-        .opt_level(2)
-        .cargo_metadata(false)
-        .get_compiler();
-    let status = cc
+    let status = support::c_compiler()
         .to_command()
         .args(["-std=c11", "-O2", "-I"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))

@@ -35,6 +35,10 @@ use tensordesc::sections::Statistics;
 use tensordesc::value::element_to_f64;
 use tensordesc::{ElementType, Mode, TensorBuilder};
 
+#[path = "support/mod.rs"]
+mod support;
+use support::best_pair;
+
 struct Temp(PathBuf);
 
 impl Temp {
@@ -47,25 +51,6 @@ impl Drop for Temp {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-/// Best times of two peers, their repetitions interleaved so that load changes on a shared
-/// machine hit both alike.
-fn best_pair<A, B>(
-    reps: usize,
-    mut a: impl FnMut() -> A,
-    mut b: impl FnMut() -> B,
-) -> (Duration, Duration) {
-    let (mut ba, mut bb) = (Duration::MAX, Duration::MAX);
-    for _ in 0..reps {
-        let t = Instant::now();
-        black_box(a());
-        ba = ba.min(t.elapsed());
-        let t = Instant::now();
-        black_box(b());
-        bb = bb.min(t.elapsed());
-    }
-    (ba, bb)
 }
 
 fn per_item(d: Duration, n: usize) -> String {

@@ -1,7 +1,46 @@
-//! What more than one benchmark needs: the build directory, and the C port of ggml's
-//! dequantization (`benches/ggml_dequant.c`) compiled and loaded into the process.
+//! What more than one benchmark needs: the build directory, the C compiler, peers timed
+//! in turn, and the C port of ggml's dequantization (`benches/ggml_dequant.c`) compiled and
+//! loaded into the process.
 
+#![allow(dead_code)] // each benchmark uses part of it
+
+use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The C compiler `cc` finds for this machine, at -O2.
+pub fn c_compiler() -> cc::Tool {
+    let target = format!(
+        "{}-unknown-{}-gnu",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    cc::Build::new()
+        .target(&target)
+        .host(&target)
+        .opt_level(2)
+        .cargo_metadata(false)
+        .get_compiler()
+}
+
+/// Best times of two peers, their repetitions interleaved so that load changes on a shared
+/// machine hit both alike.
+pub fn best_pair<A, B>(
+    reps: usize,
+    mut a: impl FnMut() -> A,
+    mut b: impl FnMut() -> B,
+) -> (Duration, Duration) {
+    let (mut ba, mut bb) = (Duration::MAX, Duration::MAX);
+    for _ in 0..reps {
+        let t = Instant::now();
+        black_box(a());
+        ba = ba.min(t.elapsed());
+        let t = Instant::now();
+        black_box(b());
+        bb = bb.min(t.elapsed());
+    }
+    (ba, bb)
+}
 
 /// `target/<profile>`.
 pub fn profile_dir() -> PathBuf {
@@ -36,18 +75,7 @@ pub fn ggml_ref(dir: &Path) -> Option<GgmlRef> {
         .join("benches")
         .join("ggml_dequant.c");
     let lib = dir.join("libggml_dequant.so");
-    let target = format!(
-        "{}-unknown-{}-gnu",
-        std::env::consts::ARCH,
-        std::env::consts::OS
-    );
-    let cc = cc::Build::new()
-        .target(&target)
-        .host(&target)
-        .opt_level(2)
-        .cargo_metadata(false)
-        .get_compiler();
-    let status = cc
+    let status = c_compiler()
         .to_command()
         .args(["-std=c11", "-O2", "-shared", "-fPIC"])
         .arg(&src)

@@ -236,6 +236,28 @@ impl Hints {
     }
 }
 
+/// The one tensor of a group: codes of `code_type` in `shape`, row-major, quantized by
+/// `scheme` (values expressed in FLOAT32), the pieces' bytes as its buffers.
+fn grouped(
+    code_type: ElementType,
+    shape: &[u64],
+    scheme: QuantScheme,
+    has_zero_point: bool,
+    global_scale: Option<GlobalScale>,
+    buffers: Vec<BufferHandle>,
+) -> Result<Descriptor> {
+    let q = Quantization {
+        scheme,
+        expressed_type: ElementType::Float32,
+        has_zero_point,
+        global_scale,
+    };
+    TensorBuilder::row_major(code_type, shape)
+        .quantization(q)
+        .buffers(buffers)
+        .build()
+}
+
 fn handle(p: &Piece<'_>) -> BufferHandle {
     buffer_template(p.at).with_size(p.len)
 }
@@ -326,24 +348,25 @@ pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
                     continue;
                 }
                 let (n, k) = (p.shape[0], p.shape[1] * 2);
-                let q = Quantization {
-                    scheme: QuantScheme::Blockwise {
-                        axis: 1,
-                        block_size: block,
-                        scale_type: ElementType::Float8E4m3fn,
-                    },
-                    expressed_type: ElementType::Float32,
-                    has_zero_point: false,
-                    global_scale: Some(if packed {
-                        GlobalScale::Divides
-                    } else {
-                        GlobalScale::Multiplies
-                    }),
+                let scheme = QuantScheme::Blockwise {
+                    axis: 1,
+                    block_size: block,
+                    scale_type: ElementType::Float8E4m3fn,
                 };
-                let d = TensorBuilder::row_major(ElementType::Float4E2m1fn, &[n, k])
-                    .quantization(q)
-                    .buffers(vec![handle(p), handle(&s), handle(&g)])
-                    .build();
+                let global = if packed {
+                    GlobalScale::Divides
+                } else {
+                    GlobalScale::Multiplies
+                };
+                let buffers = vec![handle(p), handle(&s), handle(&g)];
+                let d = grouped(
+                    ElementType::Float4E2m1fn,
+                    &[n, k],
+                    scheme,
+                    false,
+                    Some(global),
+                    buffers,
+                );
                 add(&mut out, target, d, vec![i, si, gi]);
             }
             ("F8_E4M3", false) => {
@@ -371,36 +394,29 @@ pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
                         ));
                         continue;
                     }
-                    let q = Quantization {
-                        scheme: QuantScheme::Blockwise2D {
-                            axis_a: 0,
-                            block_a: b0,
-                            axis_b: 1,
-                            block_b: b1,
-                            scale_type: st.unwrap_or(ElementType::Float32),
-                        },
-                        expressed_type: ElementType::Float32,
-                        has_zero_point: false,
-                        global_scale: None,
+                    let scheme = QuantScheme::Blockwise2D {
+                        axis_a: 0,
+                        block_a: b0,
+                        axis_b: 1,
+                        block_b: b1,
+                        scale_type: st.unwrap_or(ElementType::Float32),
                     };
-                    let d = TensorBuilder::row_major(ElementType::Float8E4m3fn, &[n, k])
-                        .quantization(q)
-                        .buffers(vec![handle(p), handle(&s)])
-                        .build();
+                    let buffers = vec![handle(p), handle(&s)];
+                    let d = grouped(
+                        ElementType::Float8E4m3fn,
+                        &[n, k],
+                        scheme,
+                        false,
+                        None,
+                        buffers,
+                    );
                     add(&mut out, target, d, vec![i, si]);
                 } else if let Some((si, s)) = scale {
                     match channel_or_tensor(p, &s, None, None) {
                         Ok(scheme) => {
-                            let q = Quantization {
-                                scheme,
-                                expressed_type: ElementType::Float32,
-                                has_zero_point: false,
-                                global_scale: None,
-                            };
-                            let d = TensorBuilder::row_major(ElementType::Float8E4m3fn, &[n, k])
-                                .quantization(q)
-                                .buffers(vec![handle(p), handle(&s)])
-                                .build();
+                            let buffers = vec![handle(p), handle(&s)];
+                            let et = ElementType::Float8E4m3fn;
+                            let d = grouped(et, &[n, k], scheme, false, None, buffers);
                             add(&mut out, target, d, vec![i, si]);
                         }
                         Err(why) => out.notes.push(format!("{target:?}: FP8, but {why}")),
@@ -421,22 +437,21 @@ pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
                 }
                 match channel_or_tensor(p, &s, zp.map(|z| z.1), hints.int_group) {
                     Ok(scheme) => {
-                        let q = Quantization {
-                            scheme,
-                            expressed_type: ElementType::Float32,
-                            has_zero_point: zp.is_some(),
-                            global_scale: None,
-                        };
                         let mut buffers = vec![handle(p), handle(&s)];
                         let mut members = vec![i, si];
                         if let Some((zi, z)) = zp {
                             buffers.push(handle(&z));
                             members.push(zi);
                         }
-                        let d = TensorBuilder::row_major(ElementType::Int8, p.shape)
-                            .quantization(q)
-                            .buffers(buffers)
-                            .build();
+                        let zero_points = zp.is_some();
+                        let d = grouped(
+                            ElementType::Int8,
+                            p.shape,
+                            scheme,
+                            zero_points,
+                            None,
+                            buffers,
+                        );
                         add(&mut out, target, d, members);
                     }
                     Err(why) => out.notes.push(format!("{target:?}: INT8, but {why}")),
@@ -609,20 +624,20 @@ fn mxfp4<'a>(
         return;
     };
     *last.0 = last.1;
-    let q = Quantization {
-        scheme: QuantScheme::Blockwise {
-            axis: (r - 2) as u8,
-            block_size: 32,
-            scale_type: ElementType::Float8E8m0fnu,
-        },
-        expressed_type: ElementType::Float32,
-        has_zero_point: false,
-        global_scale: None,
+    let scheme = QuantScheme::Blockwise {
+        axis: (r - 2) as u8,
+        block_size: 32,
+        scale_type: ElementType::Float8E8m0fnu,
     };
-    let d = TensorBuilder::row_major(ElementType::Float4E2m1fn, &shape)
-        .quantization(q)
-        .buffers(vec![handle(p), handle(&s)])
-        .build();
+    let buffers = vec![handle(p), handle(&s)];
+    let d = grouped(
+        ElementType::Float4E2m1fn,
+        &shape,
+        scheme,
+        false,
+        None,
+        buffers,
+    );
     add(out, x.to_string(), d, vec![i, si]);
 }
 
