@@ -1359,6 +1359,87 @@ mod tests {
     use super::*;
     use crate::{ElementType, TensorBuilder};
 
+    /// An output that records the length and stream position of every write it gets.
+    #[derive(Default)]
+    struct Recording {
+        bytes: Vec<u8>,
+        writes: Vec<(usize, usize)>,
+    }
+
+    impl Write for Recording {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.writes.push((self.bytes.len(), buf.len()));
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Whatever the sizes written, the output gets the same bytes, in writes that start on
+    /// a 2 MiB boundary and are whole 2 MiB pieces, the last one excepted; whole pieces
+    /// arriving at a boundary go straight through (one write of several pieces).
+    #[test]
+    fn chunk_writer_writes_aligned_whole_chunks() {
+        let sizes = [
+            1usize,
+            100,
+            WRITE_CHUNK - 101,
+            WRITE_CHUNK,
+            3 * WRITE_CHUNK,
+            7,
+            WRITE_CHUNK + 5,
+            2 * WRITE_CHUNK - 12,
+            65_536,
+            0,
+            5 * WRITE_CHUNK + 3,
+        ];
+        let mut w = ChunkWriter::new(Recording::default());
+        let mut want = Vec::new();
+        let mut z = 1u32;
+        for &n in &sizes {
+            let piece: Vec<u8> = (0..n)
+                .map(|_| {
+                    z = z.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (z >> 16) as u8
+                })
+                .collect();
+            w.write_all(&piece).unwrap();
+            want.extend_from_slice(&piece);
+        }
+        let out = w.into_inner().unwrap();
+        assert_eq!(out.bytes, want);
+        let (last, rest) = out.writes.split_last().unwrap();
+        for &(at, len) in rest {
+            assert_eq!(at % WRITE_CHUNK, 0, "a write at {at}");
+            assert!(
+                len > 0 && len % WRITE_CHUNK == 0,
+                "a write of {len} at {at}"
+            );
+        }
+        assert_eq!(last.0 % WRITE_CHUNK, 0);
+        // The 3-chunk piece arrived at a boundary after the first chunk was filled: one
+        // write of three chunks.
+        assert!(
+            out.writes.contains(&(2 * WRITE_CHUNK, 3 * WRITE_CHUNK)),
+            "{:?}",
+            out.writes
+        );
+    }
+
+    /// `flush` hands over what is buffered (a stream's reader sees every byte written).
+    #[test]
+    fn chunk_writer_flush_writes_the_buffer() {
+        let mut w = ChunkWriter::new(Recording::default());
+        w.write_all(b"abc").unwrap();
+        w.flush().unwrap();
+        w.write_all(b"de").unwrap();
+        let out = w.into_inner().unwrap();
+        assert_eq!(out.bytes, b"abcde");
+        assert_eq!(out.writes, [(0, 3), (3, 2)]);
+    }
+
     /// A name whose hash is already planned (a collision, forced here) is compared with the
     /// planned names: new, it is planned; planned, it is a duplicate.
     #[test]
