@@ -134,11 +134,17 @@ struct OpenCost {
 /// mapped may reach that far past those read; faults are at most one per page.
 const SLACK: u64 = 16;
 
+/// Pages of a huge page: the writers write in aligned 2 MiB pieces, so the page cache may
+/// hold a new file in 2 MiB folios, and a fault maps the whole folio it lands in (bytes
+/// already cached, not read by the open).
+const FOLIO_PAGES: u64 = 512;
+
 impl OpenCost {
-    /// Opening read no page behind the front (faults and pages mapped within it plus the
-    /// fault-around slack).
+    /// Opening read no page behind the front: faults within it plus the fault-around
+    /// slack; pages mapped within the folios it lies in.
     fn reads_only_the_front(&self) -> bool {
-        self.faults <= self.front_pages + SLACK && self.pages <= self.front_pages + SLACK
+        self.faults <= self.front_pages + SLACK
+            && self.pages <= self.front_pages.next_multiple_of(FOLIO_PAGES) + SLACK
     }
 }
 

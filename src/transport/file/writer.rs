@@ -658,8 +658,12 @@ const WRITE_CHUNK: usize = 2 << 20;
 /// A buffered writer whose writes to its output are whole, aligned [`WRITE_CHUNK`]s of the
 /// stream (the last one excepted): data arriving at a chunk boundary in whole chunks goes
 /// straight through, the rest is gathered in one chunk-sized buffer.
+/// Dropped, it writes what it holds (errors ignored), as a `BufWriter` does: a writer
+/// dropped after its directory leaves the directory in the file.
 pub(crate) struct ChunkWriter<W: Write> {
-    inner: W,
+    /// The output; taken by `into_inner` (which consumes the writer), so always present
+    /// while the writer is used.
+    inner: Option<W>,
     buf: Vec<u8>,
     /// Bytes handed to `inner` so far (a multiple of `WRITE_CHUNK` until the last write).
     done: u64,
@@ -668,7 +672,7 @@ pub(crate) struct ChunkWriter<W: Write> {
 impl<W: Write> ChunkWriter<W> {
     pub(crate) fn new(inner: W) -> ChunkWriter<W> {
         ChunkWriter {
-            inner,
+            inner: Some(inner),
             buf: Vec::new(),
             done: 0,
         }
@@ -677,17 +681,34 @@ impl<W: Write> ChunkWriter<W> {
     /// Write what is buffered and return the output.
     pub(crate) fn into_inner(mut self) -> io::Result<W> {
         self.write_buffered()?;
-        self.inner.flush()?;
-        Ok(self.inner)
+        self.out()?.flush()?;
+        self.inner.take().ok_or_else(gone)
+    }
+
+    fn out(&mut self) -> io::Result<&mut W> {
+        self.inner.as_mut().ok_or_else(gone)
     }
 
     fn write_buffered(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            self.inner.write_all(&self.buf)?;
-            self.done += self.buf.len() as u64;
-            self.buf.clear();
+            let ChunkWriter { inner, buf, done } = self;
+            inner.as_mut().ok_or_else(gone)?.write_all(buf)?;
+            *done += buf.len() as u64;
+            buf.clear();
         }
         Ok(())
+    }
+}
+
+/// The error of a [`ChunkWriter`] whose output was taken (not reachable: `into_inner`
+/// consumes it).
+fn gone() -> io::Error {
+    io::Error::other("the writer's output was taken")
+}
+
+impl<W: Write> Drop for ChunkWriter<W> {
+    fn drop(&mut self) {
+        let _ = self.write_buffered();
     }
 }
 
@@ -703,7 +724,7 @@ impl<W: Write> Write for ChunkWriter<W> {
             if self.buf.is_empty() && self.done % chunk == 0 && data.len() >= WRITE_CHUNK {
                 // Whole chunks from a boundary: straight through, no copy.
                 let k = data.len() - data.len() % WRITE_CHUNK;
-                self.inner.write_all(&data[..k])?;
+                self.out()?.write_all(&data[..k])?;
                 self.done += k as u64;
                 data = &data[k..];
                 continue;
@@ -725,7 +746,7 @@ impl<W: Write> Write for ChunkWriter<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.write_buffered()?;
-        self.inner.flush()
+        self.out()?.flush()
     }
 }
 
