@@ -1550,7 +1550,10 @@ fn tile_grids(small: bool) {
                 let (i, j) = (k as u64 / cols, k as u64 % cols);
                 assert_eq!(*v, ((lo[0] + i) * n + lo[1] + j) as f32, "{name} at {k}");
             }
-            assert!(out.bytes() == old.bytes(), "{name}: planned and general agree");
+            assert!(
+                out.bytes() == old.bytes(),
+                "{name}: planned and general agree"
+            );
             let [new_s, old_s, memcpy] = time_peers(
                 rounds,
                 [

@@ -316,7 +316,16 @@ fn plain_leaf(
                 .ok_or_else(|| oob(region))?;
             copy_row(dst, codes);
         } else {
-            vals.run_cached(codes, &x[..rank], r, len, w.buf, o, oes as i64, &mut w.tables)?;
+            vals.run_cached(
+                codes,
+                &x[..rank],
+                r,
+                len,
+                w.buf,
+                o,
+                oes as i64,
+                &mut w.tables,
+            )?;
         }
         let mut a = rank;
         let done = loop {
@@ -353,7 +362,10 @@ fn copy_pieces<const N: usize>(
         let at = i * p.step;
         let col = p.col - c_first;
         if N != 0 && p.len == N {
-            let src = p.rows.get(at..at + N).and_then(|s| <&[u8; N]>::try_from(s).ok());
+            let src = p
+                .rows
+                .get(at..at + N)
+                .and_then(|s| <&[u8; N]>::try_from(s).ok());
             let d = dst
                 .get_mut(col..col + N)
                 .and_then(|d| <&mut [u8; N]>::try_from(d).ok());
@@ -455,7 +467,14 @@ impl<'a> Planned<'_, 'a> {
     fn vals(&mut self, r: u32, node: &Node, ext: &[u64]) -> Result<&Values<'a>> {
         if self.vals.is_none() {
             let d = self.t.desc;
-            self.vals = Some(Values::new(d, self.bufs, Some(r), node, ext, self.out_type)?);
+            self.vals = Some(Values::new(
+                d,
+                self.bufs,
+                Some(r),
+                node,
+                ext,
+                self.out_type,
+            )?);
         }
         let v = self.vals.as_mut().ok_or_else(|| oob(Some(r)))?;
         v.set_region(Some(r));
@@ -596,7 +615,10 @@ impl<'a> Planned<'_, 'a> {
                 to += 1;
             }
             let chunk = &band.parts[from..to];
-            let (c_first, c_end) = (chunk[0].col, chunk[to - from - 1].col + chunk[to - from - 1].len / vals.cs * oes);
+            let (c_first, c_end) = (
+                chunk[0].col,
+                chunk[to - from - 1].col + chunk[to - from - 1].len / vals.cs * oes,
+            );
             // Regions of one shape (the usual grid; the box may cut the first and last):
             // pieces of a fixed length.
             let same_len = chunk[chunk.len() / 2].len;
@@ -633,5 +655,210 @@ impl<'a> Planned<'_, 'a> {
             from = to;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        BoundTensor, BufferHandle, Descriptor, ElementType, NodeSpec, OutputType, RegionSpec,
+        TensorBuilder,
+    };
+
+    /// A `n0 × n1` grid of `t0 × t1` tiles (the last row and column clipped), tile `k`
+    /// of `node(k, its shape)`, buffers aligned to 8 bytes.
+    fn grid(
+        et: ElementType,
+        n: [u64; 2],
+        t: [u64; 2],
+        node: impl Fn(usize, [u64; 2]) -> NodeSpec,
+    ) -> Descriptor {
+        let mut regions = Vec::new();
+        for i in (0..n[0]).step_by(t[0] as usize) {
+            for j in (0..n[1]).step_by(t[1] as usize) {
+                let s = [t[0].min(n[0] - i), t[1].min(n[1] - j)];
+                let k = regions.len();
+                regions.push(RegionSpec::new(&[i, j], &s, node(k, s)));
+            }
+        }
+        TensorBuilder::subpaving(et, &n, regions)
+            .alignment(3)
+            .build()
+            .unwrap()
+    }
+
+    /// One buffer per effective buffer of `d`, filled with distinct finite codes.
+    fn buffers(d: &Descriptor) -> Vec<Vec<u64>> {
+        let mut seed = 7u64;
+        d.effective_buffer_iter()
+            .map(|h| {
+                (0..h.size_bytes.div_ceil(8) + 1)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // Finite codes for every float type: the exponents' top bits clear.
+                        (seed >> 8) & 0x3F3F_3F3F_3F3F_3F3F
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn bind<'a>(d: &'a Descriptor, bufs: &'a [Vec<u64>]) -> BoundTensor<'a> {
+        let slices = d
+            .effective_buffer_iter()
+            .zip(bufs)
+            .map(|(h, b)| &bytemuck::cast_slice::<u64, u8>(b)[..h.size_bytes as usize])
+            .collect();
+        BoundTensor::bind(d, slices).unwrap()
+    }
+
+    /// The planned read against the general walk, byte for byte, and against `get_f64`
+    /// (float outputs) element by element; `strides` in elements (None: C order).
+    fn check(
+        t: &BoundTensor<'_>,
+        lo: [u64; 2],
+        hi: [u64; 2],
+        ot: OutputType,
+        strides: Option<[i64; 2]>,
+    ) {
+        let et = t.descriptor().element_type();
+        let es = ot.element_bytes(et) as i64;
+        let n = [(hi[0] - lo[0]) as i64, (hi[1] - lo[1]) as i64];
+        let s = strides.map_or([n[1] * es, es], |s| [s[0] * es, s[1] * es]);
+        let span: i64 = (0..2).map(|a| s[a].abs() * (n[a] - 1).max(0)).sum::<i64>() + es;
+        let o0: i64 = (0..2)
+            .filter(|&a| s[a] < 0)
+            .map(|a| -s[a] * (n[a] - 1))
+            .sum();
+        let mut a = vec![0u64; span as usize / 8 + 2];
+        let mut b = vec![0u64; span as usize / 8 + 2];
+        let ab: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut a)[..span as usize];
+        let bb: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut b)[..span as usize];
+        let ra = t.read_box(&lo, &hi, ot, ab, Some(&s));
+        let rb = t.read_box_unplanned(&lo, &hi, ot, bb, Some(&s));
+        assert_eq!(
+            ra.as_ref().map_err(|e| e.kind()),
+            rb.as_ref().map_err(|e| e.kind())
+        );
+        if ra.is_err() {
+            return;
+        }
+        assert!(
+            ab == bb,
+            "{lo:?}..{hi:?} as {} with strides {s:?}",
+            ot.name()
+        );
+        if ot == OutputType::Raw {
+            return;
+        }
+        for i in 0..n[0] {
+            for j in 0..n[1] {
+                let at = (o0 + i * s[0] + j * s[1]) as usize;
+                let v = t.get_f64(&[lo[0] + i as u64, lo[1] + j as u64]).unwrap();
+                let got = match ot {
+                    OutputType::Float32 => {
+                        f32::from_le_bytes(ab[at..at + 4].try_into().unwrap()) as f64
+                    }
+                    OutputType::Float64 => f64::from_le_bytes(ab[at..at + 8].try_into().unwrap()),
+                    OutputType::Float16 => {
+                        crate::value::f16_to_f64(u16::from_le_bytes([ab[at], ab[at + 1]]))
+                    }
+                    _ => continue,
+                };
+                let want = match ot {
+                    OutputType::Float32 => v as f32 as f64,
+                    OutputType::Float16 => crate::value::f16_to_f64(crate::value::f64_to_f16(v)),
+                    _ => v,
+                };
+                assert!(
+                    got == want || (got.is_nan() && want.is_nan()),
+                    "[{i}, {j}]: {got} != {want}"
+                );
+            }
+        }
+    }
+
+    const BOXES: [([u64; 2], [u64; 2]); 6] = [
+        ([0, 0], [37, 45]),
+        ([3, 5], [29, 41]),
+        ([8, 8], [16, 16]),
+        ([7, 0], [9, 45]),
+        ([0, 17], [37, 18]),
+        ([36, 44], [37, 45]),
+    ];
+
+    #[test]
+    fn planned_reads_equal_the_general_walk() {
+        for et in [
+            ElementType::Float32,
+            ElementType::Float16,
+            ElementType::Int16,
+            ElementType::Uint8,
+        ] {
+            for tile in [[8, 8], [5, 16], [1, 3]] {
+                let d = grid(et, [37, 45], tile, |_, _| NodeSpec::row_major());
+                let bufs = buffers(&d);
+                let t = bind(&d, &bufs);
+                for (lo, hi) in BOXES {
+                    for ot in [
+                        OutputType::Raw,
+                        OutputType::Float32,
+                        OutputType::Float64,
+                        OutputType::Float16,
+                    ] {
+                        check(&t, lo, hi, ot, None);
+                        let n = [(hi[0] - lo[0]) as i64, (hi[1] - lo[1]) as i64];
+                        check(&t, lo, hi, ot, Some([n[1] + 3, 1]));
+                        check(&t, lo, hi, ot, Some([-n[1], -1]));
+                        check(&t, lo, hi, ot, Some([1, n[0]]));
+                        check(&t, lo, hi, ot, Some([-1, 2 * n[0]]));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Column-major tiles, a splat and a nested subpaving among them: those regions are
+    /// read by the general kernels, the rest by the plan.
+    #[test]
+    fn odd_regions_fall_back() {
+        let d = grid(ElementType::Float32, [37, 45], [8, 8], |k, s| match k {
+            3 => NodeSpec::splat(),
+            7 | 8 => NodeSpec::col_major(),
+            12 => NodeSpec::subpaving(vec![
+                RegionSpec::new(&[0, 0], &[s[0], 3], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 3], &[s[0], s[1] - 3], NodeSpec::col_major()),
+            ]),
+            _ => NodeSpec::row_major(),
+        });
+        let bufs = buffers(&d);
+        let t = bind(&d, &bufs);
+        for (lo, hi) in BOXES {
+            for ot in [OutputType::Raw, OutputType::Float32, OutputType::Float64] {
+                check(&t, lo, hi, ot, None);
+                check(&t, lo, hi, ot, Some([1, (hi[0] - lo[0]) as i64]));
+            }
+        }
+    }
+
+    /// A tile whose buffer is shorter than its elements need never reaches a read: the
+    /// descriptor is rejected when it is decoded (the plan's checked slices stay a
+    /// second line of defence).
+    #[test]
+    fn a_short_tile_buffer_is_rejected_before_any_read() {
+        let regions = (0..4u64)
+            .map(|k| {
+                let n = NodeSpec::row_major();
+                let n = match k {
+                    2 => n.with_buffers(vec![BufferHandle::cpu(100)]),
+                    _ => n,
+                };
+                RegionSpec::new(&[k / 2 * 8, k % 2 * 8], &[8, 8], n)
+            })
+            .collect();
+        let built = TensorBuilder::subpaving(ElementType::Float32, &[16, 16], regions).build();
+        assert!(built.is_err());
     }
 }
