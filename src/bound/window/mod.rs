@@ -3,7 +3,9 @@
 //! BFLOAT16, for every layout and quantization scheme, region by region.
 //!
 //! The box is cut by the level indexes into the leaf regions it meets
-//! ([`Descriptor::visit_regions_in_box`]); each leaf is read by its layout's kernel:
+//! ([`Descriptor::visit_regions_in_box`]; a top-level grid through a per-axis plan of the
+//! cells met, whose plain dense tiles are copied without per-region set-up, [`plan`]);
+//! each leaf is read by its layout's kernel:
 //! affine dense layouts, splats, tiles and pages by the run kernel of [`dense`], sparse
 //! layouts by filling their implicit zeros and scattering the stored entries inside the
 //! box ([`sparse`]), block tables page by page ([`paged`]), ggml blocks row by row, each
