@@ -28,6 +28,12 @@
 //!     ggml's scalar `dequantize_row_*` (`benches/ggml_dequant.c`, compiled here at -O2
 //!     into a shared object loaded into this process) and a memcpy of the output. Targets
 //!     ≥ 1.0× the C and ≥ 0.4× memcpy throughput.
+//! 11. A 2048 × 2048 FLOAT32 subpaving of 8 × 8 and of 16 × 16 ROW_MAJOR FLOAT32 tiles (a
+//!     grid level, the tiles' buffers cut from one aligned allocation) read whole → FLOAT32
+//!     and → RAW, and a 512 × 512 window at an unaligned offset → FLOAT32, each against a
+//!     memcpy of the output's bytes, through the planned read and the general walk
+//!     (`read_box_unplanned`) alternately. Targets ≥ 0.5× memcpy throughput (8 × 8) and
+//!     ≥ 0.7× (16 × 16).
 //!
 //! Every peer is timed round by round with ours (best of several runs each), so a burst of
 //! load on a shared machine hits both alike; every result is checked against the peer's.
@@ -1457,5 +1463,119 @@ fn main() {
     }
     if on("ggml") {
         ggml_reads(small);
+    }
+    if on("tiles") {
+        tile_grids(small);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 11. Grids of small tiles, against memcpy of the output
+// ---------------------------------------------------------------------------------------
+
+/// `n × n` FLOAT32 whose element `(i, j)` is `i·n + j`, as a grid of `t × t` ROW_MAJOR
+/// tiles in row-major tile order, tile `k`'s bytes at `k·t·t·4` of one allocation.
+fn tile_grid(n: u64, t: u64) -> (tensordesc::Descriptor, Aligned) {
+    let g = n / t;
+    let tb = (t * t * 4) as usize;
+    let mut data = Aligned::zeroed((n * n * 4) as usize);
+    let mut regions = Vec::with_capacity((g * g) as usize);
+    for ti in 0..g {
+        for tj in 0..g {
+            regions.push(RegionSpec::new(
+                &[ti * t, tj * t],
+                &[t, t],
+                NodeSpec::row_major(),
+            ));
+            let k = (ti * g + tj) as usize;
+            let tile = &mut data.bytes_mut()[k * tb..(k + 1) * tb];
+            for (e, v) in tile.chunks_exact_mut(4).enumerate() {
+                let (i, j) = (ti * t + e as u64 / t, tj * t + e as u64 % t);
+                v.copy_from_slice(&((i * n + j) as f32).to_le_bytes());
+            }
+        }
+    }
+    let d = TensorBuilder::subpaving(ElementType::Float32, &[n, n], regions)
+        .build()
+        .expect("tile grid descriptor");
+    (d, data)
+}
+
+fn tile_grids(small: bool) {
+    let n = if small { 256u64 } else { 2048 };
+    let rounds = if small { 5 } else { 15 };
+    for (t, target) in [(8u64, 0.5), (16, 0.7)] {
+        let (d, data) = tile_grid(n, t);
+        let tb = (t * t * 4) as usize;
+        let bufs: Vec<&[u8]> = data.bytes().chunks_exact(tb).collect();
+        let tensor = BoundTensor::bind(&d, bufs).expect("bind");
+        let w = n / 4;
+        let (wl, ww) = ([n / 3 + 3, n / 5 + 5], [w, w]);
+        let cases: [(&str, [u64; 2], [u64; 2], OutputType); 3] = [
+            ("whole -> FLOAT32", [0, 0], [n, n], OutputType::Float32),
+            ("whole -> RAW", [0, 0], [n, n], OutputType::Raw),
+            (
+                "window -> FLOAT32",
+                wl,
+                [wl[0] + ww[0], wl[1] + ww[1]],
+                OutputType::Float32,
+            ),
+        ];
+        for (name, lo, hi, ot) in cases {
+            let (rows, cols) = (hi[0] - lo[0], hi[1] - lo[1]);
+            let bytes = (rows * cols * 4) as usize;
+            let mut out = Aligned::zeroed(bytes);
+            let mut old = Aligned::zeroed(bytes);
+            let mut dst = Aligned::zeroed(bytes);
+            let src = Aligned::from_bytes(&data.bytes()[..bytes]);
+            // Element (i, j) of the window is (lo0 + i)·n + lo1 + j, exact in binary32.
+            tensor
+                .read_box(&lo, &hi, ot, out.bytes_mut(), None)
+                .expect("read_box");
+            tensor
+                .read_box_unplanned(&lo, &hi, ot, old.bytes_mut(), None)
+                .expect("read_box_unplanned");
+            for (k, v) in f32s(out.bytes()).iter().enumerate() {
+                let (i, j) = (k as u64 / cols, k as u64 % cols);
+                assert_eq!(*v, ((lo[0] + i) * n + lo[1] + j) as f32, "{name} at {k}");
+            }
+            assert!(
+                out.bytes() == old.bytes(),
+                "{name}: planned and general agree"
+            );
+            let [new_s, old_s, memcpy] = time_peers(
+                rounds,
+                [
+                    &mut || {
+                        tensor
+                            .read_box(&lo, &hi, ot, out.bytes_mut(), None)
+                            .expect("read_box");
+                        out.bytes()[bytes / 2] as u64
+                    },
+                    &mut || {
+                        tensor
+                            .read_box_unplanned(&lo, &hi, ot, old.bytes_mut(), None)
+                            .expect("read_box_unplanned");
+                        old.bytes()[bytes / 2] as u64
+                    },
+                    &mut || {
+                        dst.bytes_mut().copy_from_slice(src.bytes());
+                        dst.bytes()[bytes / 2] as u64
+                    },
+                ],
+            );
+            let regions = rows.div_ceil(t) as f64 * cols.div_ceil(t) as f64;
+            println!(
+                "11. {n} x {n} FLOAT32 as {t} x {t} tiles, {name} {rows} x {cols} ({} KiB, ~{regions:.0} regions): read_box {:.2} GB/s ({:.0} ns/region), general walk {:.2} GB/s ({:.0} ns/region), memcpy {:.2} GB/s: {:.2}x memcpy throughput, general {:.2}x (target >= {target})",
+                bytes >> 10,
+                gbps(bytes, new_s),
+                new_s * 1e9 / regions,
+                gbps(bytes, old_s),
+                old_s * 1e9 / regions,
+                gbps(bytes, memcpy),
+                memcpy / new_s,
+                memcpy / old_s,
+            );
+        }
     }
 }

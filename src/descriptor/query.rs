@@ -179,7 +179,7 @@ impl Descriptor {
     /// One subpaving level: the children meeting `[lo, hi)` (global, inside the level's
     /// box) from its index, in region order, each clipped; subpavings recursed into (at
     /// most [`MAX_SUBPAVING_DEPTH`] levels, so the recursion is bounded).
-    fn walk_level(
+    pub(crate) fn walk_level(
         &self,
         node: &Node,
         lo: &[u64],

@@ -3,7 +3,9 @@
 //! BFLOAT16, for every layout and quantization scheme, region by region.
 //!
 //! The box is cut by the level indexes into the leaf regions it meets
-//! ([`Descriptor::visit_regions_in_box`]); each leaf is read by its layout's kernel:
+//! ([`Descriptor::visit_regions_in_box`]; a top-level grid through a per-axis plan of the
+//! cells met, whose plain dense tiles are copied without per-region set-up, [`plan`]);
+//! each leaf is read by its layout's kernel:
 //! affine dense layouts, splats, tiles and pages by the run kernel of [`dense`], sparse
 //! layouts by filling their implicit zeros and scattering the stored entries inside the
 //! box ([`sparse`]), block tables page by page ([`paged`]), ggml blocks row by row, each
@@ -13,6 +15,7 @@ mod convert;
 mod dense;
 mod ggml;
 mod paged;
+mod plan;
 mod sparse;
 
 use std::ops::ControlFlow;
@@ -157,7 +160,7 @@ impl<'a> BoundTensor<'a> {
         out: &mut [u8],
         out_strides: Option<&[i64]>,
     ) -> Result<()> {
-        self.read_box_with(lo, hi, out_type, out, out_strides, false)
+        self.read_box_with(lo, hi, out_type, out, out_strides, false, true)
     }
 
     /// [`read_box`](Self::read_box) into an output whose bytes are all zero already —
@@ -201,9 +204,27 @@ impl<'a> BoundTensor<'a> {
         out: &mut [u8],
         out_strides: Option<&[i64]>,
     ) -> Result<()> {
-        self.read_box_with(lo, hi, out_type, out, out_strides, true)
+        self.read_box_with(lo, hi, out_type, out, out_strides, true, true)
     }
 
+    /// [`read_box`](Self::read_box) through the general walk alone, every leaf found
+    /// through the level indexes and read by its layout's kernel (no per-level plan): the
+    /// reference the planned read is compared against.
+    #[doc(hidden)]
+    pub fn read_box_unplanned(
+        &self,
+        lo: &[u64],
+        hi: &[u64],
+        out_type: OutputType,
+        out: &mut [u8],
+        out_strides: Option<&[i64]>,
+    ) -> Result<()> {
+        self.read_box_with(lo, hi, out_type, out, out_strides, false, false)
+    }
+
+    /// The reads: `zeroed` as [`read_box_into_zeroed`](Self::read_box_into_zeroed);
+    /// `plan`: a top-level grid is read through its plan ([`plan`]).
+    #[allow(clippy::too_many_arguments)]
     fn read_box_with(
         &self,
         lo: &[u64],
@@ -212,6 +233,7 @@ impl<'a> BoundTensor<'a> {
         out: &mut [u8],
         out_strides: Option<&[i64]>,
         zeroed: bool,
+        plan: bool,
     ) -> Result<()> {
         let d = self.desc;
         let empty = d.check_box(lo, hi)?;
@@ -306,6 +328,17 @@ impl<'a> BoundTensor<'a> {
             zeroed,
         };
         let bufs: &[&[u8]] = &self.buffers;
+        let planned = if plan {
+            self.read_grid(bufs, lo, hi, out_type, &mut w, o0)
+        } else {
+            None
+        };
+        if let Some(res) = planned {
+            if w.stream {
+                crate::mem::store_fence();
+            }
+            return res;
+        }
         let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
             let mut off = o0;
             for a in 0..rank {

@@ -166,6 +166,12 @@ impl<'a> Values<'a> {
         Ok(v)
     }
 
+    /// Name `region` in the errors of the runs from now on (a conversion shared by the
+    /// leaves of a level).
+    pub fn set_region(&mut self, region: Option<u32>) {
+        self.region = region;
+    }
+
     /// The element type the leaf stores (its codes' type).
     pub fn stored_type(&self) -> ElementType {
         self.et

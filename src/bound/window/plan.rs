@@ -1,0 +1,864 @@
+//! The per-region plan of a box over a top-level grid: the regions a read meets follow
+//! from the grid's axes, so their boxes, the parts of the box inside them and where those
+//! parts go in the output are computed once per axis ([`AxisCell`], `O(Σ cells met per
+//! axis)` entries, one allocation per read), not once per region. A region that is a
+//! plain dense leaf (ROW_MAJOR or COL_MAJOR, unquantized, the tensor's element type, a
+//! byte-sized code) is then read by a row loop with the conversion built once for the
+//! level; any other region goes through the general per-leaf path, so the result —
+//! values, errors, and which region an error names — is the general walk's.
+
+use std::ops::ControlFlow;
+
+use super::convert::{oob, Values};
+use super::dense::{self, Source};
+use super::{OutputType, Window};
+use crate::bound::BoundTensor;
+use crate::descriptor::index::LevelIndex;
+use crate::descriptor::Node;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::{Layout, MAX_RANK};
+
+/// Source bytes of the regions a band reads output row by output row at once.
+const CHUNK_BYTES: usize = 16 << 10;
+
+/// One cell of the grid along one axis, as the box meets it.
+#[derive(Debug, Clone, Copy)]
+struct AxisCell {
+    /// The cell's extent.
+    ext: u64,
+    /// The box inside the cell, cell-local (half-open, not empty).
+    lo: u64,
+    hi: u64,
+    /// Tensor coordinate of the cell's origin.
+    origin: u64,
+    /// The cell's number along the axis.
+    cell: u64,
+    /// Output bytes from the window's element at the box's low corner to the part's low
+    /// corner, along this axis.
+    off: i64,
+}
+
+impl<'a> BoundTensor<'a> {
+    /// Read `[lo, hi)` (checked, not empty) through the plan of the top-level grid: `None`
+    /// when the tensor's top level is not a grid whose regions are numbered in cell order
+    /// (nothing was written; the caller takes the general walk).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_grid(
+        &self,
+        bufs: &[&'a [u8]],
+        lo: &[u64],
+        hi: &[u64],
+        out_type: OutputType,
+        w: &mut Window<'_>,
+        o0: i64,
+    ) -> Option<Result<()>> {
+        let d = self.desc;
+        let Layout::Subpaving { index, .. } = d.root.layout else {
+            return None;
+        };
+        let Some(LevelIndex::Grid(g)) = d.indexes.get(index as usize) else {
+            return None;
+        };
+        let rank = d.rank();
+        if !g.cells.is_empty() || g.axes.len() != rank || rank == 0 {
+            return None;
+        }
+        // The plan: per axis, the cells the box meets.
+        let mut first = [0usize; MAX_RANK + 1];
+        let mut plan: Vec<AxisCell> = Vec::new();
+        for (a, ax) in g.axes.iter().enumerate() {
+            let l = lo[a].checked_sub(ax.base)?;
+            let h = (hi[a] - 1).checked_sub(ax.base)?;
+            if h >= ax.extent || l > h {
+                return None;
+            }
+            let c_lo = crate::descriptor::index::axis_cell(ax, &g.cuts, l);
+            let c_hi = crate::descriptor::index::axis_cell(ax, &g.cuts, h);
+            if c_hi >= ax.cells || c_lo > c_hi {
+                return None;
+            }
+            for c in c_lo..=c_hi {
+                let (start, ext) = ax.span(&g.cuts, c);
+                let origin = ax.base + start;
+                let clo = lo[a].max(origin);
+                let chi = hi[a].min(origin + ext);
+                plan.push(AxisCell {
+                    ext,
+                    lo: clo - origin,
+                    hi: chi - origin,
+                    origin,
+                    cell: c,
+                    off: (clo - lo[a]) as i64 * w.strides[a],
+                });
+            }
+            first[a + 1] = plan.len();
+        }
+        Some(self.read_plan(bufs, g.first, &g.axes, &plan, &first, lo, out_type, w, o0))
+    }
+
+    /// Every region of `plan` in region order (row-major cell order). At rank 2 with an
+    /// output contiguous along axis 1, each row of cells whose regions are all plain
+    /// ROW_MAJOR leaves is read as one band ([`Band`]): output row by output row, each
+    /// region's piece of the row in turn.
+    #[allow(clippy::too_many_arguments)]
+    fn read_plan(
+        &self,
+        bufs: &[&'a [u8]],
+        first_region: u32,
+        axes: &[crate::descriptor::index::GridAxis],
+        plan: &[AxisCell],
+        first: &[usize; MAX_RANK + 1],
+        lo: &[u64],
+        out_type: OutputType,
+        w: &mut Window<'_>,
+        o0: i64,
+    ) -> Result<()> {
+        let d = self.desc;
+        let rank = d.rank();
+        let mut p = Planned {
+            t: self,
+            bufs,
+            first_region,
+            axes,
+            plan,
+            lo,
+            out_type,
+            o0,
+            vals: None,
+        };
+        let oes = out_type.element_bytes(d.element_type) as i64;
+        if rank == 2 && w.strides[1] == oes {
+            let mut band = Band::default();
+            for k0 in first[0]..first[1] {
+                if !p.band(k0, first[1]..first[2], &mut band, w)? {
+                    for k1 in first[1]..first[2] {
+                        p.one(&[k0, k1], w)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let mut k = [0usize; MAX_RANK];
+        k[..rank].copy_from_slice(&first[..rank]);
+        loop {
+            p.one(&k[..rank], w)?;
+            // Next cell, the last axis fastest.
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return Ok(());
+                }
+                a -= 1;
+                k[a] += 1;
+                if k[a] < first[a + 1] {
+                    break;
+                }
+                k[a] = first[a];
+            }
+        }
+    }
+
+    /// Region `r` (`node`, its part of the box `[clo, chi)`) as the general walk reads it:
+    /// a leaf by its layout's kernel, a subpaving level by level.
+    #[allow(clippy::too_many_arguments)]
+    fn read_general(
+        &self,
+        bufs: &[&'a [u8]],
+        r: u32,
+        node: &Node,
+        lo: &[u64],
+        clo: &[u64],
+        chi: &[u64],
+        out_type: OutputType,
+        w: &mut Window<'_>,
+        o0: i64,
+    ) -> Result<()> {
+        let rank = lo.len();
+        let strides: [i64; MAX_RANK] = {
+            let mut s = [0i64; MAX_RANK];
+            s[..rank].copy_from_slice(w.strides);
+            s
+        };
+        let mut leaf = |region: Option<u32>, node: &Node, clo: &[u64], chi: &[u64]| {
+            let mut off = o0;
+            for a in 0..rank {
+                off += (clo[a] - lo[a]) as i64 * strides[a];
+            }
+            w.region = region;
+            self.read_leaf(bufs, region, node, clo, chi, out_type, w, off)?;
+            Ok(ControlFlow::Continue(()))
+        };
+        if matches!(node.layout, Layout::Subpaving { .. }) {
+            self.desc.walk_level(node, clo, chi, &mut leaf).map(|_| ())
+        } else {
+            leaf(Some(r), node, clo, chi).map(|_| ())
+        }
+    }
+}
+
+/// A ROW_MAJOR or COL_MAJOR leaf of extent `ext` (its codes in `buf` from byte
+/// `node.byte_offset`), its local box `[lo, hi)` to the window at byte `off`: runs along
+/// its contiguous axis copied (or converted) row by row when the output is contiguous
+/// along that axis too, else the general dense kernel.
+#[allow(clippy::too_many_arguments)]
+fn plain_leaf(
+    buf: &[u8],
+    node: &Node,
+    vals: &Values<'_>,
+    ext: &[u64],
+    lo: &[u64],
+    hi: &[u64],
+    w: &mut Window<'_>,
+    off: i64,
+) -> Result<()> {
+    let rank = ext.len();
+    let region = w.region;
+    let row_major = matches!(node.layout, Layout::RowMajor);
+    // Element strides of the leaf.
+    let mut st = [0u64; MAX_RANK];
+    let mut acc = 1u64;
+    for k in 0..rank {
+        let a = if row_major { rank - 1 - k } else { k };
+        st[a] = acc;
+        acc = acc.checked_mul(ext[a]).ok_or_else(|| oob(region))?;
+    }
+    let r = if row_major { rank - 1 } else { 0 };
+    let cs = vals.cs;
+    let oes = vals.oes;
+    if w.strides[r] != oes as i64 {
+        let mut strides = [0i128; MAX_RANK];
+        for a in 0..rank {
+            strides[a] = i128::from(st[a]);
+        }
+        let src = Source {
+            buf,
+            byte0: i128::from(node.byte_offset),
+            base: 0,
+            nibbles: false,
+            mask: false,
+            strides,
+        };
+        return dense::copy_box(&src, vals, lo, hi, w, off);
+    }
+    let len = usize::try_from(hi[r] - lo[r]).map_err(|_| oob(region))?;
+    let src_len = len.checked_mul(cs).ok_or_else(|| oob(region))?;
+    let dst_len = len.checked_mul(oes).ok_or_else(|| oob(region))?;
+    let copy = vals.is_copy();
+    if rank == 2 {
+        // One loop over the rows of the other axis `q`, source and output offsets stepped.
+        let q = 1 - r;
+        let step = st[q].checked_mul(cs as u64).ok_or_else(|| oob(region))?;
+        let first = (lo[q] * st[q] + lo[r] * st[r])
+            .checked_mul(cs as u64)
+            .and_then(|b| b.checked_add(node.byte_offset))
+            .ok_or_else(|| oob(region))?;
+        // Every row's codes lie in `src` (checked once), the last row ending it.
+        let rows = hi[q] - lo[q];
+        let end = step
+            .checked_mul(rows - 1)
+            .and_then(|b| b.checked_add(first))
+            .and_then(|b| b.checked_add(src_len as u64))
+            .ok_or_else(|| oob(region))?;
+        let (first, end) = (
+            usize::try_from(first).map_err(|_| oob(region))?,
+            usize::try_from(end).map_err(|_| oob(region))?,
+        );
+        let src = buf.get(first..end).ok_or_else(|| oob(region))?;
+        let step = step as usize;
+        let os = w.strides[q];
+        let mut x = [lo[0], lo[1]];
+        for i in 0..rows as usize {
+            let codes = src
+                .get(i * step..i * step + src_len)
+                .ok_or_else(|| oob(region))?;
+            let o = off + i as i64 * os;
+            if copy {
+                let at = usize::try_from(o).map_err(|_| oob(region))?;
+                let dst = at
+                    .checked_add(dst_len)
+                    .and_then(|end| w.buf.get_mut(at..end))
+                    .ok_or_else(|| oob(region))?;
+                copy_row(dst, codes);
+            } else {
+                x[q] = lo[q] + i as u64;
+                vals.run_cached(codes, &x, r, len, w.buf, o, oes as i64, &mut w.tables)?;
+            }
+        }
+        return Ok(());
+    }
+    // Odometer over the other axes, from `lo`.
+    let mut x = [0u64; MAX_RANK];
+    x[..rank].copy_from_slice(lo);
+    loop {
+        let mut p = 0u64;
+        let mut o = off;
+        for a in 0..rank {
+            p = x[a]
+                .checked_mul(st[a])
+                .and_then(|t| p.checked_add(t))
+                .ok_or_else(|| oob(region))?;
+            o += (x[a] - lo[a]) as i64 * w.strides[a];
+        }
+        let start = p
+            .checked_mul(cs as u64)
+            .and_then(|b| b.checked_add(node.byte_offset))
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| oob(region))?;
+        let codes = start
+            .checked_add(src_len)
+            .and_then(|end| buf.get(start..end))
+            .ok_or_else(|| oob(region))?;
+        if copy {
+            let at = usize::try_from(o).map_err(|_| oob(region))?;
+            let dst = at
+                .checked_add(dst_len)
+                .and_then(|end| w.buf.get_mut(at..end))
+                .ok_or_else(|| oob(region))?;
+            copy_row(dst, codes);
+        } else {
+            vals.run_cached(
+                codes,
+                &x[..rank],
+                r,
+                len,
+                w.buf,
+                o,
+                oes as i64,
+                &mut w.tables,
+            )?;
+        }
+        let mut a = rank;
+        let done = loop {
+            if a == 0 {
+                break true;
+            }
+            a -= 1;
+            if a == r {
+                continue;
+            }
+            x[a] += 1;
+            if x[a] < hi[a] {
+                break false;
+            }
+            x[a] = lo[a];
+        };
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// Row `i` of every region of `chunk` to its place in `dst` (the output row from the
+/// chunk's first output byte `c_first` on); pieces of `N` bytes are copied as such, the
+/// others (and all when `N` is 0) as slices.
+#[inline(always)]
+fn copy_pieces<const N: usize>(
+    chunk: &[Part<'_>],
+    i: usize,
+    dst: &mut [u8],
+    c_first: usize,
+) -> Result<()> {
+    for p in chunk {
+        let at = i * p.step;
+        let col = p.col - c_first;
+        if N != 0 && p.len == N {
+            let src = p
+                .rows
+                .get(at..at + N)
+                .and_then(|s| <&[u8; N]>::try_from(s).ok());
+            let d = dst
+                .get_mut(col..col + N)
+                .and_then(|d| <&mut [u8; N]>::try_from(d).ok());
+            match (src, d) {
+                (Some(s), Some(d)) => *d = *s,
+                _ => return Err(oob(Some(p.region))),
+            }
+        } else {
+            let region = Some(p.region);
+            let src = p.rows.get(at..at + p.len).ok_or_else(|| oob(region))?;
+            let d = dst.get_mut(col..col + p.len).ok_or_else(|| oob(region))?;
+            copy_row(d, src);
+        }
+    }
+    Ok(())
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths), short rows inline in 16-byte pieces rather
+/// than through a call.
+#[inline(always)]
+fn copy_row(dst: &mut [u8], src: &[u8]) {
+    if src.len() > 128 || dst.len() != src.len() {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut d = dst.chunks_exact_mut(16);
+    let mut s = src.chunks_exact(16);
+    for (d, s) in (&mut d).zip(&mut s) {
+        if let (Ok(d), Ok(s)) = (<&mut [u8; 16]>::try_from(d), <&[u8; 16]>::try_from(s)) {
+            *d = *s;
+        }
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
+/// A planned read in progress: the plan, and the conversion of the level's plain leaves
+/// (built for the first one met, then shared).
+struct Planned<'p, 'a> {
+    t: &'p BoundTensor<'a>,
+    bufs: &'p [&'a [u8]],
+    first_region: u32,
+    axes: &'p [crate::descriptor::index::GridAxis],
+    plan: &'p [AxisCell],
+    lo: &'p [u64],
+    out_type: OutputType,
+    o0: i64,
+    vals: Option<Values<'a>>,
+}
+
+/// The regions of one row of cells read as a band, one [`Part`] each (the vector is
+/// reused from band to band).
+#[derive(Default)]
+struct Band<'a> {
+    parts: Vec<Part<'a>>,
+}
+
+/// One region of a band.
+#[derive(Clone, Copy)]
+struct Part<'a> {
+    /// The codes of the region's rows in the box, checked against its buffer once: row
+    /// `i` is `rows[i·step ..][..len]`.
+    rows: &'a [u8],
+    step: usize,
+    len: usize,
+    /// The region's first output byte in an output row of the band.
+    col: usize,
+    /// Leaf-local index of the region's first element in the box along axis 1.
+    lo1: u64,
+    region: u32,
+}
+
+impl<'a> Planned<'_, 'a> {
+    /// The region of cell `k` (one plan entry per axis), `None` past the region count.
+    fn region(&self, k: &[usize]) -> Result<u32> {
+        let mut cell = 0u64;
+        for (a, &ka) in k.iter().enumerate() {
+            cell = cell
+                .wrapping_mul(self.axes[a].cells)
+                .wrapping_add(self.plan[ka].cell);
+        }
+        u32::try_from(cell)
+            .ok()
+            .and_then(|c| self.first_region.checked_add(c))
+            .filter(|&r| (r as usize) < self.t.desc.region_count())
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "an index names no region"))
+    }
+
+    /// Whether region `r` (`node`) is a plain dense leaf the plan reads itself.
+    fn plain(&self, r: u32, node: &Node) -> bool {
+        let d = self.t.desc;
+        let et = d.element_type;
+        matches!(node.layout, Layout::RowMajor | Layout::ColMajor)
+            && node.quant.is_none()
+            && d.stored_type(Some(r)) == et
+            && !et.is_packed()
+    }
+
+    /// The shared conversion, named for region `r` (`node`, extent `ext`).
+    fn vals(&mut self, r: u32, node: &Node, ext: &[u64]) -> Result<&Values<'a>> {
+        if self.vals.is_none() {
+            let d = self.t.desc;
+            self.vals = Some(Values::new(
+                d,
+                self.bufs,
+                Some(r),
+                node,
+                ext,
+                self.out_type,
+            )?);
+        }
+        let v = self.vals.as_mut().ok_or_else(|| oob(Some(r)))?;
+        v.set_region(Some(r));
+        Ok(v)
+    }
+
+    /// The cell `k` alone.
+    fn one(&mut self, k: &[usize], w: &mut Window<'_>) -> Result<()> {
+        let rank = k.len();
+        let r = self.region(k)?;
+        let node = self.t.desc.node(r);
+        w.region = Some(r);
+        let mut ext = [0u64; MAX_RANK];
+        let mut llo = [0u64; MAX_RANK];
+        let mut lhi = [0u64; MAX_RANK];
+        let mut off = self.o0;
+        for (a, &ka) in k.iter().enumerate() {
+            let c = &self.plan[ka];
+            off += c.off;
+            (ext[a], llo[a], lhi[a]) = (c.ext, c.lo, c.hi);
+        }
+        if self.plain(r, &node) {
+            let buf = self
+                .bufs
+                .get(node.first_buffer as usize)
+                .copied()
+                .ok_or_else(|| oob(Some(r)))?;
+            let vals = self.vals(r, &node, &ext[..rank])?;
+            return plain_leaf(
+                buf,
+                &node,
+                vals,
+                &ext[..rank],
+                &llo[..rank],
+                &lhi[..rank],
+                w,
+                off,
+            );
+        }
+        let mut clo = [0u64; MAX_RANK];
+        let mut chi = [0u64; MAX_RANK];
+        for (a, &ka) in k.iter().enumerate() {
+            let c = &self.plan[ka];
+            clo[a] = c.origin + c.lo;
+            chi[a] = c.origin + c.hi;
+        }
+        self.t.read_general(
+            self.bufs,
+            r,
+            &node,
+            self.lo,
+            &clo[..rank],
+            &chi[..rank],
+            self.out_type,
+            w,
+            self.o0,
+        )
+    }
+
+    /// Rank 2, the output contiguous along axis 1: the cells `(k0, k1)` for `k1` in
+    /// `cols` as one band when every region is a plain ROW_MAJOR leaf (`false`, nothing
+    /// written, otherwise). Each region's rows are checked against its buffer once, in
+    /// region order, before anything is written.
+    fn band(
+        &mut self,
+        k0: usize,
+        cols: std::ops::Range<usize>,
+        band: &mut Band<'a>,
+        w: &mut Window<'_>,
+    ) -> Result<bool> {
+        let c0 = self.plan[k0];
+        band.parts.clear();
+        for k1 in cols.clone() {
+            let c1 = self.plan[k1];
+            let r = self.region(&[k0, k1])?;
+            let node = self.t.desc.node(r);
+            if !(self.plain(r, &node) && matches!(node.layout, Layout::RowMajor)) {
+                return Ok(false);
+            }
+            w.region = Some(r);
+            let buf = self
+                .bufs
+                .get(node.first_buffer as usize)
+                .copied()
+                .ok_or_else(|| oob(Some(r)))?;
+            let cs = self.vals(r, &node, &[c0.ext, c1.ext])?.cs as u64;
+            let region = Some(r);
+            // Row i of the box starts at code (c0.lo + i)·ext1 + c1.lo.
+            let step = c1.ext.checked_mul(cs).ok_or_else(|| oob(region))?;
+            let len = (c1.hi - c1.lo) * cs;
+            let start = c0
+                .lo
+                .checked_mul(step)
+                .and_then(|b| b.checked_add(c1.lo * cs))
+                .and_then(|b| b.checked_add(node.byte_offset))
+                .ok_or_else(|| oob(region))?;
+            let end = step
+                .checked_mul(c0.hi - c0.lo - 1)
+                .and_then(|b| b.checked_add(start))
+                .and_then(|b| b.checked_add(len))
+                .ok_or_else(|| oob(region))?;
+            let rows = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(end).ok())
+                .and_then(|(s, e)| buf.get(s..e))
+                .ok_or_else(|| oob(region))?;
+            let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
+            // The rows are read one piece per output row, each a stride away from the
+            // last: ask for their lines now.
+            for at in (0..rows.len()).step_by(64) {
+                crate::mem::prefetch(rows, at);
+            }
+            band.parts.push(Part {
+                rows,
+                step: step as usize,
+                len: len as usize,
+                col,
+                lo1: c1.lo,
+                region: r,
+            });
+        }
+        let Some(vals) = self.vals.as_mut() else {
+            return Ok(false);
+        };
+        let copy = vals.is_copy();
+        let oes = vals.oes;
+        let os = w.strides[0];
+        let mut x = [0u64; 2];
+        // The band in chunks of regions whose rows fill about half the L1 cache, each
+        // chunk output row by output row: a source line is read whole from L1, an
+        // output line written whole by neighbouring pieces.
+        let mut from = 0usize;
+        while from < band.parts.len() {
+            let mut to = from;
+            let mut bytes = 0usize;
+            while to < band.parts.len() && (to == from || bytes < CHUNK_BYTES) {
+                bytes += band.parts[to].rows.len();
+                to += 1;
+            }
+            let chunk = &band.parts[from..to];
+            let (c_first, c_end) = (
+                chunk[0].col,
+                chunk[to - from - 1].col + chunk[to - from - 1].len / vals.cs * oes,
+            );
+            // Regions of one shape (the usual grid; the box may cut the first and last):
+            // pieces of a fixed length.
+            let same_len = chunk[chunk.len() / 2].len;
+            for i in 0..(c0.hi - c0.lo) as usize {
+                let o = self.o0 + c0.off + i as i64 * os;
+                if copy {
+                    let region = Some(chunk[0].region);
+                    let at = usize::try_from(o).map_err(|_| oob(region))?;
+                    let dst = at
+                        .checked_add(c_end)
+                        .and_then(|end| w.buf.get_mut(at + c_first..end))
+                        .ok_or_else(|| oob(region))?;
+                    match same_len {
+                        16 => copy_pieces::<16>(chunk, i, dst, c_first)?,
+                        32 => copy_pieces::<32>(chunk, i, dst, c_first)?,
+                        64 => copy_pieces::<64>(chunk, i, dst, c_first)?,
+                        128 => copy_pieces::<128>(chunk, i, dst, c_first)?,
+                        _ => copy_pieces::<0>(chunk, i, dst, c_first)?,
+                    }
+                } else {
+                    x[0] = c0.lo + i as u64;
+                    for p in chunk {
+                        let region = Some(p.region);
+                        w.region = region;
+                        vals.set_region(region);
+                        let at = i * p.step;
+                        let src = p.rows.get(at..at + p.len).ok_or_else(|| oob(region))?;
+                        let (n, o) = (p.len / vals.cs, o + p.col as i64);
+                        x[1] = p.lo1;
+                        vals.run_cached(src, &x, 1, n, w.buf, o, oes as i64, &mut w.tables)?;
+                    }
+                }
+            }
+            from = to;
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        BoundTensor, BufferHandle, Descriptor, ElementType, NodeSpec, OutputType, RegionSpec,
+        TensorBuilder,
+    };
+
+    /// A `n0 × n1` grid of `t0 × t1` tiles (the last row and column clipped), tile `k`
+    /// of `node(k, its shape)`, buffers aligned to 8 bytes.
+    fn grid(
+        et: ElementType,
+        n: [u64; 2],
+        t: [u64; 2],
+        node: impl Fn(usize, [u64; 2]) -> NodeSpec,
+    ) -> Descriptor {
+        let mut regions = Vec::new();
+        for i in (0..n[0]).step_by(t[0] as usize) {
+            for j in (0..n[1]).step_by(t[1] as usize) {
+                let s = [t[0].min(n[0] - i), t[1].min(n[1] - j)];
+                let k = regions.len();
+                regions.push(RegionSpec::new(&[i, j], &s, node(k, s)));
+            }
+        }
+        TensorBuilder::subpaving(et, &n, regions)
+            .alignment(3)
+            .build()
+            .unwrap()
+    }
+
+    /// One buffer per effective buffer of `d`, filled with distinct finite codes.
+    fn buffers(d: &Descriptor) -> Vec<Vec<u64>> {
+        let mut seed = 7u64;
+        d.effective_buffer_iter()
+            .map(|h| {
+                (0..h.size_bytes.div_ceil(8) + 1)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // Finite codes for every float type: the exponents' top bits clear.
+                        (seed >> 8) & 0x3F3F_3F3F_3F3F_3F3F
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn bind<'a>(d: &'a Descriptor, bufs: &'a [Vec<u64>]) -> BoundTensor<'a> {
+        let slices = d
+            .effective_buffer_iter()
+            .zip(bufs)
+            .map(|(h, b)| &bytemuck::cast_slice::<u64, u8>(b)[..h.size_bytes as usize])
+            .collect();
+        BoundTensor::bind(d, slices).unwrap()
+    }
+
+    /// The planned read against the general walk, byte for byte, and against `get_f64`
+    /// (float outputs) element by element; `strides` in elements (None: C order).
+    fn check(
+        t: &BoundTensor<'_>,
+        lo: [u64; 2],
+        hi: [u64; 2],
+        ot: OutputType,
+        strides: Option<[i64; 2]>,
+    ) {
+        let et = t.descriptor().element_type();
+        let es = ot.element_bytes(et) as i64;
+        let n = [(hi[0] - lo[0]) as i64, (hi[1] - lo[1]) as i64];
+        let s = strides.map_or([n[1] * es, es], |s| [s[0] * es, s[1] * es]);
+        let span: i64 = (0..2).map(|a| s[a].abs() * (n[a] - 1).max(0)).sum::<i64>() + es;
+        let o0: i64 = (0..2)
+            .filter(|&a| s[a] < 0)
+            .map(|a| -s[a] * (n[a] - 1))
+            .sum();
+        let mut a = vec![0u64; span as usize / 8 + 2];
+        let mut b = vec![0u64; span as usize / 8 + 2];
+        let ab: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut a)[..span as usize];
+        let bb: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut b)[..span as usize];
+        let ra = t.read_box(&lo, &hi, ot, ab, Some(&s));
+        let rb = t.read_box_unplanned(&lo, &hi, ot, bb, Some(&s));
+        assert_eq!(
+            ra.as_ref().map_err(|e| e.kind()),
+            rb.as_ref().map_err(|e| e.kind())
+        );
+        if ra.is_err() {
+            return;
+        }
+        assert!(
+            ab == bb,
+            "{lo:?}..{hi:?} as {} with strides {s:?}",
+            ot.name()
+        );
+        if ot == OutputType::Raw {
+            return;
+        }
+        for i in 0..n[0] {
+            for j in 0..n[1] {
+                let at = (o0 + i * s[0] + j * s[1]) as usize;
+                let v = t.get_f64(&[lo[0] + i as u64, lo[1] + j as u64]).unwrap();
+                let got = match ot {
+                    OutputType::Float32 => {
+                        f32::from_le_bytes(ab[at..at + 4].try_into().unwrap()) as f64
+                    }
+                    OutputType::Float64 => f64::from_le_bytes(ab[at..at + 8].try_into().unwrap()),
+                    OutputType::Float16 => {
+                        crate::value::f16_to_f64(u16::from_le_bytes([ab[at], ab[at + 1]]))
+                    }
+                    _ => continue,
+                };
+                let want = match ot {
+                    OutputType::Float32 => v as f32 as f64,
+                    OutputType::Float16 => crate::value::f16_to_f64(crate::value::f64_to_f16(v)),
+                    _ => v,
+                };
+                assert!(
+                    got == want || (got.is_nan() && want.is_nan()),
+                    "[{i}, {j}]: {got} != {want}"
+                );
+            }
+        }
+    }
+
+    const BOXES: [([u64; 2], [u64; 2]); 6] = [
+        ([0, 0], [37, 45]),
+        ([3, 5], [29, 41]),
+        ([8, 8], [16, 16]),
+        ([7, 0], [9, 45]),
+        ([0, 17], [37, 18]),
+        ([36, 44], [37, 45]),
+    ];
+
+    #[test]
+    fn planned_reads_equal_the_general_walk() {
+        for et in [
+            ElementType::Float32,
+            ElementType::Float16,
+            ElementType::Int16,
+            ElementType::Uint8,
+        ] {
+            for tile in [[8, 8], [5, 16], [1, 3]] {
+                let d = grid(et, [37, 45], tile, |_, _| NodeSpec::row_major());
+                let bufs = buffers(&d);
+                let t = bind(&d, &bufs);
+                for (lo, hi) in BOXES {
+                    for ot in [
+                        OutputType::Raw,
+                        OutputType::Float32,
+                        OutputType::Float64,
+                        OutputType::Float16,
+                    ] {
+                        check(&t, lo, hi, ot, None);
+                        let n = [(hi[0] - lo[0]) as i64, (hi[1] - lo[1]) as i64];
+                        check(&t, lo, hi, ot, Some([n[1] + 3, 1]));
+                        check(&t, lo, hi, ot, Some([-n[1], -1]));
+                        check(&t, lo, hi, ot, Some([1, n[0]]));
+                        check(&t, lo, hi, ot, Some([-1, 2 * n[0]]));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Column-major tiles, a splat and a nested subpaving among them: those regions are
+    /// read by the general kernels, the rest by the plan.
+    #[test]
+    fn odd_regions_fall_back() {
+        let d = grid(ElementType::Float32, [37, 45], [8, 8], |k, s| match k {
+            3 => NodeSpec::splat(),
+            7 | 8 => NodeSpec::col_major(),
+            12 => NodeSpec::subpaving(vec![
+                RegionSpec::new(&[0, 0], &[s[0], 3], NodeSpec::row_major()),
+                RegionSpec::new(&[0, 3], &[s[0], s[1] - 3], NodeSpec::col_major()),
+            ]),
+            _ => NodeSpec::row_major(),
+        });
+        let bufs = buffers(&d);
+        let t = bind(&d, &bufs);
+        for (lo, hi) in BOXES {
+            for ot in [OutputType::Raw, OutputType::Float32, OutputType::Float64] {
+                check(&t, lo, hi, ot, None);
+                check(&t, lo, hi, ot, Some([1, (hi[0] - lo[0]) as i64]));
+            }
+        }
+    }
+
+    /// A tile whose buffer is shorter than its elements need never reaches a read: the
+    /// descriptor is rejected when it is decoded (the plan's checked slices stay a
+    /// second line of defence).
+    #[test]
+    fn a_short_tile_buffer_is_rejected_before_any_read() {
+        let regions = (0..4u64)
+            .map(|k| {
+                let n = NodeSpec::row_major();
+                let n = match k {
+                    2 => n.with_buffers(vec![BufferHandle::cpu(100)]),
+                    _ => n,
+                };
+                RegionSpec::new(&[k / 2 * 8, k % 2 * 8], &[8, 8], n)
+            })
+            .collect();
+        let built = TensorBuilder::subpaving(ElementType::Float32, &[16, 16], regions).build();
+        assert!(built.is_err());
+    }
+}
