@@ -53,14 +53,16 @@ impl<'a> BoundTensor<'a> {
         o0: i64,
     ) -> Option<Result<()>> {
         let d = self.desc;
-        let Layout::Subpaving { index, .. } = d.root.layout else {
+        let crate::layout::Layout::Subpaving { index, .. } = d.root.layout else {
             return None;
         };
         let Some(LevelIndex::Grid(g)) = d.indexes.get(index as usize) else {
             return None;
         };
         let rank = d.rank();
-        if !g.cells.is_empty() || g.axes.len() != rank || rank == 0 {
+        // A rank-1 line keeps no cut points (its cells are its regions' own origins): the
+        // general walk reads it.
+        if !g.cells.is_empty() || g.axes.len() != rank || rank == 0 || g.on_regions() {
             return None;
         }
         // The plan: per axis, the cells the box meets.
@@ -822,6 +824,59 @@ mod tests {
 
     /// Column-major tiles, a splat and a nested subpaving among them: those regions are
     /// read by the general kernels, the rest by the plan.
+    /// A rank-1 level whose regions are uneven keeps no cut points (a line, searched
+    /// through its regions' origins): the plan leaves it to the general walk instead of
+    /// reading cut points it does not have (a fuzz finding, fuzz/regressions/read_box/).
+    #[test]
+    fn a_rank_one_line_takes_the_general_walk() {
+        use crate::builder::RegionSpec;
+        let sizes = [3u64, 5, 1, 7, 2];
+        let mut at = 0u64;
+        // One splat region: not a grid of plain tiles, so the decoder's general path
+        // indexes the uneven level as a line (in order: no cell map, no cut points).
+        let regions: Vec<RegionSpec> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                let node = if k == 2 {
+                    NodeSpec::splat()
+                } else {
+                    NodeSpec::row_major()
+                };
+                let r = RegionSpec::new(&[at], &[n], node);
+                at += n;
+                r
+            })
+            .collect();
+        let d = TensorBuilder::new(ElementType::Uint8, &[at], NodeSpec::subpaving(regions))
+            .alignment(0)
+            .build()
+            .unwrap();
+        let d = crate::decode(&d.encode().unwrap(), crate::Mode::Strict).unwrap();
+        let crate::layout::Layout::Subpaving { index, .. } = d.root.layout else {
+            panic!("a subpaving")
+        };
+        assert!(
+            matches!(&d.indexes[index as usize], crate::descriptor::index::LevelIndex::Grid(g) if g.on_regions()),
+            "the level is a line"
+        );
+        // Region 2 (one element, at 8) is a splat of its single value.
+        let data: Vec<Vec<u8>> = (0..sizes.len())
+            .map(|k| {
+                let start: u64 = sizes[..k].iter().sum();
+                (0..sizes[k]).map(|i| (start + i) as u8).collect()
+            })
+            .collect();
+        let t = BoundTensor::bind(&d, data.iter().map(|b| &b[..]).collect()).unwrap();
+        for (lo, hi) in [(0u64, 18u64), (2, 9), (8, 9), (17, 18)] {
+            let mut out = vec![0u8; (hi - lo) as usize];
+            t.read_box(&[lo], &[hi], OutputType::Raw, &mut out, None)
+                .unwrap();
+            let want: Vec<u8> = (lo..hi).map(|i| i as u8).collect();
+            assert_eq!(out, want, "{lo}..{hi}");
+        }
+    }
+
     #[test]
     fn odd_regions_fall_back() {
         let d = grid(ElementType::Float32, [37, 45], [8, 8], |k, s| match k {

@@ -667,6 +667,9 @@ pub(crate) struct ChunkWriter<W: Write> {
     buf: Vec<u8>,
     /// Bytes handed to `inner` so far (a multiple of `WRITE_CHUNK` until the last write).
     done: u64,
+    /// A write to `inner` failed: the output may hold part of a piece, so nothing more is
+    /// written (it stays a prefix of the stream).
+    failed: bool,
 }
 
 impl<W: Write> ChunkWriter<W> {
@@ -675,6 +678,7 @@ impl<W: Write> ChunkWriter<W> {
             inner: Some(inner),
             buf: Vec::new(),
             done: 0,
+            failed: false,
         }
     }
 
@@ -686,17 +690,36 @@ impl<W: Write> ChunkWriter<W> {
     }
 
     fn out(&mut self) -> io::Result<&mut W> {
+        if self.failed {
+            return Err(io::Error::other(
+                "an earlier write to this output failed; nothing more is written to it",
+            ));
+        }
         self.inner.as_mut().ok_or_else(gone)
     }
 
-    fn write_buffered(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            let ChunkWriter { inner, buf, done } = self;
-            inner.as_mut().ok_or_else(gone)?.write_all(buf)?;
-            *done += buf.len() as u64;
-            buf.clear();
+    /// `data` to the output, remembering a failure.
+    fn pass(&mut self, data: &[u8]) -> io::Result<()> {
+        let r = self.out()?.write_all(data);
+        match r {
+            Ok(()) => self.done += data.len() as u64,
+            Err(_) => self.failed = true,
         }
-        Ok(())
+        r
+    }
+
+    /// Hand the buffer to the output. On an error the buffer is dropped too, and the writer
+    /// writes nothing more: the output may hold part of the buffer already, and writing
+    /// it again (a later call, the drop) would repeat those bytes.
+    fn write_buffered(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.pass(&buf);
+        self.buf = buf;
+        self.buf.clear();
+        r
     }
 }
 
@@ -724,10 +747,12 @@ impl<W: Write> Write for ChunkWriter<W> {
             if self.buf.is_empty() && self.done % chunk == 0 && data.len() >= WRITE_CHUNK {
                 // Whole chunks from a boundary: straight through, no copy.
                 let k = data.len() - data.len() % WRITE_CHUNK;
-                self.out()?.write_all(&data[..k])?;
-                self.done += k as u64;
+                self.pass(&data[..k])?;
                 data = &data[k..];
                 continue;
+            }
+            if self.failed {
+                return self.out().map(|_| ());
             }
             if self.buf.capacity() == 0 {
                 self.buf.reserve_exact(WRITE_CHUNK);
@@ -1447,6 +1472,53 @@ mod tests {
             "{:?}",
             out.writes
         );
+    }
+
+    /// An output that takes `limit` bytes, fails one write, then takes everything again.
+    struct Failing {
+        took: Vec<u8>,
+        limit: usize,
+        failed: bool,
+    }
+
+    impl Write for Failing {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = if self.failed {
+                buf.len()
+            } else {
+                buf.len().min(self.limit - self.took.len())
+            };
+            if n == 0 {
+                self.failed = true;
+                return Err(io::Error::other("full, once"));
+            }
+            self.took.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A write that fails part-way leaves the output a prefix of the stream: what was
+    /// buffered is not written again by a later call or the drop (a fuzz finding of the
+    /// `writers` target, fuzz/regressions/writers/).
+    #[test]
+    fn chunk_writer_never_repeats_bytes_after_an_error() {
+        let mut out = Failing {
+            took: Vec::new(),
+            limit: 10,
+            failed: false,
+        };
+        {
+            let mut w = ChunkWriter::new(&mut out);
+            w.write_all(b"0123456789abcdef").unwrap();
+            assert!(w.flush().is_err());
+            assert!(w.write_all(b"ghij").is_err());
+            assert!(w.flush().is_err());
+            assert!(w.write_all(&vec![7u8; 3 * WRITE_CHUNK]).is_err());
+        } // dropped
+        assert_eq!(out.took, b"0123456789");
     }
 
     /// `flush` hands over what is buffered (a stream's reader sees every byte written).
