@@ -15,3 +15,4 @@ mod read_box;
 mod region_types;
 mod scaled_codes;
 mod sparse_dense;
+mod transposed_quant;

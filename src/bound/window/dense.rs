@@ -363,9 +363,17 @@ pub(super) fn fill_box(
     }
 }
 
-/// Tile edge of the blocked transpose: a 32 × 32 tile of 4-byte codes is 4 KiB, its source
-/// runs and output runs 128 bytes each.
+/// Tile edge of the blocked transpose along the source's contiguous axis: source runs of
+/// 32 codes.
 const TILE: u64 = 32;
+
+/// Tile edge along the output's fastest axis: 128 bytes of codes (32 four-byte codes, 128
+/// one-byte ones), so that a tile is at most 4 KiB of codes whatever their size, and the
+/// output runs each conversion call makes are as long as that allows (a quantized code
+/// read across its storage order costs a call per run).
+fn tile_b(cs: usize) -> u64 {
+    (128 / cs.max(1)).max(TILE as usize) as u64
+}
 
 /// The box through 32 × 32 tiles of axes `r` (contiguous in the source) and `ob` (the
 /// output's fastest): each tile's source runs are gathered transposed into scratch, then
@@ -386,9 +394,10 @@ fn transpose_box(
     let cs = vals.cs;
     let region = w.region;
     let os = w.strides;
+    let tb_max = tile_b(cs);
     let mut tile = std::mem::take(&mut w.scratch);
     tile.clear();
-    tile.resize((TILE * TILE) as usize * cs, 0);
+    tile.resize((TILE * tb_max) as usize * cs, 0);
     let mut x = [0u64; MAX_RANK];
     x[..rank].copy_from_slice(lo);
     let mut idx = [0u64; MAX_RANK];
@@ -404,7 +413,7 @@ fn transpose_box(
                 let lr = TILE.min(n[r] - tr) as usize;
                 let mut tb = 0u64;
                 while tb < n[ob] {
-                    let lb = TILE.min(n[ob] - tb) as usize;
+                    let lb = tb_max.min(n[ob] - tb) as usize;
                     x[r] = lo[r] + tr;
                     for j in 0..lb {
                         x[ob] = lo[ob] + tb + j as u64;

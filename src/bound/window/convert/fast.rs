@@ -244,6 +244,22 @@ impl Values<'_> {
                     });
                 }
                 if seg == 1 {
+                    // FLOAT32 scales, one an element and consecutive (a per-axis scale along
+                    // the run), byte codes, contiguous FLOAT32 output: one pass.
+                    if st == 1
+                        && zps.is_none()
+                        && stride == 4
+                        && self.out == OutputType::Float32
+                        && st_t == Float32
+                        && matches!(et, Int8 | Uint8)
+                        && n > 0
+                    {
+                        if let Some(r) =
+                            per_element_f32(codes, n, out, off, scales, entry(0), et == Int8)
+                        {
+                            return Some(Ok(r));
+                        }
+                    }
                     return Some(
                         self.affine_each(codes, n, out, off, stride, entry, scales, st_t, zps),
                     );
@@ -722,4 +738,37 @@ impl<'o> F64Out<'o> {
         }
         self.dst.each(codes, cs, |c| f(c).to_le_bytes())
     }
+}
+
+/// `n` one-byte codes (signed when `signed`) times consecutive FLOAT32 scales from entry
+/// `j0`, as FLOAT32 at byte `off` of a contiguous output: `code × scale` rounded once in
+/// `f32`, as the element-wise path computes it. `None` (nothing written) when the scales
+/// or the output are not where they should be, or the output is not aligned; the caller
+/// then takes the general path, which reports the problem.
+fn per_element_f32(
+    codes: &[u8],
+    n: usize,
+    out: &mut [u8],
+    off: i64,
+    scales: &[u8],
+    j0: u64,
+    signed: bool,
+) -> Option<()> {
+    let codes = codes.get(..n)?;
+    let s0 = usize::try_from(j0).ok()?.checked_mul(4)?;
+    let sb = scales.get(s0..s0.checked_add(n.checked_mul(4)?)?)?;
+    let o = usize::try_from(off).ok()?;
+    let dst = out.get_mut(o..o.checked_add(n * 4)?)?;
+    let dst: &mut [f32] = bytemuck::try_cast_slice_mut(dst).ok()?;
+    let scale = |s: &[u8]| f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    if signed {
+        for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact(4)) {
+            *d = (c as i8 as f32) * scale(s);
+        }
+    } else {
+        for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact(4)) {
+            *d = (c as f32) * scale(s);
+        }
+    }
+    Some(())
 }

@@ -1,0 +1,77 @@
+//! Byte codes with one FLOAT32 scale per column (PER_AXIS along axis 1) stored column-major
+//! and read into C order: the runs of the blocked transpose go along the scaled axis, one
+//! scale an element — against `get_f64`, element by element, for signed and unsigned codes,
+//! whole and in windows, contiguous and strided outputs.
+
+use crate::common;
+
+use common::layouts::Aligned;
+use tensordesc::builder::{NodeSpec, TensorBuilder};
+use tensordesc::*;
+
+fn check(et: ElementType, rows: u64, cols: u64) {
+    let codes: Vec<u8> = (0..rows * cols).map(|i| (i * 37 % 251) as u8).collect();
+    let scales: Vec<u8> = (0..cols)
+        .flat_map(|j| (0.01f32 + 0.001 * (j % 17) as f32).to_le_bytes())
+        .collect();
+    let q = Quantization {
+        scheme: QuantScheme::PerAxisAffine {
+            axis: 1,
+            scale_type: ElementType::Float32,
+        },
+        expressed_type: ElementType::Float32,
+        has_zero_point: false,
+        global_scale: None,
+    };
+    let d = TensorBuilder::new(
+        et,
+        &[rows, cols],
+        NodeSpec::col_major().with_quantization(q),
+    )
+    .build()
+    .unwrap();
+    let (c, s) = (Aligned::new(&codes), Aligned::new(&scales));
+    let t = BoundTensor::bind(&d, vec![c.bytes(), s.bytes()]).unwrap();
+    for (lo, hi) in [
+        ([0, 0], [rows, cols]),
+        ([3, 5], [rows - 2, cols - 1]),
+        ([7, 0], [8, cols]),
+    ] {
+        let (n0, n1) = ((hi[0] - lo[0]) as usize, (hi[1] - lo[1]) as usize);
+        let mut out = vec![f32::NAN; n0 * n1];
+        t.read_box(
+            &lo,
+            &hi,
+            OutputType::Float32,
+            bytemuck::cast_slice_mut(&mut out),
+            None,
+        )
+        .unwrap();
+        // The same box into every other slot of a wider output (a strided run).
+        let mut wide = vec![f32::NAN; 2 * n0 * n1];
+        let strides = [(8 * n1) as i64, 8];
+        t.read_box(
+            &lo,
+            &hi,
+            OutputType::Float32,
+            bytemuck::cast_slice_mut(&mut wide),
+            Some(&strides),
+        )
+        .unwrap();
+        for i in 0..n0 {
+            for j in 0..n1 {
+                let want = t.get_f64(&[lo[0] + i as u64, lo[1] + j as u64]).unwrap() as f32;
+                assert_eq!(out[i * n1 + j], want, "{et} [{i}, {j}] of {lo:?}..{hi:?}");
+                assert_eq!(wide[2 * (i * n1 + j)], want, "{et} strided [{i}, {j}]");
+            }
+        }
+    }
+}
+
+#[test]
+fn per_column_scales_read_across_the_storage_order() {
+    for et in [ElementType::Int8, ElementType::Uint8] {
+        check(et, 45, 300);
+        check(et, 33, 129);
+    }
+}
