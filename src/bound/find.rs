@@ -91,6 +91,17 @@ impl<'a> U64Array<'a> {
         self.0.get(lo..hi).map(U64Array)
     }
 
+    /// The words viewed in place as `u64`s: on a little-endian host, when the bytes are
+    /// 8-byte aligned and whole words; `None` otherwise (read them with [`get`](Self::get)).
+    #[inline(always)]
+    pub fn words(self) -> Option<&'a [u64]> {
+        if cfg!(target_endian = "little") {
+            bytemuck::try_cast_slice(self.0).ok()
+        } else {
+            None
+        }
+    }
+
     /// All words in order.
     #[inline]
     pub fn iter(self) -> impl Iterator<Item = u64> + 'a {
@@ -112,10 +123,8 @@ impl<'a> U64Array<'a> {
         // exactly as the fast path searches them; the byte-wise search is the same
         // algorithm for the rest: big-endian hosts, and buffers aligned below 8 bytes
         // (format 1.1), neither of which has the fast path.
-        if cfg!(target_endian = "little") {
-            if let Ok(words) = bytemuck::try_cast_slice::<u8, u64>(b) {
-                return search_words(words, key).map(|p| p as u64);
-            }
+        if let Some(words) = self.words() {
+            return search_words(words, key).map(|p| p as u64);
         }
         search_sorted(b.len() / 8, |j| word(b, j), key).map(|p| p as u64)
     }

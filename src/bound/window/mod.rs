@@ -333,28 +333,20 @@ impl<'a> BoundTensor<'a> {
         } else {
             None
         };
-        if let Some(res) = planned {
-            if w.stream {
-                crate::mem::store_fence();
-            }
-            return res;
-        }
-        let flow = d.visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
-            let mut off = o0;
-            for a in 0..rank {
-                off += (clo[a] - lo[a]) as i64 * strides[a];
-            }
-            w.region = region;
-            self.read_leaf(bufs, region, node, clo, chi, out_type, &mut w, off)?;
-            Ok(ControlFlow::Continue(()))
-        });
+        let res = match planned {
+            Some(res) => res,
+            None => d
+                .visit_leaves_in_box(lo, hi, &mut |region, node, clo, chi| {
+                    self.read_leaf_of_box(bufs, region, node, lo, clo, chi, out_type, &mut w, o0)?;
+                    Ok(ControlFlow::Continue(()))
+                })
+                .map(|flow| debug_assert!(flow.is_continue())),
+        };
         if w.stream {
             // On failure too: the bytes written so far are ordered before the return.
             crate::mem::store_fence();
         }
-        let flow = flow?;
-        debug_assert!(flow.is_continue());
-        Ok(())
+        res
     }
 
     /// Read region `region` whole (a leaf or a subpaving, in tensor coordinates) as
@@ -385,6 +377,28 @@ impl<'a> BoundTensor<'a> {
             *h += l;
         }
         self.read_box(&lo, &hi, out_type, out, out_strides)
+    }
+
+    /// A leaf met by the box `[lo, hi)` whose element `lo` goes to byte `o0` of the window:
+    /// [`read_leaf`](Self::read_leaf) of its part `[clo, chi)`, placed where it lies in the
+    /// box.
+    #[allow(clippy::too_many_arguments)]
+    fn read_leaf_of_box(
+        &self,
+        bufs: &[&'a [u8]],
+        region: Option<u32>,
+        node: &Node,
+        lo: &[u64],
+        clo: &[u64],
+        chi: &[u64],
+        out_type: OutputType,
+        w: &mut Window<'_>,
+        o0: i64,
+    ) -> Result<()> {
+        let strides = w.strides;
+        let off = (0..lo.len()).fold(o0, |off, a| off + (clo[a] - lo[a]) as i64 * strides[a]);
+        w.region = region;
+        self.read_leaf(bufs, region, node, clo, chi, out_type, w, off)
     }
 
     /// One leaf: the clipped box `[clo, chi)` in tensor coordinates; its element `clo`

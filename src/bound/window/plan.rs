@@ -175,19 +175,8 @@ impl<'a> BoundTensor<'a> {
         w: &mut Window<'_>,
         o0: i64,
     ) -> Result<()> {
-        let rank = lo.len();
-        let strides: [i64; MAX_RANK] = {
-            let mut s = [0i64; MAX_RANK];
-            s[..rank].copy_from_slice(w.strides);
-            s
-        };
         let mut leaf = |region: Option<u32>, node: &Node, clo: &[u64], chi: &[u64]| {
-            let mut off = o0;
-            for a in 0..rank {
-                off += (clo[a] - lo[a]) as i64 * strides[a];
-            }
-            w.region = region;
-            self.read_leaf(bufs, region, node, clo, chi, out_type, w, off)?;
+            self.read_leaf_of_box(bufs, region, node, lo, clo, chi, out_type, w, o0)?;
             Ok(ControlFlow::Continue(()))
         };
         if matches!(node.layout, Layout::Subpaving { .. }) {
@@ -200,8 +189,8 @@ impl<'a> BoundTensor<'a> {
 
 /// A ROW_MAJOR or COL_MAJOR leaf of extent `ext` (its codes in `buf` from byte
 /// `node.byte_offset`), its local box `[lo, hi)` to the window at byte `off`: runs along
-/// its contiguous axis copied (or converted) row by row when the output is contiguous
-/// along that axis too, else the general dense kernel.
+/// its contiguous axis copied (or converted) row by row at rank 2 when the output is
+/// contiguous along that axis too, else the general dense kernel.
 #[allow(clippy::too_many_arguments)]
 fn plain_leaf(
     buf: &[u8],
@@ -227,7 +216,9 @@ fn plain_leaf(
     let r = if row_major { rank - 1 } else { 0 };
     let cs = vals.cs;
     let oes = vals.oes;
-    if w.strides[r] != oes as i64 {
+    if w.strides[r] != oes as i64 || rank != 2 {
+        // The output not contiguous along the leaf's runs, or another rank: the general
+        // dense kernel.
         let mut strides = [0i128; MAX_RANK];
         for a in 0..rank {
             strides[a] = i128::from(st[a]);
@@ -246,70 +237,33 @@ fn plain_leaf(
     let src_len = len.checked_mul(cs).ok_or_else(|| oob(region))?;
     let dst_len = len.checked_mul(oes).ok_or_else(|| oob(region))?;
     let copy = vals.is_copy();
-    if rank == 2 {
-        // One loop over the rows of the other axis `q`, source and output offsets stepped.
-        let q = 1 - r;
-        let step = st[q].checked_mul(cs as u64).ok_or_else(|| oob(region))?;
-        let first = (lo[q] * st[q] + lo[r] * st[r])
-            .checked_mul(cs as u64)
-            .and_then(|b| b.checked_add(node.byte_offset))
+    // One loop over the rows of the other axis `q`, source and output offsets stepped.
+    let q = 1 - r;
+    let step = st[q].checked_mul(cs as u64).ok_or_else(|| oob(region))?;
+    let first = (lo[q] * st[q] + lo[r] * st[r])
+        .checked_mul(cs as u64)
+        .and_then(|b| b.checked_add(node.byte_offset))
+        .ok_or_else(|| oob(region))?;
+    // Every row's codes lie in `src` (checked once), the last row ending it.
+    let rows = hi[q] - lo[q];
+    let end = step
+        .checked_mul(rows - 1)
+        .and_then(|b| b.checked_add(first))
+        .and_then(|b| b.checked_add(src_len as u64))
+        .ok_or_else(|| oob(region))?;
+    let (first, end) = (
+        usize::try_from(first).map_err(|_| oob(region))?,
+        usize::try_from(end).map_err(|_| oob(region))?,
+    );
+    let src = buf.get(first..end).ok_or_else(|| oob(region))?;
+    let step = step as usize;
+    let os = w.strides[q];
+    let mut x = [lo[0], lo[1]];
+    for i in 0..rows as usize {
+        let codes = src
+            .get(i * step..i * step + src_len)
             .ok_or_else(|| oob(region))?;
-        // Every row's codes lie in `src` (checked once), the last row ending it.
-        let rows = hi[q] - lo[q];
-        let end = step
-            .checked_mul(rows - 1)
-            .and_then(|b| b.checked_add(first))
-            .and_then(|b| b.checked_add(src_len as u64))
-            .ok_or_else(|| oob(region))?;
-        let (first, end) = (
-            usize::try_from(first).map_err(|_| oob(region))?,
-            usize::try_from(end).map_err(|_| oob(region))?,
-        );
-        let src = buf.get(first..end).ok_or_else(|| oob(region))?;
-        let step = step as usize;
-        let os = w.strides[q];
-        let mut x = [lo[0], lo[1]];
-        for i in 0..rows as usize {
-            let codes = src
-                .get(i * step..i * step + src_len)
-                .ok_or_else(|| oob(region))?;
-            let o = off + i as i64 * os;
-            if copy {
-                let at = usize::try_from(o).map_err(|_| oob(region))?;
-                let dst = at
-                    .checked_add(dst_len)
-                    .and_then(|end| w.buf.get_mut(at..end))
-                    .ok_or_else(|| oob(region))?;
-                copy_row(dst, codes);
-            } else {
-                x[q] = lo[q] + i as u64;
-                vals.run_cached(codes, &x, r, len, w.buf, o, oes as i64, &mut w.tables)?;
-            }
-        }
-        return Ok(());
-    }
-    // Odometer over the other axes, from `lo`.
-    let mut x = [0u64; MAX_RANK];
-    x[..rank].copy_from_slice(lo);
-    loop {
-        let mut p = 0u64;
-        let mut o = off;
-        for a in 0..rank {
-            p = x[a]
-                .checked_mul(st[a])
-                .and_then(|t| p.checked_add(t))
-                .ok_or_else(|| oob(region))?;
-            o += (x[a] - lo[a]) as i64 * w.strides[a];
-        }
-        let start = p
-            .checked_mul(cs as u64)
-            .and_then(|b| b.checked_add(node.byte_offset))
-            .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| oob(region))?;
-        let codes = start
-            .checked_add(src_len)
-            .and_then(|end| buf.get(start..end))
-            .ok_or_else(|| oob(region))?;
+        let o = off + i as i64 * os;
         if copy {
             let at = usize::try_from(o).map_err(|_| oob(region))?;
             let dst = at
@@ -318,36 +272,11 @@ fn plain_leaf(
                 .ok_or_else(|| oob(region))?;
             copy_row(dst, codes);
         } else {
-            vals.run_cached(
-                codes,
-                &x[..rank],
-                r,
-                len,
-                w.buf,
-                o,
-                oes as i64,
-                &mut w.tables,
-            )?;
-        }
-        let mut a = rank;
-        let done = loop {
-            if a == 0 {
-                break true;
-            }
-            a -= 1;
-            if a == r {
-                continue;
-            }
-            x[a] += 1;
-            if x[a] < hi[a] {
-                break false;
-            }
-            x[a] = lo[a];
-        };
-        if done {
-            return Ok(());
+            x[q] = lo[q] + i as u64;
+            vals.run_cached(codes, &x, r, len, w.buf, o, oes as i64, &mut w.tables)?;
         }
     }
+    Ok(())
 }
 
 /// Row `i` of every region of `chunk` to its place in `dst` (the output row from the

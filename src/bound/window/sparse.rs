@@ -178,10 +178,8 @@ pub(super) fn zeros(
 /// First position in `words` whose value is at least `key` (the words should be sorted;
 /// on unsorted contents some position, never a read outside them).
 fn lower_bound(words: U64Array<'_>, key: u64) -> u64 {
-    if cfg!(target_endian = "little") {
-        if let Ok(w) = bytemuck::try_cast_slice::<u8, u64>(words.0) {
-            return w.partition_point(|&v| v < key) as u64;
-        }
+    if let Some(w) = words.words() {
+        return w.partition_point(|&v| v < key) as u64;
     }
     let (mut lo, mut hi) = (0u64, words.len());
     while lo < hi {
@@ -334,8 +332,8 @@ impl Compressed<'_, '_> {
         if self.sorted {
             let mut k = lower_bound(seg, mlo);
             // Sorted and unique, the words aligned: one pass over them, one move each.
-            if self.unique && cfg!(target_endian = "little") {
-                if let Ok(words) = bytemuck::try_cast_slice::<u8, u64>(seg.0) {
+            if self.unique {
+                if let Some(words) = seg.words() {
                     for (j, &v) in words.iter().enumerate().skip(k as usize) {
                         if v >= mhi {
                             break;
@@ -442,6 +440,7 @@ impl Compressed<'_, '_> {
         blo[ma] = lo[ma];
         bhi[ma] = hi[ma];
         let mut x = [0u64; 2];
+        let words = self.indices.words();
         let mut b0 = lo[mi];
         while b0 < hi[mi] {
             let b1 = hi[mi].min(b0.saturating_add(band));
@@ -451,11 +450,6 @@ impl Compressed<'_, '_> {
             zeros(vals, w, &blo, &bhi, band_off)?;
             // Each line's entries from its cursor whose minor coordinate is below b1: a
             // few a band, so walked rather than searched.
-            let words: Option<&[u64]> = if cfg!(target_endian = "little") {
-                bytemuck::try_cast_slice(self.indices.0).ok()
-            } else {
-                None
-            };
             for (j, c) in cur.iter_mut().enumerate() {
                 let (mut k, e) = *c;
                 let line_off = off + j as i64 * step_ma;
@@ -527,11 +521,7 @@ pub(super) fn coo(
         0
     };
     let mut x = [0u64; MAX_RANK];
-    let words: Option<&[u64]> = if cfg!(target_endian = "little") {
-        bytemuck::try_cast_slice(idx.0).ok()
-    } else {
-        None
-    };
+    let words = idx.words();
     // Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
     // one a scan finds) is written last.
     let mut scatter = |w: &mut Window<'_>, a: u64, b: u64| -> Result<()> {
