@@ -10,23 +10,28 @@ use crate::transport::foreign::{
     self, gguf, safetensors, Container, ForeignItem, MetaValue, ReadOptions,
 };
 use crate::Mode;
+use std::path::Path;
 
 /// Parse the file `b`, whatever its container (see [`directory::parse`] for
-/// `book_copies`), grouping quantization conventions as `opts` says with `hints`.
+/// `book_copies`), grouping quantization conventions as `opts` says; a safetensors file's
+/// grouping reads the configuration files in `config_dir` (the file's directory, when it
+/// was opened by path), which no other container needs.
 pub(super) fn parse_any(
     b: &[u8],
     mode: Mode,
     book_copies: bool,
     opts: ReadOptions,
-    hints: Hints,
+    config_dir: Option<&Path>,
 ) -> Result<Parsed> {
     match foreign::detect(b)? {
         Container::Tdf => directory::parse(b, mode, book_copies),
         Container::Safetensors => {
             let mut h = safetensors::parse(b, mode)?;
             let notes = if opts.group {
+                let (hints, note) = config_dir.map_or_else(Default::default, Hints::from_dir);
                 let mut notes = h.group(hints);
                 notes.extend(conventions::nothing_fits(hints, h.has_groups(), &notes));
+                notes.extend(note);
                 notes
             } else {
                 Vec::new()

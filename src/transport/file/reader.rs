@@ -15,7 +15,6 @@ use super::*;
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::mem::empty_aligned;
-use crate::transport::foreign::conventions::Hints;
 use crate::transport::foreign::{Container, MetaValue, ReadOptions};
 use crate::Mode;
 
@@ -209,8 +208,9 @@ impl FileReader<'static> {
 
     /// [`open`](Self::open) with options: `ReadOptions { group: false }` lists a
     /// checkpoint's own tensors instead of grouping quantized weights
-    /// ([`transport::foreign`](crate::transport::foreign)). Grouping takes FP8 block sizes
-    /// from a `config.json` beside the file when there is one.
+    /// ([`transport::foreign`](crate::transport::foreign)). Grouping a safetensors file
+    /// takes block and group sizes from the `config.json` and `hf_quant_config.json` beside
+    /// it when there are any (read for safetensors files only).
     pub fn open_with(
         path: impl AsRef<Path>,
         mode: Mode,
@@ -222,19 +222,10 @@ impl FileReader<'static> {
             return FileReader::open_sharded_with(&index, mode, opts);
         }
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
-        let (hints, note) = if opts.group {
-            Hints::from_dir(dir)
-        } else {
-            (Hints::default(), None)
-        };
         let map = Mapping::open(path)?;
-        let p = parse(map.as_bytes(), mode, true, opts, hints)
+        let p = parse(map.as_bytes(), mode, true, opts, Some(dir))
             .map_err(|e| e.context(path.display()))?;
-        let mut r = FileReader::assemble(Source::Mapped(map), mode, p, None);
-        if r.container != Container::Tdf {
-            r.notes.extend(note);
-        }
-        Ok(r)
+        Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
 
     /// Parse a mapped file.
@@ -248,7 +239,7 @@ impl FileReader<'static> {
         mode: Mode,
         opts: ReadOptions,
     ) -> Result<FileReader<'static>> {
-        let p = parse(map.as_bytes(), mode, true, opts, Hints::default())?;
+        let p = parse(map.as_bytes(), mode, true, opts, None)?;
         Ok(FileReader::assemble(Source::Mapped(map), mode, p, None))
     }
 
@@ -267,7 +258,7 @@ impl FileReader<'static> {
         mode: Mode,
         opts: ReadOptions,
     ) -> Result<FileReader<'static>> {
-        let p = parse(bytes.as_slice(), mode, true, opts, Hints::default())?;
+        let p = parse(bytes.as_slice(), mode, true, opts, None)?;
         Ok(FileReader::assemble(
             Source::Owned(Box::new(bytes)),
             mode,
@@ -293,7 +284,7 @@ impl<'a> FileReader<'a> {
         mode: Mode,
         opts: ReadOptions,
     ) -> Result<FileReader<'a>> {
-        let p = parse(bytes, mode, false, opts, Hints::default())?;
+        let p = parse(bytes, mode, false, opts, None)?;
         let realigned = (!p.in_place).then(|| Box::new(OnceLock::new()));
         Ok(FileReader::assemble(
             Source::Borrowed(bytes),
