@@ -526,29 +526,12 @@ fn headers_compile_alone() {
     }
 }
 
-/// The first fenced block of `lang` after `heading` in `text`.
-fn fenced_block<'t>(text: &'t str, heading: &str, lang: &str) -> &'t str {
-    let from = text
-        .find(heading)
-        .unwrap_or_else(|| panic!("no {heading:?}"));
-    let open = format!("```{lang}\n");
-    let start = from
-        + text[from..]
-            .find(&open)
-            .unwrap_or_else(|| panic!("no ```{lang} block after {heading:?}"))
-        + open.len();
-    let len = text[start..]
-        .find("\n```")
-        .unwrap_or_else(|| panic!("an unclosed ```{lang} block after {heading:?}"));
-    &text[start..start + len + 1]
-}
-
 #[test]
 fn c_quick_start_in_the_docs_compiles_and_prints_what_the_docs_say() {
     // The program on docs/c-api.md, as it stands there, and the output printed under it.
     let doc = std::fs::read_to_string(root().join("docs").join("c-api.md")).expect("c-api.md");
-    let program = fenced_block(&doc, "## C quick start", "c");
-    let expected = fenced_block(&doc, "## C quick start", "text");
+    let program = crate::common::fenced_block(&doc, "## C quick start", "c");
+    let expected = crate::common::fenced_block(&doc, "## C quick start", "text");
     assert!(program.contains("int main(void)"), "{program}");
     let source = out_dir().join("doc_quick_start.c");
     std::fs::write(&source, program).expect("write the quick start");

@@ -22,6 +22,24 @@ pub fn repo_root() -> PathBuf {
     }
 }
 
+/// The first fenced block of `lang` after `heading` in `text` (a README or docs page whose
+/// examples a test runs), its closing fence excluded.
+pub fn fenced_block<'t>(text: &'t str, heading: &str, lang: &str) -> &'t str {
+    let from = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    let open = format!("```{lang}\n");
+    let start = from
+        + text[from..]
+            .find(&open)
+            .unwrap_or_else(|| panic!("no ```{lang} block after {heading:?}"))
+        + open.len();
+    let len = text[start..]
+        .find("\n```")
+        .unwrap_or_else(|| panic!("an unclosed ```{lang} block after {heading:?}"));
+    &text[start..start + len + 1]
+}
+
 /// `tests/vectors/` of the repository.
 pub fn vectors_dir() -> PathBuf {
     repo_root().join("tests").join("vectors")

@@ -11,33 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::common::{fenced_block, repo_root};
 use crate::support::{scratch, BIN};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli/ is inside the repository")
-}
-
 fn readme() -> String {
-    std::fs::read_to_string(root().join("README.md")).expect("README.md")
-}
-
-/// The first fenced block of `lang` after `heading` in `text`.
-fn fenced<'t>(text: &'t str, heading: &str, lang: &str) -> &'t str {
-    let from = text
-        .find(heading)
-        .unwrap_or_else(|| panic!("no {heading:?} in the README"));
-    let open = format!("```{lang}\n");
-    let start = from
-        + text[from..]
-            .find(&open)
-            .unwrap_or_else(|| panic!("no ```{lang} block after {heading:?}"))
-        + open.len();
-    let len = text[start..]
-        .find("\n```\n")
-        .unwrap_or_else(|| panic!("an unclosed ```{lang} block after {heading:?}"));
-    &text[start..start + len + 1]
+    std::fs::read_to_string(repo_root().join("README.md")).expect("README.md")
 }
 
 /// What the comment on the block's line holding `call` says the line prints.
@@ -113,7 +91,7 @@ fn readme_is_short_and_starts_with_the_two_commands() {
     let text = readme();
     let lines = text.lines().count();
     assert!(lines <= 200, "README.md has {lines} lines");
-    let first = fenced(&text, "# tensordesc", "sh");
+    let first = fenced_block(&text, "# tensordesc", "sh");
     assert!(first.starts_with("cargo run --release -- demo "), "{first}");
     assert!(first.contains("\nbash scripts/test.sh "), "{first}");
     assert!(text.contains("A fresh machine needs"));
@@ -125,8 +103,8 @@ fn readme_is_short_and_starts_with_the_two_commands() {
 #[test]
 fn readme_rust_block_is_the_example_program() {
     let text = readme();
-    let block = fenced(&text, "### Rust", "rust");
-    let example = std::fs::read_to_string(root().join("cli/examples/readme.rs"))
+    let block = fenced_block(&text, "### Rust", "rust");
+    let example = std::fs::read_to_string(repo_root().join("cli/examples/readme.rs"))
         .expect("cli/examples/readme.rs");
     assert_eq!(
         block, example,
@@ -158,7 +136,7 @@ fn readme_rust_example_prints_what_the_readme_says() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = readme();
-    let block = fenced(&text, "### Rust", "rust");
+    let block = fenced_block(&text, "### Rust", "rust");
     assert_eq!(stdout.trim(), promised(block, "println!", "// ", ""));
     assert_demo_values(&numbers(&stdout));
 }
@@ -181,7 +159,7 @@ fn stage_library(dir: &Path) -> PathBuf {
 fn readme_c_block_compiles_and_prints_what_the_readme_says() {
     let (tmp, _) = demo();
     let text = readme();
-    let block = fenced(&text, "### C", "c");
+    let block = fenced_block(&text, "### C", "c");
     assert!(block.contains("\"/tmp/tensordesc-demo/model.safetensors\""));
     let program = block.replace(
         "/tmp/tensordesc-demo",
@@ -208,7 +186,7 @@ fn readme_c_block_compiles_and_prints_what_the_readme_says() {
         .to_command()
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
         .arg("-I")
-        .arg(root().join("include"))
+        .arg(repo_root().join("include"))
         .arg(&source)
         .arg("-o")
         .arg(&exe)
@@ -237,7 +215,7 @@ fn readme_c_block_compiles_and_prints_what_the_readme_says() {
 fn readme_command_lines_work_as_printed() {
     let (tmp, _) = demo();
     let text = readme();
-    let block = fenced(&text, "### Command line", "sh");
+    let block = fenced_block(&text, "### Command line", "sh");
     let demo_dir = tmp.join("tensordesc-demo");
     let cwd = scratch("readme-sh");
     // Continuation lines joined, comments dropped; every command is the tool's.
