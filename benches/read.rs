@@ -351,6 +351,43 @@ fn plain_csr_to_dense(indptr: &[u64], indices: &[u64], vals: &[f32], n: usize, o
     }
 }
 
+/// `t` (n × n FLOAT32) read whole into `out`, against the plain loop: zero `plain`, then
+/// `scatter` the stored entries into it; both must agree. Prints the ratio under `label`.
+fn against_plain_loop(
+    label: &str,
+    rounds: usize,
+    t: &BoundTensor<'_>,
+    n: usize,
+    out: &mut Aligned,
+    plain: &mut [f32],
+    mut scatter: impl FnMut(&mut [f32]),
+) {
+    let bytes = n * n * 4;
+    let hi = [n as u64, n as u64];
+    let [ours, peer] = time_peers(
+        rounds,
+        [
+            &mut || {
+                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
+                    .expect("read_box");
+                out.bytes()[bytes / 2] as u64
+            },
+            &mut || {
+                plain.fill(0.0);
+                scatter(plain);
+                plain[n + 1].to_bits() as u64
+            },
+        ],
+    );
+    assert_eq!(bytemuck::cast_slice::<f32, u8>(plain), out.bytes());
+    println!(
+        "{label}: read_box {:.2} ms, the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
+        ours * 1e3,
+        peer * 1e3,
+        peer / ours
+    );
+}
+
 /// The same matrix as CSC and as sorted COO, each read whole to dense C order against its
 /// plain memset + scatter loop.
 fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &[f32], n: usize) {
@@ -385,7 +422,6 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
     }
     let flags = sparse_flags::SORTED | sparse_flags::UNIQUE;
     let shape = [n as u64, n as u64];
-    let hi = shape;
     let bytes = n * n * 4;
     let rounds = if small { 9 } else { 7 };
 
@@ -404,31 +440,20 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
     let t = BoundTensor::bind(&d, vec![cp.bytes(), ci.bytes(), cv.bytes()]).expect("bind");
     let mut out = Aligned::zeroed(bytes);
     let mut plain = vec![0f32; n * n];
-    let [ours, peer] = time_peers(
+    against_plain_loop(
+        &format!("3b. CSC {n} x {n}, {nnz} stored -> dense FLOAT32 (C order)"),
         rounds,
-        [
-            &mut || {
-                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
-                    .expect("read_box");
-                out.bytes()[bytes / 2] as u64
-            },
-            &mut || {
-                plain.fill(0.0);
-                for c in 0..n {
-                    for k in col_count[c] as usize..col_count[c + 1] as usize {
-                        plain[rows[k] as usize * n + c] = cvals[k];
-                    }
+        &t,
+        n,
+        &mut out,
+        &mut plain,
+        |plain| {
+            for c in 0..n {
+                for k in col_count[c] as usize..col_count[c + 1] as usize {
+                    plain[rows[k] as usize * n + c] = cvals[k];
                 }
-                plain[n + 1].to_bits() as u64
-            },
-        ],
-    );
-    assert_eq!(bytemuck::cast_slice::<f32, u8>(&plain), out.bytes());
-    println!(
-        "3b. CSC {n} x {n}, {nnz} stored -> dense FLOAT32 (C order): read_box {:.2} ms, the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
-        ours * 1e3,
-        peer * 1e3,
-        peer / ours
+            }
+        },
     );
 
     let (xi, xv) = (
@@ -443,29 +468,18 @@ fn sparse_layouts_to_dense(small: bool, indptr: &[u64], indices: &[u64], vals: &
     .build()
     .expect("descriptor");
     let t = BoundTensor::bind(&d, vec![xi.bytes(), xv.bytes()]).expect("bind");
-    let [ours, peer] = time_peers(
+    against_plain_loop(
+        &format!("3c. COO (sorted) {n} x {n}, {nnz} stored -> dense FLOAT32"),
         rounds,
-        [
-            &mut || {
-                t.read_box(&[0, 0], &hi, OutputType::Float32, out.bytes_mut(), None)
-                    .expect("read_box");
-                out.bytes()[bytes / 2] as u64
-            },
-            &mut || {
-                plain.fill(0.0);
-                for (k, &v) in vals.iter().enumerate() {
-                    plain[coo[2 * k] as usize * n + coo[2 * k + 1] as usize] = v;
-                }
-                plain[n + 1].to_bits() as u64
-            },
-        ],
-    );
-    assert_eq!(bytemuck::cast_slice::<f32, u8>(&plain), out.bytes());
-    println!(
-        "3c. COO (sorted) {n} x {n}, {nnz} stored -> dense FLOAT32: read_box {:.2} ms, the plain memset + scatter loop {:.2} ms: {:.2}x (target >= 1.0)",
-        ours * 1e3,
-        peer * 1e3,
-        peer / ours
+        &t,
+        n,
+        &mut out,
+        &mut plain,
+        |plain| {
+            for (k, &v) in vals.iter().enumerate() {
+                plain[coo[2 * k] as usize * n + coo[2 * k + 1] as usize] = v;
+            }
+        },
     );
 }
 
