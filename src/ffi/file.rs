@@ -311,19 +311,8 @@ pub unsafe extern "C" fn tdesc_file_open(
     mode: tdesc_mode,
     out: *mut *mut tdesc_file,
 ) -> tdesc_status {
-    guard(|| {
-        // SAFETY: caller promises on `out` and the NUL-terminated `path`.
-        let path = unsafe {
-            out_handle(out, "out")?;
-            path_arg(path)?
-        };
-        let mode = mode_arg(mode)?;
-        let reader = FileReader::open(&path, mode)?;
-        let f = tdesc_file::new(FileData { reader });
-        // SAFETY: checked above.
-        unsafe { handle::give(out, f) };
-        Ok(())
-    })
+    // SAFETY: the caller's promises, forwarded; flags 0 is this call.
+    unsafe { tdesc_file_open_ex(path, mode, 0, out) }
 }
 
 /// `tdesc_file_open` with flags: `TDESC_FILE_UNGROUPED` lists a checkpoint's own tensors
@@ -382,6 +371,10 @@ pub unsafe extern "C" fn tdesc_file_open_bytes_ex(
         };
         let mode = mode_arg(mode)?;
         let opts = open_flags(flags)?;
+        // Parse the caller's bytes first: a malformed file (or a `len` past the file's end)
+        // is refused before a copy of `len` bytes is allocated. Parsing reads the header
+        // and the directory (version 1: the record headers, names and descriptors), never
+        // the buffers.
         let align = FileReader::from_bytes_with(bytes, mode, opts)?.data_buffer_alignment();
         let reader = FileReader::from_owned_with(
             AlignedBuf::from_slice(bytes, align as usize)?,
@@ -408,24 +401,8 @@ pub unsafe extern "C" fn tdesc_file_open_bytes(
     mode: tdesc_mode,
     out: *mut *mut tdesc_file,
 ) -> tdesc_status {
-    guard(|| {
-        // SAFETY: caller promises on `out` and `len` readable bytes at `bytes`.
-        let bytes = unsafe {
-            out_handle(out, "out")?;
-            slice_arg(bytes, len, "bytes")?
-        };
-        let mode = mode_arg(mode)?;
-        // Parse the caller's bytes first: a malformed file (or a `len` past the file's end)
-        // is refused before a copy of `len` bytes is allocated. Parsing reads the header
-        // and the directory (version 1: the record headers, names and descriptors), never
-        // the buffers.
-        let align = FileReader::from_bytes(bytes, mode)?.data_buffer_alignment();
-        let reader = FileReader::from_owned(AlignedBuf::from_slice(bytes, align as usize)?, mode)?;
-        let f = tdesc_file::new(FileData { reader });
-        // SAFETY: checked above.
-        unsafe { handle::give(out, f) };
-        Ok(())
-    })
+    // SAFETY: the caller's promises, forwarded; flags 0 is this call.
+    unsafe { tdesc_file_open_bytes_ex(bytes, len, mode, 0, out) }
 }
 
 /// Number of tensors, opaque entries included; 0 when `f` is NULL.
