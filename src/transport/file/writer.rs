@@ -294,6 +294,9 @@ struct Cursor {
     written: u64,
     /// Data bytes written so far (padding not counted).
     data_written: u64,
+    /// The buffer `write_from` copies through, kept across its calls (at most
+    /// [`COPY_BUFFER`] bytes).
+    copy_buf: Vec<u8>,
 }
 
 fn put<W: Write>(out: &mut W, c: &mut Cursor, bytes: &[u8]) -> Result<()> {
@@ -431,9 +434,27 @@ impl Cursor {
         out: &mut W,
         plan: &Plan,
         mut src: R,
-        mut len: u64,
+        len: u64,
     ) -> Result<()> {
-        let mut buf = vec![0u8; len.min(COPY_BUFFER as u64) as usize];
+        let want = len.min(COPY_BUFFER as u64) as usize;
+        if self.copy_buf.len() < want {
+            self.copy_buf.resize(want, 0);
+        }
+        let mut buf = std::mem::take(&mut self.copy_buf);
+        let r = self.copy_from(out, plan, &mut src, len, &mut buf[..want]);
+        self.copy_buf = buf;
+        r
+    }
+
+    /// [`write_from`](Self::write_from) through `buf`.
+    fn copy_from<W: Write, R: io::Read>(
+        &mut self,
+        out: &mut W,
+        plan: &Plan,
+        src: &mut R,
+        mut len: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
         while len > 0 {
             self.settle(out, plan, true)?;
             if !self.open {
@@ -443,7 +464,7 @@ impl Cursor {
                 ));
             }
             let n = len.min(self.left);
-            let copied = copy_through(&mut src, out, n, &mut buf)?;
+            let copied = copy_through(src, out, n, buf)?;
             if copied != n {
                 return Err(Error::new(
                     ErrorKind::Io,
