@@ -387,6 +387,12 @@ static void test_file_roundtrip(void) {
     tdesc_file_free(f);
     CHECK(paving_values(kept));
     CHECK(same_elements(kept2, &src[0]));
+    /* Its descriptor, the file's own, is reachable after the file handle is gone. */
+    const tdesc_descriptor *kd = tdesc_tensor_descriptor(kept2);
+    CHECK(kd != NULL && kd == tdesc_tensor_descriptor(kept2));
+    CHECK(kd != NULL && tdesc_descriptor_rank(kd) == tdesc_descriptor_rank(src[0].d));
+    CHECK(kd != NULL &&
+          tdesc_descriptor_element_count(kd) == tdesc_descriptor_element_count(src[0].d));
     tdesc_tensor_free(kept);
     CHECK(same_elements(kept2, &src[0]));
     tdesc_tensor_free(kept2);

@@ -568,13 +568,20 @@ pub unsafe extern "C" fn tdesc_file_tensor_bind(
             out_handle(out, "out")?;
             file_arg(f)?
         };
-        let e = f.entry(i)?;
-        f.check_bindable(&e)?;
-        let t = tdesc_tensor::bind_file(Arc::clone(&f.data), i, f.shared_descriptor(&e)?)
-            .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        // SAFETY: checked above.
-        unsafe { handle::give(out, t) };
-        Ok(())
+        match tdesc_tensor::bind_file(Arc::clone(&f.data), i) {
+            Ok(t) => {
+                // SAFETY: checked above.
+                unsafe { handle::give(out, t) };
+                Ok(())
+            }
+            // The checks are made once, by the bind; a failure is then told as C callers
+            // are promised: NOT_BINDABLE with the reason for an opaque entry.
+            Err(err) => {
+                let e = f.entry(i)?;
+                f.check_bindable(&e)?;
+                Err(err.context(format!("tensor {:?}", e.name())))
+            }
+        }
     })
 }
 

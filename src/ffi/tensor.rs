@@ -11,8 +11,6 @@ use std::ffi::c_void;
 use std::panic::RefUnwindSafe;
 use std::sync::{Arc, OnceLock};
 
-use self_cell::self_cell;
-
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
@@ -27,31 +25,31 @@ use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 /// for as long as a tensor or an export of it holds a clone.
 pub(crate) type Owner = Arc<dyn Any + Send + Sync + RefUnwindSafe>;
 
-/// What a tensor's bound view borrows from, owned by the tensor itself.
-pub(crate) struct Sources {
-    /// The descriptor elements are read through: the public one, or (an import whose
-    /// first element lies above the start of the public descriptor's buffer, see
-    /// `bind_view`) an equivalent one whose buffer starts at that element.
-    read_through: Arc<Descriptor>,
-    /// The parsed file the buffers point into (`tdesc_file_tensor_bind`).
-    file: Option<Arc<FileData>>,
+/// What a tensor's bound view borrows from, owned by the tensor itself. Everything it
+/// holds is behind an `Arc`, so the memory a view borrows never moves when the tensor
+/// does.
+enum Sources {
+    /// A descriptor bound to caller (or producer-owned) buffers: the descriptor elements
+    /// are read through — the public one, or (an import whose first element lies above
+    /// the start of the public descriptor's buffer, see `bind_view`) an equivalent one
+    /// whose buffer starts at that element.
+    Descriptor(Arc<Descriptor>),
+    /// Entry `i` of a parsed file, read through the file reader's own descriptor and
+    /// the file's memory (`tdesc_file_tensor_bind`): nothing is copied or counted per
+    /// bind but the file itself.
+    File(Arc<FileData>, usize),
 }
-
-self_cell!(
-    /// A bound tensor together with the descriptor (and file) it borrows from.
-    struct Bound {
-        owner: Sources,
-        #[covariant]
-        dependent: BoundTensor,
-    }
-);
 
 /// A descriptor bound to host buffers. Immutable; may be read from several threads at
 /// once. Created by `tdesc_tensor_bind`, released by `tdesc_tensor_free`.
 pub struct tdesc_tensor {
-    bound: Bound,
+    // Borrows from what `sources` owns (the descriptor, the file), never from the tensor
+    // itself; its lifetime is widened to 'static at construction and narrowed back to the
+    // tensor's in `bound()`. Declared first so that it is dropped before `sources`.
+    bound: BoundTensor<'static>,
+    sources: Sources,
     // The public descriptor when it is not the one elements are read through (a DLPack
-    // import's view); None: the one in `bound`'s sources.
+    // import's view); None: the one in `sources`.
     public: Option<Arc<Descriptor>>,
     // Its handle, made on the first `tdesc_tensor_descriptor` call (most tensors never
     // need one); boxed so its address never moves.
@@ -65,6 +63,18 @@ pub struct tdesc_tensor {
     owner: Option<Owner>,
 }
 
+/// `d` with an unbounded lifetime, for a view the tensor that owns `d`'s `Arc` keeps.
+///
+/// # Safety
+/// The returned reference (and whatever borrows from it) must not outlive `d`'s `Arc`:
+/// the caller stores both in one `tdesc_tensor`, the borrower in `bound`, which is dropped
+/// first and only ever lent out for the tensor's own lifetime.
+unsafe fn unbounded<T>(d: &Arc<T>) -> &'static T {
+    // SAFETY: the `Arc`'s value lives on the heap at a fixed address until its last
+    // reference is dropped; the caller keeps a reference for as long as the result lives.
+    unsafe { &*Arc::as_ptr(d) }
+}
+
 impl tdesc_tensor {
     /// Bind `desc` to the caller's memory: `slices` gets the descriptor and returns one
     /// slice per effective buffer (valid for the tensor's life by the caller's promise).
@@ -72,38 +82,21 @@ impl tdesc_tensor {
         desc: &tdesc_descriptor,
         slices: impl FnOnce(&Descriptor) -> Result<Vec<&'static [u8]>>,
     ) -> Result<tdesc_tensor> {
-        let sources = Sources {
-            read_through: Arc::clone(desc.descriptor()),
-            file: None,
-        };
-        let bound = Bound::try_new(sources, |s| {
-            BoundTensor::bind(&s.read_through, slices(&s.read_through)?)
-        })?;
-        Ok(tdesc_tensor::assemble(bound, None))
+        let d = Arc::clone(desc.descriptor());
+        // SAFETY: `d` is stored in the tensor beside the view (see `unbounded`).
+        let read = unsafe { unbounded(&d) };
+        let bound = BoundTensor::bind(read, slices(read)?)?;
+        Ok(tdesc_tensor::assemble(bound, Sources::Descriptor(d), None))
     }
 
-    /// Bind entry `i` of `file` (its descriptor `desc`) to the file's memory. The tensor
-    /// keeps the file alive and is read-only.
-    pub(crate) fn bind_file(
-        file: Arc<FileData>,
-        i: usize,
-        desc: Arc<Descriptor>,
-    ) -> Result<tdesc_tensor> {
-        // The descriptor and the file are each held once, in the sources: the public
-        // descriptor is the one read through, and the file is the buffers' owner (each
-        // reference counted once per bind, not once per use).
-        let sources = Sources {
-            read_through: desc,
-            file: Some(file),
-        };
-        let bound = Bound::try_new(sources, |s| {
-            let file = s.file.as_ref().ok_or_else(|| {
-                Error::new(ErrorKind::Internal, "a file binding without its file")
-            })?;
-            let entry = file.reader_entry(i)?;
-            Ok::<_, Error>(BoundTensor::bind(&s.read_through, entry.buffers()?)?.into_read_only())
-        })?;
-        Ok(tdesc_tensor::assemble(bound, None))
+    /// Bind entry `i` of `file` to the file's memory, exactly as the Rust
+    /// `TensorEntry::bound` does (the reader's own descriptor, no copy). The tensor keeps
+    /// the file alive and is read-only.
+    pub(crate) fn bind_file(file: Arc<FileData>, i: usize) -> Result<tdesc_tensor> {
+        // SAFETY: `file` is stored in the tensor beside the view (see `unbounded`).
+        let data = unsafe { unbounded(&file) };
+        let bound = data.reader_entry(i)?.bound()?;
+        Ok(tdesc_tensor::assemble(bound, Sources::File(file, i), None))
     }
 
     /// A tensor whose public descriptor is `public` but whose elements are read through
@@ -115,21 +108,26 @@ impl tdesc_tensor {
         view: Arc<Descriptor>,
         slices: Vec<&'static [u8]>,
     ) -> Result<tdesc_tensor> {
-        let sources = Sources {
-            read_through: view,
-            file: None,
-        };
-        let bound = Bound::try_new(sources, |s| {
-            BoundTensor::bind_unaligned(&s.read_through, slices)
-        })?;
-        Ok(tdesc_tensor::assemble(bound, Some(public)))
+        // SAFETY: `view` is stored in the tensor beside the bound view (see `unbounded`).
+        let read = unsafe { unbounded(&view) };
+        let bound = BoundTensor::bind_unaligned(read, slices)?;
+        Ok(tdesc_tensor::assemble(
+            bound,
+            Sources::Descriptor(view),
+            Some(public),
+        ))
     }
 
-    /// The tensor of `bound`, whose public descriptor is `public`, or the one it reads
-    /// through when None.
-    fn assemble(bound: Bound, public: Option<Arc<Descriptor>>) -> tdesc_tensor {
+    /// The tensor of `bound` (borrowing from `sources`), whose public descriptor is
+    /// `public`, or the one it reads through when None.
+    fn assemble(
+        bound: BoundTensor<'static>,
+        sources: Sources,
+        public: Option<Arc<Descriptor>>,
+    ) -> tdesc_tensor {
         tdesc_tensor {
             bound,
+            sources,
             public,
             desc: OnceLock::new(),
             dlpack_origin: None,
@@ -158,23 +156,33 @@ impl tdesc_tensor {
 
     /// The bound tensor.
     pub(crate) fn bound(&self) -> &BoundTensor<'_> {
-        self.bound.borrow_dependent()
+        // Narrowed to the tensor's lifetime: the view never outlives its sources.
+        &self.bound
     }
 
     /// The owner of the buffer memory, when the library holds it: an imported DLPack
     /// tensor's producer, or the file the buffers lie in.
     pub(crate) fn owner(&self) -> Option<Owner> {
-        self.owner.clone().or_else(|| {
-            let f = self.bound.borrow_owner().file.as_ref()?;
-            Some(Arc::clone(f) as Owner)
+        self.owner.clone().or_else(|| match &self.sources {
+            Sources::File(f, _) => Some(Arc::clone(f) as Owner),
+            Sources::Descriptor(_) => None,
         })
     }
 
     /// The public descriptor (what `tdesc_tensor_descriptor` shows).
-    fn public(&self) -> &Arc<Descriptor> {
-        self.public
-            .as_ref()
-            .unwrap_or(&self.bound.borrow_owner().read_through)
+    fn public(&self) -> Result<&Arc<Descriptor>> {
+        if let Some(p) = &self.public {
+            return Ok(p);
+        }
+        match &self.sources {
+            Sources::Descriptor(d) => Ok(d),
+            Sources::File(f, i) => f.reader_entry(*i)?.shared_descriptor().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Internal,
+                    "a bound file tensor without its descriptor",
+                )
+            }),
+        }
     }
 }
 
@@ -341,9 +349,14 @@ pub unsafe extern "C" fn tdesc_tensor_descriptor(
     // SAFETY: caller promise on `t`.
     guard_value(std::ptr::null(), || {
         let t = unsafe { tensor_arg(t)? };
-        let d = t
-            .desc
-            .get_or_init(|| Box::new(tdesc_descriptor::share(Arc::clone(t.public()))));
+        let d = match t.desc.get() {
+            Some(d) => d,
+            None => {
+                let public = Arc::clone(t.public()?);
+                t.desc
+                    .get_or_init(|| Box::new(tdesc_descriptor::share(public)))
+            }
+        };
         Ok(&**d as *const tdesc_descriptor)
     })
 }
