@@ -415,6 +415,7 @@ fn transpose_box(
                 while tb < n[ob] {
                     let lb = tb_max.min(n[ob] - tb) as usize;
                     x[r] = lo[r] + tr;
+                    let mut runs: [&[u8]; 8] = [&[]; 8];
                     for j in 0..lb {
                         x[ob] = lo[ob] + tb + j as u64;
                         let b = src.byte0 + src.pos(&x[..rank]) * cs as i128;
@@ -424,6 +425,15 @@ fn transpose_box(
                             .get(start..start + lr * cs)
                             .ok_or_else(|| oob(region))?;
                         match cs {
+                            // One-byte codes: eight columns at a time, 8 × 8 bytes
+                            // transposed in registers; the columns past the last whole
+                            // eight one by one.
+                            1 if j < lb / 8 * 8 => {
+                                runs[j % 8] = run;
+                                if j % 8 == 7 {
+                                    gather_8_columns(&runs, &mut tile, lb, j - 7);
+                                }
+                            }
                             1 => gather_t::<1>(run, &mut tile, lb, j),
                             2 => gather_t::<2>(run, &mut tile, lb, j),
                             4 => gather_t::<4>(run, &mut tile, lb, j),
@@ -474,6 +484,59 @@ fn gather_t<const N: usize>(run: &[u8], tile: &mut [u8], lb: usize, j: usize) {
     }
 }
 
+/// The one-byte codes of eight equally long source runs (columns `j0 .. j0 + 8` of the
+/// tile) to their slots `i·lb + j0 + m` of `tile`: eight rows at a time as an 8 × 8 byte
+/// transpose of eight words, the rows past the last whole eight one by one.
+fn gather_8_columns(runs: &[&[u8]; 8], tile: &mut [u8], lb: usize, j0: usize) {
+    let len = runs[0].len();
+    let whole = len / 8 * 8;
+    let mut i = 0;
+    while i < whole {
+        let mut a = [0u64; 8];
+        for (w, run) in a.iter_mut().zip(runs) {
+            if let Some(b) = run.get(i..i + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+                *w = u64::from_le_bytes(b);
+            }
+        }
+        for (k, w) in transpose_8x8(a).iter().enumerate() {
+            let at = (i + k) * lb + j0;
+            if let Some(d) = tile.get_mut(at..at + 8) {
+                d.copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        i += 8;
+    }
+    for (m, run) in runs.iter().enumerate() {
+        for (k, &c) in run.iter().enumerate().skip(whole) {
+            if let Some(d) = tile.get_mut(k * lb + j0 + m) {
+                *d = c;
+            }
+        }
+    }
+}
+
+/// The 8 × 8 byte matrix whose row `r` is word `a[r]` (byte `c` its column `c`,
+/// little-endian), transposed: three rounds of block swaps (4 × 4, 2 × 2, 1 × 1).
+#[inline(always)]
+fn transpose_8x8(mut a: [u64; 8]) -> [u64; 8] {
+    for r in 0..4 {
+        let t = ((a[r] >> 32) ^ a[r + 4]) & 0x0000_0000_FFFF_FFFF;
+        a[r] ^= t << 32;
+        a[r + 4] ^= t;
+    }
+    for r in [0, 1, 4, 5] {
+        let t = ((a[r] >> 16) ^ a[r + 2]) & 0x0000_FFFF_0000_FFFF;
+        a[r] ^= t << 16;
+        a[r + 2] ^= t;
+    }
+    for r in [0, 2, 4, 6] {
+        let t = ((a[r] >> 8) ^ a[r + 1]) & 0x00FF_00FF_00FF_00FF;
+        a[r] ^= t << 8;
+        a[r + 1] ^= t;
+    }
+    a
+}
+
 /// Fill `dst` with copies of the `N`-byte element `elem` (fixed-size stores).
 #[inline(always)]
 fn fill_t<const N: usize>(dst: &mut [u8], elem: &[u8]) {
@@ -481,6 +544,42 @@ fn fill_t<const N: usize>(dst: &mut [u8], elem: &[u8]) {
         for d in dst.chunks_exact_mut(N) {
             if let Ok(d) = <&mut [u8; N]>::try_from(d) {
                 *d = e;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eight_columns_gather_as_one_by_one() {
+        for (len, lb) in [(32usize, 128usize), (13, 16), (8, 8), (7, 24), (1, 8)] {
+            let cols: Vec<Vec<u8>> = (0..8)
+                .map(|m| (0..len).map(|i| (i * 31 + m * 7 + 3) as u8).collect())
+                .collect();
+            let runs: [&[u8]; 8] = std::array::from_fn(|m| &cols[m][..]);
+            let j0 = lb - 8;
+            let mut fast = vec![0xEEu8; len * lb];
+            let mut slow = fast.clone();
+            gather_8_columns(&runs, &mut fast, lb, j0);
+            for (m, run) in runs.iter().enumerate() {
+                gather_t::<1>(run, &mut slow, lb, j0 + m);
+            }
+            assert_eq!(fast, slow, "len {len}, lb {lb}");
+        }
+    }
+
+    #[test]
+    fn transpose_8x8_swaps_rows_and_columns() {
+        let a: [u64; 8] = std::array::from_fn(|r| {
+            u64::from_le_bytes(std::array::from_fn(|c| (16 * r + c) as u8))
+        });
+        let t = transpose_8x8(a);
+        for (r, w) in t.iter().enumerate() {
+            for (c, b) in w.to_le_bytes().iter().enumerate() {
+                assert_eq!(*b as usize, 16 * c + r);
             }
         }
     }

@@ -250,13 +250,18 @@ impl Values<'_> {
                         && zps.is_none()
                         && stride == 4
                         && self.out == OutputType::Float32
-                        && st_t == Float32
+                        && matches!(st_t, Float32 | Float16 | Bfloat16)
                         && matches!(et, Int8 | Uint8)
                         && n > 0
                     {
-                        if let Some(r) =
-                            per_element_f32(codes, n, out, off, scales, entry(0), et == Int8)
-                        {
+                        if let Some(r) = per_element_f32(
+                            codes,
+                            n,
+                            out,
+                            off,
+                            (scales, st_t, entry(0)),
+                            et == Int8,
+                        ) {
                             return Some(Ok(r));
                         }
                     }
@@ -740,35 +745,53 @@ impl<'o> F64Out<'o> {
     }
 }
 
-/// `n` one-byte codes (signed when `signed`) times consecutive FLOAT32 scales from entry
-/// `j0`, as FLOAT32 at byte `off` of a contiguous output: `code × scale` rounded once in
-/// `f32`, as the element-wise path computes it. `None` (nothing written) when the scales
-/// or the output are not where they should be, or the output is not aligned; the caller
-/// then takes the general path, which reports the problem.
+/// `n` one-byte codes (signed when `signed`) times consecutive FLOAT32, FLOAT16 or
+/// BFLOAT16 scales (`scales`: the bytes, their type and the first entry), as FLOAT32 at
+/// byte `off` of a contiguous output: `code × scale` rounded once in `f32`, as the
+/// element-wise path computes it (a 16-bit scale is exact in `f32`). `None` (nothing
+/// written) when the scales or the output are not where they should be, the output is
+/// not aligned or the scale type is another; the caller then takes the general path,
+/// which reports the problem.
 fn per_element_f32(
     codes: &[u8],
     n: usize,
     out: &mut [u8],
     off: i64,
-    scales: &[u8],
-    j0: u64,
+    (scales, scale_type, j0): (&[u8], ElementType, u64),
     signed: bool,
 ) -> Option<()> {
+    let w = match scale_type {
+        ElementType::Float32 => 4,
+        ElementType::Float16 | ElementType::Bfloat16 => 2,
+        _ => return None,
+    };
     let codes = codes.get(..n)?;
-    let s0 = usize::try_from(j0).ok()?.checked_mul(4)?;
-    let sb = scales.get(s0..s0.checked_add(n.checked_mul(4)?)?)?;
+    let s0 = usize::try_from(j0).ok()?.checked_mul(w)?;
+    let sb = scales.get(s0..s0.checked_add(n.checked_mul(w)?)?)?;
     let o = usize::try_from(off).ok()?;
     let dst = out.get_mut(o..o.checked_add(n * 4)?)?;
     let dst: &mut [f32] = bytemuck::try_cast_slice_mut(dst).ok()?;
-    let scale = |s: &[u8]| f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-    if signed {
-        for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact(4)) {
-            *d = (c as i8 as f32) * scale(s);
-        }
-    } else {
-        for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact(4)) {
-            *d = (c as f32) * scale(s);
-        }
+    // One loop per (scale type, signedness), each nothing but the arithmetic.
+    macro_rules! go {
+        ($w:literal, $scale:expr) => {{
+            let scale = $scale;
+            if signed {
+                for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact($w)) {
+                    *d = (c as i8 as f32) * scale(s);
+                }
+            } else {
+                for ((d, &c), s) in dst.iter_mut().zip(codes).zip(sb.chunks_exact($w)) {
+                    *d = (c as f32) * scale(s);
+                }
+            }
+        }};
+    }
+    match scale_type {
+        ElementType::Float32 => go!(4, |s: &[u8]| f32::from_le_bytes([s[0], s[1], s[2], s[3]])),
+        ElementType::Float16 => go!(2, |s: &[u8]| f16_to_f32(u16::from_le_bytes([s[0], s[1]]))),
+        _ => go!(2, |s: &[u8]| f32::from_bits(
+            (u16::from_le_bytes([s[0], s[1]]) as u32) << 16
+        )),
     }
     Some(())
 }

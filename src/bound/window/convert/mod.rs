@@ -68,6 +68,11 @@ pub(super) struct Values<'a> {
     /// Dequantized values are rounded to this type first (FLOAT64: no rounding).
     expressed: ElementType,
     region: Option<u32>,
+    /// One-byte codes with one scale and zero point for the leaf, into FLOAT32: whether
+    /// the codes are signed, the zero point and the scale. A contiguous run of them is
+    /// one call of [`crate::mem::bytes_affine_f32`], decided here once per leaf rather
+    /// than once per run.
+    bytes_f32: Option<(bool, i32, f64)>,
 }
 
 fn missing(region: Option<u32>) -> Error {
@@ -108,6 +113,7 @@ impl<'a> Values<'a> {
             kind: Kind::Raw,
             expressed: ElementType::Float64,
             region,
+            bytes_f32: None,
         };
         if out == OutputType::Raw {
             return Ok(v);
@@ -163,7 +169,27 @@ impl<'a> Values<'a> {
                 ))
             }
         };
+        v.bytes_f32 = v.bytes_f32_plan();
         Ok(v)
+    }
+
+    /// The leaf's [`bytes_f32`](Values::bytes_f32) plan: INT8 or UINT8 codes, a per-tensor
+    /// scheme whose zero point keeps `q − zp` exact in `i32`, the expressed type FLOAT32 or
+    /// FLOAT64, output FLOAT32. `((q − zp) as f64 × scale) as f32` is then the value the
+    /// element-wise path gives: the `f64` product of an integer below 2^9 · 2^31 and a
+    /// scale is rounded once to `f64` and once to FLOAT32 (which the FLOAT32 expressed type
+    /// rounds to anyway), and when the scale is exact in `f32` the `f64` product is exact,
+    /// so this equals the product rounded once in `f32`.
+    fn bytes_f32_plan(&self) -> Option<(bool, i32, f64)> {
+        use ElementType::*;
+        let Kind::PerTensor { scale, zero_point } = self.kind else {
+            return None;
+        };
+        let fits = self.out == OutputType::Float32
+            && matches!(self.et, Int8 | Uint8)
+            && matches!(self.expressed, Float32 | Float64);
+        let zp = i32::try_from(zero_point).ok()?;
+        (fits && zp.unsigned_abs() < (1 << 31) - 256).then_some((self.et == Int8, zp, scale))
     }
 
     /// Name `region` in the errors of the runs from now on (a conversion shared by the
@@ -207,6 +233,16 @@ impl<'a> Values<'a> {
             .ok_or_else(|| oob(self.region))?;
         if let Kind::Raw = self.kind {
             return store_raw(codes, cs, out, off, stride, self.region);
+        }
+        if let (Some((signed, zp, scale)), 4) = (self.bytes_f32, stride) {
+            let dst = usize::try_from(off)
+                .ok()
+                .and_then(|o| out.get_mut(o..o.checked_add(n.checked_mul(4)?)?))
+                .and_then(|d| bytemuck::try_cast_slice_mut::<u8, f32>(d).ok());
+            if let Some(dst) = dst {
+                crate::mem::bytes_affine_f32(dst, codes, signed, zp, scale);
+                return Ok(());
+            }
         }
         if let Some(r) = self.fast_run(codes, x, axis, n, out, off, stride) {
             return r;
