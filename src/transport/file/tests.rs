@@ -204,8 +204,8 @@ fn name_index_radix_sort_is_a_stable_sort_by_key() {
         }
         let mut want = t.keys.clone();
         let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
-        // Stable by the radix prefix; small inputs are sorted by the whole key, which
-        // refines that order.
+        // Stable by the radix prefix; small inputs are sorted by (key, id), which for ids
+        // pushed in order is the stable order by the whole key, a refinement of that.
         if n < 4096 {
             want.sort_by_key(|k| k.0);
         } else {
