@@ -703,6 +703,70 @@ impl Decoder {
         })
     }
 
+    /// A region's prefix after its box — layout tag, flags, element type and reserved
+    /// byte — each field judged as soon as it is read (docs/spec §7.16 step 2).
+    #[inline(always)]
+    fn region_prefix(&self, r: &mut Reader<'_>, level: u8) -> Result<RegionPrefix> {
+        let rtag = r.u8("region_layout_tag")?;
+        let class = classify_in(rtag, self.minor);
+        if class == LayoutClass::Invalid
+            || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
+        {
+            return Err(Error::new(
+                ErrorKind::UnknownLayout,
+                format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
+            ));
+        }
+        if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
+            return Err(Error::new(
+                ErrorKind::SubpavingTooDeep,
+                format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
+            ));
+        }
+        let rflags = r.u8("region_flags")?;
+        let known = if self.minor >= 1 {
+            region_flags::HAS_QUANTIZATION | region_flags::HAS_REGION_ELEMENT_TYPE
+        } else {
+            region_flags::HAS_QUANTIZATION
+        };
+        if rflags & !known != 0 {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("region_flags 0x{rflags:02X} have reserved bits set"),
+            ));
+        }
+        let own_type = r.u8("region element type")?;
+        let res = r.u8("region _reserved")?;
+        let own_type = if rflags & region_flags::HAS_REGION_ELEMENT_TYPE != 0 {
+            Some(
+                ElementType::from_code(own_type)
+                    .map_err(|e| e.context("the region's element type"))?,
+            )
+        } else if own_type != 0 {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!(
+                    "region reserved bytes are 0x{:04X}",
+                    u16::from_le_bytes([own_type, res])
+                ),
+            ));
+        } else {
+            None
+        };
+        if res != 0 {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("region reserved byte 1 is 0x{res:02X}"),
+            ));
+        }
+        Ok(RegionPrefix {
+            tag: rtag,
+            class,
+            flags: rflags,
+            own_type,
+        })
+    }
+
     /// Region `k` of the `count` regions of a level at `level` (inside region `parent`,
     /// or the tensor), read from `r` as the general path reads every region: its prefix
     /// checked field by field, its coordinates and record appended, its body decoded.
@@ -722,9 +786,6 @@ impl Decoder {
     ) -> Result<(u32, Node)> {
         let rank = self.rank;
         let parent_idx = idx(parent);
-        let mut origin = [0u64; MAX_RANK];
-        let mut rshape = [0u64; MAX_RANK];
-        let mut global = [0u64; MAX_RANK];
         let id = self.next_id() as u32;
         let slot = self.d.records.len();
         let pat = r.pos();
@@ -732,86 +793,13 @@ impl Decoder {
             e.context(format!("region {id} (level {level}, child {k})"))
                 .at(pat)
         };
-        for o in origin.iter_mut().take(rank) {
-            *o = r.u64("region origin").map_err(ctx)?;
-        }
-        for s in rshape.iter_mut().take(rank) {
-            *s = r.u64("region_shape").map_err(ctx)?;
-        }
-        for a in 0..rank {
-            if rshape[a] == 0 {
-                return Err(ctx(Error::new(
-                    ErrorKind::LayoutConstraint,
-                    format!("region_shape at byte {pat} has a zero extent on axis {a}"),
-                )));
-            }
-            match origin[a].checked_add(rshape[a]) {
-                Some(end) if end <= extent[a] => {}
-                _ => {
-                    return Err(ctx(Error::new(
-                        ErrorKind::RegionOutOfBounds,
-                        format!(
-                            "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
-                            origin[a], rshape[a], extent[a]
-                        ),
-                    )))
-                }
-            }
-            global[a] = base[a] + origin[a];
-        }
-        // Each prefix field is judged as soon as it is read (docs/spec §7.16 step 2).
-        let rtag = r.u8("region_layout_tag").map_err(ctx)?;
-        let class = classify_in(rtag, self.minor);
-        if class == LayoutClass::Invalid
-            || (class == LayoutClass::Unknown && self.mode == Mode::Strict)
-        {
-            return Err(ctx(Error::new(
-                ErrorKind::UnknownLayout,
-                format!("region_layout_tag 0x{rtag:02X} is not a known layout"),
-            )));
-        }
-        if rtag == tag::SUBPAVING && level >= MAX_SUBPAVING_DEPTH {
-            return Err(ctx(Error::new(
-                ErrorKind::SubpavingTooDeep,
-                format!("region_layout_tag SUBPAVING at depth {level} would open subpaving level {}; the maximum is {MAX_SUBPAVING_DEPTH}", level + 1),
-            )));
-        }
-        let rflags = r.u8("region_flags").map_err(ctx)?;
-        let known = if self.minor >= 1 {
-            region_flags::HAS_QUANTIZATION | region_flags::HAS_REGION_ELEMENT_TYPE
-        } else {
-            region_flags::HAS_QUANTIZATION
-        };
-        if rflags & !known != 0 {
-            return Err(ctx(Error::new(
-                ErrorKind::ReservedNonzero,
-                format!("region_flags 0x{rflags:02X} have reserved bits set"),
-            )));
-        }
-        let own_type = r.u8("region element type").map_err(ctx)?;
-        let res = r.u8("region _reserved").map_err(ctx)?;
-        let own_type = if rflags & region_flags::HAS_REGION_ELEMENT_TYPE != 0 {
-            Some(
-                ElementType::from_code(own_type)
-                    .map_err(|e| ctx(e.context("the region's element type")))?,
-            )
-        } else if own_type != 0 {
-            return Err(ctx(Error::new(
-                ErrorKind::ReservedNonzero,
-                format!(
-                    "region reserved bytes are 0x{:04X}",
-                    u16::from_le_bytes([own_type, res])
-                ),
-            )));
-        } else {
-            None
-        };
-        if res != 0 {
-            return Err(ctx(Error::new(
-                ErrorKind::ReservedNonzero,
-                format!("region reserved byte 1 is 0x{res:02X}"),
-            )));
-        }
+        let (rshape, global) = region_box(r, rank, extent, base, pat).map_err(ctx)?;
+        let RegionPrefix {
+            tag: rtag,
+            class,
+            flags: rflags,
+            own_type,
+        } = self.region_prefix(r, level).map_err(ctx)?;
         let body_len = r.u32("region_body_length").map_err(ctx)?;
         let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
         // A GGML_BLOCKS region of an unknown block type is kept opaque (permissive).
@@ -1049,6 +1037,58 @@ impl Decoder {
         self.d.indexes.push(index);
         (self.d.indexes.len() - 1) as u32
     }
+}
+
+/// A region's layout tag, its class, flags and own element type (FORMAT-1.1 §2).
+struct RegionPrefix {
+    tag: u8,
+    class: LayoutClass,
+    flags: u8,
+    own_type: Option<ElementType>,
+}
+
+/// A region's origin and shape read at byte `pat`, checked against the enclosing
+/// `extent` (no zero extent, no end past it): its shape and its global origin (`base`
+/// plus its origin).
+#[inline(always)]
+fn region_box(
+    r: &mut Reader<'_>,
+    rank: usize,
+    extent: &[u64],
+    base: &[u64],
+    pat: usize,
+) -> Result<([u64; MAX_RANK], [u64; MAX_RANK])> {
+    let mut origin = [0u64; MAX_RANK];
+    let mut rshape = [0u64; MAX_RANK];
+    let mut global = [0u64; MAX_RANK];
+    for o in origin.iter_mut().take(rank) {
+        *o = r.u64("region origin")?;
+    }
+    for s in rshape.iter_mut().take(rank) {
+        *s = r.u64("region_shape")?;
+    }
+    for a in 0..rank {
+        if rshape[a] == 0 {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("region_shape at byte {pat} has a zero extent on axis {a}"),
+            ));
+        }
+        match origin[a].checked_add(rshape[a]) {
+            Some(end) if end <= extent[a] => {}
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::RegionOutOfBounds,
+                    format!(
+                        "axis {a}: origin {} + extent {} exceeds the enclosing extent {}",
+                        origin[a], rshape[a], extent[a]
+                    ),
+                ))
+            }
+        }
+        global[a] = base[a] + origin[a];
+    }
+    Ok((rshape, global))
 }
 
 #[cfg(test)]
