@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tensordesc::layout::tag_name;
 use tensordesc::value::{element_to_f64, element_to_i128};
-use tensordesc::{BoundTensor, Descriptor, ElementType, Error, ErrorKind, Location};
+use tensordesc::{BoundTensor, Descriptor, ElementType, Error, ErrorKind, Location, Quantization};
 
 use super::mode_of;
 use crate::input::{tensor_label, Input, Kind, TensorRef};
@@ -156,9 +156,38 @@ pub fn locate(
     })?;
     let loc = d.locate(&index).map_err(|e| e.context(&label))?;
     // Bind and validate before printing anything, so corrupt contents give one error line.
-    let bound = match &t.buffers {
+    let bound = bind(t, d, &label, validate_contents)?;
+    writeln!(out, "{label}: {}", text::tensor_summary(d))?;
+    writeln!(out, "index: {}", text::index_text(&index))?;
+    let quant = write_node(out, d, loc)?;
+    write_location(out, d, t, loc)?;
+    match bound {
+        None => {
+            let why = match parsed.kind() {
+                Kind::Descriptor => "a bare descriptor carries no buffer data".to_string(),
+                _ => t.problem.map_or_else(
+                    || "the tensor's buffers are not available".to_string(),
+                    |e| format!("{}: {}", e.kind.name(), e.detail),
+                ),
+            };
+            writeln!(out, "value: not available ({why})")?;
+        }
+        Some(bound) => write_value(out, &bound, quant, &index, &label, validate_contents)?,
+    }
+    Ok(())
+}
+
+/// The tensor `t` (descriptor `d`) bound to its buffers, its contents validated with
+/// `validate_contents`; `None` when the input carries no buffers for it.
+fn bind<'a>(
+    t: &TensorRef<'a>,
+    d: &'a Descriptor,
+    label: &str,
+    validate_contents: bool,
+) -> CliResult<Option<BoundTensor<'a>>> {
+    match &t.buffers {
         Some(Ok(bufs)) => {
-            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(&label))?;
+            let bound = BoundTensor::bind(d, bufs.clone()).map_err(|e| e.context(label))?;
             if validate_contents {
                 bound.validate().map_err(|e| {
                     Error::new(
@@ -170,13 +199,20 @@ pub fn locate(
                     )
                 })?;
             }
-            Some(bound)
+            Ok(Some(bound))
         }
-        Some(Err(e)) => return Err(CliError::Tool(e.clone().context(&label))),
-        None => None,
-    };
-    writeln!(out, "{label}: {}", text::tensor_summary(d))?;
-    writeln!(out, "index: {}", text::index_text(&index))?;
+        Some(Err(e)) => Err(CliError::Tool(e.clone().context(label))),
+        None => Ok(None),
+    }
+}
+
+/// The `region path`, `layout` and `quantization` lines of the node (the leaf region, or
+/// the tensor) the element at `loc` lies in; that node's quantization.
+fn write_node<'d>(
+    out: &mut dyn Write,
+    d: &'d Descriptor,
+    loc: Location,
+) -> CliResult<Option<&'d Quantization>> {
     let (leaf, node_layout) = match loc {
         Location::Dense { region, .. } | Location::Lookup { region, .. } => (
             region,
@@ -205,6 +241,16 @@ pub fn locate(
     if let Some(q) = quant {
         writeln!(out, "quantization: {}", text::quant_text(q))?;
     }
+    Ok(quant)
+}
+
+/// The `location` line (and, for a dense element of a file, the `file offset` line).
+fn write_location(
+    out: &mut dyn Write,
+    d: &Descriptor,
+    t: &TensorRef<'_>,
+    loc: Location,
+) -> CliResult<()> {
     match loc {
         Location::Dense {
             buffer,
@@ -254,62 +300,62 @@ pub fn locate(
             )?;
         }
     }
-    match bound {
-        None => {
-            let why = match parsed.kind() {
-                Kind::Descriptor => "a bare descriptor carries no buffer data".to_string(),
-                _ => t.problem.map_or_else(
-                    || "the tensor's buffers are not available".to_string(),
-                    |e| format!("{}: {}", e.kind.name(), e.detail),
+    Ok(())
+}
+
+/// The `contents`, `stored` and `value` lines of the element at `index` of `bound`, whose
+/// node has the quantization `quant`.
+fn write_value(
+    out: &mut dyn Write,
+    bound: &BoundTensor<'_>,
+    quant: Option<&Quantization>,
+    index: &[u64],
+    label: &str,
+    validate_contents: bool,
+) -> CliResult<()> {
+    let d = bound.descriptor();
+    if validate_contents {
+        writeln!(
+            out,
+            "contents: valid (the whole tensor was validated before reading)"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "contents: not validated (--no-validate): the bytes below are read as stored"
+        )?;
+    }
+    let mut raw = vec![0u8; bound.element_bytes()];
+    bound
+        .get_bytes(index, &mut raw)
+        .map_err(|e| e.context(label))?;
+    writeln!(out, "stored: {}", stored_text(d.element_type(), &raw))?;
+    // An unquantized integer is printed exactly (INT64 / UINT64 beyond 2^53 have no
+    // exact f64).
+    let exact = match quant {
+        None => element_to_i128(d.element_type(), &raw),
+        Some(_) => None,
+    };
+    match bound.get_f64(index) {
+        Ok(_) if exact.is_some() => {
+            writeln!(out, "value: {}", exact.unwrap_or_default())?;
+        }
+        Ok(v) => {
+            let precision = quant.map_or(d.element_type(), |q| q.expressed_type);
+            let how = match quant {
+                Some(q) => format!(
+                    " (dequantized {} -> {})",
+                    text::scheme_name(q),
+                    q.expressed_type
                 ),
+                None => String::new(),
             };
-            writeln!(out, "value: not available ({why})")?;
+            writeln!(out, "value: {}{how}", text::value_text(v, precision))?;
         }
-        Some(bound) => {
-            if validate_contents {
-                writeln!(
-                    out,
-                    "contents: valid (the whole tensor was validated before reading)"
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "contents: not validated (--no-validate): the bytes below are read as stored"
-                )?;
-            }
-            let mut raw = vec![0u8; bound.element_bytes()];
-            bound
-                .get_bytes(&index, &mut raw)
-                .map_err(|e| e.context(&label))?;
-            writeln!(out, "stored: {}", stored_text(d.element_type(), &raw))?;
-            // An unquantized integer is printed exactly (INT64 / UINT64 beyond 2^53 have no
-            // exact f64).
-            let exact = match quant {
-                None => element_to_i128(d.element_type(), &raw),
-                Some(_) => None,
-            };
-            match bound.get_f64(&index) {
-                Ok(_) if exact.is_some() => {
-                    writeln!(out, "value: {}", exact.unwrap_or_default())?;
-                }
-                Ok(v) => {
-                    let precision = quant.map_or(d.element_type(), |q| q.expressed_type);
-                    let how = match quant {
-                        Some(q) => format!(
-                            " (dequantized {} -> {})",
-                            text::scheme_name(q),
-                            q.expressed_type
-                        ),
-                        None => String::new(),
-                    };
-                    writeln!(out, "value: {}{how}", text::value_text(v, precision))?;
-                }
-                Err(e) if e.kind == ErrorKind::InvalidArgument => {
-                    // Complex elements: the stored line already shows both parts.
-                }
-                Err(e) => writeln!(out, "value: not available ({})", error_line(&e))?,
-            }
+        Err(e) if e.kind == ErrorKind::InvalidArgument => {
+            // Complex elements: the stored line already shows both parts.
         }
+        Err(e) => writeln!(out, "value: not available ({})", error_line(&e))?,
     }
     Ok(())
 }
