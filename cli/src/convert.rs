@@ -66,7 +66,7 @@ use crate::text;
 use crate::CliResult;
 use header::{Entry, Header};
 use reader::{from_reader, is_sharded, upgrade};
-use source::{header_length, open_input, read_header, read_header_at, Stream};
+use source::{header_length, open_input, read_header, read_header_at, Input, Stream};
 
 /// Inputs at least this large get a progress bar (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
@@ -363,64 +363,48 @@ pub fn run(
     if let Some(what) = other_format(&src.first) {
         return Err(content(format!("{path}: {what}")).into());
     }
-    let n = header_length(&src, input)?;
-    let bytes = read_header(&src, n, input)?;
+    from_safetensors(&src, input, mode, opts, output, alignment, quiet, out)
+}
+
+/// Convert the safetensors input `src` (named `input`): its header read and checked,
+/// then, unless the library's reader groups quantized weights' pieces, every tensor
+/// declared and its data copied (streamed from a pipe or a device).
+#[allow(clippy::too_many_arguments)]
+fn from_safetensors(
+    src: &Input,
+    input: &Path,
+    mode: Mode,
+    opts: ReadOptions,
+    output: &Path,
+    alignment: Option<u32>,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let path = input.display();
+    let n = header_length(src, input)?;
+    let bytes = read_header(src, n, input)?;
     let mut header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     drop(bytes);
     // A safetensors file whose quantized weights may be stored in pieces (a name of a
     // convention's): grouped through the library's reader, which writes them as codes and
     // scales; the streaming path below copies tensors one for one.
-    let pieces = |n: &str| {
-        [
-            "_scale",
-            "_scale_2",
-            "_scale_inv",
-            "_global_scale",
-            "_blocks",
-            "_scales",
-            ".weight_packed",
-        ]
-        .iter()
-        .any(|s| n.ends_with(s))
-    };
-    if opts.group && src.regular && header.tensors().iter().any(|e| pieces(header.name(e))) {
+    if opts.group
+        && src.regular
+        && header
+            .tensors()
+            .iter()
+            .any(|e| is_quantized_piece(header.name(e)))
+    {
         drop(header);
-        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
-        let grouped = r.entries().any(|e| {
-            e.descriptor()
-                .is_some_and(|d| d.effective_buffer_count() > 1)
-        });
-        if grouped {
-            return from_reader(
-                &r,
-                input,
-                "safetensors, quantized weights grouped",
-                output,
-                alignment,
-                quiet,
-                out,
-            );
+        if convert_grouped(input, mode, opts, output, alignment, quiet, out)? {
+            return Ok(());
         }
-        drop(r);
         // Nothing grouped after all: stream it like any safetensors file.
-        let bytes = read_header_at(&src, n, input)?;
+        let bytes = read_header_at(src, n, input)?;
         header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     }
     let data_start = 8 + n;
-    if src.regular {
-        let held = src.meta.len().saturating_sub(data_start);
-        let at = header.data_len();
-        if at != held {
-            let last = header.tensors().last().map_or_else(String::new, |e| {
-                format!(" (the last is {:?})", header.name(e))
-            });
-            return Err(content(format!(
-                "{path}: the tensors' data ends at byte {at} of the data section{last}, but the file holds {held} data bytes{}",
-                if at > held { ": truncated" } else { "" }
-            ))
-            .into());
-        }
-    }
+    check_data_len(src, &header, data_start, input)?;
     check_dtypes(&header).map_err(|e| e.context(&path))?;
     let metadata_keys = header.metadata_pairs().count();
 
@@ -428,47 +412,147 @@ pub fn run(
     let pb = progress(quiet, total);
     let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
     let written = write_output(output, alignment, &pb, |w| {
-        // The metadata entry first (encoded from the header's text, which is then freed).
-        w.set_metadata_strings(header.metadata_pairs())
-            .map_err(|err| err.context(format!("{path}: __metadata__")))?;
-        header.clear_metadata();
-        // Every descriptor is built and declared before anything is written; none is kept.
-        for e in header.tensors() {
-            let name = header.name(e);
-            let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
-            w.declare(name, &d)
-                .map_err(|err| err.context(format!("tensor {name:?}")))?;
-        }
-        let mut stream = (!src.regular).then(|| Stream {
-            file: &src.file,
-            input,
-            buf: vec![0; STREAM_CHUNK],
-            at: 0,
-        });
-        for e in header.tensors() {
-            let name = header.name(e);
-            pb.set_message(format!("{name:?}"));
-            match &mut stream {
-                Some(s) => s.copy(name, e, w, &pb)?,
-                None => copy_range(&src.file, data_start + e.begin, e.len, w, &pb)
-                    .map_err(|err| err.context(format!("writing tensor {name:?}")))?,
-            }
-        }
-        if let Some(s) = &mut stream {
-            s.finish()?;
-        }
-        Ok(())
+        write_safetensors(w, &mut header, src, input, data_start, &pb)
     })?;
 
     if quiet {
         return Ok(());
     }
+    report_safetensors(out, &header, input, output, written, metadata_keys)
+}
+
+/// Whether `name` ends as the piece of a quantized weight does in one of the conventions
+/// the library's reader groups (a scale, a global scale, blocks, packed codes).
+fn is_quantized_piece(name: &str) -> bool {
+    [
+        "_scale",
+        "_scale_2",
+        "_scale_inv",
+        "_global_scale",
+        "_blocks",
+        "_scales",
+        ".weight_packed",
+    ]
+    .iter()
+    .any(|s| name.ends_with(s))
+}
+
+/// Open `input` with the library's reader and, when it grouped any quantized weight's
+/// pieces into one tensor, convert through it: true when converted, false when nothing
+/// was grouped (the reader dropped).
+#[allow(clippy::too_many_arguments)]
+fn convert_grouped(
+    input: &Path,
+    mode: Mode,
+    opts: ReadOptions,
+    output: &Path,
+    alignment: Option<u32>,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<bool> {
+    let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(input.display()))?;
+    let grouped = r.entries().any(|e| {
+        e.descriptor()
+            .is_some_and(|d| d.effective_buffer_count() > 1)
+    });
+    if !grouped {
+        return Ok(false);
+    }
+    from_reader(
+        &r,
+        input,
+        "safetensors, quantized weights grouped",
+        output,
+        alignment,
+        quiet,
+        out,
+    )?;
+    Ok(true)
+}
+
+/// A regular file must hold exactly the data its header's tensors cover, from
+/// `data_start` on.
+fn check_data_len(src: &Input, header: &Header, data_start: u64, input: &Path) -> Result<()> {
+    if !src.regular {
+        return Ok(());
+    }
+    let held = src.meta.len().saturating_sub(data_start);
+    let at = header.data_len();
+    if at != held {
+        let last = header.tensors().last().map_or_else(String::new, |e| {
+            format!(" (the last is {:?})", header.name(e))
+        });
+        return Err(content(format!(
+            "{}: the tensors' data ends at byte {at} of the data section{last}, but the file holds {held} data bytes{}",
+            input.display(),
+            if at > held { ": truncated" } else { "" }
+        )));
+    }
+    Ok(())
+}
+
+/// Fill the directory-first writer `w` from the safetensors input: the metadata entry,
+/// every tensor declared, then every tensor's data, copied from a regular file (its data
+/// section at `data_start`) or streamed from a pipe or a device.
+fn write_safetensors(
+    w: &mut DirectoryWriter<File>,
+    header: &mut Header,
+    src: &Input,
+    input: &Path,
+    data_start: u64,
+    pb: &ProgressBar,
+) -> Result<()> {
+    let path = input.display();
+    // The metadata entry first (encoded from the header's text, which is then freed).
+    w.set_metadata_strings(header.metadata_pairs())
+        .map_err(|err| err.context(format!("{path}: __metadata__")))?;
+    header.clear_metadata();
+    // Every descriptor is built and declared before anything is written; none is kept.
+    for e in header.tensors() {
+        let name = header.name(e);
+        let d = descriptor(header, e).map_err(|err| err.context(&path))?;
+        w.declare(name, &d)
+            .map_err(|err| err.context(format!("tensor {name:?}")))?;
+    }
+    let mut stream = (!src.regular).then(|| Stream {
+        file: &src.file,
+        input,
+        buf: vec![0; STREAM_CHUNK],
+        at: 0,
+    });
+    for e in header.tensors() {
+        let name = header.name(e);
+        pb.set_message(format!("{name:?}"));
+        match &mut stream {
+            Some(s) => s.copy(name, e, w, pb)?,
+            None => copy_range(&src.file, data_start + e.begin, e.len, w, pb)
+                .map_err(|err| err.context(format!("writing tensor {name:?}")))?,
+        }
+    }
+    if let Some(s) = &mut stream {
+        s.finish()?;
+    }
+    Ok(())
+}
+
+/// The summary of a safetensors conversion: the `converted` line, the metadata keys
+/// (`metadata_keys` of them) and one line per tensor. `written` is the output's size
+/// (None when it is not a regular file).
+fn report_safetensors(
+    out: &mut dyn Write,
+    header: &Header,
+    input: &Path,
+    output: &Path,
+    written: Option<u64>,
+    metadata_keys: usize,
+) -> CliResult<()> {
+    let path = input.display();
     let n = header.tensors().len();
     writeln!(
         out,
         "converted {n} tensor{} ({} of data) from {} to {} ({})",
         if n == 1 { "" } else { "s" },
-        text::short_bytes(total),
+        text::short_bytes(header.data_len()),
         input.display(),
         output.display(),
         written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
@@ -482,7 +566,7 @@ pub fn run(
         )?;
     }
     for e in header.tensors() {
-        let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
+        let d = descriptor(header, e).map_err(|err| err.context(&path))?;
         writeln!(out, "  {:?}: {}", header.name(e), text::tensor_summary(&d))?;
     }
     Ok(())
