@@ -49,6 +49,85 @@ fn reads_tensors_in_data_order_with_their_shapes() {
     assert_eq!(std::mem::size_of::<Entry>(), 32);
 }
 
+/// Malformed headers, each with a part of the error's detail that names what is wrong
+/// (and the tensor, where there is one).
+const MALFORMED: &[(&str, &str)] = &[
+    (
+        r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+        "tensor \"a\": data_offsets [0, 8] hold 8 bytes; shape [3] of F32 needs 12",
+    ),
+    (
+        r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#,
+        "end before they start",
+    ),
+    (
+        r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#,
+        "does not fill whole bytes",
+    ),
+    (
+        r#"{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}"#,
+        "overflows",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}"#,
+        "tensor \"b\": data_offsets [2, 3] should start at byte 1",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}"#,
+        "tensor \"a\": \"shape\": invalid value",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}}"#,
+        "tensor \"a\": \"data_offsets\": not two non-negative integers",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[1]}}"#,
+        "tensor \"a\": \"data_offsets\": not two non-negative integers",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1]}}"#,
+        "tensor \"a\": missing field `data_offsets`",
+    ),
+    (
+        r#"{"a":{"dtype":7,"shape":[1],"data_offsets":[0,1]}}"#,
+        "tensor \"a\": \"dtype\": invalid type",
+    ),
+    (r#"{"a":[1]}"#, "tensor \"a\": invalid type: sequence"),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}"#,
+        "tensor \"a\" appears twice",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"shape":[1],"data_offsets":[0,1]}}"#,
+        "duplicate field `shape`",
+    ),
+    (
+        r#"{"__metadata__":{"k":1}}"#,
+        "__metadata__ must be a JSON object whose values are strings",
+    ),
+    (
+        r#"{"__metadata__":{"k":"1","k":"2"}}"#,
+        "__metadata__ has the key \"k\" twice",
+    ),
+    (
+        r#"{"__metadata__":{},"__metadata__":{}}"#,
+        "the key \"__metadata__\" twice",
+    ),
+    (
+        r#"{"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
+        "empty name",
+    ),
+    (r#"[]"#, "not the JSON object safetensors expects"),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}} x"#,
+        "trailing characters",
+    ),
+    (
+        r#"{"a":{"dtype":"U8","shape":[1],"data_off"#,
+        "tensor \"a\": EOF",
+    ),
+];
+
 #[test]
 fn errors_name_the_tensor() {
     let e = err(
@@ -61,82 +140,7 @@ fn errors_name_the_tensor() {
         "{}",
         e.detail
     );
-    for (h, wants) in [
-        (
-            r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
-            "tensor \"a\": data_offsets [0, 8] hold 8 bytes; shape [3] of F32 needs 12",
-        ),
-        (
-            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#,
-            "end before they start",
-        ),
-        (
-            r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#,
-            "does not fill whole bytes",
-        ),
-        (
-            r#"{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}"#,
-            "overflows",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}"#,
-            "tensor \"b\": data_offsets [2, 3] should start at byte 1",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}"#,
-            "tensor \"a\": \"shape\": invalid value",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}}"#,
-            "tensor \"a\": \"data_offsets\": not two non-negative integers",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[1]}}"#,
-            "tensor \"a\": \"data_offsets\": not two non-negative integers",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1]}}"#,
-            "tensor \"a\": missing field `data_offsets`",
-        ),
-        (
-            r#"{"a":{"dtype":7,"shape":[1],"data_offsets":[0,1]}}"#,
-            "tensor \"a\": \"dtype\": invalid type",
-        ),
-        (r#"{"a":[1]}"#, "tensor \"a\": invalid type: sequence"),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}"#,
-            "tensor \"a\" appears twice",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"shape":[1],"data_offsets":[0,1]}}"#,
-            "duplicate field `shape`",
-        ),
-        (
-            r#"{"__metadata__":{"k":1}}"#,
-            "__metadata__ must be a JSON object whose values are strings",
-        ),
-        (
-            r#"{"__metadata__":{"k":"1","k":"2"}}"#,
-            "__metadata__ has the key \"k\" twice",
-        ),
-        (
-            r#"{"__metadata__":{},"__metadata__":{}}"#,
-            "the key \"__metadata__\" twice",
-        ),
-        (
-            r#"{"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
-            "empty name",
-        ),
-        (r#"[]"#, "not the JSON object safetensors expects"),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}} x"#,
-            "trailing characters",
-        ),
-        (
-            r#"{"a":{"dtype":"U8","shape":[1],"data_off"#,
-            "tensor \"a\": EOF",
-        ),
-    ] {
+    for (h, wants) in MALFORMED {
         let e = err(h);
         assert!(
             e.detail.contains(wants),
