@@ -18,11 +18,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tensordesc::{
-    BufferHandle, DeviceType, Error, ErrorKind, MemoryClass, NodeSpec, Result, TensorBuilder,
+    BufferHandle, DeviceType, ElementType, Error, ErrorKind, MemoryClass, NodeSpec, Result,
+    TensorBuilder,
 };
 
 use crate::errors::Fail;
-use crate::node::{compact_strides, dense_plan};
+use crate::node::{compact_strides, dense_plan, DensePlan};
 use crate::source::{AlignedBytes, Held, Keep, MemBuf, MemTensor, Source};
 
 pub const VERSIONED_NAME: &CStr = c"dltensor_versioned";
@@ -184,6 +185,60 @@ pub fn export(
 ) -> PyResult<Py<PyAny>> {
     let d = held.src.descriptor().map_err(Fail)?;
     let plan = dense_plan(d, region).map_err(Fail)?;
+    check_exportable(&plan)?;
+    let shape = plan
+        .shape
+        .iter()
+        .map(|&e| {
+            i64::try_from(e).map_err(|_| {
+                Fail(Error::new(
+                    ErrorKind::Overflow,
+                    format!("extent {e} exceeds int64"),
+                ))
+            })
+        })
+        .collect::<std::result::Result<Vec<i64>, Fail>>()?;
+    let memory = exported_memory(held, &plan, req.copy)?;
+    // A SPLAT is one element seen at every index: never writable through an export.
+    let read_only =
+        memory.read_only || plan.splat || (plan.handle.read_only && memory.copy.is_none());
+    let dl_tensor = DLTensor {
+        data: memory.data,
+        device: DLDevice {
+            device_type: plan.handle.device_type.code() as i32,
+            device_id: plan.handle.device_id as i32,
+        },
+        ndim: shape.len() as i32,
+        dtype: dl_dtype(plan.et),
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: memory.byte_offset,
+    };
+    let parts = ExportParts {
+        shape,
+        strides: plan.strides,
+        _held: held.clone(),
+        _copy: memory.copy,
+    };
+    match req.version {
+        Some(v) => versioned_capsule(py, v, read_only, dl_tensor, parts),
+        None => {
+            if read_only {
+                // The legacy struct has no flags: a consumer could not know it must not
+                // write (numpy refuses the same for its read-only arrays).
+                return Err(PyBufferError::new_err(format!(
+                    "DLPack export of {}: the memory is read-only (a file mapping or a read-only array) and the legacy (unversioned) DLPack protocol cannot say so; call __dlpack__(max_version=(1, 0)) or newer (numpy >= 2.1 and torch >= 2.4 do)",
+                    plan.what
+                )));
+            }
+            legacy_capsule(py, dl_tensor, parts)
+        }
+    }
+}
+
+/// A node DLPack can carry: not quantized (DLPack has no quantization parameters) and in
+/// memory the host reads.
+fn check_exportable(plan: &DensePlan) -> PyResult<()> {
     if plan.quantized {
         return Err(Fail(Error::new(
             ErrorKind::NotBindable,
@@ -205,141 +260,134 @@ pub fn export(
         ))
         .into());
     }
-    let shape = plan
-        .shape
-        .iter()
-        .map(|&e| {
-            i64::try_from(e).map_err(|_| {
-                Fail(Error::new(
-                    ErrorKind::Overflow,
-                    format!("extent {e} exceeds int64"),
-                ))
-            })
-        })
-        .collect::<std::result::Result<Vec<i64>, Fail>>()?;
+    Ok(())
+}
+
+/// The memory an export exposes.
+struct ExportedMemory {
+    /// The address DLPack's `data` holds (NULL for no elements).
+    data: *mut c_void,
+    byte_offset: u64,
+    /// The copy made for `copy=True`, which `data` addresses.
+    copy: Option<AlignedBytes>,
+    /// Whether the source buffer is read-only (false for a copy).
+    read_only: bool,
+}
+
+/// The memory exported for the node of `plan`: none for no elements, an aligned copy with
+/// `copy`, else the node's buffer where it lies (which must be aligned to its elements).
+fn exported_memory(held: &Held, plan: &DensePlan, copy: bool) -> PyResult<ExportedMemory> {
     let (bytes, read_only) = held.src.buffer(plan.buffer).map_err(Fail)?;
-    let empty = plan.element_count() == 0;
-    let (data, byte_offset, copy, read_only) = if empty {
-        (std::ptr::null_mut(), 0, None, read_only)
-    } else if req.copy {
+    if plan.element_count() == 0 {
+        return Ok(ExportedMemory {
+            data: std::ptr::null_mut(),
+            byte_offset: 0,
+            copy: None,
+            read_only,
+        });
+    }
+    if copy {
         let c = AlignedBytes::copy_of(bytes, 256).map_err(Fail)?;
         let p = c.as_slice().as_ptr() as *mut c_void;
-        (p, plan.byte_offset, Some(c), false)
-    } else {
-        // Consumers load elements with aligned loads: memory below its element's
-        // alignment (possible in format 1.1) is exported only as a copy.
-        check_element_aligned(bytes, plan.byte_offset, plan.et, &plan.what).map_err(|e| {
-            Fail(Error::new(
-                e.kind,
-                format!(
-                    "{}; __dlpack__(copy=True) exports an aligned copy",
-                    e.detail
-                ),
-            ))
-        })?;
-        (
-            bytes.as_ptr() as *mut c_void,
-            plan.byte_offset,
-            None,
-            read_only,
-        )
-    };
-    // A SPLAT is one element seen at every index: never writable through an export.
-    let read_only = read_only || plan.splat || (plan.handle.read_only && copy.is_none());
-    let dl_tensor = DLTensor {
-        data,
-        device: DLDevice {
-            device_type: plan.handle.device_type.code() as i32,
-            device_id: plan.handle.device_id as i32,
+        return Ok(ExportedMemory {
+            data: p,
+            byte_offset: plan.byte_offset,
+            copy: Some(c),
+            read_only: false,
+        });
+    }
+    // Consumers load elements with aligned loads: memory below its element's
+    // alignment (possible in format 1.1) is exported only as a copy.
+    check_element_aligned(bytes, plan.byte_offset, plan.et, &plan.what).map_err(|e| {
+        Fail(Error::new(
+            e.kind,
+            format!(
+                "{}; __dlpack__(copy=True) exports an aligned copy",
+                e.detail
+            ),
+        ))
+    })?;
+    Ok(ExportedMemory {
+        data: bytes.as_ptr() as *mut c_void,
+        byte_offset: plan.byte_offset,
+        copy: None,
+        read_only,
+    })
+}
+
+/// A versioned capsule (`dltensor_versioned`, DLPack `v`) around `dl_tensor` and `parts`.
+fn versioned_capsule(
+    py: Python<'_>,
+    v: DLPackVersion,
+    read_only: bool,
+    dl_tensor: DLTensor,
+    parts: ExportParts,
+) -> PyResult<Py<PyAny>> {
+    let mut flags = 0;
+    if read_only {
+        flags |= FLAG_READ_ONLY;
+    }
+    if parts._copy.is_some() {
+        flags |= FLAG_IS_COPIED;
+    }
+    let raw = Box::into_raw(Box::new(VersionedExport {
+        managed: DLManagedTensorVersioned {
+            version: v,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(versioned_deleter),
+            flags,
+            dl_tensor,
         },
-        ndim: shape.len() as i32,
-        dtype: dl_dtype(plan.et),
-        shape: std::ptr::null_mut(),
-        strides: std::ptr::null_mut(),
-        byte_offset,
-    };
-    let parts = ExportParts {
-        shape,
-        strides: plan.strides,
-        _held: held.clone(),
-        _copy: copy,
-    };
-    let capsule = match req.version {
-        Some(v) => {
-            let mut flags = 0;
-            if read_only {
-                flags |= FLAG_READ_ONLY;
-            }
-            if parts._copy.is_some() {
-                flags |= FLAG_IS_COPIED;
-            }
-            let raw = Box::into_raw(Box::new(VersionedExport {
-                managed: DLManagedTensorVersioned {
-                    version: v,
-                    manager_ctx: std::ptr::null_mut(),
-                    deleter: Some(versioned_deleter),
-                    flags,
-                    dl_tensor,
-                },
-                parts,
-            }));
-            LIVE_EXPORTS.fetch_add(1, Ordering::SeqCst);
-            // SAFETY: `raw` is the live allocation just leaked and not yet shared. The
-            // shape and stride vectors are never resized while it lives, so their heap
-            // pointers stay valid until the deleter frees it. Rank 0 keeps them NULL.
-            unsafe {
-                let e = &mut *raw;
-                e.managed.manager_ctx = raw as *mut c_void;
-                if !e.parts.shape.is_empty() {
-                    e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
-                    e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
-                }
-                new_capsule(
-                    py,
-                    raw as *mut c_void,
-                    VERSIONED_NAME,
-                    versioned_capsule_destructor,
-                    || versioned_deleter(raw as *mut DLManagedTensorVersioned),
-                )?
-            }
+        parts,
+    }));
+    LIVE_EXPORTS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: `raw` is the live allocation just leaked and not yet shared. The
+    // shape and stride vectors are never resized while it lives, so their heap
+    // pointers stay valid until the deleter frees it. Rank 0 keeps them NULL.
+    unsafe {
+        let e = &mut *raw;
+        e.managed.manager_ctx = raw as *mut c_void;
+        if !e.parts.shape.is_empty() {
+            e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
+            e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
         }
-        None => {
-            if read_only {
-                // The legacy struct has no flags: a consumer could not know it must not
-                // write (numpy refuses the same for its read-only arrays).
-                return Err(PyBufferError::new_err(format!(
-                    "DLPack export of {}: the memory is read-only (a file mapping or a read-only array) and the legacy (unversioned) DLPack protocol cannot say so; call __dlpack__(max_version=(1, 0)) or newer (numpy >= 2.1 and torch >= 2.4 do)",
-                    plan.what
-                )));
-            }
-            let raw = Box::into_raw(Box::new(LegacyExport {
-                managed: DLManagedTensor {
-                    dl_tensor,
-                    manager_ctx: std::ptr::null_mut(),
-                    deleter: Some(legacy_deleter),
-                },
-                parts,
-            }));
-            LIVE_EXPORTS.fetch_add(1, Ordering::SeqCst);
-            // SAFETY: as for the versioned export.
-            unsafe {
-                let e = &mut *raw;
-                e.managed.manager_ctx = raw as *mut c_void;
-                if !e.parts.shape.is_empty() {
-                    e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
-                    e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
-                }
-                new_capsule(
-                    py,
-                    raw as *mut c_void,
-                    LEGACY_NAME,
-                    legacy_capsule_destructor,
-                    || legacy_deleter(raw as *mut DLManagedTensor),
-                )?
-            }
+        new_capsule(
+            py,
+            raw as *mut c_void,
+            VERSIONED_NAME,
+            versioned_capsule_destructor,
+            || versioned_deleter(raw as *mut DLManagedTensorVersioned),
+        )
+    }
+}
+
+/// A legacy capsule (`dltensor`) around `dl_tensor` and `parts`.
+fn legacy_capsule(py: Python<'_>, dl_tensor: DLTensor, parts: ExportParts) -> PyResult<Py<PyAny>> {
+    let raw = Box::into_raw(Box::new(LegacyExport {
+        managed: DLManagedTensor {
+            dl_tensor,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(legacy_deleter),
+        },
+        parts,
+    }));
+    LIVE_EXPORTS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: as for the versioned export.
+    unsafe {
+        let e = &mut *raw;
+        e.managed.manager_ctx = raw as *mut c_void;
+        if !e.parts.shape.is_empty() {
+            e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
+            e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
         }
-    };
-    Ok(capsule)
+        new_capsule(
+            py,
+            raw as *mut c_void,
+            LEGACY_NAME,
+            legacy_capsule_destructor,
+            || legacy_deleter(raw as *mut DLManagedTensor),
+        )
+    }
 }
 
 /// A capsule named `name` around `ptr`; when the capsule cannot be made, `release` frees
@@ -589,60 +637,10 @@ pub fn import(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Arc<Held>> {
 
 /// The descriptor of a DLPack tensor and the bytes its elements occupy.
 fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *const u8, usize)> {
-    let inv = |m: String| Error::new(ErrorKind::InvalidArgument, m);
-    let dev = host_device(t.device.device_type).ok_or_else(|| {
-        Error::new(
-            ErrorKind::NotBindable,
-            format!(
-                "DLPack device type {} is not memory the host can read",
-                t.device.device_type
-            ),
-        )
-    })?;
-    let device_id = u16::try_from(t.device.device_id).map_err(|_| {
-        inv(format!(
-            "DLPack device id {} out of range",
-            t.device.device_id
-        ))
-    })?;
-    if t.dtype.lanes != 1 {
-        return Err(Error::new(
-            ErrorKind::NotBindable,
-            format!(
-                "DLPack dtype with {} lanes: vector types have no element type in this format",
-                t.dtype.lanes
-            ),
-        ));
-    }
-    let et = element_type_of(t.dtype)?;
-    if et.is_packed() && flags & FLAG_IS_SUBBYTE_TYPE_PADDED != 0 {
-        return Err(Error::new(
-            ErrorKind::NotBindable,
-            "4-bit elements padded to one byte each (IS_SUBBYTE_TYPE_PADDED): this format packs two per byte",
-        ));
-    }
-    if !(0..=64).contains(&t.ndim) {
-        return Err(Error::new(
-            ErrorKind::RankTooLarge,
-            format!("DLPack ndim {} (0 ..= 64 allowed)", t.ndim),
-        ));
-    }
-    let rank = t.ndim as usize;
-    let raw_shape: &[i64] = if rank == 0 {
-        &[]
-    } else if t.shape.is_null() {
-        return Err(inv("DLPack shape is NULL".into()));
-    } else {
-        // SAFETY: DLPack: shape points to ndim extents, alive while the tensor is.
-        unsafe { std::slice::from_raw_parts(t.shape, rank) }
-    };
-    let mut shape = Vec::with_capacity(rank);
-    for (a, &e) in raw_shape.iter().enumerate() {
-        shape.push(
-            u64::try_from(e)
-                .map_err(|_| inv(format!("DLPack extent {e} of axis {a} is negative")))?,
-        );
-    }
+    let (dev, device_id) = import_device(t)?;
+    let et = import_element_type(t, flags)?;
+    let shape = import_shape(t)?;
+    let rank = shape.len();
     let n = shape
         .iter()
         .try_fold(1u64, |acc, &e| acc.checked_mul(e))
@@ -678,43 +676,163 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
         return Ok((d, std::ptr::null(), 0));
     }
     if t.data.is_null() {
-        return Err(inv("DLPack data is NULL for a tensor with elements".into()));
+        return Err(invalid(
+            "DLPack data is NULL for a tensor with elements".into(),
+        ));
     }
     let base = (t.data as usize)
         .checked_add(usize::try_from(t.byte_offset).unwrap_or(usize::MAX))
-        .ok_or_else(|| inv("DLPack data + byte_offset overflows the address space".into()))?;
-    // An axis of extent 1 never moves: its stride is irrelevant (PyTorch normalises them).
-    let same = |a: &[i64], b: &[i64]| (0..rank).all(|k| shape[k] == 1 || a[k] == b[k]);
+        .ok_or_else(|| invalid("DLPack data + byte_offset overflows the address space".into()))?;
+    let layout = ImportLayout {
+        et,
+        shape: &shape,
+        strides: &strides,
+        compact: &compact,
+    };
     if et.is_packed() {
-        // Packed nibbles: only compact orders exist in this format.
-        let mut order: Vec<usize> = (0..rank).collect();
-        order.sort_by_key(|&k| std::cmp::Reverse((strides[k], k)));
-        let c = compact_strides(&shape, &order)?;
-        if !same(&strides, &c) {
-            return Err(Error::new(
-                ErrorKind::NotBindable,
-                format!("packed 4-bit DLPack tensor with strides {strides:?}: only compact orders (a permutation of compact strides) can be described"),
-            ));
-        }
-        let size = n.div_ceil(2);
-        let node = if same(&strides, &compact) {
-            NodeSpec::row_major()
-        } else {
-            NodeSpec::dim_order(&order.iter().map(|&a| a as u8).collect::<Vec<_>>())
-        };
-        let d = TensorBuilder::new(et, &shape, node)
-            .buffers(vec![handle(size, base)])
-            .build()?;
-        let len = usize::try_from(size)
-            .map_err(|_| Error::new(ErrorKind::Overflow, "size exceeds the address space"))?;
-        base.checked_add(len)
-            .ok_or_else(|| inv("DLPack tensor reaches past the address space".into()))?;
-        return Ok((d, base as *const u8, len));
+        plan_packed(&layout, n, base, handle)
+    } else {
+        plan_strided(&layout, base, handle)
     }
-    let e = (et.bits() / 8) as i128;
+}
+
+/// An `InvalidArgument` error with `m` as its detail.
+fn invalid(m: String) -> Error {
+    Error::new(ErrorKind::InvalidArgument, m)
+}
+
+/// The device of a DLPack tensor: one whose memory the host reads, and its id.
+fn import_device(t: &DLTensor) -> Result<(DeviceType, u16)> {
+    let dev = host_device(t.device.device_type).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "DLPack device type {} is not memory the host can read",
+                t.device.device_type
+            ),
+        )
+    })?;
+    let device_id = u16::try_from(t.device.device_id).map_err(|_| {
+        invalid(format!(
+            "DLPack device id {} out of range",
+            t.device.device_id
+        ))
+    })?;
+    Ok((dev, device_id))
+}
+
+/// The element type of a DLPack tensor's dtype (one lane; 4-bit types packed two per
+/// byte, not padded).
+fn import_element_type(t: &DLTensor, flags: u64) -> Result<ElementType> {
+    if t.dtype.lanes != 1 {
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "DLPack dtype with {} lanes: vector types have no element type in this format",
+                t.dtype.lanes
+            ),
+        ));
+    }
+    let et = element_type_of(t.dtype)?;
+    if et.is_packed() && flags & FLAG_IS_SUBBYTE_TYPE_PADDED != 0 {
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            "4-bit elements padded to one byte each (IS_SUBBYTE_TYPE_PADDED): this format packs two per byte",
+        ));
+    }
+    Ok(et)
+}
+
+/// The shape of a DLPack tensor: at most 64 non-negative extents.
+fn import_shape(t: &DLTensor) -> Result<Vec<u64>> {
+    if !(0..=64).contains(&t.ndim) {
+        return Err(Error::new(
+            ErrorKind::RankTooLarge,
+            format!("DLPack ndim {} (0 ..= 64 allowed)", t.ndim),
+        ));
+    }
+    let rank = t.ndim as usize;
+    let raw_shape: &[i64] = if rank == 0 {
+        &[]
+    } else if t.shape.is_null() {
+        return Err(invalid("DLPack shape is NULL".into()));
+    } else {
+        // SAFETY: DLPack: shape points to ndim extents, alive while the tensor is.
+        unsafe { std::slice::from_raw_parts(t.shape, rank) }
+    };
+    let mut shape = Vec::with_capacity(rank);
+    for (a, &e) in raw_shape.iter().enumerate() {
+        shape.push(
+            u64::try_from(e)
+                .map_err(|_| invalid(format!("DLPack extent {e} of axis {a} is negative")))?,
+        );
+    }
+    Ok(shape)
+}
+
+/// What a DLPack tensor's elements are and how they are laid out: its element type,
+/// shape, strides (in elements) and the compact row-major strides of that shape.
+struct ImportLayout<'a> {
+    et: ElementType,
+    shape: &'a [u64],
+    strides: &'a [i64],
+    compact: &'a [i64],
+}
+
+impl ImportLayout<'_> {
+    /// Whether the strides `a` and `b` agree on every axis that moves (an axis of extent 1
+    /// never does: its stride is irrelevant, and PyTorch normalises them).
+    fn same(&self, a: &[i64], b: &[i64]) -> bool {
+        (0..self.shape.len()).all(|k| self.shape[k] == 1 || a[k] == b[k])
+    }
+}
+
+/// The descriptor of a packed 4-bit DLPack tensor of `n` elements at `base` (only compact
+/// orders exist in this format: ROW_MAJOR or DIM_ORDER) and the bytes they occupy.
+fn plan_packed(
+    l: &ImportLayout<'_>,
+    n: u64,
+    base: usize,
+    handle: impl Fn(u64, usize) -> BufferHandle,
+) -> Result<(tensordesc::Descriptor, *const u8, usize)> {
+    let rank = l.shape.len();
+    let mut order: Vec<usize> = (0..rank).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse((l.strides[k], k)));
+    let c = compact_strides(l.shape, &order)?;
+    if !l.same(l.strides, &c) {
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!("packed 4-bit DLPack tensor with strides {:?}: only compact orders (a permutation of compact strides) can be described", l.strides),
+        ));
+    }
+    let size = n.div_ceil(2);
+    let node = if l.same(l.strides, l.compact) {
+        NodeSpec::row_major()
+    } else {
+        NodeSpec::dim_order(&order.iter().map(|&a| a as u8).collect::<Vec<_>>())
+    };
+    let d = TensorBuilder::new(l.et, l.shape, node)
+        .buffers(vec![handle(size, base)])
+        .build()?;
+    let len = usize::try_from(size)
+        .map_err(|_| Error::new(ErrorKind::Overflow, "size exceeds the address space"))?;
+    base.checked_add(len)
+        .ok_or_else(|| invalid("DLPack tensor reaches past the address space".into()))?;
+    Ok((d, base as *const u8, len))
+}
+
+/// The descriptor of a DLPack tensor of whole-byte elements at `base` (ROW_MAJOR when its
+/// strides are compact, else STRIDED from the lowest byte an element occupies) and the
+/// bytes its elements span.
+fn plan_strided(
+    l: &ImportLayout<'_>,
+    base: usize,
+    handle: impl Fn(u64, usize) -> BufferHandle,
+) -> Result<(tensordesc::Descriptor, *const u8, usize)> {
+    let e = (l.et.bits() / 8) as i128;
     let (mut lo, mut hi) = (0i128, 0i128);
-    for k in 0..rank {
-        let span = strides[k] as i128 * (shape[k] as i128 - 1);
+    for k in 0..l.shape.len() {
+        let span = l.strides[k] as i128 * (l.shape[k] as i128 - 1);
         if span < 0 {
             lo += span;
         } else {
@@ -724,17 +842,18 @@ fn plan_import(t: &DLTensor, flags: u64) -> Result<(tensordesc::Descriptor, *con
     let start = base as i128 + lo * e;
     let end = base as i128 + (hi + 1) * e;
     if start < 0 || end > usize::MAX as i128 {
-        return Err(inv(format!(
-            "DLPack tensor with strides {strides:?} reaches outside the address space"
+        return Err(invalid(format!(
+            "DLPack tensor with strides {:?} reaches outside the address space",
+            l.strides
         )));
     }
     let size = (end - start) as u64;
-    let (node, offset) = if same(&strides, &compact) {
+    let (node, offset) = if l.same(l.strides, l.compact) {
         (NodeSpec::row_major(), 0)
     } else {
-        (NodeSpec::strided(&strides), (-lo * e) as u64)
+        (NodeSpec::strided(l.strides), (-lo * e) as u64)
     };
-    let d = TensorBuilder::new(et, &shape, node)
+    let d = TensorBuilder::new(l.et, l.shape, node)
         .buffers(vec![handle(size, start as usize)])
         .byte_offset(offset)
         .build()?;
