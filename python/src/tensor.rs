@@ -255,20 +255,7 @@ fn normalise_index(index: &Bound<'_, PyAny>, shape: &[u64]) -> PyResult<Vec<u64>
 fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult<Py<PyAny>> {
     let d = t.descriptor();
     let et = d.element_type();
-    let quantized = {
-        let loc = d.locate(index).map_err(Fail)?;
-        let region = match loc {
-            Location::Dense { region, .. } | Location::Lookup { region, .. } => region,
-        };
-        match region {
-            Some(r) => d
-                .get_region(r as usize)
-                .and_then(|v| v.quantization())
-                .is_some(),
-            None => d.quantization().is_some(),
-        }
-    };
-    if quantized {
+    if quantized_at(d, index)? {
         return Ok(t
             .get_f64(index)
             .map_err(Fail)?
@@ -292,8 +279,35 @@ fn element_value(py: Python<'_>, t: &BoundTensor<'_>, index: &[u64]) -> PyResult
     }
     let mut b = [0u8; 16];
     t.get_bytes(index, &mut b).map_err(Fail)?;
+    stored_value(py, t, index, &b)
+}
+
+/// Whether element `index` of `d` lies in a quantized node (its leaf region's
+/// quantization, or the tensor's).
+fn quantized_at(d: &Descriptor, index: &[u64]) -> PyResult<bool> {
+    let loc = d.locate(index).map_err(Fail)?;
+    let region = match loc {
+        Location::Dense { region, .. } | Location::Lookup { region, .. } => region,
+    };
+    Ok(match region {
+        Some(r) => d
+            .get_region(r as usize)
+            .and_then(|v| v.quantization())
+            .is_some(),
+        None => d.quantization().is_some(),
+    })
+}
+
+/// The stored element `b` (its bytes, little-endian) of element `index` of `t` as a Python
+/// number of its element type (floats read through `t` as float).
+fn stored_value(
+    py: Python<'_>,
+    t: &BoundTensor<'_>,
+    index: &[u64],
+    b: &[u8; 16],
+) -> PyResult<Py<PyAny>> {
     use ElementType::*;
-    let v: Py<PyAny> = match et {
+    let v: Py<PyAny> = match t.descriptor().element_type() {
         Bool => (b[0] != 0)
             .into_pyobject(py)?
             .to_owned()
