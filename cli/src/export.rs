@@ -188,21 +188,7 @@ pub fn run(
     let (lo, hi) = parse_box(box_text, d.shape())?;
     d.check_box(&lo, &hi).map_err(|e| e.context(&label))?;
     let (out_type, descr) = dtype(d, dtype_name)?;
-    if out_type != OutputType::Raw
-        && matches!(
-            d.element_type(),
-            ElementType::Complex64 | ElementType::Complex128
-        )
-    {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "{label}: {} elements are complex; export them with --dtype raw",
-                d.element_type()
-            ),
-        )
-        .into());
-    }
+    check_not_complex(d, out_type, &label)?;
     let window = Window {
         lo: &lo,
         hi: &hi,
@@ -219,17 +205,41 @@ pub fn run(
             .map(|(l, h)| format!("{l}..{h}"))
             .collect::<Vec<_>>()
             .join(", "),
-        match out_type {
-            OutputType::Raw => "raw",
-            OutputType::Float32 => "f32",
-            OutputType::Float64 => "f64",
-            OutputType::Float16 => "f16",
-            OutputType::BFloat16 => "bf16",
-        },
+        dtype_text(out_type),
         out_path.display(),
         data_bytes
     )?;
     Ok(())
+}
+
+/// Only `--dtype raw` exports complex elements (the other output types are real).
+fn check_not_complex(d: &Descriptor, out_type: OutputType, label: &str) -> Result<()> {
+    if out_type != OutputType::Raw
+        && matches!(
+            d.element_type(),
+            ElementType::Complex64 | ElementType::Complex128
+        )
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{label}: {} elements are complex; export them with --dtype raw",
+                d.element_type()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `--dtype` name of an output type.
+fn dtype_text(out_type: OutputType) -> &'static str {
+    match out_type {
+        OutputType::Raw => "raw",
+        OutputType::Float32 => "f32",
+        OutputType::Float64 => "f64",
+        OutputType::Float16 => "f16",
+        OutputType::BFloat16 => "bf16",
+    }
 }
 
 /// The tensor `t` bound to its buffers, its contents validated.
