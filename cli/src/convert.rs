@@ -421,8 +421,8 @@ fn from_safetensors(
     report_safetensors(out, &header, input, output, written, metadata_keys)
 }
 
-/// Whether `name` ends as the piece of a quantized weight does in one of the conventions
-/// the library's reader groups (a scale, a global scale, blocks, packed codes).
+/// Whether `name` ends like a piece of a quantized weight in one of the conventions the
+/// library's reader groups (a scale, a global scale, blocks, packed codes).
 fn is_quantized_piece(name: &str) -> bool {
     [
         "_scale",
@@ -470,7 +470,7 @@ fn convert_grouped(
     Ok(true)
 }
 
-/// A regular file must hold exactly the data its header's tensors cover, from
+/// Check that a regular file holds exactly the data its header's tensors cover, from
 /// `data_start` on.
 fn check_data_len(src: &Input, header: &Header, data_start: u64, input: &Path) -> Result<()> {
     if !src.regular {

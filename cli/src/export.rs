@@ -212,7 +212,7 @@ pub fn run(
     Ok(())
 }
 
-/// Only `--dtype raw` exports complex elements (the other output types are real).
+/// Refuse complex elements for an output type other than raw (those types are real).
 fn check_not_complex(d: &Descriptor, out_type: OutputType, label: &str) -> Result<()> {
     if out_type != OutputType::Raw
         && matches!(
