@@ -440,7 +440,6 @@ fn is_quantized_piece(name: &str) -> bool {
 /// Open `input` with the library's reader and, when it grouped any quantized weight's
 /// pieces into one tensor, convert through it: true when converted, false when nothing
 /// was grouped (the reader dropped).
-#[allow(clippy::too_many_arguments)]
 fn convert_grouped(
     input: &Path,
     mode: Mode,
