@@ -391,28 +391,8 @@ impl Decoder {
     ) -> Result<Node> {
         let region_parent = region.and_then(|r| self.d.node(r).parent);
         // Check order of docs/spec §1.8 steps 13-20. Layout admission comes first.
-        check_rank(ltag, self.rank)?;
-        if ltag == tag::STRIDED && self.et.is_packed() {
-            return Err(Error::new(
-                ErrorKind::LayoutConstraint,
-                format!("STRIDED cannot hold the 4-bit type {}", self.et),
-            ));
-        }
-        if ltag == tag::GGML_BLOCKS {
-            layout::ggml::rules::check_value_type(self.et)?;
-        }
-        let at = r.pos();
-        let byte_offset = r.u64("byte_offset")?;
-        // Sparse, indirect, extension and subpaving layouts require 0, judged when read.
-        if classify(ltag) != LayoutClass::Dense && byte_offset != 0 {
-            return Err(Error::new(
-                ErrorKind::ByteOffsetInvalid,
-                format!(
-                    "{} byte_offset at byte {at} is {byte_offset}; it must be 0",
-                    layout::tag_name(ltag)
-                ),
-            ));
-        }
+        self.admit_layout(ltag)?;
+        let byte_offset = read_byte_offset(r, ltag)?;
         let first = self.d.effective_buffer_count();
         let layout = if ltag == tag::SUBPAVING {
             if level > MAX_SUBPAVING_DEPTH {
@@ -424,9 +404,60 @@ impl Decoder {
             layout::check_fields(&l, shape)?;
             l
         };
+        let (count, count_at) = self.read_handles(r, ltag)?;
+        let quant = if has_quant {
+            Some(self.read_quantization(r, ltag, shape)?)
+        } else {
+            None
+        };
+        let table = BufferTable {
+            ltag,
+            count,
+            count_at,
+            shape,
+            byte_offset,
+        };
+        self.check_buffer_table(&layout, quant.as_ref(), &table)?;
+        let quant = match quant {
+            Some(q) => {
+                self.d.quants.push(q);
+                // At most one quantization per node: fewer than 2^32 - 1 (see `Idx`).
+                Idx::new((self.d.quants.len() - 1) as u32)
+            }
+            None => None,
+        };
+        Ok(Node {
+            layout,
+            byte_offset,
+            first_buffer: first as u32,
+            buffer_count: (self.d.effective_buffer_count() - first) as u32,
+            quant,
+            parent: region_parent,
+        })
+    }
+
+    /// Whether layout `ltag` may hold this node at all: its rank rule, no 4-bit type in
+    /// STRIDED, a GGML_BLOCKS value type.
+    fn admit_layout(&self, ltag: u8) -> Result<()> {
+        check_rank(ltag, self.rank)?;
+        if ltag == tag::STRIDED && self.et.is_packed() {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("STRIDED cannot hold the 4-bit type {}", self.et),
+            ));
+        }
+        if ltag == tag::GGML_BLOCKS {
+            layout::ggml::rules::check_value_type(self.et)?;
+        }
+        Ok(())
+    }
+
+    /// `buffer_count` and its buffer handles, appended to the effective buffers: the
+    /// count's own rule first (SUBPAVING 0, any other at least 1), then each handle,
+    /// which must share effective buffer 0's device. Returns the count and its position.
+    fn read_handles(&mut self, r: &mut Reader<'_>, ltag: u8) -> Result<(usize, usize)> {
         let count_at = r.pos();
         let count = r.u8("buffer_count")? as usize;
-        // The count's own rule comes before the handle bytes it announces.
         if ltag == tag::SUBPAVING && count != 0 {
             return Err(Error::new(ErrorKind::BufferCountMismatch, format!("SUBPAVING buffer_count at byte {count_at} is {count}; it must be 0 (regions own the buffers)")));
         }
@@ -463,92 +494,97 @@ impl Decoder {
             }
             self.d.record_buffers.push(h);
         }
-        let quant = if has_quant {
-            if ltag == tag::SUBPAVING {
-                return Err(Error::new(
-                    ErrorKind::QuantizationInvalid,
-                    "a subpaving carries no quantization of its own; quantize its regions",
-                ));
-            }
-            if ltag == tag::GGML_BLOCKS {
-                return Err(Error::new(
-                    ErrorKind::QuantizationInvalid,
-                    "GGML_BLOCKS carries no quantization section: its blocks hold their scales",
-                ));
-            }
-            Some(Quantization::read(
-                r, self.mode, self.et, shape, self.minor,
-            )?)
-        } else {
-            None
-        };
-        let rank = self.rank;
-        let layout_buffers = match layout.required_buffers(rank) {
-            Some(0) => 0,
-            req => {
-                let params = quant.as_ref().map(|q| q.param_buffer_count());
-                let n = match (req, params) {
-                    (Some(n), Some(Some(p))) => {
-                        if count != n + p {
-                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}", layout::tag_name(ltag))));
-                        }
-                        n
-                    }
-                    (Some(n), None) => {
-                        if count != n {
-                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout needs {n}", layout::tag_name(ltag))));
-                        }
-                        n
-                    }
-                    (Some(n), Some(None)) => {
-                        if count < n {
-                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{} buffer_count at byte {count_at} is {count}; the layout alone needs {n}", layout::tag_name(ltag))));
-                        }
-                        n
-                    }
-                    (None, p) => {
-                        let p = p.flatten().unwrap_or(0);
-                        if count < p + 1 {
-                            return Err(Error::new(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
-                        }
-                        count - p
-                    }
-                };
-                // The handles just appended (their slots: held grids are not in the list).
-                let end = self.d.record_buffers.len();
-                let bufs = &self.d.record_buffers[end - count..end];
-                layout::check_buffers(
-                    &layout,
-                    &self.d.arena,
-                    self.et,
-                    shape,
-                    byte_offset,
-                    &bufs[..n],
-                )?;
-                if let Some(q) = &quant {
-                    q.check_param_buffers(self.et, shape, &bufs[n..], n)
-                        .map_err(layout::size_overflow_is(ErrorKind::BufferSizeMismatch))?;
+        Ok((count, count_at))
+    }
+
+    /// The node's quantization section (the layout must admit one).
+    fn read_quantization(
+        &self,
+        r: &mut Reader<'_>,
+        ltag: u8,
+        shape: &[u64],
+    ) -> Result<Quantization> {
+        if ltag == tag::SUBPAVING {
+            return Err(Error::new(
+                ErrorKind::QuantizationInvalid,
+                "a subpaving carries no quantization of its own; quantize its regions",
+            ));
+        }
+        if ltag == tag::GGML_BLOCKS {
+            return Err(Error::new(
+                ErrorKind::QuantizationInvalid,
+                "GGML_BLOCKS carries no quantization section: its blocks hold their scales",
+            ));
+        }
+        Quantization::read(r, self.mode, self.et, shape, self.minor)
+    }
+
+    /// The node's buffer table against what its layout and quantization need: the count
+    /// (exactly, or at least the layout's for a scheme of unknown parameter count, or what
+    /// the quantization leaves an extension), then the layout's buffers and the
+    /// quantization's parameter buffers, each sized.
+    fn check_buffer_table(
+        &self,
+        layout: &Layout,
+        quant: Option<&Quantization>,
+        t: &BufferTable<'_>,
+    ) -> Result<()> {
+        let BufferTable {
+            ltag,
+            count,
+            count_at,
+            shape,
+            byte_offset,
+        } = *t;
+        let req = layout.required_buffers(self.rank);
+        if req == Some(0) {
+            return Ok(());
+        }
+        let params = quant.map(|q| q.param_buffer_count());
+        let name = layout::tag_name(ltag);
+        let n = match (req, params) {
+            (Some(n), Some(Some(p))) => {
+                if count != n + p {
+                    return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{name} buffer_count at byte {count_at} is {count}; the layout needs {n} and the quantization {p}")));
                 }
                 n
             }
-        };
-        let _ = layout_buffers;
-        let quant = match quant {
-            Some(q) => {
-                self.d.quants.push(q);
-                // At most one quantization per node: fewer than 2^32 - 1 (see `Idx`).
-                Idx::new((self.d.quants.len() - 1) as u32)
+            (Some(n), None) => {
+                if count != n {
+                    return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{name} buffer_count at byte {count_at} is {count}; the layout needs {n}")));
+                }
+                n
             }
-            None => None,
+            (Some(n), Some(None)) => {
+                if count < n {
+                    return Err(Error::new(ErrorKind::BufferCountMismatch, format!("{name} buffer_count at byte {count_at} is {count}; the layout alone needs {n}")));
+                }
+                n
+            }
+            (None, p) => {
+                let p = p.flatten().unwrap_or(0);
+                if count < p + 1 {
+                    return Err(Error::new(ErrorKind::BufferCountMismatch, format!("extension buffer_count at byte {count_at} is {count}; the quantization alone needs {p} and the layout at least 1")));
+                }
+                count - p
+            }
         };
-        Ok(Node {
+        // The handles just appended (their slots: held grids are not in the list).
+        let end = self.d.record_buffers.len();
+        let bufs = &self.d.record_buffers[end - count..end];
+        layout::check_buffers(
             layout,
+            &self.d.arena,
+            self.et,
+            shape,
             byte_offset,
-            first_buffer: first as u32,
-            buffer_count: (self.d.effective_buffer_count() - first) as u32,
-            quant,
-            parent: region_parent,
-        })
+            &bufs[..n],
+        )?;
+        if let Some(q) = quant {
+            q.check_param_buffers(self.et, shape, &bufs[n..], n)
+                .map_err(layout::size_overflow_is(ErrorKind::BufferSizeMismatch))?;
+        }
+        Ok(())
     }
 
     /// The common case of a region — an unquantized ROW_MAJOR or COL_MAJOR tile with one
@@ -939,6 +975,34 @@ impl Decoder {
         self.d.indexes.push(index);
         (self.d.indexes.len() - 1) as u32
     }
+}
+
+/// A node's `byte_offset`: sparse, indirect, extension and subpaving layouts require 0,
+/// judged when read.
+fn read_byte_offset(r: &mut Reader<'_>, ltag: u8) -> Result<u64> {
+    let at = r.pos();
+    let byte_offset = r.u64("byte_offset")?;
+    if classify(ltag) != LayoutClass::Dense && byte_offset != 0 {
+        return Err(Error::new(
+            ErrorKind::ByteOffsetInvalid,
+            format!(
+                "{} byte_offset at byte {at} is {byte_offset}; it must be 0",
+                layout::tag_name(ltag)
+            ),
+        ));
+    }
+    Ok(byte_offset)
+}
+
+/// What a node's buffer table is judged by: its layout tag, `buffer_count` (and where it
+/// was read), the node's shape and byte offset.
+#[derive(Clone, Copy)]
+struct BufferTable<'s> {
+    ltag: u8,
+    count: usize,
+    count_at: usize,
+    shape: &'s [u64],
+    byte_offset: u64,
 }
 
 /// The frame header of a descriptor of `bytes.len()` bytes, checked: the magic, the
