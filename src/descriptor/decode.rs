@@ -819,23 +819,8 @@ impl Decoder {
         level: u8,
         parent: Option<u32>,
     ) -> Result<Layout> {
-        let rank = self.rank;
         let at = r.pos();
-        let count = r.u32("region_count")?;
-        if count == 0 {
-            return Err(Error::new(
-                ErrorKind::LayoutConstraint,
-                format!("region_count at byte {at} is 0"),
-            ));
-        }
-        // Every region needs at least its prefix: bound all allocation by the input.
-        r.check_fits(count as u64, 16 * rank as u64 + 8, "regions")?;
-        if self.next_id() as u64 + count as u64 >= u32::MAX as u64 {
-            return Err(Error::new(
-                ErrorKind::Overflow,
-                "more than 2^32 - 2 regions",
-            ));
-        }
+        let count = self.region_count(r)?;
         self.miss = TileMiss::Untried;
         // The commonest level, a top-level grid of plain tiles in cell order, is held
         // without records when every tile's buffer is on the first one's device.
@@ -854,10 +839,52 @@ impl Decoder {
                 return Ok(layout);
             }
         }
-        // Room for every region of the level — and, when its records are large on
-        // average (subpavings nested in them, most likely), for every region nested in
-        // them too, counted by a walk of their length fields, so that the decoded form
-        // is allocated once instead of growing (a copy of itself) at each nested level.
+        let (regions, listable) = self.reserve_level(r, count, level);
+        // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
+        if self.fast_paths {
+            let parent_idx = idx(parent);
+            if let Some(done) =
+                self.tiles_level(r, extent, base, count, parent_idx, at, level, listable)
+            {
+                return done;
+            }
+        }
+        if listable {
+            reserve_bounded(&mut self.d.records, regions, self.max_regions);
+        }
+        self.records_level(r, extent, base, count, at, level, parent)
+    }
+
+    /// `region_count` (at least 1, and no more than the input can hold or the region ids
+    /// can number).
+    fn region_count(&self, r: &mut Reader<'_>) -> Result<u32> {
+        let at = r.pos();
+        let count = r.u32("region_count")?;
+        if count == 0 {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("region_count at byte {at} is 0"),
+            ));
+        }
+        // Every region needs at least its prefix: bound all allocation by the input.
+        r.check_fits(count as u64, 16 * self.rank as u64 + 8, "regions")?;
+        if self.next_id() as u64 + count as u64 >= u32::MAX as u64 {
+            return Err(Error::new(
+                ErrorKind::Overflow,
+                "more than 2^32 - 2 regions",
+            ));
+        }
+        Ok(count)
+    }
+
+    /// Room for every region of a level of `count` — and, when its records are large on
+    /// average (subpavings nested in them, most likely), for every region nested in them
+    /// too, counted by a walk of their length fields, so that the decoded form is
+    /// allocated once instead of growing (a copy of itself) at each nested level. Returns
+    /// the regions counted and whether the level may be held as listed tiles, in which
+    /// case its records are not reserved yet (see `plain_tiles_pass`).
+    fn reserve_level(&mut self, r: &Reader<'_>, count: u32, level: u8) -> (usize, bool) {
+        let rank = self.rank;
         let (regions, leaves) =
             if level == 1 && r.remaining() / count as usize >= 4 * (16 * rank + 8) {
                 count_nested_regions(r.peek_rest(), count, rank, level, self.max_regions)
@@ -872,8 +899,7 @@ impl Decoder {
             (regions, leaves)
         };
         // A top-level level of plain tiles with no nested levels may be held without
-        // records (listed tiles): records are then reserved only if it turns out not to
-        // be one (see `plain_tiles_pass`).
+        // records (listed tiles).
         let listable = self.fast_paths
             && level == 1
             && regions == count as usize
@@ -890,18 +916,22 @@ impl Decoder {
             self.max_regions * 2 * rank,
         );
         self.d.record_buffers.reserve(leaves);
-        // The common level, a grid of plain tiles in cell order, in one pass (or nothing).
-        let parent_idx = idx(parent);
-        if self.fast_paths {
-            if let Some(done) =
-                self.tiles_level(r, extent, base, count, parent_idx, at, level, listable)
-            {
-                return done;
-            }
-        }
-        if listable {
-            reserve_bounded(&mut self.d.records, regions, self.max_regions);
-        }
+        (regions, listable)
+    }
+
+    /// The general path of a level: every region's record in turn, then the level's
+    /// index (kept as uniform tiles when the records turn out to be those).
+    #[allow(clippy::too_many_arguments)]
+    fn records_level(
+        &mut self,
+        r: &mut Reader<'_>,
+        extent: &[u64],
+        base: &[u64],
+        count: u32,
+        at: usize,
+        level: u8,
+        parent: Option<u32>,
+    ) -> Result<Layout> {
         // Buffers are reserved for the rest of the level at its first region that has
         // any: a level of opaque regions reserves none.
         let mut buffers_reserved = level != 1;
@@ -942,7 +972,7 @@ impl Decoder {
         let end = self.next_id() as u32;
         let boxes = Boxes {
             coords: &self.d.record_coords,
-            rank,
+            rank: self.rank,
             gaps: &self.d.gaps,
             nodes: &self.d.records,
         };
