@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::builder::{NodeSpec, RegionSpec, TensorBuilder};
+use crate::element::ElementType;
 use std::ffi::CStr;
 use std::ptr;
 

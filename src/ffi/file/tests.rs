@@ -5,7 +5,7 @@ use crate::builder::{NodeSpec, RegionSpec, TensorBuilder};
 use crate::element::ElementType;
 use crate::ffi::tdesc_descriptor_free;
 use crate::ffi::tensor::{tdesc_tensor_free, tdesc_tensor_get_f64};
-use std::ffi::CStr;
+use std::ffi::{c_void, CStr};
 use std::ptr;
 
 fn paving() -> Descriptor {
