@@ -1,5 +1,8 @@
 //! Unit tests of the version 2 writers.
 
+use std::hash::BuildHasher;
+
+use super::chunk::WRITE_CHUNK;
 use super::*;
 use crate::{ElementType, TensorBuilder};
 
