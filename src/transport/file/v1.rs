@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 
-use super::directory::{check_zero, framed_descriptor, Header, NewEntry, Parsed, Table};
+use super::directory::{check_zero, framed_descriptor, Header, Parsed};
 use super::entries::DescriptorMemo;
+use super::table::{NewEntry, Table};
 use super::writer::ZEROS;
 use super::*;
 use crate::descriptor::{decode, Descriptor};
