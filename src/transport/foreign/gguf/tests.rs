@@ -8,6 +8,7 @@ use super::*;
 use crate::bound::{BoundTensor, OutputType};
 use crate::layout::{tag, LayoutRef};
 use crate::mem::AlignedBuf;
+use crate::transport::foreign::MetaValue;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
