@@ -23,11 +23,24 @@ fn decode_enumerate_locate() {
     .build()
     .unwrap();
     let bytes = d.encode().unwrap();
+    let h = decode_with_bytes_after(&bytes);
+    enumerate_buffers_and_regions(h);
+    locate_dense_and_lookup(h);
+    encode_after_asking_the_size(h, &bytes);
+    // SAFETY: `h` came from the decode, freed once; NULL is a no-op.
+    unsafe {
+        tdesc_descriptor_free(h);
+        tdesc_descriptor_free(ptr::null_mut());
+    }
+}
+
+/// Decode `bytes` followed by three more: the handle, having consumed `bytes` only.
+fn decode_with_bytes_after(bytes: &[u8]) -> *mut tdesc_descriptor {
     let mut h = ptr::null_mut();
     let mut consumed = 0usize;
     // SAFETY: valid pointers to live locals.
     unsafe {
-        let mut long = bytes.clone();
+        let mut long = bytes.to_vec();
         long.extend_from_slice(&[9, 9, 9]);
         assert_eq!(
             tdesc_descriptor_decode(
@@ -39,7 +52,16 @@ fn decode_enumerate_locate() {
             ),
             tdesc_status::TDESC_OK
         );
-        assert_eq!(consumed, bytes.len());
+    }
+    assert_eq!(consumed, bytes.len());
+    h
+}
+
+/// The rank, counts, a buffer, one past the last buffer, and a region of the 8 × 8
+/// paving `h`.
+fn enumerate_buffers_and_regions(h: *mut tdesc_descriptor) {
+    // SAFETY: `h` is live; the out-parameters are live locals.
+    unsafe {
         assert_eq!(tdesc_descriptor_rank(h), 2);
         assert_eq!(tdesc_descriptor_region_count(h), 2);
         assert_eq!(tdesc_descriptor_buffer_count(h), 4);
@@ -64,6 +86,14 @@ fn decode_enumerate_locate() {
             (TDESC_NO_REGION, 1, 8, 4)
         );
         assert_eq!(*r.global_origin.add(1), 4);
+    }
+}
+
+/// An element of the dense region, one of the CSR region, and a coordinate count that is
+/// not the rank.
+fn locate_dense_and_lookup(h: *mut tdesc_descriptor) {
+    // SAFETY: `h` is live; the indices and out-parameter are live locals.
+    unsafe {
         let mut loc = std::mem::zeroed::<tdesc_location>();
         let idx = [3u64, 1];
         assert_eq!(
@@ -104,6 +134,13 @@ fn decode_enumerate_locate() {
             tdesc_descriptor_locate(h, idx.as_ptr(), 1, &mut loc),
             tdesc_status::TDESC_ERR_INVALID_ARGUMENT
         );
+    }
+}
+
+/// Encoding `h` into no buffer gives the size needed; into that many bytes, `bytes`.
+fn encode_after_asking_the_size(h: *mut tdesc_descriptor, bytes: &[u8]) {
+    // SAFETY: `h` is live; the output buffer holds `n` bytes.
+    unsafe {
         let mut n = 0usize;
         assert_eq!(
             tdesc_descriptor_encode(h, ptr::null_mut(), 0, &mut n),
@@ -116,8 +153,6 @@ fn decode_enumerate_locate() {
             tdesc_status::TDESC_OK
         );
         assert_eq!(buf, bytes);
-        tdesc_descriptor_free(h);
-        tdesc_descriptor_free(ptr::null_mut());
     }
 }
 
@@ -299,11 +334,35 @@ fn location_repr_mirrors_the_tagged_union() {
 /// `local_index[rank)`) is written.
 #[test]
 fn locate_writes_what_rust_locate_says_and_nothing_more() {
+    let mut lookups = 0;
+    for b in locate_cases() {
+        let d = b.build().unwrap();
+        let shape = d.shape().to_vec();
+        let h = handle(d.clone());
+        let n: u64 = shape.iter().product();
+        for flat in 0..=n {
+            // Every element, then one past the end on axis 0.
+            let Some(idx) = element_or_past_the_end(&shape, flat, n) else {
+                continue;
+            };
+            if locate_matches_rust(h, &d, &idx) {
+                lookups += 1;
+            }
+        }
+        // SAFETY: created above, freed once.
+        unsafe { tdesc_descriptor_free(h) };
+    }
+    assert!(lookups > 20, "{lookups} lookups");
+}
+
+/// Tensors whose elements are dense and looked up, nested, packed, tiled, paged and a
+/// scalar.
+fn locate_cases() -> Vec<TensorBuilder> {
     let nested = NodeSpec::subpaving(vec![
         RegionSpec::new(&[0, 0], &[2, 4], NodeSpec::csr(3, 3)),
         RegionSpec::new(&[2, 0], &[2, 4], NodeSpec::col_major()),
     ]);
-    let cases = vec![
+    vec![
         TensorBuilder::subpaving(
             ElementType::Float32,
             &[4, 12],
@@ -341,111 +400,130 @@ fn locate_writes_what_rust_locate_says_and_nothing_more() {
             NodeSpec::block_paged(2, 1),
         ),
         TensorBuilder::row_major(ElementType::Int8, &[]),
-    ];
-    const FILL: u8 = 0xA5;
-    let mut lookups = 0;
-    for b in cases {
-        let d = b.build().unwrap();
-        let rank = d.rank();
-        let shape = d.shape().to_vec();
-        let h = handle(d.clone());
-        let n: u64 = shape.iter().product();
-        for flat in 0..=n {
-            // Every element, then one past the end on axis 0.
-            let mut idx = vec![0u64; rank];
-            let mut rest = flat;
-            for a in (0..rank).rev() {
-                idx[a] = rest % shape[a];
-                rest /= shape[a];
-            }
-            if flat == n {
-                if rank == 0 {
-                    continue;
-                }
-                idx[0] = shape[0];
-            }
-            let mut loc = std::mem::MaybeUninit::<tdesc_location>::uninit();
-            // SAFETY: plain bytes into our own buffer.
-            unsafe { ptr::write_bytes(loc.as_mut_ptr().cast::<u8>(), FILL, 536) };
-            // SAFETY: live handle, `rank` coordinates, a writable out-parameter.
-            let s = unsafe { tdesc_descriptor_locate(h, idx.as_ptr(), rank, loc.as_mut_ptr()) };
-            let bytes = |from: usize, to: usize| {
-                // SAFETY: the whole 536 bytes were initialised above.
-                let all = unsafe { std::slice::from_raw_parts(loc.as_ptr().cast::<u8>(), 536) };
-                all[from..to].iter().all(|&b| b == FILL)
-            };
-            match d.locate(&idx) {
-                Err(e) => {
-                    assert_eq!(s, tdesc_status::from_kind(e.kind), "{idx:?}");
-                    // SAFETY: this thread's detail string, valid until its next failure.
-                    let msg = unsafe { CStr::from_ptr(crate::ffi::tdesc_last_error()) };
-                    assert_eq!(msg.to_str().unwrap(), e.to_string(), "{idx:?}");
-                    assert!(bytes(0, 536), "{idx:?}: written on failure");
-                }
-                Ok(want) => {
-                    assert_eq!(s, tdesc_status::TDESC_OK, "{idx:?}");
-                    // SAFETY: the call wrote the tag and the variant's fields.
-                    let r = unsafe { &*loc.as_ptr().cast::<LocationRepr>() };
-                    match want {
-                        Location::Dense {
-                            region,
-                            buffer,
-                            byte_offset,
-                            bit_shift,
-                        } => {
-                            assert_eq!(r.tag, LOCATION_DENSE, "{idx:?}");
-                            // SAFETY: the dense member was written.
-                            let x = unsafe { r.payload.dense };
-                            assert_eq!(
-                                (x.region, x.buffer, x.byte_offset, x.bit_shift),
-                                (
-                                    region.unwrap_or(TDESC_NO_REGION),
-                                    buffer,
-                                    byte_offset,
-                                    bit_shift
-                                ),
-                                "{idx:?}"
-                            );
-                            assert!(bytes(25, 536), "{idx:?}: past the dense fields");
-                        }
-                        Location::Lookup {
-                            region,
-                            layout_tag,
-                            first_buffer,
-                            buffer_count,
-                            local_index,
-                        } => {
-                            lookups += 1;
-                            assert_eq!(r.tag, LOCATION_LOOKUP, "{idx:?}");
-                            // SAFETY: the lookup header and `rank` entries were written.
-                            let (head, li) = unsafe {
-                                let l = &*ptr::addr_of!(r.payload.lookup);
-                                (
-                                    (l.region, l.layout_tag, l.first_buffer, l.buffer_count),
-                                    &l.local_index[..rank],
-                                )
-                            };
-                            assert_eq!(
-                                head,
-                                (
-                                    region.unwrap_or(TDESC_NO_REGION),
-                                    layout_tag,
-                                    first_buffer,
-                                    buffer_count
-                                ),
-                                "{idx:?}"
-                            );
-                            assert_eq!(li, &local_index[..rank], "{idx:?}");
-                            assert!(bytes(24 + 8 * rank, 536), "{idx:?}: past local_index[rank)");
-                        }
-                    }
-                }
-            }
-        }
-        // SAFETY: created above, freed once.
-        unsafe { tdesc_descriptor_free(h) };
+    ]
+}
+
+/// Element `flat` (row-major) of `shape`, which holds `n`; `flat` = `n`: the coordinate one
+/// past the end on axis 0 (`None` for a scalar, which has no axis).
+fn element_or_past_the_end(shape: &[u64], flat: u64, n: u64) -> Option<Vec<u64>> {
+    let rank = shape.len();
+    let mut idx = vec![0u64; rank];
+    let mut rest = flat;
+    for a in (0..rank).rev() {
+        idx[a] = rest % shape[a];
+        rest /= shape[a];
     }
-    assert!(lookups > 20, "{lookups} lookups");
+    if flat == n {
+        if rank == 0 {
+            return None;
+        }
+        idx[0] = shape[0];
+    }
+    Some(idx)
+}
+
+/// What every byte of the `tdesc_location` is before `tdesc_descriptor_locate` runs.
+const FILL: u8 = 0xA5;
+
+/// Locate `idx` in `h` (`d` through the C ABI) into memory filled with [`FILL`]: the
+/// status and detail of the Rust locate's error, with nothing written; or its result, with
+/// only the variant's own fields written. True for a lookup.
+fn locate_matches_rust(h: *mut tdesc_descriptor, d: &Descriptor, idx: &[u64]) -> bool {
+    let rank = idx.len();
+    let mut loc = std::mem::MaybeUninit::<tdesc_location>::uninit();
+    // SAFETY: plain bytes into our own buffer.
+    unsafe { ptr::write_bytes(loc.as_mut_ptr().cast::<u8>(), FILL, 536) };
+    // SAFETY: live handle, `rank` coordinates, a writable out-parameter.
+    let s = unsafe { tdesc_descriptor_locate(h, idx.as_ptr(), rank, loc.as_mut_ptr()) };
+    let bytes = |from: usize, to: usize| {
+        // SAFETY: the whole 536 bytes were initialised above.
+        let all = unsafe { std::slice::from_raw_parts(loc.as_ptr().cast::<u8>(), 536) };
+        all[from..to].iter().all(|&b| b == FILL)
+    };
+    match d.locate(idx) {
+        Err(e) => {
+            assert_eq!(s, tdesc_status::from_kind(e.kind), "{idx:?}");
+            // SAFETY: this thread's detail string, valid until its next failure.
+            let msg = unsafe { CStr::from_ptr(crate::ffi::tdesc_last_error()) };
+            assert_eq!(msg.to_str().unwrap(), e.to_string(), "{idx:?}");
+            assert!(bytes(0, 536), "{idx:?}: written on failure");
+            false
+        }
+        Ok(want) => {
+            assert_eq!(s, tdesc_status::TDESC_OK, "{idx:?}");
+            // SAFETY: the call wrote the tag and the variant's fields.
+            let r = unsafe { &*loc.as_ptr().cast::<LocationRepr>() };
+            check_written_location(r, want, idx, bytes)
+        }
+    }
+}
+
+/// The location `r` that `tdesc_descriptor_locate` wrote for `idx` is `want`, and
+/// `untouched(from, to)` holds past the variant's fields. True for a lookup.
+fn check_written_location(
+    r: &LocationRepr,
+    want: Location,
+    idx: &[u64],
+    untouched: impl Fn(usize, usize) -> bool,
+) -> bool {
+    let rank = idx.len();
+    match want {
+        Location::Dense {
+            region,
+            buffer,
+            byte_offset,
+            bit_shift,
+        } => {
+            assert_eq!(r.tag, LOCATION_DENSE, "{idx:?}");
+            // SAFETY: the dense member was written.
+            let x = unsafe { r.payload.dense };
+            assert_eq!(
+                (x.region, x.buffer, x.byte_offset, x.bit_shift),
+                (
+                    region.unwrap_or(TDESC_NO_REGION),
+                    buffer,
+                    byte_offset,
+                    bit_shift
+                ),
+                "{idx:?}"
+            );
+            assert!(untouched(25, 536), "{idx:?}: past the dense fields");
+            false
+        }
+        Location::Lookup {
+            region,
+            layout_tag,
+            first_buffer,
+            buffer_count,
+            local_index,
+        } => {
+            assert_eq!(r.tag, LOCATION_LOOKUP, "{idx:?}");
+            // SAFETY: the lookup header and `rank` entries were written.
+            let (head, li) = unsafe {
+                let l = &*ptr::addr_of!(r.payload.lookup);
+                (
+                    (l.region, l.layout_tag, l.first_buffer, l.buffer_count),
+                    &l.local_index[..rank],
+                )
+            };
+            assert_eq!(
+                head,
+                (
+                    region.unwrap_or(TDESC_NO_REGION),
+                    layout_tag,
+                    first_buffer,
+                    buffer_count
+                ),
+                "{idx:?}"
+            );
+            assert_eq!(li, &local_index[..rank], "{idx:?}");
+            assert!(
+                untouched(24 + 8 * rank, 536),
+                "{idx:?}: past local_index[rank)"
+            );
+            true
+        }
+    }
 }
 
 #[test]

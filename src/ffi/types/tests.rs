@@ -3,8 +3,9 @@
 use super::*;
 use crate::layout::tag;
 
+/// `TDESC_ELEMENT_*`, in the order of `ElementType::ALL`.
 #[test]
-fn constants_match_the_rust_values() {
+fn element_type_constants_match_the_rust_codes() {
     let codes = [
         TDESC_ELEMENT_BOOL,
         TDESC_ELEMENT_INT8,
@@ -31,6 +32,11 @@ fn constants_match_the_rust_values() {
     for (c, et) in codes.iter().zip(ElementType::ALL) {
         assert_eq!(*c, et.code(), "{et}");
     }
+}
+
+/// `TDESC_LAYOUT_*`.
+#[test]
+fn layout_constants_match_the_rust_tags() {
     let tags = [
         (TDESC_LAYOUT_ROW_MAJOR, tag::ROW_MAJOR),
         (TDESC_LAYOUT_COL_MAJOR, tag::COL_MAJOR),
@@ -51,6 +57,11 @@ fn constants_match_the_rust_values() {
     for (c, r) in tags {
         assert_eq!(c, r);
     }
+}
+
+/// The limits, modes, sparse flags and quantization schemes.
+#[test]
+fn limit_mode_flag_and_scheme_constants_match_the_rust_values() {
     assert_eq!(TDESC_MAX_RANK, crate::MAX_RANK);
     assert_eq!(TDESC_MAX_SUBPAVING_DEPTH, crate::MAX_SUBPAVING_DEPTH);
     assert_eq!(TDESC_NO_REGION, crate::descriptor::NO_REGION);
@@ -64,6 +75,11 @@ fn constants_match_the_rust_values() {
     assert_eq!(TDESC_QUANT_BLOCKWISE, scheme::BLOCKWISE);
     assert_eq!(TDESC_QUANT_CODEBOOK, scheme::CODEBOOK);
     assert_eq!(TDESC_QUANT_BLOCKWISE_2D, scheme::BLOCKWISE_2D);
+}
+
+/// `TDESC_DEVICE_*` and `TDESC_MEMORY_*`.
+#[test]
+fn device_and_memory_constants_match_the_rust_codes() {
     let devices = [
         TDESC_DEVICE_CPU,
         TDESC_DEVICE_CUDA,
@@ -94,6 +110,11 @@ fn constants_match_the_rust_values() {
     ] {
         assert_eq!(MemoryClass::from_code(m).unwrap().code(), m);
     }
+}
+
+/// `tdesc_buffer_role` and `BufferRole`.
+#[test]
+fn buffer_roles_match_the_rust_roles() {
     let roles = [
         BufferRole::Data,
         BufferRole::Values,
