@@ -194,6 +194,19 @@ pub(crate) struct FileData {
 }
 
 impl FileData {
+    /// Tensor `i`'s descriptor, the reader's own, shared (the decode error when it failed
+    /// to decode). Nothing is copied or locked: the parsed file is immutable.
+    pub(crate) fn shared_descriptor(&self, i: usize) -> Result<&Arc<Descriptor>> {
+        let e = self.reader_entry(i)?;
+        e.shared_descriptor().ok_or_else(|| {
+            let p = e.problem().map_or_else(
+                || Error::new(ErrorKind::Internal, "entry without descriptor or problem"),
+                Clone::clone,
+            );
+            p.context(format!("tensor {:?}: the descriptor", e.name()))
+        })
+    }
+
     /// Tensor `i` (`INDEX_OUT_OF_BOUNDS` past the end).
     pub(crate) fn reader_entry(&self, i: usize) -> Result<TensorEntry<'_>> {
         self.reader.entry(i).ok_or_else(|| {
@@ -251,21 +264,6 @@ impl tdesc_file {
 
     fn entry(&self, i: usize) -> Result<TensorEntry<'_>> {
         self.data.reader_entry(i)
-    }
-
-    /// The entry's descriptor, the reader's own, shared (the decode error when it failed
-    /// to decode). Nothing is copied or locked: the parsed file is immutable.
-    fn shared_descriptor(&self, e: &TensorEntry<'_>) -> Result<Arc<Descriptor>> {
-        match e.shared_descriptor() {
-            Some(d) => Ok(Arc::clone(d)),
-            None => {
-                let p = e.problem().map_or_else(
-                    || Error::new(ErrorKind::Internal, "entry without descriptor or problem"),
-                    Clone::clone,
-                );
-                Err(p.context(format!("tensor {:?}: the descriptor", e.name())))
-            }
-        }
     }
 
     /// NOT_BINDABLE (with the reason) for an opaque entry.
@@ -536,7 +534,7 @@ pub unsafe extern "C" fn tdesc_file_tensor_descriptor(
             out_handle(out, "out")?;
             file_arg(f)?
         };
-        let d = f.shared_descriptor(&f.entry(i)?)?;
+        let d = Arc::clone(f.data.shared_descriptor(i)?);
         // SAFETY: checked above.
         unsafe { handle::give(out, tdesc_descriptor::share(d)) };
         Ok(())
