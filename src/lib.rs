@@ -26,8 +26,6 @@ pub mod bound;
 pub mod builder;
 pub mod descriptor;
 pub mod error;
-#[allow(unsafe_code)]
-pub mod ffi;
 pub mod format;
 mod inline;
 pub mod interop;

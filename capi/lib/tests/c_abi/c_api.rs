@@ -13,8 +13,8 @@ use tensordesc::{
     TensorBuilder,
 };
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+fn root() -> PathBuf {
+    crate::common::repo_root()
 }
 
 /// `target/<profile>`: the test executable lives in `target/<profile>/deps/`.
@@ -28,9 +28,8 @@ fn profile_dir() -> PathBuf {
 
 /// A directory holding a fresh copy of the library as the installed layout names it:
 /// `libtensordesc.so.1` (the SONAME the executables load), `libtensordesc.so` -> it, and
-/// `libtensordesc.a`. Cargo builds every crate type of the library (rlib, cdylib,
-/// staticlib) in the one compilation this test links against, so the shared library sits
-/// in `target/<profile>/`; if it does not (an unusual cargo setup), it is built into a
+/// `libtensordesc.a`. Cargo builds this package's library (cdylib and staticlib) before
+/// its tests, so the shared library sits in `target/<profile>/`; if it does not (an unusual cargo setup), it is built into a
 /// private target directory rather than waiting on the lock this run holds. The copy keeps
 /// the executables independent of later rebuilds.
 fn library_dir() -> &'static Path {
@@ -48,12 +47,12 @@ fn library_dir() -> &'static Path {
         if !built.join("libtensordesc.so").exists() {
             let private = built.join("c_tests").join("cargo");
             let status = Command::new(env!("CARGO"))
-                .args(["build", "--lib", "--manifest-path"])
+                .args(["build", "-p", "libtensordesc", "--manifest-path"])
                 .arg(root().join("Cargo.toml"))
                 .env("CARGO_TARGET_DIR", &private)
                 .status()
-                .expect("run cargo build --lib");
-            assert!(status.success(), "cargo build --lib failed");
+                .expect("run cargo build -p libtensordesc");
+            assert!(status.success(), "cargo build -p libtensordesc failed");
             built = private.join("debug");
         }
         let staged = out_dir().join("lib");

@@ -1,4 +1,4 @@
-//! Hardening of the C entry points, through `tensordesc::ffi` from Rust:
+//! Hardening of the C entry points, through `tensordesc_capi` from Rust:
 //!
 //! * every entry point that takes a count or a length compares it with what the
 //!   descriptor, handle or format allows before it reads the array or allocates: absurd
@@ -11,8 +11,8 @@
 use std::ffi::{c_char, c_void};
 use std::ptr;
 
-use tensordesc::ffi::*;
 use tensordesc::{Descriptor, ElementType, FileWriter, NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc_capi::*;
 
 use crate::counting_alloc;
 use counting_alloc::measure;

@@ -1,4 +1,4 @@
-//! DLPack interop through the Rust-facing C ABI (`tensordesc::ffi`): exports of every dense
+//! DLPack interop through the Rust-facing C ABI (`tensordesc_capi`): exports of every dense
 //! region kind checked field by field and element by element, imports of a few hundred
 //! generated strided layouts (negative, zero and permuted strides, misaligned data, byte
 //! offsets) read back against the producer's memory and exported again, and the ownership
@@ -10,10 +10,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tensordesc::ffi::dlpack::abi::code::*;
-use tensordesc::ffi::dlpack::abi::*;
-use tensordesc::ffi::*;
 use tensordesc::{Descriptor, ElementType, Location, NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc_capi::dlpack::abi::code::*;
+use tensordesc_capi::dlpack::abi::*;
+use tensordesc_capi::*;
 
 /// A zeroed byte buffer whose start is `skew` bytes past a 64-byte boundary.
 struct Mem {

@@ -1,15 +1,13 @@
 //! The committed C header `include/tensordesc.h` must be exactly what cbindgen generates
-//! from `src/ffi/` with `cbindgen.toml`. `TDESC_BLESS_HEADER=1` rewrites it.
-
-use std::path::Path;
+//! from `capi/src/` with `cbindgen.toml`. `TDESC_BLESS_HEADER=1` rewrites it.
 
 #[test]
 fn committed_header_is_fresh() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::repo_root();
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(root.join("src/ffi/mod.rs"))
+        .with_src(root.join("capi/src/lib.rs"))
         .generate()
         .expect("cbindgen generates the header");
     let mut generated = Vec::new();
@@ -29,7 +27,7 @@ fn committed_header_is_fresh() {
             .unwrap_or(committed.lines().count().min(generated.lines().count()));
         panic!(
             "include/tensordesc.h is stale (first difference at line {}); regenerate with \
-             TDESC_BLESS_HEADER=1 cargo test --test c_abi header_fresh",
+             TDESC_BLESS_HEADER=1 cargo test -p libtensordesc --test c_abi header_fresh",
             first + 1
         );
     }
@@ -37,7 +35,7 @@ fn committed_header_is_fresh() {
 
 #[test]
 fn header_declares_the_contract() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::repo_root();
     let h = std::fs::read_to_string(root.join("include/tensordesc.h")).expect("header");
     for needle in [
         "#ifndef TENSORDESC_H",
@@ -75,7 +73,7 @@ fn header_declares_the_contract() {
 #[test]
 fn header_layout_constants_are_the_layout_table() {
     use tensordesc::layout::{tag, tag_name, LAYOUTS};
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::repo_root();
     let h = std::fs::read_to_string(root.join("include/tensordesc.h")).expect("header");
     let mut from_header: Vec<(String, u8)> = h
         .lines()
@@ -111,7 +109,7 @@ fn header_layout_constants_are_the_layout_table() {
 #[test]
 fn header_and_python_element_types_are_the_library_table() {
     use tensordesc::ElementType;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::repo_root();
     let want: Vec<(String, u8)> = ElementType::ALL
         .iter()
         .map(|e| (e.name().to_owned(), e.code()))

@@ -6,10 +6,8 @@
 //! the three Cargo files (the package versions and the dependency requirements); this test
 //! fails if one of them, or the header, was left behind.
 
-use std::path::Path;
-
 fn read(rel: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::repo_root();
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 

@@ -4,8 +4,8 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use tensordesc::ffi::*;
 use tensordesc::{ElementType, TensorBuilder};
+use tensordesc_capi::*;
 
 use crate::counting_alloc::largest_request;
 

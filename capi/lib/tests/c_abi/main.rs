@@ -3,7 +3,7 @@
 //! One test binary for these suites (each a module, as its file was a binary of its own):
 //! every integration test binary links the whole library, so fewer binaries build faster.
 
-#[path = "../common/mod.rs"]
+#[path = "../../../../tests/common/mod.rs"]
 mod common;
 
 mod c_api;
