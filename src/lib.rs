@@ -35,7 +35,8 @@ pub mod layout;
 mod mem;
 pub mod transport;
 
-/// Internals exposed for the benchmarks only; not a stable API.
+/// Internals exposed for the benchmarks only (feature `internals`); not a stable API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
@@ -70,8 +71,9 @@ pub mod bench_support {
     }
 }
 
-/// Internals exposed for the fuzz targets and the hostile-input tests only; not a stable
-/// API.
+/// Internals exposed for the fuzz targets and the hostile-input tests only (feature
+/// `internals`); not a stable API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod foreign_support {
     use crate::transport::foreign::gguf;
