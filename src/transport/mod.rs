@@ -10,6 +10,11 @@ pub mod stream;
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 
+/// The `.tdf` file magic: `0x89 'T' 'D' 'F' CR LF 0x1A LF` (here rather than in
+/// [`mod@file`], so that the foreign containers' sniffing needs nothing of the `.tdf`
+/// reader that reads them).
+pub const FILE_MAGIC: [u8; 8] = [0x89, b'T', b'D', b'F', 0x0D, 0x0A, 0x1A, 0x0A];
+
 /// Writers' check of a tensor's buffer slices: one per effective buffer, each exactly its
 /// handle's `size_bytes` long (`BINDING_MISMATCH`), before anything is written.
 pub(crate) fn check_buffer_slices(name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {

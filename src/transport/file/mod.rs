@@ -77,8 +77,7 @@ use crate::descriptor::Descriptor;
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
 
-/// The file magic: `0x89 'T' 'D' 'F' CR LF 0x1A LF`.
-pub const FILE_MAGIC: [u8; 8] = [0x89, b'T', b'D', b'F', 0x0D, 0x0A, 0x1A, 0x0A];
+pub use super::FILE_MAGIC;
 /// Bytes of the (container version 2) file header.
 pub const FILE_HEADER_BYTES: u64 = 32;
 /// Bytes of the fixed part of a directory entry: `entry_kind`, 3 reserved bytes,

@@ -26,7 +26,7 @@ use std::ops::Range;
 use crate::descriptor::Descriptor;
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::file::FILE_MAGIC;
+use super::FILE_MAGIC;
 
 /// The kind of file a [`FileReader`](crate::FileReader) was opened on, told from its first
 /// bytes.
