@@ -470,83 +470,74 @@ impl TensorBuilder {
         level: u8,
         et: ElementType,
     ) -> Result<()> {
-        let rank = shape.len();
         w.u64(node.byte_offset);
-        match &node.layout {
-            LayoutSpec::Subpaving(regions) => {
-                if level > MAX_SUBPAVING_DEPTH {
-                    return Err(Error::new(
-                        ErrorKind::SubpavingTooDeep,
-                        format!("a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}"),
-                    ));
-                }
-                let n = u32::try_from(regions.len())
-                    .map_err(|_| Error::new(ErrorKind::Overflow, "more than 2^32 - 1 regions"))?;
-                w.u32(n);
-                for (k, r) in regions.iter().enumerate() {
-                    if r.origin.len() != rank || r.shape.len() != rank {
-                        return Err(Error::new(
-                            ErrorKind::InvalidArgument,
-                            format!(
-                                "region {k} at level {level}: origin/shape must have rank {rank}"
-                            ),
-                        ));
-                    }
-                    r.origin.iter().for_each(|&v| w.u64(v));
-                    r.shape.iter().for_each(|&v| w.u64(v));
-                    w.u8(r.node.layout.tag());
-                    let typed = match r.node.element_type {
-                        Some(_) => region_flags::HAS_REGION_ELEMENT_TYPE,
-                        None => 0,
-                    };
-                    w.u8(r.node.quantization.is_some() as u8 | typed);
-                    w.u8(r.node.element_type.map_or(0, ElementType::code));
-                    w.u8(0);
-                    let at = w.u32_slot();
-                    let ret = r.node.element_type.unwrap_or(et);
-                    self.write_node(w, &r.node, &r.shape, level + 1, ret)?;
-                    w.patch_u32_len(at)?;
-                }
-            }
-            LayoutSpec::Strided(s) => s.iter().for_each(|&v| w.i64(v)),
-            LayoutSpec::Tiled { levels, inner } => {
-                for (i, l) in levels.iter().enumerate() {
-                    l.tile_shape.iter().for_each(|&v| w.u64(v));
-                    w.u8(l.order as u8);
-                    w.u8(if i + 1 < levels.len() {
-                        tag::TILED
-                    } else {
-                        *inner
-                    });
-                }
-            }
-            LayoutSpec::DimOrder(p) => w.bytes(p),
-            LayoutSpec::Coo { nnz, flags }
-            | LayoutSpec::Csr { nnz, flags }
-            | LayoutSpec::Csc { nnz, flags } => {
-                w.u64(*nnz);
-                w.u8(*flags);
-            }
-            LayoutSpec::Csf { nnz, axis_order } => {
-                w.u64(*nnz);
-                w.bytes(axis_order);
-            }
-            LayoutSpec::BlockPaged {
-                block_size,
-                pool_count,
-            } => {
-                w.u64(*block_size);
-                w.u8(*pool_count);
-            }
-            LayoutSpec::GgmlBlocks { ggml_type } => w.u32(*ggml_type),
-            LayoutSpec::Extension { data, .. } => {
-                let n = u32::try_from(data.len())
-                    .map_err(|_| Error::new(ErrorKind::Overflow, "extension data exceeds u32"))?;
-                w.u32(n);
-                w.bytes(data);
-            }
-            LayoutSpec::RowMajor | LayoutSpec::ColMajor | LayoutSpec::Splat => {}
+        if let LayoutSpec::Subpaving(regions) = &node.layout {
+            self.write_regions(w, regions, shape.len(), level, et)?;
+        } else {
+            write_layout_fields(w, &node.layout)?;
         }
+        self.write_buffer_table(w, node, shape, et)?;
+        if let Some(q) = &node.quantization {
+            q.write(w)?;
+        }
+        Ok(())
+    }
+
+    /// The regions of a subpaving at `level` of a tensor of `rank`, whose elements are
+    /// `et` unless a region says otherwise: each record, then its node.
+    fn write_regions(
+        &self,
+        w: &mut Writer,
+        regions: &[RegionSpec],
+        rank: usize,
+        level: u8,
+        et: ElementType,
+    ) -> Result<()> {
+        if level > MAX_SUBPAVING_DEPTH {
+            return Err(Error::new(
+                ErrorKind::SubpavingTooDeep,
+                format!(
+                    "a subpaving at level {level} exceeds the maximum depth {MAX_SUBPAVING_DEPTH}"
+                ),
+            ));
+        }
+        let n = u32::try_from(regions.len())
+            .map_err(|_| Error::new(ErrorKind::Overflow, "more than 2^32 - 1 regions"))?;
+        w.u32(n);
+        for (k, r) in regions.iter().enumerate() {
+            if r.origin.len() != rank || r.shape.len() != rank {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("region {k} at level {level}: origin/shape must have rank {rank}"),
+                ));
+            }
+            r.origin.iter().for_each(|&v| w.u64(v));
+            r.shape.iter().for_each(|&v| w.u64(v));
+            w.u8(r.node.layout.tag());
+            let typed = match r.node.element_type {
+                Some(_) => region_flags::HAS_REGION_ELEMENT_TYPE,
+                None => 0,
+            };
+            w.u8(r.node.quantization.is_some() as u8 | typed);
+            w.u8(r.node.element_type.map_or(0, ElementType::code));
+            w.u8(0);
+            let at = w.u32_slot();
+            let ret = r.node.element_type.unwrap_or(et);
+            self.write_node(w, &r.node, &r.shape, level + 1, ret)?;
+            w.patch_u32_len(at)?;
+        }
+        Ok(())
+    }
+
+    /// The buffer table of `node`: a subpaving's own buffers as given; any other node's
+    /// as given, or derived from the descriptor when none are.
+    fn write_buffer_table(
+        &self,
+        w: &mut Writer,
+        node: &NodeSpec,
+        shape: &[u64],
+        et: ElementType,
+    ) -> Result<()> {
         if matches!(node.layout, LayoutSpec::Subpaving(_)) {
             w.u8(node.buffers.len().min(255) as u8);
             node.buffers.iter().for_each(|h| h.write(w));
@@ -566,9 +557,6 @@ impl TensorBuilder {
             })?;
             w.u8(n);
             bufs.iter().for_each(|h| h.write(w));
-        }
-        if let Some(q) = &node.quantization {
-            q.write(w)?;
         }
         Ok(())
     }
@@ -674,4 +662,53 @@ impl TensorBuilder {
         }
         Ok(sizes.into_iter().map(|s| t.with_size(s)).collect())
     }
+}
+
+/// The fields of `layout` after `byte_offset` (none for ROW_MAJOR, COL_MAJOR and SPLAT; a
+/// subpaving's regions are written by `TensorBuilder::write_regions`).
+fn write_layout_fields(w: &mut Writer, layout: &LayoutSpec) -> Result<()> {
+    match layout {
+        LayoutSpec::Strided(s) => s.iter().for_each(|&v| w.i64(v)),
+        LayoutSpec::Tiled { levels, inner } => {
+            for (i, l) in levels.iter().enumerate() {
+                l.tile_shape.iter().for_each(|&v| w.u64(v));
+                w.u8(l.order as u8);
+                w.u8(if i + 1 < levels.len() {
+                    tag::TILED
+                } else {
+                    *inner
+                });
+            }
+        }
+        LayoutSpec::DimOrder(p) => w.bytes(p),
+        LayoutSpec::Coo { nnz, flags }
+        | LayoutSpec::Csr { nnz, flags }
+        | LayoutSpec::Csc { nnz, flags } => {
+            w.u64(*nnz);
+            w.u8(*flags);
+        }
+        LayoutSpec::Csf { nnz, axis_order } => {
+            w.u64(*nnz);
+            w.bytes(axis_order);
+        }
+        LayoutSpec::BlockPaged {
+            block_size,
+            pool_count,
+        } => {
+            w.u64(*block_size);
+            w.u8(*pool_count);
+        }
+        LayoutSpec::GgmlBlocks { ggml_type } => w.u32(*ggml_type),
+        LayoutSpec::Extension { data, .. } => {
+            let n = u32::try_from(data.len())
+                .map_err(|_| Error::new(ErrorKind::Overflow, "extension data exceeds u32"))?;
+            w.u32(n);
+            w.bytes(data);
+        }
+        LayoutSpec::RowMajor
+        | LayoutSpec::ColMajor
+        | LayoutSpec::Splat
+        | LayoutSpec::Subpaving(_) => {}
+    }
+    Ok(())
 }

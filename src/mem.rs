@@ -602,12 +602,20 @@ mod tests {
             (false, -(1 << 30), 1e-7),
             (true, i32::MAX - 256, 3.5e-3),
         ] {
+            // The dispatched call (AVX2 where the CPU has it) and the portable loop.
             let mut fast = vec![0f32; 997];
             bytes_affine_f32(&mut fast, &codes, signed, zp, scale);
-            for (k, (&f, &c)) in fast.iter().zip(&codes).enumerate() {
+            let mut portable = vec![0f32; 997];
+            bytes_affine_f32_loop(&mut portable, &codes, signed, zp, scale);
+            for (k, ((&f, &p), &c)) in fast.iter().zip(&portable).zip(&codes).enumerate() {
                 let q = if signed { c as i8 as i64 } else { c as i64 };
                 let want = ((q - zp as i64) as f64 * scale) as f32;
                 assert_eq!(f.to_bits(), want.to_bits(), "element {k}, zp {zp}");
+                assert_eq!(
+                    p.to_bits(),
+                    want.to_bits(),
+                    "portable, element {k}, zp {zp}"
+                );
             }
         }
     }

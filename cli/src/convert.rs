@@ -45,9 +45,11 @@
 //! the tensor is an ordinary tensor.)
 
 mod header;
+mod reader;
+mod source;
 
 use std::fs::File;
-use std::io::{IsTerminal, Read, Seek, Write};
+use std::io::{IsTerminal, Seek, Write};
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -62,7 +64,9 @@ use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, Result, Tensor
 
 use crate::text;
 use crate::CliResult;
-use header::{Entry, Header, MAX_HEADER};
+use header::{Entry, Header};
+use reader::{from_reader, is_sharded, upgrade};
+use source::{header_length, open_input, read_header, read_header_at, Input, Stream};
 
 /// Inputs at least this large get a progress bar (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
@@ -176,187 +180,6 @@ fn copy_range<W: Write>(
 
 fn io_err(detail: String) -> Error {
     Error::new(ErrorKind::Io, detail)
-}
-
-/// The input, opened: a regular file, or a stream (a pipe, a FIFO, a device) that is read
-/// once, front to back.
-struct Input {
-    file: File,
-    meta: std::fs::Metadata,
-    regular: bool,
-    /// Its first 8 bytes (fewer when the input is shorter).
-    first: Vec<u8>,
-}
-
-/// Open the input and read its first 8 bytes; a directory is refused.
-fn open_input(input: &Path) -> Result<Input> {
-    let meta = std::fs::metadata(input)
-        .map_err(|e| io_err(format!("cannot open {}: {e}", input.display())))?;
-    if meta.is_dir() {
-        return Err(io_err(format!(
-            "{} is a directory, not a safetensors file",
-            input.display()
-        )));
-    }
-    let file =
-        File::open(input).map_err(|e| io_err(format!("cannot open {}: {e}", input.display())))?;
-    let mut first = Vec::with_capacity(8);
-    (&file)
-        .take(8)
-        .read_to_end(&mut first)
-        .map_err(|e| io_err(format!("cannot read {}: {e}", input.display())))?;
-    Ok(Input {
-        regular: meta.is_file(),
-        file,
-        meta,
-        first,
-    })
-}
-
-/// The header length the first 8 bytes give, checked before anything more is read: at
-/// most [`MAX_HEADER`], at least 2 (`{}`), and within a regular file.
-fn header_length(src: &Input, input: &Path) -> Result<u64> {
-    let name = input.display();
-    let Ok(first) = <[u8; 8]>::try_from(&src.first[..]) else {
-        let k = src.first.len();
-        let what = if src.regular {
-            format!("the file has {k} bytes")
-        } else {
-            format!("the input ended after {k} bytes")
-        };
-        return Err(content(format!(
-            "{name}: {what}, too short for a safetensors file (it starts with an 8-byte header length)"
-        )));
-    };
-    let n = u64::from_le_bytes(first);
-    if n > MAX_HEADER {
-        return Err(content(format!(
-            "{name}: the first 8 bytes give a header length of {n} bytes, more than the \
-             100 MB safetensors allows: this is not a safetensors file"
-        )));
-    }
-    if n < 2 {
-        return Err(content(format!(
-            "{name}: the first 8 bytes give a header length of {n} bytes, too short for the \
-             JSON object a safetensors header is: this is not a safetensors file"
-        )));
-    }
-    // The size at open: the first 8 bytes were read after it (saturating, should the
-    // file have grown in between).
-    let len = src.meta.len();
-    if src.regular && n > len.saturating_sub(8) {
-        return Err(content(format!(
-            "{name}: the first 8 bytes give a header length of {n} bytes, which runs past \
-             the end of the {len}-byte file: truncated or not a safetensors file"
-        )));
-    }
-    Ok(n)
-}
-
-/// Read the `n` header bytes that follow the first 8, into an anonymous mapping: pages
-/// that a stream ending early leaves unread are never touched, so never resident, and
-/// unmapping it returns it all (freed from the heap, its size would raise the allocator's
-/// threshold for mapping large blocks, and the writer's growing directory would then leave
-/// copies behind in the heap).
-fn read_header(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
-    let len = usize::try_from(n).map_err(|_| io_err(format!("{n} bytes do not fit in memory")))?;
-    let mut buf = memmap2::MmapMut::map_anon(len).map_err(|e| {
-        io_err(format!(
-            "{}: cannot allocate the {n}-byte header: {e}",
-            input.display()
-        ))
-    })?;
-    let mut got = 0;
-    while got < len {
-        match (&src.file).read(&mut buf[got..]) {
-            Ok(0) => {
-                return Err(content(format!(
-                    "{}: the input ends after {got} of the {n} header bytes its first 8 bytes announce: truncated, or not a safetensors file",
-                    input.display(),
-                )))
-            }
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(format!("cannot read {}: {e}", input.display()))),
-        }
-    }
-    Ok(buf)
-}
-
-/// [`read_header`] again, from a regular file's byte 8.
-fn read_header_at(src: &Input, n: u64, input: &Path) -> Result<memmap2::MmapMut> {
-    (&src.file)
-        .seek(std::io::SeekFrom::Start(8))
-        .map_err(|e| io_err(format!("cannot read {}: {e}", input.display())))?;
-    read_header(src, n, input)
-}
-
-/// A pipe's or a device's data, read once, front to back, through one buffer.
-struct Stream<'a> {
-    file: &'a File,
-    input: &'a Path,
-    buf: Vec<u8>,
-    /// Data bytes read so far.
-    at: u64,
-}
-
-impl Stream<'_> {
-    fn read(&mut self, want: usize) -> Result<usize> {
-        loop {
-            match self.file.read(&mut self.buf[..want]) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err(format!("cannot read {}: {e}", self.input.display()))),
-            }
-        }
-    }
-
-    /// Write tensor `e`'s data, which comes next in the input, to `w`.
-    fn copy<W: Write>(
-        &mut self,
-        name: &str,
-        e: &Entry,
-        w: &mut DirectoryWriter<W>,
-        pb: &ProgressBar,
-    ) -> Result<()> {
-        if self.at != e.begin {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                format!("tensor {name:?} is not the next in the data"),
-            ));
-        }
-        let mut left = e.len;
-        while left > 0 {
-            let n = self.read(left.min(self.buf.len() as u64) as usize)?;
-            if n == 0 {
-                return Err(content(format!(
-                    "{}: the input ends at byte {} of the data section, inside tensor {name:?} (data_offsets [{}, {}]): truncated",
-                    self.input.display(),
-                    self.at,
-                    e.begin,
-                    e.begin + e.len
-                )));
-            }
-            w.write_bytes(&self.buf[..n])
-                .map_err(|err| err.context(format!("writing tensor {name:?}")))?;
-            pb.inc(n as u64);
-            self.at += n as u64;
-            left -= n as u64;
-        }
-        Ok(())
-    }
-
-    /// Check that the input ends where the last tensor's data does.
-    fn finish(&mut self) -> Result<()> {
-        if self.read(1)? > 0 {
-            return Err(content(format!(
-                "{}: the input goes on after byte {} of the data section, where the last tensor's data ends (bytes no tensor covers)",
-                self.input.display(),
-                self.at
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Refuse an output that is the input itself (the same file through its own path, a
@@ -540,64 +363,48 @@ pub fn run(
     if let Some(what) = other_format(&src.first) {
         return Err(content(format!("{path}: {what}")).into());
     }
-    let n = header_length(&src, input)?;
-    let bytes = read_header(&src, n, input)?;
+    from_safetensors(&src, input, mode, opts, output, alignment, quiet, out)
+}
+
+/// Convert the safetensors input `src` (named `input`): its header read and checked,
+/// then, unless the library's reader groups quantized weights' pieces, every tensor
+/// declared and its data copied (streamed from a pipe or a device).
+#[allow(clippy::too_many_arguments)]
+fn from_safetensors(
+    src: &Input,
+    input: &Path,
+    mode: Mode,
+    opts: ReadOptions,
+    output: &Path,
+    alignment: Option<u32>,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let path = input.display();
+    let n = header_length(src, input)?;
+    let bytes = read_header(src, n, input)?;
     let mut header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     drop(bytes);
     // A safetensors file whose quantized weights may be stored in pieces (a name of a
     // convention's): grouped through the library's reader, which writes them as codes and
     // scales; the streaming path below copies tensors one for one.
-    let pieces = |n: &str| {
-        [
-            "_scale",
-            "_scale_2",
-            "_scale_inv",
-            "_global_scale",
-            "_blocks",
-            "_scales",
-            ".weight_packed",
-        ]
-        .iter()
-        .any(|s| n.ends_with(s))
-    };
-    if opts.group && src.regular && header.tensors().iter().any(|e| pieces(header.name(e))) {
+    if opts.group
+        && src.regular
+        && header
+            .tensors()
+            .iter()
+            .any(|e| is_quantized_piece(header.name(e)))
+    {
         drop(header);
-        let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(&path))?;
-        let grouped = r.entries().any(|e| {
-            e.descriptor()
-                .is_some_and(|d| d.effective_buffer_count() > 1)
-        });
-        if grouped {
-            return from_reader(
-                &r,
-                input,
-                "safetensors, quantized weights grouped",
-                output,
-                alignment,
-                quiet,
-                out,
-            );
+        if convert_grouped(input, mode, opts, output, alignment, quiet, out)? {
+            return Ok(());
         }
-        drop(r);
         // Nothing grouped after all: stream it like any safetensors file.
-        let bytes = read_header_at(&src, n, input)?;
+        let bytes = read_header_at(src, n, input)?;
         header = header::parse(&bytes).map_err(|e| e.context(&path))?;
     }
     let data_start = 8 + n;
-    if src.regular {
-        let held = src.meta.len().saturating_sub(data_start);
-        let at = header.data_len();
-        if at != held {
-            let last = header.tensors().last().map_or_else(String::new, |e| {
-                format!(" (the last is {:?})", header.name(e))
-            });
-            return Err(content(format!(
-                "{path}: the tensors' data ends at byte {at} of the data section{last}, but the file holds {held} data bytes{}",
-                if at > held { ": truncated" } else { "" }
-            ))
-            .into());
-        }
-    }
+    check_data_len(src, &header, data_start, input)?;
     check_dtypes(&header).map_err(|e| e.context(&path))?;
     let metadata_keys = header.metadata_pairs().count();
 
@@ -605,47 +412,146 @@ pub fn run(
     let pb = progress(quiet, total);
     let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
     let written = write_output(output, alignment, &pb, |w| {
-        // The metadata entry first (encoded from the header's text, which is then freed).
-        w.set_metadata_strings(header.metadata_pairs())
-            .map_err(|err| err.context(format!("{path}: __metadata__")))?;
-        header.clear_metadata();
-        // Every descriptor is built and declared before anything is written; none is kept.
-        for e in header.tensors() {
-            let name = header.name(e);
-            let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
-            w.declare(name, &d)
-                .map_err(|err| err.context(format!("tensor {name:?}")))?;
-        }
-        let mut stream = (!src.regular).then(|| Stream {
-            file: &src.file,
-            input,
-            buf: vec![0; STREAM_CHUNK],
-            at: 0,
-        });
-        for e in header.tensors() {
-            let name = header.name(e);
-            pb.set_message(format!("{name:?}"));
-            match &mut stream {
-                Some(s) => s.copy(name, e, w, &pb)?,
-                None => copy_range(&src.file, data_start + e.begin, e.len, w, &pb)
-                    .map_err(|err| err.context(format!("writing tensor {name:?}")))?,
-            }
-        }
-        if let Some(s) = &mut stream {
-            s.finish()?;
-        }
-        Ok(())
+        write_safetensors(w, &mut header, src, input, data_start, &pb)
     })?;
 
     if quiet {
         return Ok(());
     }
+    report_safetensors(out, &header, input, output, written, metadata_keys)
+}
+
+/// Whether `name` ends like a piece of a quantized weight in one of the conventions the
+/// library's reader groups (a scale, a global scale, blocks, packed codes).
+fn is_quantized_piece(name: &str) -> bool {
+    [
+        "_scale",
+        "_scale_2",
+        "_scale_inv",
+        "_global_scale",
+        "_blocks",
+        "_scales",
+        ".weight_packed",
+    ]
+    .iter()
+    .any(|s| name.ends_with(s))
+}
+
+/// Open `input` with the library's reader and, when it grouped any quantized weight's
+/// pieces into one tensor, convert through it: true when converted, false when nothing
+/// was grouped (the reader dropped).
+fn convert_grouped(
+    input: &Path,
+    mode: Mode,
+    opts: ReadOptions,
+    output: &Path,
+    alignment: Option<u32>,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> CliResult<bool> {
+    let r = FileReader::open_with(input, mode, opts).map_err(|e| e.context(input.display()))?;
+    let grouped = r.entries().any(|e| {
+        e.descriptor()
+            .is_some_and(|d| d.effective_buffer_count() > 1)
+    });
+    if !grouped {
+        return Ok(false);
+    }
+    from_reader(
+        &r,
+        input,
+        "safetensors, quantized weights grouped",
+        output,
+        alignment,
+        quiet,
+        out,
+    )?;
+    Ok(true)
+}
+
+/// Check that a regular file holds exactly the data its header's tensors cover, from
+/// `data_start` on.
+fn check_data_len(src: &Input, header: &Header, data_start: u64, input: &Path) -> Result<()> {
+    if !src.regular {
+        return Ok(());
+    }
+    let held = src.meta.len().saturating_sub(data_start);
+    let at = header.data_len();
+    if at != held {
+        let last = header.tensors().last().map_or_else(String::new, |e| {
+            format!(" (the last is {:?})", header.name(e))
+        });
+        return Err(content(format!(
+            "{}: the tensors' data ends at byte {at} of the data section{last}, but the file holds {held} data bytes{}",
+            input.display(),
+            if at > held { ": truncated" } else { "" }
+        )));
+    }
+    Ok(())
+}
+
+/// Fill the directory-first writer `w` from the safetensors input: the metadata entry,
+/// every tensor declared, then every tensor's data, copied from a regular file (its data
+/// section at `data_start`) or streamed from a pipe or a device.
+fn write_safetensors(
+    w: &mut DirectoryWriter<File>,
+    header: &mut Header,
+    src: &Input,
+    input: &Path,
+    data_start: u64,
+    pb: &ProgressBar,
+) -> Result<()> {
+    let path = input.display();
+    // The metadata entry first (encoded from the header's text, which is then freed).
+    w.set_metadata_strings(header.metadata_pairs())
+        .map_err(|err| err.context(format!("{path}: __metadata__")))?;
+    header.clear_metadata();
+    // Every descriptor is built and declared before anything is written; none is kept.
+    for e in header.tensors() {
+        let name = header.name(e);
+        let d = descriptor(header, e).map_err(|err| err.context(&path))?;
+        w.declare(name, &d)
+            .map_err(|err| err.context(format!("tensor {name:?}")))?;
+    }
+    let mut stream = (!src.regular).then(|| Stream {
+        file: &src.file,
+        input,
+        buf: vec![0; STREAM_CHUNK],
+        at: 0,
+    });
+    for e in header.tensors() {
+        let name = header.name(e);
+        pb.set_message(format!("{name:?}"));
+        match &mut stream {
+            Some(s) => s.copy(name, e, w, pb)?,
+            None => copy_range(&src.file, data_start + e.begin, e.len, w, pb)
+                .map_err(|err| err.context(format!("writing tensor {name:?}")))?,
+        }
+    }
+    if let Some(s) = &mut stream {
+        s.finish()?;
+    }
+    Ok(())
+}
+
+/// The summary of a safetensors conversion: the `converted` line, the metadata keys
+/// (`metadata_keys` of them) and one line per tensor. `written` is the output's size
+/// (None when it is not a regular file).
+fn report_safetensors(
+    out: &mut dyn Write,
+    header: &Header,
+    input: &Path,
+    output: &Path,
+    written: Option<u64>,
+    metadata_keys: usize,
+) -> CliResult<()> {
+    let path = input.display();
     let n = header.tensors().len();
     writeln!(
         out,
         "converted {n} tensor{} ({} of data) from {} to {} ({})",
         if n == 1 { "" } else { "s" },
-        text::short_bytes(total),
+        text::short_bytes(header.data_len()),
         input.display(),
         output.display(),
         written.map_or_else(|| "not a regular file".to_string(), text::bytes_text)
@@ -659,246 +565,11 @@ pub fn run(
         )?;
     }
     for e in header.tensors() {
-        let d = descriptor(&header, e).map_err(|err| err.context(&path))?;
+        let d = descriptor(header, e).map_err(|err| err.context(&path))?;
         writeln!(out, "  {:?}: {}", header.name(e), text::tensor_summary(&d))?;
     }
     Ok(())
 }
 
-/// A sharded safetensors checkpoint: a `*.index.json`, or a directory holding a
-/// `*.safetensors.index.json`.
-fn is_sharded(input: &Path) -> bool {
-    let named = input
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(".index.json"));
-    named
-        || (input.is_dir()
-            && std::fs::read_dir(input).is_ok_and(|rd| {
-                rd.filter_map(|e| e.ok()).any(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.ends_with(".safetensors.index.json"))
-                })
-            }))
-}
-
-/// Convert what the library's reader read — a sharded checkpoint (every shard mapped), or a
-/// safetensors file whose quantized weights it grouped — writing every tensor as it is
-/// described (grouped tensors stay codes and scales) and the reader's metadata map. The
-/// data is copied from the mappings, tensor by tensor. `what` describes the input.
-fn from_reader(
-    r: &FileReader<'_>,
-    input: &Path,
-    what: &str,
-    output: &Path,
-    alignment: Option<u32>,
-    quiet: bool,
-    out: &mut dyn Write,
-) -> CliResult<()> {
-    if let Some(e) = r.opaque_entries().next() {
-        let p = e.problem().map_or_else(String::new, |p| p.to_string());
-        return Err(Error::new(
-            ErrorKind::NotBindable,
-            format!(
-                "{}: tensor {:?} has no tensordesc description and cannot be converted ({p})",
-                input.display(),
-                e.name()
-            ),
-        )
-        .into());
-    }
-    let total: u64 = r.entries().map(|e| e.data().len() as u64).sum();
-    let pb = progress(quiet, total);
-    let alignment = alignment.unwrap_or(DEFAULT_DATA_ALIGNMENT);
-    let written = write_output(output, alignment, &pb, |w| {
-        w.set_metadata(r.metadata())?;
-        for e in r.entries() {
-            let d = e
-                .descriptor()
-                .ok_or_else(|| Error::new(ErrorKind::Internal, "an entry without descriptor"))?;
-            w.declare(e.name(), d)
-                .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        }
-        for e in r.entries() {
-            pb.set_message(format!("{:?}", e.name()));
-            let bufs = e.buffers()?;
-            w.write_tensor(&bufs)
-                .map_err(|err| err.context(format!("writing tensor {:?}", e.name())))?;
-            pb.inc(bufs.iter().map(|b| b.len() as u64).sum());
-        }
-        Ok(())
-    })?;
-    if quiet {
-        return Ok(());
-    }
-    let written = written.map_or_else(|| "not a regular file".to_string(), text::bytes_text);
-    converted_line(out, r.len(), total, input, what, output, &written)?;
-    if !r.metadata().is_empty() {
-        let k = r.metadata().len();
-        writeln!(
-            out,
-            "  metadata: {k} key{} (carried over as the file's metadata map)",
-            if k == 1 { "" } else { "s" }
-        )?;
-    }
-    for e in r.entries() {
-        if let Some(d) = e.descriptor() {
-            writeln!(out, "  {:?}: {}", e.name(), text::tensor_summary(d))?;
-        }
-    }
-    Ok(())
-}
-
-/// `convert IN.tdf OUT.tdf`: every tensor of the input (any container version) written as
-/// container version 2, buffers copied as they are; with `permissive`, entries the reader
-/// cannot interpret are copied verbatim (which needs the input's alignment).
-#[allow(clippy::too_many_arguments)]
-fn upgrade(
-    map: &Mapping,
-    file: &File,
-    input: &Path,
-    output: &Path,
-    alignment: Option<u32>,
-    permissive: bool,
-    quiet: bool,
-    out: &mut dyn Write,
-) -> CliResult<()> {
-    let mode = if permissive {
-        Mode::Permissive
-    } else {
-        Mode::Strict
-    };
-    let r = FileReader::from_bytes(map.as_bytes(), mode).map_err(|e| e.context(input.display()))?;
-    let alignment = alignment.unwrap_or(r.data_buffer_alignment());
-    // Check every entry before anything is written.
-    let mut total = 0u64;
-    for e in r.entries() {
-        match (e.problem(), e.descriptor()) {
-            (None, Some(_)) => total += e.data().len() as u64,
-            (Some(p), Some(d)) if !d.is_bindable() => {
-                if alignment != r.data_buffer_alignment() {
-                    return Err(Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!(
-                            "{}: tensor {:?} is opaque ({}) and is copied verbatim, which needs the input's data_buffer_alignment {}; drop --alignment {alignment}",
-                            input.display(),
-                            e.name(),
-                            p.kind.name(),
-                            r.data_buffer_alignment()
-                        ),
-                    )
-                    .into());
-                }
-                total += e.data().len() as u64;
-            }
-            (Some(p), _) => {
-                return Err(Error::new(
-                    p.kind,
-                    format!(
-                        "{}: tensor {:?} cannot be copied: {}",
-                        input.display(),
-                        e.name(),
-                        p.detail
-                    ),
-                )
-                .into())
-            }
-            (None, None) => {
-                return Err(Error::new(ErrorKind::Internal, "an entry without descriptor").into())
-            }
-        }
-    }
-    let pb = progress(quiet, total);
-    let written = write_output(output, alignment, &pb, |w| {
-        w.set_metadata(r.metadata())?;
-        for e in r.entries() {
-            match e.descriptor() {
-                Some(d) if d.is_bindable() => w.declare(e.name(), d),
-                _ => w.declare_opaque(e.name(), e.descriptor_bytes(), e.data().len() as u64),
-            }
-            .map_err(|err| err.context(format!("tensor {:?}", e.name())))?;
-        }
-        for e in r.entries() {
-            pb.set_message(format!("{:?}", e.name()));
-            let ranges = if e.is_opaque() {
-                vec![e.data_range()]
-            } else {
-                e.buffer_ranges()?
-            };
-            for rg in ranges {
-                copy_range(file, rg.start, rg.end - rg.start, w, &pb)
-                    .map_err(|err| err.context(format!("writing tensor {:?}", e.name())))?;
-            }
-        }
-        Ok(())
-    })?;
-    if quiet {
-        return Ok(());
-    }
-    let written = written.map_or_else(|| "not a regular file".to_string(), text::bytes_text);
-    let from = format!(".tdf version {}.{}", r.version_major(), r.version_minor());
-    let to = format!(".tdf version 2.0, {written}");
-    converted_line(out, r.len(), total, input, &from, output, &to)?;
-    for e in r.entries() {
-        match (e.descriptor(), e.problem()) {
-            (Some(d), None) => writeln!(out, "  {:?}: {}", e.name(), text::tensor_summary(d))?,
-            (_, p) => writeln!(
-                out,
-                "  {:?}: opaque entry, copied verbatim ({})",
-                e.name(),
-                p.map_or("", |p| p.kind.name())
-            )?,
-        }
-    }
-    Ok(())
-}
-
-/// `converted N tensors (SIZE of data) from INPUT (FROM) to OUTPUT (TO)`.
-fn converted_line(
-    out: &mut dyn Write,
-    n: usize,
-    total: u64,
-    input: &Path,
-    from: &str,
-    output: &Path,
-    to: &str,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "converted {n} tensor{} ({} of data) from {} ({from}) to {} ({to})",
-        if n == 1 { "" } else { "s" },
-        text::short_bytes(total),
-        input.display(),
-        output.display(),
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_mapped_dtype_has_the_same_width() {
-        for (dt, et) in DTYPES {
-            assert_eq!(element_type_of(dt, "t").unwrap(), et, "{dt}");
-            assert_eq!(dt.bitsize() as u32, et.bits(), "{dt}");
-        }
-    }
-
-    #[test]
-    fn unmappable_dtypes_name_the_tensor() {
-        for dt in [
-            Dtype::F6_E2M3,
-            Dtype::F6_E3M2,
-            Dtype::F8_E4M3FNUZ,
-            Dtype::F8_E5M2FNUZ,
-        ] {
-            let e = element_type_of(dt, "w").unwrap_err();
-            assert_eq!(e.kind, ErrorKind::InvalidElementType);
-            assert!(e
-                .detail
-                .starts_with(&format!("tensor \"w\": safetensors dtype {dt} ")));
-        }
-    }
-}
+mod tests;

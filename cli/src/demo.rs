@@ -129,12 +129,10 @@ struct Checkpoint {
     down: Vec<u16>,
 }
 
-fn checkpoint() -> Checkpoint {
-    let mut pieces = Vec::new();
-    let mut expected = Vec::new();
-
-    // NVFP4 (ModelOpt): codes U8 [N, K/2], low nibble = even k; scales F8_E4M3 [N, K/16];
-    // a global scale F32 []. Value = e2m1(code) × e4m3(scale) × global.
+/// The NVFP4 weight (ModelOpt): codes U8 [N, K/2], low nibble = even k; scales F8_E4M3
+/// [N, K/16]; a global scale F32 []. Value = e2m1(code) × e4m3(scale) × global. Its three
+/// pieces and its values.
+fn nvfp4_weight() -> ([Piece; 3], Vec<f32>) {
     let [n, k] = UP_SHAPE;
     let codes: Vec<u8> = (0..n * k / 2).map(|i| hash(1, i) as u8).collect();
     // Positive E4M3 scales 0.25 ..= 3.75: exponent field 5..=8, any mantissa.
@@ -154,31 +152,35 @@ fn checkpoint() -> Checkpoint {
             (e2m1(nibble) * e4m3(scale) * f64::from(global)) as f32
         })
         .collect();
-    pieces.push(piece(
-        UP,
-        Dtype::U8,
-        &[n, k / 2],
-        codes,
-        "NVFP4 codes, two per byte",
-    ));
-    pieces.push(piece(
-        &format!("{UP}_scale"),
-        Dtype::F8_E4M3,
-        &[n, k / 16],
-        scales,
-        "FP8 scale per 16 codes",
-    ));
-    pieces.push(piece(
-        &format!("{UP}_scale_2"),
-        Dtype::F32,
-        &[],
-        global.to_le_bytes().to_vec(),
-        "global scale",
-    ));
-    expected.push((UP, up));
+    let pieces = [
+        piece(
+            UP,
+            Dtype::U8,
+            &[n, k / 2],
+            codes,
+            "NVFP4 codes, two per byte",
+        ),
+        piece(
+            &format!("{UP}_scale"),
+            Dtype::F8_E4M3,
+            &[n, k / 16],
+            scales,
+            "FP8 scale per 16 codes",
+        ),
+        piece(
+            &format!("{UP}_scale_2"),
+            Dtype::F32,
+            &[],
+            global.to_le_bytes().to_vec(),
+            "global scale",
+        ),
+    ];
+    (pieces, up)
+}
 
-    // FP8 blocks: codes F8_E4M3 [N, K]; scale_inv F32 [ceil(N/128), ceil(K/128)], which
-    // multiplies. No NaN codes (0x7F, 0xFF).
+/// The FP8 weight with block scales: codes F8_E4M3 [N, K]; scale_inv F32 [ceil(N/128),
+/// ceil(K/128)], which multiplies. No NaN codes (0x7F, 0xFF). Its two pieces and its values.
+fn fp8_block_weight() -> ([Piece; 2], Vec<f32>) {
     let [n, k] = Q_SHAPE;
     let codes: Vec<u8> = (0..n * k)
         .map(|i| match (hash(3, i) % 254) as u8 {
@@ -194,19 +196,24 @@ fn checkpoint() -> Checkpoint {
             (e4m3(codes[i as usize]) * f64::from(s)) as f32
         })
         .collect();
-    pieces.push(piece(Q, Dtype::F8_E4M3, &[n, k], codes, "FP8 codes"));
-    pieces.push(piece(
-        &format!("{Q}_scale_inv"),
-        Dtype::F32,
-        &[bn, bk],
-        scale_inv.iter().flat_map(|s| s.to_le_bytes()).collect(),
-        "FP8 scale per 128 x 128 block",
-    ));
-    expected.push((Q, q));
+    let pieces = [
+        piece(Q, Dtype::F8_E4M3, &[n, k], codes, "FP8 codes"),
+        piece(
+            &format!("{Q}_scale_inv"),
+            Dtype::F32,
+            &[bn, bk],
+            scale_inv.iter().flat_map(|s| s.to_le_bytes()).collect(),
+            "FP8 scale per 128 x 128 block",
+        ),
+    ];
+    (pieces, q)
+}
 
-    // The pruned weight: one entry in ten kept (magnitude pruning leaves such a pattern).
+/// The pruned weight's BF16 bits, row-major: one entry in ten kept (magnitude pruning
+/// leaves such a pattern).
+fn pruned_weight() -> Vec<u16> {
     let [n, k] = DOWN_SHAPE;
-    let down: Vec<u16> = (0..n * k)
+    (0..n * k)
         .map(|i| {
             if hash(4, i) % 10 == 0 {
                 bf16_bits(5, i, 0.0, 0.2)
@@ -214,25 +221,46 @@ fn checkpoint() -> Checkpoint {
                 0
             }
         })
-        .collect();
-    pieces.push(piece(
-        DOWN,
-        Dtype::BF16,
-        &[n, k],
-        down.iter().flat_map(|b| b.to_le_bytes()).collect(),
-        "pruned: nine in ten zero",
-    ));
-    expected.push((DOWN, down.iter().map(|&b| bf16(b) as f32).collect()));
+        .collect()
+}
+
+/// A BF16 tensor's piece, named `name` and described as `what`, and its values.
+fn bf16_tensor(name: &str, shape: &[u64], bits: &[u16], what: &'static str) -> (Piece, Vec<f32>) {
+    (
+        piece(
+            name,
+            Dtype::BF16,
+            shape,
+            bits.iter().flat_map(|b| b.to_le_bytes()).collect(),
+            what,
+        ),
+        bits.iter().map(|&b| bf16(b) as f32).collect(),
+    )
+}
+
+/// The checkpoint: the NVFP4 weight, the FP8 weight, the pruned weight and the norm.
+fn checkpoint() -> Checkpoint {
+    let mut pieces = Vec::new();
+    let mut expected = Vec::new();
+
+    let (up_pieces, up) = nvfp4_weight();
+    pieces.extend(up_pieces);
+    expected.push((UP, up));
+
+    let (q_pieces, q) = fp8_block_weight();
+    pieces.extend(q_pieces);
+    expected.push((Q, q));
+
+    let down = pruned_weight();
+    let (down_piece, down_values) =
+        bf16_tensor(DOWN, &DOWN_SHAPE, &down, "pruned: nine in ten zero");
+    pieces.push(down_piece);
+    expected.push((DOWN, down_values));
 
     let norm: Vec<u16> = (0..NORM_LEN).map(|i| bf16_bits(6, i, 1.0, 0.1)).collect();
-    pieces.push(piece(
-        NORM,
-        Dtype::BF16,
-        &[NORM_LEN],
-        norm.iter().flat_map(|b| b.to_le_bytes()).collect(),
-        "norm",
-    ));
-    expected.push((NORM, norm.iter().map(|&b| bf16(b) as f32).collect()));
+    let (norm_piece, norm_values) = bf16_tensor(NORM, &[NORM_LEN], &norm, "norm");
+    pieces.push(norm_piece);
+    expected.push((NORM, norm_values));
 
     Checkpoint {
         pieces,
@@ -419,23 +447,50 @@ fn quant_summary(d: &tensordesc::Descriptor) -> String {
 
 /// Run the demo into `dir` (default: `tensordesc-demo` in the temporary directory).
 pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
-    let dir: PathBuf = dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| std::env::temp_dir().join("tensordesc-demo"));
-    // The directory is made (its parent must exist) before anything is printed.
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-        Err(e) => {
-            return Err(Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())).into());
-        }
-    }
+    let dir = demo_dir(dir)?;
     let st_path = dir.join("model.safetensors");
     let tdf_path = dir.join("model.tdf");
 
     // 1. The checkpoint, as a quantization tool leaves it.
     let c = checkpoint();
     let st_len = write_checkpoint(&dir, &c)?;
+    list_checkpoint(&dir, &c, st_len, out)?;
+
+    // 2. Opened in place: the pieces of each quantized weight are one tensor.
+    let st = FileReader::open(&st_path, Mode::Strict)?;
+    list_opened(&st, out)?;
+
+    // 3. A window, dequantized, checked.
+    read_window(&st, &c, out)?;
+
+    // 4. Converted to a .tdf: quantized weights stay codes and scales; the pruned weight
+    //    becomes CSR.
+    let (nnz, csr_bytes) = write_tdf(&st, &c, &tdf_path)?;
+    check_tdf(&c, &tdf_path, nnz, csr_bytes, out)?;
+
+    // What to try next: commands that work as printed.
+    print_next(&st_path, &tdf_path, out)?;
+    Ok(())
+}
+
+/// The demo's directory (`dir`, or `tensordesc-demo` in the temporary directory), made
+/// (its parent must exist) before anything is printed.
+fn demo_dir(dir: Option<&Path>) -> Result<PathBuf> {
+    let dir: PathBuf = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| std::env::temp_dir().join("tensordesc-demo"));
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) => {
+            return Err(Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())));
+        }
+    }
+    Ok(dir)
+}
+
+/// Step 1's lines: the checkpoint written into `dir` and its tensors.
+fn list_checkpoint(dir: &Path, c: &Checkpoint, st_len: u64, out: &mut dyn Write) -> CliResult<()> {
     writeln!(
         out,
         "tensordesc demo: a quantized, pruned checkpoint, opened in place\n"
@@ -463,9 +518,12 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
             p.what
         )?;
     }
+    Ok(())
+}
 
-    // 2. Opened in place: the pieces of each quantized weight are one tensor.
-    let st = FileReader::open(&st_path, Mode::Strict)?;
+/// Step 2's lines: the tensors of the checkpoint opened in place; the NVFP4 weight's pieces
+/// must have been grouped into one tensor.
+fn list_opened(st: &FileReader<'_>, out: &mut dyn Write) -> CliResult<()> {
     writeln!(
         out,
         "\n2. Opened in place (mapped, nothing copied): {} tensors, each quantized weight's pieces one tensor",
@@ -493,8 +551,8 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     for note in st.grouping_notes() {
         writeln!(out, "     not grouped: {note}")?;
     }
-    let up = st.get(UP)?;
-    let up_d = up
+    let up_d = st
+        .get(UP)?
         .descriptor()
         .ok_or_else(|| mismatch(format!("{UP:?} has no description")))?;
     if up_d.element_type() != ElementType::Float4E2m1fn || up_d.shape() != UP_SHAPE {
@@ -503,9 +561,13 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         ))
         .into());
     }
+    Ok(())
+}
 
-    // 3. A window, dequantized, checked.
-    let t = up.bound()?;
+/// Step 3: a window of the NVFP4 weight read dequantized and checked, then every logical
+/// weight of the checkpoint read whole and checked.
+fn read_window(st: &FileReader<'_>, c: &Checkpoint, out: &mut dyn Write) -> CliResult<()> {
+    let t = st.get(UP)?.bound()?;
     t.validate()?;
     let w = read_f32(&t, &LO, &HI)?;
     writeln!(
@@ -515,8 +577,8 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     )?;
     let first: Vec<String> = w[..6].iter().map(|v| format!("{v:.6}")).collect();
     writeln!(out, "     row {}: {} ...", LO[0], first.join("  "))?;
-    check_equal("the window", &w, &expected_window(&c))?;
-    let n = check_file(&st, &c, "model.safetensors")?;
+    check_equal("the window", &w, &expected_window(c))?;
+    let n = check_file(st, c, "model.safetensors")?;
     writeln!(
         out,
         "   ok: its {} values equal the products computed here from the file's bytes,",
@@ -527,10 +589,13 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         "   and so do all {} values of the four weights, each read whole",
         thousands(n)
     )?;
+    Ok(())
+}
 
-    // 4. Converted to a .tdf: quantized weights stay codes and scales; the pruned weight
-    //    becomes CSR.
-    let (nnz, csr) = csr_buffers(&c);
+/// Step 4's conversion: every tensor of `st` written to `tdf_path` as it is described, the
+/// pruned weight as CSR; the number of entries the CSR keeps and the bytes of its buffers.
+fn write_tdf(st: &FileReader<'_>, c: &Checkpoint, tdf_path: &Path) -> Result<(u64, u64)> {
+    let (nnz, csr) = csr_buffers(c);
     let csr_desc = TensorBuilder::new(
         ElementType::Bfloat16,
         &DOWN_SHAPE,
@@ -538,7 +603,7 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     )
     .build()?;
     let csr_slices: Vec<&[u8]> = csr.iter().map(Vec::as_slice).collect();
-    let mut tmp = OutputFile::create(&tdf_path)?;
+    let mut tmp = OutputFile::create(tdf_path)?;
     let file = tmp
         .take_file()
         .ok_or_else(|| Error::new(ErrorKind::Io, "the temporary output file is gone"))?;
@@ -558,11 +623,23 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         w.finish()
     };
     tmp.commit(write()?)?;
-    let tdf_len = std::fs::metadata(&tdf_path)
+    let csr_bytes: u64 = csr.iter().map(|b| b.len() as u64).sum();
+    Ok((nnz, csr_bytes))
+}
+
+/// Step 4's lines: the `.tdf` written, then reopened: the pruned weight must be CSR and
+/// every value must equal the checkpoint's.
+fn check_tdf(
+    c: &Checkpoint,
+    tdf_path: &Path,
+    nnz: u64,
+    csr_bytes: u64,
+    out: &mut dyn Write,
+) -> CliResult<()> {
+    let tdf_len = std::fs::metadata(tdf_path)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", tdf_path.display())))?
         .len();
     let dense_bytes = DOWN_SHAPE[0] * DOWN_SHAPE[1] * 2;
-    let csr_bytes: u64 = csr.iter().map(|b| b.len() as u64).sum();
     writeln!(
         out,
         "\n4. Converted to {} ({}): NVFP4 and FP8 kept as codes and scales,",
@@ -577,7 +654,7 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
         text::short_bytes(csr_bytes),
         text::short_bytes(dense_bytes)
     )?;
-    let tdf = FileReader::open(&tdf_path, Mode::Strict)?;
+    let tdf = FileReader::open(tdf_path, Mode::Strict)?;
     let down = tdf.get(DOWN)?;
     let layout = down
         .descriptor()
@@ -586,14 +663,17 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> CliResult<()> {
     if layout != "CSR" {
         return Err(mismatch(format!("{DOWN:?} in the .tdf is {layout}, not CSR")).into());
     }
-    let n = check_file(&tdf, &c, "model.tdf")?;
+    let n = check_file(&tdf, c, "model.tdf")?;
     writeln!(
         out,
         "   reopened: all {} values equal the checkpoint's",
         thousands(n)
     )?;
+    Ok(())
+}
 
-    // What to try next: commands that work as printed.
+/// The closing lines: commands to try next, which work as printed.
+fn print_next(st_path: &Path, tdf_path: &Path, out: &mut dyn Write) -> CliResult<()> {
     let st_arg = shell_word(&st_path.to_string_lossy());
     let tdf_arg = shell_word(&tdf_path.to_string_lossy());
     let py = format!(

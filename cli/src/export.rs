@@ -14,10 +14,12 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use tensordesc::file::OutputFile;
-use tensordesc::{Descriptor, ElementType, Error, ErrorKind, Mode, OutputType, Result};
+use tensordesc::{
+    BoundTensor, Descriptor, ElementType, Error, ErrorKind, Mode, OutputType, Result,
+};
 
 use crate::commands::pick;
-use crate::input::Input;
+use crate::input::{Input, TensorRef};
 use crate::CliResult;
 
 /// Rows read per slab: the window is read and written a slab of at most this many bytes
@@ -181,28 +183,37 @@ pub fn run(
     let label = t
         .name
         .map_or_else(|| "the tensor".to_string(), |n| format!("tensor {n:?}"));
-    let d = t.descriptor.ok_or_else(|| {
-        Error::new(
-            ErrorKind::NotBindable,
-            format!("{label}: its descriptor could not be decoded"),
-        )
-    })?;
-    let bufs = match &t.buffers {
-        Some(Ok(b)) => b.clone(),
-        Some(Err(e)) => return Err(e.clone().context(&label).into()),
-        None => {
-            return Err(Error::new(
-                ErrorKind::NotBindable,
-                format!("{label}: the input carries no buffer data (a bare descriptor)"),
-            )
-            .into())
-        }
-    };
-    let bound = tensordesc::BoundTensor::bind(d, bufs).map_err(|e| e.context(&label))?;
-    bound.validate().map_err(|e| e.context(&label))?;
+    let bound = bind(t, &label)?;
+    let d = bound.descriptor();
     let (lo, hi) = parse_box(box_text, d.shape())?;
     d.check_box(&lo, &hi).map_err(|e| e.context(&label))?;
     let (out_type, descr) = dtype(d, dtype_name)?;
+    check_not_complex(d, out_type, &label)?;
+    let window = Window {
+        lo: &lo,
+        hi: &hi,
+        out_type,
+        label: &label,
+    };
+    let data_bytes = write_npy(&bound, &window, descr, out_path)?;
+    writeln!(
+        out,
+        "{}: {label} [{}] as {} ({descr}) -> {} ({} bytes of data)",
+        path.display(),
+        lo.iter()
+            .zip(&hi)
+            .map(|(l, h)| format!("{l}..{h}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        dtype_text(out_type),
+        out_path.display(),
+        data_bytes
+    )?;
+    Ok(())
+}
+
+/// Refuse complex elements for an output type other than raw (those types are real).
+fn check_not_complex(d: &Descriptor, out_type: OutputType, label: &str) -> Result<()> {
     if out_type != OutputType::Raw
         && matches!(
             d.element_type(),
@@ -215,11 +226,84 @@ pub fn run(
                 "{label}: {} elements are complex; export them with --dtype raw",
                 d.element_type()
             ),
-        )
-        .into());
+        ));
     }
-    let window: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| h - l).collect();
-    let es = out_type.element_bytes(d.element_type()) as u64;
+    Ok(())
+}
+
+/// The `--dtype` name of an output type.
+fn dtype_text(out_type: OutputType) -> &'static str {
+    match out_type {
+        OutputType::Raw => "raw",
+        OutputType::Float32 => "f32",
+        OutputType::Float64 => "f64",
+        OutputType::Float16 => "f16",
+        OutputType::BFloat16 => "bf16",
+    }
+}
+
+/// The tensor `t` bound to its buffers, its contents validated.
+fn bind<'a>(t: &TensorRef<'a>, label: &str) -> Result<BoundTensor<'a>> {
+    let d = t.descriptor.ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotBindable,
+            format!("{label}: its descriptor could not be decoded"),
+        )
+    })?;
+    let bufs = match &t.buffers {
+        Some(Ok(b)) => b.clone(),
+        Some(Err(e)) => return Err(e.clone().context(label)),
+        None => {
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!("{label}: the input carries no buffer data (a bare descriptor)"),
+            ))
+        }
+    };
+    let bound = BoundTensor::bind(d, bufs).map_err(|e| e.context(label))?;
+    bound.validate().map_err(|e| e.context(label))?;
+    Ok(bound)
+}
+
+/// What is exported: the box `[lo, hi)` of the tensor called `label`, as `out_type`.
+struct Window<'a> {
+    lo: &'a [u64],
+    hi: &'a [u64],
+    out_type: OutputType,
+    label: &'a str,
+}
+
+impl Window<'_> {
+    /// The error for a window whose bytes do not fit in memory.
+    fn too_large(&self) -> Error {
+        Error::new(
+            ErrorKind::Overflow,
+            format!(
+                "{}: the window's {} bytes do not fit in memory",
+                self.label,
+                self.out_type.name()
+            ),
+        )
+    }
+}
+
+/// Write the window of `bound` as the `.npy` `out_path` (dtype `descr`), through a
+/// temporary file beside it renamed when complete; the bytes of its data.
+fn write_npy(
+    bound: &BoundTensor<'_>,
+    window: &Window<'_>,
+    descr: &str,
+    out_path: &Path,
+) -> Result<u64> {
+    let extents: Vec<u64> = window
+        .lo
+        .iter()
+        .zip(window.hi)
+        .map(|(l, h)| h - l)
+        .collect();
+    let es = window
+        .out_type
+        .element_bytes(bound.descriptor().element_type()) as u64;
     let mut tmp = OutputFile::create(out_path)?;
     let file = tmp
         .take_file()
@@ -231,87 +315,74 @@ pub fn run(
             format!("cannot write {}: {e}", out_path.display()),
         )
     };
-    w.write_all(&npy_header(descr, &window)).map_err(io)?;
-    let too_large = || {
-        Error::new(
-            ErrorKind::Overflow,
-            format!(
-                "{label}: the window's {} bytes do not fit in memory",
-                out_type.name()
-            ),
-        )
-    };
+    w.write_all(&npy_header(descr, &extents)).map_err(io)?;
     // The window's element count fits u64 (the tensor's does); its bytes may not.
-    let total: u64 = window.iter().product();
-    let data_bytes = total.checked_mul(es).ok_or_else(too_large)?;
+    let total: u64 = extents.iter().product();
+    let data_bytes = total.checked_mul(es).ok_or_else(|| window.too_large())?;
     if total > 0 {
-        // Slabs of whole rows along axis 0 (a scalar is one slab of one element).
-        let row = window
-            .iter()
-            .skip(1)
-            .product::<u64>()
-            .checked_mul(es)
-            .ok_or_else(too_large)?;
-        let rows_per = if window.is_empty() {
-            1
-        } else {
-            (SLAB_BYTES / row.max(1)).clamp(1, window[0])
-        };
-        let cap = rows_per
-            .checked_mul(row.max(es))
-            .and_then(|c| usize::try_from(c).ok())
-            .ok_or_else(too_large)?;
-        // 8-byte aligned scratch for any output type; a row too large for memory is an
-        // error, not an abort.
-        let mut store: Vec<u64> = Vec::new();
-        store
-            .try_reserve_exact(cap.div_ceil(8))
-            .map_err(|_| too_large())?;
-        store.resize(cap.div_ceil(8), 0);
-        let mut r = 0u64;
-        loop {
-            let (mut slo, mut shi) = (lo.clone(), hi.clone());
-            let n = if window.is_empty() {
-                1
-            } else {
-                slo[0] = lo[0] + r;
-                shi[0] = (lo[0] + r + rows_per).min(hi[0]);
-                shi[0] - slo[0]
-            };
-            let bytes = usize::try_from(n * row.max(es)).map_err(|_| too_large())?;
-            let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
-            bound
-                .read_box(&slo, &shi, out_type, buf, None)
-                .map_err(|e| e.context(&label))?;
-            w.write_all(buf).map_err(io)?;
-            r += n;
-            if window.is_empty() || r >= window[0] {
-                break;
-            }
-        }
+        write_slabs(bound, window, &extents, es, &mut |buf: &[u8]| {
+            w.write_all(buf).map_err(io)
+        })?;
     }
     let file = w.into_inner().map_err(|e| io(e.into_error()))?;
     tmp.commit(file)?;
-    writeln!(
-        out,
-        "{}: {label} [{}] as {} ({descr}) -> {} ({} bytes of data)",
-        path.display(),
-        lo.iter()
-            .zip(&hi)
-            .map(|(l, h)| format!("{l}..{h}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        match out_type {
-            OutputType::Raw => "raw",
-            OutputType::Float32 => "f32",
-            OutputType::Float64 => "f64",
-            OutputType::Float16 => "f16",
-            OutputType::BFloat16 => "bf16",
-        },
-        out_path.display(),
-        data_bytes
-    )?;
-    Ok(())
+    Ok(data_bytes)
+}
+
+/// Read the (non-empty) window of `bound`, whose `extents` are its shape and `es` its
+/// output element size, in slabs of whole rows along axis 0 (a scalar is one slab of one
+/// element) of at most [`SLAB_BYTES`], handing each to `write`.
+fn write_slabs(
+    bound: &BoundTensor<'_>,
+    window: &Window<'_>,
+    extents: &[u64],
+    es: u64,
+    write: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let (lo, hi) = (window.lo, window.hi);
+    let row = extents
+        .iter()
+        .skip(1)
+        .product::<u64>()
+        .checked_mul(es)
+        .ok_or_else(|| window.too_large())?;
+    let rows_per = if extents.is_empty() {
+        1
+    } else {
+        (SLAB_BYTES / row.max(1)).clamp(1, extents[0])
+    };
+    let cap = rows_per
+        .checked_mul(row.max(es))
+        .and_then(|c| usize::try_from(c).ok())
+        .ok_or_else(|| window.too_large())?;
+    // 8-byte aligned scratch for any output type; a row too large for memory is an
+    // error, not an abort.
+    let mut store: Vec<u64> = Vec::new();
+    store
+        .try_reserve_exact(cap.div_ceil(8))
+        .map_err(|_| window.too_large())?;
+    store.resize(cap.div_ceil(8), 0);
+    let mut r = 0u64;
+    loop {
+        let (mut slo, mut shi) = (lo.to_vec(), hi.to_vec());
+        let n = if extents.is_empty() {
+            1
+        } else {
+            slo[0] = lo[0] + r;
+            shi[0] = (lo[0] + r + rows_per).min(hi[0]);
+            shi[0] - slo[0]
+        };
+        let bytes = usize::try_from(n * row.max(es)).map_err(|_| window.too_large())?;
+        let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
+        bound
+            .read_box(&slo, &shi, window.out_type, buf, None)
+            .map_err(|e| e.context(window.label))?;
+        write(buf)?;
+        r += n;
+        if extents.is_empty() || r >= extents[0] {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -416,6 +416,23 @@ pub fn write_descriptor(
     j.u64(d.byte_offset())?;
     j.key("quantization")?;
     write_quant(j, d.quantization())?;
+    write_sections(j, d)?;
+    j.key("bindable")?;
+    j.bool(d.is_bindable())?;
+    j.key("buffer_count")?;
+    j.u64(d.effective_buffer_count() as u64)?;
+    j.key("buffers")?;
+    write_buffers(j, d, file_ranges)?;
+    j.key("region_count")?;
+    j.u64(d.region_count() as u64)?;
+    j.key("regions")?;
+    write_regions(j, d)?;
+    j.end_object()
+}
+
+/// The descriptor's optional sections: `shard`, `statistics` and `extension_type` (null
+/// when absent).
+fn write_sections(j: &mut JsonWriter<'_>, d: &Descriptor) -> io::Result<()> {
     j.key("shard")?;
     match d.shard() {
         None => j.null()?,
@@ -464,11 +481,16 @@ pub fn write_descriptor(
             j.end_object()?;
         }
     }
-    j.key("bindable")?;
-    j.bool(d.is_bindable())?;
-    j.key("buffer_count")?;
-    j.u64(d.effective_buffer_count() as u64)?;
-    j.key("buffers")?;
+    Ok(())
+}
+
+/// The `buffers` array: every effective buffer, with its file offset when `file_ranges`
+/// gives one.
+fn write_buffers(
+    j: &mut JsonWriter<'_>,
+    d: &Descriptor,
+    file_ranges: Option<&[std::ops::Range<u64>]>,
+) -> io::Result<()> {
     j.begin_array()?;
     for k in 0..d.effective_buffer_count() {
         let Some(info) = d.buffer_info(k) else {
@@ -493,10 +515,11 @@ pub fn write_descriptor(
         )?;
         j.end_object()?;
     }
-    j.end_array()?;
-    j.key("region_count")?;
-    j.u64(d.region_count() as u64)?;
-    j.key("regions")?;
+    j.end_array()
+}
+
+/// The `regions` array: every region, depth-first.
+fn write_regions(j: &mut JsonWriter<'_>, d: &Descriptor) -> io::Result<()> {
     j.begin_array()?;
     for r in d.regions() {
         j.begin_object()?;
@@ -530,8 +553,7 @@ pub fn write_descriptor(
         write_quant(j, r.quantization())?;
         j.end_object()?;
     }
-    j.end_array()?;
-    j.end_object()
+    j.end_array()
 }
 
 fn write_tensor(j: &mut JsonWriter<'_>, t: &TensorRef<'_>) -> io::Result<()> {

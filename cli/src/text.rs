@@ -297,45 +297,7 @@ pub fn write_descriptor_tree(
 ) -> io::Result<()> {
     let ind = opts.indent;
     let n_buf = d.effective_buffer_count();
-    write!(out, "{ind}layout: {}", layout_text(&d.layout()))?;
-    if d.byte_offset() != 0 {
-        write!(out, ", byte_offset {}", d.byte_offset())?;
-    }
-    writeln!(out)?;
-    if let Some(q) = d.quantization() {
-        writeln!(out, "{ind}quantization: {}", quant_text(q))?;
-    }
-    if let Some(s) = d.shard() {
-        writeln!(
-            out,
-            "{ind}shard: {} of {}, origin {} in parent [{}]",
-            s.shard_index,
-            s.shard_count,
-            index_text(&s.shard_origin),
-            shape_text(&s.parent_shape)
-        )?;
-    }
-    if let Some(s) = d.statistics() {
-        let mut parts = Vec::new();
-        if let Some(n) = s.nnz {
-            parts.push(format!("nnz={n}"));
-        }
-        if let Some((lo, hi)) = s.min_max {
-            parts.push(format!("min={lo} max={hi}"));
-        }
-        if let Some(n) = s.nan_count {
-            parts.push(format!("nan_count={n}"));
-        }
-        writeln!(out, "{ind}statistics: {}", parts.join(" "))?;
-    }
-    if let Some(e) = d.extension_type() {
-        writeln!(
-            out,
-            "{ind}extension_type: {:?} with {} metadata bytes",
-            e.name,
-            e.metadata.len()
-        )?;
-    }
+    write_sections(out, d, ind)?;
     let leaves = d
         .regions()
         .filter(|r| !matches!(r.layout(), LayoutRef::Subpaving { .. }))
@@ -375,19 +337,63 @@ pub fn write_descriptor_tree(
         }
         return Ok(());
     }
+    write_region_tree(out, d, opts)
+}
 
-    // Region tree. Regions are in depth-first pre-order with parent links: a region is the
-    // last child of its parent when no later region has the same parent.
-    let n = d.region_count();
-    let mut last = vec![false; n];
-    let mut seen_parent = vec![false; n + 1];
-    for i in (0..n).rev() {
-        let p = d.region(i as u32).parent().map_or(n, |p| p as usize);
-        if !seen_parent[p] {
-            last[i] = true;
-            seen_parent[p] = true;
-        }
+/// The `layout` line and those of the sections `d` has: quantization, shard, statistics,
+/// extension type.
+fn write_sections(out: &mut dyn Write, d: &Descriptor, ind: &str) -> io::Result<()> {
+    write!(out, "{ind}layout: {}", layout_text(&d.layout()))?;
+    if d.byte_offset() != 0 {
+        write!(out, ", byte_offset {}", d.byte_offset())?;
     }
+    writeln!(out)?;
+    if let Some(q) = d.quantization() {
+        writeln!(out, "{ind}quantization: {}", quant_text(q))?;
+    }
+    if let Some(s) = d.shard() {
+        writeln!(
+            out,
+            "{ind}shard: {} of {}, origin {} in parent [{}]",
+            s.shard_index,
+            s.shard_count,
+            index_text(&s.shard_origin),
+            shape_text(&s.parent_shape)
+        )?;
+    }
+    if let Some(s) = d.statistics() {
+        let mut parts = Vec::new();
+        if let Some(n) = s.nnz {
+            parts.push(format!("nnz={n}"));
+        }
+        if let Some((lo, hi)) = s.min_max {
+            parts.push(format!("min={lo} max={hi}"));
+        }
+        if let Some(n) = s.nan_count {
+            parts.push(format!("nan_count={n}"));
+        }
+        writeln!(out, "{ind}statistics: {}", parts.join(" "))?;
+    }
+    if let Some(e) = d.extension_type() {
+        writeln!(
+            out,
+            "{ind}extension_type: {:?} with {} metadata bytes",
+            e.name,
+            e.metadata.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// The region tree of a subpaving `d`: one line per region, drawn with branches, and (with
+/// `opts.buffers`) each leaf's buffers below it.
+fn write_region_tree(
+    out: &mut dyn Write,
+    d: &Descriptor,
+    opts: &TreeOptions<'_>,
+) -> io::Result<()> {
+    let ind = opts.indent;
+    let last = last_children(d);
     // continuation[depth - 1]: the prefix below a region of that depth.
     let mut cont: Vec<&str> = Vec::new();
     for r in d.regions() {
@@ -427,6 +433,23 @@ pub fn write_descriptor_tree(
         }
     }
     Ok(())
+}
+
+/// Per region of `d`, whether it is the last child of its parent. Regions are in
+/// depth-first pre-order with parent links: a region is the last child of its parent when
+/// no later region has the same parent.
+fn last_children(d: &Descriptor) -> Vec<bool> {
+    let n = d.region_count();
+    let mut last = vec![false; n];
+    let mut seen_parent = vec![false; n + 1];
+    for i in (0..n).rev() {
+        let p = d.region(i as u32).parent().map_or(n, |p| p as usize);
+        if !seen_parent[p] {
+            last[i] = true;
+            seen_parent[p] = true;
+        }
+    }
+    last
 }
 
 /// A value for display: FLOAT32-expressed values print at f32 precision (`0.42`, not

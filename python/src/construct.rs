@@ -77,95 +77,34 @@ fn contiguous_buffer(a: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<MemB
 
 /// A quantization and its parameter buffers, from the dict `tensordesc._quant` builds.
 fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> {
-    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-        q.get_item(k)?
-            .ok_or_else(|| PyValueError::new_err(format!("quantization: missing {k:?}")))
-    };
-    let scheme: String = get("scheme")?.extract()?;
-    let expressed = element_type(get("expressed")?.extract()?).map_err(Fail)?;
-    let array = |k: &str| -> PyResult<Bound<'_, PyUntypedArray>> {
-        Ok(get(k)?.cast_into::<PyUntypedArray>()?)
-    };
+    let scheme: String = item(q, "scheme")?.extract()?;
+    let expressed = element_type(item(q, "expressed")?.extract()?).map_err(Fail)?;
     let mut bufs = Vec::new();
     let q = match scheme.as_str() {
         "PER_TENSOR_AFFINE" => {
-            let zero_point: i64 = args::int(&get("zero_point")?, "PerTensorAffine.zero_point")?;
+            let zero_point: i64 = args::int(&item(q, "zero_point")?, "PerTensorAffine.zero_point")?;
             Quantization {
                 scheme: QuantScheme::PerTensorAffine {
-                    scale: get("scale")?.extract()?,
+                    scale: item(q, "scale")?.extract()?,
                     zero_point,
                 },
                 expressed_type: expressed,
-                has_zero_point: get("has_zero_point")?.extract()?,
+                has_zero_point: item(q, "has_zero_point")?.extract()?,
                 global_scale: None,
             }
         }
         "PER_AXIS_AFFINE" | "BLOCKWISE" | "BLOCKWISE_2D" => {
-            let class = match scheme.as_str() {
-                "BLOCKWISE" => "Blockwise",
-                "BLOCKWISE_2D" => "Blockwise2D",
-                _ => "PerAxisAffine",
-            };
-            let scale_type = element_type(get("scale_type")?.extract()?).map_err(Fail)?;
-            bufs.push(contiguous_buffer(&array("scales")?, "quantization scales")?);
-            let zp = get("zero_points")?;
-            let has_zero_point = !zp.is_none();
-            if has_zero_point {
-                bufs.push(contiguous_buffer(
-                    &zp.cast_into::<PyUntypedArray>()?,
-                    "quantization zero points",
-                )?);
-            }
-            let global = q.get_item("global_scale")?.filter(|g| !g.is_none());
-            let global_scale = match global {
-                Some(g) => {
-                    bufs.push(contiguous_buffer(
-                        &g.cast_into::<PyUntypedArray>()?,
-                        "quantization global scale",
-                    )?);
-                    let divides = match q.get_item("global_divides")? {
-                        Some(d) => d.is_truthy()?,
-                        None => false,
-                    };
-                    Some(if divides {
-                        GlobalScale::Divides
-                    } else {
-                        GlobalScale::Multiplies
-                    })
-                }
-                None => None,
-            };
-            let scheme = match class {
-                "Blockwise" => QuantScheme::Blockwise {
-                    axis: args::int(&get("axis")?, "Blockwise.axis")?,
-                    block_size: args::int(&get("block_size")?, "Blockwise.block_size")?,
-                    scale_type,
-                },
-                "Blockwise2D" => {
-                    let axes = get("axes")?;
-                    let block = get("block")?;
-                    QuantScheme::Blockwise2D {
-                        axis_a: args::int(&axes.get_item(0)?, "Blockwise2D.axes[0]")?,
-                        block_a: args::int(&block.get_item(0)?, "Blockwise2D.block[0]")?,
-                        axis_b: args::int(&axes.get_item(1)?, "Blockwise2D.axes[1]")?,
-                        block_b: args::int(&block.get_item(1)?, "Blockwise2D.block[1]")?,
-                        scale_type,
-                    }
-                }
-                _ => QuantScheme::PerAxisAffine {
-                    axis: args::int(&get("axis")?, "PerAxisAffine.axis")?,
-                    scale_type,
-                },
-            };
+            let scale_type = element_type(item(q, "scale_type")?.extract()?).map_err(Fail)?;
+            let (has_zero_point, global_scale) = scale_buffers(q, &mut bufs)?;
             Quantization {
-                scheme,
+                scheme: scaled_scheme(q, &scheme, scale_type)?,
                 expressed_type: expressed,
                 has_zero_point,
                 global_scale,
             }
         }
         "CODEBOOK" => {
-            let cb = array("codebook")?;
+            let cb = item(q, "codebook")?.cast_into::<PyUntypedArray>()?;
             let size = u32::try_from(cb.len()).map_err(|_| {
                 Fail(Error::new(
                     ErrorKind::QuantizationInvalid,
@@ -189,6 +128,82 @@ fn quantization(q: &Bound<'_, PyDict>) -> PyResult<(Quantization, Vec<MemBuf>)> 
         }
     };
     Ok((q, bufs))
+}
+
+/// The entry `k` of the quantization dict `q` (a `ValueError` naming it when missing).
+fn item<'py>(q: &Bound<'py, PyDict>, k: &str) -> PyResult<Bound<'py, PyAny>> {
+    q.get_item(k)?
+        .ok_or_else(|| PyValueError::new_err(format!("quantization: missing {k:?}")))
+}
+
+/// The parameter buffers of a scheme with scales, appended to `bufs`: the scales, the zero
+/// points (if given) and the global scale (if given); whether there are zero points, and
+/// how the global scale applies.
+fn scale_buffers(
+    q: &Bound<'_, PyDict>,
+    bufs: &mut Vec<MemBuf>,
+) -> PyResult<(bool, Option<GlobalScale>)> {
+    let scales = item(q, "scales")?.cast_into::<PyUntypedArray>()?;
+    bufs.push(contiguous_buffer(&scales, "quantization scales")?);
+    let zp = item(q, "zero_points")?;
+    let has_zero_point = !zp.is_none();
+    if has_zero_point {
+        bufs.push(contiguous_buffer(
+            &zp.cast_into::<PyUntypedArray>()?,
+            "quantization zero points",
+        )?);
+    }
+    let global = q.get_item("global_scale")?.filter(|g| !g.is_none());
+    let global_scale = match global {
+        Some(g) => {
+            bufs.push(contiguous_buffer(
+                &g.cast_into::<PyUntypedArray>()?,
+                "quantization global scale",
+            )?);
+            let divides = match q.get_item("global_divides")? {
+                Some(d) => d.is_truthy()?,
+                None => false,
+            };
+            Some(if divides {
+                GlobalScale::Divides
+            } else {
+                GlobalScale::Multiplies
+            })
+        }
+        None => None,
+    };
+    Ok((has_zero_point, global_scale))
+}
+
+/// The scheme with scales named `scheme` (PER_AXIS_AFFINE, BLOCKWISE or BLOCKWISE_2D),
+/// its fields read from `q`.
+fn scaled_scheme(
+    q: &Bound<'_, PyDict>,
+    scheme: &str,
+    scale_type: ElementType,
+) -> PyResult<QuantScheme> {
+    Ok(match scheme {
+        "BLOCKWISE" => QuantScheme::Blockwise {
+            axis: args::int(&item(q, "axis")?, "Blockwise.axis")?,
+            block_size: args::int(&item(q, "block_size")?, "Blockwise.block_size")?,
+            scale_type,
+        },
+        "BLOCKWISE_2D" => {
+            let axes = item(q, "axes")?;
+            let block = item(q, "block")?;
+            QuantScheme::Blockwise2D {
+                axis_a: args::int(&axes.get_item(0)?, "Blockwise2D.axes[0]")?,
+                block_a: args::int(&block.get_item(0)?, "Blockwise2D.block[0]")?,
+                axis_b: args::int(&axes.get_item(1)?, "Blockwise2D.axes[1]")?,
+                block_b: args::int(&block.get_item(1)?, "Blockwise2D.block[1]")?,
+                scale_type,
+            }
+        }
+        _ => QuantScheme::PerAxisAffine {
+            axis: args::int(&item(q, "axis")?, "PerAxisAffine.axis")?,
+            scale_type,
+        },
+    })
 }
 
 /// The `alignment` argument (bytes, default 64) as alignment_log2: a power of two from 1

@@ -483,7 +483,31 @@ mod tests {
         }
         b.0[..2].copy_from_slice(&(-7i16).to_le_bytes());
         let ptrs = [a.0.as_ptr() as *const c_void, b.0.as_ptr() as *const c_void];
-        // SAFETY: live handles, buffers and locals, per the documented contracts.
+        regions_in_the_box(h);
+        let mut t = ptr::null_mut();
+        // SAFETY: a live handle, two live buffers, a live out-parameter.
+        unsafe {
+            assert_eq!(
+                tdesc_tensor_bind(h, ptrs.as_ptr(), 2, &mut t),
+                tdesc_status::TDESC_OK
+            );
+        }
+        read_the_box(t);
+        locate_and_get_many(h, t);
+        assert_eq!(tdesc_output_element_bytes(TDESC_OUTPUT_RAW, 0x13), 1);
+        assert_eq!(tdesc_output_element_bytes(7, 0x13), 0);
+        // SAFETY: created above, each freed once.
+        unsafe {
+            tdesc_tensor_free(t);
+            tdesc_descriptor_free(h);
+        }
+        drop((a, b));
+    }
+
+    /// The box [0, 1] .. [2, 4] of the 2 × 4 paving `h` meets both regions: through a
+    /// callback (which stops after three), not without one, and into arrays too small.
+    fn regions_in_the_box(h: *mut tdesc_descriptor) {
+        // SAFETY: live handle and locals, per the documented contracts.
         unsafe {
             let lo = [0u64, 1];
             let hi = [2u64, 4];
@@ -526,12 +550,16 @@ mod tests {
                 tdesc_status::TDESC_ERR_OUTPUT_TOO_SMALL
             );
             assert_eq!((count, regions[0], boxes), (2, 0, [0, 1, 2, 2]));
+        }
+    }
 
-            let mut t = ptr::null_mut();
-            assert_eq!(
-                tdesc_tensor_bind(h, ptrs.as_ptr(), 2, &mut t),
-                tdesc_status::TDESC_OK
-            );
+    /// The window [0, 1] .. [2, 4] of tensor `t` as FLOAT32; too small an output and an
+    /// unknown output type are refused.
+    fn read_the_box(t: *mut tdesc_tensor) {
+        // SAFETY: live tensor and locals; `out` holds 24 bytes.
+        unsafe {
+            let lo = [0u64, 1];
+            let hi = [2u64, 4];
             let mut out = [0f32; 6];
             assert_eq!(
                 tdesc_tensor_read_box(
@@ -573,6 +601,14 @@ mod tests {
                 ),
                 tdesc_status::TDESC_ERR_INVALID_ARGUMENT
             );
+        }
+    }
+
+    /// Elements [1, 1] and [0, 3] located in `h` and read from `t` as a batch; a count
+    /// that does not fit the output is refused.
+    fn locate_and_get_many(h: *mut tdesc_descriptor, t: *mut tdesc_tensor) {
+        // SAFETY: live handles and locals; `vals` holds 16 bytes.
+        unsafe {
             let idx = [1u64, 1, 0, 3];
             let mut locs = [tdesc_compact_location::default(); 2];
             assert_eq!(
@@ -613,11 +649,6 @@ mod tests {
                 ),
                 tdesc_status::TDESC_ERR_INVALID_ARGUMENT
             );
-            assert_eq!(tdesc_output_element_bytes(TDESC_OUTPUT_RAW, 0x13), 1);
-            assert_eq!(tdesc_output_element_bytes(7, 0x13), 0);
-            tdesc_tensor_free(t);
-            tdesc_descriptor_free(h);
         }
-        drop((a, b));
     }
 }

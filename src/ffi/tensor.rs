@@ -176,12 +176,7 @@ impl tdesc_tensor {
         }
         match &self.sources {
             Sources::Descriptor(d) => Ok(d),
-            Sources::File(f, i) => f.reader_entry(*i)?.shared_descriptor().ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Internal,
-                    "a bound file tensor without its descriptor",
-                )
-            }),
+            Sources::File(f, i) => f.shared_descriptor(*i),
         }
     }
 }

@@ -20,140 +20,7 @@ use crate::BoundTensor;
 /// callers. C and C++ callers use the official header instead; `tensordesc.h` declares
 /// only the incomplete managed-tensor types (the marker below keeps cbindgen out).
 ///
-pub mod abi {
-    use std::ffi::c_void;
-
-    /// `DLPACK_MAJOR_VERSION` of the header these layouts follow.
-    pub const DLPACK_MAJOR_VERSION: u32 = 1;
-    /// `DLPACK_MINOR_VERSION` of the header these layouts follow.
-    pub const DLPACK_MINOR_VERSION: u32 = 1;
-    /// The tensor must not be written.
-    pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
-    /// The producer made a copy the consumer owns alone.
-    pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
-    /// Sub-byte elements are padded to a byte each (default: packed).
-    pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
-
-    /// `DLDataTypeCode` values.
-    pub mod code {
-        /// Signed integer.
-        pub const kDLInt: u8 = 0;
-        /// Unsigned integer.
-        pub const kDLUInt: u8 = 1;
-        /// IEEE floating point.
-        pub const kDLFloat: u8 = 2;
-        /// Opaque handle.
-        pub const kDLOpaqueHandle: u8 = 3;
-        /// bfloat16.
-        pub const kDLBfloat: u8 = 4;
-        /// Complex (a compact pair of floats).
-        pub const kDLComplex: u8 = 5;
-        /// Boolean (8 bits).
-        pub const kDLBool: u8 = 6;
-        /// FP8 E3M4.
-        pub const kDLFloat8_e3m4: u8 = 7;
-        /// FP8 E4M3.
-        pub const kDLFloat8_e4m3: u8 = 8;
-        /// FP8 E4M3 B11 FNUZ.
-        pub const kDLFloat8_e4m3b11fnuz: u8 = 9;
-        /// FP8 E4M3 FN.
-        pub const kDLFloat8_e4m3fn: u8 = 10;
-        /// FP8 E4M3 FNUZ.
-        pub const kDLFloat8_e4m3fnuz: u8 = 11;
-        /// FP8 E5M2.
-        pub const kDLFloat8_e5m2: u8 = 12;
-        /// FP8 E5M2 FNUZ.
-        pub const kDLFloat8_e5m2fnuz: u8 = 13;
-        /// FP8 E8M0 FNU (an exponent-only scale type).
-        pub const kDLFloat8_e8m0fnu: u8 = 14;
-        /// FP6 E2M3 FN.
-        pub const kDLFloat6_e2m3fn: u8 = 15;
-        /// FP6 E3M2 FN.
-        pub const kDLFloat6_e3m2fn: u8 = 16;
-        /// FP4 E2M1 FN.
-        pub const kDLFloat4_e2m1fn: u8 = 17;
-    }
-
-    /// `DLPackVersion`.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DLPackVersion {
-        /// Major version (1).
-        pub major: u32,
-        /// Minor version.
-        pub minor: u32,
-    }
-
-    /// `DLDevice`: `device_type` is a `DLDeviceType` (the numbering of tensordesc).
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DLDevice {
-        /// `DLDeviceType` (a C enum of `int32_t` size).
-        pub device_type: i32,
-        /// Device ordinal.
-        pub device_id: i32,
-    }
-
-    /// `DLDataType`.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DLDataType {
-        /// A `DLDataTypeCode`.
-        pub code: u8,
-        /// Bits per element (4 for packed 4-bit types).
-        pub bits: u8,
-        /// Vector lanes (1).
-        pub lanes: u16,
-    }
-
-    /// `DLTensor`.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy)]
-    pub struct DLTensor {
-        /// Start of the memory (a device pointer or handle for device tensors).
-        pub data: *mut c_void,
-        /// Where the memory lives.
-        pub device: DLDevice,
-        /// Rank.
-        pub ndim: i32,
-        /// Element type.
-        pub dtype: DLDataType,
-        /// `ndim` extents.
-        pub shape: *mut i64,
-        /// `ndim` strides in elements (NULL: compact row-major, before DLPack 1.2).
-        pub strides: *mut i64,
-        /// Bytes from `data` to element [0, …, 0].
-        pub byte_offset: u64,
-    }
-
-    /// `DLManagedTensor` (legacy, unversioned).
-    #[repr(C)]
-    #[derive(Debug)]
-    pub struct DLManagedTensor {
-        /// The tensor.
-        pub dl_tensor: DLTensor,
-        /// The producer's context.
-        pub manager_ctx: *mut c_void,
-        /// Releases the tensor (and `self`); may be NULL.
-        pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-    }
-
-    /// `DLManagedTensorVersioned`.
-    #[repr(C)]
-    #[derive(Debug)]
-    pub struct DLManagedTensorVersioned {
-        /// ABI version of this struct.
-        pub version: DLPackVersion,
-        /// The producer's context.
-        pub manager_ctx: *mut c_void,
-        /// Releases the tensor (and `self`); may be NULL.
-        pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-        /// `DLPACK_FLAG_BITMASK_*` bits.
-        pub flags: u64,
-        /// The tensor.
-        pub dl_tensor: DLTensor,
-    }
-}
+pub mod abi;
 
 use abi::code::*;
 use abi::{
@@ -300,66 +167,7 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
     let rank = d.rank();
     let nb = d.node_box(region);
     let shape = nb.shape();
-    let strides = match node.layout.view(&d.arena, rank) {
-        LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), &what)?,
-        LayoutRef::ColMajor => {
-            compact_strides(shape, &(0..rank).rev().collect::<Vec<_>>(), &what)?
-        }
-        LayoutRef::DimOrder { order } => compact_strides(
-            shape,
-            &order.iter().map(|&a| a as usize).collect::<Vec<_>>(),
-            &what,
-        )?,
-        LayoutRef::Strided { strides } => strides.to_vec(),
-        LayoutRef::Splat => vec![0; rank],
-        LayoutRef::Subpaving { region_count } => {
-            return Err(not_exportable(
-                &what,
-                format!(
-                    "a subpaving of {region_count} regions is not one strided array; export its dense leaf regions one by one (tdesc_descriptor_region enumerates them)"
-                ),
-            ))
-        }
-        LayoutRef::Tiled { .. } => {
-            return Err(not_exportable(
-                &what,
-                "TILED elements are ordered tile by tile, which no set of strides expresses",
-            ))
-        }
-        LayoutRef::Coo { .. } | LayoutRef::Csr { .. } | LayoutRef::Csc { .. } | LayoutRef::Csf { .. } => {
-            return Err(not_exportable(
-                &what,
-                "a sparse layout stores only some elements; DLPack describes dense strided arrays",
-            ))
-        }
-        LayoutRef::BlockPaged { .. } => {
-            return Err(not_exportable(
-                &what,
-                "a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays",
-            ))
-        }
-        LayoutRef::GgmlBlocks { ggml_type } => {
-            return Err(not_exportable(
-                &what,
-                format!(
-                    "GGML_BLOCKS regions hold ggml blocks ({}: codes and scales, {} values in {} bytes), not elements; DLPack describes arrays of elements (read the values with read_box)",
-                    ggml_type.name, ggml_type.block_elems, ggml_type.block_bytes
-                ),
-            ))
-        }
-        LayoutRef::Extension { tag, .. } => {
-            return Err(not_exportable(
-                &what,
-                format!("private extension layout 0x{tag:02X} has no addressing this library knows"),
-            ))
-        }
-        LayoutRef::Unknown { tag, .. } => {
-            return Err(not_exportable(
-                &what,
-                format!("layout 0x{tag:02X} is unknown (kept opaque)"),
-            ))
-        }
-    };
+    let strides = export_strides(node.layout.view(&d.arena, rank), shape, &what)?;
     if let Some(q) = d.quant_of(node) {
         let scheme = q.scheme_name();
         return Err(not_exportable(
@@ -370,31 +178,8 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
             ),
         ));
     }
-    let shape_i64 = shape
-        .iter()
-        .enumerate()
-        .map(|(a, &e)| {
-            i64::try_from(e).map_err(|_| {
-                Error::new(
-                    ErrorKind::Overflow,
-                    format!("DLPack export of {what}: extent {e} of axis {a} exceeds int64"),
-                )
-            })
-        })
-        .collect::<Result<Vec<i64>>>()?;
-    let first = node.first_buffer as usize;
-    let handle = d.effective_buffer(first).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Internal,
-            format!("{what}: a dense node without its DATA buffer"),
-        )
-    })?;
-    let data = t.buffers().get(first).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Internal,
-            format!("{what}: a dense node without its bound DATA buffer"),
-        )
-    })?;
+    let shape_i64 = export_shape(shape, &what)?;
+    let (handle, data) = dense_data(t, node, &what)?;
     let empty = layout::element_count(shape)? == 0;
     // On devices whose pointers may be opaque handles there is no address to judge.
     if !empty && address_like(handle.device_type) {
@@ -416,6 +201,111 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
         read_only: handle.read_only || t.is_read_only(),
         empty,
     })
+}
+
+/// The strides, in elements, of a dense node of `layout` and `shape`; the layouts that no
+/// set of strides expresses are NOT_BINDABLE, saying why.
+fn export_strides(layout: LayoutRef<'_>, shape: &[u64], what: &str) -> Result<Vec<i64>> {
+    let rank = shape.len();
+    Ok(match layout {
+        LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), what)?,
+        LayoutRef::ColMajor => {
+            compact_strides(shape, &(0..rank).rev().collect::<Vec<_>>(), what)?
+        }
+        LayoutRef::DimOrder { order } => compact_strides(
+            shape,
+            &order.iter().map(|&a| a as usize).collect::<Vec<_>>(),
+            what,
+        )?,
+        LayoutRef::Strided { strides } => strides.to_vec(),
+        LayoutRef::Splat => vec![0; rank],
+        LayoutRef::Subpaving { region_count } => {
+            return Err(not_exportable(
+                what,
+                format!(
+                    "a subpaving of {region_count} regions is not one strided array; export its dense leaf regions one by one (tdesc_descriptor_region enumerates them)"
+                ),
+            ))
+        }
+        LayoutRef::Tiled { .. } => {
+            return Err(not_exportable(
+                what,
+                "TILED elements are ordered tile by tile, which no set of strides expresses",
+            ))
+        }
+        LayoutRef::Coo { .. } | LayoutRef::Csr { .. } | LayoutRef::Csc { .. } | LayoutRef::Csf { .. } => {
+            return Err(not_exportable(
+                what,
+                "a sparse layout stores only some elements; DLPack describes dense strided arrays",
+            ))
+        }
+        LayoutRef::BlockPaged { .. } => {
+            return Err(not_exportable(
+                what,
+                "a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays",
+            ))
+        }
+        LayoutRef::GgmlBlocks { ggml_type } => {
+            return Err(not_exportable(
+                what,
+                format!(
+                    "GGML_BLOCKS regions hold ggml blocks ({}: codes and scales, {} values in {} bytes), not elements; DLPack describes arrays of elements (read the values with read_box)",
+                    ggml_type.name, ggml_type.block_elems, ggml_type.block_bytes
+                ),
+            ))
+        }
+        LayoutRef::Extension { tag, .. } => {
+            return Err(not_exportable(
+                what,
+                format!("private extension layout 0x{tag:02X} has no addressing this library knows"),
+            ))
+        }
+        LayoutRef::Unknown { tag, .. } => {
+            return Err(not_exportable(
+                what,
+                format!("layout 0x{tag:02X} is unknown (kept opaque)"),
+            ))
+        }
+    })
+}
+
+/// The extents as DLPack's int64 (OVERFLOW beyond).
+fn export_shape(shape: &[u64], what: &str) -> Result<Vec<i64>> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(a, &e)| {
+            i64::try_from(e).map_err(|_| {
+                Error::new(
+                    ErrorKind::Overflow,
+                    format!("DLPack export of {what}: extent {e} of axis {a} exceeds int64"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The handle of a dense `node`'s DATA buffer and the buffer as bound in `t`.
+fn dense_data<'a>(
+    t: &BoundTensor<'a>,
+    node: &Node,
+    what: &str,
+) -> Result<(BufferHandle, &'a [u8])> {
+    let d = t.descriptor();
+    let first = node.first_buffer as usize;
+    let handle = d.effective_buffer(first).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Internal,
+            format!("{what}: a dense node without its DATA buffer"),
+        )
+    })?;
+    let data = t.buffers().get(first).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Internal,
+            format!("{what}: a dense node without its bound DATA buffer"),
+        )
+    })?;
+    Ok((handle, data))
 }
 /// The alignment DLPack consumers need of every element: its storage size (a COMPLEX64
 /// element 8 bytes, as PyTorch's `complex<float>` is aligned), 1 byte for packed 4-bit
@@ -527,6 +417,55 @@ pub fn plan_import(
     shape: &[i64],
     strides: Option<&[i64]>,
 ) -> Result<ImportPlan> {
+    let et = import_element_type(dl, flags)?;
+    let (device_type, device_id) = import_device(dl)?;
+    let shape_u = import_shape(shape)?;
+    let n = layout::element_count(&shape_u).map_err(|e| e.context("DLPack import"))?;
+    let mut handle = BufferHandle {
+        size_bytes: 0,
+        device_type,
+        device_id,
+        memory_class: MemoryClass::Default,
+        alignment_log2: MIN_ALIGNMENT_LOG2,
+        read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
+    };
+    if n == 0 {
+        // No element: nothing is ever read, whatever data and strides say.
+        return Ok(ImportPlan {
+            desc: build_import(et, &shape_u, NodeSpec::row_major(), handle)?,
+            start: 0,
+            size: 0,
+            pad: 0,
+            view: None,
+        });
+    }
+    if dl.data.is_null() {
+        return Err(import_error(
+            ErrorKind::InvalidArgument,
+            format!("data is NULL but the tensor holds {n} elements"),
+        ));
+    }
+    let (node, lo, hi) = import_layout(et, &shape_u, n, shape, strides)?;
+    let span = import_span(dl, device_type, lo, hi, shape, strides)?;
+    handle.size_bytes = span.size as u64;
+    handle.alignment_log2 = (span.start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2);
+    Ok(ImportPlan {
+        desc: build_import(
+            et,
+            &shape_u,
+            node.with_byte_offset(span.byte_offset),
+            handle,
+        )?,
+        start: span.start,
+        size: span.size,
+        pad: 0,
+        view: None,
+    })
+}
+
+/// The element type of `dl`, with `flags` this DLPack version defines and 4-bit elements
+/// packed (not padded to a byte each).
+fn import_element_type(dl: &DLTensor, flags: u64) -> Result<ElementType> {
     const KNOWN: u64 = DLPACK_FLAG_BITMASK_READ_ONLY
         | DLPACK_FLAG_BITMASK_IS_COPIED
         | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
@@ -549,6 +488,11 @@ pub fn plan_import(
             ),
         ));
     }
+    Ok(et)
+}
+
+/// The device type and id of `dl`, each within what a buffer handle holds.
+fn import_device(dl: &DLTensor) -> Result<(DeviceType, u16)> {
     let device_type = u16::try_from(dl.device.device_type)
         .map_err(|_| {
             Error::new(
@@ -564,7 +508,12 @@ pub fn plan_import(
             format!("device_id {} is outside 0..=65535", dl.device.device_id),
         )
     })?;
-    let shape_u = shape
+    Ok((device_type, device_id))
+}
+
+/// The extents, none negative.
+fn import_shape(shape: &[i64]) -> Result<Vec<u64>> {
+    shape
         .iter()
         .enumerate()
         .map(|(a, &e)| {
@@ -575,42 +524,37 @@ pub fn plan_import(
                 )
             })
         })
-        .collect::<Result<Vec<u64>>>()?;
-    let n = layout::element_count(&shape_u).map_err(|e| e.context("DLPack import"))?;
-    let mut handle = BufferHandle {
-        size_bytes: 0,
-        device_type,
-        device_id,
-        memory_class: MemoryClass::Default,
-        alignment_log2: MIN_ALIGNMENT_LOG2,
-        read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
-    };
-    let build = |node: NodeSpec, handle: BufferHandle| {
-        TensorBuilder::new(et, &shape_u, node.with_buffers(vec![handle]))
-            .build()
-            .map_err(|e| e.context("DLPack import"))
-    };
-    if n == 0 {
-        // No element: nothing is ever read, whatever data and strides say.
-        return Ok(ImportPlan {
-            desc: build(NodeSpec::row_major(), handle)?,
-            start: 0,
-            size: 0,
-            pad: 0,
-            view: None,
-        });
-    }
-    if dl.data.is_null() {
-        return Err(import_error(
-            ErrorKind::InvalidArgument,
-            format!("data is NULL but the tensor holds {n} elements"),
-        ));
-    }
-    // The layout and the byte span its elements occupy relative to element [0, …, 0].
-    let (node, lo, hi): (NodeSpec, i128, i128) = match strides {
-        Some(s) if !is_compact_row_major(&shape_u, s) => {
+        .collect()
+}
+
+/// The imported descriptor: `et` elements of `shape` in `node`, whose one buffer is
+/// `handle`.
+fn build_import(
+    et: ElementType,
+    shape: &[u64],
+    node: NodeSpec,
+    handle: BufferHandle,
+) -> Result<crate::descriptor::Descriptor> {
+    TensorBuilder::new(et, shape, node.with_buffers(vec![handle]))
+        .build()
+        .map_err(|e| e.context("DLPack import"))
+}
+
+/// The layout of `n` elements of `et` in `shape_u` (`shape` as DLPack gave it, for
+/// messages) with `strides`, and the byte span its elements occupy relative to element
+/// [0, …, 0]: compact row-major; a compact axis order for packed 4-bit elements; else
+/// STRIDED.
+fn import_layout(
+    et: ElementType,
+    shape_u: &[u64],
+    n: u64,
+    shape: &[i64],
+    strides: Option<&[i64]>,
+) -> Result<(NodeSpec, i128, i128)> {
+    match strides {
+        Some(s) if !is_compact_row_major(shape_u, s) => {
             if et.is_packed() {
-                let order = compact_order(&shape_u, s).ok_or_else(|| {
+                let order = compact_order(shape_u, s).ok_or_else(|| {
                     import_error(
                         ErrorKind::NotBindable,
                         format!(
@@ -620,39 +564,73 @@ pub fn plan_import(
                     )
                 })?;
                 let bytes = et.checked_bytes_for(n, "DLPack import: data")? as i128;
-                (NodeSpec::dim_order(&order), 0, bytes)
+                Ok((NodeSpec::dim_order(&order), 0, bytes))
             } else {
-                let esize = et.storage_bytes() as i128;
-                let overflow = || {
-                    import_error(
-                        ErrorKind::Overflow,
-                        format!("strides {s:?} for shape {shape:?} reach beyond 2^127 bytes"),
-                    )
-                };
-                let (mut lo, mut hi) = (0i128, 0i128);
-                for (&st, &e) in s.iter().zip(&shape_u) {
-                    let span = (st as i128)
-                        .checked_mul(e as i128 - 1)
-                        .ok_or_else(overflow)?;
-                    if span < 0 {
-                        lo = lo.checked_add(span).ok_or_else(overflow)?;
-                    } else {
-                        hi = hi.checked_add(span).ok_or_else(overflow)?;
-                    }
-                }
-                let lo = lo.checked_mul(esize).ok_or_else(overflow)?;
-                let hi = hi
-                    .checked_add(1)
-                    .and_then(|h| h.checked_mul(esize))
-                    .ok_or_else(overflow)?;
-                (NodeSpec::strided(s), lo, hi)
+                let (lo, hi) = strided_span(et, shape_u, shape, s)?;
+                Ok((NodeSpec::strided(s), lo, hi))
             }
         }
         _ => {
             let bytes = et.checked_bytes_for(n, "DLPack import: data")? as i128;
-            (NodeSpec::row_major(), 0, bytes)
+            Ok((NodeSpec::row_major(), 0, bytes))
         }
+    }
+}
+
+/// The bytes elements of `et` in `shape_u` with strides `s` occupy, from the lowest to
+/// one past the highest, relative to element [0, …, 0].
+fn strided_span(
+    et: ElementType,
+    shape_u: &[u64],
+    shape: &[i64],
+    s: &[i64],
+) -> Result<(i128, i128)> {
+    let esize = et.storage_bytes() as i128;
+    let overflow = || {
+        import_error(
+            ErrorKind::Overflow,
+            format!("strides {s:?} for shape {shape:?} reach beyond 2^127 bytes"),
+        )
     };
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (&st, &e) in s.iter().zip(shape_u) {
+        let span = (st as i128)
+            .checked_mul(e as i128 - 1)
+            .ok_or_else(overflow)?;
+        if span < 0 {
+            lo = lo.checked_add(span).ok_or_else(overflow)?;
+        } else {
+            hi = hi.checked_add(span).ok_or_else(overflow)?;
+        }
+    }
+    let lo = lo.checked_mul(esize).ok_or_else(overflow)?;
+    let hi = hi
+        .checked_add(1)
+        .and_then(|h| h.checked_mul(esize))
+        .ok_or_else(overflow)?;
+    Ok((lo, hi))
+}
+
+/// Where an imported buffer lies: its start, its length and the byte offset of element
+/// [0, …, 0] in it.
+struct ImportSpan {
+    start: usize,
+    size: usize,
+    byte_offset: u64,
+}
+
+/// The buffer of `dl` whose elements occupy bytes `lo .. hi` relative to element
+/// [0, …, 0] (`shape` and `strides` as DLPack gave them, for messages): from the lowest
+/// byte an element occupies (from `data` on devices whose pointers may be handles), inside
+/// the address space and not at address 0.
+fn import_span(
+    dl: &DLTensor,
+    device_type: DeviceType,
+    lo: i128,
+    hi: i128,
+    shape: &[i64],
+    strides: Option<&[i64]>,
+) -> Result<ImportSpan> {
     let data = dl.data as usize as i128;
     let first = data + dl.byte_offset as i128; // element [0, …, 0]: < 2^65, no overflow
     let low = first + lo;
@@ -704,79 +682,12 @@ pub fn plan_import(
                 ),
             )
         })?;
-    handle.size_bytes = size as u64;
-    handle.alignment_log2 = (start.trailing_zeros() as u8).min(MAX_ALIGNMENT_LOG2);
-    let byte_offset = (first - start as i128) as u64;
-    Ok(ImportPlan {
-        desc: build(node.with_byte_offset(byte_offset), handle)?,
+    Ok(ImportSpan {
         start,
         size,
-        pad: 0,
-        view: None,
+        byte_offset: (first - start as i128) as u64,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dtypes_are_distinct_and_invert() {
-        for et in ElementType::ALL {
-            let dt = dl_dtype(et);
-            assert_eq!(element_type_of(dt).unwrap(), et, "{et:?}");
-            assert_eq!(dt.bits as u32, et.bits());
-        }
-        let vec4 = DLDataType {
-            code: kDLFloat,
-            bits: 32,
-            lanes: 4,
-        };
-        assert_eq!(
-            element_type_of(vec4).unwrap_err().kind,
-            ErrorKind::NotBindable
-        );
-        let fnuz = DLDataType {
-            code: kDLFloat8_e4m3fnuz,
-            bits: 8,
-            lanes: 1,
-        };
-        assert_eq!(
-            element_type_of(fnuz).unwrap_err().kind,
-            ErrorKind::NotBindable
-        );
-    }
-
-    #[test]
-    fn compact_strides_and_orders() {
-        let shape = [2u64, 3, 4];
-        assert_eq!(
-            compact_strides(&shape, &[0, 1, 2], "t").unwrap(),
-            vec![12, 4, 1]
-        );
-        assert_eq!(
-            compact_strides(&shape, &[2, 1, 0], "t").unwrap(),
-            vec![1, 2, 6]
-        );
-        assert_eq!(
-            compact_strides(&shape, &[1, 0, 2], "t").unwrap(),
-            vec![4, 8, 1]
-        );
-        assert_eq!(compact_strides(&[0, 5], &[0, 1], "t").unwrap(), vec![5, 1]);
-        let big = [1u64 << 40, 1 << 40];
-        assert_eq!(
-            compact_strides(&[2, big[0], big[1]], &[0, 1, 2], "t")
-                .unwrap_err()
-                .kind,
-            ErrorKind::Overflow
-        );
-        assert!(is_compact_row_major(&shape, &[12, 4, 1]));
-        assert!(is_compact_row_major(&[2, 1, 4], &[4, 99, 1]));
-        assert!(!is_compact_row_major(&shape, &[1, 2, 6]));
-        assert_eq!(compact_order(&shape, &[4, 8, 1]), Some(vec![1, 0, 2]));
-        assert_eq!(compact_order(&shape, &[1, 2, 6]), Some(vec![2, 1, 0]));
-        assert_eq!(compact_order(&[2, 1, 3], &[1, 7, 2]), Some(vec![1, 2, 0]));
-        assert_eq!(compact_order(&shape, &[24, 4, 1]), None);
-        assert_eq!(compact_order(&shape, &[-12, 4, 1]), None);
-    }
-}
+mod tests;

@@ -1,10 +1,11 @@
 //! Dense layouts: size rules and element addressing for ROW_MAJOR, COL_MAJOR, STRIDED,
 //! TILED (nested), DIM_ORDER and SPLAT.
 
-use super::{add, element_count, mul, tag, Arena, Layout};
+use super::{add, element_count, mul, span_of, tag, Arena, Layout, MAX_TILED_DEPTH};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::wire::Reader;
 
 /// Number of elements the TILED data run holds: tiles in the grid × tile volume. With an
 /// extent of 0 the grid has no tile, so the run is empty whatever the other extents and the
@@ -230,4 +231,94 @@ pub(crate) fn element_offset(
         let b = pos.checked_mul(et.bits() as u64 / 8)?;
         Some((byte_offset.checked_add(b)?, 0))
     }
+}
+
+/// STRIDED's fields: one signed element stride per axis, kept in the arena.
+pub(super) fn read_strided(r: &mut Reader<'_>, rank: usize, arena: &mut Arena) -> Result<Layout> {
+    r.check_fits(rank as u64, 8, "strides")?;
+    let start = arena.ints.len();
+    for _ in 0..rank {
+        arena.ints.push(r.i64("strides")?);
+    }
+    Ok(Layout::Strided {
+        strides: span_of(start, rank)?.start,
+    })
+}
+
+/// TILED's fields: levels of (tile shape, tile order, inner tag) until an inner tag that
+/// is not TILED, at most [`MAX_TILED_DEPTH`]; each tile extent non-zero and dividing the
+/// enclosing level's.
+pub(super) fn read_tiled(r: &mut Reader<'_>, rank: usize, arena: &mut Arena) -> Result<Layout> {
+    let ws = arena.words.len();
+    let ms = arena.small.len();
+    let mut levels = 0usize;
+    loop {
+        levels += 1;
+        if levels > MAX_TILED_DEPTH {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("TILED nesting deeper than {MAX_TILED_DEPTH} levels"),
+            ));
+        }
+        read_tile_shape(r, rank, levels, arena)?;
+        let order = r.u8("tile_order")?;
+        if order > 1 {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("tile_order {order} at byte {} is not 0 or 1", r.pos() - 1),
+            ));
+        }
+        let inner = r.u8("inner_tag")?;
+        if !matches!(inner, tag::ROW_MAJOR | tag::COL_MAJOR | tag::TILED) {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!(
+                    "inner_tag 0x{inner:02X} at byte {} is not ROW_MAJOR, COL_MAJOR or TILED",
+                    r.pos() - 1
+                ),
+            ));
+        }
+        arena.small.push(order);
+        arena.small.push(inner);
+        if inner != tag::TILED {
+            break;
+        }
+    }
+    Ok(Layout::Tiled {
+        shapes: span_of(ws, levels * rank)?.start,
+        meta: span_of(ms, levels * 2)?.start,
+        levels: levels as u8,
+    })
+}
+
+/// One TILED level's tile shape (level `levels`, counted from 1), appended to the arena:
+/// no zero extent, and below the first level each extent divides the one above.
+fn read_tile_shape(
+    r: &mut Reader<'_>,
+    rank: usize,
+    levels: usize,
+    arena: &mut Arena,
+) -> Result<()> {
+    r.check_fits(rank as u64, 8, "tile_shape")?;
+    let at = r.pos();
+    for a in 0..rank {
+        let t = r.u64("tile_shape")?;
+        if t == 0 {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("tile_shape at byte {at} (level {levels}): axis {a} is 0"),
+            ));
+        }
+        if levels > 1 {
+            let outer = arena.words[arena.words.len() - rank];
+            if outer % t != 0 {
+                return Err(Error::new(
+                    ErrorKind::LayoutConstraint,
+                    format!("tile_shape at byte {at} (level {levels}): axis {a} extent {t} does not divide the outer tile extent {outer}"),
+                ));
+            }
+        }
+        arena.words.push(t);
+    }
+    Ok(())
 }

@@ -242,6 +242,7 @@ pub(crate) struct Arena {
     pub small: Vec<u8>,
 }
 
+/// The span `[start, start + len)` of arena storage, both within `u32`.
 fn span_of(start: usize, len: usize) -> Result<Span> {
     match (u32::try_from(start), u32::try_from(len)) {
         (Ok(start), Ok(len)) if start.checked_add(len).is_some() => Ok(Span { start, len }),
@@ -618,78 +619,8 @@ pub(crate) fn read_fields(
         tag::ROW_MAJOR => Layout::RowMajor,
         tag::COL_MAJOR => Layout::ColMajor,
         tag::SPLAT => Layout::Splat,
-        tag::STRIDED => {
-            r.check_fits(rank as u64, 8, "strides")?;
-            let start = arena.ints.len();
-            for _ in 0..rank {
-                arena.ints.push(r.i64("strides")?);
-            }
-            Layout::Strided {
-                strides: span_of(start, rank)?.start,
-            }
-        }
-        tag::TILED => {
-            let ws = arena.words.len();
-            let ms = arena.small.len();
-            let mut levels = 0usize;
-            loop {
-                levels += 1;
-                if levels > MAX_TILED_DEPTH {
-                    return Err(Error::new(
-                        ErrorKind::LayoutConstraint,
-                        format!("TILED nesting deeper than {MAX_TILED_DEPTH} levels"),
-                    ));
-                }
-                r.check_fits(rank as u64, 8, "tile_shape")?;
-                let at = r.pos();
-                for a in 0..rank {
-                    let t = r.u64("tile_shape")?;
-                    if t == 0 {
-                        return Err(Error::new(
-                            ErrorKind::LayoutConstraint,
-                            format!("tile_shape at byte {at} (level {levels}): axis {a} is 0"),
-                        ));
-                    }
-                    if levels > 1 {
-                        let outer = arena.words[arena.words.len() - rank];
-                        if outer % t != 0 {
-                            return Err(Error::new(
-                                ErrorKind::LayoutConstraint,
-                                format!("tile_shape at byte {at} (level {levels}): axis {a} extent {t} does not divide the outer tile extent {outer}"),
-                            ));
-                        }
-                    }
-                    arena.words.push(t);
-                }
-                let order = r.u8("tile_order")?;
-                if order > 1 {
-                    return Err(Error::new(
-                        ErrorKind::LayoutConstraint,
-                        format!("tile_order {order} at byte {} is not 0 or 1", r.pos() - 1),
-                    ));
-                }
-                let inner = r.u8("inner_tag")?;
-                if !matches!(inner, tag::ROW_MAJOR | tag::COL_MAJOR | tag::TILED) {
-                    return Err(Error::new(
-                        ErrorKind::LayoutConstraint,
-                        format!(
-                            "inner_tag 0x{inner:02X} at byte {} is not ROW_MAJOR, COL_MAJOR or TILED",
-                            r.pos() - 1
-                        ),
-                    ));
-                }
-                arena.small.push(order);
-                arena.small.push(inner);
-                if inner != tag::TILED {
-                    break;
-                }
-            }
-            Layout::Tiled {
-                shapes: span_of(ws, levels * rank)?.start,
-                meta: span_of(ms, levels * 2)?.start,
-                levels: levels as u8,
-            }
-        }
+        tag::STRIDED => dense::read_strided(r, rank, arena)?,
+        tag::TILED => dense::read_tiled(r, rank, arena)?,
         tag::DIM_ORDER => {
             let p = r.bytes(rank, "dim_order")?;
             check_permutation(p, rank, "dim_order")?;
@@ -697,24 +628,7 @@ pub(crate) fn read_fields(
                 order: arena.push_small(p)?.start,
             }
         }
-        tag::COO | tag::CSR | tag::CSC => {
-            let nnz = r.u64("nnz")?;
-            let flags = r.u8("sparse_flags")?;
-            if flags & !3 != 0 {
-                return Err(Error::new(
-                    ErrorKind::ReservedNonzero,
-                    format!(
-                        "sparse_flags 0x{flags:02X} at byte {} has reserved bits set",
-                        r.pos() - 1
-                    ),
-                ));
-            }
-            match t {
-                tag::COO => Layout::Coo { nnz, flags },
-                tag::CSR => Layout::Csr { nnz, flags },
-                _ => Layout::Csc { nnz, flags },
-            }
-        }
+        tag::COO | tag::CSR | tag::CSC => sparse::read_compressed(r, t)?,
         tag::CSF => {
             let nnz = r.u64("nnz")?;
             let p = r.bytes(rank, "axis_order")?;
@@ -724,27 +638,7 @@ pub(crate) fn read_fields(
                 axis_order: arena.push_small(p)?.start,
             }
         }
-        tag::BLOCK_PAGED => {
-            let at = r.pos();
-            let block_size = r.u64("block_size")?;
-            if block_size == 0 {
-                return Err(Error::new(
-                    ErrorKind::LayoutConstraint,
-                    format!("block_size at byte {at} is 0"),
-                ));
-            }
-            let pool_count = r.u8("pool_count")?;
-            if pool_count == 0 {
-                return Err(Error::new(
-                    ErrorKind::LayoutConstraint,
-                    format!("pool_count at byte {} is 0", at + 8),
-                ));
-            }
-            Layout::BlockPaged {
-                block_size,
-                pool_count,
-            }
-        }
+        tag::BLOCK_PAGED => paged::read_fields(r)?,
         tag::GGML_BLOCKS => {
             let at = r.pos();
             let number = r.u32("ggml_type")?;

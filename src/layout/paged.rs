@@ -4,6 +4,7 @@ use super::{element_count, expect_size, mul, Layout};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::wire::Reader;
 
 /// Geometry of a block-paged node derived from its shape and block size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,4 +81,27 @@ pub(crate) fn check_buffers(
         }
     }
     Ok(())
+}
+
+/// BLOCK_PAGED's fields: a non-zero `block_size` and a non-zero `pool_count`.
+pub(super) fn read_fields(r: &mut Reader<'_>) -> Result<Layout> {
+    let at = r.pos();
+    let block_size = r.u64("block_size")?;
+    if block_size == 0 {
+        return Err(Error::new(
+            ErrorKind::LayoutConstraint,
+            format!("block_size at byte {at} is 0"),
+        ));
+    }
+    let pool_count = r.u8("pool_count")?;
+    if pool_count == 0 {
+        return Err(Error::new(
+            ErrorKind::LayoutConstraint,
+            format!("pool_count at byte {} is 0", at + 8),
+        ));
+    }
+    Ok(Layout::BlockPaged {
+        block_size,
+        pool_count,
+    })
 }

@@ -1,9 +1,10 @@
 //! Sparse layouts (COO, CSR, CSC, CSF): exact buffer sizes from shape, nnz and handles.
 
-use super::{element_count, expect_size, mul, sparse_flags, Arena, Layout};
+use super::{element_count, expect_size, mul, sparse_flags, tag, Arena, Layout};
 use crate::device::BufferHandle;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::wire::Reader;
 
 fn check_nnz_unique(nnz: u64, shape: &[u64], unique: bool, what: &str) -> Result<()> {
     if unique {
@@ -111,4 +112,25 @@ pub(crate) fn check_buffers(
         }
         _ => Ok(()),
     }
+}
+
+/// COO, CSR or CSC's fields (`t` the tag): `nnz` and the sparse flags (bits 0 and 1
+/// only).
+pub(super) fn read_compressed(r: &mut Reader<'_>, t: u8) -> Result<Layout> {
+    let nnz = r.u64("nnz")?;
+    let flags = r.u8("sparse_flags")?;
+    if flags & !3 != 0 {
+        return Err(Error::new(
+            ErrorKind::ReservedNonzero,
+            format!(
+                "sparse_flags 0x{flags:02X} at byte {} has reserved bits set",
+                r.pos() - 1
+            ),
+        ));
+    }
+    Ok(match t {
+        tag::COO => Layout::Coo { nnz, flags },
+        tag::CSR => Layout::Csr { nnz, flags },
+        _ => Layout::Csc { nnz, flags },
+    })
 }

@@ -13,6 +13,7 @@
 
 mod convert;
 mod dense;
+mod dense_leaf;
 mod ggml;
 mod paged;
 mod plan;
@@ -25,9 +26,8 @@ use super::BoundTensor;
 use crate::descriptor::Node;
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::{tag, Layout, MAX_RANK};
+use crate::layout::{Layout, MAX_RANK};
 use convert::Values;
-use dense::Source;
 
 /// What [`BoundTensor::read_box`] writes per element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -437,130 +437,27 @@ impl<'a> BoundTensor<'a> {
             return Err(no_lookup(region, tag));
         }
         let vals = Values::new(d, bufs, region, node, shape, out_type)?;
-        let data = || {
-            bufs.get(node.first_buffer as usize)
-                .copied()
-                .ok_or_else(|| convert::oob(region))
-        };
         let et = d.stored_type(region);
-        let packed = et.is_packed();
-        let affine = |strides: &[i128]| -> Result<Source<'a>> {
-            let mut s = [0i128; MAX_RANK];
-            s[..rank].copy_from_slice(&strides[..rank]);
-            Ok(Source {
-                buf: data()?,
-                byte0: i128::from(node.byte_offset),
-                base: 0,
-                nibbles: packed,
-                mask: false,
-                strides: s,
-            })
+        let leaf = dense_leaf::DenseLeaf {
+            d,
+            bufs,
+            region,
+            node,
+            shape,
+            llo,
+            lhi,
+            vals: &vals,
+            off,
         };
         match node.layout {
-            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => {
-                // Element strides from the order of axes, outermost first.
-                let mut order = [0u8; MAX_RANK];
-                match node.layout {
-                    Layout::RowMajor => (0..rank).for_each(|a| order[a] = a as u8),
-                    Layout::ColMajor => (0..rank).for_each(|a| order[a] = (rank - 1 - a) as u8),
-                    Layout::DimOrder { order: o } => order[..rank].copy_from_slice(
-                        d.arena
-                            .small
-                            .get(crate::layout::rng(o, rank))
-                            .ok_or_else(|| convert::oob(region))?,
-                    ),
-                    _ => {}
-                }
-                let mut st = [0i128; MAX_RANK];
-                let mut acc = 1i128;
-                for k in (0..rank).rev() {
-                    let a = order[k] as usize;
-                    st[a] = acc;
-                    acc *= i128::from(shape[a]);
-                }
-                dense::copy_box(&affine(&st)?, &vals, llo, lhi, w, off)
-            }
-            Layout::Strided { strides } => {
-                let s = d
-                    .arena
-                    .ints
-                    .get(crate::layout::rng(strides, rank))
-                    .ok_or_else(|| convert::oob(region))?;
-                let mut st = [0i128; MAX_RANK];
-                for a in 0..rank {
-                    st[a] = i128::from(s[a]);
-                }
-                let mut src = affine(&st)?;
-                // STRIDED positions count storage bytes; a 4-bit code is the low nibble.
-                src.nibbles = false;
-                src.mask = packed;
-                dense::copy_box(&src, &vals, llo, lhi, w, off)
-            }
-            Layout::Splat => {
-                let buf = data()?;
-                let at = usize::try_from(node.byte_offset).map_err(|_| convert::oob(region))?;
-                let mut code = [0u8; 16];
-                let cs = vals.cs;
-                code[..cs]
-                    .copy_from_slice(buf.get(at..at + cs).ok_or_else(|| convert::oob(region))?);
-                if packed {
-                    code[0] &= 0xF;
-                }
-                if let Some(e) = vals.uniform_element(&code) {
-                    let mut n = [0u64; MAX_RANK];
-                    for a in 0..rank {
-                        n[a] = lhi[a] - llo[a];
-                    }
-                    return dense::fill_box(w, &n[..rank], off, &e?, vals.oes);
-                }
-                let mut src = affine(&[0i128; MAX_RANK])?;
-                src.nibbles = false;
-                src.mask = packed;
-                dense::copy_box(&src, &vals, llo, lhi, w, off)
-            }
+            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => leaf.ordered(w),
+            Layout::Strided { strides } => leaf.strided(strides, w),
+            Layout::Splat => leaf.splat(w),
             Layout::Tiled {
                 shapes,
                 meta,
                 levels,
-            } => {
-                let levels = levels as usize;
-                let tiles = d
-                    .arena
-                    .words
-                    .get(crate::layout::rng(shapes, levels * rank))
-                    .ok_or_else(|| convert::oob(region))?;
-                let meta = d
-                    .arena
-                    .small
-                    .get(crate::layout::rng(meta, levels * 2))
-                    .ok_or_else(|| convert::oob(region))?;
-                let src = affine(&[0i128; MAX_RANK])?;
-                let t = Tiles {
-                    tiles,
-                    meta,
-                    rank,
-                    levels,
-                };
-                let zero = [0u64; MAX_RANK];
-                t.level(
-                    0,
-                    shape,
-                    &zero[..rank],
-                    0,
-                    llo,
-                    lhi,
-                    &mut |st, base, blo, bhi| {
-                        let mut s = src.clone();
-                        s.strides[..rank].copy_from_slice(&st[..rank]);
-                        s.base = base;
-                        let mut o = off;
-                        for a in 0..rank {
-                            o += (blo[a] - llo[a]) as i64 * w.strides[a];
-                        }
-                        dense::copy_box(&s, &vals, blo, bhi, w, o)
-                    },
-                )
-            }
+            } => leaf.tiled(shapes, meta, levels, w),
             Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
                 let csr = matches!(node.layout, Layout::Csr { .. });
                 sparse::compressed(
@@ -587,111 +484,6 @@ impl<'a> BoundTensor<'a> {
                     ErrorKind::Internal,
                     format!("{}: not a readable leaf", owner_name(region)),
                 ))
-            }
-        }
-    }
-}
-
-/// What [`Tiles::level`] hands each innermost tile: its element strides, the position of
-/// leaf-local index 0, and the part of the box inside the tile.
-type TileVisitor<'f> = dyn FnMut(&[i128; MAX_RANK], i128, &[u64], &[u64]) -> Result<()> + 'f;
-
-/// A TILED layout's levels (tile shapes and order / inner-tag pairs, outermost first).
-struct Tiles<'d> {
-    tiles: &'d [u64],
-    meta: &'d [u8],
-    rank: usize,
-    levels: usize,
-}
-
-impl Tiles<'_> {
-    /// Level `l` over a grid of extent `extent` whose element 0 is at leaf-local `org` and
-    /// code position `base`: every innermost tile meeting `[lo, hi)` is handed to `f` with
-    /// its element strides, the (virtual) position of leaf-local index 0 and the part of
-    /// the box inside it. Levels are at most 8, so the recursion is bounded.
-    #[allow(clippy::too_many_arguments)]
-    fn level(
-        &self,
-        l: usize,
-        extent: &[u64],
-        org: &[u64],
-        base: i128,
-        lo: &[u64],
-        hi: &[u64],
-        f: &mut TileVisitor<'_>,
-    ) -> Result<()> {
-        let rank = self.rank;
-        let tile = &self.tiles[l * rank..(l + 1) * rank];
-        let (order, inner) = (self.meta[2 * l], self.meta[2 * l + 1]);
-        let mut grid = [0u64; MAX_RANK];
-        let mut c_lo = [0u64; MAX_RANK];
-        let mut c_hi = [0u64; MAX_RANK];
-        let mut vol = 1i128;
-        for a in 0..rank {
-            grid[a] = extent[a].div_ceil(tile[a]);
-            c_lo[a] = (lo[a] - org[a]) / tile[a];
-            c_hi[a] = (hi[a] - 1 - org[a]) / tile[a];
-            vol *= i128::from(tile[a]);
-        }
-        // Element strides inside an innermost tile.
-        let mut st = [0i128; MAX_RANK];
-        let mut acc = 1i128;
-        for k in 0..rank {
-            let a = if inner == tag::COL_MAJOR {
-                k
-            } else {
-                rank - 1 - k
-            };
-            st[a] = acc;
-            acc *= i128::from(tile[a]);
-        }
-        let mut c = c_lo;
-        let mut torg = [0u64; MAX_RANK];
-        let mut blo = [0u64; MAX_RANK];
-        let mut bhi = [0u64; MAX_RANK];
-        loop {
-            let mut t = 0i128;
-            for k in 0..rank {
-                let a = if order == 0 { k } else { rank - 1 - k };
-                t = t * i128::from(grid[a]) + i128::from(c[a]);
-            }
-            let tbase = base + t * vol;
-            for a in 0..rank {
-                torg[a] = org[a] + c[a] * tile[a];
-                blo[a] = lo[a].max(torg[a]);
-                bhi[a] = hi[a].min(torg[a] + tile[a]);
-            }
-            if inner == tag::TILED && l + 1 < self.levels {
-                self.level(
-                    l + 1,
-                    tile,
-                    &torg[..rank],
-                    tbase,
-                    &blo[..rank],
-                    &bhi[..rank],
-                    f,
-                )?;
-            } else {
-                let mut origin = tbase;
-                for a in 0..rank {
-                    origin -= i128::from(torg[a]) * st[a];
-                }
-                f(&st, origin, &blo[..rank], &bhi[..rank])?;
-            }
-            let mut a = rank;
-            let done = loop {
-                if a == 0 {
-                    break true;
-                }
-                a -= 1;
-                if c[a] < c_hi[a] {
-                    c[a] += 1;
-                    break false;
-                }
-                c[a] = c_lo[a];
-            };
-            if done {
-                return Ok(());
             }
         }
     }

@@ -57,6 +57,7 @@ mod names;
 mod output;
 mod reader;
 mod sharded;
+mod table;
 #[cfg(test)]
 mod tests;
 mod v1;

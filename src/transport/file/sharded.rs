@@ -55,77 +55,12 @@ fn content(detail: String) -> Error {
 }
 
 fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'static>> {
-    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot read the index: {e}"));
-    let len = std::fs::metadata(index).map_err(io)?.len();
-    if len > MAX_INDEX {
-        return Err(content(format!(
-            "the index is {len} bytes, above the {MAX_INDEX}-byte cap"
-        )));
-    }
-    let text = std::fs::read(index).map_err(io)?;
-    let ix = sharded::parse(&text)?;
-    drop(text);
+    let ix = read_index(index)?;
     let dir = index.parent().unwrap_or_else(|| Path::new("."));
-    let mut maps = Vec::with_capacity(ix.shards.len());
-    let mut starts = Vec::with_capacity(ix.shards.len());
-    let mut at = 0u64;
-    for name in &ix.shards {
-        let m = Mapping::open(dir.join(name)).map_err(|e| e.context(format!("shard {name:?}")))?;
-        starts.push(at);
-        at = at
-            .checked_add(m.as_bytes().len() as u64)
-            .and_then(|x| round_up(x, SHARD_ALIGN))
-            .ok_or_else(|| Error::new(ErrorKind::Overflow, "the shards' sizes overflow u64"))?;
-        maps.push(m);
-    }
-    let total = at;
-    let (hints, note) = if opts.group {
-        Hints::from_dir(dir)
-    } else {
-        (Hints::default(), None)
-    };
-    let mut notes: Vec<String> = note.into_iter().collect();
-    let mut headers = Vec::with_capacity(maps.len());
-    for (m, name) in maps.iter().zip(&ix.shards) {
-        let mut h = safetensors::parse(m.as_bytes(), mode)
-            .map_err(|e| e.context(format!("shard {name:?}")))?;
-        if opts.group {
-            notes.extend(h.group(hints));
-        }
-        headers.push(h);
-    }
-    if opts.group {
-        let grouped = headers.iter().any(|h| h.has_groups());
-        notes.extend(conventions::nothing_fits(hints, grouped, &notes));
-    }
-    // The index's metadata, then the shards' keys it lacks.
-    let mut metadata: Vec<(String, MetaValue)> = ix.metadata;
-    for h in &mut headers {
-        for (k, v) in std::mem::take(&mut h.metadata) {
-            if !metadata.iter().any(|(have, _)| *have == k) {
-                metadata.push((k, v));
-            }
-        }
-    }
-    // The name space the index promises: each name with its shard. A grouped tensor
-    // stands for its pieces: its pieces' names are the ones to find.
-    let grouped: HashMap<String, Vec<String>> = if opts.group {
-        headers.iter().flat_map(|h| h.group_members()).collect()
-    } else {
-        HashMap::new()
-    };
-    let expect: HashMap<&str, u32> = ix
-        .weight_map
-        .iter()
-        .map(|(n, j)| (n.as_str(), *j))
-        .collect();
-    let mut found = vec![false; ix.weight_map.len()];
-    let position: HashMap<&str, usize> = ix
-        .weight_map
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (n.as_str(), i))
-        .collect();
+    let (maps, starts, total) = map_shards(dir, &ix.shards)?;
+    let (mut headers, notes) = parse_shards(&maps, &ix.shards, dir, mode, opts)?;
+    let metadata = merged_metadata(ix.metadata, &mut headers);
+    let mut names = IndexNames::new(&ix.weight_map, &headers, opts.group);
     let guess = headers.iter().map(|h| h.len()).sum();
     let shards = &ix.shards;
     let items = headers.iter().enumerate().flat_map(|(j, h)| {
@@ -137,22 +72,170 @@ fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'stati
     });
     let checked = items.map(|r: Result<(usize, ForeignItem)>| {
         let (j, it) = r?;
+        names.check(j, it, shards, mode)
+    });
+    let mut p = from_items(
+        &[],
+        Some(total),
+        mode,
+        true,
+        Container::ShardedSafetensors,
+        guess,
+        checked,
+        metadata,
+    )?;
+    p.notes = notes;
+    names.check_all_found(&ix.weight_map, shards)?;
+    Ok(FileReader::assemble(
+        Source::Shards(Box::new(Shards { maps, starts })),
+        mode,
+        p,
+        None,
+    ))
+}
+
+/// Read and parse the index file, refusing one above the cap before reading it.
+fn read_index(index: &Path) -> Result<sharded::Index> {
+    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot read the index: {e}"));
+    let len = std::fs::metadata(index).map_err(io)?.len();
+    if len > MAX_INDEX {
+        return Err(content(format!(
+            "the index is {len} bytes, above the {MAX_INDEX}-byte cap"
+        )));
+    }
+    let text = std::fs::read(index).map_err(io)?;
+    sharded::parse(&text)
+}
+
+/// Map every shard (in `dir`): the mappings, where each shard starts in the virtual
+/// offsets (a multiple of [`SHARD_ALIGN`] after the previous one's end), and their total.
+fn map_shards(dir: &Path, shards: &[String]) -> Result<(Vec<Mapping>, Vec<u64>, u64)> {
+    let mut maps = Vec::with_capacity(shards.len());
+    let mut starts = Vec::with_capacity(shards.len());
+    let mut at = 0u64;
+    for name in shards {
+        let m = Mapping::open(dir.join(name)).map_err(|e| e.context(format!("shard {name:?}")))?;
+        starts.push(at);
+        at = at
+            .checked_add(m.as_bytes().len() as u64)
+            .and_then(|x| round_up(x, SHARD_ALIGN))
+            .ok_or_else(|| Error::new(ErrorKind::Overflow, "the shards' sizes overflow u64"))?;
+        maps.push(m);
+    }
+    Ok((maps, starts, at))
+}
+
+/// Parse every shard's header and, when `opts` group quantized weights, group each (with
+/// the hints of `dir`'s configuration): the headers and the notes on what was left
+/// ungrouped.
+fn parse_shards(
+    maps: &[Mapping],
+    shards: &[String],
+    dir: &Path,
+    mode: Mode,
+    opts: ReadOptions,
+) -> Result<(Vec<safetensors::Header>, Vec<String>)> {
+    let (hints, note) = if opts.group {
+        Hints::from_dir(dir)
+    } else {
+        (Hints::default(), None)
+    };
+    let mut notes: Vec<String> = note.into_iter().collect();
+    let mut headers = Vec::with_capacity(maps.len());
+    for (m, name) in maps.iter().zip(shards) {
+        let mut h = safetensors::parse(m.as_bytes(), mode)
+            .map_err(|e| e.context(format!("shard {name:?}")))?;
+        if opts.group {
+            notes.extend(h.group(hints));
+        }
+        headers.push(h);
+    }
+    if opts.group {
+        let grouped = headers.iter().any(|h| h.has_groups());
+        notes.extend(conventions::nothing_fits(hints, grouped, &notes));
+    }
+    Ok((headers, notes))
+}
+
+/// The index's metadata, then the shards' keys it lacks (the first shard's value wins);
+/// the shards' maps are taken.
+fn merged_metadata(
+    mut metadata: Vec<(String, MetaValue)>,
+    headers: &mut [safetensors::Header],
+) -> Vec<(String, MetaValue)> {
+    for h in headers {
+        for (k, v) in std::mem::take(&mut h.metadata) {
+            if !metadata.iter().any(|(have, _)| *have == k) {
+                metadata.push((k, v));
+            }
+        }
+    }
+    metadata
+}
+
+/// The name space the index promises: each name with its shard, and which of them the
+/// shards were found to hold. A grouped tensor stands for its pieces: its pieces' names
+/// are the ones to find.
+struct IndexNames<'a> {
+    grouped: HashMap<String, Vec<String>>,
+    expect: HashMap<&'a str, u32>,
+    position: HashMap<&'a str, usize>,
+    found: Vec<bool>,
+}
+
+impl<'a> IndexNames<'a> {
+    fn new(
+        weight_map: &'a [(String, u32)],
+        headers: &[safetensors::Header],
+        group: bool,
+    ) -> IndexNames<'a> {
+        let grouped: HashMap<String, Vec<String>> = if group {
+            headers.iter().flat_map(|h| h.group_members()).collect()
+        } else {
+            HashMap::new()
+        };
+        let expect: HashMap<&str, u32> = weight_map.iter().map(|(n, j)| (n.as_str(), *j)).collect();
+        let found = vec![false; weight_map.len()];
+        let position: HashMap<&str, usize> = weight_map
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.as_str(), i))
+            .collect();
+        IndexNames {
+            grouped,
+            expect,
+            position,
+            found,
+        }
+    }
+
+    /// Item `it` of shard `j`: where the index puts it (a grouped tensor: each of its
+    /// pieces) is marked found. Held by another shard than the index says:
+    /// `CONTENT_INVALID`; not in the index: `CONTENT_INVALID` in strict mode, kept in
+    /// permissive mode.
+    fn check(
+        &mut self,
+        j: usize,
+        it: ForeignItem,
+        shards: &[String],
+        mode: Mode,
+    ) -> Result<ForeignItem> {
         let name = match &it {
             ForeignItem::Tensor(t) => t.name.as_str(),
             ForeignItem::Opaque(o) => o.name.as_str(),
         };
-        if let Some(members) = grouped.get(name) {
+        if let Some(members) = self.grouped.get(name) {
             for m in members {
-                if let Some(&i) = position.get(m.as_str()) {
-                    found[i] = true;
+                if let Some(&i) = self.position.get(m.as_str()) {
+                    self.found[i] = true;
                 }
             }
             return Ok(it);
         }
-        match expect.get(name) {
+        match self.expect.get(name) {
             Some(&want) if want as usize == j => {
-                if let Some(&i) = position.get(name) {
-                    found[i] = true;
+                if let Some(&i) = self.position.get(name) {
+                    self.found[i] = true;
                 }
             }
             Some(&want) => {
@@ -170,31 +253,20 @@ fn open(index: &Path, mode: Mode, opts: ReadOptions) -> Result<FileReader<'stati
             None => {}
         }
         Ok(it)
-    });
-    let mut p = from_items(
-        &[],
-        Some(total),
-        mode,
-        true,
-        Container::ShardedSafetensors,
-        guess,
-        checked,
-        metadata,
-    )?;
-    p.notes = notes;
-    if let Some(i) = found.iter().position(|f| !f) {
-        let (name, j) = &ix.weight_map[i];
-        return Err(content(format!(
-            "the index names tensor {name:?} in shard {:?}, which does not hold it",
-            shards[*j as usize]
-        )));
     }
-    Ok(FileReader::assemble(
-        Source::Shards(Box::new(Shards { maps, starts })),
-        mode,
-        p,
-        None,
-    ))
+
+    /// Every tensor the index names was found in its shard (`CONTENT_INVALID` naming the
+    /// first that was not).
+    fn check_all_found(&self, weight_map: &[(String, u32)], shards: &[String]) -> Result<()> {
+        if let Some(i) = self.found.iter().position(|f| !f) {
+            let (name, j) = &weight_map[i];
+            return Err(content(format!(
+                "the index names tensor {name:?} in shard {:?}, which does not hold it",
+                shards[*j as usize]
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// `it` with its file offsets moved by `base` (the shard's start).

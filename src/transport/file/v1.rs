@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 
-use super::directory::{check_zero, framed_descriptor, Header, NewEntry, Parsed, Table};
+use super::directory::{check_zero, framed_descriptor, Header, Parsed};
 use super::entries::DescriptorMemo;
+use super::table::{NewEntry, Table};
 use super::writer::ZEROS;
 use super::*;
 use crate::descriptor::{decode, Descriptor};
@@ -65,8 +66,11 @@ pub(super) fn parse(
     h: Header,
 ) -> Result<Parsed> {
     let len = b.len();
-    let a = u64::from(h.alignment);
-    let strict = mode == Mode::Strict;
+    let file = V1File {
+        len,
+        alignment: u64::from(h.alignment),
+        strict: mode == Mode::Strict,
+    };
     // A record takes at least 40 bytes, most take far more: reserve for a typical count
     // (capped, so a file of a few huge tensors does not reserve much) instead of regrowing
     // the vectors many times. (Growing once to an estimate from the average record size so
@@ -85,150 +89,222 @@ pub(super) fn parse(
     loop {
         let at = r.pos();
         ahead.advance(len, at, |x| prefetch(b, x));
-        if r.remaining() < RECORD_HEADER_BYTES as usize {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                if r.is_empty() {
-                    format!("the file ends at byte {len} without an END record")
-                } else {
-                    format!("the record header at byte {at} needs 16 bytes, the file ends at byte {len}")
-                },
-            )
-            .at(at));
-        }
-        let kind = r.u8("record_kind")?;
-        if kind != RECORD_TENSOR && kind != RECORD_END {
-            return Err(Error::new(
-                ErrorKind::ContentInvalid,
-                format!(
-                    "record at byte {at}: record_kind {kind} is neither TENSOR (1) nor END (2)"
-                ),
-            )
-            .at(at));
-        }
-        let reserved = r.bytes(3, "record _reserved")?;
-        if reserved != [0, 0, 0] {
-            return Err(Error::new(
-                ErrorKind::ReservedNonzero,
-                format!("record at byte {at}: reserved bytes {reserved:02X?} are not 0"),
-            )
-            .at(at + 1));
-        }
-        let name_len = r.u32("name_length")?;
-        let data_length = r.u64("data_length")?;
-        if kind == RECORD_END {
-            if name_len != 0 || data_length != 0 {
-                return Err(Error::new(
-                    ErrorKind::LengthMismatch,
-                    format!("END record at byte {at} has name_length {name_len} and data_length {data_length}; both must be 0"),
-                )
-                .at(at));
-            }
-            if !r.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::LengthMismatch,
-                    format!(
-                        "{} bytes follow the END record (it ends at byte {})",
-                        r.remaining(),
-                        r.pos()
-                    ),
-                )
-                .at(r.pos()));
-            }
+        let head = record_head(&mut r, len)?;
+        if head.kind == RECORD_END {
+            end_record(&r, at, &head)?;
             break;
         }
-        let index = t.entries.len();
-        let ctx = |e: Error| {
-            e.context(format!("tensor record {index} at byte {at}"))
-                .at(at)
-        };
-        let name_start = r.pos();
-        if name_len == 0 {
-            return Err(ctx(Error::new(
-                ErrorKind::ContentInvalid,
-                "name_length is 0; a tensor needs a name",
-            )));
-        }
-        if name_len as usize > r.remaining() {
-            return Err(ctx(Error::new(
-                ErrorKind::Truncated,
-                format!("the {name_len}-byte name at byte {name_start} runs past the end of the file (byte {len})"),
-            )));
-        }
-        let name_bytes = r.bytes(name_len as usize, "name")?;
-        let name_text = t.name(name_bytes, name_start, index).map_err(ctx)?;
-        let ctx = |e: Error| {
-            let name = String::from_utf8_lossy(name_bytes);
-            e.context(format!("tensor {name:?} (record {index} at byte {at})"))
-                .at(at)
-        };
-
-        // Descriptor framing: enough to skip it, needed in both modes.
-        let ds = r.pos();
-        let desc = framed_descriptor(&mut r, |what| {
-            Error::new(
-                ErrorKind::Truncated,
-                format!("{what} runs past the end of the file (byte {len})"),
-            )
-        })
-        .map_err(ctx)?;
-        let de = r.pos();
-        let data_start = round_up(de as u64, a).filter(|&s| s <= len as u64);
-        let data_end = data_start
-            .and_then(|s| s.checked_add(data_length))
-            .filter(|&e| e <= len as u64);
-        let next = data_end
-            .and_then(|e| round_up(e, 8))
-            .filter(|&n| n <= len as u64);
-        let (data_start, next) = match (data_start, data_end, next) {
-            (Some(s), Some(_), Some(n)) => (s, n as usize),
-            _ => {
-                return Err(ctx(Error::new(
-                    ErrorKind::Truncated,
-                    format!("the data region (data_length {data_length}) after the descriptor ending at byte {de} runs past the end of the file (byte {len})"),
-                )))
-            }
-        };
-        let laid = t
-            .add(
-                NewEntry {
-                    name_start,
-                    name_len,
-                    name_text,
-                    descriptor_start: ds,
-                    data_start,
-                    data_length,
-                    data_length_at: at + 8,
-                },
-                desc,
-            )
-            .map_err(ctx)?;
-        // Padding and data up to the next record (inside the file: checked above).
-        let mut tail = r.window((next - de) as u64, "data region")?;
-        if let (true, Some(laid)) = (strict, laid) {
-            // Strict: every byte around the buffers, up to the next record, is zero.
-            let entry = t.entries.last().map(|e| e.descriptor);
-            let d = entry.and_then(|di| t.descriptors.get(di)).ok_or_else(|| {
-                Error::new(ErrorKind::Internal, "a decoded descriptor went missing")
-            })?;
-            for (k, h) in d.effective_buffer_iter().enumerate() {
-                let at = tail.pos();
-                let gap = t
-                    .offsets
-                    .get(laid.start + k)
-                    .and_then(|&s| (s as usize).checked_sub(at))
-                    .ok_or_else(|| {
-                        Error::new(ErrorKind::Internal, "buffer offsets out of order")
-                    })?;
-                check_zero(tail.bytes(gap, "padding")?, at, "padding before a buffer")
-                    .map_err(ctx)?;
-                tail.skip(h.size_bytes as usize, "buffer")?;
-            }
-            let at = tail.pos();
-            check_zero(tail.rest(), at, "padding after the data region").map_err(ctx)?;
-        }
+        tensor_record(&mut r, &mut t, &file, &head, at)?;
     }
     t.finish(h, "tensor records")
+}
+
+/// What every version 1 record is checked against.
+struct V1File {
+    /// Bytes in the file.
+    len: usize,
+    /// `data_buffer_alignment`.
+    alignment: u64,
+    strict: bool,
+}
+
+/// The fields of a record header.
+struct RecordHead {
+    kind: u8,
+    name_len: u32,
+    data_length: u64,
+}
+
+/// Read the 16-byte header of the next record: a TENSOR or END `record_kind`, zero
+/// reserved bytes, `name_length` and `data_length`.
+#[inline]
+fn record_head(r: &mut Reader<'_>, len: usize) -> Result<RecordHead> {
+    let at = r.pos();
+    if r.remaining() < RECORD_HEADER_BYTES as usize {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            if r.is_empty() {
+                format!("the file ends at byte {len} without an END record")
+            } else {
+                format!(
+                    "the record header at byte {at} needs 16 bytes, the file ends at byte {len}"
+                )
+            },
+        )
+        .at(at));
+    }
+    let kind = r.u8("record_kind")?;
+    if kind != RECORD_TENSOR && kind != RECORD_END {
+        return Err(Error::new(
+            ErrorKind::ContentInvalid,
+            format!("record at byte {at}: record_kind {kind} is neither TENSOR (1) nor END (2)"),
+        )
+        .at(at));
+    }
+    let reserved = r.bytes(3, "record _reserved")?;
+    if reserved != [0, 0, 0] {
+        return Err(Error::new(
+            ErrorKind::ReservedNonzero,
+            format!("record at byte {at}: reserved bytes {reserved:02X?} are not 0"),
+        )
+        .at(at + 1));
+    }
+    let name_len = r.u32("name_length")?;
+    let data_length = r.u64("data_length")?;
+    Ok(RecordHead {
+        kind,
+        name_len,
+        data_length,
+    })
+}
+
+/// The END record at byte `at`: no name, no data, and nothing after it.
+fn end_record(r: &Reader<'_>, at: usize, head: &RecordHead) -> Result<()> {
+    let RecordHead {
+        name_len,
+        data_length,
+        ..
+    } = *head;
+    if name_len != 0 || data_length != 0 {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!("END record at byte {at} has name_length {name_len} and data_length {data_length}; both must be 0"),
+        )
+        .at(at));
+    }
+    if !r.is_empty() {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "{} bytes follow the END record (it ends at byte {})",
+                r.remaining(),
+                r.pos()
+            ),
+        )
+        .at(r.pos()));
+    }
+    Ok(())
+}
+
+/// Read the rest of the TENSOR record at byte `at` — its name, descriptor and data region,
+/// which must lie inside the file — and keep it in `t`; in strict mode every byte around
+/// its buffers must be zero. Leaves `r` at the next record.
+#[inline]
+fn tensor_record(
+    r: &mut Reader<'_>,
+    t: &mut Table<'_>,
+    file: &V1File,
+    head: &RecordHead,
+    at: usize,
+) -> Result<()> {
+    let (len, name_len, data_length) = (file.len, head.name_len, head.data_length);
+    let index = t.entries.len();
+    let ctx = |e: Error| {
+        e.context(format!("tensor record {index} at byte {at}"))
+            .at(at)
+    };
+    let name_start = r.pos();
+    if name_len == 0 {
+        return Err(ctx(Error::new(
+            ErrorKind::ContentInvalid,
+            "name_length is 0; a tensor needs a name",
+        )));
+    }
+    if name_len as usize > r.remaining() {
+        return Err(ctx(Error::new(
+            ErrorKind::Truncated,
+            format!("the {name_len}-byte name at byte {name_start} runs past the end of the file (byte {len})"),
+        )));
+    }
+    let name_bytes = r.bytes(name_len as usize, "name")?;
+    let name_text = t.name(name_bytes, name_start, index).map_err(ctx)?;
+    let ctx = |e: Error| {
+        let name = String::from_utf8_lossy(name_bytes);
+        e.context(format!("tensor {name:?} (record {index} at byte {at})"))
+            .at(at)
+    };
+
+    // Descriptor framing: enough to skip it, needed in both modes.
+    let ds = r.pos();
+    let desc = framed_descriptor(r, |what| {
+        Error::new(
+            ErrorKind::Truncated,
+            format!("{what} runs past the end of the file (byte {len})"),
+        )
+    })
+    .map_err(ctx)?;
+    let de = r.pos();
+    let (data_start, next) = record_data_region(de, file, data_length).ok_or_else(|| {
+        ctx(Error::new(
+            ErrorKind::Truncated,
+            format!("the data region (data_length {data_length}) after the descriptor ending at byte {de} runs past the end of the file (byte {len})"),
+        ))
+    })?;
+    let laid = t
+        .add(
+            NewEntry {
+                name_start,
+                name_len,
+                name_text,
+                descriptor_start: ds,
+                data_start,
+                data_length,
+                data_length_at: at + 8,
+            },
+            desc,
+        )
+        .map_err(ctx)?;
+    // Padding and data up to the next record (inside the file: checked above).
+    let mut tail = r.window((next - de) as u64, "data region")?;
+    if let (true, Some(laid)) = (file.strict, laid) {
+        check_record_padding(t, &mut tail, laid, ctx)?;
+    }
+    Ok(())
+}
+
+/// Where the data region of `data_length` bytes after a descriptor ending at byte `de`
+/// starts (the next multiple of the alignment) and where the next record starts (the next
+/// multiple of 8 after the region); `None` when either lies past the end of the file.
+#[inline]
+fn record_data_region(de: usize, file: &V1File, data_length: u64) -> Option<(u64, usize)> {
+    let len = file.len as u64;
+    let data_start = round_up(de as u64, file.alignment).filter(|&s| s <= len);
+    let data_end = data_start
+        .and_then(|s| s.checked_add(data_length))
+        .filter(|&e| e <= len);
+    let next = data_end.and_then(|e| round_up(e, 8)).filter(|&n| n <= len);
+    match (data_start, data_end, next) {
+        (Some(s), Some(_), Some(n)) => Some((s, n as usize)),
+        _ => None,
+    }
+}
+
+/// Strict mode: every byte of the record's data region `tail` around the buffers of the
+/// entry just kept (`laid`, their range in `t.offsets`), up to the next record, is zero.
+/// `ctx` names the tensor in a padding error.
+fn check_record_padding(
+    t: &Table<'_>,
+    tail: &mut Reader<'_>,
+    laid: std::ops::Range<usize>,
+    ctx: impl Fn(Error) -> Error,
+) -> Result<()> {
+    let entry = t.entries.last().map(|e| e.descriptor);
+    let d = entry
+        .and_then(|di| t.descriptors.get(di))
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "a decoded descriptor went missing"))?;
+    for (k, h) in d.effective_buffer_iter().enumerate() {
+        let at = tail.pos();
+        let gap = t
+            .offsets
+            .get(laid.start + k)
+            .and_then(|&s| (s as usize).checked_sub(at))
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "buffer offsets out of order"))?;
+        check_zero(tail.bytes(gap, "padding")?, at, "padding before a buffer").map_err(&ctx)?;
+        tail.skip(h.size_bytes as usize, "buffer")?;
+    }
+    let at = tail.pos();
+    check_zero(tail.rest(), at, "padding after the data region").map_err(ctx)?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

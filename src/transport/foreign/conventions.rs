@@ -268,42 +268,7 @@ fn scalar(shape: &[u64]) -> bool {
 
 /// Group the pieces of a file.
 pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
-    let by_name: HashMap<&str, usize> = pieces
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.name, i))
-        .collect();
-    let get = |n: &str| by_name.get(n).map(|&i| (i, pieces[i]));
-    let mut out = Grouping::default();
-    let mut taken = vec![false; pieces.len()];
-    let mut add = |out: &mut Grouping, name: String, r: Result<Descriptor>, members: Vec<usize>| {
-        // The grouped name must not be another tensor's.
-        if by_name
-            .get(name.as_str())
-            .is_some_and(|i| !members.contains(i))
-        {
-            out.notes.push(format!(
-                "{name:?}: not grouped: another tensor of the file has that name"
-            ));
-            return;
-        }
-        match r {
-            Ok(descriptor) if members.iter().all(|&m| !taken[m]) => {
-                for &m in &members {
-                    taken[m] = true;
-                }
-                out.groups.push(Group {
-                    name,
-                    descriptor,
-                    pieces: members,
-                });
-            }
-            Ok(_) => out.notes.push(format!(
-                "{name:?}: its pieces already belong to another group"
-            )),
-            Err(e) => out.notes.push(format!("{name:?}: not grouped: {e}")),
-        }
-    };
+    let mut g = Grouper::new(pieces, hints);
     for (i, p) in pieces.iter().enumerate() {
         // NVFP4, ModelOpt / compressed-tensors; FP8 blocks and per channel.
         let (stem, packed) = if let Some(s) = p.name.strip_suffix(".weight_packed") {
@@ -311,154 +276,21 @@ pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
         } else if let Some(s) = p.name.strip_suffix(".weight") {
             (s, false)
         } else if let Some(x) = p.name.strip_suffix("_blocks") {
-            mxfp4(&mut out, &mut add, &get, i, p, x);
+            g.mxfp4(i, p, x);
             continue;
         } else {
             continue;
         };
-        let scale = get(&format!("{stem}.weight_scale"));
+        let scale = g.get(&format!("{stem}.weight_scale"));
         let target = format!("{stem}.weight");
         match (p.dtype, packed) {
-            ("U8", _) => {
-                let global_name = if packed {
-                    format!("{stem}.weight_global_scale")
-                } else {
-                    format!("{stem}.weight_scale_2")
-                };
-                let global = get(&global_name);
-                if scale.is_none() && global.is_none() {
-                    continue;
-                }
-                let (Some((si, s)), Some((gi, g))) = (scale, global) else {
-                    out.notes.push(format!(
-                        "{target:?}: looks like NVFP4 but lacks {}",
-                        if scale.is_none() {
-                            format!("{stem}.weight_scale")
-                        } else {
-                            global_name
-                        }
-                    ));
-                    continue;
-                };
-                let block = hints.nvfp4_group.unwrap_or(16);
-                let why = nvfp4_mismatch(p, &s, &g, block);
-                if let Some(why) = why {
-                    out.notes
-                        .push(format!("{target:?}: looks like NVFP4 but {why}"));
-                    continue;
-                }
-                let (n, k) = (p.shape[0], p.shape[1] * 2);
-                let scheme = QuantScheme::Blockwise {
-                    axis: 1,
-                    block_size: block,
-                    scale_type: ElementType::Float8E4m3fn,
-                };
-                let global = if packed {
-                    GlobalScale::Divides
-                } else {
-                    GlobalScale::Multiplies
-                };
-                let buffers = vec![handle(p), handle(&s), handle(&g)];
-                let d = grouped(
-                    ElementType::Float4E2m1fn,
-                    &[n, k],
-                    scheme,
-                    false,
-                    Some(global),
-                    buffers,
-                );
-                add(&mut out, target, d, vec![i, si, gi]);
-            }
-            ("F8_E4M3", false) => {
-                let inv = get(&format!("{stem}.weight_scale_inv"));
-                if p.shape.len() != 2 {
-                    if inv.is_some() || scale.is_some() {
-                        out.notes.push(format!(
-                            "{target:?}: FP8 with scales, but of rank {} (2 is recognised)",
-                            p.shape.len()
-                        ));
-                    }
-                    continue;
-                }
-                let (n, k) = (p.shape[0], p.shape[1]);
-                if let Some((si, s)) = inv {
-                    let (b0, b1) = hints.weight_block_size.unwrap_or((128, 128));
-                    let want = [n.div_ceil(u64::from(b0)), k.div_ceil(u64::from(b1))];
-                    let st = scale_type(s.dtype);
-                    if st.is_none() || s.shape != want {
-                        out.notes.push(format!(
-                            "{target:?}: FP8 blocks, but {stem}.weight_scale_inv is {} {:?}, not F32, F16 or BF16 {want:?} (blocks {b0} x {b1}{})",
-                            s.dtype,
-                            s.shape,
-                            if hints.weight_block_size.is_some() { ", from config.json" } else { "; no config.json weight_block_size" }
-                        ));
-                        continue;
-                    }
-                    let scheme = QuantScheme::Blockwise2D {
-                        axis_a: 0,
-                        block_a: b0,
-                        axis_b: 1,
-                        block_b: b1,
-                        scale_type: st.unwrap_or(ElementType::Float32),
-                    };
-                    let buffers = vec![handle(p), handle(&s)];
-                    let d = grouped(
-                        ElementType::Float8E4m3fn,
-                        &[n, k],
-                        scheme,
-                        false,
-                        None,
-                        buffers,
-                    );
-                    add(&mut out, target, d, vec![i, si]);
-                } else if let Some((si, s)) = scale {
-                    match channel_or_tensor(p, &s, None, None) {
-                        Ok(scheme) => {
-                            let buffers = vec![handle(p), handle(&s)];
-                            let et = ElementType::Float8E4m3fn;
-                            let d = grouped(et, &[n, k], scheme, false, None, buffers);
-                            add(&mut out, target, d, vec![i, si]);
-                        }
-                        Err(why) => out.notes.push(format!("{target:?}: FP8, but {why}")),
-                    }
-                }
-            }
+            ("U8", _) => g.nvfp4(i, p, stem, packed, scale, target),
+            ("F8_E4M3", false) => g.fp8(i, p, stem, scale, target),
             // compressed-tensors int-quantized: INT8 codes, scales per channel, group or
             // tensor, optional INT8 zero points of the scales' shape.
-            ("I8", false) => {
-                let Some((si, s)) = scale else { continue };
-                let zp = get(&format!("{stem}.weight_zero_point"));
-                if p.shape.len() != 2 {
-                    out.notes.push(format!(
-                        "{target:?}: INT8 with scales, but of rank {} (2 is recognised)",
-                        p.shape.len()
-                    ));
-                    continue;
-                }
-                match channel_or_tensor(p, &s, zp.map(|z| z.1), hints.int_group) {
-                    Ok(scheme) => {
-                        let mut buffers = vec![handle(p), handle(&s)];
-                        let mut members = vec![i, si];
-                        if let Some((zi, z)) = zp {
-                            buffers.push(handle(&z));
-                            members.push(zi);
-                        }
-                        let zero_points = zp.is_some();
-                        let d = grouped(
-                            ElementType::Int8,
-                            p.shape,
-                            scheme,
-                            zero_points,
-                            None,
-                            buffers,
-                        );
-                        add(&mut out, target, d, members);
-                    }
-                    Err(why) => out.notes.push(format!("{target:?}: INT8, but {why}")),
-                }
-            }
+            ("I8", false) => g.int8(i, p, stem, scale, target),
             // compressed-tensors pack-quantized: recognised, and said why it stays pieces.
-            ("I32", true) if scale.is_some() => out.notes.push(format!(
+            ("I32", true) if scale.is_some() => g.out.notes.push(format!(
                 "{target:?}: compressed-tensors pack-quantized: its codes are stored offset-binary \
                  (q + 2^(bits-1), packed into int32 words), which format 1.1 describes only with \
                  a zero-point buffer the checkpoint does not have; left as its pieces"
@@ -466,7 +298,283 @@ pub(crate) fn group(pieces: &[Piece<'_>], hints: Hints) -> Grouping {
             _ => {}
         }
     }
-    out
+    g.out
+}
+
+/// The grouping of one file's pieces under way: the pieces by name, which already belong
+/// to a group, and what was found so far.
+struct Grouper<'p, 'a> {
+    pieces: &'p [Piece<'a>],
+    by_name: HashMap<&'a str, usize>,
+    hints: Hints,
+    taken: Vec<bool>,
+    out: Grouping,
+}
+
+impl<'p, 'a> Grouper<'p, 'a> {
+    fn new(pieces: &'p [Piece<'a>], hints: Hints) -> Grouper<'p, 'a> {
+        let by_name: HashMap<&str, usize> = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name, i))
+            .collect();
+        Grouper {
+            pieces,
+            by_name,
+            hints,
+            taken: vec![false; pieces.len()],
+            out: Grouping::default(),
+        }
+    }
+
+    /// The piece named `n`, with its index.
+    fn get(&self, n: &str) -> Option<(usize, Piece<'a>)> {
+        self.by_name.get(n).map(|&i| (i, self.pieces[i]))
+    }
+
+    /// Keep group `name` of `members` described by `r` — unless the name is another
+    /// tensor's, a member already belongs to a group, or `r` failed: then a note says so.
+    fn add(&mut self, name: String, r: Result<Descriptor>, members: Vec<usize>) {
+        // The grouped name must not be another tensor's.
+        if self
+            .by_name
+            .get(name.as_str())
+            .is_some_and(|i| !members.contains(i))
+        {
+            self.out.notes.push(format!(
+                "{name:?}: not grouped: another tensor of the file has that name"
+            ));
+            return;
+        }
+        match r {
+            Ok(descriptor) if members.iter().all(|&m| !self.taken[m]) => {
+                for &m in &members {
+                    self.taken[m] = true;
+                }
+                self.out.groups.push(Group {
+                    name,
+                    descriptor,
+                    pieces: members,
+                });
+            }
+            Ok(_) => self.out.notes.push(format!(
+                "{name:?}: its pieces already belong to another group"
+            )),
+            Err(e) => self.out.notes.push(format!("{name:?}: not grouped: {e}")),
+        }
+    }
+
+    /// NVFP4 (ModelOpt `.weight`, compressed-tensors `.weight_packed`): U8 piece `i` of two
+    /// FP4 codes a byte, its FLOAT8_E4M3FN block scales and its global scale.
+    fn nvfp4(
+        &mut self,
+        i: usize,
+        p: &Piece<'a>,
+        stem: &str,
+        packed: bool,
+        scale: Option<(usize, Piece<'a>)>,
+        target: String,
+    ) {
+        let global_name = if packed {
+            format!("{stem}.weight_global_scale")
+        } else {
+            format!("{stem}.weight_scale_2")
+        };
+        let global = self.get(&global_name);
+        if scale.is_none() && global.is_none() {
+            return;
+        }
+        let (Some((si, s)), Some((gi, g))) = (scale, global) else {
+            self.out.notes.push(format!(
+                "{target:?}: looks like NVFP4 but lacks {}",
+                if scale.is_none() {
+                    format!("{stem}.weight_scale")
+                } else {
+                    global_name
+                }
+            ));
+            return;
+        };
+        let block = self.hints.nvfp4_group.unwrap_or(16);
+        let why = nvfp4_mismatch(p, &s, &g, block);
+        if let Some(why) = why {
+            self.out
+                .notes
+                .push(format!("{target:?}: looks like NVFP4 but {why}"));
+            return;
+        }
+        let (n, k) = (p.shape[0], p.shape[1] * 2);
+        let scheme = QuantScheme::Blockwise {
+            axis: 1,
+            block_size: block,
+            scale_type: ElementType::Float8E4m3fn,
+        };
+        let global = if packed {
+            GlobalScale::Divides
+        } else {
+            GlobalScale::Multiplies
+        };
+        let buffers = vec![handle(p), handle(&s), handle(&g)];
+        let d = grouped(
+            ElementType::Float4E2m1fn,
+            &[n, k],
+            scheme,
+            false,
+            Some(global),
+            buffers,
+        );
+        self.add(target, d, vec![i, si, gi]);
+    }
+
+    /// FP8 (F8_E4M3 piece `i` of rank 2): 2-D blocks with `.weight_scale_inv`, else scales
+    /// per channel or per tensor with `.weight_scale`.
+    fn fp8(
+        &mut self,
+        i: usize,
+        p: &Piece<'a>,
+        stem: &str,
+        scale: Option<(usize, Piece<'a>)>,
+        target: String,
+    ) {
+        let hints = self.hints;
+        let inv = self.get(&format!("{stem}.weight_scale_inv"));
+        if p.shape.len() != 2 {
+            if inv.is_some() || scale.is_some() {
+                self.out.notes.push(format!(
+                    "{target:?}: FP8 with scales, but of rank {} (2 is recognised)",
+                    p.shape.len()
+                ));
+            }
+            return;
+        }
+        let (n, k) = (p.shape[0], p.shape[1]);
+        if let Some((si, s)) = inv {
+            let (b0, b1) = hints.weight_block_size.unwrap_or((128, 128));
+            let want = [n.div_ceil(u64::from(b0)), k.div_ceil(u64::from(b1))];
+            let st = scale_type(s.dtype);
+            if st.is_none() || s.shape != want {
+                self.out.notes.push(format!(
+                    "{target:?}: FP8 blocks, but {stem}.weight_scale_inv is {} {:?}, not F32, F16 or BF16 {want:?} (blocks {b0} x {b1}{})",
+                    s.dtype,
+                    s.shape,
+                    if hints.weight_block_size.is_some() { ", from config.json" } else { "; no config.json weight_block_size" }
+                ));
+                return;
+            }
+            let scheme = QuantScheme::Blockwise2D {
+                axis_a: 0,
+                block_a: b0,
+                axis_b: 1,
+                block_b: b1,
+                scale_type: st.unwrap_or(ElementType::Float32),
+            };
+            let buffers = vec![handle(p), handle(&s)];
+            let d = grouped(
+                ElementType::Float8E4m3fn,
+                &[n, k],
+                scheme,
+                false,
+                None,
+                buffers,
+            );
+            self.add(target, d, vec![i, si]);
+        } else if let Some((si, s)) = scale {
+            match channel_or_tensor(p, &s, None, None) {
+                Ok(scheme) => {
+                    let buffers = vec![handle(p), handle(&s)];
+                    let et = ElementType::Float8E4m3fn;
+                    let d = grouped(et, &[n, k], scheme, false, None, buffers);
+                    self.add(target, d, vec![i, si]);
+                }
+                Err(why) => self.out.notes.push(format!("{target:?}: FP8, but {why}")),
+            }
+        }
+    }
+
+    /// compressed-tensors int-quantized (I8 piece `i` of rank 2): scales per channel,
+    /// group or tensor, and INT8 zero points of the scales' shape when there are some.
+    fn int8(
+        &mut self,
+        i: usize,
+        p: &Piece<'a>,
+        stem: &str,
+        scale: Option<(usize, Piece<'a>)>,
+        target: String,
+    ) {
+        let Some((si, s)) = scale else { return };
+        let zp = self.get(&format!("{stem}.weight_zero_point"));
+        if p.shape.len() != 2 {
+            self.out.notes.push(format!(
+                "{target:?}: INT8 with scales, but of rank {} (2 is recognised)",
+                p.shape.len()
+            ));
+            return;
+        }
+        match channel_or_tensor(p, &s, zp.map(|z| z.1), self.hints.int_group) {
+            Ok(scheme) => {
+                let mut buffers = vec![handle(p), handle(&s)];
+                let mut members = vec![i, si];
+                if let Some((zi, z)) = zp {
+                    buffers.push(handle(&z));
+                    members.push(zi);
+                }
+                let zero_points = zp.is_some();
+                let d = grouped(
+                    ElementType::Int8,
+                    p.shape,
+                    scheme,
+                    zero_points,
+                    None,
+                    buffers,
+                );
+                self.add(target, d, members);
+            }
+            Err(why) => self.out.notes.push(format!("{target:?}: INT8, but {why}")),
+        }
+    }
+
+    /// gpt-oss MXFP4: `X_blocks` U8 [..., G, 16] with `X_scales` U8 [..., G].
+    fn mxfp4(&mut self, i: usize, p: &Piece<'a>, x: &str) {
+        let Some((si, s)) = self.get(&format!("{x}_scales")) else {
+            return;
+        };
+        let r = p.shape.len();
+        let fits = p.dtype == "U8"
+            && s.dtype == "U8"
+            && r >= 2
+            && p.shape[r - 1] == 16
+            && s.shape == &p.shape[..r - 1];
+        if !fits {
+            self.out.notes.push(format!(
+                "{x:?}: looks like MXFP4 but {x}_blocks is {} {:?} and {x}_scales {} {:?} (want U8 [..., G, 16] and U8 [..., G])",
+                p.dtype, p.shape, s.dtype, s.shape
+            ));
+            return;
+        }
+        let mut shape = p.shape[..r - 1].to_vec();
+        let Some(last) = shape
+            .last_mut()
+            .and_then(|g| g.checked_mul(32).map(|v| (g, v)))
+        else {
+            return;
+        };
+        *last.0 = last.1;
+        let scheme = QuantScheme::Blockwise {
+            axis: (r - 2) as u8,
+            block_size: 32,
+            scale_type: ElementType::Float8E8m0fnu,
+        };
+        let buffers = vec![handle(p), handle(&s)];
+        let d = grouped(
+            ElementType::Float4E2m1fn,
+            &shape,
+            scheme,
+            false,
+            None,
+            buffers,
+        );
+        self.add(x.to_string(), d, vec![i, si]);
+    }
 }
 
 /// The note for a checkpoint whose configuration declares a method while none of its
@@ -589,56 +697,6 @@ fn nvfp4_mismatch(w: &Piece<'_>, s: &Piece<'_>, g: &Piece<'_>, block: u32) -> Op
         ));
     }
     None
-}
-
-/// gpt-oss MXFP4: `X_blocks` U8 [..., G, 16] with `X_scales` U8 [..., G].
-fn mxfp4<'a>(
-    out: &mut Grouping,
-    add: &mut impl FnMut(&mut Grouping, String, Result<Descriptor>, Vec<usize>),
-    get: &impl Fn(&str) -> Option<(usize, Piece<'a>)>,
-    i: usize,
-    p: &Piece<'a>,
-    x: &str,
-) {
-    let Some((si, s)) = get(&format!("{x}_scales")) else {
-        return;
-    };
-    let r = p.shape.len();
-    let fits = p.dtype == "U8"
-        && s.dtype == "U8"
-        && r >= 2
-        && p.shape[r - 1] == 16
-        && s.shape == &p.shape[..r - 1];
-    if !fits {
-        out.notes.push(format!(
-            "{x:?}: looks like MXFP4 but {x}_blocks is {} {:?} and {x}_scales {} {:?} (want U8 [..., G, 16] and U8 [..., G])",
-            p.dtype, p.shape, s.dtype, s.shape
-        ));
-        return;
-    }
-    let mut shape = p.shape[..r - 1].to_vec();
-    let Some(last) = shape
-        .last_mut()
-        .and_then(|g| g.checked_mul(32).map(|v| (g, v)))
-    else {
-        return;
-    };
-    *last.0 = last.1;
-    let scheme = QuantScheme::Blockwise {
-        axis: (r - 2) as u8,
-        block_size: 32,
-        scale_type: ElementType::Float8E8m0fnu,
-    };
-    let buffers = vec![handle(p), handle(&s)];
-    let d = grouped(
-        ElementType::Float4E2m1fn,
-        &shape,
-        scheme,
-        false,
-        None,
-        buffers,
-    );
-    add(out, x.to_string(), d, vec![i, si]);
 }
 
 #[cfg(test)]

@@ -84,18 +84,23 @@
 //! counting allocator (200 KB files of each cheapest structure: UINT8 and BOOL arrays
 //! 32.0×, rank-0 I8 tensors 28.7× peak and 27.3× kept, zero-element F32 tensors 22.4×,
 //! BOOL key/values 5.3×, empty strings 4.0×, empty arrays 2.7×).
+//!
+//! [`MetaValue`]: super::MetaValue
 
 use std::collections::HashSet;
 
 use crate::builder::{NodeSpec, TensorBuilder};
 use crate::descriptor::Descriptor;
 
-use super::{ForeignFile, ForeignTensor, MetaValue, MAX_DECLARED_ALIGNMENT_LOG2};
+use super::{ForeignFile, ForeignTensor, MAX_DECLARED_ALIGNMENT_LOG2};
 use crate::device::{BufferHandle, DeviceType, MemoryClass};
 use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::wire::Reader;
 use crate::layout::ggml::{ggml_type, GgmlType};
+
+mod values;
+use values::read_key_values;
 
 impl ForeignTensor {
     /// The bytes of a GGUF tensor's one buffer.
@@ -121,56 +126,6 @@ pub const MAX_ARRAY_NESTING: usize = 8;
 const MIN_TENSOR_INFO_BYTES: u64 = 25;
 /// The smallest key/value: an empty key (8), the value type (4), a one-byte value (1).
 const MIN_KV_BYTES: u64 = 13;
-
-/// GGUF value types (`gguf_type`).
-mod vt {
-    pub const UINT8: u32 = 0;
-    pub const INT8: u32 = 1;
-    pub const UINT16: u32 = 2;
-    pub const INT16: u32 = 3;
-    pub const UINT32: u32 = 4;
-    pub const INT32: u32 = 5;
-    pub const FLOAT32: u32 = 6;
-    pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
-    pub const UINT64: u32 = 10;
-    pub const INT64: u32 = 11;
-    pub const FLOAT64: u32 = 12;
-}
-
-/// The name of GGUF value type `t`.
-fn value_type_name(t: u32) -> &'static str {
-    match t {
-        vt::UINT8 => "UINT8",
-        vt::INT8 => "INT8",
-        vt::UINT16 => "UINT16",
-        vt::INT16 => "INT16",
-        vt::UINT32 => "UINT32",
-        vt::INT32 => "INT32",
-        vt::FLOAT32 => "FLOAT32",
-        vt::BOOL => "BOOL",
-        vt::STRING => "STRING",
-        vt::ARRAY => "ARRAY",
-        vt::UINT64 => "UINT64",
-        vt::INT64 => "INT64",
-        vt::FLOAT64 => "FLOAT64",
-        _ => "unknown",
-    }
-}
-
-/// The fewest bytes one value of type `t` takes (its length or header for a string or
-/// an array); `None` for an unknown type.
-fn min_value_bytes(t: u32) -> Option<u64> {
-    Some(match t {
-        vt::UINT8 | vt::INT8 | vt::BOOL => 1,
-        vt::UINT16 | vt::INT16 => 2,
-        vt::UINT32 | vt::INT32 | vt::FLOAT32 => 4,
-        vt::UINT64 | vt::INT64 | vt::FLOAT64 | vt::STRING => 8,
-        vt::ARRAY => 12,
-        _ => return None,
-    })
-}
 
 /// The element type of a dense ggml type number.
 fn dense_type(number: u32) -> Option<ElementType> {
@@ -281,6 +236,19 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     let mut c = Cursor {
         r: Reader::new(bytes),
     };
+    let (tensor_count, kv_count) = read_header(&mut c, bytes)?;
+    let (metadata, alignment) = read_key_values(&mut c, kv_count)?;
+    let infos_at = c.pos();
+    let mut tensors = read_tensor_infos(&mut c, tensor_count, alignment)?;
+    let header_end = c.pos() as u64;
+    place_in_data_section(&mut tensors, bytes, header_end, alignment, infos_at)?;
+    check_overlaps(&tensors, bytes, infos_at)?;
+    Ok(ForeignFile { tensors, metadata })
+}
+
+/// The header: magic, a little-endian version 2 or 3, `tensor_count` and `kv_count`, both
+/// counts at once against the smallest encodings of what they count.
+fn read_header(c: &mut Cursor<'_>, bytes: &[u8]) -> Result<(u64, u64)> {
     let magic =
         c.r.bytes(4, "GGUF magic")
             .map_err(|_| bad_magic(bytes, "it is shorter than the 4-byte magic"))?;
@@ -331,41 +299,18 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
         )
         .at(8));
     }
+    Ok((tensor_count, kv_count))
+}
 
-    // Key/values. The counts fit the bytes, so these reservations are bounded by them.
-    let mut metadata = Vec::with_capacity(kv_count as usize);
-    let mut keys: HashSet<&str> = HashSet::with_capacity(kv_count as usize);
-    let mut alignment = DEFAULT_ALIGNMENT;
-    for i in 0..kv_count {
-        let at = c.pos();
-        let key = c
-            .str("key")
-            .map_err(|e| e.context(format!("key/value {i} (byte {at})")))?;
-        let tat = c.pos();
-        let t = c
-            .u32("value type")
-            .map_err(|e| e.context(format!("key {key:?} (byte {at})")))?;
-        let value = read_value(&mut c, t, 1).map_err(|e| {
-            e.context(format!(
-                "key {key:?} (byte {at}, value type {t} at byte {tat})"
-            ))
-        })?;
-        if !keys.insert(key) {
-            return Err(Error::new(
-                ErrorKind::DuplicateName,
-                format!("key {key:?} at byte {at} appears twice"),
-            )
-            .at(at));
-        }
-        if key == ALIGNMENT_KEY {
-            alignment = data_alignment(t, &value, tat)?;
-        }
-        metadata.push((key.to_owned(), value));
-    }
-    drop(keys);
-
-    // Tensor infos: their count against the bytes the key/values left (the reservation
-    // below is bounded by those bytes, not by the ones the key/values already took).
+/// The `tensor_count` tensor infos, no name twice: each tensor with its data-section
+/// offset as its one offset for now.
+fn read_tensor_infos(
+    c: &mut Cursor<'_>,
+    tensor_count: u64,
+    alignment: u64,
+) -> Result<Vec<ForeignTensor>> {
+    // Their count against the bytes the key/values left (the reservation below is bounded
+    // by those bytes, not by the ones the key/values already took).
     let at = c.pos();
     c.fits(tensor_count, MIN_TENSOR_INFO_BYTES, "tensor infos")
         .map_err(|e| {
@@ -377,7 +322,6 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
     // offset is checked to be one), so that is the alignment its offset truly has, up to
     // the cap.
     let align_log2 = (alignment.trailing_zeros() as u8).min(MAX_DECLARED_ALIGNMENT_LOG2);
-    let infos_at = c.pos();
     let mut tensors: Vec<ForeignTensor> = Vec::with_capacity(tensor_count as usize);
     let mut names: HashSet<&str> = HashSet::with_capacity(tensor_count as usize);
     let mut recent = Recent::default();
@@ -386,7 +330,7 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
         let name = c
             .str("tensor name")
             .map_err(|e| e.context(format!("tensor info {i} (byte {at})")))?;
-        let t = tensor_info(&mut c, name, at, alignment, align_log2, &mut recent)?;
+        let t = tensor_info(c, name, at, alignment, align_log2, &mut recent)?;
         if !names.insert(name) {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
@@ -396,10 +340,19 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
         }
         tensors.push(t);
     }
-    drop(names);
+    Ok(tensors)
+}
 
-    // The data section: its start, each tensor inside the file, no two sharing a byte.
-    let header_end = c.pos() as u64;
+/// Make each tensor's offset a file offset: the data section starts at the first multiple
+/// of `alignment` after the header (which ends at `header_end`), and every tensor must
+/// end inside the file. `infos_at` is where the tensor infos start (for messages).
+fn place_in_data_section(
+    tensors: &mut [ForeignTensor],
+    bytes: &[u8],
+    header_end: u64,
+    alignment: u64,
+    infos_at: usize,
+) -> Result<()> {
     let file_len = bytes.len() as u64;
     let data_start = header_end.div_ceil(alignment).checked_mul(alignment);
     for (i, t) in tensors.iter_mut().enumerate() {
@@ -421,8 +374,7 @@ pub(crate) fn parse_gguf(bytes: &[u8]) -> Result<ForeignFile> {
             }
         }
     }
-    check_overlaps(&tensors, bytes, infos_at)?;
-    Ok(ForeignFile { tensors, metadata })
+    Ok(())
 }
 
 fn bad_magic(bytes: &[u8], why: &str) -> Error {
@@ -434,94 +386,6 @@ fn bad_magic(bytes: &[u8], why: &str) -> Error {
     .at(0)
 }
 
-/// The data alignment `general.alignment` sets: a UINT32 power of two.
-fn data_alignment(t: u32, value: &MetaValue, at: usize) -> Result<u64> {
-    match (t, value) {
-        (vt::UINT32, MetaValue::UInt(a)) if a.is_power_of_two() => Ok(*a),
-        (vt::UINT32, MetaValue::UInt(a)) => Err(Error::new(
-            ErrorKind::AlignmentInvalid,
-            format!("{ALIGNMENT_KEY} (byte {at}) is {a}, which is not a power of two"),
-        )
-        .at(at + 4)),
-        _ => Err(Error::new(
-            ErrorKind::AlignmentInvalid,
-            format!(
-                "{ALIGNMENT_KEY} (byte {at}) is a {} ({t}); it must be a UINT32",
-                value_type_name(t)
-            ),
-        )
-        .at(at)),
-    }
-}
-
-/// One value of type `t`; `level` is the array level it would open (1 for a key's own
-/// value).
-fn read_value(c: &mut Cursor<'_>, t: u32, level: usize) -> Result<MetaValue> {
-    let at = c.pos();
-    Ok(match t {
-        vt::UINT8 => MetaValue::UInt(c.u8("UINT8")?.into()),
-        vt::INT8 => MetaValue::Int((c.u8("INT8")? as i8).into()),
-        vt::UINT16 => MetaValue::UInt(c.u16("UINT16")?.into()),
-        vt::INT16 => MetaValue::Int((c.u16("INT16")? as i16).into()),
-        vt::UINT32 => MetaValue::UInt(c.u32("UINT32")?.into()),
-        vt::INT32 => MetaValue::Int((c.u32("INT32")? as i32).into()),
-        vt::UINT64 => MetaValue::UInt(c.u64("UINT64")?),
-        vt::INT64 => MetaValue::Int(c.u64("INT64")? as i64),
-        vt::FLOAT32 => MetaValue::Float(f32::from_bits(c.u32("FLOAT32")?).into()),
-        vt::FLOAT64 => MetaValue::Float(f64::from_bits(c.u64("FLOAT64")?)),
-        vt::BOOL => match c.u8("BOOL")? {
-            0 => MetaValue::Bool(false),
-            1 => MetaValue::Bool(true),
-            b => {
-                return Err(Error::new(
-                    ErrorKind::ContentInvalid,
-                    format!("BOOL at byte {at} is {b}, neither 0 nor 1"),
-                )
-                .at(at))
-            }
-        },
-        vt::STRING => MetaValue::Str(c.str("STRING")?.to_owned()),
-        vt::ARRAY => {
-            if level > MAX_ARRAY_NESTING {
-                return Err(Error::new(
-                    ErrorKind::ContentInvalid,
-                    format!(
-                        "array at byte {at} is nested {level} deep; at most {MAX_ARRAY_NESTING} levels of arrays are read"
-                    ),
-                )
-                .at(at));
-            }
-            let it = c.u32("array item type")?;
-            let count = c.u64("array length")?;
-            let Some(min) = min_value_bytes(it) else {
-                return Err(unknown_value_type(it, at));
-            };
-            c.fits(count, min, "array items").map_err(|e| {
-                e.context(format!(
-                    "array at byte {at} of {count} {} items",
-                    value_type_name(it)
-                ))
-            })?;
-            let mut items = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                items.push(read_value(c, it, level + 1)?);
-            }
-            MetaValue::Array(items)
-        }
-        _ => return Err(unknown_value_type(t, at)),
-    })
-}
-
-fn unknown_value_type(t: u32, at: usize) -> Error {
-    Error::new(
-        ErrorKind::ContentInvalid,
-        format!("value type {t} (at byte {at}) is not a GGUF value type (0..=12)"),
-    )
-    .at(at)
-}
-
-/// The rest of one tensor info (after its name, read at byte `at`): the tensor, with the
-/// data-section offset as its one offset for now.
 /// The last [`Recent::SLOTS`] descriptors made, by ggml type and `ne` (the file's
 /// alignment is the same for all): a model's layers repeat a few shapes, and a clone costs
 /// a fraction of a build. Fixed size, whatever the file.
@@ -561,6 +425,9 @@ impl Recent {
     }
 }
 
+/// The rest of one tensor info (after its name, read at byte `at`): the tensor, with the
+/// data-section offset as its one offset for now. Every error but an empty name's names
+/// the tensor.
 fn tensor_info(
     c: &mut Cursor<'_>,
     name: &str,
@@ -569,7 +436,6 @@ fn tensor_info(
     align_log2: u8,
     recent: &mut Recent,
 ) -> Result<ForeignTensor> {
-    let ctx = |e: Error| e.context(format!("tensor {name:?} (tensor info at byte {at})"));
     if name.is_empty() {
         return Err(Error::new(
             ErrorKind::ContentInvalid,
@@ -577,65 +443,116 @@ fn tensor_info(
         )
         .at(at));
     }
+    read_tensor(c, alignment, align_log2, recent)
+        .map(|(descriptor, offset)| ForeignTensor {
+            name: name.to_owned(),
+            descriptor,
+            offsets: vec![offset],
+        })
+        .map_err(|e| e.context(format!("tensor {name:?} (tensor info at byte {at})")))
+}
+
+/// The fields of a tensor info after its name — `n_dims`, `ne`, the ggml type, the data
+/// offset (a multiple of `alignment`) — as the tensor's descriptor and its offset.
+fn read_tensor(
+    c: &mut Cursor<'_>,
+    alignment: u64,
+    align_log2: u8,
+    recent: &mut Recent,
+) -> Result<(Descriptor, u64)> {
     let dims_at = c.pos();
-    let n_dims = c.u32("n_dims").map_err(ctx)?;
+    let (ne, n_dims) = read_ne(c)?;
+    let ne = &ne[..n_dims];
+    let type_at = c.pos();
+    let number = c.u32("ggml type")?;
+    let off_at = c.pos();
+    let offset = c.u64("data offset")?;
+    let kind = tensor_kind(number, type_at)?;
+    let size = tensor_bytes(&kind, ne, number, dims_at)?;
+    if offset % alignment != 0 {
+        return Err(Error::new(
+            ErrorKind::AlignmentInvalid,
+            format!(
+                "data offset {offset} (at byte {off_at}) is not a multiple of the data alignment {alignment}"
+            ),
+        )
+        .at(off_at));
+    }
+    if let Some(d) = recent.get(number, ne) {
+        return Ok((d.clone(), offset));
+    }
+    let descriptor = describe(&kind, ne, size, align_log2)?;
+    recent.insert(number, ne, &descriptor);
+    Ok((descriptor, offset))
+}
+
+/// `n_dims` (at most GGML_MAX_DIMS) and that many `ne`, each within ggml's int64: the
+/// extents in an array of `MAX_DIMS`, and how many there are.
+fn read_ne(c: &mut Cursor<'_>) -> Result<([u64; MAX_DIMS as usize], usize)> {
+    let dims_at = c.pos();
+    let n_dims = c.u32("n_dims")?;
     if n_dims > MAX_DIMS {
-        return Err(ctx(Error::new(
+        return Err(Error::new(
             ErrorKind::RankTooLarge,
             format!("n_dims {n_dims} at byte {dims_at} exceeds GGML_MAX_DIMS {MAX_DIMS}"),
         )
-        .at(dims_at)));
+        .at(dims_at));
     }
     let mut ne = [0u64; MAX_DIMS as usize];
     for (j, e) in ne.iter_mut().enumerate().take(n_dims as usize) {
         let ne_at = c.pos();
-        *e = c.u64("ne").map_err(ctx)?;
+        *e = c.u64("ne")?;
         if *e > i64::MAX as u64 {
-            return Err(ctx(Error::new(
+            return Err(Error::new(
                 ErrorKind::Overflow,
                 format!("ne[{j}] = {e} at byte {ne_at} does not fit ggml's int64"),
             )
-            .at(ne_at)));
+            .at(ne_at));
         }
     }
-    let ne = &ne[..n_dims as usize];
-    let type_at = c.pos();
-    let number = c.u32("ggml type").map_err(ctx)?;
-    let off_at = c.pos();
-    let offset = c.u64("data offset").map_err(ctx)?;
+    Ok((ne, n_dims as usize))
+}
 
-    let kind = if let Some(et) = dense_type(number) {
-        Kind::Dense(et)
+/// What ggml type `number` (read at byte `type_at`) makes of a tensor; a type without a
+/// tensordesc layout is CONTENT_INVALID.
+fn tensor_kind(number: u32, type_at: usize) -> Result<Kind> {
+    if let Some(et) = dense_type(number) {
+        Ok(Kind::Dense(et))
     } else if let Some(t) = ggml_type(number) {
-        Kind::Blocks(t)
+        Ok(Kind::Blocks(t))
     } else {
         let what = match other_ggml_type_name(number) {
             Some(n) => format!("ggml type {number} ({n}) has no tensordesc layout"),
             None => format!("ggml type {number} is not a type this version knows"),
         };
-        return Err(ctx(Error::new(
+        Err(Error::new(
             ErrorKind::ContentInvalid,
             format!("{what} (at byte {type_at}); without its block size the tensor's extent, and so the file's layout, cannot be checked"),
         )
-        .at(type_at)));
-    };
+        .at(type_at))
+    }
+}
+
+/// The bytes of a tensor of `kind` (ggml type `number`) with extents `ne` (read from byte
+/// `dims_at`): ggml's `nbytes`. A block type's `ne[0]` must be a whole number of blocks.
+fn tensor_bytes(kind: &Kind, ne: &[u64], number: u32, dims_at: usize) -> Result<u64> {
     let count = ne.iter().try_fold(1u64, |a, &e| a.checked_mul(e));
     let Some(count) = count else {
-        return Err(ctx(Error::new(
+        return Err(Error::new(
             ErrorKind::Overflow,
             format!(
                 "the element count of ne {ne:?} (from byte {}) overflows u64",
                 dims_at + 4
             ),
         )
-        .at(dims_at + 4)));
+        .at(dims_at + 4));
     };
-    let size = match kind {
+    let size = match *kind {
         Kind::Dense(et) => et.bytes_for(count),
         Kind::Blocks(t) => {
             let qk = u64::from(t.block_elems);
             if ne.first().is_none_or(|&e0| e0 % qk != 0) {
-                return Err(ctx(Error::new(
+                return Err(Error::new(
                     ErrorKind::LayoutConstraint,
                     format!(
                         "a {} tensor's ne[0] must be a multiple of its {qk}-value blocks; ne is {ne:?} (from byte {})",
@@ -643,35 +560,23 @@ fn tensor_info(
                         dims_at + 4
                     ),
                 )
-                .at(dims_at)));
+                .at(dims_at));
             }
             (count / qk).checked_mul(u64::from(t.block_bytes))
         }
     };
-    let Some(size) = size else {
-        return Err(ctx(Error::new(
+    size.ok_or_else(|| {
+        Error::new(
             ErrorKind::Overflow,
             format!("the byte size of {count} elements of ggml type {number} overflows u64"),
         )
-        .at(dims_at)));
-    };
-    if offset % alignment != 0 {
-        return Err(ctx(Error::new(
-            ErrorKind::AlignmentInvalid,
-            format!(
-                "data offset {offset} (at byte {off_at}) is not a multiple of the data alignment {alignment}"
-            ),
-        )
-        .at(off_at)));
-    }
+        .at(dims_at)
+    })
+}
 
-    if let Some(d) = recent.get(number, ne) {
-        return Ok(ForeignTensor {
-            name: name.to_owned(),
-            descriptor: d.clone(),
-            offsets: vec![offset],
-        });
-    }
+/// The descriptor of a tensor of `kind` with extents `ne` (reversed into its shape): one
+/// read-only CPU buffer of `size` bytes declaring `align_log2`.
+fn describe(kind: &Kind, ne: &[u64], size: u64, align_log2: u8) -> Result<Descriptor> {
     let shape: Vec<u64> = ne.iter().rev().copied().collect();
     let handle = BufferHandle {
         size_bytes: size,
@@ -681,19 +586,11 @@ fn tensor_info(
         alignment_log2: align_log2,
         read_only: true,
     };
-    let (et, node) = match kind {
+    let (et, node) = match *kind {
         Kind::Dense(et) => (et, NodeSpec::row_major()),
         Kind::Blocks(t) => (ElementType::Float32, NodeSpec::ggml_blocks(t.number)),
     };
-    let descriptor = TensorBuilder::new(et, &shape, node.with_buffers(vec![handle]))
-        .build()
-        .map_err(ctx)?;
-    recent.insert(number, ne, &descriptor);
-    Ok(ForeignTensor {
-        name: name.to_owned(),
-        descriptor,
-        offsets: vec![offset],
-    })
+    TensorBuilder::new(et, &shape, node.with_buffers(vec![handle])).build()
 }
 
 /// The byte offset of tensor info `i`'s data offset field, in a file whose tensor infos

@@ -285,140 +285,168 @@ impl StreamReader {
         (n, self.small_len == 8)
     }
 
+    #[inline]
     fn step<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
         match self.phase {
-            Phase::Ended => {
-                if input.is_empty() {
-                    return Ok((0, None));
-                }
-                self.frame_at = self.position;
-                self.frame_kind = 0;
-                Err(Error::new(
-                    ErrorKind::StreamOrder,
-                    format!("{} bytes follow STREAM_END", input.len()),
-                ))
-            }
-            Phase::Header => {
-                if self.header_len == 0 {
-                    self.frame_at = self.position;
-                    self.frame_kind = 0;
-                }
-                let n = (FRAME_HEADER_BYTES - self.header_len).min(input.len());
-                self.header[self.header_len..self.header_len + n].copy_from_slice(&input[..n]);
-                self.header_len += n;
-                if self.header_len < FRAME_HEADER_BYTES {
-                    return Ok((n, None));
-                }
-                self.header_len = 0;
-                let ev = self.on_header()?;
-                Ok((n, ev))
-            }
-            Phase::StartPayload => {
-                let (n, full) = self.take_small(input);
-                if !full {
-                    return Ok((n, None));
-                }
-                let p = self.small;
-                if p[0] != STREAM_VERSION_MAJOR {
-                    return Err(Error::new(
-                        ErrorKind::UnsupportedVersion,
-                        format!(
-                            "stream version {}.{}: only major version 1 is supported",
-                            p[0], p[1]
-                        ),
-                    ));
-                }
-                if p[1] > STREAM_VERSION_MINOR && self.opts.mode == Mode::Strict {
-                    return Err(Error::new(
-                        ErrorKind::UnsupportedVersion,
-                        format!("stream version 1.{} is newer than 1.0 (strict mode)", p[1]),
-                    ));
-                }
-                if p[2..] != [0; 6] {
-                    return Err(Error::new(
-                        ErrorKind::ReservedNonzero,
-                        format!("STREAM_START reserved bytes {:02X?} are not 0", &p[2..]),
-                    ));
-                }
-                self.phase = Phase::Header;
-                Ok((
-                    n,
-                    Some(Event::StreamStart {
-                        version_major: p[0],
-                        version_minor: p[1],
-                    }),
-                ))
-            }
-            Phase::DescriptorPayload => {
-                let n = (self.payload_left.min(input.len() as u64)) as usize;
-                self.descriptor_buf.extend_from_slice(&input[..n]);
-                self.payload_left -= n as u64;
-                if self.payload_left > 0 {
-                    return Ok((n, None));
-                }
-                let ev = self.on_descriptor()?;
-                Ok((n, Some(ev)))
-            }
-            Phase::DataIndex => {
-                let (n, full) = self.take_small(input);
-                if !full {
-                    return Ok((n, None));
-                }
-                let index = u64::from_le_bytes(self.small);
-                self.on_data_index(index)?;
-                Ok((n, None))
-            }
-            Phase::OpaqueChunk => {
-                let n = (self.payload_left.min(input.len() as u64)) as usize;
-                self.payload_left -= n as u64;
-                if self.payload_left == 0 {
-                    self.phase = Phase::Header;
-                }
-                if n == 0 {
-                    return Ok((0, None));
-                }
-                Ok((
-                    n,
-                    Some(Event::OpaqueData {
-                        buffer_index: self.opaque_index,
-                        bytes: &input[..n],
-                    }),
-                ))
-            }
-            Phase::DataChunk => {
-                let n = (self.payload_left.min(input.len() as u64)) as usize;
-                if n == 0 {
-                    return Ok((0, None));
-                }
-                self.payload_left -= n as u64;
-                if self.payload_left == 0 {
-                    self.phase = Phase::Header;
-                }
-                let cur = match self.current.as_mut() {
-                    Some(c) => c,
-                    None => {
-                        return Err(Error::new(
-                            ErrorKind::Internal,
-                            "DATA chunk without a tensor",
-                        ))
-                    }
-                };
-                let (buffer, offset) = (cur.k, cur.off);
-                cur.off += n as u64;
-                cur.skip_complete();
-                if cur.is_complete() {
-                    self.pending_complete = Some(cur.index);
-                }
-                Ok((
-                    n,
-                    Some(Event::Data {
-                        buffer,
-                        offset,
-                        bytes: &input[..n],
-                    }),
-                ))
-            }
+            Phase::Ended => self.after_end(input),
+            Phase::Header => self.header_bytes(input),
+            Phase::StartPayload => self.start_payload(input),
+            Phase::DescriptorPayload => self.descriptor_payload(input),
+            Phase::DataIndex => self.data_index(input),
+            Phase::OpaqueChunk => Ok(self.opaque_chunk(input)),
+            Phase::DataChunk => self.data_chunk(input),
         }
+    }
+
+    /// After STREAM_END: nothing more may come.
+    fn after_end<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        if input.is_empty() {
+            return Ok((0, None));
+        }
+        self.frame_at = self.position;
+        self.frame_kind = 0;
+        Err(Error::new(
+            ErrorKind::StreamOrder,
+            format!("{} bytes follow STREAM_END", input.len()),
+        ))
+    }
+
+    /// Gather the 16 bytes of a frame header; the complete header is judged at once.
+    #[inline]
+    fn header_bytes<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        if self.header_len == 0 {
+            self.frame_at = self.position;
+            self.frame_kind = 0;
+        }
+        let n = (FRAME_HEADER_BYTES - self.header_len).min(input.len());
+        self.header[self.header_len..self.header_len + n].copy_from_slice(&input[..n]);
+        self.header_len += n;
+        if self.header_len < FRAME_HEADER_BYTES {
+            return Ok((n, None));
+        }
+        self.header_len = 0;
+        let ev = self.on_header()?;
+        Ok((n, ev))
+    }
+
+    /// Gather the STREAM_START payload: the version (major 1; a newer minor only in
+    /// permissive mode) and six zero bytes.
+    fn start_payload<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        let (n, full) = self.take_small(input);
+        if !full {
+            return Ok((n, None));
+        }
+        let p = self.small;
+        if p[0] != STREAM_VERSION_MAJOR {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!(
+                    "stream version {}.{}: only major version 1 is supported",
+                    p[0], p[1]
+                ),
+            ));
+        }
+        if p[1] > STREAM_VERSION_MINOR && self.opts.mode == Mode::Strict {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!("stream version 1.{} is newer than 1.0 (strict mode)", p[1]),
+            ));
+        }
+        if p[2..] != [0; 6] {
+            return Err(Error::new(
+                ErrorKind::ReservedNonzero,
+                format!("STREAM_START reserved bytes {:02X?} are not 0", &p[2..]),
+            ));
+        }
+        self.phase = Phase::Header;
+        Ok((
+            n,
+            Some(Event::StreamStart {
+                version_major: p[0],
+                version_minor: p[1],
+            }),
+        ))
+    }
+
+    /// Gather a DESCRIPTOR payload; the complete payload is decoded at once.
+    #[inline]
+    fn descriptor_payload<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        let n = (self.payload_left.min(input.len() as u64)) as usize;
+        self.descriptor_buf.extend_from_slice(&input[..n]);
+        self.payload_left -= n as u64;
+        if self.payload_left > 0 {
+            return Ok((n, None));
+        }
+        let ev = self.on_descriptor()?;
+        Ok((n, Some(ev)))
+    }
+
+    /// Gather a DATA frame's `buffer_index`; the complete index is checked at once.
+    #[inline]
+    fn data_index<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        let (n, full) = self.take_small(input);
+        if !full {
+            return Ok((n, None));
+        }
+        let index = u64::from_le_bytes(self.small);
+        self.on_data_index(index)?;
+        Ok((n, None))
+    }
+
+    /// Pass on the next bytes of a DATA frame of an opaque tensor, unchecked.
+    #[inline]
+    fn opaque_chunk<'a>(&mut self, input: &'a [u8]) -> (usize, Option<Event<'a>>) {
+        let n = (self.payload_left.min(input.len() as u64)) as usize;
+        self.payload_left -= n as u64;
+        if self.payload_left == 0 {
+            self.phase = Phase::Header;
+        }
+        if n == 0 {
+            return (0, None);
+        }
+        (
+            n,
+            Some(Event::OpaqueData {
+                buffer_index: self.opaque_index,
+                bytes: &input[..n],
+            }),
+        )
+    }
+
+    /// Pass on the next bytes of a DATA frame as the current buffer's next bytes.
+    #[inline]
+    fn data_chunk<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>)> {
+        let n = (self.payload_left.min(input.len() as u64)) as usize;
+        if n == 0 {
+            return Ok((0, None));
+        }
+        self.payload_left -= n as u64;
+        if self.payload_left == 0 {
+            self.phase = Phase::Header;
+        }
+        let cur = match self.current.as_mut() {
+            Some(c) => c,
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    "DATA chunk without a tensor",
+                ))
+            }
+        };
+        let (buffer, offset) = (cur.k, cur.off);
+        cur.off += n as u64;
+        cur.skip_complete();
+        if cur.is_complete() {
+            self.pending_complete = Some(cur.index);
+        }
+        Ok((
+            n,
+            Some(Event::Data {
+                buffer,
+                offset,
+                bytes: &input[..n],
+            }),
+        ))
     }
 
     /// A complete frame header: check kind, reserved bytes, order, then lengths.
@@ -444,43 +472,54 @@ impl StreamReader {
         let mut l = [0u8; 8];
         l.copy_from_slice(&h[8..16]);
         let payload = u64::from_le_bytes(l);
+        self.check_order(kind)?;
+        self.payload_left = payload;
+        self.begin_payload(kind, payload)
+    }
+
+    /// A frame of `kind` may come now: STREAM_START first and once, DESCRIPTOR and
+    /// STREAM_END only after the current tensor is complete, DATA only while it is not (or
+    /// after an opaque descriptor).
+    fn check_order(&self, kind: u8) -> Result<()> {
         let started = self.started;
         let busy = self.current.as_ref().is_some_and(|c| !c.is_complete());
         match kind {
             FRAME_STREAM_START if started => {
-                return Err(Error::new(ErrorKind::StreamOrder, "a second STREAM_START"))
+                Err(Error::new(ErrorKind::StreamOrder, "a second STREAM_START"))
             }
-            _ if kind != FRAME_STREAM_START && !started => {
-                return Err(Error::new(
-                    ErrorKind::StreamOrder,
-                    "the stream must begin with STREAM_START",
-                ))
-            }
+            _ if kind != FRAME_STREAM_START && !started => Err(Error::new(
+                ErrorKind::StreamOrder,
+                "the stream must begin with STREAM_START",
+            )),
             FRAME_DESCRIPTOR | FRAME_STREAM_END if busy => {
                 let c = self.current.as_ref().map_or((0, 0, 0, 0), |c| {
                     (c.index, c.k, c.off, c.sizes.get(c.k).copied().unwrap_or(0))
                 });
-                return Err(Error::new(
+                Err(Error::new(
                     ErrorKind::StreamOrder,
                     format!(
                         "tensor {} is incomplete: buffer {} has {} of {} bytes",
                         c.0, c.1, c.2, c.3
                     ),
-                ));
+                ))
             }
             FRAME_DATA if !busy && !self.current.as_ref().is_some_and(|c| c.opaque) => {
-                return Err(Error::new(
+                Err(Error::new(
                     ErrorKind::StreamOrder,
                     if self.current.is_none() {
                         "DATA before any DESCRIPTOR".to_string()
                     } else {
                         "DATA after the current tensor is complete".to_string()
                     },
-                ));
+                ))
             }
-            _ => {}
+            _ => Ok(()),
         }
-        self.payload_left = payload;
+    }
+
+    /// Check the `payload` length a frame of `kind` declares and get ready for its payload
+    /// (STREAM_END has none: it ends the stream).
+    fn begin_payload<'a>(&mut self, kind: u8, payload: u64) -> Result<Option<Event<'a>>> {
         match kind {
             FRAME_STREAM_START => {
                 if payload != 8 {
@@ -540,45 +579,10 @@ impl StreamReader {
         }
     }
 
+    /// A complete DESCRIPTOR payload: the name and the descriptor that fills the rest, a
+    /// name not seen before (unless names may repeat); tensor `tensors` begins.
     fn on_descriptor<'a>(&mut self) -> Result<Event<'a>> {
-        let p = &self.descriptor_buf;
-        let name_len = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as u64;
-        if name_len == 0 {
-            return Err(Error::new(
-                ErrorKind::ContentInvalid,
-                "name_length is 0; a tensor needs a name",
-            ));
-        }
-        if name_len > p.len() as u64 - 4 {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "name_length {name_len} exceeds the {} payload bytes after it",
-                    p.len() - 4
-                ),
-            ));
-        }
-        let name_end = 4 + name_len as usize;
-        let name = std::str::from_utf8(&p[4..name_end]).map_err(|e| {
-            Error::new(
-                ErrorKind::ContentInvalid,
-                format!("the name is not UTF-8 ({e})"),
-            )
-        })?;
-        let desc = &p[name_end..];
-        // The descriptor must fill the rest of the payload exactly.
-        if let Peek::Header(h) = frame::peek(desc) {
-            let dlen = h.descriptor_length;
-            if dlen != desc.len() as u64 {
-                return Err(Error::new(
-                    ErrorKind::LengthMismatch,
-                    format!(
-                        "tensor {name:?}: descriptor_length {dlen} is not the {} payload bytes after the name",
-                        desc.len()
-                    ),
-                ));
-            }
-        }
+        let (name, desc) = split_descriptor_payload(&self.descriptor_buf)?;
         let d = decode(desc, self.opts.mode).map_err(|e| e.context(format!("tensor {name:?}")))?;
         if d.encoded_len() != desc.len() as u64 {
             return Err(Error::new(
@@ -668,6 +672,50 @@ impl StreamReader {
         };
         Ok(())
     }
+}
+
+/// A DESCRIPTOR payload `p` (at least the 4 bytes of `name_length`) split into its name —
+/// not empty, inside the payload, UTF-8 — and the descriptor after it, which must fill the
+/// rest exactly when its header says how long it is.
+fn split_descriptor_payload(p: &[u8]) -> Result<(&str, &[u8])> {
+    let name_len = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as u64;
+    if name_len == 0 {
+        return Err(Error::new(
+            ErrorKind::ContentInvalid,
+            "name_length is 0; a tensor needs a name",
+        ));
+    }
+    if name_len > p.len() as u64 - 4 {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "name_length {name_len} exceeds the {} payload bytes after it",
+                p.len() - 4
+            ),
+        ));
+    }
+    let name_end = 4 + name_len as usize;
+    let name = std::str::from_utf8(&p[4..name_end]).map_err(|e| {
+        Error::new(
+            ErrorKind::ContentInvalid,
+            format!("the name is not UTF-8 ({e})"),
+        )
+    })?;
+    let desc = &p[name_end..];
+    // The descriptor must fill the rest of the payload exactly.
+    if let Peek::Header(h) = frame::peek(desc) {
+        let dlen = h.descriptor_length;
+        if dlen != desc.len() as u64 {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "tensor {name:?}: descriptor_length {dlen} is not the {} payload bytes after the name",
+                    desc.len()
+                ),
+            ));
+        }
+    }
+    Ok((name, desc))
 }
 
 /// The events of one [`StreamReader::feed`] call. Stops after the first error.

@@ -83,37 +83,22 @@ impl Values<'_> {
         }
         let et = self.et;
         let region = self.region;
+        let run = RunOut {
+            out,
+            off,
+            stride,
+            n,
+        };
         match (&self.kind, self.out) {
-            (Kind::Plain, OutputType::Float32) => {
-                let w = F32Out::new(out, off, stride, n, region);
-                Some(w.and_then(|mut w| match et {
-                    Float32 => w.copy_bits(codes),
-                    Float16 => w.each(codes, 2, |c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))),
-                    Bfloat16 => w.each(codes, 2, |c| {
-                        f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)
-                    }),
-                    Float64 => w.each(codes, 8, |c| {
-                        f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32
-                    }),
-                    Int8 => w.each(codes, 1, |c| c[0] as i8 as f32),
-                    Uint8 => w.each(codes, 1, |c| c[0] as f32),
-                    Int16 => w.each(codes, 2, |c| i16::from_le_bytes([c[0], c[1]]) as f32),
-                    Uint16 => w.each(codes, 2, |c| u16::from_le_bytes([c[0], c[1]]) as f32),
-                    Int32 => w.each(codes, 4, |c| {
-                        i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32
-                    }),
-                    _ => Err(Error::new(ErrorKind::Internal, "no fast kernel")),
-                }))
-                .filter(|r| r.is_ok() || !is_no_kernel(r))
-            }
+            (Kind::Plain, OutputType::Float32) => self.plain_f32(codes, run),
             (Kind::Plain, OutputType::Float64) if et == Float64 => {
-                Some(store_raw(codes, 8, out, off, stride, region))
+                Some(store_raw(codes, 8, run.out, off, stride, region))
             }
             (Kind::Plain, OutputType::Float16) if et == Float16 => {
-                Some(store_raw(codes, 2, out, off, stride, region))
+                Some(store_raw(codes, 2, run.out, off, stride, region))
             }
             (Kind::Plain, OutputType::BFloat16) if et == Bfloat16 => {
-                Some(store_raw(codes, 2, out, off, stride, region))
+                Some(store_raw(codes, 2, run.out, off, stride, region))
             }
             (Kind::PerTensor { scale, zero_point }, OutputType::Float32)
                 if et.is_integer()
@@ -122,31 +107,7 @@ impl Values<'_> {
                     && matches!(self.expressed, Float32 | Float64)
                     && (*scale as f32 as f64 != *scale || !self.f32_exact()) =>
             {
-                // `(q − zp) × scale` in f64, rounded once to FLOAT32 (which the FLOAT32
-                // expressed type rounds to anyway): one fused loop.
-                let (scale, zp) = (*scale, *zero_point);
-                let mut w = match F32Out::new(out, off, stride, n, region) {
-                    Ok(w) => w,
-                    Err(e) => return Some(Err(e)),
-                };
-                let cs = self.cs;
-                macro_rules! go {
-                    ($conv:expr) => {{
-                        let conv = $conv;
-                        w.each(codes, cs, |c| ((conv(c) - zp) as f64 * scale) as f32)
-                    }};
-                }
-                Some(match et {
-                    Bool => go!(|c: &[u8]| (c[0] != 0) as i64),
-                    Int8 => go!(|c: &[u8]| c[0] as i8 as i64),
-                    Uint8 => go!(|c: &[u8]| c[0] as i64),
-                    Int16 => go!(|c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i64),
-                    Uint16 => go!(|c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i64),
-                    Int32 => go!(|c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
-                    Uint32 => go!(|c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
-                    Int4 => go!(|c: &[u8]| value::int4_to_i8(c[0]) as i64),
-                    _ => go!(|c: &[u8]| (c[0] & 0xF) as i64),
-                })
+                Some(self.per_tensor_f64(codes, run, *scale, *zero_point))
             }
             (Kind::PerTensor { scale, zero_point }, _) => {
                 let s = *scale as f32;
@@ -154,7 +115,7 @@ impl Values<'_> {
                     return None;
                 }
                 let zp = *zero_point as i32;
-                Some(self.affine_f32(codes, n, out, off, stride, |_| Ok((s, zp))))
+                Some(self.affine_f32(codes, n, run.out, off, stride, |_| Ok((s, zp))))
             }
             (
                 Kind::Affine {
@@ -176,103 +137,180 @@ impl Values<'_> {
                     return None;
                 }
                 let (base, st, block) = run_entries(div, rstride, x, axis);
-                let st_t = *scale_type;
-                let x0 = x[axis];
-                let entry = move |k: usize| {
-                    let p = x0 + k as u64;
-                    base.wrapping_add((p / block).wrapping_mul(st))
+                let p = AffineParams {
+                    scale_type: *scale_type,
+                    scales,
+                    zero_points: *zero_points,
+                    base,
+                    step: st,
+                    block,
+                    x0: x[axis],
                 };
-                let zps = *zero_points;
-                let param = move |k: usize| -> Result<(f32, i32)> {
-                    let j = entry(k);
-                    let s = scale_f32(scales, st_t, j).ok_or_else(|| missing(region))?;
-                    let z = match zps {
-                        Some(zb) => {
-                            let mut b = [0u8; 16];
-                            entry_bytes(zb, et, j, &mut b).ok_or_else(|| missing(region))?;
-                            value::element_to_i128(et, &b).ok_or_else(|| missing(region))? as i32
-                        }
-                        None => 0,
-                    };
-                    Ok((s, z))
-                };
-                // Positions sharing one entry: the whole run off the quantized axes,
-                // blocks of `block` along the blocked axis, else one by one.
-                let seg = if st == 0 {
-                    usize::MAX
-                } else if block > 1 {
-                    0
-                } else {
-                    1
-                };
-                if seg == 0 && zps.is_none() && stride == 4 && self.out == OutputType::Float32 {
-                    // One scale per block along the run: entries j0, j0 + st, …
-                    let j0 = base.wrapping_add((x0 / block).wrapping_mul(st));
-                    let scale = Scales {
-                        bytes: scales,
-                        st_t,
-                        j0,
-                        step: st,
-                        region,
-                    };
-                    let head = x0 % block;
-                    let dst = usize::try_from(off)
-                        .ok()
-                        .and_then(|o| out.get_mut(o..)?.get_mut(..n.checked_mul(4)?));
-                    let Some(dst) = dst else {
-                        return Some(Err(oob(region)));
-                    };
-                    // The window checked the output's alignment; a misaligned slice would
-                    // take the element-wise path.
-                    let dst = match bytemuck::try_cast_slice_mut::<u8, f32>(dst) {
-                        Ok(d) => d,
-                        Err(_) => {
-                            return Some(self.affine_segments(
-                                codes, n, out, off, stride, x0, block, seg, param,
-                            ))
-                        }
-                    };
-                    let blocks = Blocks { head, block };
-                    return Some(match et {
-                        Int8 => blocks.f32_out(dst, codes, &scale, |c| c as i8 as f32),
-                        Uint8 => blocks.f32_out(dst, codes, &scale, |c| c as f32),
-                        Int4 => blocks.f32_out(dst, codes, &scale, |c| value::int4_to_i8(c) as f32),
-                        Uint4 => blocks.f32_out(dst, codes, &scale, |c| (c & 0xF) as f32),
-                        _ => {
-                            self.affine_segments(codes, n, out, off, stride, x0, block, seg, param)
-                        }
-                    });
-                }
-                if seg == 1 {
-                    // FLOAT32 scales, one an element and consecutive (a per-axis scale along
-                    // the run), byte codes, contiguous FLOAT32 output: one pass.
-                    if st == 1
-                        && zps.is_none()
-                        && stride == 4
-                        && self.out == OutputType::Float32
-                        && matches!(st_t, Float32 | Float16 | Bfloat16)
-                        && matches!(et, Int8 | Uint8)
-                        && n > 0
-                    {
-                        if let Some(r) = per_element_f32(
-                            codes,
-                            n,
-                            out,
-                            off,
-                            (scales, st_t, entry(0)),
-                            et == Int8,
-                        ) {
-                            return Some(Ok(r));
-                        }
-                    }
-                    return Some(
-                        self.affine_each(codes, n, out, off, stride, entry, scales, st_t, zps),
-                    );
-                }
-                Some(self.affine_segments(codes, n, out, off, stride, x0, block, seg, param))
+                Some(self.affine_run(codes, run, &p))
             }
             _ => None,
         }
+    }
+
+    /// Unquantized codes to FLOAT32 (`None` for a type without a kernel here).
+    #[inline(always)]
+    fn plain_f32(&self, codes: &[u8], run: RunOut<'_>) -> Option<Result<()>> {
+        use ElementType::*;
+        let w = F32Out::new(run.out, run.off, run.stride, run.n, self.region);
+        Some(w.and_then(|mut w| match self.et {
+            Float32 => w.copy_bits(codes),
+            Float16 => w.each(codes, 2, |c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))),
+            Bfloat16 => w.each(codes, 2, |c| {
+                f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)
+            }),
+            Float64 => w.each(codes, 8, |c| {
+                f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32
+            }),
+            Int8 => w.each(codes, 1, |c| c[0] as i8 as f32),
+            Uint8 => w.each(codes, 1, |c| c[0] as f32),
+            Int16 => w.each(codes, 2, |c| i16::from_le_bytes([c[0], c[1]]) as f32),
+            Uint16 => w.each(codes, 2, |c| u16::from_le_bytes([c[0], c[1]]) as f32),
+            Int32 => w.each(codes, 4, |c| {
+                i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32
+            }),
+            _ => Err(Error::new(ErrorKind::Internal, "no fast kernel")),
+        }))
+        .filter(|r| r.is_ok() || !is_no_kernel(r))
+    }
+
+    /// Integer codes of a per-tensor scheme to FLOAT32: `(q − zp) × scale` in f64,
+    /// rounded once to FLOAT32 (which the FLOAT32 expressed type rounds to anyway), one
+    /// fused loop.
+    #[inline(always)]
+    fn per_tensor_f64(&self, codes: &[u8], run: RunOut<'_>, scale: f64, zp: i64) -> Result<()> {
+        use ElementType::*;
+        let mut w = F32Out::new(run.out, run.off, run.stride, run.n, self.region)?;
+        let cs = self.cs;
+        macro_rules! go {
+            ($conv:expr) => {{
+                let conv = $conv;
+                w.each(codes, cs, |c| ((conv(c) - zp) as f64 * scale) as f32)
+            }};
+        }
+        match self.et {
+            Bool => go!(|c: &[u8]| (c[0] != 0) as i64),
+            Int8 => go!(|c: &[u8]| c[0] as i8 as i64),
+            Uint8 => go!(|c: &[u8]| c[0] as i64),
+            Int16 => go!(|c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i64),
+            Uint16 => go!(|c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i64),
+            Int32 => go!(|c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+            Uint32 => go!(|c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64),
+            Int4 => go!(|c: &[u8]| value::int4_to_i8(c[0]) as i64),
+            _ => go!(|c: &[u8]| (c[0] & 0xF) as i64),
+        }
+    }
+
+    /// A run of a scaled scheme (per-axis or blockwise, no global scale) whose values are
+    /// exact in `f32`: blocks along the run with one scale each, consecutive scales one
+    /// an element, or segments sharing a scale.
+    #[inline(always)]
+    fn affine_run(&self, codes: &[u8], run: RunOut<'_>, p: &AffineParams<'_>) -> Result<()> {
+        use ElementType::*;
+        let et = self.et;
+        let region = self.region;
+        let RunOut {
+            out,
+            off,
+            stride,
+            n,
+        } = run;
+        let entry = |k: usize| p.entry(k);
+        let param = |k: usize| -> Result<(f32, i32)> {
+            let j = p.entry(k);
+            let s = scale_f32(p.scales, p.scale_type, j).ok_or_else(|| missing(region))?;
+            let z = match p.zero_points {
+                Some(zb) => {
+                    let mut b = [0u8; 16];
+                    entry_bytes(zb, et, j, &mut b).ok_or_else(|| missing(region))?;
+                    value::element_to_i128(et, &b).ok_or_else(|| missing(region))? as i32
+                }
+                None => 0,
+            };
+            Ok((s, z))
+        };
+        let (st, block, x0) = (p.step, p.block, p.x0);
+        // Positions sharing one entry: the whole run off the quantized axes, blocks of
+        // `block` along the blocked axis, else one by one.
+        let seg = if st == 0 {
+            usize::MAX
+        } else if block > 1 {
+            0
+        } else {
+            1
+        };
+        let unshifted = p.zero_points.is_none() && stride == 4 && self.out == OutputType::Float32;
+        if seg == 0 && unshifted {
+            if let Some(r) = self.blocks_f32(codes, out, off, n, p) {
+                return r;
+            }
+        }
+        if seg == 1 {
+            // Scales one an element and consecutive (a per-axis scale along the run), byte
+            // codes, contiguous FLOAT32 output: one pass.
+            if st == 1
+                && unshifted
+                && matches!(p.scale_type, Float32 | Float16 | Bfloat16)
+                && matches!(et, Int8 | Uint8)
+                && n > 0
+            {
+                let scales = (p.scales, p.scale_type, entry(0));
+                if let Some(r) = per_element_f32(codes, n, out, off, scales, et == Int8) {
+                    return Ok(r);
+                }
+            }
+            let (scales, st_t, zps) = (p.scales, p.scale_type, p.zero_points);
+            return self.affine_each(codes, n, out, off, stride, entry, scales, st_t, zps);
+        }
+        self.affine_segments(codes, n, out, off, stride, x0, block, seg, param)
+    }
+
+    /// One scale per block along the run (entries `j0`, `j0 + step`, …), byte or nibble
+    /// codes, contiguous aligned FLOAT32 output. `None`: the output slice is not aligned
+    /// or the code type has no kernel here (the caller takes the segment path).
+    #[inline(always)]
+    fn blocks_f32(
+        &self,
+        codes: &[u8],
+        out: &mut [u8],
+        off: i64,
+        n: usize,
+        p: &AffineParams<'_>,
+    ) -> Option<Result<()>> {
+        use ElementType::*;
+        let region = self.region;
+        let j0 = p.base.wrapping_add((p.x0 / p.block).wrapping_mul(p.step));
+        let scale = Scales {
+            bytes: p.scales,
+            st_t: p.scale_type,
+            j0,
+            step: p.step,
+            region,
+        };
+        let dst = usize::try_from(off)
+            .ok()
+            .and_then(|o| out.get_mut(o..)?.get_mut(..n.checked_mul(4)?));
+        let Some(dst) = dst else {
+            return Some(Err(oob(region)));
+        };
+        // The window checked the output's alignment; a misaligned slice takes the
+        // element-wise path.
+        let dst = bytemuck::try_cast_slice_mut::<u8, f32>(dst).ok()?;
+        let blocks = Blocks {
+            head: p.x0 % p.block,
+            block: p.block,
+        };
+        Some(match self.et {
+            Int8 => blocks.f32_out(dst, codes, &scale, |c| c as i8 as f32),
+            Uint8 => blocks.f32_out(dst, codes, &scale, |c| c as f32),
+            Int4 => blocks.f32_out(dst, codes, &scale, |c| value::int4_to_i8(c) as f32),
+            Uint4 => blocks.f32_out(dst, codes, &scale, |c| (c & 0xF) as f32),
+            _ => return None,
+        })
     }
 
     /// Integer codes of at most 16 bits (4-bit included), output FLOAT32 with the
@@ -607,6 +645,38 @@ fn f16_to_f32(h: u16) -> f32 {
         _ => f32::from_bits(((exp + 112) << 23) | (mant << 13)),
     };
     f32::from_bits(mag.to_bits() | sign)
+}
+
+/// Where a run's outputs go: `n` elements from byte `off` of `out`, `stride` bytes
+/// apart.
+struct RunOut<'o> {
+    out: &'o mut [u8],
+    off: i64,
+    stride: i64,
+    n: usize,
+}
+
+/// What the positions of one run of a scaled scheme share: the scales (and zero points)
+/// and how the run's positions map to their entries.
+struct AffineParams<'a> {
+    scale_type: ElementType,
+    scales: &'a [u8],
+    zero_points: Option<&'a [u8]>,
+    /// The run's entries: `base + ((x0 + k) / block) · step` for position `k`.
+    base: u64,
+    step: u64,
+    block: u64,
+    x0: u64,
+}
+
+impl AffineParams<'_> {
+    /// The parameter entry of the run's position `k`.
+    #[inline(always)]
+    fn entry(&self, k: usize) -> u64 {
+        let p = self.x0 + k as u64;
+        self.base
+            .wrapping_add((p / self.block).wrapping_mul(self.step))
+    }
 }
 
 /// A run of FLOAT32 outputs: a typed slice when contiguous, else byte offsets.
