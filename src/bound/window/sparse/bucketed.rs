@@ -52,6 +52,35 @@ fn bucketed_n<const N: usize>(
     let (ma, mi) = (leaf.ma, leaf.mi);
     let (step_ma, step_mi) = (w.strides[ma], w.strides[mi]);
     let (lines, rows) = (hi[ma] - lo[ma], hi[mi] - lo[mi]);
+    let (shift, bands) = band_rows::<N>(step_ma, step_mi, lines, rows)?;
+    let words = leaf.indices.words()?;
+    let ptrs = leaf.indptr.words()?;
+    let ptrs = ptrs.get(usize::try_from(lo[ma]).ok()?..=usize::try_from(hi[ma]).ok()?)?;
+    let (mlo, mhi) = (lo[mi], hi[mi]);
+    let (spans, inside) = leaf.spans::<N>(ptrs, words, lines, mlo, mhi)?;
+    let spread = Spread {
+        spans: &spans,
+        words,
+        values: leaf.values,
+        mlo,
+        mhi,
+        shift,
+        step_ma: step_ma as u64,
+        step_mi: step_mi as u64,
+    };
+    let placed = spread.placed::<N>(bands as usize, inside)?;
+    Some(leaf.write_bands(vals, lo, hi, w, off, shift, &placed))
+}
+
+/// The rows of a band of the bucketed read as a power of two (its log2) and the number of
+/// bands, for a box of `lines` lines and `rows` rows whose output strides are `step_ma`
+/// along the lines and `step_mi` along the rows; `None` when the box is not read so.
+fn band_rows<const N: usize>(
+    step_ma: i64,
+    step_mi: i64,
+    lines: u64,
+    rows: u64,
+) -> Option<(u32, u64)> {
     if step_ma <= 0 || step_mi <= 0 || rows == 0 || lines == 0 || lines > BUCKET_MAX_LINES {
         return None;
     }
@@ -69,92 +98,94 @@ fn bucketed_n<const N: usize>(
     if band_span > u64::from(u32::MAX) {
         return None;
     }
-    let words = leaf.indices.words()?;
-    let ptrs = leaf.indptr.words()?;
-    let ptrs = ptrs.get(usize::try_from(lo[ma]).ok()?..=usize::try_from(hi[ma]).ok()?)?;
-    let (mlo, mhi) = (lo[mi], hi[mi]);
-    // Each line's entries from its first at or past mlo, and how many lie below mhi: exact
-    // for sorted lines, an estimate otherwise (it only sizes the bands), from the line's
-    // ends and a search, not a walk. A line whose pointers are bad, or whose values are not
-    // all there, is left to the line-by-line read (nothing is written yet), which reports
-    // what it meets in its order.
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(usize::try_from(lines).ok()?);
-    let mut inside = 0usize;
-    for p in ptrs.windows(2) {
-        let (s, e) = (p[0], p[1]);
-        if s > e || e > leaf.nnz {
-            return None;
+    Some((shift, bands))
+}
+
+impl Compressed<'_, '_> {
+    /// Each of the `lines` lines' entries (their pointers `ptrs`, the leaf's indices
+    /// `words`) from its first at or past `mlo` to its end, and how many lie below `mhi`
+    /// in all: exact for sorted lines, an estimate otherwise (it only sizes the bands),
+    /// from the line's ends and a search, not a walk. `None` when a line's pointers are
+    /// bad or its values (`N` bytes each) are not all there: the line-by-line read then
+    /// reports what it meets in its order (nothing is written yet).
+    fn spans<const N: usize>(
+        &self,
+        ptrs: &[u64],
+        words: &[u64],
+        lines: u64,
+        mlo: u64,
+        mhi: u64,
+    ) -> Option<(Vec<(usize, usize)>, usize)> {
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(usize::try_from(lines).ok()?);
+        let mut inside = 0usize;
+        for p in ptrs.windows(2) {
+            let (s, e) = (p[0], p[1]);
+            if s > e || e > self.nnz {
+                return None;
+            }
+            let (s, e) = (usize::try_from(s).ok()?, usize::try_from(e).ok()?);
+            let line = words.get(s..e)?;
+            entry_bytes(self.values, s as u64, e - s, N)?;
+            let k = first_at_least(line, mlo);
+            let rest = line.get(k..)?;
+            inside += match rest.last() {
+                Some(&v) if v >= mhi => rest.partition_point(|&v| v < mhi),
+                _ => rest.len(),
+            };
+            spans.push((s + k, e));
         }
-        let (s, e) = (usize::try_from(s).ok()?, usize::try_from(e).ok()?);
-        let line = words.get(s..e)?;
-        entry_bytes(leaf.values, s as u64, e - s, N)?;
-        let k = first_at_least(line, mlo);
-        let rest = line.get(k..)?;
-        inside += match rest.last() {
-            Some(&v) if v >= mhi => rest.partition_point(|&v| v < mhi),
-            _ => rest.len(),
-        };
-        spans.push((s + k, e));
+        Some((spans, inside))
     }
-    // The entries in one allocation (many small ones, freed at the end of each read, go
-    // back to the system and fault in again at the next), each band's in a range of its
-    // own, in line order (so that writes to one position keep the order of the
-    // line-by-line read), with their byte in the band. The ranges first hold the estimate
-    // spread evenly and a quarter more; entries far from evenly spread overflow one, and
-    // are then counted band by band and placed again.
-    let nb = bands as usize;
-    let room = inside / nb + inside / nb / 4 + 16;
-    let mut start: Vec<usize> = (0..nb).map(|k| k * room).collect();
-    let mut range: Vec<(usize, usize)> = start.iter().map(|&a| (a, a + room)).collect();
-    let mut pool = vec![(0u32, [0u8; N]); nb.checked_mul(room)?];
-    let spread = Spread {
-        spans: &spans,
-        words,
-        values: leaf.values,
-        mlo,
-        mhi,
-        shift,
-        step_ma: step_ma as u64,
-        step_mi: step_mi as u64,
-    };
-    if !spread.place(&mut range, &mut pool)? {
-        let mut at = 0usize;
-        for ((a, r), n) in start.iter_mut().zip(&mut range).zip(spread.count(nb)?) {
-            (*a, *r) = (at, (at, at + n));
-            at += n;
+
+    /// Each band of 2^`shift` rows of the box `[lo, hi)` (its element `lo` at byte `off`)
+    /// zeroed, then its entries of `placed` written while it is in the cache.
+    #[allow(clippy::too_many_arguments)]
+    fn write_bands<const N: usize>(
+        &self,
+        vals: &Values<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        w: &mut Window<'_>,
+        off: i64,
+        shift: u32,
+        placed: &Placed<N>,
+    ) -> Result<()> {
+        let (ma, mi) = (self.ma, self.mi);
+        let (mlo, mhi, step_mi) = (lo[mi], hi[mi], w.strides[mi]);
+        let mut blo = [0u64; 2];
+        let mut bhi = [0u64; 2];
+        blo[ma] = lo[ma];
+        bhi[ma] = hi[ma];
+        for (k, (&first, &(end, _))) in placed.start.iter().zip(&placed.range).enumerate() {
+            let b0 = mlo + ((k as u64) << shift);
+            blo[mi] = b0;
+            bhi[mi] = mhi.min(b0.saturating_add(1u64 << shift));
+            let band_off = off + (b0 - mlo) as i64 * step_mi;
+            self.zero.fill(vals, w, &blo, &bhi, band_off)?;
+            let band = usize::try_from(band_off)
+                .ok()
+                .and_then(|at| w.buf.get_mut(at..))
+                .ok_or_else(|| oob(self.region))?;
+            let entries = placed
+                .pool
+                .get(first..end)
+                .ok_or_else(|| oob(self.region))?;
+            if !put_entries(band, entries) {
+                return Err(oob(self.region));
+            }
         }
-        pool = vec![(0u32, [0u8; N]); at];
-        if !spread.place(&mut range, &mut pool)? {
-            return None;
-        }
+        Ok(())
     }
-    // Each band zeroed, then its entries written while it is in the cache.
-    let mut blo = [0u64; 2];
-    let mut bhi = [0u64; 2];
-    blo[ma] = lo[ma];
-    bhi[ma] = hi[ma];
-    for (k, (&first, &(end, _))) in start.iter().zip(&range).enumerate() {
-        let b0 = mlo + ((k as u64) << shift);
-        blo[mi] = b0;
-        bhi[mi] = mhi.min(b0.saturating_add(1u64 << shift));
-        let band_off = off + (b0 - mlo) as i64 * step_mi;
-        if let Err(e) = leaf.zero.fill(vals, w, &blo, &bhi, band_off) {
-            return Some(Err(e));
-        }
-        let Some(band) = usize::try_from(band_off)
-            .ok()
-            .and_then(|at| w.buf.get_mut(at..))
-        else {
-            return Some(Err(oob(leaf.region)));
-        };
-        let Some(entries) = pool.get(first..end) else {
-            return Some(Err(oob(leaf.region)));
-        };
-        if !put_entries(band, entries) {
-            return Some(Err(oob(leaf.region)));
-        }
-    }
-    Some(Ok(()))
+}
+
+/// The entries of a bucketed read in one allocation (many small ones, freed at the end of
+/// each read, go back to the system and fault in again at the next): band `k`'s from
+/// `start[k]` to `range[k].0` of `pool`, in line order (so that writes to one position keep
+/// the order of the line-by-line read), each with its byte in the band.
+struct Placed<const N: usize> {
+    start: Vec<usize>,
+    range: Vec<(usize, usize)>,
+    pool: Vec<(u32, [u8; N])>,
 }
 
 /// A band's entries (their byte in `band`, their bytes) moved into it, one checked move
@@ -186,6 +217,28 @@ struct Spread<'a> {
 }
 
 impl Spread<'_> {
+    /// The entries placed in `nb` bands' ranges of one allocation ([`Placed`]): the ranges
+    /// first hold the estimate `inside` spread evenly and a quarter more; entries far from
+    /// evenly spread overflow one, and are then counted band by band and placed again.
+    fn placed<const N: usize>(&self, nb: usize, inside: usize) -> Option<Placed<N>> {
+        let room = inside / nb + inside / nb / 4 + 16;
+        let mut start: Vec<usize> = (0..nb).map(|k| k * room).collect();
+        let mut range: Vec<(usize, usize)> = start.iter().map(|&a| (a, a + room)).collect();
+        let mut pool = vec![(0u32, [0u8; N]); nb.checked_mul(room)?];
+        if !self.place(&mut range, &mut pool)? {
+            let mut at = 0usize;
+            for ((a, r), n) in start.iter_mut().zip(&mut range).zip(self.count(nb)?) {
+                (*a, *r) = (at, (at, at + n));
+                at += n;
+            }
+            pool = vec![(0u32, [0u8; N]); at];
+            if !self.place(&mut range, &mut pool)? {
+                return None;
+            }
+        }
+        Some(Placed { start, range, pool })
+    }
+
     /// Each entry appended to its band's range of `pool` (`range[k]`: the next free slot
     /// and the end; the ends of the entries once done), with its byte in the band:
     /// `Some(false)` when a range is full.

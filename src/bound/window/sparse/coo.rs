@@ -26,7 +26,6 @@ pub(in crate::bound::window) fn coo(
     if flags & sparse_flags::UNIQUE == 0 {
         return Err(not_canonical_coo(region));
     }
-    let et = vals.stored_type();
     let rank = lo.len();
     let idx = U64Array(sub(bufs, node, 0, region)?);
     let values = sub(bufs, node, 1, region)?;
@@ -52,55 +51,17 @@ pub(in crate::bound::window) fn coo(
     } else {
         0
     };
-    let mut x = [0u64; MAX_RANK];
-    let words = idx.words();
-    let moved = sc.moved(vals);
-    // Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
-    // one a scan finds) is written last.
-    let mut scatter = |w: &mut Window<'_>, a: u64, b: u64| -> Result<()> {
-        if let (Some(size), Some(ws)) = (moved, words) {
-            let t = Tuples {
-                words: ws,
-                values,
-                lo,
-                hi,
-                off,
-            };
-            let done = match (size, rank) {
-                (1, 2) => t.write::<1, 2>(w, a, b),
-                (2, 2) => t.write::<2, 2>(w, a, b),
-                (4, 2) => t.write::<4, 2>(w, a, b),
-                (8, 2) => t.write::<8, 2>(w, a, b),
-                (16, 2) => t.write::<16, 2>(w, a, b),
-                _ => by_size!(size, tuples_any_rank, (&t, w, a, b)),
-            };
-            if let Some(r) = done {
-                return r;
-            }
-        }
-        for k in (a..b).rev() {
-            let tuple = match words {
-                Some(ws) => usize::try_from(k * rank64)
-                    .ok()
-                    .and_then(|at| ws.get(at..at + rank)),
-                None => None,
-            };
-            let mut inside = true;
-            let mut o = off;
-            for ax in 0..rank {
-                let v = match tuple {
-                    Some(t) => t[ax],
-                    None => idx.get(k * rank64 + ax as u64).ok_or_else(|| oob(region))?,
-                };
-                x[ax] = v;
-                inside &= v >= lo[ax] && v < hi[ax];
-                o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(w.strides[ax]));
-            }
-            if inside {
-                sc.write_at(vals, w, values, et, k, &x[..rank], o)?;
-            }
-        }
-        Ok(())
+    let leaf = Leaf {
+        idx,
+        words: idx.words(),
+        values,
+        vals,
+        moved: sc.moved(vals),
+        sc,
+        lo,
+        hi,
+        off,
+        region,
     };
     // Sorted, a zero the same everywhere and axis 0 the output's slowest: slab by slab
     // (one value of the first coordinate), each zeroed just before its tuples are
@@ -121,12 +82,86 @@ pub(in crate::bound::window) fn coo(
             while k < n && first(k) <= s0 {
                 k += 1;
             }
-            scatter(w, a, k)?;
+            leaf.scatter(w, a, k)?;
         }
         return Ok(());
     }
     zero.fill(vals, w, lo, hi, off)?;
-    scatter(w, start, n)
+    leaf.scatter(w, start, n)
+}
+
+/// A COO leaf read over the box `[lo, hi)` (its element `lo` at byte `off` of the
+/// window): the coordinates (`words` in place when they are aligned), the values, and how
+/// they are written (`moved`: [`Scatter::moved`]).
+struct Leaf<'a, 'v> {
+    idx: U64Array<'a>,
+    words: Option<&'a [u64]>,
+    values: &'a [u8],
+    vals: &'a Values<'v>,
+    moved: Option<usize>,
+    sc: Scatter,
+    lo: &'a [u64],
+    hi: &'a [u64],
+    off: i64,
+    region: Option<u32>,
+}
+
+impl Leaf<'_, '_> {
+    /// Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
+    /// one a scan finds) is written last.
+    fn scatter(&self, w: &mut Window<'_>, a: u64, b: u64) -> Result<()> {
+        let (lo, hi, off, region) = (self.lo, self.hi, self.off, self.region);
+        let rank = lo.len();
+        if let (Some(size), Some(ws)) = (self.moved, self.words) {
+            let t = Tuples {
+                words: ws,
+                values: self.values,
+                lo,
+                hi,
+                off,
+            };
+            let done = match (size, rank) {
+                (1, 2) => t.write::<1, 2>(w, a, b),
+                (2, 2) => t.write::<2, 2>(w, a, b),
+                (4, 2) => t.write::<4, 2>(w, a, b),
+                (8, 2) => t.write::<8, 2>(w, a, b),
+                (16, 2) => t.write::<16, 2>(w, a, b),
+                _ => by_size!(size, tuples_any_rank, (&t, w, a, b)),
+            };
+            if let Some(r) = done {
+                return r;
+            }
+        }
+        let (et, rank64) = (self.vals.stored_type(), rank as u64);
+        let mut x = [0u64; MAX_RANK];
+        for k in (a..b).rev() {
+            let tuple = match self.words {
+                Some(ws) => usize::try_from(k * rank64)
+                    .ok()
+                    .and_then(|at| ws.get(at..at + rank)),
+                None => None,
+            };
+            let mut inside = true;
+            let mut o = off;
+            for ax in 0..rank {
+                let v = match tuple {
+                    Some(t) => t[ax],
+                    None => self
+                        .idx
+                        .get(k * rank64 + ax as u64)
+                        .ok_or_else(|| oob(region))?,
+                };
+                x[ax] = v;
+                inside &= v >= lo[ax] && v < hi[ax];
+                o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(w.strides[ax]));
+            }
+            if inside {
+                self.sc
+                    .write_at(self.vals, w, self.values, et, k, &x[..rank], o)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Sorted or not, the COO tuples of a box read in the copy case ([`Scatter::moved`]):
