@@ -1,6 +1,6 @@
 //! Hostile input and resource promises: the named catalogue of hostile descriptors, files
-//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's
-//! and the `.tdf` reader's memory. One binary with one counting global allocator (per
+//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's,
+//! the `.tdf` reader's and a banded sparse read's memory. One binary with one counting global allocator (per
 //! thread: tests run in parallel without disturbing each other's figures).
 
 #[path = "../common/mod.rs"]
@@ -19,3 +19,4 @@ mod foreign_safetensors;
 mod gguf;
 mod hardening_codec;
 mod hardening_ffi;
+mod sparse_read_memory;

@@ -219,22 +219,26 @@ struct Spread<'a> {
 impl Spread<'_> {
     /// The entries placed in `nb` bands' ranges of one allocation ([`Placed`]): the ranges
     /// first hold the estimate `inside` spread evenly and a quarter more; entries far from
-    /// evenly spread overflow one, and are then counted band by band and placed again.
+    /// evenly spread overflow one, and are then counted band by band and placed again,
+    /// the first allocation let go of before the second is made (the read holds one at a
+    /// time: at most a quarter more than the entries, and 16 a band).
     fn placed<const N: usize>(&self, nb: usize, inside: usize) -> Option<Placed<N>> {
         let room = inside / nb + inside / nb / 4 + 16;
         let mut start: Vec<usize> = (0..nb).map(|k| k * room).collect();
         let mut range: Vec<(usize, usize)> = start.iter().map(|&a| (a, a + room)).collect();
         let mut pool = vec![(0u32, [0u8; N]); nb.checked_mul(room)?];
+        if self.place(&mut range, &mut pool)? {
+            return Some(Placed { start, range, pool });
+        }
+        drop(pool);
+        let mut at = 0usize;
+        for ((a, r), n) in start.iter_mut().zip(&mut range).zip(self.count(nb)?) {
+            (*a, *r) = (at, (at, at + n));
+            at += n;
+        }
+        let mut pool = vec![(0u32, [0u8; N]); at];
         if !self.place(&mut range, &mut pool)? {
-            let mut at = 0usize;
-            for ((a, r), n) in start.iter_mut().zip(&mut range).zip(self.count(nb)?) {
-                (*a, *r) = (at, (at, at + n));
-                at += n;
-            }
-            pool = vec![(0u32, [0u8; N]); at];
-            if !self.place(&mut range, &mut pool)? {
-                return None;
-            }
+            return None;
         }
         Some(Placed { start, range, pool })
     }
