@@ -19,14 +19,14 @@ const BUCKET_MAX_BANDS: u64 = 1 << 12;
 const BUCKET_MAX_LINES: u64 = 1 << 20;
 
 impl Compressed<'_, '_> {
-    /// The bucketed read (see [`compressed`](super::compressed)) of copied entries: each line's entries in the
-    /// box sorted into bands of output rows of at most [`BUCKET_BYTES`], then each band
-    /// zeroed and its entries written while it is in the cache. `None` when the entries
-    /// are not copied whole, a stride is not positive, the box is one band or has more
-    /// bands or lines than the bounds, the pointers or indices are not aligned words, or
-    /// a line's pointers are bad or its values not all there: the caller then reads the
-    /// box line by line (nothing is written before), which reports what it meets in its
-    /// own order.
+    /// The bucketed read (see [`compressed`](super::compressed)) of copied entries: each
+    /// line's entries in the box sorted into bands of output rows of at most
+    /// [`BUCKET_BYTES`], then each band zeroed and its entries written while it is in the
+    /// cache. `None` when the entries are not copied whole, a stride is not positive, the
+    /// box is one band or has more bands or lines than the bounds, the pointers or indices
+    /// are not aligned words, or a line's pointers are bad or its values not all there:
+    /// the caller then reads the box line by line (nothing is written before), which
+    /// reports what it meets in its own order.
     pub(super) fn bucketed(
         &self,
         vals: &Values<'_>,
