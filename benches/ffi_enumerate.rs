@@ -17,15 +17,15 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use tensordesc::ffi::{
+use tensordesc::{
+    decode, Descriptor, ElementType, FileReader, FileWriter, Location, Mode, NodeSpec, RegionSpec,
+    TensorBuilder,
+};
+use tensordesc_capi::{
     tdesc_buffer, tdesc_descriptor_buffer, tdesc_descriptor_decode, tdesc_descriptor_free,
     tdesc_descriptor_locate, tdesc_descriptor_region, tdesc_file, tdesc_file_free,
     tdesc_file_open_bytes, tdesc_file_tensor_bind, tdesc_location, tdesc_region, tdesc_status,
     tdesc_tensor_element_bytes, tdesc_tensor_free, TDESC_MODE_STRICT, TDESC_NO_REGION,
-};
-use tensordesc::{
-    decode, Descriptor, ElementType, FileReader, FileWriter, Location, Mode, NodeSpec, RegionSpec,
-    TensorBuilder,
 };
 
 /// A `side` x `side` grid of 1 x 2 regions over a `side` x `2 side` tensor, alternating
@@ -117,7 +117,7 @@ fn rust_locates(d: &Descriptor, idx: &[u64]) -> u64 {
     acc
 }
 
-unsafe fn c_locates(h: *const tensordesc::ffi::tdesc_descriptor, idx: &[u64], rank: usize) -> u64 {
+unsafe fn c_locates(h: *const tensordesc_capi::tdesc_descriptor, idx: &[u64], rank: usize) -> u64 {
     let mut acc = 0u64;
     let mut l = std::mem::MaybeUninit::<tdesc_location>::uninit();
     for i in idx.chunks_exact(rank) {
@@ -197,7 +197,7 @@ fn rust_buffers(d: &Descriptor) -> u64 {
     acc
 }
 
-unsafe fn c_buffers(h: *const tensordesc::ffi::tdesc_descriptor, n: usize) -> u64 {
+unsafe fn c_buffers(h: *const tensordesc_capi::tdesc_descriptor, n: usize) -> u64 {
     let mut acc = 0;
     // SAFETY: plain-old-data out-parameter, fully written on success.
     let mut b: tdesc_buffer = unsafe { std::mem::zeroed() };
@@ -238,7 +238,7 @@ fn rust_regions(d: &Descriptor) -> u64 {
     acc
 }
 
-unsafe fn c_regions(h: *const tensordesc::ffi::tdesc_descriptor, n: usize) -> u64 {
+unsafe fn c_regions(h: *const tensordesc_capi::tdesc_descriptor, n: usize) -> u64 {
     let mut acc = 0;
     // SAFETY: plain-old-data out-parameter, fully written on success.
     let mut r: tdesc_region = unsafe { std::mem::zeroed() };

@@ -415,7 +415,7 @@ fn io_counters() -> (u64, u64, u64) {
 /// element when `touch` (else its element size), free the tensor, then the file: the sum
 /// of what was read.
 fn c_open_bind_touch(path: &std::ffi::CStr, n: usize, touch: bool) -> f64 {
-    use tensordesc::ffi::{
+    use tensordesc_capi::{
         tdesc_file_free, tdesc_file_open, tdesc_file_tensor_bind, tdesc_file_tensor_count,
         tdesc_status, tdesc_tensor_free, tdesc_tensor_get_f64, TDESC_MODE_STRICT,
     };
@@ -433,11 +433,11 @@ fn c_open_bind_touch(path: &std::ffi::CStr, n: usize, touch: bool) -> f64 {
             let mut t = std::ptr::null_mut();
             assert_eq!(tdesc_file_tensor_bind(f, i, &mut t), tdesc_status::TDESC_OK);
             if !touch {
-                acc += tensordesc::ffi::tdesc_tensor_element_bytes(t) as f64;
+                acc += tensordesc_capi::tdesc_tensor_element_bytes(t) as f64;
                 tdesc_tensor_free(t);
                 continue;
             }
-            let rank = (*tensordesc::ffi::tdesc_tensor_descriptor(t))
+            let rank = (*tensordesc_capi::tdesc_tensor_descriptor(t))
                 .descriptor()
                 .rank();
             let mut v = 0f64;

@@ -1,4 +1,4 @@
-/* tensordesc.h on its own: compiled (not linked) as C11 and as C++17 by tests/c_abi/c_api.rs
+/* tensordesc.h on its own: compiled (not linked) as C11 and as C++17 by capi/lib/tests/c_abi/c_api.rs
  * with -Wall -Wextra -Werror -pedantic. */
 #include "tensordesc.h"
 

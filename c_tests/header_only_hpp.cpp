@@ -1,4 +1,4 @@
-// tensordesc.hpp on its own: compiled (not linked) as C++17 by tests/c_abi/c_api.rs with
+// tensordesc.hpp on its own: compiled (not linked) as C++17 by capi/lib/tests/c_abi/c_api.rs with
 // -Wall -Wextra -Werror -pedantic.
 #include "tensordesc.hpp"
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the C and C++ test programs under valgrind (memcheck, full leak check); any error
 # or definite/possible leak fails. The programs are compiled (and run once) by
-# `cargo test --test c_abi`, which this script runs first.
+# `cargo test -p libtensordesc --test c_abi`, which this script runs first.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
-cargo test --test c_abi
+cargo test -p libtensordesc --test c_abi
 dir="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
 vg=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible
     --show-leak-kinds=definite,possible --track-origins=yes --quiet)

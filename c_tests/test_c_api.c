@@ -3,7 +3,7 @@
  * buffers, cross-checks against bytes encoded by the Rust API, and the error paths with
  * their exact statuses.
  *
- * usage: test_c_api RUST_BYTES_DIR   (files written by tests/c_abi/c_api.rs)
+ * usage: test_c_api RUST_BYTES_DIR   (files written by capi/lib/tests/c_abi/c_api.rs)
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Foreign files and metadata from C11: a safetensors file (written by the safetensors crate
- * in tests/c_abi/c_api.rs) opened mapped and from memory, its tensors found, bound and read
+ * in capi/lib/tests/c_abi/c_api.rs) opened mapped and from memory, its tensors found, bound and read
  * where they lie (one at an odd byte offset, alignment 1), its __metadata__ read through the
  * tdesc_file_metadata_* calls; a .tdf 2.1 file with typed metadata (bool, int, uint, float,
  * string, an array) read key by key and item by item; bad arguments with their statuses.

@@ -16,7 +16,7 @@
  * writer's ownership (the caller's descriptor stays open and usable after finish and free)
  * and its errors (negative, closed, a pipe without reader).
  *
- * usage: test_live_stream SCRATCH_DIR   (the FIFO is made there; see tests/c_abi/c_api.rs)
+ * usage: test_live_stream SCRATCH_DIR   (the FIFO is made there; see capi/lib/tests/c_abi/c_api.rs)
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -7,7 +7,7 @@
  * and whole, reassembling and binding every tensor; crafted out-of-order and truncated
  * inputs and bad arguments with their exact statuses.
  *
- * usage: test_transport SCRATCH_DIR   (written by tests/c_abi/c_api.rs)
+ * usage: test_transport SCRATCH_DIR   (written by capi/lib/tests/c_abi/c_api.rs)
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 // memory), tdesc::stream_writer / tdesc::stream_reader, tensors bound into a file outliving
 // it, and errors surfacing as tdesc::error with their status.
 //
-// usage: test_transport_cpp SCRATCH_DIR   (written by tests/c_abi/c_api.rs)
+// usage: test_transport_cpp SCRATCH_DIR   (written by capi/lib/tests/c_abi/c_api.rs)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -24,14 +24,14 @@ fi
 
 # Builds the library, compiles and runs the C tests once uninstrumented, stages the
 # library under target/debug/c_tests/lib and writes the inputs test_c_api reads.
-echo "== cargo test -p tensordesc --test c_abi"
-cargo test --quiet -p tensordesc --test c_abi
+echo "== cargo test -p libtensordesc --test c_abi"
+cargo test --quiet -p libtensordesc --test c_abi
 
 target="${CARGO_TARGET_DIR:-$root/target}/debug/c_tests"
 lib="$target/lib"
 out="$target/sanitize"
 mkdir -p "$out"
-[ -e "$lib/libtensordesc.so" ] || { echo "no $lib/libtensordesc.so (did tests/c_abi/c_api.rs change?)" >&2; exit 1; }
+[ -e "$lib/libtensordesc.so" ] || { echo "no $lib/libtensordesc.so (did capi/lib/tests/c_abi/c_api.rs change?)" >&2; exit 1; }
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:detect_invalid_pointer_pairs=1"
@@ -96,15 +96,18 @@ echo "== ASan + UBSan: $ran programs clean"
 
 if [ "${SANITIZE_MIRI:-1}" != 0 ]; then
   if cargo +nightly miri --version >/dev/null 2>&1; then
-    # Miri interprets the unit tests of the modules with unsafe code (src/ffi, src/file.rs)
-    # and of their main users, then the small end-to-end runs through the unsafe paths in
-    # tests/hostile/catalogue.rs (C ABI round trip, the file reader's aligned copies, a stream fed
-    # byte by byte). Miri cannot map real files (file-backed mmap is unsupported), so the
+    # Miri interprets the unit tests of the code with unsafe blocks (the C ABI, capi/src;
+    # src/transport/file) and of their main users, then the small end-to-end runs through
+    # the unsafe paths: capi/tests/ffi/miri.rs (C ABI round trip) and
+    # tests/hostile/catalogue.rs (the file reader's aligned copies, a stream fed byte by byte). Miri cannot map real files (file-backed mmap is unsupported), so the
     # memory map itself is covered by the `file` fuzz target under ASan instead.
-    # -p tensordesc: the library package alone (the CLI is a package of its own).
-    echo "== cargo +nightly miri test --lib (ffi, file, stream, bound, lookup)"
-    cargo +nightly miri test --quiet -p tensordesc --lib -- ffi:: file:: stream:: bound:: lookup::
-    echo "== cargo +nightly miri test --test hostile unsafe_"
+    # -p: one package at a time (the CLI is a package of its own).
+    echo "== cargo +nightly miri test -p tensordesc-capi --lib"
+    cargo +nightly miri test --quiet -p tensordesc-capi --lib
+    echo "== cargo +nightly miri test -p tensordesc --lib (file, stream, bound, lookup)"
+    cargo +nightly miri test --quiet -p tensordesc --lib -- file:: stream:: bound:: lookup::
+    echo "== cargo +nightly miri test --test ffi unsafe_, --test hostile unsafe_"
+    cargo +nightly miri test --quiet -p tensordesc-capi --test ffi -- unsafe_
     cargo +nightly miri test --quiet -p tensordesc --test hostile -- unsafe_
     echo "== Miri: clean"
   else

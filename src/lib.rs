@@ -26,8 +26,6 @@ pub mod bound;
 pub mod builder;
 pub mod descriptor;
 pub mod error;
-#[allow(unsafe_code)]
-pub mod ffi;
 pub mod format;
 mod inline;
 pub mod interop;
@@ -37,7 +35,8 @@ pub mod layout;
 mod mem;
 pub mod transport;
 
-/// Internals exposed for the benchmarks only; not a stable API.
+/// Internals exposed for the benchmarks only (feature `internals`); not a stable API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
@@ -72,8 +71,9 @@ pub mod bench_support {
     }
 }
 
-/// Internals exposed for the fuzz targets and the hostile-input tests only; not a stable
-/// API.
+/// Internals exposed for the fuzz targets and the hostile-input tests only (feature
+/// `internals`); not a stable API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod foreign_support {
     use crate::transport::foreign::gguf;

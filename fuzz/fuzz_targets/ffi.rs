@@ -10,7 +10,7 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
-use tensordesc::ffi::*;
+use tensordesc_capi::*;
 use tensordesc::{decode, BoundTensor, ErrorKind, Mode};
 
 fn code(s: tdesc_status) -> u32 {

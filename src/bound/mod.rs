@@ -312,10 +312,7 @@ impl<'a> BoundTensor<'a> {
     /// public descriptor's (the C ABI's `bind_view`). Reads stay safe at any address:
     /// elements are read byte-wise, and the fast paths view index buffers as words only
     /// where the cast succeeds (else the general path answers).
-    pub(crate) fn bind_unaligned(
-        desc: &'a Descriptor,
-        buffers: Vec<&'a [u8]>,
-    ) -> Result<BoundTensor<'a>> {
+    pub fn bind_unaligned(desc: &'a Descriptor, buffers: Vec<&'a [u8]>) -> Result<BoundTensor<'a>> {
         let n = buffers.len();
         BoundTensor::bind_checked(desc, n, |k| Ok(buffers[k]), false)
     }

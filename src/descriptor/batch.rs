@@ -47,31 +47,32 @@ impl Descriptor {
     /// Errors: INVALID_ARGUMENT (`indices` not `out.len() × rank` long), and those of
     /// [`locate`](Self::locate).
     pub fn locate_many(&self, indices: &[u64], out: &mut [CompactLocation]) -> Result<()> {
-        let rank = self.rank();
-        if out.len().checked_mul(rank) != Some(indices.len()) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "{} coordinates for {} indices of rank {rank}",
-                    indices.len(),
-                    out.len()
-                ),
-            ));
-        }
         self.locate_each(indices, out.len(), |k, loc| out[k] = loc)
     }
 
     /// [`locate_many`](Self::locate_many) through `f(position, location)`, for callers
-    /// that store results their own way (the C ABI). `indices` holds `n × rank`
-    /// coordinates (checked by the caller).
+    /// that store results their own way (the C ABI): `indices` holds `n × rank`
+    /// coordinates, and `f` is called once per index, in order, until one fails.
+    ///
+    /// Errors: INVALID_ARGUMENT (`indices` not `n × rank` long), and those of
+    /// [`locate`](Self::locate).
     #[inline]
-    pub(crate) fn locate_each(
+    pub fn locate_each(
         &self,
         indices: &[u64],
         n: usize,
         mut f: impl FnMut(usize, CompactLocation),
     ) -> Result<()> {
         let rank = self.rank();
+        if n.checked_mul(rank) != Some(indices.len()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "{} coordinates for {n} indices of rank {rank}",
+                    indices.len()
+                ),
+            ));
+        }
         // A top-level bucket-list level: ask for the bucket groups AHEAD indices ahead
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
@@ -212,7 +213,7 @@ impl Descriptor {
     /// the general path is a call of its own (inlined here, its frame cost a grid's
     /// batch 42 instructions an index, callgrind).
     #[inline]
-    pub(crate) fn locate_compact(&self, index: &[u64]) -> Result<CompactLocation> {
+    pub fn locate_compact(&self, index: &[u64]) -> Result<CompactLocation> {
         match self.grid_compact(index) {
             Some(loc) => Ok(loc),
             None => self.locate_general(index),

@@ -19,6 +19,7 @@ pub fn decode(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
     Decoder::run(bytes, mode)
 }
 
+#[cfg(any(test, feature = "internals"))]
 /// [`decode`] through the general path alone (region records for every level, no tile
 /// pass): the reference the fast paths are tested against.
 pub(crate) fn decode_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {
@@ -232,6 +233,7 @@ impl Decoder {
         Decoder::run_with(bytes, mode, &mut Storage::default(), false)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// [`run`](Self::run) through the general path alone: every level read region by
     /// region into records, no tile pass, no grid held without records.
     pub(crate) fn run_with_records(bytes: &[u8], mode: Mode) -> Result<Descriptor> {

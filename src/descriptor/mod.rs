@@ -31,6 +31,7 @@ mod query;
 mod recordless;
 
 pub use batch::{CompactLocation, LocationKind, NO_REGION};
+#[cfg(any(test, feature = "internals"))]
 pub(crate) use decode::decode_with_records;
 pub use decode::{decode, DecodeCache};
 pub use query::{RegionHit, RegionInBox};

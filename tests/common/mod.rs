@@ -11,15 +11,15 @@ use std::path::{Path, PathBuf};
 
 use tensordesc::{ErrorKind, Mode};
 
-/// The repository's root: the library's manifest directory (the CLI package, `cli/`,
-/// lies one level below it).
+/// The repository's root: the nearest directory at or above the manifest directory of the
+/// package under test that holds `tests/vectors` (the CLI package, `cli/`, and the C ABI's,
+/// `capi/` and `capi/lib/`, lie below it).
 pub fn repo_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if here.join("tests").join("vectors").is_dir() {
-        here.to_path_buf()
-    } else {
-        here.join("..")
-    }
+    here.ancestors()
+        .find(|d| d.join("tests").join("vectors").is_dir())
+        .unwrap_or(here)
+        .to_path_buf()
 }
 
 /// The first fenced block of `lang` after `heading` in `text` (a README or docs page whose
@@ -400,4 +400,38 @@ pub fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
         .windows(needle.len())
         .position(|w| w == needle)
         .map(|p| p + from)
+}
+
+/// Buffers copied into one 64-byte aligned allocation, each at a multiple of 64.
+pub struct Buffers {
+    storage: Vec<u8>,
+    ranges: Vec<std::ops::Range<usize>>,
+}
+
+impl Buffers {
+    pub fn new(bufs: &[Vec<u8>]) -> Buffers {
+        let total: usize = bufs.iter().map(|b| b.len() + 64).sum::<usize>() + 64;
+        let mut storage = vec![0u8; total];
+        let base = storage.as_ptr().align_offset(64);
+        let mut off = 0;
+        let mut ranges = Vec::new();
+        for b in bufs {
+            let at = base + off;
+            storage[at..at + b.len()].copy_from_slice(b);
+            ranges.push(at..at + b.len());
+            off = (off + b.len()).div_ceil(64) * 64;
+        }
+        Buffers { storage, ranges }
+    }
+    pub fn slices(&self) -> Vec<&[u8]> {
+        self.ranges
+            .iter()
+            .map(|r| &self.storage[r.clone()])
+            .collect()
+    }
+}
+
+/// Little-endian bytes of `v`.
+pub fn words(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_le_bytes()).collect()
 }

@@ -8,7 +8,6 @@ mod common;
 
 mod alignment;
 mod bound;
-mod dlpack;
 mod ggml;
 mod quant_1_1;
 mod read_box;

@@ -18,43 +18,7 @@ use tensordesc::*;
 use crate::counting_alloc;
 use counting_alloc::measure;
 
-// ---------------------------------------------------------------------------------------
-// Helpers.
-
-/// Buffers copied into one 64-byte aligned allocation, each at a multiple of 64 (the
-/// catalogue uses them too).
-pub(crate) struct Buffers {
-    storage: Vec<u8>,
-    ranges: Vec<std::ops::Range<usize>>,
-}
-
-impl Buffers {
-    pub(crate) fn new(bufs: &[Vec<u8>]) -> Buffers {
-        let total: usize = bufs.iter().map(|b| b.len() + 64).sum::<usize>() + 64;
-        let mut storage = vec![0u8; total];
-        let base = storage.as_ptr().align_offset(64);
-        let mut off = 0;
-        let mut ranges = Vec::new();
-        for b in bufs {
-            let at = base + off;
-            storage[at..at + b.len()].copy_from_slice(b);
-            ranges.push(at..at + b.len());
-            off = (off + b.len()).div_ceil(64) * 64;
-        }
-        Buffers { storage, ranges }
-    }
-    pub(crate) fn slices(&self) -> Vec<&[u8]> {
-        self.ranges
-            .iter()
-            .map(|r| &self.storage[r.clone()])
-            .collect()
-    }
-}
-
-/// Little-endian bytes of `v`.
-pub(crate) fn words(v: &[u64]) -> Vec<u8> {
-    v.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
+use crate::common::{words, Buffers};
 
 // ---------------------------------------------------------------------------------------
 // Item: unchecked products on valid input (BLOCK_PAGED fast path).

@@ -1,7 +1,7 @@
 //! The README's examples, run as printed: the demo writes its checkpoint into a scratch
 //! `$TMPDIR`, then the README's Rust block (which is `cli/examples/readme.rs`, built by
 //! `cargo test` beside this test) and its C block (compiled against the
-//! `libtensordesc.so` built in the same run, with the flags `tests/c_abi` uses for
+//! `libtensordesc.so` built in the same run, with the flags `capi/lib/tests/c_abi` uses for
 //! `c_tests/`) read it, and each must print what the README's comment on its print line
 //! says; the command lines run with the tool just built. The one change to the C block and
 //! the command lines is the demo directory's path. (The Python block is run by

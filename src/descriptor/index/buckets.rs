@@ -793,6 +793,7 @@ impl BucketLists {
         Some((r, 1 + n as u64))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// The 64-byte cache lines of the bucket lists a point query for `p` reads: from
     /// its list's first word to the end of the element holding `p`. `None` when no
     /// lists were built. Counted at the lists' real addresses, so the allocation's

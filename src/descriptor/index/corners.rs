@@ -190,6 +190,7 @@ impl Corners {
         4 * probes + 2 * (k + 2) * (levels + 1) + 1 + k
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// The most bytes the structure over `n` regions holds ([`heap_bytes`](Self::heap_bytes)).
     pub(crate) fn memory_bound(n: usize) -> usize {
         let levels = (usize::BITS - n.saturating_sub(1).leading_zeros()) as usize;

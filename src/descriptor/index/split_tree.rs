@@ -397,6 +397,7 @@ impl SplitTree {
         visits
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// The most nodes and list entries one query examines over `n` boxes:
     /// `(LEAF + 1) · (⌊log2 n⌋ + 3)^d`, `d` being the axes that discriminate.
     pub(crate) fn visit_bound(&self, n: usize) -> u64 {

@@ -120,7 +120,7 @@ impl Descriptors {
     }
 
     /// Descriptor `i`, shared.
-    pub(super) fn get_shared(&self, i: u32) -> Option<&std::sync::Arc<Descriptor>> {
+    pub(crate) fn get_shared(&self, i: u32) -> Option<&std::sync::Arc<Descriptor>> {
         self.0.get(i as usize)
     }
 }

@@ -71,7 +71,7 @@ pub use output::OutputFile;
 pub use reader::{FileReader, TensorEntry};
 pub use v1::V1Writer;
 pub use writer::{DirectoryWriter, FileWriter};
-pub(crate) use writer::{Relocate, SpoolWriter};
+pub use writer::{Relocate, SpoolWriter};
 
 use crate::descriptor::Descriptor;
 use crate::device::BufferHandle;

@@ -6,9 +6,10 @@
 //! * [`FileWriter`]: tensor by tensor, as before. It keeps each tensor's name, encoded
 //!   descriptor and *borrowed* buffers (or the callback that will produce them) and writes
 //!   the whole file at [`finish`](FileWriter::finish), through a [`DirectoryWriter`].
-//! * `SpoolWriter` (crate-internal, for the C ABI's `tdesc_file_writer_add`, whose buffers
-//!   are only valid during the call): each tensor's bytes go into the sink at once, behind
-//!   a placeholder header, and are moved behind the directory at finish.
+//! * [`SpoolWriter`]: tensor by tensor into a sink that can move bytes it already holds
+//!   ([`Relocate`]: a file, a `Vec<u8>`), for callers whose buffers live only during the
+//!   call (the C ABI's `tdesc_file_writer_add`): each tensor's bytes go into the sink at
+//!   once, behind a placeholder header, and are moved behind the directory at finish.
 //!
 //! docs/decisions/062-tensor-by-tensor-writer-borrows-buffers-writes.md says why the
 //! tensor-by-tensor writer borrows rather than reserving and backfilling.
@@ -29,7 +30,7 @@ mod spool;
 use chunk::ChunkWriter;
 use cursor::Cursor;
 use plan::Plan;
-pub(crate) use spool::{Relocate, SpoolWriter};
+pub use spool::{Relocate, SpoolWriter};
 
 pub(super) const ZEROS: [u8; 4096] = [0; 4096];
 
@@ -138,7 +139,7 @@ impl<W: Write> DirectoryWriter<W> {
 
     /// The sizes of the next tensor's buffers (an opaque entry: its data region's), `None`
     /// once every declared tensor's data is written.
-    pub(crate) fn next_tensor_sizes(&self) -> Option<&[u64]> {
+    pub fn next_tensor_sizes(&self) -> Option<&[u64]> {
         let e = self.plan.entries.get(self.cursor.current(&self.plan)?)?;
         self.plan.segments.get(e.segments.clone())
     }

@@ -63,7 +63,7 @@ impl<'r> TensorEntry<'r> {
 
     /// The decoded descriptor as the reader holds it, shared: a handle that outlives this
     /// borrow (the C ABI's bound tensors) keeps it without a copy.
-    pub(crate) fn shared_descriptor(&self) -> Option<&'r std::sync::Arc<Descriptor>> {
+    pub fn shared_descriptor(&self) -> Option<&'r std::sync::Arc<Descriptor>> {
         self.r.descriptors.get_shared(self.e().descriptor)
     }
 

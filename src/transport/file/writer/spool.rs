@@ -14,7 +14,7 @@ use super::{overflow, ZEROS};
 
 /// A sink whose bytes can be moved and overwritten after they are written: what lets a
 /// writer take each tensor's bytes during the call and still put the directory first.
-pub(crate) trait Relocate: Write {
+pub trait Relocate: Write {
     /// Move the `len` bytes at `from` to `to` (`to >= from`; the ranges may overlap).
     fn relocate(&mut self, from: u64, len: u64, to: u64) -> io::Result<()>;
     /// Overwrite (or extend with) `bytes` at offset `at`.
@@ -93,7 +93,7 @@ fn placeholder_header(alignment: u32) -> [u8; 32] {
 /// goes behind a placeholder header at offset A (the alignment) in the canonical relative
 /// layout, and [`finish`](Self::finish) moves it to its place behind the directory (one
 /// more pass over the data, in 1 MiB steps) and writes the header and directory in front.
-pub(crate) struct SpoolWriter<S: Relocate> {
+pub struct SpoolWriter<S: Relocate> {
     out: Option<BufWriter<S>>,
     plan: Plan,
     cursor: Cursor,
@@ -102,7 +102,10 @@ pub(crate) struct SpoolWriter<S: Relocate> {
 }
 
 impl<S: Relocate> SpoolWriter<S> {
-    pub(crate) fn new(sink: S, alignment: u32) -> Result<SpoolWriter<S>> {
+    /// A writer into `sink` (empty, positioned at its start) whose data buffers start at
+    /// multiples of `alignment` (a power of two in 64 ..= 1 MiB, as
+    /// [`DirectoryWriter::with_alignment`](super::DirectoryWriter::with_alignment) takes it).
+    pub fn new(sink: S, alignment: u32) -> Result<SpoolWriter<S>> {
         Ok(SpoolWriter {
             out: Some(BufWriter::with_capacity(256 * 1024, sink)),
             plan: Plan::new(alignment)?,
@@ -150,7 +153,7 @@ impl<S: Relocate> SpoolWriter<S> {
     }
 
     /// Add a tensor; its buffers are copied into the sink before the call returns.
-    pub(crate) fn add(&mut self, name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
+    pub fn add(&mut self, name: &str, d: &Descriptor, buffers: &[&[u8]]) -> Result<()> {
         self.check_usable()?;
         check_buffer_slices(name, d, buffers)?;
         self.plan.declare(name, d, "write_opaque")?;
@@ -158,7 +161,7 @@ impl<S: Relocate> SpoolWriter<S> {
     }
 
     /// Add an opaque entry verbatim.
-    pub(crate) fn add_opaque(&mut self, name: &str, descriptor: &[u8], data: &[u8]) -> Result<()> {
+    pub fn add_opaque(&mut self, name: &str, descriptor: &[u8], data: &[u8]) -> Result<()> {
         self.check_usable()?;
         self.plan
             .declare_opaque(name, descriptor, data.len() as u64, "with write_tensor")?;
@@ -166,7 +169,7 @@ impl<S: Relocate> SpoolWriter<S> {
     }
 
     /// Move the data behind the directory, write header and directory, and return the sink.
-    pub(crate) fn finish(mut self) -> Result<S> {
+    pub fn finish(mut self) -> Result<S> {
         self.check_usable()?;
         let mut out = self
             .out
