@@ -129,14 +129,16 @@ pub(super) fn random_seed() -> u64 {
 }
 
 /// Name index, built once at open: (hash, entry) pairs sorted by the hash's high 32 bits,
-/// and within a run of equal keys by (name, entry). Sorting is sequential work, where a
+/// and within a run of equal keys by (name, entry). A pair is one `u64`, the key in the
+/// high half and the entry in the low: a comparison sort of words is about twice as fast
+/// as of pairs (291 names: 1.3 against 2.4 µs). Sorting is sequential work, where a
 /// hash table of 10^5 names pays a cache miss per insert; after sorting, duplicate names
 /// sit next to each other. Runs are sorted by name, so even names crafted to collide cost
 /// O(k log k) to check and O(log k) to find — never quadratic.
 pub(super) struct NameIndex {
     pub(super) seed: u64,
-    /// (the hash's high 32 bits, entry id).
-    pub(super) keys: Vec<(u32, u32)>,
+    /// The hash's high 32 bits, then the entry id ([`NameIndex::pair`]).
+    pub(super) keys: Vec<u64>,
 }
 
 impl NameIndex {
@@ -150,8 +152,23 @@ impl NameIndex {
     /// Index `name` as entry `id`; true when the name is ASCII (found while hashing).
     pub(super) fn push(&mut self, name: &[u8], id: u32) -> bool {
         let (h, or) = hash_scan(self.seed, name);
-        self.keys.push((NameIndex::key(h), id));
+        self.keys.push(NameIndex::pair(NameIndex::key(h), id));
         or & 0x8080_8080_8080_8080 == 0
+    }
+
+    /// The pair (`key`, `id`) as one word, ordered as the pair is.
+    pub(super) fn pair(key: u32, id: u32) -> u64 {
+        u64::from(key) << 32 | u64::from(id)
+    }
+
+    /// The key of a pair.
+    pub(super) fn key_of(k: u64) -> u32 {
+        (k >> 32) as u32
+    }
+
+    /// The entry id of a pair.
+    pub(super) fn id_of(k: u64) -> u32 {
+        k as u32
     }
 
     /// Sort key: the hash's high 32 bits (runs of equal keys are sorted by name).
@@ -174,10 +191,10 @@ impl NameIndex {
             self.keys.sort_unstable();
             return;
         }
-        let mut tmp = vec![(0u32, 0u32); n];
+        let mut tmp = vec![0u64; n];
         for pass in 0..NameIndex::RADIX_BITS.div_ceil(11) {
             let shift = 32 - NameIndex::RADIX_BITS + 11 * pass;
-            let digit = |k: &(u32, u32)| (k.0 >> shift) as usize & 0x7FF;
+            let digit = |k: &u64| (NameIndex::key_of(*k) >> shift) as usize & 0x7FF;
             let mut pos = vec![0usize; 0x800];
             for k in &self.keys {
                 pos[digit(k)] += 1;
@@ -202,20 +219,24 @@ impl NameIndex {
     pub(super) fn finish<'n>(&mut self, name_of: impl Fn(u32) -> &'n [u8]) -> Option<(u32, u32)> {
         self.sort();
         let mut dup: Option<(u32, u32)> = None;
-        let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
+        let prefix = |k: &u64| NameIndex::key_of(*k) >> (32 - NameIndex::RADIX_BITS);
+        let (key, id) = (NameIndex::key_of, NameIndex::id_of);
         let runs = self.keys.chunk_by_mut(|a, b| prefix(a) == prefix(b));
         for run in runs.filter(|r| r.len() > 1) {
-            run.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then_with(|| name_of(a.1).cmp(name_of(b.1)))
-                    .then(a.1.cmp(&b.1))
+            run.sort_unstable_by(|&a, &b| {
+                key(a)
+                    .cmp(&key(b))
+                    .then_with(|| name_of(id(a)).cmp(name_of(id(b))))
+                    .then(id(a).cmp(&id(b)))
             });
             // Equal names are adjacent, ids ascending: each group's first two are the
             // first occurrence and the earliest repeat. Names are only compared when the
             // whole keys are equal (names live all over `names_text`: each look is a cache
             // miss).
-            for group in run.chunk_by(|a, b| a.0 == b.0 && name_of(a.1) == name_of(b.1)) {
-                if let [(_, first), (_, later), ..] = *group {
+            for group in run.chunk_by(|&a, &b| key(a) == key(b) && name_of(id(a)) == name_of(id(b)))
+            {
+                if let [first, later, ..] = *group {
+                    let (first, later) = (id(first), id(later));
                     if dup.is_none_or(|(_, d)| later < d) {
                         dup = Some((first, later));
                     }
@@ -227,11 +248,14 @@ impl NameIndex {
 
     pub(super) fn find<'n>(&self, name: &[u8], name_of: impl Fn(u32) -> &'n [u8]) -> Option<u32> {
         let key = NameIndex::key(hash_bytes(self.seed, name));
-        let at = self.keys.partition_point(|k| k.0 < key);
-        let len = self.keys[at..].iter().take_while(|k| k.0 == key).count();
+        let at = self.keys.partition_point(|&k| NameIndex::key_of(k) < key);
+        let len = self.keys[at..]
+            .iter()
+            .take_while(|&&k| NameIndex::key_of(k) == key)
+            .count();
         let run = &self.keys[at..at + len];
-        run.binary_search_by(|k| name_of(k.1).cmp(name))
+        run.binary_search_by(|&k| name_of(NameIndex::id_of(k)).cmp(name))
             .ok()
-            .map(|i| run[i].1)
+            .map(|i| NameIndex::id_of(run[i]))
     }
 }

@@ -200,14 +200,15 @@ fn name_index_radix_sort_is_a_stable_sort_by_key() {
                 .wrapping_add(1442695040888963407);
             // Few distinct radix prefixes (and low bits that differ within them), so
             // equal prefixes are common.
-            t.keys.push(((x >> 32) as u32 & 0x8070_0FFF, i));
+            t.keys
+                .push(NameIndex::pair((x >> 32) as u32 & 0x8070_0FFF, i));
         }
         let mut want = t.keys.clone();
-        let prefix = |k: &(u32, u32)| k.0 >> (32 - NameIndex::RADIX_BITS);
+        let prefix = |k: &u64| NameIndex::key_of(*k) >> (32 - NameIndex::RADIX_BITS);
         // Stable by the radix prefix; small inputs are sorted by (key, id), which for ids
         // pushed in order is the stable order by the whole key, a refinement of that.
         if n < 4096 {
-            want.sort_by_key(|k| k.0);
+            want.sort_by_key(|&k| NameIndex::key_of(k));
         } else {
             want.sort_by_key(prefix);
         }
@@ -217,7 +218,10 @@ fn name_index_radix_sort_is_a_stable_sort_by_key() {
         // `find` relies on.
         let names: Vec<Vec<u8>> = (0..n).map(|i| i.to_le_bytes().to_vec()).collect();
         assert_eq!(t.finish(|id| &names[id as usize]), None);
-        assert!(t.keys.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(t
+            .keys
+            .windows(2)
+            .all(|w| NameIndex::key_of(w[0]) <= NameIndex::key_of(w[1])));
     }
 }
 
@@ -257,7 +261,7 @@ fn name_index_colliding_keys_stay_correct() {
     let names: Vec<String> = (0..=m).map(|i| format!("n{}", (i * 7919) % m)).collect();
     let mut t = NameIndex::new();
     for i in 0..names.len() as u32 {
-        t.keys.push((42, i));
+        t.keys.push(NameIndex::pair(42, i));
     }
     let name_of = |id: u32| names[id as usize].as_bytes();
     assert_eq!(t.finish(name_of), Some((0, m as u32)));
