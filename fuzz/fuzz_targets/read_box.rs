@@ -18,6 +18,8 @@ const MAX_BYTES: u64 = 1 << 18;
 const MAX_ALIGN: u64 = 4096;
 /// Largest window read (elements).
 const MAX_WINDOW: u64 = 1 << 14;
+/// Largest output (bytes, padding included); a box whose strides span more is skipped.
+const MAX_OUTPUT: usize = 1 << 22;
 
 fuzz_target!(|data: &[u8]| {
     let d = match decode(data, Mode::Strict).or_else(|_| decode(data, Mode::Permissive)) {
@@ -96,21 +98,34 @@ fuzz_target!(|data: &[u8]| {
         }
         let out_type = OutputType::ALL[(input.u8() % 5) as usize];
         let es = out_type.element_bytes(d.element_type());
-        let padded = input.u8() % 2 == 1;
-        // Packed C order, or rows padded by one element.
+        // Packed C order, or every axis padded by one element; or (one box in eight) the
+        // last axis padded by 16 to 512 elements, so that a few elements span an output of
+        // up to MAX_OUTPUT bytes (a CSC leaf read into C order then spans bands of output
+        // rows, decision 154).
+        let pad_byte = input.u8();
+        let (pad, wide) = if pad_byte % 8 == 7 {
+            (0, 16i64 << ((pad_byte >> 3) % 6))
+        } else {
+            (i64::from(pad_byte % 2), 0)
+        };
         let mut strides = vec![0i64; rank];
         let mut acc = es as i64;
         for a in (0..rank).rev() {
             strides[a] = acc;
-            acc = acc.saturating_mul((hi[a] - lo[a]) as i64 + i64::from(padded));
+            let extra = if a + 1 == rank { pad + wide } else { pad };
+            acc = acc.saturating_mul(((hi[a] - lo[a]) as i64).saturating_add(extra));
         }
         let need = if n == 0 {
-            0
+            Some(0)
         } else {
-            (0..rank)
-                .map(|a| strides[a] as usize * (hi[a] - lo[a] - 1) as usize)
-                .sum::<usize>()
-                + es
+            (0..rank).try_fold(es, |sum, a| {
+                (strides[a] as usize)
+                    .checked_mul((hi[a] - lo[a] - 1) as usize)
+                    .and_then(|b| b.checked_add(sum))
+            })
+        };
+        let Some(need) = need.filter(|&b| b <= MAX_OUTPUT) else {
+            continue;
         };
         let mut store = vec![0u64; need.div_ceil(8) + 1];
         let out = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..need];

@@ -371,6 +371,21 @@ fn built() -> Vec<(String, TensorBuilder)> {
         "csc",
         TensorBuilder::new(Int64, &[4, 3], NodeSpec::csc(2, 1)),
     );
+    // Tall enough that a box read into C order with wide rows spans several bands of
+    // output rows (decision 154), entries of 4, 1 and 16 bytes.
+    let both = sparse_flags::SORTED | sparse_flags::UNIQUE;
+    add(
+        "csc_tall",
+        TensorBuilder::new(Float32, &[1000, 3], NodeSpec::csc(1500, both)),
+    );
+    add(
+        "csc_tall_i8",
+        TensorBuilder::new(Int8, &[3000, 2], NodeSpec::csc(3000, both)),
+    );
+    add(
+        "csc_tall_c128",
+        TensorBuilder::new(Complex128, &[600, 2], NodeSpec::csc(700, both)),
+    );
     add(
         "csf",
         TensorBuilder::new(Float32, &[4, 5, 6], csf(Float32, &[1, 0, 2], &[2, 3, 5])),

@@ -95,7 +95,7 @@ fn check(t: &BoundTensor<'_>, e: &[(u64, u64, f32)], lo: [u64; 2], hi: [u64; 2])
 
 #[test]
 fn csc_read_into_c_order_over_several_bands() {
-    // Output rows of 4096 FLOAT32 are 16 KiB: a band is 256 rows, so 600 rows are three.
+    // Output rows of 4096 FLOAT32 are 16 KiB: a band (512 KiB) is 32 rows, so 600 rows are 19.
     let (rows, cols) = (600u64, 4096u64);
     let mut e = entries(rows, cols);
     e.sort_by_key(|&(r, c, _)| (c, r));
@@ -119,7 +119,11 @@ fn csc_read_into_c_order_over_several_bands() {
     let (ip, ix, v) = (words(&indptr), words(&rows_ix), floats(&vals));
     let t = BoundTensor::bind(&d, vec![ip.bytes(), ix.bytes(), v.bytes()]).unwrap();
     check(&t, &e, [0, 0], [rows, cols]);
-    // Windows across the first band's edge (row 256), and one inside a band.
+    // Bands start at a window's first row and hold as many of its rows as fit in 512 KiB
+    // (a power of two): 553 rows of 3,995 columns are 18 bands of 32 rows, 500 rows of 300
+    // columns 2 bands of 256; the windows after them are one band each (read line by line).
+    check(&t, &e, [37, 5], [590, 4000]);
+    check(&t, &e, [100, 3500], [600, 3800]);
     check(&t, &e, [250, 100], [263, 3000]);
     check(&t, &e, [200, 4000], [520, 4096]);
     check(&t, &e, [10, 0], [20, 4096]);

@@ -1,7 +1,8 @@
 //! Hostile input and resource promises: the named catalogue of hostile descriptors, files
-//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's
-//! and the `.tdf` reader's memory. One binary with one counting global allocator (per
-//! thread: tests run in parallel without disturbing each other's figures).
+//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's,
+//! the `.tdf` reader's and a banded sparse read's memory. One binary with one counting
+//! global allocator (per thread: tests run in parallel without disturbing each other's
+//! figures).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -17,3 +18,4 @@ mod file_v2;
 mod foreign_safetensors;
 mod gguf;
 mod hardening_codec;
+mod sparse_read_memory;

@@ -2,16 +2,22 @@
 //! converted at each position), then the stored entries inside the box are scattered
 //! over them — CSR/CSC rows searched once per row (column) of the box, COO tuples scanned
 //! (a sorted list from its first tuple reaching the box), CSF fibres walked from the root
-//! through the box's range on each level. Every pointer and coordinate read is checked
-//! as [`find`](crate::bound::find) checks it; the CSF walk is also bounded by the node
-//! count, so pointers that overlap cannot make it revisit nodes without end.
+//! through the box's range on each level. Where the zeros and the entries of a part of
+//! the box can be written while that part stays in the cache, they are written part by
+//! part: a CSR row (a COO slab) at a time, a CSC leaf read into C order band of output
+//! rows by band, its entries sorted into the bands first. Entries that are their own
+//! output element are moved by tight loops, one checked move each. Every pointer and
+//! coordinate read is checked as [`find`](crate::bound::find) checks it; the CSF walk is
+//! also bounded by the node count, so pointers that overlap cannot make it revisit nodes
+//! without end.
+//!
+//! COO leaves are read in `sparse/coo.rs`, the banded CSC read is in
+//! `sparse/bucketed.rs`, the tests in `sparse/tests.rs`.
 
 use super::convert::{oob, Values};
 use super::dense::{copy_box, fill_box, Source};
 use super::Window;
-use crate::bound::find::{
-    bad_children, bad_root, bad_segment, content_error, duplicate, not_canonical_coo, U64Array,
-};
+use crate::bound::find::{bad_children, bad_root, bad_segment, content_error, duplicate, U64Array};
 use crate::descriptor::{Descriptor, Node};
 use crate::element::ElementType;
 use crate::error::Result;
@@ -62,7 +68,73 @@ fn put<const N: usize>(
     Ok(())
 }
 
+/// `$f::<N>(args)` for the entry size `$n` (one of 1, 2, 4, 8, 16: [`Scatter::moved`]).
+macro_rules! by_size {
+    ($n:expr, $f:ident, ($($arg:expr),* $(,)?)) => {
+        match $n {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            _ => $f::<16>($($arg),*),
+        }
+    };
+}
+
+// After `by_size!`, which they use.
+mod bucketed;
+mod coo;
+
+pub(super) use coo::coo;
+
+/// The bytes of `count` entries of `n` bytes from entry `first` of `values`, or `None`
+/// when `values` does not hold them all.
+fn entry_bytes(values: &[u8], first: u64, count: usize, n: usize) -> Option<&[u8]> {
+    let a = usize::try_from(first).ok()?.checked_mul(n)?;
+    values.get(a..a.checked_add(count.checked_mul(n)?)?)
+}
+
+/// The entries of one sorted line in the copy case ([`Scatter::moved`], `N` bytes each):
+/// minor coordinates `idx` and their values `values` (entry by entry, `values` at least as
+/// many), written until a coordinate reaches `mhi`; coordinates below `mlo` (only in
+/// unsorted contents) are passed over. Minor coordinate `mlo` is at byte `line_off` of
+/// `buf`, the next ones `step` bytes apart.
+#[allow(clippy::too_many_arguments)]
+fn move_line<const N: usize>(
+    buf: &mut [u8],
+    idx: &[u64],
+    values: &[u8],
+    mlo: u64,
+    mhi: u64,
+    line_off: i64,
+    step: i64,
+    region: Option<u32>,
+) -> Result<()> {
+    for (&v, src) in idx.iter().zip(values.chunks_exact(N)) {
+        if v >= mhi {
+            break;
+        }
+        if v < mlo {
+            continue;
+        }
+        // Inside the box: the offset lies in the checked output (no overflow).
+        let at = usize::try_from(line_off + (v - mlo) as i64 * step).map_err(|_| oob(region))?;
+        buf.get_mut(at..at.checked_add(N).ok_or_else(|| oob(region))?)
+            .ok_or_else(|| oob(region))?
+            .copy_from_slice(src);
+    }
+    Ok(())
+}
+
 impl Scatter {
+    /// The entry size when every stored entry is its output element, moved whole (the
+    /// copy path of [`write_at`](Self::write_at): 1, 2, 4, 8 or 16 bytes, not packed):
+    /// the tight loops below take it, one checked move per entry and nothing else.
+    fn moved(&self, vals: &Values<'_>) -> Option<usize> {
+        (self.copy && !vals.stored_type().is_packed() && matches!(vals.cs, 1 | 2 | 4 | 8 | 16))
+            .then_some(vals.cs)
+    }
+
     /// The way for `vals` (a table only for leaves with at least `entries` ≥ 64 to write).
     pub fn new(vals: &Values<'_>, entries: u64) -> Scatter {
         let copy = vals.is_copy();
@@ -161,8 +233,35 @@ pub(super) fn zeros(
     hi: &[u64],
     off: i64,
 ) -> Result<()> {
-    if let Some(e) = vals.zero_element() {
-        let e = e?;
+    Zeros::new(vals)?.fill(vals, w, lo, hi, off)
+}
+
+/// The implicit zeros of a leaf, their element converted once when it is the same
+/// everywhere: the reads below fill line after line (slab, band) with it.
+struct Zeros(Option<[u8; 16]>);
+
+impl Zeros {
+    fn new(vals: &Values<'_>) -> Result<Zeros> {
+        Ok(Zeros(vals.zero_element().transpose()?))
+    }
+
+    /// Whether the zero is the same everywhere.
+    fn uniform(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// [`zeros`] of the box `[lo, hi)`.
+    fn fill(
+        &self,
+        vals: &Values<'_>,
+        w: &mut Window<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        off: i64,
+    ) -> Result<()> {
+        let Some(e) = &self.0 else {
+            return copy_box(&Source::zeros(), vals, lo, hi, w, off);
+        };
         if w.zeroed && e[..vals.oes].iter().all(|&b| b == 0) {
             return Ok(());
         }
@@ -170,16 +269,15 @@ pub(super) fn zeros(
         for (a, (&l, &h)) in lo.iter().zip(hi).enumerate() {
             n[a] = h - l;
         }
-        return fill_box(w, &n[..lo.len()], off, &e, vals.oes);
+        fill_box(w, &n[..lo.len()], off, e, vals.oes)
     }
-    copy_box(&Source::zeros(), vals, lo, hi, w, off)
 }
 
 /// First position in `words` whose value is at least `key` (the words should be sorted;
 /// on unsorted contents some position, never a read outside them).
 fn lower_bound(words: U64Array<'_>, key: u64) -> u64 {
     if let Some(w) = words.words() {
-        return w.partition_point(|&v| v < key) as u64;
+        return first_at_least(w, key) as u64;
     }
     let (mut lo, mut hi) = (0u64, words.len());
     while lo < hi {
@@ -191,6 +289,16 @@ fn lower_bound(words: U64Array<'_>, key: u64) -> u64 {
         }
     }
     lo
+}
+
+/// [`lower_bound`] of words in place.
+fn first_at_least(w: &[u64], key: u64) -> usize {
+    // A box from the start of the line (a whole read): the first word, which the caller
+    // reads next anyway, instead of a search whose probes each wait on memory.
+    if w.first().is_none_or(|&v| v >= key) {
+        return 0;
+    }
+    w.partition_point(|&v| v < key)
 }
 
 /// CSR (`csr`) or CSC leaf.
@@ -223,23 +331,24 @@ pub(super) fn compressed(
         sorted: flags & sparse_flags::SORTED != 0,
         unique: flags & sparse_flags::UNIQUE != 0,
         sc: Scatter::new(vals, nnz),
+        zero: Zeros::new(vals)?,
     };
     // A zero value that is the same everywhere is filled in line by line when the lines
-    // run along the output's rows (each line then stays in cache for its entries). Lines
-    // across the output's rows (a CSC leaf read into C order) are read in bands of output
-    // rows that fit in the cache: a band is zeroed, then each line's entries in it are
-    // written, each line resuming where the previous band left it. Otherwise the box is
-    // zeroed once, then the lines scattered.
+    // run along the output's rows (each line then stays in the cache for its entries).
+    // Lines across the output's rows (a CSC leaf read into C order) are read in bands of
+    // output rows that fit in the cache when their entries are copied whole: the entries
+    // are sorted into their bands first, then each band is zeroed and its entries written
+    // ([`Compressed::bucketed`]). Otherwise the box is zeroed once, then the lines
+    // scattered.
     let along_output = w.strides[mi].unsigned_abs() <= w.strides[ma].unsigned_abs();
-    let uniform = vals.zero_element().is_some();
-    if uniform && !along_output && leaf.sorted && leaf.unique {
-        if let Some(r) = leaf.banded(vals, lo, hi, w, off) {
+    let whole = leaf.zero.uniform() && !along_output;
+    if whole && leaf.sorted && leaf.unique && !w.zeroed {
+        if let Some(r) = leaf.bucketed(vals, lo, hi, w, off) {
             return r;
         }
     }
-    let whole = uniform && !along_output;
     if whole {
-        zeros(vals, w, lo, hi, off)?;
+        leaf.zero.fill(vals, w, lo, hi, off)?;
     }
     let mut stamps: Vec<u64> = Vec::new();
     let mut llo = [0u64; 2];
@@ -251,7 +360,7 @@ pub(super) fn compressed(
         lhi[ma] = m + 1;
         let line_off = offset_of(w, &llo, lo, off);
         if !whole {
-            zeros(vals, w, &llo, &lhi, line_off)?;
+            leaf.zero.fill(vals, w, &llo, &lhi, line_off)?;
         }
         let (s, seg) = leaf.line(m)?;
         leaf.scatter_line(vals, w, m, s, seg, lo[mi], hi[mi], line_off, &mut stamps)?;
@@ -274,18 +383,8 @@ struct Compressed<'a, 'd> {
     sorted: bool,
     unique: bool,
     sc: Scatter,
+    zero: Zeros,
 }
-
-/// Output bytes of a band of output rows that a CSC leaf read across the output's rows
-/// zeroes and fills while it stays in the cache.
-const BAND_BYTES: u64 = 1 << 22;
-
-/// Most lines the banded read keeps a cursor for (8 bytes each).
-const BAND_MAX_LINES: u64 = 1 << 20;
-
-/// Fewest output rows in a band: each band visits every line once, so a band of fewer
-/// rows would cost more in visits than the cache saves.
-const BAND_MIN_ROWS: u64 = 16;
 
 impl Compressed<'_, '_> {
     /// Line `m`: the position of its first entry and its minor coordinates (checked
@@ -334,6 +433,18 @@ impl Compressed<'_, '_> {
             // Sorted and unique, the words aligned: one pass over them, one move each.
             if self.unique {
                 if let Some(words) = seg.words() {
+                    // Copied entries whose values are all there: the tight loop (else the
+                    // loop below, which reports a missing value where it meets it).
+                    if let Some(n) = self.sc.moved(vals) {
+                        let rest = words.get(k as usize..).unwrap_or(&[]);
+                        if let Some(vs) = entry_bytes(self.values, s + k, rest.len(), n) {
+                            return by_size!(
+                                n,
+                                move_line,
+                                (w.buf, rest, vs, mlo, mhi, line_off, step, w.region)
+                            );
+                        }
+                    }
                     for (j, &v) in words.iter().enumerate().skip(k as usize) {
                         if v >= mhi {
                             break;
@@ -393,187 +504,6 @@ impl Compressed<'_, '_> {
         }
         Ok(())
     }
-
-    /// The banded read (see [`compressed`]): `None` when the box is too wide for the
-    /// cursors' bound or a band would not fit, the caller then reads it line by line.
-    fn banded(
-        &self,
-        vals: &Values<'_>,
-        lo: &[u64],
-        hi: &[u64],
-        w: &mut Window<'_>,
-        off: i64,
-    ) -> Option<Result<()>> {
-        let (ma, mi) = (self.ma, self.mi);
-        let lines = hi[ma] - lo[ma];
-        let row_bytes = lines.checked_mul(vals.oes as u64)?;
-        if lines > BAND_MAX_LINES || row_bytes == 0 || hi[mi] - lo[mi] < 2 {
-            return None;
-        }
-        let band = BAND_BYTES / row_bytes;
-        if band < BAND_MIN_ROWS {
-            return None;
-        }
-        Some(self.banded_read(vals, lo, hi, w, off, band))
-    }
-
-    fn banded_read(
-        &self,
-        vals: &Values<'_>,
-        lo: &[u64],
-        hi: &[u64],
-        w: &mut Window<'_>,
-        off: i64,
-        band: u64,
-    ) -> Result<()> {
-        let (ma, mi) = (self.ma, self.mi);
-        let et = vals.stored_type();
-        // Each line's next entry (its first at or past the box's minor start) and end.
-        let mut cur = Vec::with_capacity((hi[ma] - lo[ma]) as usize);
-        for m in lo[ma]..hi[ma] {
-            let (s, seg) = self.line(m)?;
-            cur.push((s + lower_bound(seg, lo[mi]), s + seg.len()));
-        }
-        let (step_ma, step_mi) = (w.strides[ma], w.strides[mi]);
-        let mut blo = [0u64; 2];
-        let mut bhi = [0u64; 2];
-        blo[ma] = lo[ma];
-        bhi[ma] = hi[ma];
-        let mut x = [0u64; 2];
-        let words = self.indices.words();
-        let mut b0 = lo[mi];
-        while b0 < hi[mi] {
-            let b1 = hi[mi].min(b0.saturating_add(band));
-            blo[mi] = b0;
-            bhi[mi] = b1;
-            let band_off = offset_of(w, &blo, lo, off);
-            zeros(vals, w, &blo, &bhi, band_off)?;
-            // Each line's entries from its cursor whose minor coordinate is below b1: a
-            // few a band, so walked rather than searched.
-            for (j, c) in cur.iter_mut().enumerate() {
-                let (mut k, e) = *c;
-                let line_off = off + j as i64 * step_ma;
-                x[ma] = lo[ma] + j as u64;
-                while k < e {
-                    let v = match words {
-                        Some(w) => w.get(k as usize).copied(),
-                        None => self.indices.get(k),
-                    }
-                    .ok_or_else(|| oob(self.region))?;
-                    if v >= b1 {
-                        break;
-                    }
-                    if v >= b0 {
-                        x[mi] = v;
-                        let o = line_off + (v - lo[mi]) as i64 * step_mi;
-                        self.sc.write_at(vals, w, self.values, et, k, &x, o)?;
-                    }
-                    k += 1;
-                }
-                c.0 = k;
-            }
-            b0 = b1;
-        }
-        Ok(())
-    }
-}
-
-/// COO leaf.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn coo(
-    bufs: &[&[u8]],
-    region: Option<u32>,
-    node: &Node,
-    nnz: u64,
-    flags: u8,
-    vals: &Values<'_>,
-    lo: &[u64],
-    hi: &[u64],
-    w: &mut Window<'_>,
-    off: i64,
-) -> Result<()> {
-    if flags & sparse_flags::UNIQUE == 0 {
-        return Err(not_canonical_coo(region));
-    }
-    let et = vals.stored_type();
-    let rank = lo.len();
-    let idx = U64Array(sub(bufs, node, 0, region)?);
-    let values = sub(bufs, node, 1, region)?;
-    let rank64 = rank as u64;
-    let n = nnz.min(idx.len() / rank64.max(1));
-    let first = |k: u64| idx.get(k * rank64).unwrap_or(u64::MAX);
-    let sc = Scatter::new(vals, nnz);
-    let sorted = flags & sparse_flags::SORTED != 0;
-    // Sorted tuples inside the box have their first coordinate in [lo[0], hi[0]): from
-    // the first tuple reaching lo[0].
-    let start = if sorted {
-        let (mut a, mut b) = (0u64, n);
-        while a < b {
-            let mid = a + (b - a) / 2;
-            if first(mid) < lo[0] {
-                a = mid + 1;
-            } else {
-                b = mid;
-            }
-        }
-        a
-    } else {
-        0
-    };
-    let mut x = [0u64; MAX_RANK];
-    let words = idx.words();
-    // Tuples `[a, b)` written, in reverse so that of two equal tuples the first one (the
-    // one a scan finds) is written last.
-    let mut scatter = |w: &mut Window<'_>, a: u64, b: u64| -> Result<()> {
-        for k in (a..b).rev() {
-            let tuple = match words {
-                Some(ws) => usize::try_from(k * rank64)
-                    .ok()
-                    .and_then(|at| ws.get(at..at + rank)),
-                None => None,
-            };
-            let mut inside = true;
-            let mut o = off;
-            for ax in 0..rank {
-                let v = match tuple {
-                    Some(t) => t[ax],
-                    None => idx.get(k * rank64 + ax as u64).ok_or_else(|| oob(region))?,
-                };
-                x[ax] = v;
-                inside &= v >= lo[ax] && v < hi[ax];
-                o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(w.strides[ax]));
-            }
-            if inside {
-                sc.write_at(vals, w, values, et, k, &x[..rank], o)?;
-            }
-        }
-        Ok(())
-    };
-    // Sorted, a zero the same everywhere and axis 0 the output's slowest: slab by slab
-    // (one value of the first coordinate), each zeroed just before its tuples are
-    // written, so that it is still in the cache for them.
-    let slowest = (1..rank).all(|a| w.strides[0].unsigned_abs() >= w.strides[a].unsigned_abs());
-    if sorted && rank >= 2 && slowest && vals.zero_element().is_some() {
-        let mut slo = [0u64; MAX_RANK];
-        let mut shi = [0u64; MAX_RANK];
-        slo[..rank].copy_from_slice(lo);
-        shi[..rank].copy_from_slice(hi);
-        let mut k = start;
-        for s0 in lo[0]..hi[0] {
-            slo[0] = s0;
-            shi[0] = s0 + 1;
-            let slab_off = off + (s0 - lo[0]) as i64 * w.strides[0];
-            zeros(vals, w, &slo[..rank], &shi[..rank], slab_off)?;
-            let a = k;
-            while k < n && first(k) <= s0 {
-                k += 1;
-            }
-            scatter(w, a, k)?;
-        }
-        return Ok(());
-    }
-    zeros(vals, w, lo, hi, off)?;
-    scatter(w, start, n)
 }
 
 /// CSF leaf.
@@ -716,3 +646,6 @@ impl Walk<'_, '_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
