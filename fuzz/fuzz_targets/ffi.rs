@@ -10,8 +10,8 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
-use tensordesc_capi::*;
 use tensordesc::{decode, BoundTensor, ErrorKind, Mode};
+use tensordesc_capi::*;
 
 fn code(s: tdesc_status) -> u32 {
     s as u32

@@ -1,6 +1,6 @@
 //! Hostile input and resource promises: the named catalogue of hostile descriptors, files
-//! and streams, hostile counts and mutations, the C ABI's count checks, the decode cache's,
-//! the `.tdf` reader's and a banded sparse read's memory. One binary with one counting
+//! and streams, hostile counts and mutations, the decode cache's, the `.tdf` reader's and a
+//! banded sparse read's memory (the C ABI's count checks are in capi/tests/ffi). One binary with one counting
 //! global allocator (per thread: tests run in parallel without disturbing each other's
 //! figures).
 

@@ -23,10 +23,10 @@ pub mod sharded;
 
 use std::ops::Range;
 
+use super::FILE_MAGIC;
 use crate::descriptor::Descriptor;
 use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
-use super::FILE_MAGIC;
 
 /// The kind of file a [`FileReader`](crate::FileReader) was opened on, told from its first
 /// bytes.
