@@ -435,3 +435,51 @@ impl Buffers {
 pub fn words(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
+
+/// `target/<profile>`: the running test executable lives in `target/<profile>/deps/`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// The directory holding this run's `libtensordesc.so` and `libtensordesc.a`, fresh:
+/// `cargo build -p libtensordesc` for the test's profile into the test's own target
+/// directory (nothing to do when they are up to date). `cargo test` builds only what the
+/// tests link, and no Rust test links the C library, so the tests that compile C programs
+/// against it build it; cargo holds no lock on the target directory while tests run.
+pub fn c_library_dir() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let profile_dir = profile_dir();
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev".to_owned(),
+                Some(other) => other.to_owned(),
+            };
+            let target = profile_dir.parent().expect("target/<profile>");
+            let status = std::process::Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "libtensordesc",
+                    "--profile",
+                    &profile,
+                ])
+                .arg("--manifest-path")
+                .arg(repo_root().join("Cargo.toml"))
+                .env("CARGO_TARGET_DIR", target)
+                .status()
+                .expect("run cargo build -p libtensordesc");
+            assert!(status.success(), "cargo build -p libtensordesc failed");
+            for f in ["libtensordesc.so", "libtensordesc.a"] {
+                let p = profile_dir.join(f);
+                assert!(p.exists(), "no {}", p.display());
+            }
+            profile_dir
+        })
+        .clone()
+}

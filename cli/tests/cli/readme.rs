@@ -1,7 +1,7 @@
 //! The README's examples, run as printed: the demo writes its checkpoint into a scratch
 //! `$TMPDIR`, then the README's Rust block (which is `cli/examples/readme.rs`, built by
 //! `cargo test` beside this test) and its C block (compiled against the
-//! `libtensordesc.so` built in the same run, with the flags `capi/lib/tests/c_abi` uses for
+//! `libtensordesc.so` of the same profile, with the flags `capi/lib/tests/c_abi` uses for
 //! `c_tests/`) read it, and each must print what the README's comment on its print line
 //! says; the command lines run with the tool just built. The one change to the C block and
 //! the command lines is the demo directory's path. (The Python block is run by
@@ -142,12 +142,9 @@ fn readme_rust_example_prints_what_the_readme_says() {
 }
 
 /// `libtensordesc.so` as the executables load it (its SONAME `libtensordesc.so.1`), copied
-/// from the one cargo built for this run into `dir`.
+/// from this run's build (`common::c_library_dir`) into `dir`.
 fn stage_library(dir: &Path) -> PathBuf {
-    let test_exe = std::env::current_exe().expect("test executable path");
-    let deps = test_exe.parent().expect("target/<profile>/deps");
-    let built = deps.join("libtensordesc.so");
-    assert!(built.exists(), "no {}", built.display());
+    let built = crate::common::c_library_dir().join("libtensordesc.so");
     let lib = dir.join("lib");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::copy(&built, lib.join("libtensordesc.so.1")).expect("copy the library");

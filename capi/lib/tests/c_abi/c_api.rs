@@ -17,44 +17,14 @@ fn root() -> PathBuf {
     crate::common::repo_root()
 }
 
-/// `target/<profile>`: the test executable lives in `target/<profile>/deps/`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf()
-}
-
 /// A directory holding a fresh copy of the library as the installed layout names it:
 /// `libtensordesc.so.1` (the SONAME the executables load), `libtensordesc.so` -> it, and
-/// `libtensordesc.a`. Cargo builds this package's library (cdylib and staticlib) before
-/// its tests, so the shared library sits in `target/<profile>/`; if it does not (an unusual cargo setup), it is built into a
-/// private target directory rather than waiting on the lock this run holds. The copy keeps
+/// `libtensordesc.a`, copied from the build `common::c_library_dir` makes. The copy keeps
 /// the executables independent of later rebuilds.
 fn library_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // `cargo test` leaves the freshly built library in target/<profile>/deps; the copy
-        // in target/<profile>/ is only refreshed by `cargo build` and may be stale.
-        let deps = profile_dir().join("deps");
-        let mut built =
-            if deps.join("libtensordesc.so").exists() && deps.join("libtensordesc.a").exists() {
-                deps
-            } else {
-                profile_dir()
-            };
-        if !built.join("libtensordesc.so").exists() {
-            let private = built.join("c_tests").join("cargo");
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "libtensordesc", "--manifest-path"])
-                .arg(root().join("Cargo.toml"))
-                .env("CARGO_TARGET_DIR", &private)
-                .status()
-                .expect("run cargo build -p libtensordesc");
-            assert!(status.success(), "cargo build -p libtensordesc failed");
-            built = private.join("debug");
-        }
+        let built = crate::common::c_library_dir();
         let staged = out_dir().join("lib");
         std::fs::create_dir_all(&staged).expect("create c_tests/lib");
         for (from, to) in [
@@ -75,7 +45,7 @@ fn library_dir() -> &'static Path {
 }
 
 fn out_dir() -> PathBuf {
-    let d = profile_dir().join("c_tests");
+    let d = crate::common::profile_dir().join("c_tests");
     std::fs::create_dir_all(&d).expect("create target/<profile>/c_tests");
     d
 }
