@@ -18,8 +18,16 @@ use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{Layout, MAX_RANK};
 
-/// Source bytes of the regions a band reads output row by output row at once.
+/// Source bytes of the regions a band reads output row by output row at once, when the
+/// band's rows do not all fit in [`L1_BYTES`].
 const CHUNK_BYTES: usize = 16 << 10;
+
+/// A band whose source rows fit in this many bytes (a common level-1 data cache) is read
+/// output row by output row in one chunk: every line it reads stays in the L1 while its
+/// other pieces are needed, so chunking would only cut its rows into more loops (a 512²
+/// window over 16 × 16 FLOAT32 tiles, 33 KiB a band: 0.60–0.64× memcpy in 16 KiB chunks,
+/// 0.68–0.73× in one).
+const L1_BYTES: usize = 48 << 10;
 
 /// One cell of the grid along one axis, as the box meets it.
 #[derive(Debug, Clone, Copy)]
@@ -534,14 +542,21 @@ impl<'a> Planned<'_, 'a> {
         let oes = vals.oes;
         let os = w.strides[0];
         let mut x = [0u64; 2];
-        // The band in chunks of regions whose rows fill about half the L1 cache, each
-        // chunk output row by output row: a source line is read whole from L1, an
-        // output line written whole by neighbouring pieces.
+        // The band in chunks of regions whose rows fill about a third of the L1 cache
+        // (one chunk when the whole band fits), each chunk output row by output row: a
+        // source line is read whole from L1, an output line written whole by neighbouring
+        // pieces. The chunks are of about equal size.
+        let total: usize = band.parts.iter().map(|p| p.rows.len()).sum();
+        let per_chunk = if total <= L1_BYTES {
+            total
+        } else {
+            total.div_ceil(total.div_ceil(CHUNK_BYTES))
+        };
         let mut from = 0usize;
         while from < band.parts.len() {
             let mut to = from;
             let mut bytes = 0usize;
-            while to < band.parts.len() && (to == from || bytes < CHUNK_BYTES) {
+            while to < band.parts.len() && (to == from || bytes < per_chunk) {
                 bytes += band.parts[to].rows.len();
                 to += 1;
             }
