@@ -252,3 +252,29 @@ fn a_short_tile_buffer_is_rejected_before_any_read() {
     let built = TensorBuilder::subpaving(ElementType::Float32, &[16, 16], regions).build();
     assert!(built.is_err());
 }
+
+/// Bands whose source rows do not fit in the L1 (`L1_BYTES`) are read in chunks of about
+/// equal size: bands of 128 tiles of 1 KiB (FLOAT32 16 × 16) and of 49 tiles of 1 KiB
+/// with a narrower last one, read whole, in windows cutting the first and last tiles, and
+/// as RAW and converted, each against the general walk.
+#[test]
+fn long_bands_are_read_in_chunks() {
+    for (n1, t1) in [(2048u64, 16u64), (49 * 16 + 5, 16)] {
+        let d = grid(ElementType::Float32, [40, n1], [16, t1], |_, _| {
+            NodeSpec::row_major()
+        });
+        let bufs = buffers(&d);
+        let t = bind(&d, &bufs);
+        let band_bytes = (n1 * 16 * 4) as usize;
+        assert!(band_bytes > super::L1_BYTES);
+        for (lo, hi) in [
+            ([0, 0], [40, n1]),
+            ([3, 7], [37, n1 - 9]),
+            ([16, 1], [17, n1]),
+        ] {
+            for ot in [OutputType::Raw, OutputType::Float32, OutputType::Float64] {
+                check(&t, lo, hi, ot, None);
+            }
+        }
+    }
+}
