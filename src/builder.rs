@@ -17,16 +17,16 @@
 //! ```
 
 use crate::descriptor::{decode, Descriptor};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
 use crate::format::frame::{self, region_flags, FrameHeader};
+use crate::format::quant::Quantization;
+use crate::format::sections::{ExtensionType, Shard, Statistics};
+use crate::format::wire::Writer;
 use crate::layout::{
     element_count, mul, paged::PagedGeometry, tag, TileOrder, MAX_SUBPAVING_DEPTH,
 };
-use crate::quant::Quantization;
-use crate::sections::{ExtensionType, Shard, Statistics};
-use crate::wire::Writer;
 use crate::Mode;
 
 /// One tiling level.

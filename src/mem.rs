@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 ///
 /// Used where a buffer must be handed out aligned but cannot point into the source: a
 /// [`FileReader`](crate::FileReader) copies a buffer into one when the source address is not aligned enough
-/// (see [`FileReader`](crate::FileReader)), and [`crate::stream::Collector`] assembles stream buffers in them.
+/// (see [`FileReader`](crate::FileReader)), and [`crate::transport::stream::Collector`] assembles stream buffers in them.
 ///
 /// Memory follows the bytes, never the alignment: the buffer is one allocation of exactly
 /// its capacity made with the requested alignment (an empty buffer allocates nothing and

@@ -57,14 +57,14 @@
 use std::collections::HashSet;
 
 use crate::descriptor::{Descriptor, Node};
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::element::ElementType;
 use crate::layout::{
     self, dense, element_count, paged::PagedGeometry, sparse_flags, Layout, MAX_RANK,
 };
 use find::{content_error, owner_name, U64Array};
 
-use crate::value;
+use crate::format::value;
 
 mod batch;
 pub(crate) mod find;
@@ -218,8 +218,8 @@ pub fn blockwise_param_index(
     axis: usize,
     block_size: u64,
 ) -> Option<u64> {
-    let q = crate::quant::Quantization {
-        scheme: crate::quant::QuantScheme::Blockwise {
+    let q = crate::format::quant::Quantization {
+        scheme: crate::format::quant::QuantScheme::Blockwise {
             axis: u8::try_from(axis).ok()?,
             block_size: u32::try_from(block_size).ok()?,
             scale_type: ElementType::Float32,

@@ -1,7 +1,7 @@
 //! Reading elements: stored bytes, numbers, dequantization.
 
 use super::*;
-use crate::quant::Dequant;
+use crate::format::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Resolve `index` to its leaf and call `f(region, node, node shape, local index)`.

@@ -2,8 +2,8 @@
 //! read would follow, checked once.
 
 use super::*;
+use crate::format::quant::Dequant;
 use crate::layout::LayoutClass;
-use crate::quant::Dequant;
 
 impl<'a> BoundTensor<'a> {
     /// Content validation (spec §4.17) of every leaf: sparse index and pointer structure,
@@ -445,7 +445,7 @@ impl<'a> BoundTensor<'a> {
         &self,
         region: Option<u32>,
         node: &Node,
-        q: &crate::quant::Quantization,
+        q: &crate::format::quant::Quantization,
         shape: &[u64],
     ) -> Result<()> {
         let d = self.desc;

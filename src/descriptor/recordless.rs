@@ -28,7 +28,7 @@
 
 use super::index::{axis_cell, GridAxis};
 use super::Node;
-use crate::device::BufferHandle;
+use crate::format::buffer::BufferHandle;
 use crate::layout::Layout;
 
 /// A grid of plain tiles (see the module documentation): the top level's, or a nested

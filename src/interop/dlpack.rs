@@ -8,11 +8,11 @@
 
 use crate::builder::{NodeSpec, TensorBuilder};
 use crate::descriptor::{Descriptor, Node};
-use crate::device::{
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::{
     BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2,
 };
-use crate::element::ElementType;
-use crate::error::{Error, ErrorKind, Result};
+use crate::format::element::ElementType;
 use crate::layout::{self, LayoutRef};
 use crate::BoundTensor;
 

@@ -2,10 +2,10 @@
 //! TILED (nested), DIM_ORDER and SPLAT.
 
 use super::{add, element_count, mul, span_of, tag, Arena, Layout, MAX_TILED_DEPTH};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::Reader;
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::wire::Reader;
 
 /// Number of elements the TILED data run holds: tiles in the grid × tile volume. With an
 /// extent of 0 the grid has no tile, so the run is empty whatever the other extents and the

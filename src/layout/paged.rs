@@ -1,10 +1,10 @@
 //! BLOCK_PAGED: block table, row lengths and page pools.
 
 use super::{element_count, expect_size, mul, Layout};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::Reader;
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::wire::Reader;
 
 /// Geometry of a block-paged node derived from its shape and block size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! Sparse layouts (COO, CSR, CSC, CSF): exact buffer sizes from shape, nnz and handles.
 
 use super::{element_count, expect_size, mul, sparse_flags, tag, Arena, Layout};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::Reader;
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::wire::Reader;
 
 fn check_nnz_unique(nnz: u64, shape: &[u64], unique: bool, what: &str) -> Result<()> {
     if unique {

@@ -11,8 +11,8 @@
 use super::convert::{oob, Values};
 use super::Window;
 use crate::descriptor::Node;
-use crate::element::ElementType;
 use crate::error::Result;
+use crate::format::element::ElementType;
 use crate::layout::ggml::{dequantize_range, ggml_type, rules};
 use crate::layout::MAX_RANK;
 

@@ -24,8 +24,8 @@ use std::ops::ControlFlow;
 use super::find::{no_lookup, owner_name};
 use super::BoundTensor;
 use crate::descriptor::Node;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::element::ElementType;
 use crate::layout::{Layout, MAX_RANK};
 use convert::Values;
 

@@ -19,8 +19,8 @@ use super::dense::{copy_box, fill_box, Source};
 use super::Window;
 use crate::bound::find::{bad_children, bad_root, bad_segment, content_error, duplicate, U64Array};
 use crate::descriptor::{Descriptor, Node};
-use crate::element::ElementType;
 use crate::error::Result;
+use crate::format::element::ElementType;
 use crate::layout::{sparse_flags, MAX_RANK};
 
 /// Sub-table entry `k` of `node`.

@@ -24,7 +24,7 @@
 use super::*;
 use crate::descriptor::index::{GridAxis, IdGap};
 use crate::descriptor::HeldGrid;
-use crate::wire::Record;
+use crate::format::wire::Record;
 
 /// Bytes of a tile's body: byte_offset (8), buffer_count (1), one buffer handle (16).
 pub(super) const TILE_BODY: usize = 25;

@@ -7,11 +7,11 @@
 //! `L mod QK` of block `L div QK`. The one buffer holds the blocks.
 
 use super::{ggml_type, GgmlType};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::value;
 use crate::layout::{element_count, expect_size, mul};
-use crate::value;
 
 /// The element types a GGML_BLOCKS node may have: its value type, FLOAT32 (ggml's
 /// dequantized value) or FLOAT16 / BFLOAT16 (that value rounded once). Any other is

@@ -74,8 +74,8 @@ pub use writer::{DirectoryWriter, FileWriter};
 pub use writer::{Relocate, SpoolWriter};
 
 use crate::descriptor::Descriptor;
-use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
 
 pub use super::FILE_MAGIC;
 /// Bytes of the (container version 2) file header.

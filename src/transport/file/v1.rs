@@ -17,10 +17,10 @@ use super::writer::ZEROS;
 use super::*;
 use crate::descriptor::{decode, Descriptor};
 use crate::format::wire::Reader;
+use crate::format::wire::Writer as WireWriter;
 use crate::mem::prefetch;
 use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
-use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
 /// Software prefetch of the file ahead of the parser. Records are small and interleaved

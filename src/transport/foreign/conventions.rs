@@ -33,10 +33,10 @@ use std::collections::HashMap;
 
 use crate::builder::TensorBuilder;
 use crate::descriptor::Descriptor;
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::Result;
-use crate::quant::{GlobalScale, QuantScheme, Quantization};
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::quant::{GlobalScale, QuantScheme, Quantization};
 
 use super::buffer_template;
 use super::json::{parse_value, Json, Number, Value};

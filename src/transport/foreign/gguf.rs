@@ -93,9 +93,9 @@ use crate::builder::{NodeSpec, TensorBuilder};
 use crate::descriptor::Descriptor;
 
 use super::{ForeignFile, ForeignTensor, MAX_DECLARED_ALIGNMENT_LOG2};
-use crate::device::{BufferHandle, DeviceType, MemoryClass};
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::{BufferHandle, DeviceType, MemoryClass};
+use crate::format::element::ElementType;
 use crate::format::wire::Reader;
 use crate::layout::ggml::{ggml_type, GgmlType};
 

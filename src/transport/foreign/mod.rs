@@ -25,8 +25,8 @@ use std::ops::Range;
 
 use super::FILE_MAGIC;
 use crate::descriptor::Descriptor;
-use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
 
 /// The kind of file a [`FileReader`](crate::FileReader) was opened on, told from its first
 /// bytes.

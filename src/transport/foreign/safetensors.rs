@@ -51,8 +51,8 @@ use super::{
 };
 use crate::builder::TensorBuilder;
 use crate::descriptor::Descriptor;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::element::ElementType;
 use crate::Mode;
 
 /// The largest header read: 100,000,000 bytes, the cap safetensors itself enforces

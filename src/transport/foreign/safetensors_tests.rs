@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use ::safetensors::tensor::TensorView;
 use ::safetensors::Dtype as St;
 
-use crate::file::FileReader;
+use crate::transport::file::FileReader;
 use crate::Mode;
 
 mod conventions;
@@ -48,8 +48,8 @@ fn f32s(v: &[f32]) -> Vec<u8> {
 }
 
 /// Bytes at an address aligned to 64 (a copy), for readers that must hand out in place.
-fn aligned(b: &[u8]) -> crate::file::AlignedBuf {
-    crate::file::AlignedBuf::from_slice(b, 64).unwrap()
+fn aligned(b: &[u8]) -> crate::transport::file::AlignedBuf {
+    crate::transport::file::AlignedBuf::from_slice(b, 64).unwrap()
 }
 
 fn status(file: &[u8], mode: Mode) -> crate::Error {

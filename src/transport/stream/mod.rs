@@ -53,10 +53,10 @@ use crate::bound::BoundTensor;
 use crate::descriptor::{decode, Descriptor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame::{self, Peek};
+use crate::format::wire::Writer as WireWriter;
 use crate::mem::AlignedBuf;
 use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
-use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
 /// Bytes of a frame header.

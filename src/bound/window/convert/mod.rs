@@ -12,11 +12,11 @@
 use super::OutputType;
 use crate::bound::find::owner_name;
 use crate::descriptor::{Descriptor, Node};
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::element::ElementType;
+use crate::format::quant::{Dequant, GlobalScale};
+use crate::format::value;
 use crate::layout::MAX_RANK;
-use crate::quant::{Dequant, GlobalScale};
-use crate::value;
 
 mod fast;
 mod scaled;

@@ -101,13 +101,15 @@ fn check(
                 }
                 OutputType::Float64 => f64::from_le_bytes(ab[at..at + 8].try_into().unwrap()),
                 OutputType::Float16 => {
-                    crate::value::f16_to_f64(u16::from_le_bytes([ab[at], ab[at + 1]]))
+                    crate::format::value::f16_to_f64(u16::from_le_bytes([ab[at], ab[at + 1]]))
                 }
                 _ => continue,
             };
             let want = match ot {
                 OutputType::Float32 => v as f32 as f64,
-                OutputType::Float16 => crate::value::f16_to_f64(crate::value::f64_to_f16(v)),
+                OutputType::Float16 => {
+                    crate::format::value::f16_to_f64(crate::format::value::f64_to_f16(v))
+                }
                 _ => v,
             };
             assert!(

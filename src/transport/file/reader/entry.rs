@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use crate::bound::BoundTensor;
 use crate::descriptor::Descriptor;
-use crate::device::BufferHandle;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
 use crate::mem::{empty_aligned, AlignedBuf};
 use crate::transport::file::entries::Entry;
 use crate::transport::foreign::Container;

@@ -7,12 +7,12 @@ use std::ops::Range;
 
 use crate::descriptor::{decode, Descriptor};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::wire::Writer as WireWriter;
 use crate::transport::check_name_for_writing;
 use crate::transport::file::{
     check_data_alignment, metadata, round_up, walk_layout, MetaValue, DIRECTORY_ENTRY_BYTES,
     ENTRY_TENSOR, FILE_HEADER_BYTES, FILE_MAGIC, FILE_VERSION_MAJOR,
 };
-use crate::wire::Writer as WireWriter;
 use crate::Mode;
 
 use super::overflow;

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bound::OutputType;
-use crate::element::ElementType;
+use crate::format::element::ElementType;
 use crate::transport::foreign::ReadOptions;
 
 /// E2M1 code values (low nibble first in each byte).

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bound::OutputType;
-use crate::element::ElementType;
+use crate::format::element::ElementType;
 use crate::transport::foreign::Container;
 use crate::transport::foreign::{gguf, true_alignment_log2, MetaValue};
 
@@ -167,7 +167,7 @@ fn a_tensor_at_an_odd_offset_is_read_in_place() {
     let mut f2 = by_hand(header, &[1, 2, 3, 4]);
     f2.extend(5i16.to_le_bytes());
     f2.extend((-6i16).to_le_bytes());
-    let mut store = crate::file::AlignedBuf::with_capacity(f2.len() + 1, 64).unwrap();
+    let mut store = crate::transport::file::AlignedBuf::with_capacity(f2.len() + 1, 64).unwrap();
     store.extend_from_slice(&[0]).unwrap();
     store.extend_from_slice(&f2).unwrap();
     let r = FileReader::from_bytes(&store.as_slice()[1..], Mode::Strict).unwrap();
@@ -270,7 +270,7 @@ fn gguf_files_open_through_the_reader() {
         assert_eq!(r.container(), Container::Gguf, "{name}");
         assert_eq!(r.len(), parsed.tensors.len(), "{name}");
         assert_eq!(r.metadata(), &parsed.metadata[..], "{name}");
-        let mut w = crate::file::FileWriter::new(Vec::new()).unwrap();
+        let mut w = crate::transport::file::FileWriter::new(Vec::new()).unwrap();
         w.set_metadata(r.metadata()).unwrap();
         let mut all = Vec::new();
         for (e, t) in r.entries().zip(&parsed.tensors) {

@@ -154,7 +154,7 @@ fn nvfp4_blocks_with_and_without_shuffles() {
 
 fn fp4_blocks_with_and_without_shuffles(block: u32, st: ElementType) {
     use crate::builder::{NodeSpec, TensorBuilder};
-    use crate::quant::{QuantScheme, Quantization};
+    use crate::format::quant::{QuantScheme, Quantization};
     use std::sync::atomic::Ordering;
     let _only = crate::mem::SHUFFLE_TESTS
         .lock()
