@@ -77,19 +77,41 @@ unsafe extern "C" fn legacy_deleter(m: *mut DLManagedTensor) {
     }));
 }
 
-/// Runs a capsule's deleter when the capsule dies unconsumed.
-unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by Python with the GIL held and a live capsule. PyCapsule_IsValid
-    // never fails (no exception is set); a consumer that took the tensor renamed the
-    // capsule, so the name check tells whether the deleter is still ours to call. The
-    // error indicator is saved and restored around the deleter, which may run Python
-    // code (releasing objects) while an exception is pending.
+/// A DLPack managed-tensor struct: what a capsule destructor needs of it.
+trait Managed {
+    /// The producer's deleter.
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+impl Managed for DLManagedTensor {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+/// Runs the deleter of the `T` a capsule named `name` holds, when the capsule dies
+/// unconsumed.
+///
+/// # Safety
+/// Called by Python (through the destructors below) with the GIL held and a live capsule
+/// whose pointer, under `name`, is a `T` this module made.
+unsafe fn destroy_capsule<T: Managed>(capsule: *mut ffi::PyObject, name: &CStr) {
+    // SAFETY: the caller's promise. PyCapsule_IsValid never fails (no exception is set);
+    // a consumer that took the tensor renamed the capsule, so the name check tells whether
+    // the deleter is still ours to call. The error indicator is saved and restored around
+    // the deleter, which may run Python code (releasing objects) while an exception is
+    // pending.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, VERSIONED_NAME.as_ptr()) == 0 {
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 0 {
             return;
         }
-        let m = ffi::PyCapsule_GetPointer(capsule, VERSIONED_NAME.as_ptr())
-            as *mut DLManagedTensorVersioned;
+        let m = ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) as *mut T;
         if m.is_null() {
             return;
         }
@@ -100,7 +122,7 @@ unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
         );
         #[allow(deprecated)]
         ffi::PyErr_Fetch(&mut t, &mut v, &mut tb);
-        if let Some(d) = (*m).deleter {
+        if let Some(d) = (*m).deleter() {
             d(m);
         }
         #[allow(deprecated)]
@@ -108,29 +130,16 @@ unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
     }
 }
 
+/// Runs a versioned capsule's deleter when the capsule dies unconsumed.
+unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: Python calls it with the GIL held on a capsule made by `export`.
+    unsafe { destroy_capsule::<DLManagedTensorVersioned>(capsule, VERSIONED_NAME) }
+}
+
+/// Runs a legacy capsule's deleter when the capsule dies unconsumed.
 unsafe extern "C" fn legacy_capsule_destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in versioned_capsule_destructor, for the legacy name and struct.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, LEGACY_NAME.as_ptr()) == 0 {
-            return;
-        }
-        let m = ffi::PyCapsule_GetPointer(capsule, LEGACY_NAME.as_ptr()) as *mut DLManagedTensor;
-        if m.is_null() {
-            return;
-        }
-        let (mut t, mut v, mut tb) = (
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        #[allow(deprecated)]
-        ffi::PyErr_Fetch(&mut t, &mut v, &mut tb);
-        if let Some(d) = (*m).deleter {
-            d(m);
-        }
-        #[allow(deprecated)]
-        ffi::PyErr_Restore(t, v, tb);
-    }
+    // SAFETY: Python calls it with the GIL held on a capsule made by `export`.
+    unsafe { destroy_capsule::<DLManagedTensor>(capsule, LEGACY_NAME) }
 }
 
 /// What `__dlpack__` was asked for.
