@@ -28,15 +28,7 @@ impl<'a> BoundTensor<'a> {
         let d = self.desc;
         let rank = d.rank();
         let et = d.element_type;
-        if n.checked_mul(rank) != Some(indices.len()) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "{} coordinates for {n} indices of rank {rank}",
-                    indices.len()
-                ),
-            ));
-        }
+        crate::descriptor::check_index_count(indices, n, rank)?;
         if out_type != OutputType::Raw
             && matches!(et, ElementType::Complex64 | ElementType::Complex128)
         {

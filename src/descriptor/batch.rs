@@ -64,15 +64,7 @@ impl Descriptor {
         mut f: impl FnMut(usize, CompactLocation),
     ) -> Result<()> {
         let rank = self.rank();
-        if n.checked_mul(rank) != Some(indices.len()) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "{} coordinates for {n} indices of rank {rank}",
-                    indices.len()
-                ),
-            ));
-        }
+        check_index_count(indices, n, rank)?;
         // A top-level bucket-list level: ask for the bucket groups AHEAD indices ahead
         // and for the lists AHEAD / 2 ahead, so the misses of several queries overlap.
         const AHEAD: usize = 16;
@@ -340,4 +332,18 @@ impl Descriptor {
             },
         }
     }
+}
+
+/// A batch's coordinates: `indices` must hold `n × rank` of them (INVALID_ARGUMENT).
+pub(crate) fn check_index_count(indices: &[u64], n: usize, rank: usize) -> Result<()> {
+    if n.checked_mul(rank) != Some(indices.len()) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{} coordinates for {n} indices of rank {rank}",
+                indices.len()
+            ),
+        ));
+    }
+    Ok(())
 }

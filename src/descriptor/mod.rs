@@ -30,6 +30,7 @@ mod locate;
 mod query;
 mod recordless;
 
+pub(crate) use batch::check_index_count;
 pub use batch::{CompactLocation, LocationKind, NO_REGION};
 #[cfg(any(test, feature = "internals"))]
 pub(crate) use decode::decode_with_records;
