@@ -52,6 +52,15 @@ fn _ggml_types() -> Vec<(&'static str, u32, u32, u32)> {
         .collect()
 }
 
+/// Every element type of the format: (code, name), in code order.
+#[pyfunction]
+fn _element_types() -> Vec<(u8, &'static str)> {
+    tensordesc::ElementType::ALL
+        .iter()
+        .map(|t| (t.code(), t.name()))
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The library's version: the package's `__version__`.
@@ -64,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(_status_codes, m)?)?;
     m.add_function(wrap_pyfunction!(_ggml_types, m)?)?;
+    m.add_function(wrap_pyfunction!(_element_types, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_from_array, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_leaf, m)?)?;
     m.add_function(wrap_pyfunction!(construct::_subpaving, m)?)?;

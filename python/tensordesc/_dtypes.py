@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._native import _element_types
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import ModuleType
@@ -29,30 +31,8 @@ try:  # optional: BFLOAT16, FLOAT8_*, INT4, UINT4, FLOAT4_E2M1FN
 except ImportError:  # pragma: no cover - exercised only where ml_dtypes is absent
     ml_dtypes = None
 
-#: Element type code -> name in the format.
-NAMES = {
-    0x01: "BOOL",
-    0x02: "INT8",
-    0x03: "UINT8",
-    0x04: "INT16",
-    0x05: "UINT16",
-    0x06: "INT32",
-    0x07: "UINT32",
-    0x08: "INT64",
-    0x09: "UINT64",
-    0x0A: "FLOAT16",
-    0x0B: "BFLOAT16",
-    0x0C: "FLOAT32",
-    0x0D: "FLOAT64",
-    0x0E: "COMPLEX64",
-    0x0F: "COMPLEX128",
-    0x10: "FLOAT8_E4M3FN",
-    0x11: "FLOAT8_E5M2",
-    0x12: "FLOAT8_E8M0FNU",
-    0x13: "INT4",
-    0x14: "UINT4",
-    0x15: "FLOAT4_E2M1FN",
-}
+#: Element type code -> name in the format (the library's own table).
+NAMES: dict[int, str] = dict(_element_types())
 CODES = {v: k for k, v in NAMES.items()}
 
 _NUMPY: dict[int, np.dtype[Any]] = {

@@ -202,3 +202,13 @@ def test_tensors_are_shared_between_threads(tmp_path):
 
     with ThreadPoolExecutor(4) as ex:
         assert all(ex.map(work, range(400)))
+
+
+def test_element_types_come_from_the_library_and_each_has_a_numpy_dtype():
+    # The package's table of element types is the library's own: every name the tests
+    # know, each with the numpy dtype a tensor of it reports.
+    assert set(td.ELEMENT_TYPES) == set(DTYPES)
+    for name, dtype in DTYPES.items():
+        t = td.dense(random_array(name, (2, 3)))
+        assert t.element_type == name
+        assert t.dtype == dtype
