@@ -1,0 +1,313 @@
+//! Box queries of a level ([`LevelIndex::query_box`]): grids and scanned levels directly,
+//! levels of arbitrary boxes by walking their partition (rank 2, and the rank-3 sweep over
+//! the corner index) within the cost of a scan, else by the scan itself.
+
+use super::*;
+
+impl LevelIndex {
+    /// Every child region meeting the global box `[lo, hi)` (inside the enclosing box),
+    /// each once and in no particular order, through `f`; returns the number of cells,
+    /// buckets, nodes and list entries examined.
+    pub fn query_box(&self, b: Boxes<'_>, lo: &[u64], hi: &[u64], f: &mut dyn FnMut(u32)) -> u64 {
+        match self {
+            LevelIndex::Grid(g) if g.on_regions() => match (lo.first(), hi.first()) {
+                (Some(&l), Some(&h)) => g.line_box(b, l, h, f),
+                _ => 0,
+            },
+            LevelIndex::Grid(g) => {
+                LevelIndex::grid_box(&g.axes, &g.cuts, &g.cells, g.first, lo, hi, f)
+            }
+            LevelIndex::Scan { first, count } => {
+                for c in b.children(*first, *count) {
+                    if b.meets(c, lo, hi) {
+                        f(c);
+                    }
+                }
+                u64::from(*count)
+            }
+            LevelIndex::Tree(t) => {
+                let (split, buckets) = (&t.split, &t.buckets);
+                // A scan examines every bucket the box covers, or (split tree) up to the
+                // whole structure whatever it reports; a walk costs a few point queries
+                // per region reported. The walk runs first, within the scan's cost:
+                // rank 2 (bucket lists or a split tree) and rank 3 with a split tree.
+                let mut walked = 0;
+                if lo.iter().zip(hi).any(|(l, h)| l >= h) {
+                    return 0;
+                }
+                if b.rank == 3 && buckets.has_lists() {
+                    // The bucket scan first (it finds a box inside one region in its first
+                    // bucket, and skips the inside of a huge region), within
+                    // `P · (⌊log2 n⌋ + 1)`; past that, the sweep, whose cost is bounded on
+                    // any geometry (a scan over buckets is not: boxes covering many
+                    // buckets of a few huge regions).
+                    let budget = buckets.scan_first_budget();
+                    let mut hits = Vec::new();
+                    match buckets.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
+                        Some(Ok(v)) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Some(Err(v)) => walked = v,
+                        None => {}
+                    }
+                    let mut hits = Vec::new();
+                    match self.walk_box_3d(b, t, lo, hi, u64::MAX, &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return walked + v;
+                        }
+                        Err(v) => walked += v,
+                    }
+                }
+                if b.rank == 3 && !buckets.has_lists() {
+                    let mut hits = Vec::new();
+                    match self.walk_box_3d(b, t, lo, hi, split.size(), &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Err(v) => walked = v,
+                    }
+                }
+                if b.rank == 2 {
+                    let budget = buckets.buckets_in(lo, hi).unwrap_or_else(|| split.size());
+                    let mut hits = Vec::new();
+                    match self.walk_box_2d(b, lo, hi, budget, &mut hits) {
+                        Ok(v) => {
+                            hits.into_iter().for_each(f);
+                            return v;
+                        }
+                        Err(v) => walked = v,
+                    }
+                }
+                if !buckets.has_lists() {
+                    // A box inside one region costs one point query (bucket lists find
+                    // that region first, in the bucket of the box's low corner).
+                    let (r, visits) = split.find_counting(b, lo);
+                    walked += visits;
+                    if let Some(r) = r {
+                        if b.holds(r, lo, hi) {
+                            f(r);
+                            return walked;
+                        }
+                    }
+                }
+                walked
+                    + match buckets.query_box(b, lo, hi, f) {
+                        Some(v) => v,
+                        None => split.query_box(b, lo, hi, f),
+                    }
+            }
+        }
+    }
+
+    /// Box query of a rank-2 level by walking its partition, for levels whose index is
+    /// not a grid: the regions meeting `[lo, hi)` are pushed to `hits`, each once, and
+    /// the entries examined returned — or, as `Err`, what was examined when that
+    /// exceeded `budget` (`hits` is then incomplete).
+    ///
+    /// Every region `r` meeting the box has a low corner in it, `c(r) = max(r.lo, lo)`.
+    /// The walk visits points column by column: the left edge `x = lo.x` from `lo.y` up,
+    /// and for every region reported the line just right of it (`x = r.hi.x`, over `r`'s
+    /// rows inside the box). On a line it steps from one region's top to the next
+    /// region (`y = s.hi.y`), so it visits every region crossing that stretch of line at
+    /// its lowest point there. A region is reported where the visited point is its
+    /// `c(r)`: for `c(r).x > lo.x` the point left of `c(r)` lies in a region `s` with
+    /// `s.hi.x = c(r).x` that contains row `c(r).y` and is reported first (its corner is
+    /// further left), so `s`'s line reaches `c(r)`. Each step is one point query; the
+    /// steps of a line are the regions touching one side of one region, and those
+    /// side-by-side pairs in a partition of the plane number at most a few per region:
+    /// the walk makes O(k) point queries for k regions reported, on any geometry.
+    fn walk_box_2d(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        hits: &mut Vec<u32>,
+    ) -> std::result::Result<u64, u64> {
+        let mut visits = 0u64;
+        // Lines still to walk: x and the rows [y0, y1). At most one per region reported.
+        let mut lines = vec![(lo[0], lo[1], hi[1])];
+        while let Some((x, y0, y1)) = lines.pop() {
+            let mut y = y0;
+            while y < y1 {
+                let (r, v) = self.find_counting(b, &[x, y]);
+                visits += v;
+                if visits > budget {
+                    return Err(visits);
+                }
+                let Some(r) = r else { return Err(visits) };
+                let (r_lo, r_hi) = ([b.lo(r, 0), b.lo(r, 1)], [b.hi(r, 0), b.hi(r, 1)]);
+                if !(r_lo[0] <= x && x < r_hi[0] && r_lo[1] <= y && y < r_hi[1]) {
+                    // Not a partition after all: let the scan answer.
+                    return Err(visits);
+                }
+                if r_lo[0].max(lo[0]) == x && r_lo[1].max(lo[1]) == y {
+                    hits.push(r);
+                    if r_hi[0] < hi[0] {
+                        lines.push((r_hi[0], y, r_hi[1].min(hi[1])));
+                    }
+                }
+                y = r_hi[1];
+            }
+        }
+        Ok(visits)
+    }
+
+    /// Box query of a rank-3 split-tree level by sweeping its partition down axis 2: the
+    /// regions meeting `[lo, hi)` are pushed to `hits`, each once, and the entries
+    /// examined returned — or, as `Err`, what was examined when that exceeded `budget` or
+    /// the boxes turned out not to partition the level (`hits` is then incomplete).
+    ///
+    /// Every region `r` meeting the box `Q` has the low corner `c(r) = max(r.lo, lo)` of
+    /// its intersection with `Q` on axes 0 and 1. *Top layer*: the regions meeting `Q` that
+    /// contain the plane `z = hi.z − 1` (axis 2) cut that plane, inside `Q`, into a
+    /// partition of the rectangle `Q.xy`, which the rank-2 walk
+    /// ([`walk_box_2d`](Self::walk_box_2d)) enumerates with at most `4 k_top + 1` point
+    /// queries (at `z = hi.z − 1`). *Below*: a region `r` meeting `Q` with
+    /// `r.hi.z < hi.z` has `lo.z < r.hi.z`, so the point `(c(r), r.hi.z)` lies in `Q`, in a
+    /// region `B` that meets `Q`; `B.lo.z = r.hi.z` exactly (`B` holds no point of `r`), so
+    /// `lo.z < B.lo.z`, and `c(r)` lies in `R = (B ∩ Q).xy`. Call `r` a child of `B`:
+    /// every region meeting `Q` is in the top layer or the child of exactly one region
+    /// (the one holding `(c(r), r.hi.z)`), and conversely every region `r` with
+    /// `r.hi.z = B.lo.z` whose `c(r)` lies in `R` meets `Q` and is `B`'s child. So the
+    /// query reports the top layer, then, for each region `B` reported with
+    /// `lo.z < B.lo.z`, its children — each region once, no set of seen regions.
+    ///
+    /// The children of `B`, `h = B.lo.z`, by where their low corner lies against `R`'s:
+    /// - `r.lo.xy >= R.lo` on both axes: `r.lo.xy` lies in `R`; the regions ending at `h`
+    ///   with their low corner in a rectangle are [`Corners::report`]'s answer, at most
+    ///   `2 · (k_B + 2) · (L + 1) + k_B + 1` nodes and `4 · (⌊log2 n⌋ + 2)` probes for `k_B`
+    ///   of them.
+    /// - `r.lo.x < R.lo.x`: then `c(r).x = R.lo.x = lo.x`, so `r` holds the segment
+    ///   `x = lo.x, z = h − 1` at `y = c(r).y`: a walk of point queries up that segment
+    ///   over `R`'s rows, stepping to the top of each region met, meets it. Every region
+    ///   met there holds a point `(lo.x, y, h − 1)` with `(lo.x, y)` in `R`, so it ends at
+    ///   `h` (the point above is `B`'s) and has `c(r)` in `R` — a child — but for the first
+    ///   when it starts below `R.lo.y > lo.y`: at most `k_B + 1` point queries.
+    /// - `r.lo.y < R.lo.y` and `r.lo.x >= R.lo.x`: likewise along `y = lo.y` (then
+    ///   `R.lo.y = lo.y`) over `R`'s columns, at most `k_B + 1` point queries.
+    ///
+    /// Every region reported is one `B` at most, so over all, for `k` regions reported:
+    /// at most `(4k + 1) + 2k + 2k = 8k + 1` point queries, and per region reported one
+    /// corner report, `O((k_B + 1) · log n)` entries — `O((k + 1) · (P + log n))` entries
+    /// with `P` the point-query bound (`O(log³ n)` for a rank-3 split tree), whatever the
+    /// geometry ([`LevelIndexProbe::box_bound`] states it exactly). The regions the box
+    /// misses cost nothing but through `P`. Memory: the hits, and the regions whose
+    /// children are still to find (at most `k`).
+    fn walk_box_3d(
+        &self,
+        b: Boxes<'_>,
+        t: &TreeLevel,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        hits: &mut Vec<u32>,
+    ) -> std::result::Result<u64, u64> {
+        let mut visits = 0u64;
+        // Regions reported that start above the box's floor: their children are to find.
+        let mut parents: Vec<u32> = Vec::new();
+        let (x0, y0, z0) = (lo[0], lo[1], lo[2]);
+        // The box is not empty (checked by the caller): hi.z >= 1.
+        let top = hi[AZ] - 1;
+        // Top layer: the rank-2 walk in the plane z = top (see walk_box_2d).
+        let mut lines = vec![(x0, y0, hi[1])];
+        while let Some((x, ya, yb)) = lines.pop() {
+            let mut y = ya;
+            while y < yb {
+                let p = [x, y, top];
+                let (r, v) = self.find_counting(b, &p);
+                visits += v;
+                if visits > budget {
+                    return Err(visits);
+                }
+                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
+                    return Err(visits);
+                };
+                if b.lo(r, 0).max(x0) == x && b.lo(r, 1).max(y0) == y {
+                    hits.push(r);
+                    if b.lo(r, AZ) > z0 {
+                        parents.push(r);
+                    }
+                    if b.hi(r, 0) < hi[0] {
+                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
+                    }
+                }
+                y = b.hi(r, 1);
+            }
+        }
+        if parents.is_empty() {
+            return Ok(visits);
+        }
+        let corners = t.corners.0.get_or_init(|| {
+            let ids = if t.buckets.has_lists() {
+                t.buckets.regions()
+            } else {
+                t.split.boxes()
+            };
+            Corners::build(b, ids)
+        });
+        while let Some(p) = parents.pop() {
+            let h = b.lo(p, AZ);
+            // z0 < h: the layer just below `p` lies in the box.
+            let z = h - 1;
+            let rx = [b.lo(p, 0).max(x0), b.hi(p, 0).min(hi[0])];
+            let ry = [b.lo(p, 1).max(y0), b.hi(p, 1).min(hi[1])];
+            let found = |r: u32, hits: &mut Vec<u32>, parents: &mut Vec<u32>| {
+                hits.push(r);
+                if b.lo(r, AZ) > z0 {
+                    parents.push(r);
+                }
+            };
+            let mut inner = Vec::new();
+            visits += corners.report(b, h, rx, ry, &mut |r| inner.push(r));
+            for r in inner {
+                found(r, hits, &mut parents);
+            }
+            // The children starting left of R (R.lo.x = lo.x), then below it (R.lo.y =
+            // lo.y): walks along R's left and bottom edges just below p.
+            for axis in [0usize, 1] {
+                let (along, edge) = if axis == 0 { (1, rx) } else { (0, ry) };
+                if edge[0] != lo[axis] {
+                    continue;
+                }
+                let span = if along == 1 { ry } else { rx };
+                let mut at = span[0];
+                while at < span[1] {
+                    let mut q = [0u64; 3];
+                    q[axis] = edge[0];
+                    q[along] = at;
+                    q[AZ] = z;
+                    let (r, v) = self.find_counting(b, &q);
+                    visits += v;
+                    if visits > budget {
+                        return Err(visits);
+                    }
+                    let Some(r) = r.filter(|&r| b.contains(r, &q) && b.hi(r, AZ) == h) else {
+                        return Err(visits);
+                    };
+                    let starts_before = b.lo(r, axis) < edge[0];
+                    let other = b.lo(r, along);
+                    let report = if axis == 0 {
+                        // Left of R: its corner is in R when it starts in R's rows, or
+                        // when R starts at the box's floor on axis 1.
+                        starts_before && (other >= span[0] || span[0] == lo[1])
+                    } else {
+                        // Below R and not left of it (those were the left edge's).
+                        starts_before && other >= span[0]
+                    };
+                    if report {
+                        found(r, hits, &mut parents);
+                    }
+                    at = b.hi(r, along);
+                }
+            }
+            if visits > budget {
+                return Err(visits);
+            }
+        }
+        Ok(visits)
+    }
+}
