@@ -51,8 +51,8 @@ pub(super) use sparse::{find_compressed, find_coo, find_csf};
 pub(crate) use words::{search_words, U64Array};
 
 use crate::descriptor::{Descriptor, Node};
-use crate::element::ElementType;
 use crate::error::Result;
+use crate::format::element::ElementType;
 
 use crate::layout::{self, dense, ggml, BufferRole, Layout};
 

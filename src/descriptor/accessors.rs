@@ -3,12 +3,12 @@
 
 use super::index::IdGap;
 use super::{BufferInfo, Descriptor, HeldGrid, Node, TileGrid};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::quant::Quantization;
+use crate::format::sections::{ExtensionType, Shard, Statistics};
 use crate::layout::{self, Layout, LayoutRef};
-use crate::quant::Quantization;
-use crate::sections::{ExtensionType, Shard, Statistics};
 
 impl Descriptor {
     /// Minor version: as decoded, or, for a built descriptor, the least its features need

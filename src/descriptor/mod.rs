@@ -5,17 +5,17 @@
 //! views in `region.rs`, and the lookups that depend on how a level is held (records, or
 //! grids held without records) in `records.rs`.
 
-use crate::device::{BufferHandle, HANDLE_BYTES, MIN_ALIGNMENT_LOG2};
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::{BufferHandle, HANDLE_BYTES, MIN_ALIGNMENT_LOG2};
+use crate::format::element::ElementType;
+use crate::format::quant::Quantization;
+use crate::format::sections::{ExtensionType, Shard, Statistics};
+use crate::format::wire::{Reader, Writer};
 use crate::inline::SmallVec;
 use crate::layout::{
     self, check_rank, classify, classify_in, dense, element_count, tag, Arena, BufferRole, Layout,
     LayoutClass, MAX_RANK, MAX_SUBPAVING_DEPTH,
 };
-use crate::quant::Quantization;
-use crate::sections::{ExtensionType, Shard, Statistics};
-use crate::wire::{Reader, Writer};
 use crate::Mode;
 use index::{Boxes, IdGap, LevelIndex, UniformTiles, SCAN_MAX};
 use std::num::NonZeroU32;

@@ -4,7 +4,7 @@
 
 use super::index;
 use super::{Descriptor, HeldGrid, Node, TileGrid, MAX_RANK};
-use crate::device::BufferHandle;
+use crate::format::buffer::BufferHandle;
 use crate::layout::Layout;
 use std::sync::OnceLock;
 

@@ -3,9 +3,9 @@
 
 use super::index::Boxes;
 use super::{region_flags, Descriptor, Node, MAX_RANK};
-use crate::element::ElementType;
+use crate::format::element::ElementType;
+use crate::format::quant::Quantization;
 use crate::layout::{Layout, LayoutRef};
-use crate::quant::Quantization;
 
 /// A view of one region.
 #[derive(Debug, Clone, Copy)]

@@ -2,10 +2,10 @@
 //! the check of a node's layout buffers against its shape.
 
 use super::{classify, dense, ggml, paged, sparse, tag_name, Arena, Layout, LayoutClass};
-use crate::device::BufferHandle;
-use crate::element::ElementType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::buffer::BufferHandle;
 use crate::format::buffer::BufferRole;
+use crate::format::element::ElementType;
 
 impl Layout {
     /// Number of layout (non-quantization) buffers the layout requires; `None` for private

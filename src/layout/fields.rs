@@ -3,7 +3,7 @@
 
 use super::{dense, ggml, paged, rng, sparse, tag, Arena, Layout, MAX_RANK};
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::{Reader, Writer};
+use crate::format::wire::{Reader, Writer};
 
 fn check_permutation(p: &[u8], rank: usize, what: &str) -> Result<()> {
     let mut seen = [false; MAX_RANK];

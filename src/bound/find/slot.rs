@@ -2,8 +2,8 @@
 //! fixed-size copies), an implicit zero, or a computed value's bytes.
 
 use super::{internal, ElementPlace};
-use crate::element::ElementType;
 use crate::error::Result;
+use crate::format::element::ElementType;
 use crate::layout::ggml;
 
 /// Copy `N` bytes at `at` of `src` to `out[..N]`; false when either is out of range.
