@@ -11,7 +11,7 @@
 //!
 //! Both are recognised in one pass over the tiles, without records: a uniform grid
 //! against the cell size of tile 0, a rectilinear one against cut points learnt from the
-//! tiles as they come (`decode/tiles.rs`).
+//! tiles as they come (`decode/tiles/grid.rs`).
 //!
 //! An irregular partition of the tensor into plain tiles (any arrangement of boxes, each
 //! tile's handle the first one's but for its size) is held the same way but for its
