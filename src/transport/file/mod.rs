@@ -118,6 +118,32 @@ pub fn check_data_alignment(alignment: u32) -> Result<()> {
     Ok(())
 }
 
+/// The check both writers make of an opaque entry's descriptor bytes: they decode
+/// (permissively) to exactly `descriptor_length` bytes (`LENGTH_MISMATCH` otherwise), and
+/// the descriptor is not bindable (`INVALID_ARGUMENT`: such a tensor is written with its
+/// buffers, `bindable_hint` says how).
+fn check_opaque_descriptor(name: &str, descriptor: &[u8], bindable_hint: &str) -> Result<()> {
+    let d = crate::descriptor::decode(descriptor, crate::Mode::Permissive)
+        .map_err(|e| e.context(format!("tensor {name:?}")))?;
+    if d.encoded_len() != descriptor.len() as u64 {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "tensor {name:?}: {} descriptor bytes given, descriptor_length is {}",
+                descriptor.len(),
+                d.encoded_len()
+            ),
+        ));
+    }
+    if d.is_bindable() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("tensor {name:?}: the descriptor is not opaque; write it {bindable_hint}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `x` rounded up to a multiple of the power of two `a`; `None` on overflow.
 fn round_up(x: u64, a: u64) -> Option<u64> {
     debug_assert!(a.is_power_of_two());

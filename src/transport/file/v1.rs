@@ -15,7 +15,7 @@ use super::entries::DescriptorMemo;
 use super::table::{NewEntry, Table};
 use super::writer::ZEROS;
 use super::*;
-use crate::descriptor::{decode, Descriptor};
+use crate::descriptor::Descriptor;
 use crate::format::wire::Reader;
 use crate::format::wire::Writer as WireWriter;
 use crate::mem::prefetch;
@@ -595,26 +595,7 @@ impl<W: Write> V1Writer<W> {
     pub fn write_opaque(&mut self, name: &str, descriptor: &[u8], data: &[u8]) -> Result<()> {
         self.check_usable()?;
         let name_len = self.check_new_name(name)?;
-        let d = decode(descriptor, Mode::Permissive)
-            .map_err(|e| e.context(format!("tensor {name:?}")))?;
-        if d.encoded_len() != descriptor.len() as u64 {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "tensor {name:?}: {} descriptor bytes given, descriptor_length is {}",
-                    descriptor.len(),
-                    d.encoded_len()
-                ),
-            ));
-        }
-        if d.is_bindable() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "tensor {name:?}: the descriptor is not opaque; write it with write_tensor"
-                ),
-            ));
-        }
+        check_opaque_descriptor(name, descriptor, "with write_tensor")?;
         let r = self
             .write_record_front(name, name_len, descriptor, data.len() as u64)
             .and_then(|_| self.put(data))

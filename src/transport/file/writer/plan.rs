@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 
-use crate::descriptor::{decode, Descriptor};
+use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::wire::Writer as WireWriter;
 use crate::transport::check_name_for_writing;
@@ -13,7 +13,6 @@ use crate::transport::file::{
     check_data_alignment, metadata, round_up, walk_layout, MetaValue, DIRECTORY_ENTRY_BYTES,
     ENTRY_TENSOR, FILE_HEADER_BYTES, FILE_MAGIC, FILE_VERSION_MAJOR,
 };
-use crate::Mode;
 
 use super::overflow;
 
@@ -170,24 +169,7 @@ impl Plan {
         bindable_hint: &str,
     ) -> Result<()> {
         let name_len = self.check_new_name(name)?;
-        let d = decode(descriptor, Mode::Permissive)
-            .map_err(|e| e.context(format!("tensor {name:?}")))?;
-        if d.encoded_len() != descriptor.len() as u64 {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "tensor {name:?}: {} descriptor bytes given, descriptor_length is {}",
-                    descriptor.len(),
-                    d.encoded_len()
-                ),
-            ));
-        }
-        if d.is_bindable() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("tensor {name:?}: the descriptor is not opaque; write it {bindable_hint}"),
-            ));
-        }
+        super::super::check_opaque_descriptor(name, descriptor, bindable_hint)?;
         let first = self.segments.len();
         self.segments.push(data_length);
         self.push(name, name_len, descriptor, data_length, first, true);
