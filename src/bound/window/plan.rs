@@ -25,8 +25,8 @@ const CHUNK_BYTES: usize = 16 << 10;
 /// A band whose source rows fit in this many bytes (a common level-1 data cache) is read
 /// output row by output row in one chunk: every line it reads stays in the L1 while its
 /// other pieces are needed, so chunking would only cut its rows into more loops (a 512²
-/// window over 16 × 16 FLOAT32 tiles, 33 KiB a band: 0.60–0.64× memcpy in 16 KiB chunks,
-/// 0.68–0.73× in one).
+/// window over 16 × 16 FLOAT32 tiles, 33 KiB a band: 0.58–0.63× memcpy in 16 KiB chunks,
+/// 0.66–0.71× in one; decision 156).
 const L1_BYTES: usize = 48 << 10;
 
 /// One cell of the grid along one axis, as the box meets it.
