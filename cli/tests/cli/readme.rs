@@ -117,11 +117,7 @@ fn readme_rust_example_prints_what_the_readme_says() {
     let (tmp, _) = demo();
     // cargo test builds the package's examples into target/<profile>/examples/, beside
     // target/<profile>/deps/ where this test runs.
-    let test_exe = std::env::current_exe().expect("test executable path");
-    let exe = test_exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
+    let exe = crate::common::profile_dir()
         .join("examples")
         .join(format!("readme{}", std::env::consts::EXE_SUFFIX));
     assert!(exe.exists(), "no example binary at {}", exe.display());
