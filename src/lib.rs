@@ -121,7 +121,9 @@ pub use device::{BufferHandle, DeviceType, MemoryClass};
 pub use element::ElementType;
 pub use error::{Error, ErrorKind, Result};
 pub use file::{FileReader, FileWriter};
-pub use layout::{BufferRole, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBPAVING_DEPTH};
+pub use layout::{
+    BufferRole, LayoutField, LayoutRef, TileLevel, TileOrder, MAX_RANK, MAX_SUBPAVING_DEPTH,
+};
 pub use quant::{GlobalScale, QuantScheme, Quantization};
 pub use sections::{ExtensionType, Shard, Statistics};
 

@@ -5,11 +5,9 @@
 use std::io::{self, Write};
 
 use tensordesc::file::MetaValue;
-use tensordesc::layout::tag_name;
+use tensordesc::layout::{tag_name, tile_order_name, LayoutField};
 use tensordesc::quant::QuantField;
-use tensordesc::{
-    BufferHandle, Descriptor, ErrorKind, GlobalScale, LayoutRef, Quantization, TileOrder,
-};
+use tensordesc::{BufferHandle, Descriptor, ErrorKind, GlobalScale, LayoutRef, Quantization};
 
 use crate::input::{Parsed, TensorRef};
 use crate::text::role_text;
@@ -229,13 +227,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn order_name(o: TileOrder) -> &'static str {
-    match o {
-        TileOrder::RowMajor => "ROW_MAJOR",
-        TileOrder::ColMajor => "COL_MAJOR",
-    }
-}
-
+/// The layout object: its tag, its name and its fields ([`LayoutRef::fields`]), so any
+/// layout the library knows is written the same way.
 fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Result<()> {
     j.begin_object()?;
     j.key("tag")?;
@@ -243,85 +236,40 @@ fn write_layout(j: &mut JsonWriter<'_>, tag: u8, l: &LayoutRef<'_>) -> io::Resul
     j.key("name")?;
     // A tag kept opaque is UNKNOWN even where a later minor version assigned it.
     j.string(l.name())?;
-    let sparse = |j: &mut JsonWriter<'_>, nnz: u64, flags: u8| -> io::Result<()> {
-        j.key("nnz")?;
-        j.u64(nnz)?;
-        j.key("sorted")?;
-        j.bool(flags & tensordesc::layout::sparse_flags::SORTED != 0)?;
-        j.key("unique")?;
-        j.bool(flags & tensordesc::layout::sparse_flags::UNIQUE != 0)
-    };
-    match l {
-        LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
-        LayoutRef::Strided { strides } => {
-            j.key("strides")?;
-            j.i64_array(strides)?;
-        }
-        LayoutRef::Tiled { levels } => {
-            j.key("levels")?;
+    for (name, value) in l.fields() {
+        j.key(name)?;
+        write_layout_field(j, value)?;
+    }
+    j.end_object()
+}
+
+fn write_layout_field(j: &mut JsonWriter<'_>, v: LayoutField<'_>) -> io::Result<()> {
+    match v {
+        LayoutField::U64(v) => j.u64(v),
+        LayoutField::Ints(v) => j.i64_array(v),
+        LayoutField::Axes(v) => j.u64_array(&v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>()),
+        LayoutField::Bool(v) => j.bool(v),
+        LayoutField::Name(v) => j.string(v),
+        LayoutField::Bytes(v) => j.string(&hex(v)),
+        LayoutField::Levels(levels) => {
             j.begin_array()?;
             for lv in levels {
                 j.begin_object()?;
                 j.key("tile_shape")?;
                 j.u64_array(lv.tile_shape)?;
                 j.key("tile_order")?;
-                j.string(order_name(lv.tile_order))?;
+                j.string(tile_order_name(lv.tile_order))?;
                 j.key("inner_tag")?;
                 j.u64(lv.inner_tag as u64)?;
                 j.key("inner")?;
                 j.string(tag_name(lv.inner_tag))?;
                 j.end_object()?;
             }
-            j.end_array()?;
+            j.end_array()
         }
-        LayoutRef::DimOrder { order } => {
-            j.key("dim_order")?;
-            let v: Vec<u64> = order.iter().map(|&x| x as u64).collect();
-            j.u64_array(&v)?;
-        }
-        LayoutRef::Subpaving { region_count } => {
-            j.key("region_count")?;
-            j.u64(*region_count as u64)?;
-        }
-        LayoutRef::Coo { nnz, flags }
-        | LayoutRef::Csr { nnz, flags }
-        | LayoutRef::Csc { nnz, flags } => sparse(j, *nnz, *flags)?,
-        LayoutRef::Csf { nnz, axis_order } => {
-            j.key("nnz")?;
-            j.u64(*nnz)?;
-            j.key("axis_order")?;
-            let v: Vec<u64> = axis_order.iter().map(|&x| x as u64).collect();
-            j.u64_array(&v)?;
-        }
-        LayoutRef::BlockPaged {
-            block_size,
-            pool_count,
-        } => {
-            j.key("block_size")?;
-            j.u64(*block_size)?;
-            j.key("pool_count")?;
-            j.u64(*pool_count as u64)?;
-        }
-        LayoutRef::GgmlBlocks { ggml_type: t } => {
-            j.key("ggml_type")?;
-            j.u64(u64::from(t.number))?;
-            j.key("ggml_type_name")?;
-            j.string(t.name)?;
-            j.key("block_elems")?;
-            j.u64(u64::from(t.block_elems))?;
-            j.key("block_bytes")?;
-            j.u64(u64::from(t.block_bytes))?;
-        }
-        LayoutRef::Extension { data, .. } => {
-            j.key("ext_data_hex")?;
-            j.string(&hex(data))?;
-        }
-        LayoutRef::Unknown { data, .. } => {
-            j.key("opaque_bytes")?;
-            j.u64(data.len() as u64)?;
-        }
+        // A field kind added after this writer: its text.
+        other => j.string(&format!("{other:?}")),
     }
-    j.end_object()
 }
 
 fn write_quant(j: &mut JsonWriter<'_>, q: Option<&Quantization>) -> io::Result<()> {

@@ -5,10 +5,9 @@ use std::io::{self, Write};
 use std::ops::Range;
 
 use tensordesc::file::MetaValue;
-use tensordesc::layout::{sparse_flags, tag_name};
 use tensordesc::{
     BufferHandle, BufferInfo, BufferRole, Descriptor, ElementType, LayoutRef, QuantScheme,
-    Quantization, TileOrder,
+    Quantization,
 };
 
 /// A metadata value as text: strings quoted and escaped (Rust's `{:?}`), arrays in
@@ -116,85 +115,6 @@ pub fn hex_text(bytes: &[u8], max: usize) -> String {
         s.push('…');
     }
     s
-}
-
-fn sparse_flags_text(flags: u8) -> String {
-    let mut v = Vec::new();
-    if flags & sparse_flags::SORTED != 0 {
-        v.push("SORTED");
-    }
-    if flags & sparse_flags::UNIQUE != 0 {
-        v.push("UNIQUE");
-    }
-    if v.is_empty() {
-        "unsorted, may repeat".to_string()
-    } else {
-        v.join("|")
-    }
-}
-
-fn order_name(o: TileOrder) -> &'static str {
-    match o {
-        TileOrder::RowMajor => "row-major",
-        TileOrder::ColMajor => "col-major",
-    }
-}
-
-/// `CSR nnz=16384 SORTED|UNIQUE`, `TILED 64x64 tiles (row-major grid, ROW_MAJOR inside)`.
-pub fn layout_text(l: &LayoutRef<'_>) -> String {
-    match l {
-        LayoutRef::RowMajor => "ROW_MAJOR".to_string(),
-        LayoutRef::ColMajor => "COL_MAJOR".to_string(),
-        LayoutRef::Strided { strides } => {
-            let s: Vec<String> = strides.iter().map(|v| v.to_string()).collect();
-            format!("STRIDED strides=[{}] elements", s.join(", "))
-        }
-        LayoutRef::Tiled { levels } => {
-            let parts: Vec<String> = levels
-                .iter()
-                .map(|lv| {
-                    format!(
-                        "{} tiles ({} grid)",
-                        shape_text(lv.tile_shape),
-                        order_name(lv.tile_order)
-                    )
-                })
-                .collect();
-            let inner = levels
-                .last()
-                .map(|lv| tag_name(lv.inner_tag))
-                .unwrap_or("?");
-            format!("TILED {}, {inner} inside", parts.join(" of "))
-        }
-        LayoutRef::DimOrder { order } => {
-            let s: Vec<String> = order.iter().map(|v| v.to_string()).collect();
-            format!("DIM_ORDER order=[{}] (outermost first)", s.join(", "))
-        }
-        LayoutRef::Subpaving { region_count } => format!("SUBPAVING of {region_count} regions"),
-        LayoutRef::Coo { nnz, flags } => format!("COO nnz={nnz} {}", sparse_flags_text(*flags)),
-        LayoutRef::Csr { nnz, flags } => format!("CSR nnz={nnz} {}", sparse_flags_text(*flags)),
-        LayoutRef::Csc { nnz, flags } => format!("CSC nnz={nnz} {}", sparse_flags_text(*flags)),
-        LayoutRef::Csf { nnz, axis_order } => {
-            let s: Vec<String> = axis_order.iter().map(|v| v.to_string()).collect();
-            format!("CSF nnz={nnz} axis_order=[{}]", s.join(", "))
-        }
-        LayoutRef::BlockPaged {
-            block_size,
-            pool_count,
-        } => format!("BLOCK_PAGED block_size={block_size} pools={pool_count}"),
-        LayoutRef::GgmlBlocks { ggml_type: t } => format!(
-            "GGML_BLOCKS {} (ggml type {}: blocks of {} values in {} bytes)",
-            t.name, t.number, t.block_elems, t.block_bytes
-        ),
-        LayoutRef::Splat => "SPLAT (one fill value)".to_string(),
-        LayoutRef::Extension { tag, data } => {
-            format!("EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())
-        }
-        LayoutRef::Unknown { tag, data } => format!(
-            "UNKNOWN 0x{tag:02X} (kept opaque: {} bytes, not bindable)",
-            data.len()
-        ),
-    }
 }
 
 /// The quantization scheme's name.
@@ -343,7 +263,7 @@ pub fn write_descriptor_tree(
 /// The `layout` line and those of the sections `d` has: quantization, shard, statistics,
 /// extension type.
 fn write_sections(out: &mut dyn Write, d: &Descriptor, ind: &str) -> io::Result<()> {
-    write!(out, "{ind}layout: {}", layout_text(&d.layout()))?;
+    write!(out, "{ind}layout: {}", d.layout())?;
     if d.byte_offset() != 0 {
         write!(out, ", byte_offset {}", d.byte_offset())?;
     }
@@ -405,7 +325,7 @@ fn write_region_tree(
         let mut line = format!(
             "{ind}{stem}{branch}region {i} {} {}",
             box_text(r.global_origin(), r.shape()),
-            layout_text(&r.layout())
+            r.layout()
         );
         if let Some(t) = r.own_element_type() {
             line.push_str(&format!(", stores {t}"));

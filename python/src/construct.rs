@@ -469,6 +469,16 @@ fn node_spec_of(d: &Descriptor, region: Option<u32>, children: &[Vec<u32>]) -> R
                 format!("{}: an opaque node cannot be rebuilt", n.what()),
             ))
         }
+        other => {
+            return Err(Error::new(
+                ErrorKind::NotBindable,
+                format!(
+                    "{}: {} regions cannot be placed into a new subpaving by this package",
+                    n.what(),
+                    other.name()
+                ),
+            ))
+        }
     };
     let mut spec = spec.with_buffers(handles).with_byte_offset(n.byte_offset);
     if let Some(q) = n.quant {

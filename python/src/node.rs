@@ -126,7 +126,13 @@ pub fn layout_summary(l: &LayoutRef<'_>) -> String {
             pool_count,
         } => format!("BLOCK_PAGED block_size={block_size} pools={pool_count}"),
         LayoutRef::GgmlBlocks { ggml_type } => format!("GGML_BLOCKS {}", ggml_type.name),
-        other => layout_name(other),
+        LayoutRef::RowMajor
+        | LayoutRef::ColMajor
+        | LayoutRef::Splat
+        | LayoutRef::Extension { .. }
+        | LayoutRef::Unknown { .. } => layout_name(l),
+        // A layout added to the library since: its own one-line text.
+        other => other.to_string(),
     }
 }
 
@@ -266,6 +272,12 @@ pub fn dense_plan(d: &Descriptor, region: Option<u32>) -> Result<DensePlan> {
             return Err(not_strided(
                 &what,
                 format!("layout 0x{tag:02X} is unknown (kept opaque)"),
+            ))
+        }
+        other => {
+            return Err(not_strided(
+                &what,
+                format!("{} is not a strided layout (read() or t[...] gives the values)", other.name()),
             ))
         }
     };

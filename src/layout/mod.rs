@@ -12,6 +12,7 @@
 
 mod buffers;
 pub(crate) mod dense;
+mod describe;
 mod fields;
 pub mod ggml;
 pub(crate) mod paged;
@@ -23,6 +24,7 @@ pub(crate) use crate::format::buffer::expect_size;
 pub use crate::format::buffer::BufferRole;
 pub(crate) use crate::format::{add, element_count, exact_product, mul};
 pub(crate) use buffers::{check_buffers, layout_buffer_role, size_overflow_is};
+pub use describe::{tile_order_name, LayoutField};
 pub(crate) use fields::{check_fields, read_fields, write_fields};
 pub(crate) use table::check_rank;
 pub use table::{
@@ -170,7 +172,12 @@ pub struct TileLevel<'a> {
 }
 
 /// A borrowed view of a node's layout and its layout-specific fields.
+///
+/// Non-exhaustive: the format assigns new layout tags in minor versions, and a dependent
+/// that prints or exports a layout it does not know uses [`LayoutRef::fields`] and
+/// `Display` (the one-line text), which every layout implements.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum LayoutRef<'a> {
     /// Row-major.
     RowMajor,

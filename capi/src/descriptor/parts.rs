@@ -62,11 +62,10 @@ pub unsafe extern "C" fn tdesc_descriptor_layout_info(
             data_len: 0,
         };
         match layout {
-            // GGML_BLOCKS: its ggml_type through tdesc_descriptor_ggml_type.
-            LayoutRef::RowMajor
-            | LayoutRef::ColMajor
-            | LayoutRef::Splat
-            | LayoutRef::GgmlBlocks { .. } => {}
+            // GGML_BLOCKS: its ggml_type through tdesc_descriptor_ggml_type. A layout whose
+            // fields the struct has no place for leaves them zero: its own accessors tell
+            // them.
+            LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
             LayoutRef::Strided { strides } => v.strides = strides.as_ptr(),
             LayoutRef::Tiled { levels } => v.tile_levels = levels.len() as u8,
             LayoutRef::DimOrder { order } => v.axis_order = order.as_ptr(),
@@ -92,6 +91,7 @@ pub unsafe extern "C" fn tdesc_descriptor_layout_info(
                 v.data = data.as_ptr();
                 v.data_len = data.len();
             }
+            _ => {}
         }
         // SAFETY: `out` checked non-null and aligned; writable is the caller's promise.
         unsafe { out.write(v) };

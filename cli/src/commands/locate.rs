@@ -237,7 +237,7 @@ fn write_node<'d>(
             .collect();
         writeln!(out, "region path: {}", parts.join(" > "))?;
     }
-    writeln!(out, "layout: {}", text::layout_text(&node_layout))?;
+    writeln!(out, "layout: {node_layout}")?;
     if let Some(q) = quant {
         writeln!(out, "quantization: {}", text::quant_text(q))?;
     }

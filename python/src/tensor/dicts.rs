@@ -3,10 +3,11 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use tensordesc::layout::{tile_order_name, LayoutField};
 use tensordesc::quant::QuantField;
 use tensordesc::{
     ElementType, Error, ErrorKind, GlobalScale, LayoutRef, Location, QuantScheme, Quantization,
-    TileOrder,
+    TileLevel,
 };
 
 use super::desc;
@@ -31,27 +32,7 @@ pub(super) fn layout_params<'py>(
     match l {
         LayoutRef::Strided { strides } => p.set_item("strides", strides.to_vec())?,
         LayoutRef::DimOrder { order } => p.set_item("order", order.to_vec())?,
-        LayoutRef::Tiled { levels } => {
-            let lv = PyList::empty(py);
-            for l in levels {
-                let d = PyDict::new(py);
-                d.set_item("tile_shape", l.tile_shape.to_vec())?;
-                d.set_item(
-                    "tile_order",
-                    match l.tile_order {
-                        TileOrder::RowMajor => "ROW_MAJOR",
-                        TileOrder::ColMajor => "COL_MAJOR",
-                    },
-                )?;
-                d.set_item(
-                    "inner",
-                    // ROW_MAJOR, COL_MAJOR or TILED (checked when decoded).
-                    tensordesc::layout::tag_name(l.inner_tag),
-                )?;
-                lv.append(d)?;
-            }
-            p.set_item("levels", lv)?;
-        }
+        LayoutRef::Tiled { levels } => p.set_item("levels", tile_levels(py, levels)?)?,
         LayoutRef::Subpaving { region_count } => p.set_item("region_count", region_count)?,
         LayoutRef::Coo { nnz, flags: f }
         | LayoutRef::Csr { nnz, flags: f }
@@ -81,8 +62,43 @@ pub(super) fn layout_params<'py>(
             p.set_item("data", PyBytes::new(py, data))?;
         }
         LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => {}
+        // A layout added to the library since: its fields as the library names them.
+        other => {
+            for (name, value) in other.fields() {
+                p.set_item(name, layout_field(py, value)?)?;
+            }
+        }
     }
     Ok(p)
+}
+
+/// A layout field as a Python value: ints, lists of ints, a bool, a str, bytes, and TILED
+/// levels as the dicts `layout_params` gives.
+fn layout_field<'py>(py: Python<'py>, v: LayoutField<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        LayoutField::U64(v) => v.into_pyobject(py)?.into_any(),
+        LayoutField::Ints(v) => v.to_vec().into_pyobject(py)?.into_any(),
+        LayoutField::Axes(v) => v.to_vec().into_pyobject(py)?.into_any(),
+        LayoutField::Bool(v) => v.into_pyobject(py)?.to_owned().into_any(),
+        LayoutField::Name(v) => v.into_pyobject(py)?.into_any(),
+        LayoutField::Bytes(v) => PyBytes::new(py, v).into_any(),
+        LayoutField::Levels(levels) => tile_levels(py, levels)?.into_any(),
+        other => format!("{other:?}").into_pyobject(py)?.into_any(),
+    })
+}
+
+/// TILED levels as a list of dicts: `tile_shape`, `tile_order`, `inner`.
+fn tile_levels<'py>(py: Python<'py>, levels: &[TileLevel<'_>]) -> PyResult<Bound<'py, PyList>> {
+    let lv = PyList::empty(py);
+    for l in levels {
+        let d = PyDict::new(py);
+        d.set_item("tile_shape", l.tile_shape.to_vec())?;
+        d.set_item("tile_order", tile_order_name(l.tile_order))?;
+        // ROW_MAJOR, COL_MAJOR or TILED (checked when decoded).
+        d.set_item("inner", tensordesc::layout::tag_name(l.inner_tag))?;
+        lv.append(d)?;
+    }
+    Ok(lv)
 }
 
 fn type_name(t: ElementType) -> String {
