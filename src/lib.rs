@@ -62,12 +62,12 @@ pub mod bench_support {
     /// Whether the tensor's level is plain tiles listed with their boxes and held
     /// without records (an irregular partition of the tensor into plain tiles).
     pub fn listed_tiles(d: &crate::Descriptor) -> bool {
-        d.tiles.as_ref().is_some_and(|t| t.listed)
+        d.regions.tiles.as_ref().is_some_and(|t| t.listed)
     }
 
     /// Number of nested levels held as tile grids without records.
     pub fn held_grids(d: &crate::Descriptor) -> usize {
-        d.held.len()
+        d.regions.held.len()
     }
 }
 

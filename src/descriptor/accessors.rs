@@ -1,8 +1,7 @@
 //! The descriptor's accessors: header fields, the version rule, element types, the
 //! top-level layout and sections, effective buffers and their roles, and heap size.
 
-use super::index::IdGap;
-use super::{BufferInfo, Descriptor, HeldGrid, Node, TileGrid};
+use super::{BufferInfo, Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
@@ -31,10 +30,8 @@ impl Descriptor {
     /// raised to at least `floor` (as transports store it).
     pub(crate) fn required_minor_at(&self, floor: u8) -> u8 {
         let handles = self
-            .record_buffers
-            .iter()
-            .chain(self.tiles.iter().map(|t| &t.template))
-            .chain(self.held.iter().map(|h| &h.grid.template))
+            .regions
+            .handle_templates()
             .map(|h| {
                 h.with_alignment(h.alignment_log2.max(floor))
                     .required_minor()
@@ -49,7 +46,7 @@ impl Descriptor {
             .unwrap_or(0);
         // Grids held without records hold plain tiles only, a tag of 1.0.
         let layouts = std::iter::once(&self.root)
-            .chain(&self.records)
+            .chain(&self.regions.records)
             .filter_map(|n| match n.layout {
                 Layout::Unknown { .. } => None,
                 l => layout::layout_info(l.tag()).map(|i| i.minor),
@@ -188,42 +185,29 @@ impl Descriptor {
     /// The effective buffer list, each handle computed in O(1) (nothing is
     /// materialized, unlike [`effective_buffers`](Self::effective_buffers)).
     pub fn effective_buffer_iter(&self) -> impl ExactSizeIterator<Item = BufferHandle> + '_ {
-        (0..self.effective_buffer_count()).map(move |k| match &self.tiles {
-            Some(t) => t.template.with_size(t.sizes[k]),
-            None => self.buffer_at(k),
-        })
+        (0..self.effective_buffer_count()).map(move |k| self.regions.buffer_in_range(k))
     }
     /// Number of effective buffers.
     #[inline]
     pub fn effective_buffer_count(&self) -> usize {
-        match &self.tiles {
-            Some(t) => t.len(),
-            None => self.record_buffers.len() + self.held_count(),
-        }
+        self.regions.buffer_count()
     }
     /// Effective buffer `i`, or `None` when out of range (O(1)).
     #[inline]
     pub fn effective_buffer(&self, i: usize) -> Option<BufferHandle> {
-        match &self.tiles {
-            Some(t) => t.handle(i),
-            None if self.held.is_empty() => self.record_buffers.get(i).copied(),
-            None => (i < self.effective_buffer_count()).then(|| self.buffer_at(i)),
-        }
+        self.regions.buffer(i)
     }
     /// Number of regions over all levels (0 for a non-subpaving tensor).
     #[inline]
     pub fn region_count(&self) -> usize {
-        match &self.tiles {
-            Some(t) => t.len(),
-            None => self.records.len() + self.held_count(),
-        }
+        self.regions.len()
     }
 
     /// Role, level and owner of effective buffer `i`.
     pub fn buffer_info(&self, i: usize) -> Option<BufferInfo> {
         let handle = self.effective_buffer(i)?;
         let i = i as u32;
-        let region = self.owner_of_buffer(i);
+        let region = self.regions.owner_of_buffer(i);
         let node = match region {
             Some(r) => self.node(r),
             None => self.root,
@@ -258,13 +242,7 @@ impl Descriptor {
     /// Heap bytes held by the decoded form, index included.
     pub fn heap_bytes(&self) -> usize {
         self.shape.heap_bytes()
-            + self.records.capacity() * std::mem::size_of::<Node>()
-            + self.record_coords.capacity() * 8
-            + self.record_buffers.heap_bytes()
-            + self
-                .tiles
-                .as_ref()
-                .map_or(0, |t| std::mem::size_of::<TileGrid>() + t.heap_bytes())
+            + self.regions.heap_bytes()
             + self.quants.capacity() * std::mem::size_of::<Quantization>()
             + self.region_types.capacity() * std::mem::size_of::<(u32, ElementType)>()
             + self.arena.words.capacity() * 8
@@ -272,9 +250,5 @@ impl Descriptor {
             + self.arena.small.capacity()
             + self.trailing.capacity()
             + self.indexes.iter().map(|i| i.heap_bytes()).sum::<usize>()
-            + self.held.capacity() * std::mem::size_of::<HeldGrid>()
-            + self.held.iter().map(|g| g.grid.heap_bytes()).sum::<usize>()
-            + self.gaps.capacity() * std::mem::size_of::<IdGap>()
-            + self.merged.heap_bytes()
     }
 }

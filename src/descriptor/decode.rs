@@ -287,16 +287,15 @@ impl Decoder {
                 extension_type: None,
                 trailing: Vec::new(),
                 encoded_len: dlen,
-                records: std::mem::take(&mut storage.regions),
-                record_coords: std::mem::take(&mut storage.coords),
-                record_buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
+                regions: Regions {
+                    records: std::mem::take(&mut storage.regions),
+                    record_coords: std::mem::take(&mut storage.coords),
+                    record_buffers: SmallVec::Heap(std::mem::take(&mut storage.buffers)),
+                    ..Regions::default()
+                },
                 quants: std::mem::take(&mut storage.quants),
                 region_types: Vec::new(),
                 arena: std::mem::take(&mut storage.arena),
-                tiles: None,
-                held: Vec::new(),
-                gaps: Vec::new(),
-                merged: Merged::default(),
                 indexes: Vec::new(),
                 opaque_parts: 0,
             },
@@ -306,7 +305,7 @@ impl Decoder {
         match done {
             Ok(()) => {
                 if !reuse {
-                    dec.d.record_buffers.shrink_to_fit();
+                    dec.d.regions.record_buffers.shrink_to_fit();
                 }
                 storage.keep_sizes(dec.sizes);
                 Ok(dec.d)
@@ -424,7 +423,7 @@ impl Decoder {
             return None;
         }
         let first_buffer = first_buffer as u32;
-        self.d.record_buffers.push(h);
+        self.d.regions.record_buffers.push(h);
         Some(Node {
             layout,
             byte_offset,

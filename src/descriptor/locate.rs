@@ -141,12 +141,7 @@ impl Descriptor {
     /// grid index, which reads none, so its empty record coordinates serve).
     #[inline]
     pub(crate) fn index_boxes(&self) -> Boxes<'_> {
-        Boxes {
-            coords: &self.record_coords,
-            rank: self.rank(),
-            gaps: &self.gaps,
-            nodes: &self.records,
-        }
+        self.regions.boxes(self.rank())
     }
 
     /// Where element `index` lives: a dense location, or what to look up for sparse,

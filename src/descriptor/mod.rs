@@ -17,7 +17,7 @@ use crate::layout::{
     LayoutClass, MAX_RANK, MAX_SUBPAVING_DEPTH,
 };
 use crate::Mode;
-use index::{Boxes, IdGap, LevelIndex, UniformTiles, SCAN_MAX};
+use index::{Boxes, LevelIndex, UniformTiles, SCAN_MAX};
 use std::num::NonZeroU32;
 
 use crate::format::frame::{self, FrameHeader, Peek};
@@ -43,7 +43,7 @@ pub(crate) use decode::decode_with_records;
 pub use decode::{decode, DecodeCache};
 pub use query::{RegionHit, RegionInBox};
 pub(crate) use recordless::{HeldGrid, TileGrid};
-pub(crate) use records::Merged;
+pub(crate) use records::Regions;
 pub use region::RegionView;
 
 /// A position in one of the descriptor's tables (a region or a quantization), stored
@@ -131,28 +131,8 @@ pub struct Descriptor {
     /// Opaque bytes of a newer minor version, or of an unknown top-level layout.
     pub(crate) trailing: Vec<u8>,
     pub(crate) encoded_len: u64,
-    /// Region records (empty when `tiles` holds the regions): read them through
-    /// [`Descriptor::nodes`] or [`Descriptor::node`].
-    pub(crate) records: Vec<Node>,
-    /// Region coordinates of `records` (see [`Descriptor::coords`]).
-    pub(crate) record_coords: Vec<u64>,
-    /// The effective buffer list of `records`; inline up to 3 handles (see
-    /// [`Descriptor::handles`]).
-    pub(crate) record_buffers: SmallVec<BufferHandle, 3>,
-    /// A top-level level of plain tiles held without records: a grid (then `records`,
-    /// `record_coords` and `record_buffers` are empty) or listed tiles (an irregular
-    /// partition: `record_coords` holds their boxes, `records` and `record_buffers` are
-    /// empty).
-    pub(crate) tiles: Option<Box<TileGrid>>,
-    /// Nested levels of plain tiles held without records, by first region id (their
-    /// regions and buffers are absent from `records`, `record_coords` and
-    /// `record_buffers`, which skip them: see [`HeldGrid`]).
-    pub(crate) held: Vec<HeldGrid>,
-    /// The id gaps the held grids leave in `records` (one per held grid).
-    pub(crate) gaps: Vec<IdGap>,
-    /// Every region's record, coordinates and buffer, each materialized on first use of
-    /// its slice accessor when grids are held without records (`tiles` or `held`).
-    pub(crate) merged: Merged,
+    /// The regions below the top level, however each level is held (`records.rs`).
+    pub(crate) regions: Regions,
     pub(crate) quants: Vec<Quantization>,
     /// The regions that carry their own element type (1.1), by ascending region id; empty
     /// for most descriptors, and then every node stores `element_type`.

@@ -24,12 +24,12 @@ pub(crate) struct Storage {
 impl Storage {
     /// Take `d`'s vectors (cleared, capacity kept) where they hold more than `self`'s.
     pub(crate) fn recycle(&mut self, d: Descriptor) {
-        if let Some(t) = d.tiles {
+        if let Some(t) = d.regions.tiles {
             self.keep_sizes(t.into_sizes());
         }
-        keep(&mut self.regions, d.records);
-        keep(&mut self.coords, d.record_coords);
-        if let SmallVec::Heap(v) = d.record_buffers {
+        keep(&mut self.regions, d.regions.records);
+        keep(&mut self.coords, d.regions.record_coords);
+        if let SmallVec::Heap(v) = d.regions.record_buffers {
             keep(&mut self.buffers, v);
         }
         keep(&mut self.quants, d.quants);

@@ -89,7 +89,7 @@ impl Decoder {
         let rank = self.rank;
         let parent_idx = idx(parent);
         let id = self.next_id() as u32;
-        let slot = self.d.records.len();
+        let slot = self.d.regions.records.len();
         let pat = r.pos();
         let ctx = |e: Error| {
             e.context(format!("region {id} (level {level}, child {k})"))
@@ -110,10 +110,16 @@ impl Decoder {
         } else {
             class
         };
-        self.d.record_coords.extend_from_slice(&global[..rank]);
-        self.d.record_coords.extend_from_slice(&rshape[..rank]);
+        self.d
+            .regions
+            .record_coords
+            .extend_from_slice(&global[..rank]);
+        self.d
+            .regions
+            .record_coords
+            .extend_from_slice(&rshape[..rank]);
         let first_buffer = self.next_buffer() as u32;
-        self.d.records.push(Node {
+        self.d.regions.records.push(Node {
             layout: Layout::RowMajor,
             byte_offset: 0,
             first_buffer,
@@ -125,7 +131,7 @@ impl Decoder {
             self.d.region_types.push((id, t));
         }
         if !*buffers_reserved && class != LayoutClass::Unknown {
-            self.d.record_buffers.reserve((count - k) as usize);
+            self.d.regions.record_buffers.reserve((count - k) as usize);
             *buffers_reserved = true;
         }
         let node = if class == LayoutClass::Unknown {
@@ -169,7 +175,7 @@ impl Decoder {
             body.expect_end("region body").map_err(ctx)?;
             node
         };
-        self.d.records[slot] = node;
+        self.d.regions.records[slot] = node;
         Ok((id, node))
     }
 
@@ -190,8 +196,8 @@ impl Decoder {
         // without records when every tile's buffer is on the first one's device.
         if self.fast_paths
             && level == 1
-            && self.d.records.is_empty()
-            && self.d.record_buffers.is_empty()
+            && self.d.regions.records.is_empty()
+            && self.d.regions.record_buffers.is_empty()
         {
             if let Some(layout) = self.recordless_level(r, extent, count) {
                 return Ok(layout);
@@ -214,7 +220,7 @@ impl Decoder {
             }
         }
         if listable {
-            reserve_bounded(&mut self.d.records, regions, self.max_regions);
+            reserve_bounded(&mut self.d.regions.records, regions, self.max_regions);
         }
         self.records_level(r, extent, base, count, at, level, parent)
     }
@@ -268,18 +274,18 @@ impl Decoder {
             && level == 1
             && regions == count as usize
             && count > SCAN_MAX
-            && self.d.records.is_empty()
-            && self.d.record_buffers.is_empty()
-            && self.d.held.is_empty();
+            && self.d.regions.records.is_empty()
+            && self.d.regions.record_buffers.is_empty()
+            && self.d.regions.held.is_empty();
         if !listable {
-            reserve_bounded(&mut self.d.records, regions, self.max_regions);
+            reserve_bounded(&mut self.d.regions.records, regions, self.max_regions);
         }
         reserve_bounded(
-            &mut self.d.record_coords,
+            &mut self.d.regions.record_coords,
             regions * 2 * rank,
             self.max_regions * 2 * rank,
         );
-        self.d.record_buffers.reserve(leaves);
+        self.d.regions.record_buffers.reserve(leaves);
         (regions, listable)
     }
 
@@ -335,10 +341,10 @@ impl Decoder {
         }
         let end = self.next_id() as u32;
         let boxes = Boxes {
-            coords: &self.d.record_coords,
+            coords: &self.d.regions.record_coords,
             rank: self.rank,
-            gaps: &self.d.gaps,
-            nodes: &self.d.records,
+            gaps: &self.d.regions.gaps,
+            nodes: &self.d.regions.records,
         };
         let wire_bytes = r.pos() - at;
         let mut index = LevelIndex::build(boxes, base, extent, children, wire_bytes)

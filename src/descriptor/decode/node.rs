@@ -122,7 +122,7 @@ impl Decoder {
                     "more than 2^32 - 1 effective buffers",
                 ));
             }
-            self.d.record_buffers.push(h);
+            self.d.regions.record_buffers.push(h);
         }
         Ok((count, count_at))
     }
@@ -200,8 +200,8 @@ impl Decoder {
             }
         };
         // The handles just appended (their slots: held grids are not in the list).
-        let end = self.d.record_buffers.len();
-        let bufs = &self.d.record_buffers[end - count..end];
+        let end = self.d.regions.record_buffers.len();
+        let bufs = &self.d.regions.record_buffers[end - count..end];
         layout::check_buffers(
             layout,
             &self.d.arena,

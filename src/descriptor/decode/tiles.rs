@@ -143,9 +143,9 @@ impl Decoder {
         }
         let start = r.clone();
         let marks = (
-            self.d.records.len(),
-            self.d.record_coords.len(),
-            self.d.record_buffers.len(),
+            self.d.regions.records.len(),
+            self.d.regions.record_coords.len(),
+            self.d.regions.record_buffers.len(),
         );
         // The level's first region id and buffer number.
         let (first, first_buffer) = (self.next_id() as u32, self.next_buffer() as u32);
@@ -168,10 +168,10 @@ impl Decoder {
         // What is left to find is what the level index finds, exactly as on the general
         // path.
         let boxes = Boxes {
-            coords: &self.d.record_coords,
+            coords: &self.d.regions.record_coords,
             rank,
-            gaps: &self.d.gaps,
-            nodes: &self.d.records,
+            gaps: &self.d.regions.gaps,
+            nodes: &self.d.regions.records,
         };
         let built = LevelIndex::build(boxes, base, extent, children, r.pos() - at);
         Some(match built {
@@ -215,14 +215,14 @@ impl Decoder {
         let (layout, grid) = self
             .grid_without_records(r, extent, base, count, Some(parent), Vec::new())
             .ok()?;
-        self.d.held.push(HeldGrid {
+        self.d.regions.held.push(HeldGrid {
             first,
             first_buffer,
             before,
             parent,
             grid,
         });
-        self.d.gaps.push(IdGap {
+        self.d.regions.gaps.push(IdGap {
             end: first + count,
             shift: before + count,
         });
@@ -295,9 +295,9 @@ impl Decoder {
 
     /// Drop the regions, coordinates and handles appended after `marks` (their lengths).
     fn undo_to(&mut self, marks: (usize, usize, usize)) {
-        self.d.records.truncate(marks.0);
-        self.d.record_coords.truncate(marks.1);
-        self.d.record_buffers.truncate(marks.2);
+        self.d.regions.records.truncate(marks.0);
+        self.d.regions.record_coords.truncate(marks.1);
+        self.d.regions.record_buffers.truncate(marks.2);
     }
 
     /// The top-level tile grid held without records ([`TileGrid`]), through
@@ -317,7 +317,7 @@ impl Decoder {
         let sizes = std::mem::take(&mut self.sizes);
         match self.grid_without_records(r, extent, &zero[..self.rank], count, None, sizes) {
             Ok((layout, grid)) => {
-                self.d.tiles = Some(Box::new(grid));
+                self.d.regions.tiles = Some(Box::new(grid));
                 Some(layout)
             }
             Err(sizes) => {

@@ -169,12 +169,12 @@ impl Decoder {
         if RECORDLESS {
             crate::mem::reserve_exact_populated(sizes, count as usize);
         } else {
-            crate::mem::reserve_exact_populated(&mut self.d.records, count as usize);
+            crate::mem::reserve_exact_populated(&mut self.d.regions.records, count as usize);
             crate::mem::reserve_exact_populated(
-                &mut self.d.record_coords,
+                &mut self.d.regions.record_coords,
                 count as usize * 2 * rank,
             );
-            self.d.record_buffers.reserve(count as usize);
+            self.d.regions.record_buffers.reserve(count as usize);
         }
         let mut cell = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
@@ -231,10 +231,16 @@ impl Decoder {
                 sizes.push(size_bytes);
             } else {
                 for a in 0..rank {
-                    self.d.record_coords.push(base[a] + cell[a] * step[a]);
+                    self.d
+                        .regions
+                        .record_coords
+                        .push(base[a] + cell[a] * step[a]);
                 }
-                self.d.record_coords.extend_from_slice(&shape[..rank]);
-                self.d.records.push(Node {
+                self.d
+                    .regions
+                    .record_coords
+                    .extend_from_slice(&shape[..rank]);
+                self.d.regions.records.push(Node {
                     layout,
                     byte_offset: 0,
                     first_buffer: first_buffer + k,
@@ -242,7 +248,7 @@ impl Decoder {
                     quant: None,
                     parent,
                 });
-                self.d.record_buffers.push(h);
+                self.d.regions.record_buffers.push(h);
             }
             // The next cell in row-major order.
             for a in (0..rank).rev() {

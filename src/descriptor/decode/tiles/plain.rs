@@ -76,7 +76,7 @@ impl Decoder {
             TileGrid::listed(layout, first_handle, sizes)
         });
         if listed.is_none() {
-            self.d.record_buffers.reserve(count as usize);
+            self.d.regions.record_buffers.reserve(count as usize);
         }
         let mut children = Vec::with_capacity(count as usize);
         let mut all_plain = true;
@@ -113,12 +113,19 @@ impl Decoder {
                 let need = self
                     .et
                     .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
-                (h.size_bytes >= need && self.d.record_buffers.len() + held < u32::MAX as usize)
+                (h.size_bytes >= need
+                    && self.d.regions.record_buffers.len() + held < u32::MAX as usize)
                     .then_some(h)
             });
             if let (Some(tiles), Some(h)) = (&mut listed, tile) {
                 if h == tiles.template.with_size(h.size_bytes) {
-                    push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
+                    push_box(
+                        &mut self.d.regions.record_coords,
+                        base,
+                        &origin,
+                        &shape,
+                        rank,
+                    );
                     children.push(tiles.len() as u32);
                     tiles.sizes.push(h.size_bytes);
                     continue;
@@ -153,21 +160,27 @@ impl Decoder {
             };
             // Appended in place (`push_box` is inlined; a shared out-of-line helper cost
             // the grid pass 26-47 more instructions per tile).
-            let id = (self.d.records.len() + held) as u32;
-            push_box(&mut self.d.record_coords, base, &origin, &shape, rank);
-            self.d.records.push(Node {
+            let id = (self.d.regions.records.len() + held) as u32;
+            push_box(
+                &mut self.d.regions.record_coords,
+                base,
+                &origin,
+                &shape,
+                rank,
+            );
+            self.d.regions.records.push(Node {
                 layout,
                 byte_offset: 0,
-                first_buffer: (self.d.record_buffers.len() + held) as u32,
+                first_buffer: (self.d.regions.record_buffers.len() + held) as u32,
                 buffer_count: 1,
                 quant: None,
                 parent,
             });
-            self.d.record_buffers.push(h);
+            self.d.regions.record_buffers.push(h);
             children.push(id);
         }
         if let Some(tiles) = listed {
-            self.d.tiles = Some(Box::new(tiles));
+            self.d.regions.tiles = Some(Box::new(tiles));
         }
         Some(Ok((children, all_plain, tag0 == tag::ROW_MAJOR)))
     }
@@ -178,11 +191,14 @@ impl Decoder {
     /// region that is no such tile.
     #[cold]
     fn list_to_records(&mut self, tiles: TileGrid, count: u32) {
-        crate::mem::reserve_exact_populated(&mut self.d.records, count as usize);
-        self.d.record_buffers.reserve(count as usize);
+        crate::mem::reserve_exact_populated(&mut self.d.regions.records, count as usize);
+        self.d.regions.record_buffers.reserve(count as usize);
         for (k, &size) in tiles.sizes.iter().enumerate() {
-            self.d.records.push(tiles.node(k as u32));
-            self.d.record_buffers.push(tiles.template.with_size(size));
+            self.d.regions.records.push(tiles.node(k as u32));
+            self.d
+                .regions
+                .record_buffers
+                .push(tiles.template.with_size(size));
         }
         let mut sizes = tiles.into_sizes();
         sizes.clear();
