@@ -9,6 +9,43 @@ use crate::descriptor::LocationKind;
 const GROUP: usize = 16;
 
 impl<'a> BoundTensor<'a> {
+    /// Locate each index of a group (`indices`, `rank` values each) and note in `slots`
+    /// where the element lies (buffer, byte, bit shift) when it is a dense element of an
+    /// unquantized leaf, or of any leaf when RAW is asked, prefetching it; the others get
+    /// `usize::MAX` and take the general path.
+    #[inline(always)]
+    fn locate_group(
+        &self,
+        indices: &[u64],
+        out_type: OutputType,
+        slots: &mut [(usize, usize, u8)],
+    ) {
+        let d = self.desc;
+        let rank = d.rank();
+        let bufs: &[&[u8]] = &self.buffers;
+        for (j, slot) in slots.iter_mut().enumerate() {
+            let idx = &indices[j * rank..(j + 1) * rank];
+            *slot = (usize::MAX, 0, 0);
+            let Ok(loc) = d.locate_compact(idx) else {
+                continue;
+            };
+            let quantized = if loc.region == crate::descriptor::NO_REGION {
+                d.root.is_quantized()
+            } else {
+                (loc.region as usize >= d.region_count()) || d.node(loc.region).is_quantized()
+            };
+            if loc.kind == LocationKind::Dense && (!quantized || out_type == OutputType::Raw) {
+                if let (Some(b), Ok(at)) = (
+                    bufs.get(loc.buffer as usize),
+                    usize::try_from(loc.byte_offset),
+                ) {
+                    crate::mem::prefetch(b, at);
+                    *slot = (loc.buffer as usize, at, loc.bit_shift);
+                }
+            }
+        }
+    }
+
     /// Read `n` elements (`indices`: `n × rank` coordinates, row after row) into `out`,
     /// packed: element `k` at byte `k × out_type.element_bytes(..)`, each as
     /// [`read_box`](Self::read_box) writes it — RAW the stored bytes, the float types
@@ -38,30 +75,9 @@ impl<'a> BoundTensor<'a> {
             ));
         }
         let es = out_type.element_bytes(et);
-        let need = n.saturating_mul(es);
-        if need > out.len() {
-            return Err(Error::new(
-                ErrorKind::OutputTooSmall,
-                format!(
-                    "{n} elements as {} need {need} bytes of output, {} given",
-                    out_type.name(),
-                    out.len()
-                ),
-            ));
-        }
+        check_batch_output(n, es, out_type, out)?;
         if n == 0 {
             return Ok(());
-        }
-        if (out.as_ptr() as usize) % out_type.alignment() != 0 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "the output at {:p} is not aligned to the {} bytes of a {} element",
-                    out.as_ptr(),
-                    out_type.alignment(),
-                    out_type.name()
-                ),
-            ));
         }
         self.require_host()?;
         let bufs: &[&[u8]] = &self.buffers;
@@ -72,32 +88,15 @@ impl<'a> BoundTensor<'a> {
         while k0 < n {
             let m = GROUP.min(n - k0);
             // Locate the group; prefetch the dense elements of unquantized leaves.
-            for (j, slot) in ahead[..m].iter_mut().enumerate() {
-                let idx = &indices[(k0 + j) * rank..(k0 + j + 1) * rank];
-                *slot = (usize::MAX, 0, 0);
+            if !mixed {
+                self.locate_group(
+                    &indices[k0 * rank..(k0 + m) * rank],
+                    out_type,
+                    &mut ahead[..m],
+                );
+            } else {
                 // Regions with types of their own (1.1) take the general path.
-                if mixed {
-                    continue;
-                }
-                if let Ok(loc) = d.locate_compact(idx) {
-                    let quantized = if loc.region == crate::descriptor::NO_REGION {
-                        d.root.is_quantized()
-                    } else {
-                        (loc.region as usize >= d.region_count())
-                            || d.node(loc.region).is_quantized()
-                    };
-                    if loc.kind == LocationKind::Dense
-                        && (!quantized || out_type == OutputType::Raw)
-                    {
-                        if let (Some(b), Ok(at)) = (
-                            bufs.get(loc.buffer as usize),
-                            usize::try_from(loc.byte_offset),
-                        ) {
-                            crate::mem::prefetch(b, at);
-                            *slot = (loc.buffer as usize, at, loc.bit_shift);
-                        }
-                    }
-                }
+                ahead[..m].fill((usize::MAX, 0, 0));
             }
             for (j, &(buffer, at, shift)) in ahead[..m].iter().enumerate() {
                 let k = k0 + j;
@@ -142,6 +141,34 @@ impl<'a> BoundTensor<'a> {
         }
         Ok(())
     }
+}
+
+/// OUTPUT_TOO_SMALL unless `out` holds `n` elements of `es` bytes; INVALID_ARGUMENT when it
+/// is not aligned to an output element (not asked of an empty batch).
+fn check_batch_output(n: usize, es: usize, out_type: OutputType, out: &[u8]) -> Result<()> {
+    let need = n.saturating_mul(es);
+    if need > out.len() {
+        return Err(Error::new(
+            ErrorKind::OutputTooSmall,
+            format!(
+                "{n} elements as {} need {need} bytes of output, {} given",
+                out_type.name(),
+                out.len()
+            ),
+        ));
+    }
+    if n > 0 && (out.as_ptr() as usize) % out_type.alignment() != 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "the output at {:p} is not aligned to the {} bytes of a {} element",
+                out.as_ptr(),
+                out_type.alignment(),
+                out_type.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Write `v` rounded to `t` (not RAW) into `dst` (exactly its size).

@@ -248,72 +248,12 @@ impl<'a> BoundTensor<'a> {
         }
         let rank = d.rank();
         let es = out_type.element_bytes(et);
-        let mut strides = [0i64; MAX_RANK];
-        match out_strides {
-            Some(s) => {
-                if s.len() != rank {
-                    return Err(Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("{} output strides for a tensor of rank {rank}", s.len()),
-                    ));
-                }
-                strides[..rank].copy_from_slice(s);
-            }
-            None => {
-                let mut acc = es as i64;
-                for a in (0..rank).rev() {
-                    strides[a] = acc;
-                    let n = i64::try_from(hi[a] - lo[a]).ok();
-                    acc = n.and_then(|n| acc.checked_mul(n)).unwrap_or(i64::MAX);
-                }
-            }
-        }
+        let strides = output_strides(out_strides, lo, hi, es)?;
         if empty {
             // Nothing is written: no byte of `out` is needed, its address is not looked at.
             return Ok(());
         }
-        let align = out_type.alignment();
-        if (out.as_ptr() as usize) % align != 0 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "the output at {:p} is not aligned to the {align} bytes of a {} element",
-                    out.as_ptr(),
-                    out_type.name()
-                ),
-            ));
-        }
-        if let Some(a) = (0..rank).find(|&a| strides[a] % align as i64 != 0) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "output stride {} (axis {a}) is not a multiple of the {align} bytes of a {} element",
-                    strides[a],
-                    out_type.name()
-                ),
-            ));
-        }
-        // The bytes addressed: from Σ_{s<0} s·(n-1) to Σ_{s>0} s·(n-1) + es.
-        let (mut low, mut high) = (0i128, 0i128);
-        for a in 0..rank {
-            let span = i128::from(strides[a]) * i128::from(hi[a] - lo[a]).max(1).saturating_sub(1);
-            if span < 0 {
-                low += span;
-            } else {
-                high += span;
-            }
-        }
-        let need = high - low + es as i128;
-        if need > out.len() as i128 {
-            return Err(Error::new(
-                ErrorKind::OutputTooSmall,
-                format!(
-                    "the window {lo:?}..{hi:?} as {} needs {need} bytes of output, {} given",
-                    out_type.name(),
-                    out.len()
-                ),
-            ));
-        }
+        let (low, need) = output_extent(out, &strides[..rank], lo, hi, out_type, es)?;
         self.require_host()?;
         // Every element offset lies in [0, need - es], which fits i64: `need` fits in the
         // slice's length.
@@ -487,6 +427,96 @@ impl<'a> BoundTensor<'a> {
             }
         }
     }
+}
+
+/// The output's byte strides: `out_strides` (one per axis, else INVALID_ARGUMENT) or the
+/// compact C-order strides of the window `lo..hi` of `es`-byte elements (saturating: a
+/// window too large for the output fails the size check).
+fn output_strides(
+    out_strides: Option<&[i64]>,
+    lo: &[u64],
+    hi: &[u64],
+    es: usize,
+) -> Result<[i64; MAX_RANK]> {
+    let rank = lo.len();
+    let mut strides = [0i64; MAX_RANK];
+    match out_strides {
+        Some(s) => {
+            if s.len() != rank {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("{} output strides for a tensor of rank {rank}", s.len()),
+                ));
+            }
+            strides[..rank].copy_from_slice(s);
+        }
+        None => {
+            let mut acc = es as i64;
+            for a in (0..rank).rev() {
+                strides[a] = acc;
+                let n = i64::try_from(hi[a] - lo[a]).ok();
+                acc = n.and_then(|n| acc.checked_mul(n)).unwrap_or(i64::MAX);
+            }
+        }
+    }
+    Ok(strides)
+}
+
+/// Check that `out` can take the window `lo..hi` (non-empty) at `strides`: its address and
+/// every stride aligned to an output element (INVALID_ARGUMENT), and long enough for every
+/// byte addressed (OUTPUT_TOO_SMALL). Returns the lowest byte addressed relative to the
+/// first element (`Σ_{s<0} s·(n-1)`, ≤ 0) and the bytes needed.
+fn output_extent(
+    out: &[u8],
+    strides: &[i64],
+    lo: &[u64],
+    hi: &[u64],
+    out_type: OutputType,
+    es: usize,
+) -> Result<(i128, i128)> {
+    let align = out_type.alignment();
+    if (out.as_ptr() as usize) % align != 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "the output at {:p} is not aligned to the {align} bytes of a {} element",
+                out.as_ptr(),
+                out_type.name()
+            ),
+        ));
+    }
+    if let Some(a) = (0..strides.len()).find(|&a| strides[a] % align as i64 != 0) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "output stride {} (axis {a}) is not a multiple of the {align} bytes of a {} element",
+                strides[a],
+                out_type.name()
+            ),
+        ));
+    }
+    // The bytes addressed: from Σ_{s<0} s·(n-1) to Σ_{s>0} s·(n-1) + es.
+    let (mut low, mut high) = (0i128, 0i128);
+    for (a, &s) in strides.iter().enumerate() {
+        let span = i128::from(s) * i128::from(hi[a] - lo[a]).max(1).saturating_sub(1);
+        if span < 0 {
+            low += span;
+        } else {
+            high += span;
+        }
+    }
+    let need = high - low + es as i128;
+    if need > out.len() as i128 {
+        return Err(Error::new(
+            ErrorKind::OutputTooSmall,
+            format!(
+                "the window {lo:?}..{hi:?} as {} needs {need} bytes of output, {} given",
+                out_type.name(),
+                out.len()
+            ),
+        ));
+    }
+    Ok((low, need))
 }
 
 #[cfg(test)]

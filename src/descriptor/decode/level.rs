@@ -110,14 +110,9 @@ impl Decoder {
         } else {
             class
         };
-        self.d
-            .regions
-            .record_coords
-            .extend_from_slice(&global[..rank]);
-        self.d
-            .regions
-            .record_coords
-            .extend_from_slice(&rshape[..rank]);
+        let coords = &mut self.d.regions.record_coords;
+        coords.extend_from_slice(&global[..rank]);
+        coords.extend_from_slice(&rshape[..rank]);
         let first_buffer = self.next_buffer() as u32;
         self.d.regions.records.push(Node {
             layout: Layout::RowMajor,
