@@ -244,16 +244,7 @@ impl<'a> BoundTensor<'a> {
         let family = q.dequant();
         let v = match family {
             Dequant::PerTensor { scale, zero_point } => {
-                let diff = if et.is_integer() {
-                    let a = value::element_to_i128(et, code)
-                        .ok_or_else(|| Error::new(ErrorKind::Internal, "integer code conversion"))?;
-                    (a - zero_point as i128) as f64
-                } else {
-                    value::element_to_f64(et, code)
-                        .ok_or_else(|| Error::new(ErrorKind::Internal, "code conversion"))?
-                        - zero_point as f64
-                };
-                diff * scale
+                per_tensor_difference(et, code, zero_point)? * scale
             }
             Dequant::Scaled {
                 scale_type,
@@ -275,20 +266,7 @@ impl<'a> BoundTensor<'a> {
                 let c = value::element_to_i128(et, code)
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "codebook code conversion"))?;
                 if c >= codebook_size as i128 {
-                    let at = match slot {
-                        find::ElementPlace::At { buffer, byte, .. } => {
-                            format!("effective buffer {buffer}, byte {byte}")
-                        }
-                        find::ElementPlace::Zero => "an implicit zero".to_string(),
-                        find::ElementPlace::Value(_) => "a computed value".to_string(),
-                    };
-                    return Err(Error::new(
-                        ErrorKind::ContentInvalid,
-                        format!(
-                            "{}: element {x:?} ({at}) holds code {c}, not below codebook_size {codebook_size}",
-                            owner_name(region)
-                        ),
-                    ));
+                    return Err(code_past_codebook(region, x, slot, c, codebook_size));
                 }
                 let e = param(0, q.expressed_type, c as u64)?;
                 value::element_to_f64(q.expressed_type, &e).ok_or_else(missing)?
@@ -335,6 +313,44 @@ pub(crate) fn raw_type_error(region: Option<u32>, st: ElementType, vt: ElementTy
         ErrorKind::InvalidArgument,
         format!(
             "{} stores {st}, not the tensor's {vt}: a RAW output of the tensor's element size cannot hold its codes; read values (a float output type), or its bytes with get_bytes",
+            owner_name(region)
+        ),
+    )
+}
+
+/// `q − zp` of a per-tensor scheme: exact for integer codes.
+fn per_tensor_difference(et: ElementType, code: &[u8; 16], zero_point: i64) -> Result<f64> {
+    Ok(if et.is_integer() {
+        let a = value::element_to_i128(et, code)
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "integer code conversion"))?;
+        (a - zero_point as i128) as f64
+    } else {
+        value::element_to_f64(et, code)
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "code conversion"))?
+            - zero_point as f64
+    })
+}
+
+/// CONTENT_INVALID: element `x`, stored at `slot`, holds code `c`, past a codebook of
+/// `size` entries.
+fn code_past_codebook(
+    region: Option<u32>,
+    x: &[u64],
+    slot: find::ElementPlace,
+    c: i128,
+    size: u64,
+) -> Error {
+    let at = match slot {
+        find::ElementPlace::At { buffer, byte, .. } => {
+            format!("effective buffer {buffer}, byte {byte}")
+        }
+        find::ElementPlace::Zero => "an implicit zero".to_string(),
+        find::ElementPlace::Value(_) => "a computed value".to_string(),
+    };
+    Error::new(
+        ErrorKind::ContentInvalid,
+        format!(
+            "{}: element {x:?} ({at}) holds code {c}, not below codebook_size {size}",
             owner_name(region)
         ),
     )

@@ -13,7 +13,7 @@ use super::Window;
 use crate::descriptor::Node;
 use crate::error::Result;
 use crate::format::element::ElementType;
-use crate::layout::ggml::{dequantize_range, ggml_type, rules};
+use crate::layout::ggml::{dequantize_range, ggml_type, rules, GgmlType};
 use crate::layout::MAX_RANK;
 
 /// Elements dequantized at a time (a multiple of every block's values: pieces measured
@@ -76,19 +76,11 @@ pub(super) fn read(
             row_off += (x[a] - lo[a]) as i64 * w.strides[a];
         }
         let mut p = lo[last];
-        if direct && row_off >= 0 {
-            // FLOAT32 values into a contiguous row: dequantized in place.
-            let n = usize::try_from(hi[last] - p).map_err(|_| oob(region))?;
-            let at = row_off as usize;
-            let row = w
-                .buf
-                .get_mut(at..)
-                .and_then(|o| o.get_mut(..n.checked_mul(4)?))
-                .ok_or_else(|| oob(region))?;
-            if let Ok(row) = bytemuck::try_cast_slice_mut::<u8, f32>(row) {
-                dequantize_range(t, blocks, row0 + p, row).map_err(|_| oob(region))?;
-                p = hi[last];
-            }
+        if direct
+            && row_off >= 0
+            && dequantize_in_place(t, blocks, row0 + p, w, row_off, hi[last] - p, region)?
+        {
+            p = hi[last];
         }
         while p < hi[last] {
             let end = ((p / PIECE + 1) * PIECE).min(hi[last]);
@@ -113,20 +105,52 @@ pub(super) fn read(
             )?;
             p = end;
         }
-        // The next row: an odometer over the axes before the last, the last fastest.
-        let mut a = last;
-        loop {
-            if a == 0 {
-                return Ok(());
-            }
-            a -= 1;
-            x[a] += 1;
-            if x[a] < hi[a] {
-                break;
-            }
-            x[a] = lo[a];
+        if !next_row(&mut x[..last], &lo[..last], &hi[..last]) {
+            return Ok(());
         }
     })();
     w.scratch = codes;
     res
+}
+
+/// FLOAT32 values of `n` consecutive elements from `first` (row-major in the leaf) into
+/// the output at byte `row_off`, dequantized in place; false (nothing written) when that
+/// part of the output is not aligned for f32.
+#[inline]
+fn dequantize_in_place(
+    t: &GgmlType,
+    blocks: &[u8],
+    first: u64,
+    w: &mut Window<'_>,
+    row_off: i64,
+    n: u64,
+    region: Option<u32>,
+) -> Result<bool> {
+    let n = usize::try_from(n).map_err(|_| oob(region))?;
+    let row = usize::try_from(row_off)
+        .ok()
+        .and_then(|at| w.buf.get_mut(at..))
+        .and_then(|o| o.get_mut(..n.checked_mul(4)?))
+        .ok_or_else(|| oob(region))?;
+    match bytemuck::try_cast_slice_mut::<u8, f32>(row) {
+        Ok(row) => {
+            dequantize_range(t, blocks, first, row).map_err(|_| oob(region))?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// Step `x` to the next row of the box `[lo, hi)` (the last axis of `x` fastest), as an
+/// odometer; false once every row was visited (then `x` is back at `lo`).
+#[inline]
+fn next_row(x: &mut [u64], lo: &[u64], hi: &[u64]) -> bool {
+    for a in (0..x.len()).rev() {
+        x[a] += 1;
+        if x[a] < hi[a] {
+            return true;
+        }
+        x[a] = lo[a];
+    }
+    false
 }

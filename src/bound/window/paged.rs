@@ -73,26 +73,10 @@ pub(super) fn read(
             let page = table.get(entry).ok_or_else(|| oob(region))?;
             // The next blocks whose pages follow this one (or are unallocated like it) are
             // read in the same piece.
-            let mut bend = stored_end.min((b + 1).saturating_mul(block_size));
-            let mut next = 1u64;
             // Pages of packed 4-bit elements with an odd element count do not continue
             // each other nibble for nibble: no merging then.
             let mergeable = !et.is_packed() || g.page_elements % 2 == 0;
-            while bend < stored_end && (mergeable || page == u64::MAX) {
-                let want = if page == u64::MAX {
-                    u64::MAX
-                } else {
-                    match page.checked_add(next) {
-                        Some(p) => p,
-                        None => break,
-                    }
-                };
-                if table.get(entry + next) != Some(want) {
-                    break;
-                }
-                next += 1;
-                bend = stored_end.min((b + next).saturating_mul(block_size));
-            }
+            let (bend, next) = page_run(&table, entry, page, b, block_size, stored_end, mergeable);
             plo[1] = p;
             phi[1] = bend;
             let o = offset_of(w, &plo[..rank], lo, off);
@@ -100,19 +84,7 @@ pub(super) fn read(
                 super::sparse::zeros(vals, w, &plo[..rank], &phi[..rank], o)?;
             } else {
                 let bad = || bad_page(d, bufs, region, node, entry, page, g.page_bytes);
-                let mut start = page
-                    .checked_mul(g.page_bytes)
-                    .and_then(|s| usize::try_from(s).ok())
-                    .ok_or_else(bad)?;
-                let mut pool = None;
-                for &pb in pools {
-                    if start < pb.len() {
-                        pool = Some(pb);
-                        break;
-                    }
-                    start -= pb.len();
-                }
-                let pool = pool.ok_or_else(bad)?;
+                let (pool, start) = page_in_pools(pools, page, g.page_bytes).ok_or_else(bad)?;
                 // A merged piece stays inside its pool (the next page may start the next).
                 let fit = ((pool.len() - start) as u64 / g.page_bytes.max(1)).max(1);
                 if next > fit {
@@ -138,4 +110,54 @@ pub(super) fn read(
         }
     }
     Ok(())
+}
+
+/// The piece of row `r`'s positions that starts at block `b` (table entry `entry`, page
+/// `page`): the blocks after it whose pages follow it in the pool (or are unallocated like
+/// it; only these when not `mergeable`) join it. Returns the piece's end position (at most
+/// `stored_end`) and its number of blocks.
+#[inline]
+fn page_run(
+    table: &U64Array<'_>,
+    entry: u64,
+    page: u64,
+    b: u64,
+    block_size: u64,
+    stored_end: u64,
+    mergeable: bool,
+) -> (u64, u64) {
+    let mut bend = stored_end.min((b + 1).saturating_mul(block_size));
+    let mut next = 1u64;
+    while bend < stored_end && (mergeable || page == u64::MAX) {
+        let want = if page == u64::MAX {
+            u64::MAX
+        } else {
+            match page.checked_add(next) {
+                Some(p) => p,
+                None => break,
+            }
+        };
+        if table.get(entry + next) != Some(want) {
+            break;
+        }
+        next += 1;
+        bend = stored_end.min((b + next).saturating_mul(block_size));
+    }
+    (bend, next)
+}
+
+/// The pool holding page `page` (pages numbered across the pools in order) and the page's
+/// first byte in it; `None` past the last pool.
+#[inline]
+fn page_in_pools<'b>(pools: &[&'b [u8]], page: u64, page_bytes: u64) -> Option<(&'b [u8], usize)> {
+    let mut start = page
+        .checked_mul(page_bytes)
+        .and_then(|s| usize::try_from(s).ok())?;
+    for &pb in pools {
+        if start < pb.len() {
+            return Some((pb, start));
+        }
+        start -= pb.len();
+    }
+    None
 }
