@@ -75,31 +75,7 @@ pub(super) fn copy_box(
         *n = h - l;
     }
     let os = w.strides;
-    // The run axis: contiguous in the source if some axis is (the one the output is
-    // fastest along among those), else the output's fastest axis.
-    let contiguous = |a: usize| src.strides[a].unsigned_abs() == 1;
-    let mut r = rank - 1;
-    let mut best: Option<(bool, u64)> = None;
-    for a in 0..rank {
-        if n[a] <= 1 {
-            continue;
-        }
-        let key = (!contiguous(a), os[a].unsigned_abs());
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-            r = a;
-        }
-    }
-    // The other axes, the output's slowest outermost.
-    let mut order = [0usize; MAX_RANK];
-    let mut m = 0;
-    for (a, &e) in n[..rank].iter().enumerate() {
-        if a != r && e > 1 {
-            order[m] = a;
-            m += 1;
-        }
-    }
-    order[..m].sort_by_key(|&a| std::cmp::Reverse(os[a].unsigned_abs()));
+    let (r, order, m) = run_axes(src, &n[..rank], os);
     // A transpose: the source runs along `r`, the output along another axis.
     if let Some(&ob) = order[..m].last() {
         if os[ob].unsigned_abs() < os[r].unsigned_abs()
@@ -171,6 +147,38 @@ pub(super) fn copy_box(
         c += len;
     }
     Ok(())
+}
+
+/// The axes of a box copy of extents `n` (output byte strides `os`): the run axis — the one
+/// contiguous in the source if some axis is (among those, the one the output is fastest
+/// along), else the output's fastest — and the other axes longer than 1, the output's
+/// slowest first, with their count.
+#[inline]
+fn run_axes(src: &Source<'_>, n: &[u64], os: &[i64]) -> (usize, [usize; MAX_RANK], usize) {
+    let rank = n.len();
+    let contiguous = |a: usize| src.strides[a].unsigned_abs() == 1;
+    let mut r = rank - 1;
+    let mut best: Option<(bool, u64)> = None;
+    for a in 0..rank {
+        if n[a] <= 1 {
+            continue;
+        }
+        let key = (!contiguous(a), os[a].unsigned_abs());
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+            r = a;
+        }
+    }
+    let mut order = [0usize; MAX_RANK];
+    let mut m = 0;
+    for (a, &e) in n.iter().enumerate() {
+        if a != r && e > 1 {
+            order[m] = a;
+            m += 1;
+        }
+    }
+    order[..m].sort_by_key(|&a| std::cmp::Reverse(os[a].unsigned_abs()));
+    (r, order, m)
 }
 
 /// One run of `len` elements from `x` along axis `r`; the next run probably starts
