@@ -209,35 +209,8 @@ impl LevelIndex {
         let mut visits = 0u64;
         // Regions reported that start above the box's floor: their children are to find.
         let mut parents: Vec<u32> = Vec::new();
-        let (x0, y0, z0) = (lo[0], lo[1], lo[2]);
-        // The box is not empty (checked by the caller): hi.z >= 1.
-        let top = hi[AZ] - 1;
-        // Top layer: the rank-2 walk in the plane z = top (see walk_box_2d).
-        let mut lines = vec![(x0, y0, hi[1])];
-        while let Some((x, ya, yb)) = lines.pop() {
-            let mut y = ya;
-            while y < yb {
-                let p = [x, y, top];
-                let (r, v) = self.find_counting(b, &p);
-                visits += v;
-                if visits > budget {
-                    return Err(visits);
-                }
-                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
-                    return Err(visits);
-                };
-                if b.lo(r, 0).max(x0) == x && b.lo(r, 1).max(y0) == y {
-                    hits.push(r);
-                    if b.lo(r, AZ) > z0 {
-                        parents.push(r);
-                    }
-                    if b.hi(r, 0) < hi[0] {
-                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
-                    }
-                }
-                y = b.hi(r, 1);
-            }
-        }
+        let (x0, y0, z0) = (lo[0], lo[1], lo[AZ]);
+        self.top_layer_3d(b, lo, hi, budget, &mut visits, hits, &mut parents)?;
         if parents.is_empty() {
             return Ok(visits);
         }
@@ -269,39 +242,20 @@ impl LevelIndex {
             // The children starting left of R (R.lo.x = lo.x), then below it (R.lo.y =
             // lo.y): walks along R's left and bottom edges just below p.
             for axis in [0usize, 1] {
-                let (along, edge) = if axis == 0 { (1, rx) } else { (0, ry) };
-                if edge[0] != lo[axis] {
-                    continue;
-                }
-                let span = if along == 1 { ry } else { rx };
-                let mut at = span[0];
-                while at < span[1] {
-                    let mut q = [0u64; 3];
-                    q[axis] = edge[0];
-                    q[along] = at;
-                    q[AZ] = z;
-                    let (r, v) = self.find_counting(b, &q);
-                    visits += v;
-                    if visits > budget {
-                        return Err(visits);
-                    }
-                    let Some(r) = r.filter(|&r| b.contains(r, &q) && b.hi(r, AZ) == h) else {
-                        return Err(visits);
-                    };
-                    let starts_before = b.lo(r, axis) < edge[0];
-                    let other = b.lo(r, along);
-                    let report = if axis == 0 {
-                        // Left of R: its corner is in R when it starts in R's rows, or
-                        // when R starts at the box's floor on axis 1.
-                        starts_before && (other >= span[0] || span[0] == lo[1])
-                    } else {
-                        // Below R and not left of it (those were the left edge's).
-                        starts_before && other >= span[0]
-                    };
-                    if report {
-                        found(r, hits, &mut parents);
-                    }
-                    at = b.hi(r, along);
+                let edge = [rx, ry][axis];
+                if edge[0] == lo[axis] {
+                    let span = [rx, ry][1 - axis];
+                    let mut report = |r| found(r, &mut *hits, &mut parents);
+                    self.edge_children(
+                        b,
+                        (axis, edge[0]),
+                        span,
+                        (z, h),
+                        lo,
+                        budget,
+                        &mut visits,
+                        &mut report,
+                    )?;
                 }
             }
             if visits > budget {
@@ -309,5 +263,101 @@ impl LevelIndex {
             }
         }
         Ok(visits)
+    }
+
+    /// The top layer of a rank-3 sweep: the rank-2 walk in the plane `z = hi.z − 1` (see
+    /// `walk_box_2d`), each region met reported once (from the cell of its clipped low
+    /// corner) into `hits`, and into `parents` when it starts above the box's floor.
+    /// `Err(visits)` past `budget` or where the point queries do not tile the plane.
+    #[allow(clippy::too_many_arguments)]
+    fn top_layer_3d(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        budget: u64,
+        visits: &mut u64,
+        hits: &mut Vec<u32>,
+        parents: &mut Vec<u32>,
+    ) -> std::result::Result<(), u64> {
+        let (x0, y0, z0) = (lo[0], lo[1], lo[2]);
+        // The box is not empty (checked by the caller): hi.z >= 1.
+        let top = hi[AZ] - 1;
+        let mut lines = vec![(x0, y0, hi[1])];
+        while let Some((x, ya, yb)) = lines.pop() {
+            let mut y = ya;
+            while y < yb {
+                let p = [x, y, top];
+                let (r, v) = self.find_counting(b, &p);
+                *visits += v;
+                if *visits > budget {
+                    return Err(*visits);
+                }
+                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
+                    return Err(*visits);
+                };
+                if b.lo(r, 0).max(x0) == x && b.lo(r, 1).max(y0) == y {
+                    hits.push(r);
+                    if b.lo(r, AZ) > z0 {
+                        parents.push(r);
+                    }
+                    if b.hi(r, 0) < hi[0] {
+                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
+                    }
+                }
+                y = b.hi(r, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The children of a parent region R that start outside its footprint across one of
+    /// its edges on the box's floor: point queries at `z` (just below R, whose low z is
+    /// `h`) along the edge at `edge.1` on axis `edge.0`, over `span` on the other axis.
+    /// Each child ending at `h` whose low corner falls in R's part of the box goes to
+    /// `report`. `Err(visits)` past `budget` or where the queries do not tile the edge.
+    #[allow(clippy::too_many_arguments)]
+    fn edge_children(
+        &self,
+        b: Boxes<'_>,
+        (axis, edge): (usize, u64),
+        span: [u64; 2],
+        (z, h): (u64, u64),
+        lo: &[u64],
+        budget: u64,
+        visits: &mut u64,
+        report: &mut dyn FnMut(u32),
+    ) -> std::result::Result<(), u64> {
+        let along = 1 - axis;
+        let mut at = span[0];
+        while at < span[1] {
+            let mut q = [0u64; 3];
+            q[axis] = edge;
+            q[along] = at;
+            q[AZ] = z;
+            let (r, v) = self.find_counting(b, &q);
+            *visits += v;
+            if *visits > budget {
+                return Err(*visits);
+            }
+            let Some(r) = r.filter(|&r| b.contains(r, &q) && b.hi(r, AZ) == h) else {
+                return Err(*visits);
+            };
+            let starts_before = b.lo(r, axis) < edge;
+            let other = b.lo(r, along);
+            let found = if axis == 0 {
+                // Left of R: its corner is in R when it starts in R's rows, or when R
+                // starts at the box's floor on axis 1.
+                starts_before && (other >= span[0] || span[0] == lo[1])
+            } else {
+                // Below R and not left of it (those were the left edge's).
+                starts_before && other >= span[0]
+            };
+            if found {
+                report(r);
+            }
+            at = b.hi(r, along);
+        }
+        Ok(())
     }
 }
