@@ -500,8 +500,40 @@ impl<'a> Planned<'_, 'a> {
                 .copied()
                 .ok_or_else(|| oob(Some(r)))?;
             let cs = self.vals(r, &node, &[c0.ext, c1.ext])?.cs as u64;
-            band.parts
-                .push(rows_part(buf, &c0, &c1, cs, node.byte_offset, r)?);
+            let region = Some(r);
+            // Row i of the box starts at code (c0.lo + i)·ext1 + c1.lo.
+            let step = c1.ext.checked_mul(cs).ok_or_else(|| oob(region))?;
+            let len = (c1.hi - c1.lo) * cs;
+            let start = c0
+                .lo
+                .checked_mul(step)
+                .and_then(|b| b.checked_add(c1.lo * cs))
+                .and_then(|b| b.checked_add(node.byte_offset))
+                .ok_or_else(|| oob(region))?;
+            let end = step
+                .checked_mul(c0.hi - c0.lo - 1)
+                .and_then(|b| b.checked_add(start))
+                .and_then(|b| b.checked_add(len))
+                .ok_or_else(|| oob(region))?;
+            let rows = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(end).ok())
+                .and_then(|(s, e)| buf.get(s..e))
+                .ok_or_else(|| oob(region))?;
+            let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
+            // The rows are read one piece per output row, each a stride away from the
+            // last: ask for their lines now.
+            for at in (0..rows.len()).step_by(64) {
+                crate::mem::prefetch(rows, at);
+            }
+            band.parts.push(Part {
+                rows,
+                step: step as usize,
+                len: len as usize,
+                col,
+                lo1: c1.lo,
+                region: r,
+            });
         }
         let Some(vals) = self.vals.as_mut() else {
             return Ok(false);
@@ -570,54 +602,6 @@ impl<'a> Planned<'_, 'a> {
         }
         Ok(true)
     }
-}
-
-/// The rows of region `r` (plain ROW_MAJOR codes of `cs` bytes in `buf`, from
-/// `byte_offset`) that the band's cells `c0` (rows) and `c1` (columns) read, their lines
-/// asked for: one piece per output row, each a row of the region away from the last.
-#[inline]
-fn rows_part<'a>(
-    buf: &'a [u8],
-    c0: &AxisCell,
-    c1: &AxisCell,
-    cs: u64,
-    byte_offset: u64,
-    r: u32,
-) -> Result<Part<'a>> {
-    let region = Some(r);
-    // Row i of the box starts at code (c0.lo + i)·ext1 + c1.lo.
-    let step = c1.ext.checked_mul(cs).ok_or_else(|| oob(region))?;
-    let len = (c1.hi - c1.lo) * cs;
-    let start = c0
-        .lo
-        .checked_mul(step)
-        .and_then(|b| b.checked_add(c1.lo * cs))
-        .and_then(|b| b.checked_add(byte_offset))
-        .ok_or_else(|| oob(region))?;
-    let end = step
-        .checked_mul(c0.hi - c0.lo - 1)
-        .and_then(|b| b.checked_add(start))
-        .and_then(|b| b.checked_add(len))
-        .ok_or_else(|| oob(region))?;
-    let rows = usize::try_from(start)
-        .ok()
-        .zip(usize::try_from(end).ok())
-        .and_then(|(s, e)| buf.get(s..e))
-        .ok_or_else(|| oob(region))?;
-    let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
-    // The rows are read one piece per output row, each a stride away from the last: ask
-    // for their lines now.
-    for at in (0..rows.len()).step_by(64) {
-        crate::mem::prefetch(rows, at);
-    }
-    Ok(Part {
-        rows,
-        step: step as usize,
-        len: len as usize,
-        col,
-        lo1: c1.lo,
-        region: r,
-    })
 }
 
 #[cfg(test)]
