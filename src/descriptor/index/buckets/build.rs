@@ -90,7 +90,6 @@ impl BucketLists {
             return false;
         }
         self.narrow = widest <= 1 << 15;
-        let div = self.div;
         // At most 8 memberships per region, and lists (one element per membership, plus
         // the directory's 16 bytes per GROUP buckets) within the byte budget.
         let total: usize = self.cells.iter().product::<u64>() as usize;
@@ -99,39 +98,9 @@ impl BucketLists {
         let limit = (8 * children.len() as u64)
             .min((max_bytes as u64).saturating_sub(16 * groups as u64) / element_bytes);
         let ew = self.element_words();
-        // Memberships per bucket, counted in the same pass that holds them to the
-        // limit: no region's buckets are visited before the running total is known to
-        // stay within it, so the pass costs O(limit) = O(n).
-        let mut counts = vec![0u32; total];
-        let mut entries = 0u64;
-        if rank == 2 {
-            // The same pass written out for rank 2 (the common case): no per-axis arrays
-            // or odometer (callgrind: see
-            // docs/decisions/034-rank-2-bucket-list-build-written-out.md).
-            let c1 = self.cells[1];
-            for &r in children {
-                let (_, _, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
-                entries = entries.saturating_add((h0 - l0 + 1).saturating_mul(h1 - l1 + 1));
-                if entries > limit {
-                    return false;
-                }
-                for i0 in l0..=h0 {
-                    for i1 in l1..=h1 {
-                        counts[(i0 * c1 + i1) as usize] += 1;
-                    }
-                }
-            }
-        } else {
-            for &r in children {
-                let (lo, hi) = self.spans(b, &div, r);
-                let k = (0..rank).fold(1u64, |acc, a| acc.saturating_mul(hi[a] - lo[a] + 1));
-                entries = entries.saturating_add(k);
-                if entries > limit {
-                    return false;
-                }
-                self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
-            }
-        }
+        let Some((mut counts, entries)) = self.count_memberships(b, children, total, limit) else {
+            return false;
+        };
         if counts.iter().any(|&n| n > BucketLists::MAX_LIST) {
             return false;
         }
@@ -142,51 +111,14 @@ impl BucketLists {
         if words > u64::from(u32::MAX) {
             return false;
         }
-        let mut directory = vec![Group::default(); groups];
-        let mut at = 0u32;
-        for (g, chunk) in directory.iter_mut().zip(counts.chunks_mut(GROUP)) {
-            *g = Group::new(at, chunk);
-            for n in chunk {
-                let start = at;
-                at += *n * ew as u32;
-                *n = start;
-            }
-        }
+        let directory = directory(&mut counts, groups, ew);
         let next = &mut counts;
         let mut lists = vec![0u32; words as usize];
         crate::mem::populate(&lists);
         if rank == 2 {
-            let narrow = self.narrow;
-            let (c1, step) = (self.cells[1], [self.step[0], self.step[1]]);
-            let base = [self.base[0], self.base[1]];
-            for &r in children {
-                let (o, s, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
-                let ext = [s[0] as u32, s[1] as u32];
-                for i0 in l0..=h0 {
-                    // As below: the region meets the bucket, so |rel| < 2^31 (< 2^15 narrow).
-                    let rel0 = (o[0] as i64).wrapping_sub((base[0] + i0 * step[0]) as i64);
-                    for i1 in l1..=h1 {
-                        let c = (i0 * c1 + i1) as usize;
-                        let rel1 = (o[1] as i64).wrapping_sub((base[1] + i1 * step[1]) as i64);
-                        let e = next[c] as usize;
-                        next[c] += ew as u32;
-                        if narrow {
-                            let el = &mut lists[e..e + 3];
-                            el[0] = r;
-                            el[1] = u32::from(rel0 as i16 as u16) | ext[0] << 16;
-                            el[2] = u32::from(rel1 as i16 as u16) | ext[1] << 16;
-                        } else {
-                            let el = &mut lists[e..e + 5];
-                            el[0] = r;
-                            el[1] = rel0 as i32 as u32;
-                            el[2] = ext[0];
-                            el[3] = rel1 as i32 as u32;
-                            el[4] = ext[1];
-                        }
-                    }
-                }
-            }
+            self.fill_lists2(b, children, next, &mut lists);
         } else {
+            let div = self.div;
             for &r in children {
                 let (o, s) = (b.origin(r), b.shape(r));
                 self.each_bucket(b, &div, r, |c, idx| {
@@ -214,6 +146,93 @@ impl BucketLists {
         self.groups = directory;
         self.lists = lists;
         true
+    }
+
+    /// Memberships per bucket for [`build_lists`](Self::build_lists), counted in the same
+    /// pass that holds them to the limit: no region's buckets are visited before the
+    /// running total is known to stay within it, so the pass costs O(limit) = O(n). The
+    /// member counts of the `total` buckets and the memberships in all; `None` once the
+    /// memberships pass `limit`.
+    fn count_memberships(
+        &self,
+        b: Boxes<'_>,
+        children: &[u32],
+        total: usize,
+        limit: u64,
+    ) -> Option<(Vec<u32>, u64)> {
+        let rank = self.step.len();
+        let div = self.div;
+        let mut counts = vec![0u32; total];
+        let mut entries = 0u64;
+        if rank == 2 {
+            // The same pass written out for rank 2 (the common case): no per-axis arrays
+            // or odometer (callgrind: see
+            // docs/decisions/034-rank-2-bucket-list-build-written-out.md).
+            let c1 = self.cells[1];
+            for &r in children {
+                let (_, _, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
+                entries = entries.saturating_add((h0 - l0 + 1).saturating_mul(h1 - l1 + 1));
+                if entries > limit {
+                    return None;
+                }
+                for i0 in l0..=h0 {
+                    for i1 in l1..=h1 {
+                        counts[(i0 * c1 + i1) as usize] += 1;
+                    }
+                }
+            }
+        } else {
+            for &r in children {
+                let (lo, hi) = self.spans(b, &div, r);
+                let k = (0..rank).fold(1u64, |acc, a| acc.saturating_mul(hi[a] - lo[a] + 1));
+                entries = entries.saturating_add(k);
+                if entries > limit {
+                    return None;
+                }
+                self.each_bucket_in(&lo, &hi, |c, _| counts[c] += 1);
+            }
+        }
+        Some((counts, entries))
+    }
+
+    /// The fill of [`build_lists`](Self::build_lists) written out for rank 2: each
+    /// region's element in the list of every bucket it meets, at that bucket's next free
+    /// word in `next` (which advances), the relative origin along axis 0 computed once
+    /// per bucket row.
+    fn fill_lists2(&self, b: Boxes<'_>, children: &[u32], next: &mut [u32], lists: &mut [u32]) {
+        let div = self.div;
+        let ew = self.element_words();
+        let narrow = self.narrow;
+        let (c1, step) = (self.cells[1], [self.step[0], self.step[1]]);
+        let base = [self.base[0], self.base[1]];
+        for &r in children {
+            let (o, s, [l0, h0, l1, h1]) = self.spans2(b, &div, r);
+            let ext = [s[0] as u32, s[1] as u32];
+            for i0 in l0..=h0 {
+                // As in the fill at any rank (`build_lists`): the region meets the bucket,
+                // so |rel| < 2^31 (< 2^15 narrow).
+                let rel0 = (o[0] as i64).wrapping_sub((base[0] + i0 * step[0]) as i64);
+                for i1 in l1..=h1 {
+                    let c = (i0 * c1 + i1) as usize;
+                    let rel1 = (o[1] as i64).wrapping_sub((base[1] + i1 * step[1]) as i64);
+                    let e = next[c] as usize;
+                    next[c] += ew as u32;
+                    if narrow {
+                        let el = &mut lists[e..e + 3];
+                        el[0] = r;
+                        el[1] = u32::from(rel0 as i16 as u16) | ext[0] << 16;
+                        el[2] = u32::from(rel1 as i16 as u16) | ext[1] << 16;
+                    } else {
+                        let el = &mut lists[e..e + 5];
+                        el[0] = r;
+                        el[1] = rel0 as i32 as u32;
+                        el[2] = ext[0];
+                        el[3] = rel1 as i32 as u32;
+                        el[4] = ext[1];
+                    }
+                }
+            }
+        }
     }
 
     /// Region `r`'s origin and extents and [`spans`](Self::spans) at rank 2:
@@ -282,6 +301,23 @@ impl BucketLists {
             }
         }
     }
+}
+
+/// The bucket directory of [`BucketLists::build_lists`] for the member counts `counts`
+/// (`groups` groups, list elements of `ew` words), after which `counts` holds each
+/// bucket's first word in the lists.
+fn directory(counts: &mut [u32], groups: usize, ew: usize) -> Vec<Group> {
+    let mut directory = vec![Group::default(); groups];
+    let mut at = 0u32;
+    for (g, chunk) in directory.iter_mut().zip(counts.chunks_mut(GROUP)) {
+        *g = Group::new(at, chunk);
+        for n in chunk {
+            let start = at;
+            at += *n * ew as u32;
+            *n = start;
+        }
+    }
+    directory
 }
 
 /// Members compared at once by the pair test (two SSE2 registers of `i32`).
