@@ -568,37 +568,57 @@ fn strided_reach(
         .try_fold(1u128, |c, &(_, e)| c.checked_mul(e as u128))
         .unwrap_or(u128::MAX);
     if count <= span {
-        let mut k = vec![0u64; axes.len()];
-        loop {
-            let pos: i128 = axes
-                .iter()
-                .zip(&k)
-                .try_fold(0i128, |acc, (&(s, _), &i)| {
-                    acc.checked_add((s as i128).checked_mul(i as i128)?)
-                })
-                .ok_or_else(reach)?;
-            f(pos)?;
-            let mut a = axes.len();
-            loop {
-                if a == 0 {
-                    return Ok(());
-                }
-                a -= 1;
-                k[a] += 1;
-                if k[a] < axes[a].1 {
-                    break;
-                }
-                k[a] = 0;
-            }
+        return strided_each(&axes, f);
+    }
+    let cur = strided_sum_set(&axes, span)?;
+    for (p, &hit) in cur.iter().enumerate() {
+        if hit {
+            f(lo + p as i128)?;
         }
     }
+    Ok(())
+}
+
+/// [`strided_reach`] element by element: `f` with the position of every logical element
+/// of the axes `axes` (stride and extent, each extent above 1), in order.
+fn strided_each(axes: &[(i64, u64)], mut f: impl FnMut(i128) -> Result<()>) -> Result<()> {
+    let reach = || Error::new(ErrorKind::Internal, "strided reach overflows");
+    let mut k = vec![0u64; axes.len()];
+    loop {
+        let pos: i128 = axes
+            .iter()
+            .zip(&k)
+            .try_fold(0i128, |acc, (&(s, _), &i)| {
+                acc.checked_add((s as i128).checked_mul(i as i128)?)
+            })
+            .ok_or_else(reach)?;
+        f(pos)?;
+        let mut a = axes.len();
+        loop {
+            if a == 0 {
+                return Ok(());
+            }
+            a -= 1;
+            k[a] += 1;
+            if k[a] < axes[a].1 {
+                break;
+            }
+            k[a] = 0;
+        }
+    }
+}
+
+/// [`strided_reach`] for aliasing strides: which of the `span` positions from the lowest
+/// one the axes `axes` (stride and extent, each extent above 1) reach.
+fn strided_sum_set(axes: &[(i64, u64)], span: u128) -> Result<Vec<bool>> {
+    let reach = || Error::new(ErrorKind::Internal, "strided reach overflows");
     // Aliasing strides: the reachable set over [0, span) relative to `lo` is the sum set
     // {Σ k_a |s_a|}; grow it one axis at a time with a sliding window per residue class.
     // `span` elements fit inside the data buffer (checked at decode), so this is bounded.
     let span = usize::try_from(span)
         .map_err(|_| Error::new(ErrorKind::Internal, "strided span exceeds memory"))?;
     let mut cur = vec![true];
-    for &(s, e) in &axes {
+    for &(s, e) in axes {
         let t = usize::try_from(s.unsigned_abs()).map_err(|_| reach())?;
         let e = usize::try_from(e).map_err(|_| reach())?;
         // At most `span` entries, which fit inside the data buffer.
@@ -627,13 +647,7 @@ fn strided_reach(
         }
         cur = next;
     }
-    let _ = span;
-    for (p, &hit) in cur.iter().enumerate() {
-        if hit {
-            f(lo + p as i128)?;
-        }
-    }
-    Ok(())
+    Ok(cur)
 }
 
 /// Number of quantization parameter buffers of a leaf node's sub-table.

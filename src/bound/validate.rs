@@ -326,6 +326,21 @@ impl<'a> BoundTensor<'a> {
                 ));
             }
         }
+        self.csf_coordinates(region, node, shape, ao, &counts)
+    }
+
+    /// The coordinates of a CSF node for [`validate_csf`](Self::validate_csf), `ao` its
+    /// axis order and `counts` its level sizes.
+    fn csf_coordinates(
+        &self,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        ao: &[u8],
+        counts: &[u64; MAX_RANK],
+    ) -> Result<()> {
+        let d = self.desc;
+        let r = shape.len();
         // Coordinates: below the extent, strictly increasing within each fiber.
         for l in 0..r {
             let ix = U64Array(self.buf(node, r + l)?);

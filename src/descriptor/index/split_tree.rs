@@ -110,100 +110,19 @@ impl SplitTree {
             } = task;
             let m = end - start;
             // Find a discriminating split; axes every box of the set spans are dropped.
-            let mut chosen: Option<(usize, u64, usize, usize)> = None;
-            if m > LEAF && axes.count_ones() > 1 {
-                let mut best_worst = usize::MAX;
-                let mut a_bits = axes;
-                while a_bits != 0 {
-                    let a = a_bits.trailing_zeros() as usize;
-                    a_bits &= a_bits - 1;
-                    let (cut, left, right) = choose_cut(b, &ids[start..end], a, &mut scratch);
-                    if left + right == 0 {
-                        // Every box contains `cut` on this axis: it separates nothing here.
-                        axes &= !(1u64 << a);
-                        continue;
-                    }
-                    let worst = left.max(right);
-                    if worst < best_worst {
-                        best_worst = worst;
-                        chosen = Some((a, cut, left, right));
-                    }
-                }
-            }
+            let chosen = if m > LEAF && axes.count_ones() > 1 {
+                best_cut(b, &ids[start..end], &mut axes, &mut scratch)
+            } else {
+                None
+            };
             let node = t.nodes.len() as u32;
             match chosen {
-                Some((a, cut, nl, nr)) => {
-                    used_axes |= 1u64 << a;
-                    // Three-way partition: left | cross | right.
-                    part.clear();
-                    part.extend_from_slice(&ids[start..end]);
-                    let (mut l, mut c, mut r) = (start, start + nl, end - nr);
-                    for &id in &part {
-                        if b.hi(id, a) <= cut {
-                            ids[l] = id;
-                            l += 1;
-                        } else if b.lo(id, a) > cut {
-                            ids[r] = id;
-                            r += 1;
-                        } else {
-                            ids[c] = id;
-                            c += 1;
-                        }
-                    }
-                    t.nodes.push(SplitNode::Split {
-                        cut,
-                        axis: a as u8,
-                        left: None,
-                        right: None,
-                        cross: 0,
-                    });
-                    let rest = axes & !(1u64 << a);
-                    tasks.push(Task {
-                        start: start + nl,
-                        end: end - nr,
-                        axes: rest,
-                        slot: ElementPlace::Cross(node),
-                    });
-                    if nl > 0 {
-                        tasks.push(Task {
-                            start,
-                            end: start + nl,
-                            axes,
-                            slot: ElementPlace::Left(node),
-                        });
-                    }
-                    if nr > 0 {
-                        tasks.push(Task {
-                            start: end - nr,
-                            end,
-                            axes,
-                            slot: ElementPlace::Right(node),
-                        });
-                    }
+                Some(cut) => {
+                    used_axes |= 1u64 << cut.0;
+                    t.split(b, &mut ids, &mut part, (start, end), cut);
+                    push_parts(&mut tasks, (start, end), axes, cut, node);
                 }
-                None => {
-                    let at = t.items.len() as u32;
-                    let run = &mut ids[start..end];
-                    if m > LEAF && axes != 0 {
-                        // One discriminating axis left (or none that separates the set):
-                        // the boxes are disjoint on the lowest remaining axis.
-                        let a = axes.trailing_zeros() as usize;
-                        used_axes |= 1u64 << a;
-                        run.sort_unstable_by_key(|&id| b.lo(id, a));
-                        t.items.extend_from_slice(run);
-                        t.nodes.push(SplitNode::Sorted {
-                            start: at,
-                            len: m as u32,
-                            axis: a as u8,
-                        });
-                    } else {
-                        t.items.extend_from_slice(run);
-                        t.nodes.push(SplitNode::Scan {
-                            start: at,
-                            len: m as u32,
-                        });
-                    }
-                }
+                None => used_axes |= t.leaf(b, &mut ids[start..end], axes),
             }
             t.link(slot, node);
         }
@@ -211,6 +130,70 @@ impl SplitTree {
         t.nodes.shrink_to_fit();
         t.items.shrink_to_fit();
         t
+    }
+
+    /// Partition the set `ids[start..end]` three ways by `cut` (left | cross | right, in
+    /// `ids`, through `part`) and push its split node.
+    #[inline]
+    fn split(
+        &mut self,
+        b: Boxes<'_>,
+        ids: &mut [u32],
+        part: &mut Vec<u32>,
+        (start, end): (usize, usize),
+        (a, cut, nl, nr): Cut,
+    ) {
+        // Three-way partition: left | cross | right.
+        part.clear();
+        part.extend_from_slice(&ids[start..end]);
+        let (mut l, mut c, mut r) = (start, start + nl, end - nr);
+        for &id in part.iter() {
+            if b.hi(id, a) <= cut {
+                ids[l] = id;
+                l += 1;
+            } else if b.lo(id, a) > cut {
+                ids[r] = id;
+                r += 1;
+            } else {
+                ids[c] = id;
+                c += 1;
+            }
+        }
+        self.nodes.push(SplitNode::Split {
+            cut,
+            axis: a as u8,
+            left: None,
+            right: None,
+            cross: 0,
+        });
+    }
+
+    /// The leaf of a set that no cut splits, its boxes `run` (sorted in place when they
+    /// are listed sorted); returns the axis it uses (bit `a`; 0 when it is a scan).
+    #[inline]
+    fn leaf(&mut self, b: Boxes<'_>, run: &mut [u32], axes: u64) -> u64 {
+        let m = run.len();
+        let at = self.items.len() as u32;
+        if m > LEAF && axes != 0 {
+            // One discriminating axis left (or none that separates the set):
+            // the boxes are disjoint on the lowest remaining axis.
+            let a = axes.trailing_zeros() as usize;
+            run.sort_unstable_by_key(|&id| b.lo(id, a));
+            self.items.extend_from_slice(run);
+            self.nodes.push(SplitNode::Sorted {
+                start: at,
+                len: m as u32,
+                axis: a as u8,
+            });
+            1u64 << a
+        } else {
+            self.items.extend_from_slice(run);
+            self.nodes.push(SplitNode::Scan {
+                start: at,
+                len: m as u32,
+            });
+            0
+        }
     }
 
     fn link(&mut self, slot: ElementPlace, node: u32) {
@@ -420,6 +403,72 @@ impl SplitTree {
     /// Bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<SplitNode>() + self.items.capacity() * 4
+    }
+}
+
+/// A split of a set as [`SplitTree::build`] chooses it: the axis, the cut, and how many
+/// boxes lie wholly left and wholly right of it (the rest cross it).
+type Cut = (usize, u64, usize, usize);
+
+/// The discriminating cut of the set `ids` whose larger side is smallest, over the axes
+/// of `axes`; an axis every box of the set spans (its cut separates nothing) is dropped
+/// from `axes`. `None` when no axis separates the set.
+#[inline]
+fn best_cut(b: Boxes<'_>, ids: &[u32], axes: &mut u64, scratch: &mut Vec<u64>) -> Option<Cut> {
+    let mut chosen: Option<Cut> = None;
+    let mut best_worst = usize::MAX;
+    let mut a_bits = *axes;
+    while a_bits != 0 {
+        let a = a_bits.trailing_zeros() as usize;
+        a_bits &= a_bits - 1;
+        let (cut, left, right) = choose_cut(b, ids, a, scratch);
+        if left + right == 0 {
+            // Every box contains `cut` on this axis: it separates nothing here.
+            *axes &= !(1u64 << a);
+            continue;
+        }
+        let worst = left.max(right);
+        if worst < best_worst {
+            best_worst = worst;
+            chosen = Some((a, cut, left, right));
+        }
+    }
+    chosen
+}
+
+/// The build tasks of the three parts of the set `start..end` split by `cut` at node
+/// `node`: the boxes crossing the cut, with its axis dropped, then each side that holds
+/// boxes, with `axes`.
+#[inline]
+fn push_parts(
+    tasks: &mut Vec<Task>,
+    (start, end): (usize, usize),
+    axes: u64,
+    (a, _, nl, nr): Cut,
+    node: u32,
+) {
+    let rest = axes & !(1u64 << a);
+    tasks.push(Task {
+        start: start + nl,
+        end: end - nr,
+        axes: rest,
+        slot: ElementPlace::Cross(node),
+    });
+    if nl > 0 {
+        tasks.push(Task {
+            start,
+            end: start + nl,
+            axes,
+            slot: ElementPlace::Left(node),
+        });
+    }
+    if nr > 0 {
+        tasks.push(Task {
+            start: end - nr,
+            end,
+            axes,
+            slot: ElementPlace::Right(node),
+        });
     }
 }
 

@@ -1,4 +1,5 @@
-use super::{first_overlap, Group, StepDiv, GROUP, PAIR_LANES, PAIR_ROW};
+use super::build::{first_overlap, PAIR_LANES, PAIR_ROW};
+use super::{Group, StepDiv, GROUP};
 
 /// Numbers below `m` from a xorshift sequence started at `seed`.
 fn below(mut seed: u64) -> impl FnMut(u64) -> u64 {

@@ -1,3 +1,4 @@
+use super::round::SIGN64;
 use super::*;
 
 /// A deterministic stream of 64-bit words.
