@@ -428,32 +428,46 @@ impl<'a> Values<'a> {
                 Ok(())
             }
             Kind::Codebook { size, table } => {
-                let ct = self.expressed;
-                let n = ct.storage_bytes() as usize;
-                for (k, v) in vals.iter_mut().enumerate() {
-                    let c = value::element_to_i128(et, &chunk[k * cs..(k + 1) * cs])
-                        .ok_or_else(|| missing(self.region))?;
-                    if c < 0 || c >= *size as i128 {
-                        let mut p = [0u64; MAX_RANK];
-                        p[..x.len()].copy_from_slice(x);
-                        p[axis] += k as u64;
-                        return Err(Error::new(
-                            ErrorKind::ContentInvalid,
-                            format!(
-                                "{}: element {:?} holds code {c}, not below codebook_size {size}",
-                                owner_name(self.region),
-                                &p[..x.len()]
-                            ),
-                        ));
-                    }
-                    let at = c as usize * n;
-                    let b = table.get(at..at + n).ok_or_else(|| missing(self.region))?;
-                    *v = value::element_to_f64(ct, b).ok_or_else(|| missing(self.region))?;
-                }
-                round_all(ct, vals);
-                Ok(())
+                self.codebook_values(*size, table, chunk, x, axis, vals)
             }
         }
+    }
+
+    /// The codebook entries of the codes in `chunk` (the run from `x` along `axis`), as
+    /// `values` gives them; CONTENT_INVALID for a code past the `size` entries of `table`.
+    fn codebook_values(
+        &self,
+        size: u64,
+        table: &[u8],
+        chunk: &[u8],
+        x: &[u64],
+        axis: usize,
+        vals: &mut [f64],
+    ) -> Result<()> {
+        let (et, cs, ct) = (self.et, self.cs, self.expressed);
+        let n = ct.storage_bytes() as usize;
+        for (k, v) in vals.iter_mut().enumerate() {
+            let c = value::element_to_i128(et, &chunk[k * cs..(k + 1) * cs])
+                .ok_or_else(|| missing(self.region))?;
+            if c < 0 || c >= size as i128 {
+                let mut p = [0u64; MAX_RANK];
+                p[..x.len()].copy_from_slice(x);
+                p[axis] += k as u64;
+                return Err(Error::new(
+                    ErrorKind::ContentInvalid,
+                    format!(
+                        "{}: element {:?} holds code {c}, not below codebook_size {size}",
+                        owner_name(self.region),
+                        &p[..x.len()]
+                    ),
+                ));
+            }
+            let at = c as usize * n;
+            let b = table.get(at..at + n).ok_or_else(|| missing(self.region))?;
+            *v = value::element_to_f64(ct, b).ok_or_else(|| missing(self.region))?;
+        }
+        round_all(ct, vals);
+        Ok(())
     }
 
     /// Round `vals` to the output type and write them at `off + k·stride`.
