@@ -231,15 +231,11 @@ impl Decoder {
                 sizes.push(size_bytes);
             } else {
                 for a in 0..rank {
-                    self.d
-                        .regions
-                        .record_coords
-                        .push(base[a] + cell[a] * step[a]);
+                    let coords = &mut self.d.regions.record_coords;
+                    coords.push(base[a] + cell[a] * step[a]);
                 }
-                self.d
-                    .regions
-                    .record_coords
-                    .extend_from_slice(&shape[..rank]);
+                let coords = &mut self.d.regions.record_coords;
+                coords.extend_from_slice(&shape[..rank]);
                 self.d.regions.records.push(Node {
                     layout,
                     byte_offset: 0,

@@ -119,13 +119,8 @@ impl Decoder {
             });
             if let (Some(tiles), Some(h)) = (&mut listed, tile) {
                 if h == tiles.template.with_size(h.size_bytes) {
-                    push_box(
-                        &mut self.d.regions.record_coords,
-                        base,
-                        &origin,
-                        &shape,
-                        rank,
-                    );
+                    let coords = &mut self.d.regions.record_coords;
+                    push_box(coords, base, &origin, &shape, rank);
                     children.push(tiles.len() as u32);
                     tiles.sizes.push(h.size_bytes);
                     continue;
@@ -161,13 +156,8 @@ impl Decoder {
             // Appended in place (`push_box` is inlined; a shared out-of-line helper cost
             // the grid pass 26-47 more instructions per tile).
             let id = (self.d.regions.records.len() + held) as u32;
-            push_box(
-                &mut self.d.regions.record_coords,
-                base,
-                &origin,
-                &shape,
-                rank,
-            );
+            let coords = &mut self.d.regions.record_coords;
+            push_box(coords, base, &origin, &shape, rank);
             self.d.regions.records.push(Node {
                 layout,
                 byte_offset: 0,
@@ -195,10 +185,8 @@ impl Decoder {
         self.d.regions.record_buffers.reserve(count as usize);
         for (k, &size) in tiles.sizes.iter().enumerate() {
             self.d.regions.records.push(tiles.node(k as u32));
-            self.d
-                .regions
-                .record_buffers
-                .push(tiles.template.with_size(size));
+            let buffers = &mut self.d.regions.record_buffers;
+            buffers.push(tiles.template.with_size(size));
         }
         let mut sizes = tiles.into_sizes();
         sizes.clear();
