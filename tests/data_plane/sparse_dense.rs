@@ -149,3 +149,117 @@ fn sorted_coo_zeroed_slab_by_slab() {
     check(&t, &e, [17, 33], [18, 34]);
     check(&t, &e, [100, 650], [299, 700]);
 }
+
+/// A CSR leaf (row-major entries of `e`) with SORTED|UNIQUE, bound to its own buffers.
+fn csr_of(rows: u64, cols: u64, e: &[(u64, u64, f32)]) -> (Descriptor, [Aligned; 3]) {
+    let mut indptr = vec![0u64; rows as usize + 1];
+    for &(r, _, _) in e {
+        indptr[r as usize + 1] += 1;
+    }
+    for r in 0..rows as usize {
+        indptr[r + 1] += indptr[r];
+    }
+    let cols_ix: Vec<u64> = e.iter().map(|x| x.1).collect();
+    let vals: Vec<f32> = e.iter().map(|x| x.2).collect();
+    let d = TensorBuilder::new(
+        ElementType::Float32,
+        &[rows, cols],
+        NodeSpec::csr(e.len() as u64, sparse_flags::SORTED | sparse_flags::UNIQUE),
+    )
+    .build()
+    .unwrap();
+    (d, [words(&indptr), words(&cols_ix), floats(&vals)])
+}
+
+/// Read `[lo, hi)` into C order (the rows read by one loop over the lines) and into rows
+/// padded by one element (the general per-line loop): the same result, or the same error
+/// with the same detail.
+fn same_as_general(t: &BoundTensor<'_>, lo: [u64; 2], hi: [u64; 2]) -> Result<Vec<f32>> {
+    let (rows, cols) = ((hi[0] - lo[0]) as usize, (hi[1] - lo[1]) as usize);
+    let mut fast = vec![f32::NAN; rows * cols];
+    let a = t.read_box(
+        &lo,
+        &hi,
+        OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut fast),
+        None,
+    );
+    let mut padded = vec![f32::NAN; rows * (cols + 1)];
+    let b = t.read_box(
+        &lo,
+        &hi,
+        OutputType::Float32,
+        bytemuck::cast_slice_mut(&mut padded),
+        Some(&[4 * (cols as i64 + 1), 4]),
+    );
+    match (a, b) {
+        (Ok(()), Ok(())) => {
+            for r in 0..rows {
+                assert_eq!(
+                    fast[r * cols..(r + 1) * cols],
+                    padded[r * (cols + 1)..r * (cols + 1) + cols],
+                    "row {r} of box {lo:?}..{hi:?}"
+                );
+            }
+            Ok(fast)
+        }
+        (Err(x), Err(y)) => {
+            assert_eq!((x.kind, x.to_string()), (y.kind, y.to_string()));
+            Err(x)
+        }
+        (x, y) => panic!("box {lo:?}..{hi:?}: {x:?} against {y:?}"),
+    }
+}
+
+#[test]
+fn csr_rows_read_in_one_loop() {
+    let (rows, cols) = (300u64, 520u64);
+    let e = entries(rows, cols); // row-major order: sorted, unique
+    let (d, [ip, ix, v]) = csr_of(rows, cols, &e);
+    let t = BoundTensor::bind(&d, vec![ip.bytes(), ix.bytes(), v.bytes()]).unwrap();
+    for (lo, hi) in [
+        ([0, 0], [rows, cols]),
+        ([17, 3], [290, 500]),
+        ([0, 511], [rows, cols]),
+        ([299, 0], [300, 1]),
+    ] {
+        check(&t, &e, lo, hi);
+        assert_eq!(same_as_general(&t, lo, hi).unwrap(), reference(&e, lo, hi));
+    }
+}
+
+#[test]
+fn csr_rows_in_one_loop_on_hostile_contents() {
+    let (rows, cols) = (40u64, 64u64);
+    let e = entries(rows, cols);
+    let nnz = e.len() as u64;
+    let (d, [ip, ix, v]) = csr_of(rows, cols, &e);
+    let ptrs: Vec<u64> = bytemuck::cast_slice(ip.bytes()).to_vec();
+    let cols_ix: Vec<u64> = bytemuck::cast_slice(ix.bytes()).to_vec();
+    let boxes = [([0, 0], [rows, cols]), ([5, 9], [33, 60])];
+    // Pointers out of order, past the entries; coordinates out of order despite SORTED,
+    // past the extent.
+    let mut cases: Vec<(Vec<u64>, Vec<u64>)> = Vec::new();
+    let mut p = ptrs.clone();
+    p.swap(10, 11);
+    cases.push((p, cols_ix.clone()));
+    let mut p = ptrs.clone();
+    p[20] = nnz + 5;
+    cases.push((p, cols_ix.clone()));
+    let mut c = cols_ix.clone();
+    c.reverse();
+    cases.push((ptrs.clone(), c));
+    let mut c = cols_ix.clone();
+    c[3] = cols + 7;
+    cases.push((ptrs.clone(), c));
+    let mut errors = 0;
+    for (p, c) in cases {
+        let (ip, ix) = (words(&p), words(&c));
+        let t = BoundTensor::bind(&d, vec![ip.bytes(), ix.bytes(), v.bytes()]).unwrap();
+        for &(lo, hi) in &boxes {
+            errors += usize::from(same_as_general(&t, lo, hi).is_err());
+        }
+    }
+    // Both pointer cases fail in both boxes (their lines are in both).
+    assert!(errors >= 4, "{errors} errors");
+}

@@ -341,6 +341,11 @@ pub(super) fn compressed(
     // ([`Compressed::bucketed`]). Otherwise the box is zeroed once, then the lines
     // scattered.
     let along_output = w.strides[mi].unsigned_abs() <= w.strides[ma].unsigned_abs();
+    if along_output {
+        if let Some(r) = leaf.copied_rows(vals, lo, hi, w, off) {
+            return r;
+        }
+    }
     let whole = leaf.zero.uniform() && !along_output;
     if whole && leaf.sorted && leaf.unique && !w.zeroed {
         if let Some(r) = leaf.bucketed(vals, lo, hi, w, off) {
@@ -368,6 +373,61 @@ pub(super) fn compressed(
     Ok(())
 }
 
+/// The lines of a copied read ([`Compressed::copied_rows`]): pointers `ip` (one past the
+/// last line), minor coordinates `ix` and the entries' bytes `values` (both `nnz` long),
+/// the box's lines and minor range, where its first line starts in the output and how far
+/// apart lines are, and whether each row is zeroed first.
+struct Rows<'a> {
+    ip: &'a [u64],
+    ix: &'a [u64],
+    values: &'a [u8],
+    lines: std::ops::Range<u64>,
+    minor: std::ops::Range<u64>,
+    off: i64,
+    line_step: i64,
+    fill: bool,
+}
+
+/// Write the stored entries of `r`'s lines into their output rows of `N`-byte elements
+/// (each row zeroed first when `r.fill`): `Err(m)` for the first line whose pointers are
+/// out of order or past the entries, or whose row lies outside `buf`.
+fn copy_rows<const N: usize>(r: &Rows<'_>, buf: &mut [u8]) -> std::result::Result<(), u64> {
+    let width = (r.minor.end - r.minor.start) as usize * N;
+    let nnz = r.ix.len();
+    for m in r.lines.clone() {
+        let (s, e) = (r.ip[m as usize], r.ip[m as usize + 1]);
+        let (s, e) = match (usize::try_from(s), usize::try_from(e)) {
+            (Ok(s), Ok(e)) if s <= e && e <= nnz => (s, e),
+            _ => return Err(m),
+        };
+        // Inside the checked output: the offset does not overflow.
+        let at = r.off + (m - r.lines.start) as i64 * r.line_step;
+        let row = usize::try_from(at)
+            .ok()
+            .and_then(|at| buf.get_mut(at..at.checked_add(width)?))
+            .ok_or(m)?;
+        if r.fill {
+            row.fill(0);
+        }
+        let seg = &r.ix[s..e];
+        // As the general loop's lower bound finds it (also on unsorted contents).
+        let k0 = first_at_least(seg, r.minor.start);
+        // Elements as arrays of N bytes (alignment 1: the casts cannot fail).
+        let cells: &mut [[u8; N]] = bytemuck::cast_slice_mut(row);
+        let vs: &[[u8; N]] = bytemuck::cast_slice(&r.values[(s + k0) * N..e * N]);
+        for (&v, src) in seg[k0..].iter().zip(vs) {
+            if v >= r.minor.end {
+                break;
+            }
+            if v < r.minor.start {
+                continue; // only unsorted contents (despite SORTED)
+            }
+            cells[(v - r.minor.start) as usize] = *src;
+        }
+    }
+    Ok(())
+}
+
 /// A CSR or CSC leaf's buffers and how to walk them (`ma` the major axis of its lines,
 /// `mi` the minor one).
 struct Compressed<'a, 'd> {
@@ -387,6 +447,50 @@ struct Compressed<'a, 'd> {
 }
 
 impl Compressed<'_, '_> {
+    /// The lines of the box as contiguous output rows in one loop, when every entry is
+    /// copied whole (sorted, unique, aligned words, a zero of zero bytes): the general
+    /// loop's per-line checks and dispatch cost about 9 ns a line (an empty 512² CSR read
+    /// 4.6 µs). `None` when it does not apply; a line whose pointers are out of order is
+    /// reported by [`line`](Self::line), as the general loop reports it.
+    fn copied_rows(
+        &self,
+        vals: &Values<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        w: &mut Window<'_>,
+        off: i64,
+    ) -> Option<Result<()>> {
+        let n = self.sc.moved(vals)?;
+        let zero = self.zero.0?;
+        if !(self.sorted && self.unique)
+            || w.strides[self.mi] != n as i64
+            || zero[..vals.oes].iter().any(|&b| b != 0)
+        {
+            return None;
+        }
+        let (ma, mi) = (self.ma, self.mi);
+        let ip = self
+            .indptr
+            .words()?
+            .get(..usize::try_from(hi[ma]).ok()?.checked_add(1)?)?;
+        let ix = self.indices.words()?;
+        let values = entry_bytes(self.values, 0, usize::try_from(self.nnz).ok()?, n)?;
+        let rows = Rows {
+            ip,
+            ix: ix.get(..usize::try_from(self.nnz).ok()?)?,
+            values,
+            lines: lo[ma]..hi[ma],
+            minor: lo[mi]..hi[mi],
+            off,
+            line_step: w.strides[ma],
+            fill: !w.zeroed,
+        };
+        Some(match by_size!(n, copy_rows, (&rows, &mut *w.buf)) {
+            Ok(()) => Ok(()),
+            Err(bad) => self.line(bad).and_then(|_| Err(oob(self.region))),
+        })
+    }
+
     /// Line `m`: the position of its first entry and its minor coordinates (checked
     /// against the values' count).
     fn line(&self, m: u64) -> Result<(u64, U64Array<'_>)> {
