@@ -1,11 +1,19 @@
 //! Dense layouts: size rules and element addressing for ROW_MAJOR, COL_MAJOR, STRIDED,
 //! TILED (nested), DIM_ORDER and SPLAT.
 
-use super::{add, element_count, mul, span_of, tag, Arena, Layout, MAX_TILED_DEPTH};
+use std::fmt;
+
+use super::describe::{extents, list};
+use super::fields::{check_permutation, no_fields};
+use super::kind::LayoutKind;
+use super::{
+    add, element_count, mul, rng, size_overflow_is, span_of, tag, tag_name, Arena, Layout,
+    LayoutField, LayoutRef, TileOrder, MAX_TILED_DEPTH,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
-use crate::format::wire::Reader;
+use crate::format::wire::{Reader, Writer};
 
 /// Number of elements the TILED data run holds: tiles in the grid × tile volume. With an
 /// extent of 0 the grid has no tile, so the run is empty whatever the other extents and the
@@ -321,4 +329,118 @@ fn read_tile_shape(
         arena.words.push(t);
     }
     Ok(())
+}
+
+/// The dense family's [`LayoutKind`]: ROW_MAJOR, COL_MAJOR, STRIDED, TILED, DIM_ORDER and
+/// SPLAT, one DATA buffer each.
+pub(crate) struct Dense;
+
+impl LayoutKind for Dense {
+    #[inline(always)]
+    fn read_fields(r: &mut Reader<'_>, t: u8, rank: usize, arena: &mut Arena) -> Result<Layout> {
+        Ok(match t {
+            tag::ROW_MAJOR => Layout::RowMajor,
+            tag::COL_MAJOR => Layout::ColMajor,
+            tag::SPLAT => Layout::Splat,
+            tag::STRIDED => read_strided(r, rank, arena)?,
+            tag::TILED => read_tiled(r, rank, arena)?,
+            tag::DIM_ORDER => {
+                let p = r.bytes(rank, "dim_order")?;
+                check_permutation(p, rank, "dim_order")?;
+                Layout::DimOrder {
+                    order: arena.push_small(p)?.start,
+                }
+            }
+            _ => return Err(no_fields(t)),
+        })
+    }
+
+    fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank: usize) {
+        match *layout {
+            Layout::Strided { strides } => {
+                for &s in &arena.ints[rng(strides, rank)] {
+                    w.i64(s);
+                }
+            }
+            Layout::Tiled {
+                shapes,
+                meta,
+                levels,
+            } => {
+                let levels = levels as usize;
+                let shapes = &arena.words[rng(shapes, levels * rank)];
+                let meta = &arena.small[rng(meta, levels * 2)];
+                for l in 0..levels {
+                    for &t in &shapes[l * rank..(l + 1) * rank] {
+                        w.u64(t);
+                    }
+                    w.u8(meta[2 * l]);
+                    w.u8(meta[2 * l + 1]);
+                }
+            }
+            Layout::DimOrder { order } => w.bytes(&arena.small[rng(order, rank)]),
+            // ROW_MAJOR, COL_MAJOR and SPLAT have no fields.
+            _ => {}
+        }
+    }
+
+    #[inline(always)]
+    fn required_buffers(_layout: &Layout, _rank: usize) -> Option<usize> {
+        Some(1)
+    }
+
+    #[inline(always)]
+    fn check_buffers(
+        layout: &Layout,
+        arena: &Arena,
+        et: ElementType,
+        shape: &[u64],
+        byte_offset: u64,
+        bufs: &[BufferHandle],
+    ) -> Result<()> {
+        check_buffers(layout, arena, et, shape, byte_offset, &bufs[0])
+            .map_err(size_overflow_is(ErrorKind::BufferTooSmall))
+    }
+
+    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
+        match l {
+            LayoutRef::Strided { strides } => vec![("strides", LayoutField::Ints(strides))],
+            LayoutRef::Tiled { levels } => vec![("levels", LayoutField::Levels(levels))],
+            LayoutRef::DimOrder { order } => vec![("dim_order", LayoutField::Axes(order))],
+            // ROW_MAJOR, COL_MAJOR and SPLAT have no fields.
+            _ => Vec::new(),
+        }
+    }
+
+    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match l {
+            LayoutRef::RowMajor => f.write_str("ROW_MAJOR"),
+            LayoutRef::ColMajor => f.write_str("COL_MAJOR"),
+            LayoutRef::Strided { strides } => {
+                write!(f, "STRIDED strides=[{}] elements", list(strides))
+            }
+            LayoutRef::Tiled { levels } => {
+                let parts: Vec<String> = levels
+                    .iter()
+                    .map(|lv| {
+                        let order = match lv.tile_order {
+                            TileOrder::RowMajor => "row-major",
+                            TileOrder::ColMajor => "col-major",
+                        };
+                        format!("{} tiles ({order} grid)", extents(lv.tile_shape))
+                    })
+                    .collect();
+                let inner = levels
+                    .last()
+                    .map(|lv| tag_name(lv.inner_tag))
+                    .unwrap_or("?");
+                write!(f, "TILED {}, {inner} inside", parts.join(" of "))
+            }
+            LayoutRef::DimOrder { order } => {
+                write!(f, "DIM_ORDER order=[{}] (outermost first)", list(order))
+            }
+            LayoutRef::Splat => f.write_str("SPLAT (one fill value)"),
+            other => f.write_str(other.name()),
+        }
+    }
 }

@@ -1,11 +1,13 @@
 //! What a layout says about itself to printers: its fields as (name, value) pairs
 //! ([`LayoutRef::fields`]) and its one-line text (`Display`). `inspect`'s text and JSON,
-//! Python's dicts and `repr`, and anything a dependent prints are made from these, so a
-//! layout added to the table is described everywhere by writing these two matches here.
+//! Python's dicts and `repr`, and anything a dependent prints are made from these; each
+//! layout writes its own in its kind ([`LayoutKind`](super::kind::LayoutKind)), this file
+//! dispatches and holds the pieces of text the kinds share.
 
 use std::fmt;
 
-use super::{sparse_flags, tag_name, LayoutRef, TileLevel, TileOrder};
+use super::kind::{with_kind, LayoutKind};
+use super::{LayoutRef, TileLevel, TileOrder};
 
 /// The value of one layout field ([`LayoutRef::fields`]). Non-exhaustive: a later layout
 /// may bring a kind of field of its own.
@@ -44,49 +46,12 @@ impl<'a> LayoutRef<'a> {
     /// extension's bytes); `opaque_bytes` (how many bytes an opaque part keeps). Layouts
     /// without fields give none.
     pub fn fields(&self) -> Vec<(&'static str, LayoutField<'_>)> {
-        use LayoutField::*;
-        let sparse = |nnz: u64, flags: u8| {
-            vec![
-                ("nnz", U64(nnz)),
-                ("sorted", Bool(flags & sparse_flags::SORTED != 0)),
-                ("unique", Bool(flags & sparse_flags::UNIQUE != 0)),
-            ]
-        };
-        match self {
-            LayoutRef::RowMajor | LayoutRef::ColMajor | LayoutRef::Splat => Vec::new(),
-            LayoutRef::Strided { strides } => vec![("strides", Ints(strides))],
-            LayoutRef::Tiled { levels } => vec![("levels", Levels(levels))],
-            LayoutRef::DimOrder { order } => vec![("dim_order", Axes(order))],
-            LayoutRef::Subpaving { region_count } => {
-                vec![("region_count", U64(u64::from(*region_count)))]
-            }
-            LayoutRef::Coo { nnz, flags }
-            | LayoutRef::Csr { nnz, flags }
-            | LayoutRef::Csc { nnz, flags } => sparse(*nnz, *flags),
-            LayoutRef::Csf { nnz, axis_order } => {
-                vec![("nnz", U64(*nnz)), ("axis_order", Axes(axis_order))]
-            }
-            LayoutRef::BlockPaged {
-                block_size,
-                pool_count,
-            } => vec![
-                ("block_size", U64(*block_size)),
-                ("pool_count", U64(u64::from(*pool_count))),
-            ],
-            LayoutRef::GgmlBlocks { ggml_type: t } => vec![
-                ("ggml_type", U64(u64::from(t.number))),
-                ("ggml_type_name", Name(t.name)),
-                ("block_elems", U64(u64::from(t.block_elems))),
-                ("block_bytes", U64(u64::from(t.block_bytes))),
-            ],
-            LayoutRef::Extension { data, .. } => vec![("ext_data_hex", Bytes(data))],
-            LayoutRef::Unknown { data, .. } => vec![("opaque_bytes", U64(data.len() as u64))],
-        }
+        with_kind!(self.kind_tag(), |K| K::fields(self))
     }
 }
 
 /// `a, b, c` of any displayable items.
-fn list<T: fmt::Display>(items: &[T]) -> String {
+pub(super) fn list<T: fmt::Display>(items: &[T]) -> String {
     items
         .iter()
         .map(|v| v.to_string())
@@ -94,11 +59,10 @@ fn list<T: fmt::Display>(items: &[T]) -> String {
         .join(", ")
 }
 
-fn sparse_flags_text(flags: u8) -> &'static str {
-    match (
-        flags & sparse_flags::SORTED != 0,
-        flags & sparse_flags::UNIQUE != 0,
-    ) {
+/// `SORTED|UNIQUE`, or `unsorted, may repeat` when neither bit is set.
+pub(super) fn sparse_flags_text(flags: u8) -> &'static str {
+    use super::sparse_flags::{SORTED, UNIQUE};
+    match (flags & SORTED != 0, flags & UNIQUE != 0) {
         (true, true) => "SORTED|UNIQUE",
         (true, false) => "SORTED",
         (false, true) => "UNIQUE",
@@ -107,7 +71,7 @@ fn sparse_flags_text(flags: u8) -> &'static str {
 }
 
 /// `64 x 64` (an empty shape prints as `scalar`).
-fn extents(shape: &[u64]) -> String {
+pub(super) fn extents(shape: &[u64]) -> String {
     if shape.is_empty() {
         return "scalar".into();
     }
@@ -122,62 +86,7 @@ fn extents(shape: &[u64]) -> String {
 /// `TILED 64 x 64 tiles (row-major grid), ROW_MAJOR inside`.
 impl fmt::Display for LayoutRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LayoutRef::RowMajor => f.write_str("ROW_MAJOR"),
-            LayoutRef::ColMajor => f.write_str("COL_MAJOR"),
-            LayoutRef::Strided { strides } => {
-                write!(f, "STRIDED strides=[{}] elements", list(strides))
-            }
-            LayoutRef::Tiled { levels } => {
-                let parts: Vec<String> = levels
-                    .iter()
-                    .map(|lv| {
-                        let order = match lv.tile_order {
-                            TileOrder::RowMajor => "row-major",
-                            TileOrder::ColMajor => "col-major",
-                        };
-                        format!("{} tiles ({order} grid)", extents(lv.tile_shape))
-                    })
-                    .collect();
-                let inner = levels
-                    .last()
-                    .map(|lv| tag_name(lv.inner_tag))
-                    .unwrap_or("?");
-                write!(f, "TILED {}, {inner} inside", parts.join(" of "))
-            }
-            LayoutRef::DimOrder { order } => {
-                write!(f, "DIM_ORDER order=[{}] (outermost first)", list(order))
-            }
-            LayoutRef::Subpaving { region_count } => {
-                write!(f, "SUBPAVING of {region_count} regions")
-            }
-            LayoutRef::Coo { nnz, flags }
-            | LayoutRef::Csr { nnz, flags }
-            | LayoutRef::Csc { nnz, flags } => {
-                write!(f, "{} nnz={nnz} {}", self.name(), sparse_flags_text(*flags))
-            }
-            LayoutRef::Csf { nnz, axis_order } => {
-                write!(f, "CSF nnz={nnz} axis_order=[{}]", list(axis_order))
-            }
-            LayoutRef::BlockPaged {
-                block_size,
-                pool_count,
-            } => write!(f, "BLOCK_PAGED block_size={block_size} pools={pool_count}"),
-            LayoutRef::GgmlBlocks { ggml_type: t } => write!(
-                f,
-                "GGML_BLOCKS {} (ggml type {}: blocks of {} values in {} bytes)",
-                t.name, t.number, t.block_elems, t.block_bytes
-            ),
-            LayoutRef::Splat => f.write_str("SPLAT (one fill value)"),
-            LayoutRef::Extension { tag, data } => {
-                write!(f, "EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())
-            }
-            LayoutRef::Unknown { tag, data } => write!(
-                f,
-                "UNKNOWN 0x{tag:02X} (kept opaque: {} bytes, not bindable)",
-                data.len()
-            ),
-        }
+        with_kind!(self.kind_tag(), |K| K::fmt(self, f))
     }
 }
 
@@ -210,7 +119,7 @@ mod tests {
             levels: vec![TileLevel {
                 tile_shape: &shape,
                 tile_order: TileOrder::ColMajor,
-                inner_tag: super::super::tag::ROW_MAJOR,
+                inner_tag: crate::layout::tag::ROW_MAJOR,
             }],
         };
         assert_eq!(

@@ -7,14 +7,20 @@
 //! borrowed, public view.
 //!
 //! This file holds that compact form and its view; the table and what is generated from
-//! it are in `table.rs`, the field codec and the field rules that need the shape in
-//! `fields.rs`, buffer requirements, roles and checks in `buffers.rs`.
+//! it are in `table.rs`. Each family of layouts implements [`kind::LayoutKind`] in a
+//! module of its own (`dense.rs`, `sparse.rs`, `paged.rs`, `ggml/rules.rs`,
+//! `container.rs`, `opaque.rs`): its field codec and field rules, buffer requirements,
+//! roles and checks, and its description; `fields.rs`, `buffers.rs` and `describe.rs`
+//! dispatch to it through `kind.rs`, the one list of which family each tag belongs to.
 
 mod buffers;
+mod container;
 pub(crate) mod dense;
 mod describe;
 mod fields;
 pub mod ggml;
+mod kind;
+mod opaque;
 pub(crate) mod paged;
 pub(crate) mod sparse;
 mod table;

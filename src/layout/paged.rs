@@ -1,10 +1,17 @@
 //! BLOCK_PAGED: block table, row lengths and page pools.
 
-use super::{element_count, expect_size, mul, Layout};
+use std::fmt;
+
+use super::fields::no_fields;
+use super::kind::LayoutKind;
+use super::{
+    element_count, expect_size, mul, size_overflow_is, tag, Arena, BufferRole, Layout, LayoutField,
+    LayoutRef,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
-use crate::format::wire::Reader;
+use crate::format::wire::{Reader, Writer};
 
 /// Geometry of a block-paged node derived from its shape and block size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +91,7 @@ pub(crate) fn check_buffers(
 }
 
 /// BLOCK_PAGED's fields: a non-zero `block_size` and a non-zero `pool_count`.
-pub(super) fn read_fields(r: &mut Reader<'_>) -> Result<Layout> {
+fn read_block_paged(r: &mut Reader<'_>) -> Result<Layout> {
     let at = r.pos();
     let block_size = r.u64("block_size")?;
     if block_size == 0 {
@@ -104,4 +111,81 @@ pub(super) fn read_fields(r: &mut Reader<'_>) -> Result<Layout> {
         block_size,
         pool_count,
     })
+}
+
+/// BLOCK_PAGED's [`LayoutKind`]: a block table, the row lengths, then `pool_count` page
+/// pools.
+pub(crate) struct Paged;
+
+impl LayoutKind for Paged {
+    #[inline(always)]
+    fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
+        match t {
+            tag::BLOCK_PAGED => read_block_paged(r),
+            _ => Err(no_fields(t)),
+        }
+    }
+
+    fn write_fields(w: &mut Writer, layout: &Layout, _arena: &Arena, _rank: usize) {
+        if let Layout::BlockPaged {
+            block_size,
+            pool_count,
+        } = *layout
+        {
+            w.u64(block_size);
+            w.u8(pool_count);
+        }
+    }
+
+    #[inline(always)]
+    fn required_buffers(layout: &Layout, _rank: usize) -> Option<usize> {
+        match layout {
+            Layout::BlockPaged { pool_count, .. } => Some(2 + *pool_count as usize),
+            _ => None,
+        }
+    }
+
+    fn buffer_role(_layout: &Layout, _rank: usize, i: usize) -> (BufferRole, u32) {
+        match i {
+            0 => (BufferRole::BlockTable, 0),
+            1 => (BufferRole::RowLengths, 0),
+            _ => (BufferRole::PagePool, (i - 2) as u32),
+        }
+    }
+
+    #[inline(always)]
+    fn check_buffers(
+        layout: &Layout,
+        _arena: &Arena,
+        et: ElementType,
+        shape: &[u64],
+        _byte_offset: u64,
+        bufs: &[BufferHandle],
+    ) -> Result<()> {
+        check_buffers(layout, et, shape, bufs)
+            .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch))
+    }
+
+    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
+        match l {
+            LayoutRef::BlockPaged {
+                block_size,
+                pool_count,
+            } => vec![
+                ("block_size", LayoutField::U64(*block_size)),
+                ("pool_count", LayoutField::U64(u64::from(*pool_count))),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match l {
+            LayoutRef::BlockPaged {
+                block_size,
+                pool_count,
+            } => write!(f, "BLOCK_PAGED block_size={block_size} pools={pool_count}"),
+            other => f.write_str(other.name()),
+        }
+    }
 }

@@ -1,10 +1,18 @@
 //! Sparse layouts (COO, CSR, CSC, CSF): exact buffer sizes from shape, nnz and handles.
 
-use super::{element_count, expect_size, mul, sparse_flags, tag, Arena, Layout};
+use std::fmt;
+
+use super::describe::{list, sparse_flags_text};
+use super::fields::{check_permutation, no_fields};
+use super::kind::LayoutKind;
+use super::{
+    element_count, expect_size, mul, rng, size_overflow_is, sparse_flags, tag, Arena, BufferRole,
+    Layout, LayoutField, LayoutRef,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
-use crate::format::wire::Reader;
+use crate::format::wire::{Reader, Writer};
 
 fn check_nnz_unique(nnz: u64, shape: &[u64], unique: bool, what: &str) -> Result<()> {
     if unique {
@@ -133,4 +141,122 @@ pub(super) fn read_compressed(r: &mut Reader<'_>, t: u8) -> Result<Layout> {
         tag::CSR => Layout::Csr { nnz, flags },
         _ => Layout::Csc { nnz, flags },
     })
+}
+
+/// The sparse family's [`LayoutKind`]: COO (indices, values), CSR and CSC (indptr,
+/// indices, values), CSF (an indptr and an indices buffer per level, then values).
+pub(crate) struct Sparse;
+
+impl LayoutKind for Sparse {
+    #[inline(always)]
+    fn read_fields(r: &mut Reader<'_>, t: u8, rank: usize, arena: &mut Arena) -> Result<Layout> {
+        match t {
+            tag::COO | tag::CSR | tag::CSC => read_compressed(r, t),
+            tag::CSF => {
+                let nnz = r.u64("nnz")?;
+                let p = r.bytes(rank, "axis_order")?;
+                check_permutation(p, rank, "axis_order")?;
+                Ok(Layout::Csf {
+                    nnz,
+                    axis_order: arena.push_small(p)?.start,
+                })
+            }
+            _ => Err(no_fields(t)),
+        }
+    }
+
+    fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank: usize) {
+        match *layout {
+            Layout::Coo { nnz, flags }
+            | Layout::Csr { nnz, flags }
+            | Layout::Csc { nnz, flags } => {
+                w.u64(nnz);
+                w.u8(flags);
+            }
+            Layout::Csf { nnz, axis_order } => {
+                w.u64(nnz);
+                w.bytes(&arena.small[rng(axis_order, rank)]);
+            }
+            _ => {}
+        }
+    }
+
+    #[inline(always)]
+    fn check_fields(layout: &Layout, shape: &[u64]) -> Result<()> {
+        check_nnz(layout, shape)
+    }
+
+    #[inline(always)]
+    fn required_buffers(layout: &Layout, rank: usize) -> Option<usize> {
+        match layout {
+            Layout::Coo { .. } => Some(2),
+            Layout::Csf { .. } => Some(2 * rank + 1),
+            _ => Some(3),
+        }
+    }
+
+    fn buffer_role(layout: &Layout, rank: usize, i: usize) -> (BufferRole, u32) {
+        match layout {
+            Layout::Coo { .. } if i == 0 => (BufferRole::Indices, 0),
+            Layout::Coo { .. } => (BufferRole::Values, 0),
+            Layout::Csf { .. } if i < rank => (BufferRole::Indptr, i as u32),
+            Layout::Csf { .. } if i < 2 * rank => (BufferRole::Indices, (i - rank) as u32),
+            Layout::Csf { .. } => (BufferRole::Values, 0),
+            _ => match i {
+                0 => (BufferRole::Indptr, 0),
+                1 => (BufferRole::Indices, 0),
+                _ => (BufferRole::Values, 0),
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn check_buffers(
+        layout: &Layout,
+        arena: &Arena,
+        et: ElementType,
+        shape: &[u64],
+        _byte_offset: u64,
+        bufs: &[BufferHandle],
+    ) -> Result<()> {
+        check_buffers(layout, arena, et, shape, bufs)
+            .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch))
+    }
+
+    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
+        match l {
+            LayoutRef::Coo { nnz, flags }
+            | LayoutRef::Csr { nnz, flags }
+            | LayoutRef::Csc { nnz, flags } => vec![
+                ("nnz", LayoutField::U64(*nnz)),
+                (
+                    "sorted",
+                    LayoutField::Bool(flags & sparse_flags::SORTED != 0),
+                ),
+                (
+                    "unique",
+                    LayoutField::Bool(flags & sparse_flags::UNIQUE != 0),
+                ),
+            ],
+            LayoutRef::Csf { nnz, axis_order } => vec![
+                ("nnz", LayoutField::U64(*nnz)),
+                ("axis_order", LayoutField::Axes(axis_order)),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match l {
+            LayoutRef::Coo { nnz, flags }
+            | LayoutRef::Csr { nnz, flags }
+            | LayoutRef::Csc { nnz, flags } => {
+                write!(f, "{} nnz={nnz} {}", l.name(), sparse_flags_text(*flags))
+            }
+            LayoutRef::Csf { nnz, axis_order } => {
+                write!(f, "CSF nnz={nnz} axis_order=[{}]", list(axis_order))
+            }
+            other => f.write_str(other.name()),
+        }
+    }
 }

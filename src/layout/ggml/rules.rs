@@ -6,12 +6,19 @@
 //! block, blocks in row-major order, so element `L` (its row-major number) is value
 //! `L mod QK` of block `L div QK`. The one buffer holds the blocks.
 
+use std::fmt;
+
 use super::{ggml_type, GgmlType};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
 use crate::format::value;
-use crate::layout::{element_count, expect_size, mul};
+use crate::format::wire::{Reader, Writer};
+use crate::layout::fields::no_fields;
+use crate::layout::kind::LayoutKind;
+use crate::layout::{
+    element_count, expect_size, mul, size_overflow_is, tag, Arena, Layout, LayoutField, LayoutRef,
+};
 
 /// The element types a GGML_BLOCKS node may have: its value type, FLOAT32 (ggml's
 /// dequantized value) or FLOAT16 / BFLOAT16 (that value rounded once). Any other is
@@ -107,6 +114,80 @@ pub(crate) fn store_value(et: ElementType, v: f32, out: &mut [u8]) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// GGML_BLOCKS' [`LayoutKind`]: one buffer of blocks.
+pub(crate) struct GgmlBlocks;
+
+impl LayoutKind for GgmlBlocks {
+    #[inline(always)]
+    fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
+        if t != tag::GGML_BLOCKS {
+            return Err(no_fields(t));
+        }
+        let at = r.pos();
+        let number = r.u32("ggml_type")?;
+        known_type(number, at)?;
+        Ok(Layout::GgmlBlocks { ggml_type: number })
+    }
+
+    fn write_fields(w: &mut Writer, layout: &Layout, _arena: &Arena, _rank: usize) {
+        if let Layout::GgmlBlocks { ggml_type } = *layout {
+            w.u32(ggml_type);
+        }
+    }
+
+    #[inline(always)]
+    fn check_fields(layout: &Layout, shape: &[u64]) -> Result<()> {
+        match *layout {
+            Layout::GgmlBlocks { ggml_type } => check_shape(known_type(ggml_type, 0)?, shape),
+            _ => Ok(()),
+        }
+    }
+
+    #[inline(always)]
+    fn required_buffers(_layout: &Layout, _rank: usize) -> Option<usize> {
+        Some(1)
+    }
+
+    #[inline(always)]
+    fn check_buffers(
+        layout: &Layout,
+        _arena: &Arena,
+        _et: ElementType,
+        shape: &[u64],
+        _byte_offset: u64,
+        bufs: &[BufferHandle],
+    ) -> Result<()> {
+        match *layout {
+            Layout::GgmlBlocks { ggml_type } => check_buffers(ggml_type, shape, bufs)
+                .map_err(size_overflow_is(ErrorKind::BufferSizeMismatch)),
+            _ => Ok(()),
+        }
+    }
+
+    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
+        match l {
+            LayoutRef::GgmlBlocks { ggml_type: t } => vec![
+                ("ggml_type", LayoutField::U64(u64::from(t.number))),
+                ("ggml_type_name", LayoutField::Name(t.name)),
+                ("block_elems", LayoutField::U64(u64::from(t.block_elems))),
+                ("block_bytes", LayoutField::U64(u64::from(t.block_bytes))),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match l {
+            LayoutRef::GgmlBlocks { ggml_type: t } => write!(
+                f,
+                "GGML_BLOCKS {} (ggml type {}: blocks of {} values in {} bytes)",
+                t.name, t.number, t.block_elems, t.block_bytes
+            ),
+            other => f.write_str(other.name()),
+        }
     }
 }
 

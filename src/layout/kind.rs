@@ -1,0 +1,160 @@
+//! The extension point of layouts: each family of layouts implements [`LayoutKind`] in its
+//! own module — `dense.rs` (ROW_MAJOR, COL_MAJOR, STRIDED, TILED, DIM_ORDER, SPLAT),
+//! `sparse.rs` (COO, CSR, CSC, CSF), `paged.rs` (BLOCK_PAGED), `ggml/rules.rs`
+//! (GGML_BLOCKS), `container.rs` (SUBPAVING) and `opaque.rs` (private extensions, parts
+//! kept opaque) — and [`with_kind!`], the one list of which family each tag belongs to,
+//! dispatches to it. The field codec (`fields.rs`), the buffer rules (`buffers.rs`) and the
+//! description (`describe.rs`) name no layout: they ask the kind.
+//!
+//! Adding a layout: its row in the table (`table.rs`), its variants of `Layout` and
+//! `LayoutRef` (`mod.rs`), its family's module, and its tag in [`with_kind!`].
+
+use std::fmt;
+
+use super::{Arena, BufferRole, Layout, LayoutField, LayoutRef};
+use crate::error::Result;
+use crate::format::buffer::BufferHandle;
+use crate::format::element::ElementType;
+use crate::format::wire::{Reader, Writer};
+
+/// What a family of layouts knows about its layouts. Each method is asked only of layouts
+/// of the family (a `Layout` or `LayoutRef` whose tag [`with_kind!`] sends to it).
+pub(crate) trait LayoutKind {
+    /// Read the layout-specific fields of tag `t` in wire order.
+    fn read_fields(r: &mut Reader<'_>, t: u8, rank: usize, arena: &mut Arena) -> Result<Layout>;
+
+    /// Write the layout-specific fields of `layout` in wire order.
+    fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank: usize);
+
+    /// The rules on the fields that need the node's shape (docs/spec §1.8 step 15).
+    fn check_fields(_layout: &Layout, _shape: &[u64]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Number of layout (non-quantization) buffers; `None` when the layout cannot say
+    /// (private extensions: the buffer table is authoritative).
+    fn required_buffers(layout: &Layout, rank: usize) -> Option<usize>;
+
+    /// Role and level (CSF level, pool number, extension ordinal) of layout buffer `i`.
+    fn buffer_role(_layout: &Layout, _rank: usize, _i: usize) -> (BufferRole, u32) {
+        (BufferRole::Data, 0)
+    }
+
+    /// Check the layout buffers `bufs` of a node of `shape` and element type `et` (the
+    /// byte_offset rule of the layout's class is checked before).
+    fn check_buffers(
+        layout: &Layout,
+        arena: &Arena,
+        et: ElementType,
+        shape: &[u64],
+        byte_offset: u64,
+        bufs: &[BufferHandle],
+    ) -> Result<()>;
+
+    /// The layout-specific fields for printers ([`LayoutRef::fields`]).
+    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)>;
+
+    /// The one-line text `inspect` prints (`Display` of [`LayoutRef`]).
+    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// Run `$e` with `$K` the [`LayoutKind`] of the tag `$t` (an `Option<u8>`: `None` for a part
+/// kept opaque, whatever its tag). Tags the list does not name (unassigned ones) go to the
+/// opaque kind.
+macro_rules! with_kind {
+    ($t:expr, |$K:ident| $e:expr) => {{
+        use $crate::layout::tag;
+        match $t {
+            Some(
+                tag::ROW_MAJOR
+                | tag::COL_MAJOR
+                | tag::STRIDED
+                | tag::TILED
+                | tag::DIM_ORDER
+                | tag::SPLAT,
+            ) => {
+                type $K = $crate::layout::dense::Dense;
+                $e
+            }
+            Some(tag::COO | tag::CSR | tag::CSC | tag::CSF) => {
+                type $K = $crate::layout::sparse::Sparse;
+                $e
+            }
+            Some(tag::BLOCK_PAGED) => {
+                type $K = $crate::layout::paged::Paged;
+                $e
+            }
+            Some(tag::GGML_BLOCKS) => {
+                type $K = $crate::layout::ggml::rules::GgmlBlocks;
+                $e
+            }
+            Some(tag::SUBPAVING) => {
+                type $K = $crate::layout::container::Subpaving;
+                $e
+            }
+            Some(tag::EXTENSION_FIRST..=tag::EXTENSION_LAST) => {
+                type $K = $crate::layout::opaque::Extension;
+                $e
+            }
+            _ => {
+                type $K = $crate::layout::opaque::Opaque;
+                $e
+            }
+        }
+    }};
+}
+pub(crate) use with_kind;
+
+impl Layout {
+    /// The tag that chooses the layout's kind: `None` for a part kept opaque.
+    #[inline(always)]
+    pub(crate) fn kind_tag(&self) -> Option<u8> {
+        match self {
+            Layout::Unknown { .. } => None,
+            l => Some(l.tag()),
+        }
+    }
+}
+
+impl LayoutRef<'_> {
+    /// The tag that chooses the layout's kind: `None` for a part kept opaque.
+    #[inline(always)]
+    pub(crate) fn kind_tag(&self) -> Option<u8> {
+        match self {
+            LayoutRef::Unknown { .. } => None,
+            l => Some(l.tag()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{classify, LayoutClass, LAYOUTS};
+
+    /// Every layout of the table has a kind of its own family: none falls to the opaque
+    /// kind, which reads no fields.
+    #[test]
+    fn every_table_layout_has_its_kind() {
+        for info in LAYOUTS {
+            let mut arena = Arena::default();
+            let bytes = [0u8; 64];
+            let mut r = Reader::new(&bytes);
+            let read = with_kind!(Some(info.tag), |K| K::read_fields(
+                &mut r, info.tag, 2, &mut arena
+            ));
+            match classify(info.tag) {
+                // The decoder reads a subpaving's regions itself.
+                LayoutClass::Container => assert!(read.is_err(), "{}", info.name),
+                // A kind of its own answers (all-zero fields may break its rules, but
+                // not with the opaque kind's INTERNAL).
+                _ => assert!(
+                    read.as_ref()
+                        .map_or_else(|e| e.kind != crate::ErrorKind::Internal, |_| true),
+                    "{}: {read:?}",
+                    info.name
+                ),
+            }
+        }
+    }
+}
