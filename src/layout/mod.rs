@@ -7,7 +7,7 @@
 //! borrowed, public view.
 //!
 //! This file holds that compact form and its view; the table and what is generated from
-//! it are in `table.rs`. Each family of layouts implements [`kind::LayoutKind`] in a
+//! it are in `table.rs`. Each family of layouts implements `kind::LayoutKind` in a
 //! module of its own (`dense.rs`, `sparse.rs`, `paged.rs`, `ggml/rules.rs`,
 //! `container.rs`, `opaque.rs`): its field codec and field rules, buffer requirements,
 //! roles and checks, and its description; `fields.rs`, `buffers.rs` and `describe.rs`
