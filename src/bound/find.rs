@@ -54,7 +54,9 @@ use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
 use crate::format::element::ElementType;
 
-use crate::layout::{self, dense, ggml, BufferRole, Layout};
+use super::leaf::LeafKind;
+use crate::layout::kind::with_kind;
+use crate::layout::{self, dense, ggml, BufferRole};
 
 /// Where the stored bits of one element are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,39 +136,34 @@ pub(crate) fn find(
     shape: &[u64],
     x: &[u64],
 ) -> Result<ElementPlace> {
-    match node.layout {
-        Layout::Csr { nnz, flags } => {
-            find_compressed(d, bufs, region, node, nnz, flags, x[0], x[1])
-        }
-        Layout::Csc { nnz, flags } => {
-            find_compressed(d, bufs, region, node, nnz, flags, x[1], x[0])
-        }
-        Layout::BlockPaged {
-            block_size,
-            pool_count,
-        } => find_paged(d, bufs, region, node, shape, x, block_size, pool_count),
-        Layout::Coo { nnz, flags } => find_coo(d, bufs, region, node, nnz, flags, x),
-        Layout::Csf { axis_order, .. } => find_csf(d, bufs, region, node, axis_order, x),
-        Layout::GgmlBlocks { ggml_type } => find_ggml(bufs, region, node, shape, x, ggml_type),
-        Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => Err(no_lookup(region, tag)),
-        Layout::Subpaving { .. } => Err(internal(region, "a subpaving node")),
-        _ => {
-            let (byte, shift) = dense::element_offset(
-                &node.layout,
-                &d.arena,
-                d.stored_type(region),
-                shape,
-                node.byte_offset,
-                x,
-            )
-            .ok_or_else(|| internal(region, "a dense element"))?;
-            Ok(ElementPlace::At {
-                buffer: node.first_buffer as usize,
-                byte: usize::try_from(byte).map_err(|_| internal(region, "a dense element"))?,
-                shift,
-            })
-        }
-    }
+    with_kind!(node.layout.kind_tag(), |K| <K as LeafKind>::find(
+        d, bufs, region, node, shape, x
+    ))
+}
+
+/// A dense leaf's element `x`: at its byte (and nibble) in the leaf's one buffer.
+#[inline(always)]
+pub(super) fn find_dense(
+    d: &Descriptor,
+    region: Option<u32>,
+    node: &Node,
+    shape: &[u64],
+    x: &[u64],
+) -> Result<ElementPlace> {
+    let (byte, shift) = dense::element_offset(
+        &node.layout,
+        &d.arena,
+        d.stored_type(region),
+        shape,
+        node.byte_offset,
+        x,
+    )
+    .ok_or_else(|| internal(region, "a dense element"))?;
+    Ok(ElementPlace::At {
+        buffer: node.first_buffer as usize,
+        byte: usize::try_from(byte).map_err(|_| internal(region, "a dense element"))?,
+        shift,
+    })
 }
 
 /// GGML_BLOCKS lookup: the value of element `x` (row-major number `L`), value `L mod QK`

@@ -68,6 +68,7 @@ use crate::format::value;
 
 mod batch;
 pub(crate) mod find;
+mod leaf;
 mod read;
 mod shortcut;
 mod validate;

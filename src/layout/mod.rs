@@ -14,13 +14,13 @@
 //! dispatch to it through `kind.rs`, the one list of which family each tag belongs to.
 
 mod buffers;
-mod container;
+pub(crate) mod container;
 pub(crate) mod dense;
 mod describe;
 mod fields;
 pub mod ggml;
-mod kind;
-mod opaque;
+pub(crate) mod kind;
+pub(crate) mod opaque;
 pub(crate) mod paged;
 pub(crate) mod sparse;
 mod table;

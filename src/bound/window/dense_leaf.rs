@@ -6,22 +6,33 @@
 use super::convert::{oob, Values};
 use super::dense::{self, Source};
 use super::Window;
+use crate::bound::find::{find_dense, ElementPlace};
+use crate::bound::leaf::LeafKind;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
+use crate::layout::dense::Dense;
 use crate::layout::{tag, Layout, MAX_RANK};
 
-/// One dense leaf being read: the leaf-local box `[llo, lhi)` of a leaf of extent
+/// One leaf being read, of any layout (each family's `LeafKind::read_box` takes it; the
+/// dense kernels are its methods): the leaf-local box `[llo, lhi)` of a leaf of extent
 /// `shape`, whose element `llo` goes to byte `off` of the window.
-pub(super) struct DenseLeaf<'l, 'a> {
-    pub d: &'l Descriptor,
-    pub bufs: &'l [&'a [u8]],
-    pub region: Option<u32>,
-    pub node: &'l Node,
-    pub shape: &'l [u64],
-    pub llo: &'l [u64],
-    pub lhi: &'l [u64],
-    pub vals: &'l Values<'a>,
-    pub off: i64,
+pub(in crate::bound) struct DenseLeaf<'l, 'a> {
+    pub(super) d: &'l Descriptor,
+    pub(super) bufs: &'l [&'a [u8]],
+    pub(super) region: Option<u32>,
+    pub(super) node: &'l Node,
+    pub(super) shape: &'l [u64],
+    pub(super) llo: &'l [u64],
+    pub(super) lhi: &'l [u64],
+    pub(super) vals: &'l Values<'a>,
+    pub(super) off: i64,
+}
+
+impl DenseLeaf<'_, '_> {
+    /// The region that owns the leaf (`None`: the tensor's top level).
+    pub(in crate::bound) fn region(&self) -> Option<u32> {
+        self.region
+    }
 }
 
 impl<'a> DenseLeaf<'_, 'a> {
@@ -284,6 +295,34 @@ impl Tiles<'_> {
             if done {
                 return Ok(());
             }
+        }
+    }
+}
+
+impl LeafKind for Dense {
+    #[inline(always)]
+    fn find(
+        d: &Descriptor,
+        _bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        x: &[u64],
+    ) -> Result<ElementPlace> {
+        find_dense(d, region, node, shape, x)
+    }
+
+    fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
+        match leaf.node.layout {
+            Layout::Strided { strides } => leaf.strided(strides, w),
+            Layout::Splat => leaf.splat(w),
+            Layout::Tiled {
+                shapes,
+                meta,
+                levels,
+            } => leaf.tiled(shapes, meta, levels, w),
+            // ROW_MAJOR, COL_MAJOR and DIM_ORDER: elements in an axis order.
+            _ => leaf.ordered(w),
         }
     }
 }

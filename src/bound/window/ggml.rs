@@ -9,11 +9,17 @@
 //! straight into the output.
 
 use super::convert::{oob, Values};
+use super::DenseLeaf;
 use super::Window;
+use crate::bound::find::{find_ggml, internal, ElementPlace};
+use crate::bound::leaf::LeafKind;
+use crate::descriptor::Descriptor;
 use crate::descriptor::Node;
 use crate::error::Result;
 use crate::format::element::ElementType;
+use crate::layout::ggml::rules::GgmlBlocks;
 use crate::layout::ggml::{dequantize_range, ggml_type, rules, GgmlType};
+use crate::layout::Layout;
 use crate::layout::MAX_RANK;
 
 /// Elements dequantized at a time (a multiple of every block's values: pieces measured
@@ -153,4 +159,40 @@ fn next_row(x: &mut [u64], lo: &[u64], hi: &[u64]) -> bool {
         x[a] = lo[a];
     }
     false
+}
+
+impl LeafKind for GgmlBlocks {
+    #[inline(always)]
+    fn find(
+        _d: &Descriptor,
+        bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        x: &[u64],
+    ) -> Result<ElementPlace> {
+        match node.layout {
+            Layout::GgmlBlocks { ggml_type } => find_ggml(bufs, region, node, shape, x, ggml_type),
+            _ => Err(internal(region, "a GGML_BLOCKS node")),
+        }
+    }
+
+    fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
+        match leaf.node.layout {
+            Layout::GgmlBlocks { ggml_type } => read(
+                leaf.bufs,
+                leaf.region,
+                leaf.node,
+                leaf.shape,
+                ggml_type,
+                leaf.d.stored_type(leaf.region),
+                leaf.vals,
+                leaf.llo,
+                leaf.lhi,
+                w,
+                leaf.off,
+            ),
+            _ => Err(internal(leaf.region, "a GGML_BLOCKS node")),
+        }
+    }
 }

@@ -19,13 +19,17 @@ mod paged;
 mod plan;
 mod sparse;
 
+pub(in crate::bound) use dense_leaf::DenseLeaf;
+
 use std::ops::ControlFlow;
 
-use super::find::{no_lookup, owner_name};
+use super::find::no_lookup;
+use super::leaf::LeafKind;
 use super::BoundTensor;
 use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::element::ElementType;
+use crate::layout::kind::with_kind;
 use crate::layout::{Layout, MAX_RANK};
 use convert::Values;
 
@@ -90,7 +94,7 @@ impl OutputType {
 
 /// The caller's output while a box is read: the bytes, the per-axis byte strides, scratch
 /// for gathered codes, and the leaf being read (for error details).
-pub(super) struct Window<'o> {
+pub(in crate::bound) struct Window<'o> {
     buf: &'o mut [u8],
     strides: &'o [i64],
     scratch: Vec<u8>,
@@ -377,7 +381,6 @@ impl<'a> BoundTensor<'a> {
             return Err(no_lookup(region, tag));
         }
         let vals = Values::new(d, bufs, region, node, shape, out_type)?;
-        let et = d.stored_type(region);
         let leaf = dense_leaf::DenseLeaf {
             d,
             bufs,
@@ -389,43 +392,9 @@ impl<'a> BoundTensor<'a> {
             vals: &vals,
             off,
         };
-        match node.layout {
-            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => leaf.ordered(w),
-            Layout::Strided { strides } => leaf.strided(strides, w),
-            Layout::Splat => leaf.splat(w),
-            Layout::Tiled {
-                shapes,
-                meta,
-                levels,
-            } => leaf.tiled(shapes, meta, levels, w),
-            Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
-                let csr = matches!(node.layout, Layout::Csr { .. });
-                sparse::compressed(
-                    d, bufs, region, node, csr, nnz, flags, &vals, llo, lhi, w, off,
-                )
-            }
-            Layout::Coo { nnz, flags } => {
-                sparse::coo(bufs, region, node, nnz, flags, &vals, llo, lhi, w, off)
-            }
-            Layout::Csf { axis_order, .. } => {
-                sparse::csf(d, bufs, region, node, axis_order, &vals, llo, lhi, w, off)
-            }
-            Layout::BlockPaged {
-                block_size,
-                pool_count,
-            } => paged::read(
-                d, bufs, region, node, shape, block_size, pool_count, &vals, llo, lhi, w, off,
-            ),
-            Layout::GgmlBlocks { ggml_type } => ggml::read(
-                bufs, region, node, shape, ggml_type, et, &vals, llo, lhi, w, off,
-            ),
-            Layout::Subpaving { .. } | Layout::Extension { .. } | Layout::Unknown { .. } => {
-                Err(Error::new(
-                    ErrorKind::Internal,
-                    format!("{}: not a readable leaf", owner_name(region)),
-                ))
-            }
-        }
+        with_kind!(node.layout.kind_tag(), |K| <K as LeafKind>::read_box(
+            &leaf, w
+        ))
     }
 }
 

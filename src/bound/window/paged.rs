@@ -6,11 +6,16 @@
 
 use super::convert::{oob, Values};
 use super::dense::{copy_box, Source};
+use super::DenseLeaf;
 use super::Window;
 use crate::bound::find::{bad_page, U64Array};
+use crate::bound::find::{find_paged, internal, ElementPlace};
+use crate::bound::leaf::LeafKind;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
+use crate::layout::paged::Paged;
 use crate::layout::paged::PagedGeometry;
+use crate::layout::Layout;
 use crate::layout::MAX_RANK;
 
 /// Byte offset in the window of leaf-local `x`, given the offset of `lo`.
@@ -160,4 +165,47 @@ fn page_in_pools<'b>(pools: &[&'b [u8]], page: u64, page_bytes: u64) -> Option<(
         start -= pb.len();
     }
     None
+}
+
+impl LeafKind for Paged {
+    #[inline(always)]
+    fn find(
+        d: &Descriptor,
+        bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        x: &[u64],
+    ) -> Result<ElementPlace> {
+        match node.layout {
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            } => find_paged(d, bufs, region, node, shape, x, block_size, pool_count),
+            _ => Err(internal(region, "a paged node")),
+        }
+    }
+
+    fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
+        match leaf.node.layout {
+            Layout::BlockPaged {
+                block_size,
+                pool_count,
+            } => read(
+                leaf.d,
+                leaf.bufs,
+                leaf.region,
+                leaf.node,
+                leaf.shape,
+                block_size,
+                pool_count,
+                leaf.vals,
+                leaf.llo,
+                leaf.lhi,
+                w,
+                leaf.off,
+            ),
+            _ => Err(internal(leaf.region, "a paged node")),
+        }
+    }
 }

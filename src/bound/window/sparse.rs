@@ -16,11 +16,16 @@
 
 use super::convert::{oob, Values};
 use super::dense::{copy_box, fill_box, Source};
+use super::DenseLeaf;
 use super::Window;
 use crate::bound::find::{bad_children, bad_root, bad_segment, content_error, duplicate, U64Array};
+use crate::bound::find::{find_compressed, find_coo, find_csf, internal, ElementPlace};
+use crate::bound::leaf::LeafKind;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
 use crate::format::element::ElementType;
+use crate::layout::sparse::Sparse;
+use crate::layout::Layout;
 use crate::layout::{sparse_flags, MAX_RANK};
 
 /// Sub-table entry `k` of `node`.
@@ -748,6 +753,59 @@ impl Walk<'_, '_> {
             k += 1;
         }
         Ok(())
+    }
+}
+
+impl LeafKind for Sparse {
+    #[inline(always)]
+    fn find(
+        d: &Descriptor,
+        bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        _shape: &[u64],
+        x: &[u64],
+    ) -> Result<ElementPlace> {
+        match node.layout {
+            Layout::Csr { nnz, flags } => {
+                find_compressed(d, bufs, region, node, nnz, flags, x[0], x[1])
+            }
+            Layout::Csc { nnz, flags } => {
+                find_compressed(d, bufs, region, node, nnz, flags, x[1], x[0])
+            }
+            Layout::Coo { nnz, flags } => find_coo(d, bufs, region, node, nnz, flags, x),
+            Layout::Csf { axis_order, .. } => find_csf(d, bufs, region, node, axis_order, x),
+            _ => Err(internal(region, "a sparse node")),
+        }
+    }
+
+    fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
+        let DenseLeaf {
+            d,
+            bufs,
+            region,
+            node,
+            llo,
+            lhi,
+            vals,
+            off,
+            ..
+        } = *leaf;
+        match node.layout {
+            Layout::Csr { nnz, flags } | Layout::Csc { nnz, flags } => {
+                let csr = matches!(node.layout, Layout::Csr { .. });
+                compressed(
+                    d, bufs, region, node, csr, nnz, flags, vals, llo, lhi, w, off,
+                )
+            }
+            Layout::Coo { nnz, flags } => {
+                coo(bufs, region, node, nnz, flags, vals, llo, lhi, w, off)
+            }
+            Layout::Csf { axis_order, .. } => {
+                csf(d, bufs, region, node, axis_order, vals, llo, lhi, w, off)
+            }
+            _ => Err(internal(region, "a sparse node")),
+        }
     }
 }
 

@@ -1,0 +1,89 @@
+//! The bound side of the layout extension point: each family of layouts (a `LayoutKind` of
+//! `layout/`) implements [`LeafKind`] — how an element of one of its leaves is found in the
+//! bound buffers, and how a box of the leaf is read — in the window file of its kernels
+//! (`window/dense_leaf.rs`, `window/sparse.rs`, `window/paged.rs`, `window/ggml.rs`; the
+//! kinds without elements below). [`find`](super::find::find) and the window read dispatch
+//! through `with_kind!`, and name no layout.
+
+use super::find::{internal, no_lookup, owner_name, ElementPlace};
+use super::window::{DenseLeaf, Window};
+use crate::descriptor::{Descriptor, Node};
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::container::Subpaving;
+use crate::layout::opaque::{Extension, Opaque};
+use crate::layout::Layout;
+
+/// What a family of layouts does with bound buffers. Each method is asked only of leaves of
+/// the family.
+pub(in crate::bound) trait LeafKind {
+    /// Where the stored bits of the element at leaf-local index `x` of leaf `node` (extent
+    /// `shape`, owned by `region`) are; `bufs` are the bound effective buffers, each
+    /// exactly as long as its handle's `size_bytes`.
+    fn find(
+        d: &Descriptor,
+        bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+        x: &[u64],
+    ) -> Result<ElementPlace>;
+
+    /// Read the leaf's part of the box (`leaf.llo..leaf.lhi`, leaf-local) into `w`.
+    fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()>;
+}
+
+/// INTERNAL: a leaf read asked of a node that has no elements of its own to read.
+fn not_a_leaf(region: Option<u32>) -> Error {
+    Error::new(
+        ErrorKind::Internal,
+        format!("{}: not a readable leaf", owner_name(region)),
+    )
+}
+
+/// The tag of an extension or opaque node (for NOT_BINDABLE's detail).
+fn tag_of(node: &Node) -> u8 {
+    match node.layout {
+        Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => tag,
+        l => l.tag(),
+    }
+}
+
+impl LeafKind for Subpaving {
+    fn find(
+        _d: &Descriptor,
+        _bufs: &[&[u8]],
+        region: Option<u32>,
+        _node: &Node,
+        _shape: &[u64],
+        _x: &[u64],
+    ) -> Result<ElementPlace> {
+        Err(internal(region, "a subpaving node"))
+    }
+
+    fn read_box(leaf: &DenseLeaf<'_, '_>, _w: &mut Window<'_>) -> Result<()> {
+        Err(not_a_leaf(leaf.region()))
+    }
+}
+
+/// Private extensions and parts kept opaque: no addressing this library knows.
+macro_rules! no_addressing {
+    ($($kind:ty),*) => {$(
+        impl LeafKind for $kind {
+            fn find(
+                _d: &Descriptor,
+                _bufs: &[&[u8]],
+                region: Option<u32>,
+                node: &Node,
+                _shape: &[u64],
+                _x: &[u64],
+            ) -> Result<ElementPlace> {
+                Err(no_lookup(region, tag_of(node)))
+            }
+
+            fn read_box(leaf: &DenseLeaf<'_, '_>, _w: &mut Window<'_>) -> Result<()> {
+                Err(not_a_leaf(leaf.region()))
+            }
+        }
+    )*};
+}
+no_addressing!(Extension, Opaque);
