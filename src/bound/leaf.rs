@@ -10,8 +10,7 @@ use super::window::{DenseLeaf, Window};
 use crate::descriptor::{Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::container::Subpaving;
-use crate::layout::opaque::{Extension, Opaque};
-use crate::layout::Layout;
+use crate::layout::opaque::Opaque;
 
 /// What a family of layouts does with bound buffers. Each method is asked only of leaves of
 /// the family.
@@ -40,14 +39,6 @@ fn not_a_leaf(region: Option<u32>) -> Error {
     )
 }
 
-/// The tag of an extension or opaque node (for NOT_BINDABLE's detail).
-fn tag_of(node: &Node) -> u8 {
-    match node.layout {
-        Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => tag,
-        l => l.tag(),
-    }
-}
-
 impl LeafKind for Subpaving {
     fn find(
         _d: &Descriptor,
@@ -66,24 +57,19 @@ impl LeafKind for Subpaving {
 }
 
 /// Private extensions and parts kept opaque: no addressing this library knows.
-macro_rules! no_addressing {
-    ($($kind:ty),*) => {$(
-        impl LeafKind for $kind {
-            fn find(
-                _d: &Descriptor,
-                _bufs: &[&[u8]],
-                region: Option<u32>,
-                node: &Node,
-                _shape: &[u64],
-                _x: &[u64],
-            ) -> Result<ElementPlace> {
-                Err(no_lookup(region, tag_of(node)))
-            }
+impl LeafKind for Opaque {
+    fn find(
+        _d: &Descriptor,
+        _bufs: &[&[u8]],
+        region: Option<u32>,
+        node: &Node,
+        _shape: &[u64],
+        _x: &[u64],
+    ) -> Result<ElementPlace> {
+        Err(no_lookup(region, node.layout.tag()))
+    }
 
-            fn read_box(leaf: &DenseLeaf<'_, '_>, _w: &mut Window<'_>) -> Result<()> {
-                Err(not_a_leaf(leaf.region()))
-            }
-        }
-    )*};
+    fn read_box(leaf: &DenseLeaf<'_, '_>, _w: &mut Window<'_>) -> Result<()> {
+        Err(not_a_leaf(leaf.region()))
+    }
 }
-no_addressing!(Extension, Opaque);

@@ -59,8 +59,8 @@ pub(crate) trait LayoutKind {
 }
 
 /// Run `$e` with `$K` the [`LayoutKind`] of the tag `$t` (an `Option<u8>`: `None` for a part
-/// kept opaque, whatever its tag). Tags the list does not name (unassigned ones) go to the
-/// opaque kind.
+/// kept opaque, whatever its tag). Private extensions and the tags the list does not name
+/// (unassigned ones) go to the opaque kind.
 macro_rules! with_kind {
     ($t:expr, |$K:ident| $e:expr) => {{
         use $crate::layout::tag;
@@ -92,10 +92,7 @@ macro_rules! with_kind {
                 type $K = $crate::layout::container::Subpaving;
                 $e
             }
-            Some(tag::EXTENSION_FIRST..=tag::EXTENSION_LAST) => {
-                type $K = $crate::layout::opaque::Extension;
-                $e
-            }
+            // Private extensions, parts kept opaque and tags no family claims.
             _ => {
                 type $K = $crate::layout::opaque::Opaque;
                 $e

@@ -1,4 +1,4 @@
-//! The kinds of layouts this library does not interpret: private extensions (tags
+//! The kind of the layouts this library does not interpret: private extensions (tags
 //! 0xF0–0xFE, their bytes carried as they are) and parts kept opaque by a permissive
 //! decode (an unassigned tag, or one a later minor version assigned).
 
@@ -6,18 +6,23 @@ use std::fmt;
 
 use super::fields::no_fields;
 use super::kind::LayoutKind;
-use super::{Arena, BufferRole, Layout, LayoutField, LayoutRef};
+use super::{tag, Arena, BufferRole, Layout, LayoutField, LayoutRef};
 use crate::error::Result;
 use crate::format::buffer::BufferHandle;
 use crate::format::element::ElementType;
 use crate::format::wire::{Reader, Writer};
 
-/// A private extension's kind: `ext_length u32` and that many bytes; the buffer table is
-/// authoritative (its buffers' roles are EXTENSION, numbered).
-pub(crate) struct Extension;
+/// The kind of the layouts this library does not interpret: private extensions (tags
+/// 0xF0–0xFE: `ext_length u32` and that many bytes, carried as they are) and parts kept
+/// opaque (whose fields are never read: the decoder keeps such a part's bytes whole).
+/// The buffer table is authoritative; the buffers' roles are EXTENSION, numbered.
+pub(crate) struct Opaque;
 
-impl LayoutKind for Extension {
+impl LayoutKind for Opaque {
     fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, arena: &mut Arena) -> Result<Layout> {
+        if !(tag::EXTENSION_FIRST..=tag::EXTENSION_LAST).contains(&t) {
+            return Err(no_fields(t));
+        }
         let len = r.u32("ext_length")?;
         let data = r.bytes(
             r.check_fits(len as u64, 1, "extension bytes")?,
@@ -29,6 +34,7 @@ impl LayoutKind for Extension {
         })
     }
 
+    // A part kept opaque is re-encoded verbatim by the encoder, not field by field.
     fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, _rank: usize) {
         if let Layout::Extension { data, .. } = *layout {
             w.u32(data.len);
@@ -58,53 +64,6 @@ impl LayoutKind for Extension {
     fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
         match l {
             LayoutRef::Extension { data, .. } => vec![("ext_data_hex", LayoutField::Bytes(data))],
-            _ => Vec::new(),
-        }
-    }
-
-    fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match l {
-            LayoutRef::Extension { tag, data } => {
-                write!(f, "EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())
-            }
-            other => f.write_str(other.name()),
-        }
-    }
-}
-
-/// The kind of a part kept opaque (and of tags no kind claims, whose fields are never
-/// read: the decoder keeps such a part's bytes whole).
-pub(crate) struct Opaque;
-
-impl LayoutKind for Opaque {
-    fn read_fields(_r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
-        Err(no_fields(t))
-    }
-
-    // An opaque part is re-encoded verbatim by the encoder, not field by field.
-    fn write_fields(_w: &mut Writer, _layout: &Layout, _arena: &Arena, _rank: usize) {}
-
-    fn required_buffers(_layout: &Layout, _rank: usize) -> Option<usize> {
-        None
-    }
-
-    fn buffer_role(_layout: &Layout, _rank: usize, i: usize) -> (BufferRole, u32) {
-        (BufferRole::Extension, i as u32)
-    }
-
-    fn check_buffers(
-        _layout: &Layout,
-        _arena: &Arena,
-        _et: ElementType,
-        _shape: &[u64],
-        _byte_offset: u64,
-        _bufs: &[BufferHandle],
-    ) -> Result<()> {
-        Ok(())
-    }
-
-    fn fields<'a>(l: &'a LayoutRef<'_>) -> Vec<(&'static str, LayoutField<'a>)> {
-        match l {
             LayoutRef::Unknown { data, .. } => {
                 vec![("opaque_bytes", LayoutField::U64(data.len() as u64))]
             }
@@ -114,6 +73,9 @@ impl LayoutKind for Opaque {
 
     fn fmt(l: &LayoutRef<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match l {
+            LayoutRef::Extension { tag, data } => {
+                write!(f, "EXTENSION 0x{tag:02X} ({} opaque bytes)", data.len())
+            }
             LayoutRef::Unknown { tag, data } => write!(
                 f,
                 "UNKNOWN 0x{tag:02X} (kept opaque: {} bytes, not bindable)",
