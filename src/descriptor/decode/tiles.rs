@@ -120,6 +120,24 @@ fn tile_handle(
 }
 
 impl Decoder {
+    /// The first record of a would-be level of plain tile records at `r` (not consumed), as
+    /// [`first_tile`] reads it, when its buffer lies on the device of the buffers decoded
+    /// before it (else `None`: the level is read another way).
+    #[inline(always)]
+    fn colocated_first_tile<'a>(
+        &self,
+        r: &Reader<'a>,
+    ) -> Option<(Record<'a>, u8, Layout, BufferHandle, [u8; 8])> {
+        let rec_len = 16 * self.rank + 8 + TILE_BODY;
+        let first = first_tile(r.clone().record(rec_len)?, self.rank, self.minor)?;
+        if let Some(f) = &self.first_handle() {
+            if !first.3.colocated_with(f) {
+                return None;
+            }
+        }
+        Some(first)
+    }
+
     /// Decode `count` regions at the reader's position as a grid of plain tiles, or as
     /// plain tiles in any arrangement (then indexed and validated as the general path
     /// does: `at` is the position of `region_count`, `level` the level, for the error's

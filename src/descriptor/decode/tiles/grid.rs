@@ -33,13 +33,7 @@ impl Decoder {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
-        let (_, tag0, layout, first_handle, device_bytes) =
-            first_tile(r.clone().record(rec_len)?, rank, self.minor)?;
-        if let Some(f) = &self.first_handle() {
-            if !first_handle.colocated_with(f) {
-                return None;
-            }
-        }
+        let (_, tag0, layout, first_handle, device_bytes) = self.colocated_first_tile(r)?;
         if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
             return None;
         }

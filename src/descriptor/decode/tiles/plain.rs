@@ -51,13 +51,7 @@ impl Decoder {
         let rank = self.rank;
         let prefix = 16 * rank + 8;
         let rec_len = prefix + TILE_BODY;
-        let (first_rec, tag0, layout, first_handle, device_bytes) =
-            first_tile(r.clone().record(rec_len)?, rank, self.minor)?;
-        if let Some(f) = &self.first_handle() {
-            if !first_handle.colocated_with(f) {
-                return None;
-            }
-        }
+        let (first_rec, tag0, layout, first_handle, device_bytes) = self.colocated_first_tile(r)?;
         tile_handle(
             &first_rec,
             rank,
