@@ -128,32 +128,54 @@ impl LevelIndex {
         hits: &mut Vec<u32>,
     ) -> std::result::Result<u64, u64> {
         let mut visits = 0u64;
+        self.walk_plane(b, lo, hi, |x, y| [x, y], budget, &mut visits, &mut |r| {
+            hits.push(r)
+        })?;
+        Ok(visits)
+    }
+
+    /// The walk of [`walk_box_2d`](Self::walk_box_2d) over the box `[lo, hi)` on axes 0
+    /// and 1, its points `at(x, y)` (a plane of a rank-3 level at rank 3): each region met
+    /// goes to `found` once, from the point of its clipped low corner; `visits` counts the
+    /// entries examined. `Err(visits)` past `budget`, or where a point query finds no
+    /// region holding the point (the boxes do not partition the level after all: let the
+    /// scan answer).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn walk_plane<const N: usize>(
+        &self,
+        b: Boxes<'_>,
+        lo: &[u64],
+        hi: &[u64],
+        at: impl Fn(u64, u64) -> [u64; N],
+        budget: u64,
+        visits: &mut u64,
+        found: &mut impl FnMut(u32),
+    ) -> std::result::Result<(), u64> {
         // Lines still to walk: x and the rows [y0, y1). At most one per region reported.
         let mut lines = vec![(lo[0], lo[1], hi[1])];
         while let Some((x, y0, y1)) = lines.pop() {
             let mut y = y0;
             while y < y1 {
-                let (r, v) = self.find_counting(b, &[x, y]);
-                visits += v;
-                if visits > budget {
-                    return Err(visits);
+                let p = at(x, y);
+                let (r, v) = self.find_counting(b, &p);
+                *visits += v;
+                if *visits > budget {
+                    return Err(*visits);
                 }
-                let Some(r) = r else { return Err(visits) };
-                let (r_lo, r_hi) = ([b.lo(r, 0), b.lo(r, 1)], [b.hi(r, 0), b.hi(r, 1)]);
-                if !(r_lo[0] <= x && x < r_hi[0] && r_lo[1] <= y && y < r_hi[1]) {
-                    // Not a partition after all: let the scan answer.
-                    return Err(visits);
-                }
-                if r_lo[0].max(lo[0]) == x && r_lo[1].max(lo[1]) == y {
-                    hits.push(r);
-                    if r_hi[0] < hi[0] {
-                        lines.push((r_hi[0], y, r_hi[1].min(hi[1])));
+                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
+                    return Err(*visits);
+                };
+                if b.lo(r, 0).max(lo[0]) == x && b.lo(r, 1).max(lo[1]) == y {
+                    found(r);
+                    if b.hi(r, 0) < hi[0] {
+                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
                     }
                 }
-                y = r_hi[1];
+                y = b.hi(r, 1);
             }
         }
-        Ok(visits)
+        Ok(())
     }
 
     /// Box query of a rank-3 split-tree level by sweeping its partition down axis 2: the
@@ -210,7 +232,23 @@ impl LevelIndex {
         // Regions reported that start above the box's floor: their children are to find.
         let mut parents: Vec<u32> = Vec::new();
         let (x0, y0, z0) = (lo[0], lo[1], lo[AZ]);
-        self.top_layer_3d(b, lo, hi, budget, &mut visits, hits, &mut parents)?;
+        // Top layer: the planar walk in the plane z = top (the box is not empty, checked by
+        // the caller: hi.z >= 1).
+        let top = hi[AZ] - 1;
+        self.walk_plane(
+            b,
+            lo,
+            hi,
+            |x, y| [x, y, top],
+            budget,
+            &mut visits,
+            &mut |r| {
+                hits.push(r);
+                if b.lo(r, AZ) > z0 {
+                    parents.push(r);
+                }
+            },
+        )?;
         if parents.is_empty() {
             return Ok(visits);
         }
@@ -263,52 +301,6 @@ impl LevelIndex {
             }
         }
         Ok(visits)
-    }
-
-    /// The top layer of a rank-3 sweep: the rank-2 walk in the plane `z = hi.z − 1` (see
-    /// `walk_box_2d`), each region met reported once (from the cell of its clipped low
-    /// corner) into `hits`, and into `parents` when it starts above the box's floor.
-    /// `Err(visits)` past `budget` or where the point queries do not tile the plane.
-    #[allow(clippy::too_many_arguments)]
-    fn top_layer_3d(
-        &self,
-        b: Boxes<'_>,
-        lo: &[u64],
-        hi: &[u64],
-        budget: u64,
-        visits: &mut u64,
-        hits: &mut Vec<u32>,
-        parents: &mut Vec<u32>,
-    ) -> std::result::Result<(), u64> {
-        let (x0, y0, z0) = (lo[0], lo[1], lo[2]);
-        // The box is not empty (checked by the caller): hi.z >= 1.
-        let top = hi[AZ] - 1;
-        let mut lines = vec![(x0, y0, hi[1])];
-        while let Some((x, ya, yb)) = lines.pop() {
-            let mut y = ya;
-            while y < yb {
-                let p = [x, y, top];
-                let (r, v) = self.find_counting(b, &p);
-                *visits += v;
-                if *visits > budget {
-                    return Err(*visits);
-                }
-                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
-                    return Err(*visits);
-                };
-                if b.lo(r, 0).max(x0) == x && b.lo(r, 1).max(y0) == y {
-                    hits.push(r);
-                    if b.lo(r, AZ) > z0 {
-                        parents.push(r);
-                    }
-                    if b.hi(r, 0) < hi[0] {
-                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
-                    }
-                }
-                y = b.hi(r, 1);
-            }
-        }
-        Ok(())
     }
 
     /// The children of a parent region R that start outside its footprint across one of
