@@ -39,6 +39,8 @@ pub(super) struct Table<'b> {
     /// friendly for lookups and iteration (a version 1 file's names are scattered over the
     /// whole mapping), and usable as C strings.
     names_text: Vec<u8>,
+    /// Where the last name pushed starts in `names_text`.
+    last_name: Option<usize>,
     copies: HashMap<usize, OnceLock<AlignedBuf>>,
     in_place: bool,
     cache: DescriptorMemo,
@@ -57,8 +59,6 @@ impl<'b> Table<'b> {
         guess: usize,
         cache: DescriptorMemo,
     ) -> Table<'b> {
-        let mut names = NameIndex::new();
-        names.keys.reserve(guess);
         Table {
             b,
             mode,
@@ -67,8 +67,9 @@ impl<'b> Table<'b> {
             entries: Vec::with_capacity(guess),
             descriptors: Descriptors::default(),
             offsets: Vec::with_capacity(guess),
-            names,
+            names: NameIndex::new(),
             names_text: Vec::new(),
+            last_name: None,
             copies: HashMap::new(),
             in_place: true,
             cache,
@@ -81,14 +82,17 @@ impl<'b> Table<'b> {
     /// OVERFLOW.
     #[inline]
     pub(super) fn name(&mut self, name: &[u8], at: usize, index: usize) -> Result<usize> {
-        let id = u32::try_from(index)
+        u32::try_from(index)
             .ok()
             .filter(|&i| i != u32::MAX)
             .ok_or_else(|| Error::new(ErrorKind::Overflow, "more than 2^32 - 1 tensors"))?;
-        // Names are nearly always ASCII, which hashing the name finds out on the way; the
-        // full UTF-8 validation runs only for the others. The text is made a String once
-        // at the end.
-        if !self.names.push(name, id) {
+        debug_assert_eq!(index, self.entries.len(), "entry ids are their positions");
+        // Names are nearly always ASCII, checked a word at a time; the full UTF-8
+        // validation runs only for the others. The text is made a String once at the end.
+        let prev = self
+            .last_name
+            .and_then(|s| self.names_text.get(s..self.names_text.len() - 1));
+        if !self.names.push(name, prev) {
             std::str::from_utf8(name).map_err(|e| {
                 Error::new(
                     ErrorKind::ContentInvalid,
@@ -98,6 +102,7 @@ impl<'b> Table<'b> {
             })?;
         }
         let start = self.names_text.len();
+        self.last_name = Some(start);
         self.names_text.extend_from_slice(name);
         self.names_text.push(0);
         Ok(start)

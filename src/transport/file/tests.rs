@@ -1,23 +1,21 @@
 //! Unit tests of the file transport.
 
 use super::entries::DescriptorMemo;
-use super::names::{hash_bytes, hash_scan, NameIndex};
+use super::names::{hash_bytes, NameIndex};
 use super::v1::ReadAhead;
 use super::*;
 use crate::{Descriptor, ElementType, Mode, TensorBuilder};
 
 /// The words hashed cover every byte: a change to any one byte of a key of any length
-/// changes the hash, and a high bit anywhere shows in the OR (the ASCII test).
+/// changes the hash.
 #[test]
-fn hash_scan_reads_every_byte() {
+fn hash_reads_every_byte() {
     let max = if cfg!(miri) { 40 } else { 140 };
     for n in 0..=max {
         let key: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
-        let (h, or) = hash_scan(7, &key);
-        assert_eq!(or & 0x8080_8080_8080_8080, 0, "ASCII key of {n} bytes");
-        assert_eq!(hash_bytes(7, &key), h);
+        let h = hash_bytes(7, &key);
         assert_ne!(
-            hash_scan(8, &key).0,
+            hash_bytes(8, &key),
             h,
             "the seed changes the hash ({n} bytes)"
         );
@@ -25,13 +23,7 @@ fn hash_scan_reads_every_byte() {
             for flip in [0x01u8, 0x80] {
                 let mut k = key.clone();
                 k[i] ^= flip;
-                let (h2, or2) = hash_scan(7, &k);
-                assert_ne!(h2, h, "{n}-byte key, byte {i} ^ {flip:#x}");
-                assert_eq!(
-                    or2 & 0x8080_8080_8080_8080 != 0,
-                    flip == 0x80,
-                    "{n}-byte key, byte {i} ^ {flip:#x}"
-                );
+                assert_ne!(hash_bytes(7, &k), h, "{n}-byte key, byte {i} ^ {flip:#x}");
             }
         }
     }
@@ -192,7 +184,7 @@ fn name_index_radix_sort_is_a_stable_sort_by_key() {
         &[100, 5000, 70_000]
     };
     for &n in sizes {
-        let mut t = NameIndex::new();
+        let mut keys = Vec::new();
         let mut x = 0x1234_5678_9abc_def0u64;
         for i in 0..n {
             x = x
@@ -200,9 +192,9 @@ fn name_index_radix_sort_is_a_stable_sort_by_key() {
                 .wrapping_add(1442695040888963407);
             // Few distinct radix prefixes (and low bits that differ within them), so
             // equal prefixes are common.
-            t.keys
-                .push(NameIndex::pair((x >> 32) as u32 & 0x8070_0FFF, i));
+            keys.push(NameIndex::pair((x >> 32) as u32 & 0x8070_0FFF, i));
         }
+        let mut t = NameIndex::with_keys(keys);
         let mut want = t.keys.clone();
         let prefix = |k: &u64| NameIndex::key_of(*k) >> (32 - NameIndex::RADIX_BITS);
         // Stable by the radix prefix; small inputs are sorted by (key, id), which for ids
@@ -259,36 +251,61 @@ fn name_index_colliding_keys_stay_correct() {
     // fewer names under Miri, where thousands take minutes.
     let m: usize = if cfg!(miri) { 199 } else { 2999 };
     let names: Vec<String> = (0..=m).map(|i| format!("n{}", (i * 7919) % m)).collect();
-    let mut t = NameIndex::new();
-    for i in 0..names.len() as u32 {
-        t.keys.push(NameIndex::pair(42, i));
-    }
+    let mut t = NameIndex::with_keys(
+        (0..names.len() as u32)
+            .map(|i| NameIndex::pair(42, i))
+            .collect(),
+    );
     let name_of = |id: u32| names[id as usize].as_bytes();
     assert_eq!(t.finish(name_of), Some((0, m as u32)));
 }
 
 #[test]
 fn name_index_finds_and_reports_the_first_duplicate() {
-    let mut names: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
-    let mut t = NameIndex::new();
-    for (i, n) in names.iter().enumerate() {
-        t.push(n.as_bytes(), i as u32);
+    fn index(names: &[String]) -> NameIndex {
+        let mut t = NameIndex::new();
+        for (i, n) in names.iter().enumerate() {
+            let prev = i.checked_sub(1).map(|p| names[p].as_bytes());
+            assert!(t.push(n.as_bytes(), prev));
+        }
+        t
     }
-    assert_eq!(t.finish(|id| names[id as usize].as_bytes()), None);
-    for (i, n) in names.iter().enumerate() {
-        assert_eq!(
-            t.find(n.as_bytes(), |id| names[id as usize].as_bytes()),
-            Some(i as u32)
-        );
+    // "t0", "t1", ..., "t999" are not in byte order ("t10" < "t2"): hashed. Sorted, they
+    // are found by binary search over the entries, with no keys made.
+    let mut unordered: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
+    let mut ordered = unordered.clone();
+    ordered.sort();
+    for (names, hashed) in [(&unordered, true), (&ordered, false)] {
+        let mut t = index(names);
+        assert_eq!(t.finish(|id| names[id as usize].as_bytes()), None);
+        assert_eq!(t.ordered, !hashed);
+        assert_eq!(t.keys.len(), if hashed { 1000 } else { 0 });
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(
+                t.find(n.as_bytes(), |id| names[id as usize].as_bytes()),
+                Some(i as u32)
+            );
+        }
+        for absent in ["nope", "t", "t00", "u", ""] {
+            assert_eq!(
+                t.find(absent.as_bytes(), |id| names[id as usize].as_bytes()),
+                None
+            );
+        }
     }
-    assert_eq!(t.find(b"nope", |id| names[id as usize].as_bytes()), None);
-    names.extend(["t9".to_string(), "t7".to_string(), "t7".to_string()]);
-    let mut t = NameIndex::new();
-    for (i, n) in names.iter().enumerate() {
-        t.push(n.as_bytes(), i as u32);
-    }
+    unordered.extend(["t9".to_string(), "t7".to_string(), "t7".to_string()]);
+    let mut t = index(&unordered);
     assert_eq!(
-        t.finish(|id| names[id as usize].as_bytes()),
+        t.finish(|id| unordered[id as usize].as_bytes()),
         Some((9, 1000))
+    );
+    // A repeat right after its first occurrence breaks the order (equal is not greater)
+    // and is found by the hashed check.
+    ordered.insert(500, ordered[499].clone());
+    let mut t = index(&ordered);
+    assert!(!t.ordered);
+    assert_eq!(
+        t.finish(|id| ordered[id as usize].as_bytes()),
+        Some((499, 500))
     );
 }
