@@ -1,12 +1,15 @@
 //! The bound side of the layout extension point: each family of layouts (a `LayoutKind` of
 //! `layout/`) implements [`LeafKind`] — how an element of one of its leaves is found in the
-//! bound buffers, and how a box of the leaf is read — in the window file of its kernels
+//! bound buffers, how a box of the leaf is read, and what content validation checks of
+//! it — in the window file of its kernels
 //! (`window/dense_leaf.rs`, `window/sparse.rs`, `window/paged.rs`, `window/ggml.rs`; the
-//! kinds without elements below). [`find`](super::find::find) and the window read dispatch
-//! through `with_kind!`, and name no layout.
+//! kinds without elements below). [`find`](super::find::find), the window read and
+//! `validate` dispatch through `with_kind!`, and name no layout.
 
 use super::find::{internal, no_lookup, owner_name, ElementPlace};
+use super::validate::Codes;
 use super::window::{DenseLeaf, Window};
+use super::BoundTensor;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::container::Subpaving;
@@ -29,6 +32,25 @@ pub(in crate::bound) trait LeafKind {
 
     /// Read the leaf's part of the box (`leaf.llo..leaf.lhi`, leaf-local) into `w`.
     fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()>;
+
+    /// Content validation (spec §4.17) of the leaf's own structure (its indices,
+    /// pointers, page tables), before its quantization parameters; CONTENT_INVALID naming
+    /// the region, buffer and entry. Nothing to check by default: every byte pattern is a
+    /// valid leaf.
+    fn validate(
+        _t: &BoundTensor<'_>,
+        _region: Option<u32>,
+        _node: &Node,
+        _shape: &[u64],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Hand every stored element of a CODEBOOK leaf of extent `shape` to `codes` (whose
+    /// check makes it a code below the codebook's size). None by default.
+    fn each_stored(_codes: &Codes<'_, '_>, _shape: &[u64]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// INTERNAL: a leaf read asked of a node that has no elements of its own to read.

@@ -59,9 +59,7 @@ use std::collections::HashSet;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::element::ElementType;
-use crate::layout::{
-    self, dense, element_count, paged::PagedGeometry, sparse_flags, Layout, MAX_RANK,
-};
+use crate::layout::{self, paged::PagedGeometry, sparse_flags, Layout, MAX_RANK};
 use find::{content_error, owner_name, U64Array};
 
 use crate::format::value;

@@ -1,8 +1,10 @@
 //! Content validation: every index, pointer, page number and quantization parameter a
 //! read would follow, checked once.
 
+use super::leaf::LeafKind;
 use super::*;
 use crate::format::quant::Dequant;
+use crate::layout::kind::with_kind;
 use crate::layout::LayoutClass;
 
 impl<'a> BoundTensor<'a> {
@@ -21,7 +23,9 @@ impl<'a> BoundTensor<'a> {
             }
             let nb = d.node_box(region);
             let shape = nb.shape();
-            self.validate_layout(region, node, shape)?;
+            with_kind!(node.layout.kind_tag(), |K| <K as LeafKind>::validate(
+                self, region, node, shape
+            ))?;
             if let Some(q) = d.quant_of(node) {
                 self.validate_quant(region, node, q, shape)?;
             }
@@ -29,7 +33,7 @@ impl<'a> BoundTensor<'a> {
         Ok(())
     }
 
-    fn buf(&self, node: &Node, k: usize) -> Result<&'a [u8]> {
+    pub(in crate::bound) fn buf(&self, node: &Node, k: usize) -> Result<&'a [u8]> {
         self.buffers
             .get(node.first_buffer as usize + k)
             .copied()
@@ -41,28 +45,7 @@ impl<'a> BoundTensor<'a> {
             })
     }
 
-    fn validate_layout(&self, region: Option<u32>, node: &Node, shape: &[u64]) -> Result<()> {
-        match node.layout {
-            Layout::Coo { flags, .. } => self.validate_coo(region, node, shape, flags),
-            Layout::Csr { nnz, flags } => {
-                self.validate_compressed(region, node, shape[0], shape[1], nnz, flags, "column")
-            }
-            Layout::Csc { nnz, flags } => {
-                self.validate_compressed(region, node, shape[1], shape[0], nnz, flags, "row")
-            }
-            Layout::Csf { nnz, axis_order } => {
-                self.validate_csf(region, node, shape, nnz, axis_order)
-            }
-            Layout::BlockPaged { block_size, .. } => {
-                self.validate_paged(region, node, shape, block_size)
-            }
-            // Every byte pattern is a valid block (NaN and infinite scales included).
-            Layout::GgmlBlocks { .. } => Ok(()),
-            _ => Ok(()),
-        }
-    }
-
-    fn validate_coo(
+    pub(in crate::bound) fn validate_coo(
         &self,
         region: Option<u32>,
         node: &Node,
@@ -188,7 +171,7 @@ impl<'a> BoundTensor<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn validate_compressed(
+    pub(in crate::bound) fn validate_compressed(
         &self,
         region: Option<u32>,
         node: &Node,
@@ -280,7 +263,7 @@ impl<'a> BoundTensor<'a> {
         Ok(())
     }
 
-    fn validate_csf(
+    pub(in crate::bound) fn validate_csf(
         &self,
         region: Option<u32>,
         node: &Node,
@@ -408,7 +391,7 @@ impl<'a> BoundTensor<'a> {
         Ok(total)
     }
 
-    fn validate_paged(
+    pub(in crate::bound) fn validate_paged(
         &self,
         region: Option<u32>,
         node: &Node,
@@ -541,7 +524,8 @@ impl<'a> BoundTensor<'a> {
         }
     }
 
-    /// Every stored element of a CODEBOOK node must be a code below `size`.
+    /// Every stored element of a CODEBOOK node must be a code below `size`; the leaf's
+    /// family says where its stored elements are ([`LeafKind::each_stored`]).
     fn validate_codes(
         &self,
         region: Option<u32>,
@@ -549,108 +533,27 @@ impl<'a> BoundTensor<'a> {
         shape: &[u64],
         size: u64,
     ) -> Result<()> {
-        let d = self.desc;
-        let et = d.stored_type(region);
-        let check = |k: usize, b: &[u8], byte: usize, shift: u8, entry: u64| -> Result<()> {
-            let c = if et.is_packed() {
-                b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)
-            } else {
-                let n = et.storage_bytes() as usize;
-                b.get(byte..byte.saturating_add(n))
-                    .and_then(|e| value::element_to_i128(et, e))
-                    .map(|v| v as u64)
-            }
-            .ok_or_else(|| Error::new(ErrorKind::Internal, "stored element outside its buffer"))?;
-            if c >= size {
-                return Err(content_error(
-                    d,
-                    region,
-                    node,
-                    k,
-                    entry,
-                    format_args!("code {c} is not below codebook_size {size}"),
-                ));
-            }
-            Ok(())
+        let codes = Codes {
+            t: self,
+            region,
+            node,
+            et: self.desc.stored_type(region),
+            size,
         };
-        // A packed run of `count` elements from byte `start` of sub-table buffer `k`.
-        let run = |k: usize, start: u64, count: u64| -> Result<()> {
-            let b = self.buf(node, k)?;
-            let start = usize::try_from(start).unwrap_or(usize::MAX);
-            for e in 0..count {
-                let (byte, shift) = find::run_pos(et, e);
-                check(k, b, start.saturating_add(byte), shift, e)?;
-            }
-            Ok(())
-        };
-        let rank = shape.len();
-        match node.layout {
-            Layout::RowMajor | Layout::ColMajor | Layout::DimOrder { .. } => {
-                run(0, node.byte_offset, element_count(shape)?)
-            }
-            Layout::Splat => run(0, node.byte_offset, 1),
-            Layout::Coo { nnz, .. } => run(1, 0, nnz),
-            Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => run(2, 0, nnz),
-            Layout::Csf { nnz, .. } => run(2 * rank, 0, nnz),
-            Layout::Tiled { .. } => {
-                // Logical elements only: tile padding is not stored data.
-                let b = self.buf(node, 0)?;
-                let mut x = [0u64; MAX_RANK];
-                for e in 0..element_count(shape)? {
-                    let (byte, shift) = dense::element_offset(
-                        &node.layout,
-                        &d.arena,
-                        et,
-                        shape,
-                        node.byte_offset,
-                        &x[..rank],
-                    )
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "tiled offset"))?;
-                    check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), shift, e)?;
-                    for a in (0..rank).rev() {
-                        x[a] += 1;
-                        if x[a] < shape[a] {
-                            break;
-                        }
-                        x[a] = 0;
-                    }
-                }
-                Ok(())
-            }
-            Layout::Strided { strides } => {
-                let strides = d
-                    .arena
-                    .ints
-                    .get(layout::rng(strides, rank))
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "strides"))?;
-                let b = self.buf(node, 0)?;
-                let esize = et.storage_bytes() as i128;
-                strided_reach(strides, shape, |pos| {
-                    let byte = pos
-                        .checked_mul(esize)
-                        .and_then(|b| b.checked_add(node.byte_offset as i128))
-                        .ok_or_else(|| Error::new(ErrorKind::Internal, "a strided element"))?;
-                    let entry = u64::try_from(byte / esize).unwrap_or(u64::MAX);
-                    check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), 0, entry)
-                })
-            }
-            Layout::BlockPaged { block_size, .. } => {
-                self.validate_paged_codes(et, node, shape, block_size, &run)
-            }
-            _ => Ok(()),
-        }
+        with_kind!(node.layout.kind_tag(), |K| <K as LeafKind>::each_stored(
+            &codes, shape
+        ))
     }
 
     /// CODEBOOK codes of a block-paged node: of each page, the positions some row uses
     /// (the longest use over every block naming the page), so shared pages cost once.
-    fn validate_paged_codes(
+    pub(in crate::bound) fn validate_paged_codes(
         &self,
-        et: ElementType,
-        node: &Node,
+        codes: &Codes<'_, '_>,
         shape: &[u64],
         block_size: u64,
-        run: &dyn Fn(usize, u64, u64) -> Result<()>,
     ) -> Result<()> {
+        let (et, node) = (codes.et, codes.node);
         let g = PagedGeometry::new(block_size, et, shape)?;
         if g.page_bytes == 0 {
             return Ok(());
@@ -693,9 +596,64 @@ impl<'a> BoundTensor<'a> {
                     let overflow = || Error::new(ErrorKind::Internal, "a page's position");
                     let start = local.checked_mul(g.page_bytes).ok_or_else(overflow)?;
                     let count = positions.checked_mul(g.inner).ok_or_else(overflow)?;
-                    run(2 + j, start, count)?;
+                    codes.run(2 + j, start, count)?;
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+/// The stored elements of one CODEBOOK leaf, each checked to be a code below the codebook's
+/// size: what a family's [`LeafKind::each_stored`] hands its elements to.
+pub(in crate::bound) struct Codes<'t, 'a> {
+    pub(in crate::bound) t: &'t BoundTensor<'a>,
+    pub(in crate::bound) region: Option<u32>,
+    pub(in crate::bound) node: &'t Node,
+    /// The leaf's stored element type.
+    pub(in crate::bound) et: ElementType,
+    size: u64,
+}
+
+impl Codes<'_, '_> {
+    /// The element at byte `byte` (nibble at bit `shift` for a packed type) of sub-table
+    /// buffer `k`, entry `entry` of it for the message.
+    pub(in crate::bound) fn at(&self, k: usize, byte: usize, shift: u8, entry: u64) -> Result<()> {
+        let b = self.t.buf(self.node, k)?;
+        self.check(k, b, byte, shift, entry)
+    }
+
+    fn check(&self, k: usize, b: &[u8], byte: usize, shift: u8, entry: u64) -> Result<()> {
+        let et = self.et;
+        let c = if et.is_packed() {
+            b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)
+        } else {
+            let n = et.storage_bytes() as usize;
+            b.get(byte..byte.saturating_add(n))
+                .and_then(|e| value::element_to_i128(et, e))
+                .map(|v| v as u64)
+        }
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "stored element outside its buffer"))?;
+        if c >= self.size {
+            return Err(content_error(
+                self.t.desc,
+                self.region,
+                self.node,
+                k,
+                entry,
+                format_args!("code {c} is not below codebook_size {}", self.size),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A packed run of `count` elements from byte `start` of sub-table buffer `k`.
+    pub(in crate::bound) fn run(&self, k: usize, start: u64, count: u64) -> Result<()> {
+        let b = self.t.buf(self.node, k)?;
+        let start = usize::try_from(start).unwrap_or(usize::MAX);
+        for e in 0..count {
+            let (byte, shift) = find::run_pos(self.et, e);
+            self.check(k, b, start.saturating_add(byte), shift, e)?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! decoded form, indexing each subpaving level as it is read.
 
 use super::*;
+use crate::layout::kind::{with_kind, LayoutKind};
 
 mod cache;
 mod header;
@@ -196,15 +197,17 @@ pub(super) const LARGE_RECORDS: usize = 4;
 impl Decoder {
     /// Whether a node of layout tag `t`, whose tail (from `byte_offset` on) starts with
     /// `tail`, is kept opaque: its tag is unassigned in this descriptor's minor version
-    /// (checked, in strict mode, as its tag is read), or — permissive mode — it is
-    /// GGML_BLOCKS of a block type this version does not know.
+    /// (checked, in strict mode, as its tag is read), or — permissive mode — its family
+    /// does not know its content (`LayoutKind::unknown_in_permissive`: GGML_BLOCKS of a
+    /// block type this version does not know).
     pub(super) fn kept_opaque(&self, t: u8, tail: &[u8]) -> bool {
         match classify_in(t, self.minor) {
             LayoutClass::Unknown => true,
             _ => {
-                t == tag::GGML_BLOCKS
-                    && self.mode == Mode::Permissive
-                    && layout::ggml::rules::names_unknown_type(tail)
+                self.mode == Mode::Permissive
+                    && with_kind!(Some(t), |K| <K as LayoutKind>::unknown_in_permissive(
+                        t, tail
+                    ))
             }
         }
     }

@@ -13,6 +13,7 @@ use crate::format::buffer::{
     BufferHandle, DeviceType, MemoryClass, MAX_ALIGNMENT_LOG2, MIN_ALIGNMENT_LOG2,
 };
 use crate::format::element::ElementType;
+use crate::layout::kind::{with_kind, LayoutKind};
 use crate::layout::{self, LayoutRef};
 use crate::BoundTensor;
 
@@ -204,14 +205,18 @@ pub fn plan_export<'a>(t: &BoundTensor<'a>, region: Option<u32>) -> Result<Expor
 }
 
 /// The strides, in elements, of a dense node of `layout` and `shape`; the layouts that no
-/// set of strides expresses are NOT_BINDABLE, saying why.
+/// set of strides expresses are NOT_BINDABLE, saying why (their family's
+/// `LayoutKind::not_strided`).
 fn export_strides(layout: LayoutRef<'_>, shape: &[u64], what: &str) -> Result<Vec<i64>> {
+    if let Some(why) = with_kind!(layout.kind_tag(), |K| <K as LayoutKind>::not_strided(
+        &layout
+    )) {
+        return Err(not_exportable(what, why));
+    }
     let rank = shape.len();
     Ok(match layout {
         LayoutRef::RowMajor => compact_strides(shape, &(0..rank).collect::<Vec<_>>(), what)?,
-        LayoutRef::ColMajor => {
-            compact_strides(shape, &(0..rank).rev().collect::<Vec<_>>(), what)?
-        }
+        LayoutRef::ColMajor => compact_strides(shape, &(0..rank).rev().collect::<Vec<_>>(), what)?,
         LayoutRef::DimOrder { order } => compact_strides(
             shape,
             &order.iter().map(|&a| a as usize).collect::<Vec<_>>(),
@@ -219,51 +224,10 @@ fn export_strides(layout: LayoutRef<'_>, shape: &[u64], what: &str) -> Result<Ve
         )?,
         LayoutRef::Strided { strides } => strides.to_vec(),
         LayoutRef::Splat => vec![0; rank],
-        LayoutRef::Subpaving { region_count } => {
-            return Err(not_exportable(
-                what,
-                format!(
-                    "a subpaving of {region_count} regions is not one strided array; export its dense leaf regions one by one (tdesc_descriptor_region enumerates them)"
-                ),
-            ))
-        }
-        LayoutRef::Tiled { .. } => {
-            return Err(not_exportable(
-                what,
-                "TILED elements are ordered tile by tile, which no set of strides expresses",
-            ))
-        }
-        LayoutRef::Coo { .. } | LayoutRef::Csr { .. } | LayoutRef::Csc { .. } | LayoutRef::Csf { .. } => {
-            return Err(not_exportable(
-                what,
-                "a sparse layout stores only some elements; DLPack describes dense strided arrays",
-            ))
-        }
-        LayoutRef::BlockPaged { .. } => {
-            return Err(not_exportable(
-                what,
-                "a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays",
-            ))
-        }
-        LayoutRef::GgmlBlocks { ggml_type } => {
-            return Err(not_exportable(
-                what,
-                format!(
-                    "GGML_BLOCKS regions hold ggml blocks ({}: codes and scales, {} values in {} bytes), not elements; DLPack describes arrays of elements (read the values with read_box)",
-                    ggml_type.name, ggml_type.block_elems, ggml_type.block_bytes
-                ),
-            ))
-        }
-        LayoutRef::Extension { tag, .. } => {
-            return Err(not_exportable(
-                what,
-                format!("private extension layout 0x{tag:02X} has no addressing this library knows"),
-            ))
-        }
-        LayoutRef::Unknown { tag, .. } => {
-            return Err(not_exportable(
-                what,
-                format!("layout 0x{tag:02X} is unknown (kept opaque)"),
+        other => {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!("{other} was judged a strided array but has no strides"),
             ))
         }
     })

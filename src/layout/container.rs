@@ -15,6 +15,19 @@ use crate::format::wire::{Reader, Writer};
 pub(crate) struct Subpaving;
 
 impl LayoutKind for Subpaving {
+    fn not_strided(l: &LayoutRef<'_>) -> Option<String> {
+        let LayoutRef::Subpaving { region_count } = l else {
+            return Some(format!("{} is not a subpaving", l.name()));
+        };
+        Some(format!(
+            "a subpaving of {region_count} regions is not one strided array; export its dense leaf regions one by one (tdesc_descriptor_region enumerates them)"
+        ))
+    }
+
+    fn refuses_quantization(_t: u8) -> Option<&'static str> {
+        Some("a subpaving carries no quantization of its own; quantize its regions")
+    }
+
     fn read_fields(_r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
         Err(no_fields(t))
     }

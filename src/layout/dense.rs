@@ -336,6 +336,22 @@ fn read_tile_shape(
 pub(crate) struct Dense;
 
 impl LayoutKind for Dense {
+    fn not_strided(l: &LayoutRef<'_>) -> Option<String> {
+        matches!(l, LayoutRef::Tiled { .. }).then(|| {
+            "TILED elements are ordered tile by tile, which no set of strides expresses".into()
+        })
+    }
+
+    fn admit(t: u8, et: ElementType) -> Result<()> {
+        if t == tag::STRIDED && et.is_packed() {
+            return Err(Error::new(
+                ErrorKind::LayoutConstraint,
+                format!("STRIDED cannot hold the 4-bit type {et}"),
+            ));
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn read_fields(r: &mut Reader<'_>, t: u8, rank: usize, arena: &mut Arena) -> Result<Layout> {
         Ok(match t {

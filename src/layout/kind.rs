@@ -26,6 +26,35 @@ pub(crate) trait LayoutKind {
     /// Write the layout-specific fields of `layout` in wire order.
     fn write_fields(w: &mut Writer, layout: &Layout, arena: &Arena, rank: usize);
 
+    /// Whether a node of tag `t` may hold elements of type `et` (LAYOUT_CONSTRAINT when
+    /// not); the rank rule is the table's. Any type by default.
+    fn admit(_t: u8, _et: ElementType) -> Result<()> {
+        Ok(())
+    }
+
+    /// Why a node of tag `t` carries no quantization section (QUANTIZATION_INVALID with
+    /// this detail); `None`, by default, when it may carry one.
+    fn refuses_quantization(_t: u8) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether permissive decoding keeps a node of tag `t` opaque, its tail (from
+    /// `byte_offset` on) starting with `tail`: a kind of content this version does not know
+    /// (a GGML_BLOCKS block type). Never by default.
+    fn unknown_in_permissive(_t: u8, _tail: &[u8]) -> bool {
+        false
+    }
+
+    /// Why a node of layout `l` is no strided array of elements (a DLPack export refuses
+    /// it with this detail); `None` for one that is. By default a sentence naming the
+    /// layout: only dense layouts are strided arrays.
+    fn not_strided(l: &LayoutRef<'_>) -> Option<String> {
+        Some(format!(
+            "{} stores no strided array of elements; DLPack describes dense strided arrays (read the values with read_box)",
+            l.name()
+        ))
+    }
+
     /// The rules on the fields that need the node's shape (docs/spec §1.8 step 15).
     fn check_fields(_layout: &Layout, _shape: &[u64]) -> Result<()> {
         Ok(())

@@ -19,6 +19,18 @@ use crate::format::wire::{Reader, Writer};
 pub(crate) struct Opaque;
 
 impl LayoutKind for Opaque {
+    fn not_strided(l: &LayoutRef<'_>) -> Option<String> {
+        Some(match l {
+            LayoutRef::Extension { tag, .. } => {
+                format!("private extension layout 0x{tag:02X} has no addressing this library knows")
+            }
+            LayoutRef::Unknown { tag, .. } => {
+                format!("layout 0x{tag:02X} is unknown (kept opaque)")
+            }
+            other => format!("{} has no addressing this library knows", other.name()),
+        })
+    }
+
     fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, arena: &mut Arena) -> Result<Layout> {
         if !(tag::EXTENSION_FIRST..=tag::EXTENSION_LAST).contains(&t) {
             return Err(no_fields(t));

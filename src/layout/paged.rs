@@ -118,6 +118,10 @@ fn read_block_paged(r: &mut Reader<'_>) -> Result<Layout> {
 pub(crate) struct Paged;
 
 impl LayoutKind for Paged {
+    fn not_strided(_l: &LayoutRef<'_>) -> Option<String> {
+        Some("a paged layout scatters rows over pages through a block table; DLPack describes dense strided arrays".into())
+    }
+
     #[inline(always)]
     fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
         match t {

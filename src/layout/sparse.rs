@@ -148,6 +148,13 @@ pub(super) fn read_compressed(r: &mut Reader<'_>, t: u8) -> Result<Layout> {
 pub(crate) struct Sparse;
 
 impl LayoutKind for Sparse {
+    fn not_strided(_l: &LayoutRef<'_>) -> Option<String> {
+        Some(
+            "a sparse layout stores only some elements; DLPack describes dense strided arrays"
+                .into(),
+        )
+    }
+
     #[inline(always)]
     fn read_fields(r: &mut Reader<'_>, t: u8, rank: usize, arena: &mut Arena) -> Result<Layout> {
         match t {

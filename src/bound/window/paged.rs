@@ -11,6 +11,8 @@ use super::Window;
 use crate::bound::find::{bad_page, U64Array};
 use crate::bound::find::{find_paged, internal, ElementPlace};
 use crate::bound::leaf::LeafKind;
+use crate::bound::validate::Codes;
+use crate::bound::BoundTensor;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
 use crate::layout::paged::Paged;
@@ -169,6 +171,29 @@ fn page_in_pools<'b>(pools: &[&'b [u8]], page: u64, page_bytes: u64) -> Option<(
 
 impl LeafKind for Paged {
     #[inline(always)]
+    fn validate(
+        t: &BoundTensor<'_>,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+    ) -> Result<()> {
+        match node.layout {
+            Layout::BlockPaged { block_size, .. } => {
+                t.validate_paged(region, node, shape, block_size)
+            }
+            _ => Err(internal(region, "a paged node")),
+        }
+    }
+
+    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
+        match codes.node.layout {
+            Layout::BlockPaged { block_size, .. } => {
+                codes.t.validate_paged_codes(codes, shape, block_size)
+            }
+            _ => Err(internal(codes.region, "a paged node")),
+        }
+    }
+
     fn find(
         d: &Descriptor,
         bufs: &[&[u8]],

@@ -21,6 +21,8 @@ use super::Window;
 use crate::bound::find::{bad_children, bad_root, bad_segment, content_error, duplicate, U64Array};
 use crate::bound::find::{find_compressed, find_coo, find_csf, internal, ElementPlace};
 use crate::bound::leaf::LeafKind;
+use crate::bound::validate::Codes;
+use crate::bound::BoundTensor;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
 use crate::format::element::ElementType;
@@ -757,6 +759,36 @@ impl Walk<'_, '_> {
 }
 
 impl LeafKind for Sparse {
+    fn validate(
+        t: &BoundTensor<'_>,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+    ) -> Result<()> {
+        match node.layout {
+            Layout::Coo { flags, .. } => t.validate_coo(region, node, shape, flags),
+            Layout::Csr { nnz, flags } => {
+                t.validate_compressed(region, node, shape[0], shape[1], nnz, flags, "column")
+            }
+            Layout::Csc { nnz, flags } => {
+                t.validate_compressed(region, node, shape[1], shape[0], nnz, flags, "row")
+            }
+            Layout::Csf { nnz, axis_order } => t.validate_csf(region, node, shape, nnz, axis_order),
+            _ => Err(internal(region, "a sparse node")),
+        }
+    }
+
+    /// The stored values: after the coordinates (COO), the pointers and indices (CSR,
+    /// CSC) or every level's pointers and indices (CSF).
+    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
+        match codes.node.layout {
+            Layout::Coo { nnz, .. } => codes.run(1, 0, nnz),
+            Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => codes.run(2, 0, nnz),
+            Layout::Csf { nnz, .. } => codes.run(2 * shape.len(), 0, nnz),
+            _ => Err(internal(codes.region, "a sparse node")),
+        }
+    }
+
     #[inline(always)]
     fn find(
         d: &Descriptor,

@@ -104,7 +104,7 @@ impl Decoder {
         } = self.region_prefix(r, level).map_err(ctx)?;
         let body_len = r.u32("region_body_length").map_err(ctx)?;
         let mut body = r.window(body_len as u64, "region body").map_err(ctx)?;
-        // A GGML_BLOCKS region of an unknown block type is kept opaque (permissive).
+        // A region whose content this version does not know is kept opaque (permissive).
         let class = if self.kept_opaque(rtag, body.peek_rest()) {
             LayoutClass::Unknown
         } else {

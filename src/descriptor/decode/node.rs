@@ -66,20 +66,11 @@ impl Decoder {
         })
     }
 
-    /// Whether layout `ltag` may hold this node at all: its rank rule, no 4-bit type in
-    /// STRIDED, a GGML_BLOCKS value type.
+    /// Whether layout `ltag` may hold this node at all: its rank rule, then its family's
+    /// rule on the element type (`LayoutKind::admit`).
     fn admit_layout(&self, ltag: u8) -> Result<()> {
         check_rank(ltag, self.rank)?;
-        if ltag == tag::STRIDED && self.et.is_packed() {
-            return Err(Error::new(
-                ErrorKind::LayoutConstraint,
-                format!("STRIDED cannot hold the 4-bit type {}", self.et),
-            ));
-        }
-        if ltag == tag::GGML_BLOCKS {
-            layout::ggml::rules::check_value_type(self.et)?;
-        }
-        Ok(())
+        with_kind!(Some(ltag), |K| <K as LayoutKind>::admit(ltag, self.et))
     }
 
     /// `buffer_count` and its buffer handles, appended to the effective buffers: the
@@ -134,17 +125,10 @@ impl Decoder {
         ltag: u8,
         shape: &[u64],
     ) -> Result<Quantization> {
-        if ltag == tag::SUBPAVING {
-            return Err(Error::new(
-                ErrorKind::QuantizationInvalid,
-                "a subpaving carries no quantization of its own; quantize its regions",
-            ));
-        }
-        if ltag == tag::GGML_BLOCKS {
-            return Err(Error::new(
-                ErrorKind::QuantizationInvalid,
-                "GGML_BLOCKS carries no quantization section: its blocks hold their scales",
-            ));
+        if let Some(why) = with_kind!(Some(ltag), |K| <K as LayoutKind>::refuses_quantization(
+            ltag
+        )) {
+            return Err(Error::new(ErrorKind::QuantizationInvalid, why));
         }
         Quantization::read(r, self.mode, self.et, shape, self.minor)
     }

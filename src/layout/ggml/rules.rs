@@ -121,6 +121,28 @@ pub(crate) fn store_value(et: ElementType, v: f32, out: &mut [u8]) -> bool {
 pub(crate) struct GgmlBlocks;
 
 impl LayoutKind for GgmlBlocks {
+    fn not_strided(l: &LayoutRef<'_>) -> Option<String> {
+        let LayoutRef::GgmlBlocks { ggml_type } = l else {
+            return Some(format!("{} is not GGML_BLOCKS", l.name()));
+        };
+        Some(format!(
+            "GGML_BLOCKS regions hold ggml blocks ({}: codes and scales, {} values in {} bytes), not elements; DLPack describes arrays of elements (read the values with read_box)",
+            ggml_type.name, ggml_type.block_elems, ggml_type.block_bytes
+        ))
+    }
+
+    fn admit(_t: u8, et: ElementType) -> Result<()> {
+        check_value_type(et)
+    }
+
+    fn refuses_quantization(_t: u8) -> Option<&'static str> {
+        Some("GGML_BLOCKS carries no quantization section: its blocks hold their scales")
+    }
+
+    fn unknown_in_permissive(_t: u8, tail: &[u8]) -> bool {
+        names_unknown_type(tail)
+    }
+
     #[inline(always)]
     fn read_fields(r: &mut Reader<'_>, t: u8, _rank: usize, _arena: &mut Arena) -> Result<Layout> {
         if t != tag::GGML_BLOCKS {
