@@ -616,14 +616,21 @@ pub(in crate::bound) struct Codes<'t, 'a> {
 }
 
 impl Codes<'_, '_> {
-    /// The element at byte `byte` (nibble at bit `shift` for a packed type) of sub-table
-    /// buffer `k`, entry `entry` of it for the message.
-    pub(in crate::bound) fn at(&self, k: usize, byte: usize, shift: u8, entry: u64) -> Result<()> {
-        let b = self.t.buf(self.node, k)?;
-        self.check(k, b, byte, shift, entry)
+    /// Sub-table buffer `k` of the leaf.
+    pub(in crate::bound) fn buffer(&self, k: usize) -> Result<&[u8]> {
+        self.t.buf(self.node, k)
     }
 
-    fn check(&self, k: usize, b: &[u8], byte: usize, shift: u8, entry: u64) -> Result<()> {
+    /// The element at byte `byte` (nibble at bit `shift` for a packed type) of `b`,
+    /// sub-table buffer `k` ([`Codes::buffer`]), entry `entry` of it for the message.
+    pub(in crate::bound) fn check(
+        &self,
+        k: usize,
+        b: &[u8],
+        byte: usize,
+        shift: u8,
+        entry: u64,
+    ) -> Result<()> {
         let et = self.et;
         let c = if et.is_packed() {
             b.get(byte).map(|v| ((v >> shift) & 0xF) as u64)

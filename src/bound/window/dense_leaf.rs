@@ -336,6 +336,7 @@ impl LeafKind for Dense {
             Layout::Splat => codes.run(0, node.byte_offset, 1),
             Layout::Tiled { .. } => {
                 // Logical elements only: tile padding is not stored data.
+                let b = codes.buffer(0)?;
                 let mut x = [0u64; MAX_RANK];
                 for e in 0..element_count(shape)? {
                     let (byte, shift) = layout::dense::element_offset(
@@ -347,7 +348,7 @@ impl LeafKind for Dense {
                         &x[..rank],
                     )
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "tiled offset"))?;
-                    codes.at(0, usize::try_from(byte).unwrap_or(usize::MAX), shift, e)?;
+                    codes.check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), shift, e)?;
                     for a in (0..rank).rev() {
                         x[a] += 1;
                         if x[a] < shape[a] {
@@ -365,13 +366,14 @@ impl LeafKind for Dense {
                     .get(layout::rng(strides, rank))
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "strides"))?;
                 let esize = et.storage_bytes() as i128;
+                let b = codes.buffer(0)?;
                 strided_reach(strides, shape, |pos| {
                     let byte = pos
                         .checked_mul(esize)
                         .and_then(|b| b.checked_add(node.byte_offset as i128))
                         .ok_or_else(|| Error::new(ErrorKind::Internal, "a strided element"))?;
                     let entry = u64::try_from(byte / esize).unwrap_or(u64::MAX);
-                    codes.at(0, usize::try_from(byte).unwrap_or(usize::MAX), 0, entry)
+                    codes.check(0, b, usize::try_from(byte).unwrap_or(usize::MAX), 0, entry)
                 })
             }
             // ROW_MAJOR, COL_MAJOR and DIM_ORDER: every element, one packed run.

@@ -535,6 +535,12 @@ impl<'a> Planned<'_, 'a> {
                 region: r,
             });
         }
+        self.copy_band(c0, band, w)
+    }
+
+    /// The parts of a band (`band`, rows `c0` of the box) copied or converted into `w`
+    /// (`false`, nothing written, when no region set up the conversion).
+    fn copy_band(&mut self, c0: AxisCell, band: &Band<'a>, w: &mut Window<'_>) -> Result<bool> {
         let Some(vals) = self.vals.as_mut() else {
             return Ok(false);
         };

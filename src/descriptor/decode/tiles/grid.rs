@@ -120,56 +120,20 @@ impl Decoder {
         sizes: &mut Vec<u64>,
     ) -> Option<(Layout, Option<(BufferHandle, bool, Vec<GridAxis>)>)> {
         let rank = self.rank;
-        let prefix = 16 * rank + 8;
-        let rec_len = prefix + TILE_BODY;
-        // The cell size is region 0's shape; the grid must have exactly `count` cells.
-        let mut probe = r.clone();
-        let first_rec = probe.record(rec_len)?;
-        let mut step = [0u64; MAX_RANK];
-        let mut cells = [0u64; MAX_RANK];
-        let mut total = 1u64;
-        for a in 0..rank {
-            if first_rec.u64_at(8 * a)? != 0 {
-                return None;
-            }
-            let s = first_rec.u64_at(8 * (rank + a))?;
-            if s == 0 || s > extent[a] {
-                return None;
-            }
-            step[a] = s;
-            cells[a] = extent[a].div_ceil(s);
-            total = total.checked_mul(cells[a])?;
-        }
-        if total != u64::from(count) {
-            return None;
-        }
-        let (_, tag0, layout, first_handle, device_bytes) =
-            first_tile(first_rec, rank, self.minor)?;
+        let rec_len = 16 * rank + 8 + TILE_BODY;
+        let GridProbe {
+            step,
+            cells,
+            tag0,
+            layout,
+            first_handle,
+            device_bytes,
+            full_need,
+        } = self.grid_probe(r, extent, count)?;
         let row_major = matches!(layout, Layout::RowMajor);
-        if let Some(f) = &self.first_handle() {
-            if !first_handle.colocated_with(f) {
-                return None;
-            }
-        }
-        let full_count = layout::exact_product(step[..rank].iter().copied())?;
-        let full_need = self.et.bytes_for(full_count)?;
-        if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
-            return None;
-        }
-        // Sized exactly, once: the records are known to fit in the input (the caller's
-        // check_fits), so this is bounded by the input length.
         let first_id = self.next_id() as u32;
         let first_buffer = self.next_buffer() as u32;
-        if RECORDLESS {
-            crate::mem::reserve_exact_populated(sizes, count as usize);
-        } else {
-            crate::mem::reserve_exact_populated(&mut self.d.regions.records, count as usize);
-            crate::mem::reserve_exact_populated(
-                &mut self.d.regions.record_coords,
-                count as usize * 2 * rank,
-            );
-            self.d.regions.record_buffers.reserve(count as usize);
-        }
+        self.reserve_tiles::<RECORDLESS>(count, sizes);
         let mut cell = [0u64; MAX_RANK];
         let mut shape = [0u64; MAX_RANK];
         // A rank-2 grid held without records takes a pass of its own (callgrind: 193 -> 74
@@ -192,31 +156,17 @@ impl Decoder {
         };
         for k in 0..rest {
             let rec = r.record(rec_len)?;
-            let mut full = true;
-            for a in 0..rank {
-                let o = cell[a] * step[a];
-                let s = step[a].min(extent[a] - o);
-                full &= s == step[a];
-                if rec.u64_at(8 * a)? != o || rec.u64_at(8 * (rank + a))? != s {
-                    return None;
-                }
-                shape[a] = s;
-            }
-            let Some(h) = tile_handle(&rec, rank, tag0, &device_bytes, &first_handle, self.minor)
-            else {
-                self.miss = TileMiss::NotTiles;
-                return None;
-            };
+            let h = self.grid_tile(
+                &rec,
+                extent,
+                &cell,
+                &step,
+                (tag0, &device_bytes),
+                &first_handle,
+                full_need,
+                &mut shape,
+            )?;
             let size_bytes = h.size_bytes;
-            let need = if full {
-                full_need
-            } else {
-                self.et
-                    .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?
-            };
-            if size_bytes < need {
-                return None;
-            }
             if RECORDLESS {
                 if h != first_handle.with_size(size_bytes) {
                     self.miss = TileMiss::HandleDiffers;
@@ -224,20 +174,20 @@ impl Decoder {
                 }
                 sizes.push(size_bytes);
             } else {
+                let coords = &mut self.d.regions.record_coords;
                 for a in 0..rank {
-                    let coords = &mut self.d.regions.record_coords;
                     coords.push(base[a] + cell[a] * step[a]);
                 }
-                let coords = &mut self.d.regions.record_coords;
                 coords.extend_from_slice(&shape[..rank]);
-                self.d.regions.records.push(Node {
+                let node = Node {
                     layout,
                     byte_offset: 0,
                     first_buffer: first_buffer + k,
                     buffer_count: 1,
                     quant: None,
                     parent,
-                });
+                };
+                self.d.regions.records.push(node);
                 self.d.regions.record_buffers.push(h);
             }
             // The next cell in row-major order.
@@ -253,21 +203,152 @@ impl Decoder {
             .map(|a| GridAxis::new(base[a], extent[a], step[a], 0, cells[a]))
             .collect();
         let grid = RECORDLESS.then(|| (first_handle, row_major, axes.clone()));
-        let mut index = LevelIndex::grid(axes, Vec::new(), Vec::new(), first_id);
-        index.set_uniform(
-            UniformTiles {
-                row_major,
-                first_buffer,
-            },
-            first_id,
-        );
-        let index = self.push_index(index, parent.map(Idx::get), count);
+        let uniform = UniformTiles {
+            row_major,
+            first_buffer,
+        };
+        let layout = self.grid_level::<RECORDLESS>(axes, uniform, first_id, parent, count);
+        Some((layout, grid))
+    }
+
+    /// Tile record `rec` checked as the grid's cell `cell` (cells of `step`, the last ones
+    /// cut by `extent`): its origin and shape (into `shape`), a plain tile with the first
+    /// tile's tag and device bytes (`fixed`), whose size holds the cell (`full_need` for a
+    /// whole one). Its handle, or `None` (`miss` says when it is no tile at all). Inlined
+    /// into the per-tile loop.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn grid_tile(
+        &mut self,
+        rec: &Record<'_>,
+        extent: &[u64],
+        cell: &[u64; MAX_RANK],
+        step: &[u64; MAX_RANK],
+        (tag0, device_bytes): (u8, &[u8; 8]),
+        first_handle: &BufferHandle,
+        full_need: u64,
+        shape: &mut [u64; MAX_RANK],
+    ) -> Option<BufferHandle> {
+        let rank = self.rank;
+        let mut full = true;
+        for a in 0..rank {
+            let o = cell[a] * step[a];
+            let s = step[a].min(extent[a] - o);
+            full &= s == step[a];
+            if rec.u64_at(8 * a)? != o || rec.u64_at(8 * (rank + a))? != s {
+                return None;
+            }
+            shape[a] = s;
+        }
+        let Some(h) = tile_handle(rec, rank, tag0, device_bytes, first_handle, self.minor) else {
+            self.miss = TileMiss::NotTiles;
+            return None;
+        };
+        let need = if full {
+            full_need
+        } else {
+            self.et
+                .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?
+        };
+        (h.size_bytes >= need).then_some(h)
+    }
+
+    /// Room for a level of `count` tiles, sized exactly, once: the records are known to
+    /// fit in the input (the caller's `check_fits`), so this is bounded by the input
+    /// length. Held without records, a size a tile in `sizes`; else their records,
+    /// coordinates and handles.
+    fn reserve_tiles<const RECORDLESS: bool>(&mut self, count: u32, sizes: &mut Vec<u64>) {
+        let n = count as usize;
+        if RECORDLESS {
+            crate::mem::reserve_exact_populated(sizes, n);
+        } else {
+            let regions = &mut self.d.regions;
+            crate::mem::reserve_exact_populated(&mut regions.records, n);
+            crate::mem::reserve_exact_populated(&mut regions.record_coords, n * 2 * self.rank);
+            regions.record_buffers.reserve(n);
+        }
+    }
+
+    /// The uniform grid's geometry from its first record (read from a copy of `r`, which
+    /// does not advance): the cell size is region 0's shape, and the grid must have
+    /// exactly `count` cells of it; the first tile's layout and handle, colocated with
+    /// effective buffer 0, and the bytes a full tile needs. `None` when the level is not
+    /// such a grid or its buffers would pass 2^32 − 1.
+    fn grid_probe(&self, r: &Reader<'_>, extent: &[u64], count: u32) -> Option<GridProbe> {
+        let rank = self.rank;
+        let mut probe = r.clone();
+        let first_rec = probe.record(16 * rank + 8 + TILE_BODY)?;
+        let mut step = [0u64; MAX_RANK];
+        let mut cells = [0u64; MAX_RANK];
+        let mut total = 1u64;
+        for a in 0..rank {
+            if first_rec.u64_at(8 * a)? != 0 {
+                return None;
+            }
+            let s = first_rec.u64_at(8 * (rank + a))?;
+            if s == 0 || s > extent[a] {
+                return None;
+            }
+            step[a] = s;
+            cells[a] = extent[a].div_ceil(s);
+            total = total.checked_mul(cells[a])?;
+        }
+        if total != u64::from(count) {
+            return None;
+        }
+        let (_, tag0, layout, first_handle, device_bytes) =
+            first_tile(first_rec, rank, self.minor)?;
+        if let Some(f) = &self.first_handle() {
+            if !first_handle.colocated_with(f) {
+                return None;
+            }
+        }
+        let full_count = layout::exact_product(step[..rank].iter().copied())?;
+        let full_need = self.et.bytes_for(full_count)?;
+        if self.next_buffer() as u64 + u64::from(count) >= u64::from(u32::MAX) {
+            return None;
+        }
+        Some(GridProbe {
+            step,
+            cells,
+            tag0,
+            layout,
+            first_handle,
+            device_bytes,
+            full_need,
+        })
+    }
+
+    /// The SUBPAVING node of a uniform grid level of `count` tiles from region
+    /// `first_id` on, whose tiles are plain and alike (`uniform`), its index kept for the
+    /// level under `parent`.
+    fn grid_level<const RECORDLESS: bool>(
+        &mut self,
+        axes: Vec<GridAxis>,
+        uniform: UniformTiles,
+        first_id: u32,
+        parent: Option<Idx>,
+        count: u32,
+    ) -> Layout {
         let end = if RECORDLESS {
             first_id + count
         } else {
             self.next_id() as u32
         };
-        let layout = Layout::Subpaving { count, end, index };
-        Some((layout, grid))
+        let mut index = LevelIndex::grid(axes, Vec::new(), Vec::new(), first_id);
+        index.set_uniform(uniform, first_id);
+        let index = self.push_index(index, parent.map(Idx::get), count);
+        Layout::Subpaving { count, end, index }
     }
+}
+
+/// What [`Decoder::grid_probe`] learns of a uniform grid from its first record.
+struct GridProbe {
+    step: [u64; MAX_RANK],
+    cells: [u64; MAX_RANK],
+    tag0: u8,
+    layout: Layout,
+    first_handle: BufferHandle,
+    device_bytes: [u8; 8],
+    full_need: u64,
 }

@@ -63,15 +63,7 @@ impl Decoder {
         // Room for a handle per region (or, for listed tiles, a size): the caller checked
         // that the input left holds the level as tile records, so this is at most 16
         // bytes per 16 · rank + 33 read.
-        let mut listed = listable.then(|| {
-            let mut sizes = std::mem::take(&mut self.sizes);
-            sizes.clear();
-            crate::mem::reserve_exact_populated(&mut sizes, count as usize);
-            TileGrid::listed(layout, first_handle, sizes)
-        });
-        if listed.is_none() {
-            self.d.regions.record_buffers.reserve(count as usize);
-        }
+        let mut listed = self.start_listed(listable, layout, first_handle, count);
         let mut children = Vec::with_capacity(count as usize);
         let mut all_plain = true;
         let first_id = self.next_id() as u32;
@@ -84,32 +76,8 @@ impl Decoder {
         for k in 0..count {
             let before = r.clone();
             let tile = r.record(rec_len).and_then(|rec| {
-                let h = if rank == 2 {
-                    let (o, s, h) = plain_tile2(
-                        &rec,
-                        extent,
-                        (tag0, &device_bytes),
-                        &first_handle,
-                        self.minor,
-                    )?;
-                    (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
-                    h
-                } else {
-                    for a in 0..rank {
-                        let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
-                        if s == 0 || o.checked_add(s)? > extent[a] {
-                            return None;
-                        }
-                        (origin[a], shape[a]) = (o, s);
-                    }
-                    tile_handle(&rec, rank, tag0, &device_bytes, &first_handle, self.minor)?
-                };
-                let need = self
-                    .et
-                    .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
-                (h.size_bytes >= need
-                    && self.d.regions.record_buffers.len() + held < u32::MAX as usize)
-                    .then_some(h)
+                let fixed = (tag0, &device_bytes, &first_handle);
+                self.plain_tile(&rec, extent, fixed, &mut origin, &mut shape, held)
             });
             if let (Some(tiles), Some(h)) = (&mut listed, tile) {
                 if h == tiles.template.with_size(h.size_bytes) {
@@ -167,6 +135,64 @@ impl Decoder {
             self.d.regions.tiles = Some(Box::new(tiles));
         }
         Some(Ok((children, all_plain, tag0 == tag::ROW_MAJOR)))
+    }
+
+    /// The listed tiles of a `listable` level of `count` plain tiles like the first
+    /// (`layout`, `template` but for its size), with room for a size each (the storage of
+    /// the last decode's recycled); else `None`, with room for a handle each.
+    fn start_listed(
+        &mut self,
+        listable: bool,
+        layout: Layout,
+        template: BufferHandle,
+        count: u32,
+    ) -> Option<TileGrid> {
+        if !listable {
+            self.d.regions.record_buffers.reserve(count as usize);
+            return None;
+        }
+        let mut sizes = std::mem::take(&mut self.sizes);
+        sizes.clear();
+        crate::mem::reserve_exact_populated(&mut sizes, count as usize);
+        Some(TileGrid::listed(layout, template, sizes))
+    }
+
+    /// Tile record `rec` read as a plain tile whose tag, device bytes and handle are the
+    /// first tile's (`fixed`; the handle but for its size): its origin and shape (inside
+    /// `extent`) into `origin` and `shape`, and its handle, whose size holds the tile and
+    /// which keeps the effective buffers (with `held` more in nested grids) below 2^32 −
+    /// 1. `None` for any other record. Inlined into the per-tile loop.
+    #[inline(always)]
+    fn plain_tile(
+        &self,
+        rec: &Record<'_>,
+        extent: &[u64],
+        (tag0, device_bytes, first_handle): (u8, &[u8; 8], &BufferHandle),
+        origin: &mut [u64; MAX_RANK],
+        shape: &mut [u64; MAX_RANK],
+        held: usize,
+    ) -> Option<BufferHandle> {
+        let rank = self.rank;
+        let h = if rank == 2 {
+            let (o, s, h) =
+                plain_tile2(rec, extent, (tag0, device_bytes), first_handle, self.minor)?;
+            (origin[0], origin[1], shape[0], shape[1]) = (o[0], o[1], s[0], s[1]);
+            h
+        } else {
+            for a in 0..rank {
+                let (o, s) = (rec.u64_at(8 * a)?, rec.u64_at(8 * (rank + a))?);
+                if s == 0 || o.checked_add(s)? > extent[a] {
+                    return None;
+                }
+                (origin[a], shape[a]) = (o, s);
+            }
+            tile_handle(rec, rank, tag0, device_bytes, first_handle, self.minor)?
+        };
+        let need = self
+            .et
+            .bytes_for(layout::exact_product(shape[..rank].iter().copied())?)?;
+        (h.size_bytes >= need && self.d.regions.record_buffers.len() + held < u32::MAX as usize)
+            .then_some(h)
     }
 
     /// Write the records and handles of the listed tiles so far (the tensor's own
