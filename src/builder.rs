@@ -112,22 +112,8 @@ pub enum LayoutSpec {
 
 impl LayoutSpec {
     fn tag(&self) -> u8 {
-        match self {
-            LayoutSpec::RowMajor => tag::ROW_MAJOR,
-            LayoutSpec::ColMajor => tag::COL_MAJOR,
-            LayoutSpec::Strided(_) => tag::STRIDED,
-            LayoutSpec::Tiled { .. } => tag::TILED,
-            LayoutSpec::DimOrder(_) => tag::DIM_ORDER,
-            LayoutSpec::Subpaving(_) => tag::SUBPAVING,
-            LayoutSpec::Coo { .. } => tag::COO,
-            LayoutSpec::Csr { .. } => tag::CSR,
-            LayoutSpec::Csc { .. } => tag::CSC,
-            LayoutSpec::Csf { .. } => tag::CSF,
-            LayoutSpec::BlockPaged { .. } => tag::BLOCK_PAGED,
-            LayoutSpec::GgmlBlocks { .. } => tag::GGML_BLOCKS,
-            LayoutSpec::Splat => tag::SPLAT,
-            LayoutSpec::Extension { tag, .. } => *tag,
-        }
+        crate::layout::kind::variant_tag!(LayoutSpec, self,
+            LayoutSpec::Extension { tag, .. } => *tag)
     }
 }
 

@@ -131,6 +131,34 @@ macro_rules! with_kind {
 }
 pub(crate) use with_kind;
 
+/// The wire tag of `$v`, a value of `$E` — one of the three forms of a layout: `Layout`
+/// (decoded), `LayoutRef` (borrowed view) and the builder's `LayoutSpec` — whose variants
+/// carry the same names; the arms after it give the tags of the variants that hold their
+/// own (extensions, kept opaque). The one list of which variant has which tag.
+macro_rules! variant_tag {
+    ($E:ident, $v:expr, $($own:pat => $t:expr),+ $(,)?) => {{
+        use $crate::layout::tag;
+        match $v {
+            $E::RowMajor { .. } => tag::ROW_MAJOR,
+            $E::ColMajor { .. } => tag::COL_MAJOR,
+            $E::Strided { .. } => tag::STRIDED,
+            $E::Tiled { .. } => tag::TILED,
+            $E::DimOrder { .. } => tag::DIM_ORDER,
+            $E::Subpaving { .. } => tag::SUBPAVING,
+            $E::Coo { .. } => tag::COO,
+            $E::Csr { .. } => tag::CSR,
+            $E::Csc { .. } => tag::CSC,
+            $E::Csf { .. } => tag::CSF,
+            $E::BlockPaged { .. } => tag::BLOCK_PAGED,
+            $E::GgmlBlocks { .. } => tag::GGML_BLOCKS,
+            $E::Splat { .. } => tag::SPLAT,
+            $($own => $t),+
+        }
+    }};
+}
+
+pub(crate) use variant_tag;
+
 impl Layout {
     /// The tag that chooses the layout's kind: `None` for a part kept opaque.
     #[inline(always)]

@@ -280,44 +280,16 @@ impl LayoutRef<'_> {
 
     /// The wire tag.
     pub fn tag(&self) -> u8 {
-        match self {
-            LayoutRef::RowMajor => tag::ROW_MAJOR,
-            LayoutRef::ColMajor => tag::COL_MAJOR,
-            LayoutRef::Strided { .. } => tag::STRIDED,
-            LayoutRef::Tiled { .. } => tag::TILED,
-            LayoutRef::DimOrder { .. } => tag::DIM_ORDER,
-            LayoutRef::Subpaving { .. } => tag::SUBPAVING,
-            LayoutRef::Coo { .. } => tag::COO,
-            LayoutRef::Csr { .. } => tag::CSR,
-            LayoutRef::Csc { .. } => tag::CSC,
-            LayoutRef::Csf { .. } => tag::CSF,
-            LayoutRef::BlockPaged { .. } => tag::BLOCK_PAGED,
-            LayoutRef::GgmlBlocks { .. } => tag::GGML_BLOCKS,
-            LayoutRef::Splat => tag::SPLAT,
-            LayoutRef::Extension { tag, .. } | LayoutRef::Unknown { tag, .. } => *tag,
-        }
+        kind::variant_tag!(LayoutRef, self,
+            LayoutRef::Extension { tag, .. } | LayoutRef::Unknown { tag, .. } => *tag)
     }
 }
 
 impl Layout {
     /// The wire tag.
     pub fn tag(&self) -> u8 {
-        match self {
-            Layout::RowMajor => tag::ROW_MAJOR,
-            Layout::ColMajor => tag::COL_MAJOR,
-            Layout::Strided { .. } => tag::STRIDED,
-            Layout::Tiled { .. } => tag::TILED,
-            Layout::DimOrder { .. } => tag::DIM_ORDER,
-            Layout::Subpaving { .. } => tag::SUBPAVING,
-            Layout::Coo { .. } => tag::COO,
-            Layout::Csr { .. } => tag::CSR,
-            Layout::Csc { .. } => tag::CSC,
-            Layout::Csf { .. } => tag::CSF,
-            Layout::BlockPaged { .. } => tag::BLOCK_PAGED,
-            Layout::GgmlBlocks { .. } => tag::GGML_BLOCKS,
-            Layout::Splat => tag::SPLAT,
-            Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => *tag,
-        }
+        kind::variant_tag!(Layout, self,
+            Layout::Extension { tag, .. } | Layout::Unknown { tag, .. } => *tag)
     }
 
     pub fn view<'a>(&self, arena: &'a Arena, rank: usize) -> LayoutRef<'a> {

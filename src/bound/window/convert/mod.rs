@@ -562,32 +562,9 @@ fn entry_bytes(b: &[u8], t: ElementType, j: u64, out: &mut [u8; 16]) -> Option<(
 /// arithmetic otherwise.
 #[inline(always)]
 fn int_diffs(et: ElementType, chunk: &[u8], vals: &mut [f64], zp: i128, scale: f64) {
-    use ElementType::*;
     if et.bits() <= 32 && zp.unsigned_abs() < 1 << 62 {
         let z = zp as i64;
-        macro_rules! each {
-            ($n:expr, $conv:expr) => {
-                for (v, c) in vals.iter_mut().zip(chunk.chunks_exact($n)) {
-                    #[allow(clippy::redundant_closure_call)]
-                    let c: i64 = $conv(c);
-                    *v = (c - z) as f64 * scale;
-                }
-            };
-        }
-        match et {
-            Bool => each!(1, |c: &[u8]| (c[0] != 0) as i64),
-            Int8 => each!(1, |c: &[u8]| c[0] as i8 as i64),
-            Uint8 => each!(1, |c: &[u8]| c[0] as i64),
-            Int16 => each!(2, |c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i64),
-            Uint16 => each!(2, |c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i64),
-            Int32 => each!(4, |c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]])
-                as i64),
-            Uint32 => each!(4, |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]])
-                as i64),
-            Int4 => each!(1, |c: &[u8]| value::int4_to_i8(c[0]) as i64),
-            Uint4 => each!(1, |c: &[u8]| (c[0] & 0xF) as i64),
-            _ => {}
-        }
+        narrow_int_codes(et, chunk, vals, |c: i64| (c - z) as f64 * scale);
         return;
     }
     int_codes(et, chunk, vals, |c| (c - zp) as f64 * scale);
@@ -599,33 +576,50 @@ fn int_diffs(et: ElementType, chunk: &[u8], vals: &mut [f64], zp: i128, scale: f
 #[inline(always)]
 fn int_codes(et: ElementType, chunk: &[u8], vals: &mut [f64], f: impl Fn(i128) -> f64) {
     use ElementType::*;
+    let word = |c: &[u8]| [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
+    match et {
+        Int64 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(8)) {
+                *v = f(i64::from_le_bytes(word(c)) as i128);
+            }
+        }
+        Uint64 => {
+            for (v, c) in vals.iter_mut().zip(chunk.chunks_exact(8)) {
+                *v = f(u64::from_le_bytes(word(c)) as i128);
+            }
+        }
+        _ => narrow_int_codes(et, chunk, vals, f),
+    }
+}
+
+/// `f(code)` for every code of an integer type of at most 32 bits in `chunk` (4-bit codes
+/// one per byte), the code widened to `W` (`i64` keeps the arithmetic in 64 bits, where
+/// it vectorises); nothing for any other type.
+#[inline(always)]
+fn narrow_int_codes<W>(et: ElementType, chunk: &[u8], vals: &mut [f64], f: impl Fn(W) -> f64)
+where
+    W: From<i8> + From<u8> + From<i16> + From<u16> + From<i32> + From<u32>,
+{
+    use ElementType::*;
     macro_rules! each {
         ($n:expr, $conv:expr) => {
             for (v, c) in vals.iter_mut().zip(chunk.chunks_exact($n)) {
                 #[allow(clippy::redundant_closure_call)]
-                let c: i128 = $conv(c);
+                let c: W = W::from($conv(c));
                 *v = f(c);
             }
         };
     }
     match et {
-        Bool => each!(1, |c: &[u8]| (c[0] != 0) as i128),
-        Int8 => each!(1, |c: &[u8]| c[0] as i8 as i128),
-        Uint8 => each!(1, |c: &[u8]| c[0] as i128),
-        Int16 => each!(2, |c: &[u8]| i16::from_le_bytes([c[0], c[1]]) as i128),
-        Uint16 => each!(2, |c: &[u8]| u16::from_le_bytes([c[0], c[1]]) as i128),
-        Int32 => each!(4, |c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]])
-            as i128),
-        Uint32 => each!(4, |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]])
-            as i128),
-        Int64 => each!(8, |c: &[u8]| {
-            i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as i128
-        }),
-        Uint64 => each!(8, |c: &[u8]| {
-            u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as i128
-        }),
-        Int4 => each!(1, |c: &[u8]| value::int4_to_i8(c[0]) as i128),
-        Uint4 => each!(1, |c: &[u8]| (c[0] & 0xF) as i128),
+        Bool => each!(1, |c: &[u8]| (c[0] != 0) as u8),
+        Int8 => each!(1, |c: &[u8]| c[0] as i8),
+        Uint8 => each!(1, |c: &[u8]| c[0]),
+        Int16 => each!(2, |c: &[u8]| i16::from_le_bytes([c[0], c[1]])),
+        Uint16 => each!(2, |c: &[u8]| u16::from_le_bytes([c[0], c[1]])),
+        Int32 => each!(4, |c: &[u8]| i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        Uint32 => each!(4, |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        Int4 => each!(1, |c: &[u8]| value::int4_to_i8(c[0])),
+        Uint4 => each!(1, |c: &[u8]| c[0] & 0xF),
         _ => {}
     }
 }
