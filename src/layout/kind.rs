@@ -7,7 +7,8 @@
 //! description (`describe.rs`) name no layout: they ask the kind.
 //!
 //! Adding a layout: its row in the table (`table.rs`), its variants of `Layout` and
-//! `LayoutRef` (`mod.rs`), its family's module, and its tag in [`with_kind!`].
+//! `LayoutRef` (`mod.rs`), its family's module, and its tag in [`with_kind!`] and
+//! `variant_tag!`.
 
 use std::fmt;
 
