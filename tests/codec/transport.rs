@@ -1867,3 +1867,50 @@ fn every_writer_holds_to_the_sink_contract() {
         }
     }
 }
+
+/// Names in byte order need no name index (the order proves them distinct); any other
+/// order is hashed. Both find every tensor, miss absent names, and refuse a duplicate —
+/// one made by rewriting the bytes, as the writer refuses it — naming both entries.
+#[test]
+fn names_in_order_and_out_of_order_find_alike_and_refuse_duplicates() {
+    let d = TensorBuilder::row_major(ElementType::Uint8, &[1])
+        .build()
+        .unwrap();
+    let ordered: Vec<String> = (0..300).map(|i| format!("layer.{i:03}.w")).collect();
+    let mut shuffled = ordered.clone();
+    shuffled.reverse();
+    shuffled.swap(10, 200);
+    for names in [&ordered, &shuffled] {
+        let data: Vec<[u8; 1]> = (0..names.len()).map(|i| [i as u8]).collect();
+        let mut w = FileWriter::new(Vec::new()).unwrap();
+        for (n, b) in names.iter().zip(&data) {
+            w.write_tensor(n, &d, &[b]).unwrap();
+        }
+        let mut file = w.finish().unwrap();
+        let r = FileReader::from_bytes(&file, Mode::Strict).unwrap();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(r.find(n), Some(i), "{n}");
+            assert_eq!(r.get(n).unwrap().data(), &[i as u8]);
+        }
+        for absent in ["", "layer.", "layer.000.w.", "layer.300.w", "z"] {
+            assert_eq!(r.find(absent), None, "{absent:?}");
+        }
+        // Give entry 1 entry 0's name (same length: only the bytes change).
+        let at = |name: &str| {
+            file.windows(name.len())
+                .position(|w| w == name.as_bytes())
+                .unwrap()
+        };
+        let second = at(&names[1]);
+        file[second..second + names[1].len()].copy_from_slice(names[0].as_bytes());
+        for mode in [Mode::Strict, Mode::Permissive] {
+            let e = FileReader::from_bytes(&file, mode).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::DuplicateName, "{e}");
+            assert!(e.detail.contains(&format!("{:?}", names[0])), "{e}");
+            assert!(
+                e.detail.contains("entries 0 (") && e.detail.contains(") and 1 ("),
+                "{e}"
+            );
+        }
+    }
+}
