@@ -171,29 +171,6 @@ fn page_in_pools<'b>(pools: &[&'b [u8]], page: u64, page_bytes: u64) -> Option<(
 
 impl LeafKind for Paged {
     #[inline(always)]
-    fn validate(
-        t: &BoundTensor<'_>,
-        region: Option<u32>,
-        node: &Node,
-        shape: &[u64],
-    ) -> Result<()> {
-        match node.layout {
-            Layout::BlockPaged { block_size, .. } => {
-                t.validate_paged(region, node, shape, block_size)
-            }
-            _ => Err(internal(region, "a paged node")),
-        }
-    }
-
-    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
-        match codes.node.layout {
-            Layout::BlockPaged { block_size, .. } => {
-                codes.t.validate_paged_codes(codes, shape, block_size)
-            }
-            _ => Err(internal(codes.region, "a paged node")),
-        }
-    }
-
     fn find(
         d: &Descriptor,
         bufs: &[&[u8]],
@@ -231,6 +208,27 @@ impl LeafKind for Paged {
                 leaf.off,
             ),
             _ => Err(internal(leaf.region, "a paged node")),
+        }
+    }
+
+    fn validate(
+        t: &BoundTensor<'_>,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+    ) -> Result<()> {
+        match node.layout {
+            Layout::BlockPaged { block_size, .. } => {
+                t.validate_paged(region, node, shape, block_size)
+            }
+            _ => Err(internal(region, "a paged node")),
+        }
+    }
+
+    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
+        match codes.node.layout {
+            Layout::BlockPaged { block_size, .. } => codes.paged(shape, block_size),
+            _ => Err(internal(codes.region, "a paged node")),
         }
     }
 }

@@ -759,36 +759,6 @@ impl Walk<'_, '_> {
 }
 
 impl LeafKind for Sparse {
-    fn validate(
-        t: &BoundTensor<'_>,
-        region: Option<u32>,
-        node: &Node,
-        shape: &[u64],
-    ) -> Result<()> {
-        match node.layout {
-            Layout::Coo { flags, .. } => t.validate_coo(region, node, shape, flags),
-            Layout::Csr { nnz, flags } => {
-                t.validate_compressed(region, node, shape[0], shape[1], nnz, flags, "column")
-            }
-            Layout::Csc { nnz, flags } => {
-                t.validate_compressed(region, node, shape[1], shape[0], nnz, flags, "row")
-            }
-            Layout::Csf { nnz, axis_order } => t.validate_csf(region, node, shape, nnz, axis_order),
-            _ => Err(internal(region, "a sparse node")),
-        }
-    }
-
-    /// The stored values: after the coordinates (COO), the pointers and indices (CSR,
-    /// CSC) or every level's pointers and indices (CSF).
-    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
-        match codes.node.layout {
-            Layout::Coo { nnz, .. } => codes.run(1, 0, nnz),
-            Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => codes.run(2, 0, nnz),
-            Layout::Csf { nnz, .. } => codes.run(2 * shape.len(), 0, nnz),
-            _ => Err(internal(codes.region, "a sparse node")),
-        }
-    }
-
     #[inline(always)]
     fn find(
         d: &Descriptor,
@@ -837,6 +807,36 @@ impl LeafKind for Sparse {
                 csf(d, bufs, region, node, axis_order, vals, llo, lhi, w, off)
             }
             _ => Err(internal(region, "a sparse node")),
+        }
+    }
+
+    fn validate(
+        t: &BoundTensor<'_>,
+        region: Option<u32>,
+        node: &Node,
+        shape: &[u64],
+    ) -> Result<()> {
+        match node.layout {
+            Layout::Coo { flags, .. } => t.validate_coo(region, node, shape, flags),
+            Layout::Csr { nnz, flags } => {
+                t.validate_compressed(region, node, shape[0], shape[1], nnz, flags, "column")
+            }
+            Layout::Csc { nnz, flags } => {
+                t.validate_compressed(region, node, shape[1], shape[0], nnz, flags, "row")
+            }
+            Layout::Csf { nnz, axis_order } => t.validate_csf(region, node, shape, nnz, axis_order),
+            _ => Err(internal(region, "a sparse node")),
+        }
+    }
+
+    /// The stored values: after the coordinates (COO), the pointers and indices (CSR,
+    /// CSC) or every level's pointers and indices (CSF).
+    fn each_stored(codes: &Codes<'_, '_>, shape: &[u64]) -> Result<()> {
+        match codes.node.layout {
+            Layout::Coo { nnz, .. } => codes.run(1, 0, nnz),
+            Layout::Csr { nnz, .. } | Layout::Csc { nnz, .. } => codes.run(2, 0, nnz),
+            Layout::Csf { nnz, .. } => codes.run(2 * shape.len(), 0, nnz),
+            _ => Err(internal(codes.region, "a sparse node")),
         }
     }
 }
