@@ -276,8 +276,7 @@ impl Decoder {
     /// such a grid or its buffers would pass 2^32 − 1.
     fn grid_probe(&self, r: &Reader<'_>, extent: &[u64], count: u32) -> Option<GridProbe> {
         let rank = self.rank;
-        let mut probe = r.clone();
-        let first_rec = probe.record(16 * rank + 8 + TILE_BODY)?;
+        let (first_rec, tag0, layout, first_handle, device_bytes) = self.colocated_first_tile(r)?;
         let mut step = [0u64; MAX_RANK];
         let mut cells = [0u64; MAX_RANK];
         let mut total = 1u64;
@@ -295,13 +294,6 @@ impl Decoder {
         }
         if total != u64::from(count) {
             return None;
-        }
-        let (_, tag0, layout, first_handle, device_bytes) =
-            first_tile(first_rec, rank, self.minor)?;
-        if let Some(f) = &self.first_handle() {
-            if !first_handle.colocated_with(f) {
-                return None;
-            }
         }
         let full_count = layout::exact_product(step[..rank].iter().copied())?;
         let full_need = self.et.bytes_for(full_count)?;
