@@ -2,13 +2,13 @@
 //! own module — `dense.rs` (ROW_MAJOR, COL_MAJOR, STRIDED, TILED, DIM_ORDER, SPLAT),
 //! `sparse.rs` (COO, CSR, CSC, CSF), `paged.rs` (BLOCK_PAGED), `ggml/rules.rs`
 //! (GGML_BLOCKS), `container.rs` (SUBPAVING) and `opaque.rs` (private extensions, parts
-//! kept opaque) — and [`with_kind!`], the one list of which family each tag belongs to,
-//! dispatches to it. The field codec (`fields.rs`), the buffer rules (`buffers.rs`) and the
+//! kept opaque) — and [`with_kind!`] dispatches to it, by the family the table's row of
+//! the tag names. The field codec (`fields.rs`), the buffer rules (`buffers.rs`) and the
 //! description (`describe.rs`) name no layout: they ask the kind.
 //!
-//! Adding a layout: its row in the table (`table.rs`), its variants of `Layout` and
-//! `LayoutRef` (`mod.rs`), its family's module, and its tag in [`with_kind!`] and
-//! `variant_tag!`.
+//! Adding a layout: its row in the table (`table.rs`: tag, variant name, family), its
+//! variants of `Layout` and `LayoutRef` (`mod.rs`) and its family's module. A new family
+//! adds its line to `for_each_family!` (`table.rs`) beside the row.
 
 use std::fmt;
 
@@ -89,39 +89,24 @@ pub(crate) trait LayoutKind {
 }
 
 /// Run `$e` with `$K` the [`LayoutKind`] of the tag `$t` (an `Option<u8>`: `None` for a part
-/// kept opaque, whatever its tag). Private extensions and the tags the list does not name
-/// (unassigned ones) go to the opaque kind.
+/// kept opaque, whatever its tag): the family the table's row names (`for_each_layout!`,
+/// `for_each_family!` in `table.rs`). Private extensions and the tags the table does not
+/// name (unassigned ones) go to the opaque kind.
 macro_rules! with_kind {
-    ($t:expr, |$K:ident| $e:expr) => {{
-        use $crate::layout::tag;
-        match $t {
-            Some(
-                tag::ROW_MAJOR
-                | tag::COL_MAJOR
-                | tag::STRIDED
-                | tag::TILED
-                | tag::DIM_ORDER
-                | tag::SPLAT,
-            ) => {
-                type $K = $crate::layout::dense::Dense;
+    ($t:expr, |$K:ident| $e:expr) => {
+        $crate::layout::for_each_family!($crate::layout::kind::with_kind_arms; $t, $K, $e)
+    };
+}
+pub(crate) use with_kind;
+
+/// The arms of [`with_kind!`], one per family.
+macro_rules! with_kind_arms {
+    ([$t:expr, $K:ident, $e:expr] $($class:ident => $kind:path, $doc:literal;)*) => {{
+        match $crate::layout::family_of($t) {
+            $(Some($crate::layout::LayoutClass::$class) => {
+                type $K = $kind;
                 $e
-            }
-            Some(tag::COO | tag::CSR | tag::CSC | tag::CSF) => {
-                type $K = $crate::layout::sparse::Sparse;
-                $e
-            }
-            Some(tag::BLOCK_PAGED) => {
-                type $K = $crate::layout::paged::Paged;
-                $e
-            }
-            Some(tag::GGML_BLOCKS) => {
-                type $K = $crate::layout::ggml::rules::GgmlBlocks;
-                $e
-            }
-            Some(tag::SUBPAVING) => {
-                type $K = $crate::layout::container::Subpaving;
-                $e
-            }
+            })*
             // Private extensions, parts kept opaque and tags no family claims.
             _ => {
                 type $K = $crate::layout::opaque::Opaque;
@@ -130,33 +115,28 @@ macro_rules! with_kind {
         }
     }};
 }
-pub(crate) use with_kind;
+pub(crate) use with_kind_arms;
 
 /// The wire tag of `$v`, a value of `$E` — one of the three forms of a layout: `Layout`
 /// (decoded), `LayoutRef` (borrowed view) and the builder's `LayoutSpec` — whose variants
-/// carry the same names; the arms after it give the tags of the variants that hold their
-/// own (extensions, kept opaque). The one list of which variant has which tag.
+/// carry the names the table's rows give them (`for_each_layout!`); the arms after it give
+/// the tags of the variants that hold their own (extensions, kept opaque).
 macro_rules! variant_tag {
-    ($E:ident, $v:expr, $($own:pat => $t:expr),+ $(,)?) => {{
-        use $crate::layout::tag;
+    ($E:ident, $v:expr, $($own:pat => $t:expr),+ $(,)?) => {
+        $crate::layout::for_each_layout!($crate::layout::kind::variant_tag_arms; $E, $v, $($own => $t),+)
+    };
+}
+
+/// The arms of [`variant_tag!`], one per row of the table.
+macro_rules! variant_tag_arms {
+    ([$E:ident, $v:expr, $($own:pat => $t:expr),+] $($name:ident = $code:literal, $variant:ident, $class:ident, $rank:ident, $minor:literal, $doc:literal;)*) => {{
         match $v {
-            $E::RowMajor { .. } => tag::ROW_MAJOR,
-            $E::ColMajor { .. } => tag::COL_MAJOR,
-            $E::Strided { .. } => tag::STRIDED,
-            $E::Tiled { .. } => tag::TILED,
-            $E::DimOrder { .. } => tag::DIM_ORDER,
-            $E::Subpaving { .. } => tag::SUBPAVING,
-            $E::Coo { .. } => tag::COO,
-            $E::Csr { .. } => tag::CSR,
-            $E::Csc { .. } => tag::CSC,
-            $E::Csf { .. } => tag::CSF,
-            $E::BlockPaged { .. } => tag::BLOCK_PAGED,
-            $E::GgmlBlocks { .. } => tag::GGML_BLOCKS,
-            $E::Splat { .. } => tag::SPLAT,
+            $($E::$variant { .. } => $crate::layout::tag::$name,)*
             $($own => $t),+
         }
     }};
 }
+pub(crate) use variant_tag_arms;
 
 pub(crate) use variant_tag;
 

@@ -32,7 +32,7 @@ pub(crate) use crate::format::{add, element_count, exact_product, mul};
 pub(crate) use buffers::{check_buffers, layout_buffer_role, size_overflow_is};
 pub use describe::{tile_order_name, LayoutField};
 pub(crate) use fields::{check_fields, read_fields, write_fields};
-pub(crate) use table::check_rank;
+pub(crate) use table::{check_rank, family_of, for_each_family, for_each_layout};
 pub use table::{
     classify, classify_in, layout_info, tag, tag_name, LayoutClass, LayoutInfo, RankRule, LAYOUTS,
 };

@@ -4,27 +4,31 @@
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// The one table of the layouts this version knows: name, tag (FORMAT §4), class, rank
-/// rule, the format minor version that assigned the tag, and a line of documentation.
-/// `tag`, [`LAYOUTS`], [`tag_name`], [`classify`], [`classify_in`] and the rank check are
-/// generated from it; the C constants (`TDESC_LAYOUT_*`, literals for
-/// cbindgen) are checked against it by a test that reads the generated header.
+/// The one table of the layouts this version knows: name, tag (FORMAT §4), the variant
+/// that holds it in `Layout`, `LayoutRef` and the builder's `LayoutSpec`, class (its
+/// family: see [`for_each_family`]), rank rule, the format minor version that assigned the
+/// tag, and a line of documentation. `tag`, [`LAYOUTS`], [`tag_name`], [`classify`],
+/// [`classify_in`], the rank check, the tag of a variant (`variant_tag!`) and the family a
+/// tag dispatches to (`with_kind!`) are generated from it; the C constants
+/// (`TDESC_LAYOUT_*`, literals for cbindgen) are checked against it by a test that reads the
+/// generated header. `$m` receives the tokens after `;` in brackets, then the rows.
 macro_rules! for_each_layout {
-    ($m:ident) => {
-        $m! {
-            ROW_MAJOR = 0x01, Dense, Any, 0, "Dense, row-major (C order).";
-            COL_MAJOR = 0x02, Dense, Any, 0, "Dense, column-major (Fortran order).";
-            STRIDED = 0x03, Dense, Any, 0, "Dense with per-axis element strides.";
-            TILED = 0x04, Dense, AtLeast1, 0, "Dense tiles in a grid, optionally nested.";
-            DIM_ORDER = 0x05, Dense, Any, 0, "Dense with an axis permutation.";
-            SUBPAVING = 0x06, Container, AtLeast1, 0, "General subpaving: a container of regions.";
-            COO = 0x07, Sparse, AtLeast1, 0, "Sparse coordinate list.";
-            CSR = 0x08, Sparse, Exactly2, 0, "Compressed sparse rows.";
-            CSC = 0x09, Sparse, Exactly2, 0, "Compressed sparse columns.";
-            CSF = 0x0A, Sparse, AtLeast1, 0, "Compressed sparse fibers.";
-            BLOCK_PAGED = 0x0B, Indirect, AtLeast2, 0, "Block table over page pools.";
-            GGML_BLOCKS = 0x0C, Blocks, AtLeast1, 1, "ggml's quantized blocks, where they lie (format 1.1).";
-            SPLAT = 0x40, Dense, Any, 0, "One fill value for every element.";
+    ($($m:tt)::+ $(; $($args:tt)*)?) => {
+        $($m)::+! {
+            [$($($args)*)?]
+            ROW_MAJOR = 0x01, RowMajor, Dense, Any, 0, "Dense, row-major (C order).";
+            COL_MAJOR = 0x02, ColMajor, Dense, Any, 0, "Dense, column-major (Fortran order).";
+            STRIDED = 0x03, Strided, Dense, Any, 0, "Dense with per-axis element strides.";
+            TILED = 0x04, Tiled, Dense, AtLeast1, 0, "Dense tiles in a grid, optionally nested.";
+            DIM_ORDER = 0x05, DimOrder, Dense, Any, 0, "Dense with an axis permutation.";
+            SUBPAVING = 0x06, Subpaving, Container, AtLeast1, 0, "General subpaving: a container of regions.";
+            COO = 0x07, Coo, Sparse, AtLeast1, 0, "Sparse coordinate list.";
+            CSR = 0x08, Csr, Sparse, Exactly2, 0, "Compressed sparse rows.";
+            CSC = 0x09, Csc, Sparse, Exactly2, 0, "Compressed sparse columns.";
+            CSF = 0x0A, Csf, Sparse, AtLeast1, 0, "Compressed sparse fibers.";
+            BLOCK_PAGED = 0x0B, BlockPaged, Indirect, AtLeast2, 0, "Block table over page pools.";
+            GGML_BLOCKS = 0x0C, GgmlBlocks, Blocks, AtLeast1, 1, "ggml's quantized blocks, where they lie (format 1.1).";
+            SPLAT = 0x40, Splat, Dense, Any, 0, "One fill value for every element.";
         }
     };
 }
@@ -80,8 +84,10 @@ pub struct LayoutInfo {
     pub minor: u8,
 }
 
+pub(crate) use for_each_layout;
+
 macro_rules! layout_table {
-    ($($name:ident = $code:literal, $class:ident, $rank:ident, $minor:literal, $doc:literal;)*) => {
+    ([] $($name:ident = $code:literal, $variant:ident, $class:ident, $rank:ident, $minor:literal, $doc:literal;)*) => {
         /// Layout tag values (FORMAT §4).
         pub mod tag {
             $(
@@ -121,32 +127,59 @@ macro_rules! layout_table {
                 _ => None,
             }
         }
+
+        /// The family of tag `t` (`None`: a part kept opaque), for `with_kind!`: one
+        /// `match` on the tag, which the compiler folds into the dispatch.
+        #[inline(always)]
+        pub(crate) const fn family_of(t: Option<u8>) -> Option<LayoutClass> {
+            match t {
+                $(Some(tag::$name) => Some(LayoutClass::$class),)*
+                _ => None,
+            }
+        }
     };
 }
 
 for_each_layout!(layout_table);
 
-/// What a tag is, as far as this version knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayoutClass {
-    /// Addressed by arithmetic alone.
-    Dense,
-    /// A container of regions (subpaving).
-    Container,
-    /// Needs index/pointer buffer contents (COO, CSR, CSC, CSF).
-    Sparse,
-    /// Needs a block table (BLOCK_PAGED).
-    Indirect,
-    /// Quantized blocks: each element's value is computed from the block of codes and
-    /// scales holding it (GGML_BLOCKS, format 1.1); no element has bytes of its own.
-    Blocks,
-    /// Private extension 0xF0–0xFE.
-    Extension,
-    /// Unassigned in this version (permissive decode only).
-    Unknown,
-    /// 0x00 or 0xFF: never valid.
-    Invalid,
+/// The families of layouts: each class of the table's rows and the [`LayoutKind`] that
+/// implements its layouts (`crate::layout::kind`). [`LayoutClass`] and the dispatch of
+/// `with_kind!` are generated from it, so a new family is one line here and its module.
+///
+/// [`LayoutKind`]: crate::layout::kind::LayoutKind
+macro_rules! for_each_family {
+    ($($m:tt)::+ $(; $($args:tt)*)?) => {
+        $($m)::+! {
+            [$($($args)*)?]
+            Dense => $crate::layout::dense::Dense, "Addressed by arithmetic alone.";
+            Container => $crate::layout::container::Subpaving, "A container of regions (subpaving).";
+            Sparse => $crate::layout::sparse::Sparse, "Needs index/pointer buffer contents (COO, CSR, CSC, CSF).";
+            Indirect => $crate::layout::paged::Paged, "Needs a block table (BLOCK_PAGED).";
+            Blocks => $crate::layout::ggml::rules::GgmlBlocks, "Quantized blocks: each element's value is computed from the block of codes and scales holding it (GGML_BLOCKS, format 1.1); no element has bytes of its own.";
+        }
+    };
 }
+
+pub(crate) use for_each_family;
+
+macro_rules! class_enum {
+    ([] $($class:ident => $kind:path, $doc:literal;)*) => {
+        /// What a tag is, as far as this version knows: the family of a known layout, or
+        /// why it has none.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum LayoutClass {
+            $(#[doc = $doc] $class,)*
+            /// Private extension 0xF0–0xFE.
+            Extension,
+            /// Unassigned in this version (permissive decode only).
+            Unknown,
+            /// 0x00 or 0xFF: never valid.
+            Invalid,
+        }
+    };
+}
+
+for_each_family!(class_enum);
 
 /// Classify a layout tag.
 pub fn classify(t: u8) -> LayoutClass {
