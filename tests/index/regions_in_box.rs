@@ -1098,3 +1098,133 @@ fn rank_three_bucket_lists_cost_polylog_per_region_reported() {
         }
     }
 }
+
+/// `boxes` of rank `K` lifted to rank `R`: the box's axes go to `axes` (increasing), and
+/// every other axis `a` spans `[0, extra[a])` in every region (no region is cut there).
+/// Returns the coordinates (origin, shape per region) and the extent.
+fn lift<const K: usize>(
+    boxes: &[([u64; K], [u64; K])],
+    extent: [u64; K],
+    axes: &[usize; K],
+    extra: &[u64],
+) -> (Vec<u64>, Vec<u64>) {
+    let rank = extra.len();
+    let put = |v: [u64; K], fill: &dyn Fn(usize) -> u64| -> Vec<u64> {
+        let mut out: Vec<u64> = (0..rank).map(fill).collect();
+        for (i, &a) in axes.iter().enumerate() {
+            out[a] = v[i];
+        }
+        out
+    };
+    let coords = boxes
+        .iter()
+        .flat_map(|&(o, s)| {
+            let mut c = put(o, &|_| 0);
+            c.extend(put(s, &|a| extra[a]));
+            c
+        })
+        .collect();
+    (coords, put(extent, &|a| extra[a]))
+}
+
+/// A box of rank `K` lifted like [`lift`]: on the uncut axes a random range.
+fn lift_box<const K: usize>(
+    (lo, hi): ([u64; K], [u64; K]),
+    axes: &[usize; K],
+    extra: &[u64],
+    seed: &mut u64,
+) -> (Vec<u64>, Vec<u64>) {
+    let (mut l, mut h) = (vec![0u64; extra.len()], vec![0u64; extra.len()]);
+    for (a, &e) in extra.iter().enumerate() {
+        l[a] = next(seed) % e;
+        h[a] = l[a] + 1 + next(seed) % (e - l[a]);
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        (l[a], h[a]) = (lo[i], hi[i]);
+    }
+    (l, h)
+}
+
+/// Rank 4 and 5 levels cut along at most three axes run the rank-3 sweep on those axes
+/// (decision 163): the adversarial rank-3 partitions lifted to rank 4 (an uncut axis
+/// between the cut ones) and rank 5 (uncut axes first and last), and rank-2 ones lifted to
+/// rank 4 (two axes cut: the walk of the plane), queried with boxes of every shape that
+/// take a random range on the uncut axes: the regions brute force finds, within
+/// [`LevelIndexProbe::box_bound`] and `C · (k + 1) · log2² n` entries (`C` = 4, as at
+/// rank 3), where the scan that served every rank-4 level before exceeds `C` at 5·10^4
+/// regions on pinwheels, two layers of crossed slabs and staircases.
+#[test]
+fn rank_four_and_five_levels_cut_along_three_axes_cost_polylog_per_region() {
+    const C: f64 = 4.0;
+    let liftings: [(&[usize; 3], &[u64]); 2] =
+        [(&[0, 2, 3], &[0, 5, 0, 0]), (&[1, 2, 3], &[3, 0, 0, 0, 2])];
+    for n in [2_000u64, 50_000] {
+        for (name, (boxes, extent), aim) in adversarial3(n) {
+            for &(axes, extra) in &liftings {
+                if n > 2_000 && extra.len() > 4 {
+                    continue;
+                }
+                let extra: Vec<u64> = extra.iter().map(|&e| e.max(1)).collect();
+                let (coords, ext) = lift(&boxes, extent, axes, &extra);
+                let rank = extra.len();
+                let probe = LevelIndexProbe::build(coords, rank, &ext)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let flat = LevelIndexProbe::build(coords3(&boxes), 3, &extent).expect("valid");
+                let log2 = (boxes.len() as f64).log2();
+                let (mut worst, mut worst_scan) = (0f64, 0f64);
+                let mut seed = 0x4D ^ n ^ rank as u64;
+                let queries = if n > 10_000 { 200 } else { 300 };
+                for q in 0..queries {
+                    let b3 = random_box3(&boxes, &flat, aim, &mut seed, 1 + q % 4);
+                    let (lo, hi) = lift_box(b3, axes, &extra, &mut seed);
+                    let (got, visits) = probe.query_box(&lo, &hi);
+                    let k = got.len() as u64;
+                    assert_eq!(
+                        got,
+                        brute3(&boxes, b3.0, b3.1),
+                        "{name}, rank {rank}: [{lo:?}, {hi:?})"
+                    );
+                    let bound = probe.box_bound(k).expect("a level cut along three axes");
+                    assert!(visits <= bound, "{name}, rank {rank}: {visits} > {bound}");
+                    let per = visits as f64 / ((k + 1) as f64 * log2 * log2);
+                    assert!(
+                        per <= C,
+                        "{name}, rank {rank}, {n}: [{lo:?}, {hi:?}): {visits} visits for {k} regions"
+                    );
+                    worst = worst.max(per);
+                    let (scan_hits, scan) = probe.query_box_scan(&lo, &hi).expect("boxes");
+                    assert_eq!(scan_hits, got);
+                    worst_scan = worst_scan.max(scan as f64 / ((k + 1) as f64 * log2 * log2));
+                }
+                println!(
+                    "{name}, rank {rank}, {} regions ({}): visits/((k+1)·log2²n) at most {worst:.3} (scan {worst_scan:.3})",
+                    boxes.len(),
+                    probe.kind()
+                );
+                if n == 50_000 && !matches!(name, "crossed slabs" | "cluster3") {
+                    assert!(
+                        worst_scan > C,
+                        "{name}: the scan stays within {worst_scan:.3}"
+                    );
+                }
+            }
+        }
+    }
+    // Two axes cut: the sweep's top layer is every region met, the plane's walk.
+    for (name, (boxes, extent)) in adversarial() {
+        let (axes, extra) = (&[1usize, 3], &[4u64, 1, 3, 1][..]);
+        let (coords, ext) = lift(&boxes, extent, axes, extra);
+        let probe =
+            LevelIndexProbe::build(coords, 4, &ext).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut seed = 0x2D;
+        for q in 0..300 {
+            let (lo2, hi2) = random_box(extent, &mut seed, q % 2 == 0);
+            let (lo, hi) = lift_box((lo2, hi2), axes, extra, &mut seed);
+            let (got, visits) = probe.query_box(&lo, &hi);
+            assert_eq!(got, brute(&boxes, lo2, hi2), "{name}: [{lo:?}, {hi:?})");
+            let k = got.len() as u64;
+            let bound = probe.box_bound(k).expect("a level cut along two axes");
+            assert!(visits <= bound, "{name}: {visits} > {bound}");
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! levels of arbitrary boxes by walking their partition (rank 2, and the rank-3 sweep over
 //! the corner index) within the cost of a scan, else by the scan itself.
 
+use super::frame::{self, Frame};
 use super::*;
 
 impl LevelIndex {
@@ -35,24 +36,43 @@ impl LevelIndex {
                 if lo.iter().zip(hi).any(|(l, h)| l >= h) {
                     return 0;
                 }
-                if b.rank == 3 && buckets.has_lists() {
-                    // The bucket scan first (it finds a box inside one region in its first
-                    // bucket, and skips the inside of a huge region), within
-                    // `P · (⌊log2 n⌋ + 1)`; past that, the sweep, whose cost is bounded on
-                    // any geometry (a scan over buckets is not: boxes covering many
-                    // buckets of a few huge regions).
-                    let budget = buckets.scan_first_budget();
+                // The sweep's axes: 0, 1, 2 at rank 3; at rank 4 and up the axes the
+                // level's regions are cut along, when at most three are.
+                let frame = match b.rank {
+                    3 => Some(Frame::identity(b)),
+                    r if r >= 4 => t
+                        .corners
+                        .1
+                        .get_or_init(|| frame::cut_axes(b, &t.region_ids()))
+                        .map(|axes| Frame::project(b, axes, lo)),
+                    _ => None,
+                };
+                if let Some(fr) = frame {
+                    let (flo, fhi) = (fr.on_axes(lo), fr.on_axes(hi));
                     let mut hits = Vec::new();
-                    match buckets.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
-                        Some(Ok(v)) => {
-                            hits.into_iter().for_each(f);
-                            return v;
+                    if buckets.has_lists() {
+                        // The bucket scan first (it finds a box inside one region in its
+                        // first bucket, and skips the inside of a huge region), within
+                        // `P · (⌊log2 n⌋ + 1)`; past that, the sweep, whose cost is
+                        // bounded on any geometry (a scan over buckets is not: boxes
+                        // covering many buckets of a few huge regions).
+                        let budget = buckets.scan_first_budget();
+                        match buckets.query_box_within(b, lo, hi, budget, &mut |r| hits.push(r)) {
+                            Some(Ok(v)) => {
+                                hits.into_iter().for_each(f);
+                                return v;
+                            }
+                            Some(Err(v)) => walked = v,
+                            None => {}
                         }
-                        Some(Err(v)) => walked = v,
-                        None => {}
+                        hits.clear();
                     }
-                    let mut hits = Vec::new();
-                    match self.walk_box_3d(b, t, lo, hi, u64::MAX, &mut hits) {
+                    let budget = if buckets.has_lists() {
+                        u64::MAX
+                    } else {
+                        split.size()
+                    };
+                    match self.walk_box_3d(fr, t, &flo, &fhi, budget, &mut hits) {
                         Ok(v) => {
                             hits.into_iter().for_each(f);
                             return walked + v;
@@ -60,20 +80,10 @@ impl LevelIndex {
                         Err(v) => walked += v,
                     }
                 }
-                if b.rank == 3 && !buckets.has_lists() {
-                    let mut hits = Vec::new();
-                    match self.walk_box_3d(b, t, lo, hi, split.size(), &mut hits) {
-                        Ok(v) => {
-                            hits.into_iter().for_each(f);
-                            return v;
-                        }
-                        Err(v) => walked = v,
-                    }
-                }
                 if b.rank == 2 {
                     let budget = buckets.buckets_in(lo, hi).unwrap_or_else(|| split.size());
                     let mut hits = Vec::new();
-                    match self.walk_box_2d(b, lo, hi, budget, &mut hits) {
+                    match self.walk_box_2d(Frame::identity(b), lo, hi, budget, &mut hits) {
                         Ok(v) => {
                             hits.into_iter().for_each(f);
                             return v;
@@ -121,14 +131,14 @@ impl LevelIndex {
     /// the walk makes O(k) point queries for k regions reported, on any geometry.
     fn walk_box_2d(
         &self,
-        b: Boxes<'_>,
+        fr: Frame<'_>,
         lo: &[u64],
         hi: &[u64],
         budget: u64,
         hits: &mut Vec<u32>,
     ) -> std::result::Result<u64, u64> {
         let mut visits = 0u64;
-        self.walk_plane(b, lo, hi, |x, y| [x, y], budget, &mut visits, &mut |r| {
+        self.walk_plane(fr, lo, hi, |x, y| [x, y], budget, &mut visits, &mut |r| {
             hits.push(r)
         })?;
         Ok(visits)
@@ -144,7 +154,7 @@ impl LevelIndex {
     #[inline(always)]
     fn walk_plane<const N: usize>(
         &self,
-        b: Boxes<'_>,
+        fr: Frame<'_>,
         lo: &[u64],
         hi: &[u64],
         at: impl Fn(u64, u64) -> [u64; N],
@@ -158,21 +168,21 @@ impl LevelIndex {
             let mut y = y0;
             while y < y1 {
                 let p = at(x, y);
-                let (r, v) = self.find_counting(b, &p);
+                let (r, v) = fr.find(self, &p);
                 *visits += v;
                 if *visits > budget {
                     return Err(*visits);
                 }
-                let Some(r) = r.filter(|&r| b.contains(r, &p)) else {
+                let Some(r) = r else {
                     return Err(*visits);
                 };
-                if b.lo(r, 0).max(lo[0]) == x && b.lo(r, 1).max(lo[1]) == y {
+                if fr.lo(r, 0).max(lo[0]) == x && fr.lo(r, 1).max(lo[1]) == y {
                     found(r);
-                    if b.hi(r, 0) < hi[0] {
-                        lines.push((b.hi(r, 0), y, b.hi(r, 1).min(hi[1])));
+                    if fr.hi(r, 0) < hi[0] {
+                        lines.push((fr.hi(r, 0), y, fr.hi(r, 1).min(hi[1])));
                     }
                 }
-                y = b.hi(r, 1);
+                y = fr.hi(r, 1);
             }
         }
         Ok(())
@@ -221,7 +231,7 @@ impl LevelIndex {
     /// children are still to find (at most `k`).
     fn walk_box_3d(
         &self,
-        b: Boxes<'_>,
+        fr: Frame<'_>,
         t: &TreeLevel,
         lo: &[u64],
         hi: &[u64],
@@ -236,7 +246,7 @@ impl LevelIndex {
         // the caller: hi.z >= 1).
         let top = hi[AZ] - 1;
         self.walk_plane(
-            b,
+            fr,
             lo,
             hi,
             |x, y| [x, y, top],
@@ -244,7 +254,7 @@ impl LevelIndex {
             &mut visits,
             &mut |r| {
                 hits.push(r);
-                if b.lo(r, AZ) > z0 {
+                if fr.lo(r, AZ) > z0 {
                     parents.push(r);
                 }
             },
@@ -252,28 +262,24 @@ impl LevelIndex {
         if parents.is_empty() {
             return Ok(visits);
         }
-        let corners = t.corners.0.get_or_init(|| {
-            let ids = if t.buckets.has_lists() {
-                t.buckets.regions()
-            } else {
-                t.split.boxes()
-            };
-            Corners::build(b, ids)
-        });
+        let corners = t
+            .corners
+            .0
+            .get_or_init(|| Corners::build(fr, t.region_ids()));
         while let Some(p) = parents.pop() {
-            let h = b.lo(p, AZ);
+            let h = fr.lo(p, AZ);
             // z0 < h: the layer just below `p` lies in the box.
             let z = h - 1;
-            let rx = [b.lo(p, 0).max(x0), b.hi(p, 0).min(hi[0])];
-            let ry = [b.lo(p, 1).max(y0), b.hi(p, 1).min(hi[1])];
+            let rx = [fr.lo(p, 0).max(x0), fr.hi(p, 0).min(hi[0])];
+            let ry = [fr.lo(p, 1).max(y0), fr.hi(p, 1).min(hi[1])];
             let found = |r: u32, hits: &mut Vec<u32>, parents: &mut Vec<u32>| {
                 hits.push(r);
-                if b.lo(r, AZ) > z0 {
+                if fr.lo(r, AZ) > z0 {
                     parents.push(r);
                 }
             };
             let mut inner = Vec::new();
-            visits += corners.report(b, h, rx, ry, &mut |r| inner.push(r));
+            visits += corners.report(fr, h, rx, ry, &mut |r| inner.push(r));
             for r in inner {
                 found(r, hits, &mut parents);
             }
@@ -285,7 +291,7 @@ impl LevelIndex {
                     let span = [rx, ry][1 - axis];
                     let mut report = |r| found(r, &mut *hits, &mut parents);
                     self.edge_children(
-                        b,
+                        fr,
                         (axis, edge[0]),
                         span,
                         (z, h),
@@ -311,7 +317,7 @@ impl LevelIndex {
     #[allow(clippy::too_many_arguments)]
     fn edge_children(
         &self,
-        b: Boxes<'_>,
+        fr: Frame<'_>,
         (axis, edge): (usize, u64),
         span: [u64; 2],
         (z, h): (u64, u64),
@@ -327,16 +333,16 @@ impl LevelIndex {
             q[axis] = edge;
             q[along] = at;
             q[AZ] = z;
-            let (r, v) = self.find_counting(b, &q);
+            let (r, v) = fr.find(self, &q);
             *visits += v;
             if *visits > budget {
                 return Err(*visits);
             }
-            let Some(r) = r.filter(|&r| b.contains(r, &q) && b.hi(r, AZ) == h) else {
+            let Some(r) = r.filter(|&r| fr.hi(r, AZ) == h) else {
                 return Err(*visits);
             };
-            let starts_before = b.lo(r, axis) < edge;
-            let other = b.lo(r, along);
+            let starts_before = fr.lo(r, axis) < edge;
+            let other = fr.lo(r, along);
             let found = if axis == 0 {
                 // Left of R: its corner is in R when it starts in R's rows, or when R
                 // starts at the box's floor on axis 1.
@@ -348,7 +354,7 @@ impl LevelIndex {
             if found {
                 report(r);
             }
-            at = b.hi(r, along);
+            at = fr.hi(r, along);
         }
         Ok(())
     }

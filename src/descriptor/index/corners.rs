@@ -25,7 +25,7 @@
 //! 72)` bytes, `L <= ⌈log2 n⌉` ([`Corners::memory_bound`]). It is built on a level's first
 //! box query, in `O(n log n)`, not at decode (see docs/security.md).
 
-use super::Boxes;
+use super::frame::Frame;
 
 /// The sweep axis (the last at rank 3) and the two axes of the corners.
 pub(crate) const AZ: usize = 2;
@@ -70,8 +70,8 @@ pub(crate) struct Corners {
 }
 
 impl Corners {
-    /// Build over the rank-3 boxes `ids` (consumed as scratch).
-    pub(crate) fn build(b: Boxes<'_>, mut ids: Vec<u32>) -> Corners {
+    /// Build over the boxes `ids` (consumed as scratch), on the frame's three axes.
+    pub(crate) fn build(b: Frame<'_>, mut ids: Vec<u32>) -> Corners {
         let n = ids.len();
         let mut ys: Vec<u64> = ids.iter().map(|&r| b.lo(r, AY)).collect();
         ys.sort_unstable();
@@ -136,7 +136,7 @@ impl Corners {
     /// [`report_bound`](Self::report_bound)).
     pub(crate) fn report(
         &self,
-        b: Boxes<'_>,
+        b: Frame<'_>,
         h: u64,
         x: [u64; 2],
         y: [u64; 2],
@@ -236,8 +236,8 @@ mod tests {
                 coords.extend(o);
                 coords.extend(s);
             }
-            let b = Boxes::new(&coords, 3);
-            let c = Corners::build(b, (0..n as u32).collect());
+            let b = crate::descriptor::index::Boxes::new(&coords, 3);
+            let c = Corners::build(Frame::identity(b), (0..n as u32).collect());
             assert!(c.heap_bytes() <= Corners::memory_bound(n), "n = {n}");
             for _ in 0..300 {
                 let h = next() % 46;
@@ -246,7 +246,7 @@ mod tests {
                 let y0 = next() % 42;
                 let y = [y0, y0 + next() % 42];
                 let mut got = Vec::new();
-                let visits = c.report(b, h, x, y, &mut |r| got.push(r));
+                let visits = c.report(Frame::identity(b), h, x, y, &mut |r| got.push(r));
                 got.sort_unstable();
                 let want: Vec<u32> = (0..n as u32)
                     .filter(|&r| {

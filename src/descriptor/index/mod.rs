@@ -25,6 +25,7 @@ mod box_query;
 mod buckets;
 mod build;
 mod corners;
+mod frame;
 mod grid;
 mod kdtree;
 mod point;
@@ -248,10 +249,23 @@ pub(crate) struct TreeLevel {
 }
 
 /// A level's [`Corners`], built once, on first use (the box queries of a rank-3
-/// split-tree level; see [`LevelIndex::query_box`]). Derived from the level's boxes
-/// alone, so two levels compare equal whether or not either has built it.
+/// split-tree level; see [`LevelIndex::query_box`]), and at rank 4 and up the axes its
+/// regions are cut along when there are at most three ([`frame::cut_axes`]), found on the
+/// first box query. Derived from the level's boxes alone, so two levels compare equal
+/// whether or not either has built them.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LazyCorners(OnceLock<Corners>);
+pub(crate) struct LazyCorners(OnceLock<Corners>, OnceLock<Option<[usize; 3]>>);
+
+impl TreeLevel {
+    /// The level's region ids (a copy: the sweep's structures are built over it).
+    pub(super) fn region_ids(&self) -> Vec<u32> {
+        if self.buckets.has_lists() {
+            self.buckets.regions()
+        } else {
+            self.split.boxes()
+        }
+    }
+}
 
 impl PartialEq for LazyCorners {
     fn eq(&self, _: &LazyCorners) -> bool {

@@ -67,7 +67,8 @@ impl LevelIndexProbe {
         }
     }
 
-    /// For a rank-3 level of arbitrary boxes: the most entries a box query reporting `k`
+    /// For a rank-3 level of arbitrary boxes, or one of rank 4 and up cut along at most
+    /// three axes (the sweep runs on those): the most entries a box query reporting `k`
     /// regions examines. `W = (8k + 1) · P + k · (4 · (⌊log2 n⌋ + 2) + 6 · (L + 1) + 2)`
     /// bounds the sweep ([`LevelIndex::walk_box_3d`], `P` the
     /// [`point_bound`](Self::point_bound), `L` the bits of the number of distinct low
@@ -78,8 +79,11 @@ impl LevelIndexProbe {
     /// and at most one bucket's list, then the sweep). `None` for other levels.
     pub fn box_bound(&self, k: u64) -> Option<u64> {
         let n = self.coords.len() / (2 * self.rank).max(1);
+        let swept = |t: &TreeLevel| {
+            self.rank == 3 || super::frame::cut_axes(self.boxes(), &t.region_ids()).is_some()
+        };
         match &self.index {
-            LevelIndex::Tree(t) if self.rank == 3 => {
+            LevelIndex::Tree(t) if swept(t) => {
                 let lists = t.buckets.has_lists();
                 let p = if lists {
                     1 + u64::from(BucketLists::MAX_LIST)
@@ -108,7 +112,8 @@ impl LevelIndexProbe {
 
     /// For a level of arbitrary boxes: the regions meeting `[lo, hi)`, sorted, and the
     /// entries examined, as the scan answers (a point query at the box's low corner, then
-    /// the bucket lists' or the split tree's scan), which is what rank ≥ 4 levels use:
+    /// the bucket lists' or the split tree's scan), which is what rank ≥ 4 levels cut along
+    /// more than three axes use:
     /// for comparison with [`query_box`](Self::query_box). `None` for grids.
     pub fn query_box_scan(&self, lo: &[u64], hi: &[u64]) -> Option<(Vec<u32>, u64)> {
         let LevelIndex::Tree(t) = &self.index else {
