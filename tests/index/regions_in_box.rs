@@ -1228,3 +1228,60 @@ fn rank_four_and_five_levels_cut_along_three_axes_cost_polylog_per_region() {
         }
     }
 }
+
+/// `regions_in_box` on a decoded rank-4 descriptor cut along three axes (pinwheel shells
+/// lifted with an uncut axis of 3 in front; some regions nested levels of random splits,
+/// cut along all four axes), against brute force over the leaves.
+#[test]
+fn rank_four_descriptors_cut_along_three_axes_agree_with_brute_force() {
+    let (boxes, extent3) = pinwheel3(30);
+    let mut seed = 0x4D35;
+    let regions: Vec<RegionSpec> = boxes
+        .iter()
+        .map(|&(o, s)| {
+            let (o4, s4) = ([0, o[0], o[1], o[2]], [3, s[0], s[1], s[2]]);
+            let node = if next(&mut seed) % 3 == 0 {
+                let inner = random_splits_n::<4>(12, s4, next(&mut seed));
+                NodeSpec::subpaving(
+                    inner
+                        .into_iter()
+                        .map(|(io, is)| RegionSpec::new(&io, &is, NodeSpec::splat()))
+                        .collect(),
+                )
+            } else {
+                NodeSpec::splat()
+            };
+            RegionSpec::new(&o4, &s4, node)
+        })
+        .collect();
+    let extent = [3, extent3[0], extent3[1], extent3[2]];
+    let d = TensorBuilder::subpaving(ElementType::Float32, &extent, regions)
+        .build()
+        .expect("a partition");
+    let brute = |lo: &[u64], hi: &[u64]| -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
+        d.regions()
+            .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
+            .filter_map(|r| {
+                let (o, s) = (r.global_origin(), r.shape());
+                let l: Vec<u64> = (0..4).map(|a| lo[a].max(o[a])).collect();
+                let h: Vec<u64> = (0..4).map(|a| hi[a].min(o[a] + s[a])).collect();
+                (0..4)
+                    .all(|a| l[a] < h[a])
+                    .then_some((Some(r.index()), l, h))
+            })
+            .collect()
+    };
+    for q in 0..400 {
+        let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
+        for a in 0..4 {
+            lo[a] = next(&mut seed) % extent[a];
+            let w = if q % 2 == 0 {
+                extent[a] / 8
+            } else {
+                extent[a] - lo[a]
+            };
+            hi[a] = (lo[a] + 1 + next(&mut seed) % w.max(1)).min(extent[a]);
+        }
+        assert_eq!(hits(&d, &lo, &hi), brute(&lo, &hi), "[{lo:?}, {hi:?})");
+    }
+}
