@@ -71,6 +71,14 @@ fn parts(t: &Tensor) -> PyResult<Parts<'_>> {
     Ok((d, slices))
 }
 
+/// The (name, parts) of each of `tensors` to write.
+fn write_items(tensors: &[(String, Py<Tensor>)]) -> PyResult<Vec<(&str, Parts<'_>)>> {
+    tensors
+        .iter()
+        .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
+        .collect()
+}
+
 /// An I/O error of writing `path`, naming it (other errors as they are).
 fn io_context(e: Error, path: &Path) -> Error {
     if e.kind() == ErrorKind::Io {
@@ -96,6 +104,25 @@ fn write_path(
     out.commit(file)
 }
 
+/// A `.tdf` file holding `items` (name, tensor parts) written to `out`, with
+/// `data_buffer_alignment` `alignment` and `metadata` when given; `out` is handed back
+/// when everything is written.
+fn write_file<W: Write>(
+    out: W,
+    alignment: u32,
+    metadata: Option<&[(String, MetaValue)]>,
+    items: &[(&str, Parts<'_>)],
+) -> tensordesc::Result<W> {
+    let mut w = FileWriter::with_alignment(out, alignment)?;
+    if let Some(m) = metadata {
+        w.set_metadata(m)?;
+    }
+    for (name, (d, slices)) in items {
+        w.write_tensor(name, d, slices)?;
+    }
+    w.finish()
+}
+
 /// The `alignment` argument (default 64).
 fn alignment_arg(alignment: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
     alignment.map_or(Ok(64), |a| args::int(a, "alignment"))
@@ -115,20 +142,10 @@ pub fn _write(
 ) -> PyResult<()> {
     let alignment = alignment_arg(alignment)?;
     let metadata = metadata_arg(metadata)?;
-    let items = tensors
-        .iter()
-        .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
-        .collect::<PyResult<Vec<_>>>()?;
+    let items = write_items(&tensors)?;
     py.detach(|| {
         write_path(&path, |f| {
-            let mut w = FileWriter::with_alignment(f, alignment)?;
-            if let Some(m) = &metadata {
-                w.set_metadata(m)?;
-            }
-            for (name, (d, slices)) in &items {
-                w.write_tensor(name, d, slices)?;
-            }
-            w.finish()
+            write_file(f, alignment, metadata.as_deref(), &items)
         })
     })
     .map_err(Fail)?;
@@ -146,21 +163,9 @@ pub fn _encode_file<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let alignment = alignment_arg(alignment)?;
     let metadata = metadata_arg(metadata)?;
-    let items = tensors
-        .iter()
-        .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
-        .collect::<PyResult<Vec<_>>>()?;
+    let items = write_items(&tensors)?;
     let bytes = py
-        .detach(|| -> tensordesc::Result<Vec<u8>> {
-            let mut w = FileWriter::with_alignment(Vec::new(), alignment)?;
-            if let Some(m) = &metadata {
-                w.set_metadata(m)?;
-            }
-            for (name, (d, slices)) in &items {
-                w.write_tensor(name, d, slices)?;
-            }
-            w.finish()
-        })
+        .detach(|| write_file(Vec::new(), alignment, metadata.as_deref(), &items))
         .map_err(Fail)?;
     Ok(PyBytes::new(py, &bytes))
 }
@@ -403,10 +408,7 @@ pub fn _write_stream<'py>(
     target: &Bound<'py, PyAny>,
     tensors: Vec<(String, Py<Tensor>)>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let items = tensors
-        .iter()
-        .map(|(n, t)| Ok((n.as_str(), parts(t.get())?)))
-        .collect::<PyResult<Vec<_>>>()?;
+    let items = write_items(&tensors)?;
     if target.is_none() {
         let bytes = py
             .detach(|| stream_into(Vec::new(), &items))

@@ -87,16 +87,23 @@ pub fn layout_name(l: &LayoutRef<'_>) -> String {
     }
 }
 
+/// The names of the SORTED (bit 0) and UNIQUE (bit 1) bits set in a sparse layout's
+/// flags, in that order.
+pub fn sparse_flag_names(f: u8) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if f & 1 != 0 {
+        v.push("SORTED");
+    }
+    if f & 2 != 0 {
+        v.push("UNIQUE");
+    }
+    v
+}
+
 /// A short description of a layout with its fields, for `repr`.
 pub fn layout_summary(l: &LayoutRef<'_>) -> String {
     let flags = |f: u8| {
-        let mut v = Vec::new();
-        if f & 1 != 0 {
-            v.push("SORTED");
-        }
-        if f & 2 != 0 {
-            v.push("UNIQUE");
-        }
+        let v = sparse_flag_names(f);
         if v.is_empty() {
             String::new()
         } else {

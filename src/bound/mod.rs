@@ -56,7 +56,7 @@
 
 use std::collections::HashSet;
 
-use crate::descriptor::{Descriptor, Node};
+use crate::descriptor::{index_error, Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::element::ElementType;
 use crate::layout::{self, paged::PagedGeometry, sparse_flags, Layout, MAX_RANK};
@@ -236,31 +236,6 @@ fn check_index(shape: &[u64], index: &[u64]) -> Result<()> {
         return Err(index_error(shape, index));
     }
     Ok(())
-}
-
-#[cold]
-#[inline(never)]
-fn index_error(shape: &[u64], index: &[u64]) -> Error {
-    if index.len() != shape.len() {
-        return Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "index has {} coordinates, the tensor has rank {}",
-                index.len(),
-                shape.len()
-            ),
-        );
-    }
-    let (a, (&i, &e)) = index
-        .iter()
-        .zip(shape)
-        .enumerate()
-        .find(|(_, (&i, &e))| i >= e)
-        .unwrap_or((0, (&0, &0)));
-    Error::new(
-        ErrorKind::IndexOutOfBounds,
-        format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
-    )
 }
 
 #[cold]

@@ -2,6 +2,7 @@
 //! call into compact results (no 64-entry local index per result), so a caller — the C
 //! ABI in particular — pays per element what a Rust `locate` loop pays.
 
+use super::locate::GridHit;
 use super::*;
 use crate::descriptor::index::{BucketLists, Plane, PlanePoint};
 
@@ -36,6 +37,22 @@ pub struct CompactLocation {
     /// Lookup: the leaf's layout tag (CSR, BLOCK_PAGED, ...); dense: 0 (a dense result
     /// reads no region record, so a grid of tiles stays arithmetic only).
     pub layout_tag: u8,
+}
+
+impl CompactLocation {
+    /// The compact form of a dense element found through grid and bucket-list levels (a
+    /// whole byte: no bit shift; no layout tag, as no region record was read).
+    #[inline(always)]
+    fn dense(h: GridHit) -> CompactLocation {
+        CompactLocation {
+            byte_offset: h.byte_offset,
+            region: h.region,
+            buffer: h.buffer,
+            kind: LocationKind::Dense,
+            bit_shift: 0,
+            layout_tag: 0,
+        }
+    }
 }
 
 impl Descriptor {
@@ -165,15 +182,8 @@ impl Descriptor {
         // The first AHEAD / 2 lists are opened here, the later ones AHEAD / 2 ahead.
         ring.iter_mut().take(n.min(AHEAD / 2)).for_each(open);
         let resolve = |pp: &PlanePoint| -> Option<CompactLocation> {
-            let h = self.plane_hit(tiles, plane.resolve(pp)?)?;
-            Some(CompactLocation {
-                byte_offset: h.byte_offset,
-                region: h.region,
-                buffer: h.buffer,
-                kind: LocationKind::Dense,
-                bit_shift: 0,
-                layout_tag: 0,
-            })
+            self.plane_hit(tiles, plane.resolve(pp)?)
+                .map(CompactLocation::dense)
         };
         for k in 0..n {
             if k + AHEAD < n {
@@ -220,15 +230,7 @@ impl Descriptor {
         if self.rank() > 8 {
             return None;
         }
-        let h = self.locate_in_grid(index)?;
-        Some(CompactLocation {
-            byte_offset: h.byte_offset,
-            region: h.region,
-            buffer: h.buffer,
-            kind: LocationKind::Dense,
-            bit_shift: 0,
-            layout_tag: 0,
-        })
+        self.locate_in_grid(index).map(CompactLocation::dense)
     }
 
     /// [`locate_compact`](Self::locate_compact) past the grid attempt: the leaf's record

@@ -8,35 +8,9 @@ impl Descriptor {
     #[inline]
     pub(super) fn check_index(&self, index: &[u64]) -> Result<()> {
         if index.len() != self.rank() || index.iter().zip(&self.shape).any(|(&i, &e)| i >= e) {
-            return Err(self.bad_index(index));
+            return Err(index_error(&self.shape, index));
         }
         Ok(())
-    }
-
-    #[cold]
-    #[inline(never)]
-    pub(super) fn bad_index(&self, index: &[u64]) -> Error {
-        if index.len() != self.rank() {
-            return Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "index has {} coordinates, the tensor has rank {}",
-                    index.len(),
-                    self.rank()
-                ),
-            );
-        }
-        let (a, (i, e)) = index
-            .iter()
-            .zip(&self.shape)
-            .enumerate()
-            .find(|(_, (&i, &e))| i >= e)
-            .map(|(a, (&i, &e))| (a, (i, e)))
-            .unwrap_or((0, (0, 0)));
-        Error::new(
-            ErrorKind::IndexOutOfBounds,
-            format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
-        )
     }
 
     /// Byte offset and bit shift of element `index` for a dense, non-subpaving tensor.
@@ -375,6 +349,33 @@ impl Descriptor {
             byte_offset: pos.checked_mul(self.element_type.storage_bytes())?,
         })
     }
+}
+
+/// The error of an index that is not inside `shape`: `INVALID_ARGUMENT` for a wrong
+/// number of coordinates, else `INDEX_OUT_OF_BOUNDS` naming the first axis it leaves.
+#[cold]
+#[inline(never)]
+pub(crate) fn index_error(shape: &[u64], index: &[u64]) -> Error {
+    if index.len() != shape.len() {
+        return Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "index has {} coordinates, the tensor has rank {}",
+                index.len(),
+                shape.len()
+            ),
+        );
+    }
+    let (a, (&i, &e)) = index
+        .iter()
+        .zip(shape)
+        .enumerate()
+        .find(|(_, (&i, &e))| i >= e)
+        .unwrap_or((0, (&0, &0)));
+    Error::new(
+        ErrorKind::IndexOutOfBounds,
+        format!("index {index:?}: axis {a} coordinate {i} is not below extent {e}"),
+    )
 }
 
 /// A dense element found through grid and bucket-list levels

@@ -41,6 +41,7 @@ pub use batch::{CompactLocation, LocationKind, NO_REGION};
 #[cfg(any(test, feature = "internals"))]
 pub(crate) use decode::decode_with_records;
 pub use decode::{decode, DecodeCache};
+pub(crate) use locate::index_error;
 pub use query::{RegionHit, RegionInBox};
 pub(crate) use recordless::{HeldGrid, TileGrid};
 pub(crate) use records::Regions;

@@ -43,6 +43,18 @@ pub(crate) fn check_buffer_slices(name: &str, d: &Descriptor, buffers: &[&[u8]])
     Ok(())
 }
 
+/// A spent writer's answer to any later call: `Ok` while `failed` is `None`, else the
+/// first failure's kind with its detail after "the {writer} failed earlier: ".
+pub(crate) fn check_not_failed(failed: &Option<Error>, writer: &str) -> Result<()> {
+    match failed {
+        Some(e) => Err(Error::new(
+            e.kind,
+            format!("the {writer} failed earlier: {}", e.detail),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks a name for a writer: non-empty, at most u32::MAX bytes (`INVALID_ARGUMENT`).
 pub(crate) fn check_name_for_writing(name: &str) -> Result<u32> {
     if name.is_empty() {

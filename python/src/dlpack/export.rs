@@ -330,10 +330,7 @@ fn versioned_capsule(
     unsafe {
         let e = &mut *raw;
         e.managed.manager_ctx = raw as *mut c_void;
-        if !e.parts.shape.is_empty() {
-            e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
-            e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
-        }
+        point_at_parts(&mut e.managed.dl_tensor, &mut e.parts);
         new_capsule(
             py,
             raw as *mut c_void,
@@ -359,10 +356,7 @@ fn legacy_capsule(py: Python<'_>, dl_tensor: DLTensor, parts: ExportParts) -> Py
     unsafe {
         let e = &mut *raw;
         e.managed.manager_ctx = raw as *mut c_void;
-        if !e.parts.shape.is_empty() {
-            e.managed.dl_tensor.shape = e.parts.shape.as_mut_ptr();
-            e.managed.dl_tensor.strides = e.parts.strides.as_mut_ptr();
-        }
+        point_at_parts(&mut e.managed.dl_tensor, &mut e.parts);
         new_capsule(
             py,
             raw as *mut c_void,
@@ -370,6 +364,15 @@ fn legacy_capsule(py: Python<'_>, dl_tensor: DLTensor, parts: ExportParts) -> Py
             legacy_capsule_destructor,
             || legacy_deleter(raw as *mut DLManagedTensor),
         )
+    }
+}
+
+/// Point `dl`'s shape and strides at the vectors of `parts`, which hold them for the
+/// export's life; rank 0 keeps them NULL.
+fn point_at_parts(dl: &mut DLTensor, parts: &mut ExportParts) {
+    if !parts.shape.is_empty() {
+        dl.shape = parts.shape.as_mut_ptr();
+        dl.strides = parts.strides.as_mut_ptr();
     }
 }
 

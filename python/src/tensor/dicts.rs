@@ -12,6 +12,7 @@ use tensordesc::{
 
 use super::desc;
 use crate::errors::Fail;
+use crate::node::sparse_flag_names;
 use crate::source::Held;
 
 pub(super) fn layout_params<'py>(
@@ -19,16 +20,6 @@ pub(super) fn layout_params<'py>(
     l: &LayoutRef<'_>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let p = PyDict::new(py);
-    let flags = |f: u8| {
-        let mut v = Vec::new();
-        if f & 1 != 0 {
-            v.push("SORTED");
-        }
-        if f & 2 != 0 {
-            v.push("UNIQUE");
-        }
-        v
-    };
     match l {
         LayoutRef::Strided { strides } => p.set_item("strides", strides.to_vec())?,
         LayoutRef::DimOrder { order } => p.set_item("order", order.to_vec())?,
@@ -38,7 +29,7 @@ pub(super) fn layout_params<'py>(
         | LayoutRef::Csr { nnz, flags: f }
         | LayoutRef::Csc { nnz, flags: f } => {
             p.set_item("nnz", nnz)?;
-            p.set_item("flags", flags(*f))?;
+            p.set_item("flags", sparse_flag_names(*f))?;
         }
         LayoutRef::Csf { nnz, axis_order } => {
             p.set_item("nnz", nnz)?;

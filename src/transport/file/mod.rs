@@ -200,6 +200,32 @@ fn walk_layout(
     Ok(data_length)
 }
 
+/// The start of a bindable tensor's entry, shared by the version 1 and version 2
+/// writers: `NOT_BINDABLE` for an opaque descriptor (naming `opaque_hint`, the call to use
+/// instead), then the data region's length at `data_buffer_alignment` `a` (its errors
+/// name the tensor).
+fn bindable_data_length(name: &str, d: &Descriptor, a: u64, opaque_hint: &str) -> Result<u64> {
+    if !d.is_bindable() {
+        return Err(Error::new(
+            ErrorKind::NotBindable,
+            format!(
+                "tensor {name:?}: an opaque descriptor's buffers are unknown; use {opaque_hint}"
+            ),
+        ));
+    }
+    walk_layout(d.effective_buffer_iter(), a, |_, _| {})
+        .map_err(|e| e.context(format!("tensor {name:?}")))
+}
+
+/// `d` encoded for transport into `buf` (cleared first), which is handed back beside the
+/// encoding's result whatever it is, so that a writer keeps it as its scratch.
+fn encode_into(d: &Descriptor, mut buf: Vec<u8>) -> (Result<()>, Vec<u8>) {
+    buf.clear();
+    let mut w = crate::format::wire::Writer { buf };
+    let r = d.encode_for_transport(&mut w);
+    (r, w.buf)
+}
+
 /// The data region layout of `d` in a file with `data_buffer_alignment` `alignment` (the
 /// same in both container versions).
 ///

@@ -8,16 +8,15 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
 use super::directory::{check_zero, framed_descriptor, Header, Parsed};
 use super::entries::DescriptorMemo;
 use super::table::{NewEntry, Table};
-use super::writer::ZEROS;
+use super::writer::{SizedSink, ZEROS};
 use super::*;
 use crate::descriptor::Descriptor;
 use crate::format::wire::Reader;
-use crate::format::wire::Writer as WireWriter;
 use crate::mem::prefetch;
 use crate::transport::sink::Sink;
 use crate::transport::{check_buffer_slices, check_name_for_writing};
@@ -342,33 +341,6 @@ impl<W: Write> fmt::Debug for V1Writer<W> {
     }
 }
 
-/// The `Write` handed to a [`V1Writer::write_tensor_with`] callback: accepts exactly the
-/// buffer's `size_bytes`; writing more fails.
-struct V1Sink<'w, W: Write> {
-    out: &'w mut BufWriter<Sink<W>>,
-    remaining: u64,
-    written: u64,
-    overrun: bool,
-}
-
-impl<W: Write> Write for V1Sink<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.len() as u64 > self.remaining {
-            self.overrun = true;
-            return Err(io::Error::other(
-                "more bytes written than the buffer's size_bytes",
-            ));
-        }
-        let n = self.out.write(buf)?;
-        self.remaining -= n as u64;
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-}
-
 impl<W: Write> V1Writer<W> {
     /// A writer with the default `data_buffer_alignment` (64); writes the file header.
     pub fn new(out: W) -> Result<V1Writer<W>> {
@@ -432,13 +404,7 @@ impl<W: Write> V1Writer<W> {
     }
 
     fn check_usable(&self) -> Result<()> {
-        match &self.failed {
-            Some(e) => Err(Error::new(
-                e.kind,
-                format!("the file writer failed earlier: {}", e.detail),
-            )),
-            None => Ok(()),
-        }
+        crate::transport::check_not_failed(&self.failed, "file writer")
     }
 
     /// Remember a failure that left a record half-written.
@@ -489,23 +455,8 @@ impl<W: Write> V1Writer<W> {
     {
         self.check_usable()?;
         let name_len = self.check_new_name(name)?;
-        if !d.is_bindable() {
-            return Err(Error::new(
-                ErrorKind::NotBindable,
-                format!(
-                    "tensor {name:?}: an opaque descriptor's buffers are unknown; use write_opaque"
-                ),
-            ));
-        }
-        let a = self.alignment;
-        let data_length = walk_layout(d.effective_buffer_iter(), a, |_, _| {})
-            .map_err(|e| e.context(format!("tensor {name:?}")))?;
-        let mut desc = WireWriter {
-            buf: std::mem::take(&mut self.scratch),
-        };
-        desc.buf.clear();
-        let encoded = d.encode_for_transport(&mut desc);
-        let desc_bytes = desc.buf;
+        let data_length = bindable_data_length(name, d, self.alignment, "write_opaque")?;
+        let (encoded, desc_bytes) = encode_into(d, std::mem::take(&mut self.scratch));
         let r = encoded
             .and_then(|()| self.write_record_front(name, name_len, &desc_bytes, data_length));
         self.scratch = desc_bytes;
@@ -531,12 +482,7 @@ impl<W: Write> V1Writer<W> {
         for (k, h) in handles.enumerate() {
             self.pad_to_multiple(a)?;
             debug_assert!(k > 0 || self.pos == data_start);
-            let mut sink = V1Sink {
-                out: &mut self.out,
-                remaining: h.size_bytes,
-                written: 0,
-                overrun: false,
-            };
+            let mut sink = SizedSink::new(&mut self.out, h.size_bytes);
             let r = fill(k, &mut sink);
             let (written, remaining, overrun) = (sink.written, sink.remaining, sink.overrun);
             self.pos += written;

@@ -34,6 +34,46 @@ pub use spool::{Relocate, SpoolWriter};
 
 pub(super) const ZEROS: [u8; 4096] = [0; 4096];
 
+/// The `Write` handed to a `write_tensor_with` callback (of the version 1 and version 2
+/// writers): accepts exactly the buffer's `size_bytes`; writing more fails and sets
+/// `overrun`.
+pub(super) struct SizedSink<'w, W: Write + ?Sized> {
+    out: &'w mut W,
+    pub(super) remaining: u64,
+    pub(super) written: u64,
+    pub(super) overrun: bool,
+}
+
+impl<'w, W: Write + ?Sized> SizedSink<'w, W> {
+    /// A sink of `size` bytes into `out`.
+    pub(super) fn new(out: &'w mut W, size: u64) -> Self {
+        SizedSink {
+            out,
+            remaining: size,
+            written: 0,
+            overrun: false,
+        }
+    }
+}
+
+impl<W: Write + ?Sized> Write for SizedSink<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.len() as u64 > self.remaining {
+            self.overrun = true;
+            return Err(io::Error::other(
+                "more bytes written than the buffer's size_bytes",
+            ));
+        }
+        let n = self.out.write(buf)?;
+        self.remaining -= n as u64;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
 fn overflow(what: &str) -> Error {
     Error::new(ErrorKind::Overflow, format!("{what} overflows u64"))
 }
@@ -145,13 +185,7 @@ impl<W: Write> DirectoryWriter<W> {
     }
 
     fn check_usable(&self) -> Result<()> {
-        match &self.failed {
-            Some(e) => Err(Error::new(
-                e.kind,
-                format!("the file writer failed earlier: {}", e.detail),
-            )),
-            None => Ok(()),
-        }
+        crate::transport::check_not_failed(&self.failed, "file writer")
     }
 
     fn check_declaring(&self) -> Result<()> {

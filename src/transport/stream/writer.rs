@@ -150,13 +150,7 @@ impl<W: Write> StreamWriter<W> {
     }
 
     fn check_usable(&self) -> Result<()> {
-        match &self.failed {
-            Some(e) => Err(Error::new(
-                e.kind,
-                format!("the stream writer failed earlier: {}", e.detail),
-            )),
-            None => Ok(()),
-        }
+        crate::transport::check_not_failed(&self.failed, "stream writer")
     }
 
     fn check_complete(&self, what: &str) -> Result<()> {

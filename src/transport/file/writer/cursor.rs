@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::file::round_up;
 
 use super::plan::Plan;
-use super::{overflow, ZEROS};
+use super::{overflow, SizedSink, ZEROS};
 
 /// Where the data being written stands: the current entry and segment, the bytes left in
 /// it, and the output position. Every segment starts at the next multiple of the alignment
@@ -321,12 +321,7 @@ impl Cursor {
                 self.left = size;
                 self.open = true;
             }
-            let mut sink = BufferSink {
-                out: &mut *out,
-                remaining: size,
-                written: 0,
-                overrun: false,
-            };
+            let mut sink = SizedSink::new(&mut *out, size);
             let r = fill(k, &mut sink);
             let (written, overrun) = (sink.written, sink.overrun);
             self.pos += written;
@@ -382,31 +377,4 @@ fn all_written(plan: &Plan) -> Error {
             plan.entries.len()
         ),
     )
-}
-
-/// The `Write` handed to a `write_tensor_with` callback: accepts exactly the buffer's
-/// `size_bytes`; writing more fails.
-struct BufferSink<'w> {
-    pub(super) out: &'w mut dyn Write,
-    remaining: u64,
-    written: u64,
-    overrun: bool,
-}
-
-impl Write for BufferSink<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.len() as u64 > self.remaining {
-            self.overrun = true;
-            return Err(io::Error::other(
-                "more bytes written than the buffer's size_bytes",
-            ));
-        }
-        let n = self.out.write(buf)?;
-        self.remaining -= n as u64;
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
 }

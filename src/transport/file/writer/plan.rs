@@ -7,11 +7,10 @@ use std::ops::Range;
 
 use crate::descriptor::Descriptor;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::wire::Writer as WireWriter;
 use crate::transport::check_name_for_writing;
 use crate::transport::file::{
-    check_data_alignment, metadata, round_up, walk_layout, MetaValue, DIRECTORY_ENTRY_BYTES,
-    ENTRY_TENSOR, FILE_HEADER_BYTES, FILE_MAGIC, FILE_VERSION_MAJOR,
+    bindable_data_length, check_data_alignment, encode_into, metadata, round_up, MetaValue,
+    DIRECTORY_ENTRY_BYTES, ENTRY_TENSOR, FILE_HEADER_BYTES, FILE_MAGIC, FILE_VERSION_MAJOR,
 };
 
 use super::overflow;
@@ -133,22 +132,8 @@ impl Plan {
     /// use for an opaque descriptor. Nothing is planned on error.
     pub(super) fn declare(&mut self, name: &str, d: &Descriptor, opaque_hint: &str) -> Result<()> {
         let name_len = self.check_new_name(name)?;
-        if !d.is_bindable() {
-            return Err(Error::new(
-                ErrorKind::NotBindable,
-                format!(
-                    "tensor {name:?}: an opaque descriptor's buffers are unknown; use {opaque_hint}"
-                ),
-            ));
-        }
-        let data_length = walk_layout(d.effective_buffer_iter(), self.alignment, |_, _| {})
-            .map_err(|e| e.context(format!("tensor {name:?}")))?;
-        let mut w = WireWriter {
-            buf: std::mem::take(&mut self.scratch),
-        };
-        w.buf.clear();
-        let encoded = d.encode_for_transport(&mut w);
-        let desc = w.buf;
+        let data_length = bindable_data_length(name, d, self.alignment, opaque_hint)?;
+        let (encoded, desc) = encode_into(d, std::mem::take(&mut self.scratch));
         let r = encoded.map(|()| {
             let first = self.segments.len();
             self.segments
