@@ -20,7 +20,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use tensordesc::descriptor::Descriptor;
 use tensordesc::error::{Error, ErrorKind, Result};
 use tensordesc::file::{AlignedBuf, FileReader, ReadOptions, TensorEntry};
 use tensordesc::transport::file::Relocate;
@@ -30,12 +29,15 @@ use super::args::{
 };
 use super::descriptor::tdesc_descriptor;
 use super::handle;
-use super::metadata::MetaStrings;
+use super::metadata::strings::MetaStrings;
 use super::status::{guard, guard_value, invalid, tdesc_status};
 use super::tensor::tdesc_tensor;
 use super::types::{tdesc_container, tdesc_mode, TDESC_FILE_UNGROUPED};
 
+pub(crate) mod data;
 mod writer;
+
+use data::FileData;
 pub use writer::*;
 
 // ---------------------------------------------------------------------------------------
@@ -185,41 +187,6 @@ impl<W> WriterState<W> {
 // ---------------------------------------------------------------------------------------
 // Reader
 // ---------------------------------------------------------------------------------------
-
-/// The parsed file and the memory it lives in; shared by the handle and every tensor bound
-/// into it.
-pub(crate) struct FileData {
-    /// Owns its source: the mapping, or the aligned copy `tdesc_file_open_bytes` makes.
-    reader: FileReader<'static>,
-}
-
-impl FileData {
-    /// Tensor `i`'s descriptor, the reader's own, shared (the decode error when it failed
-    /// to decode). Nothing is copied or locked: the parsed file is immutable.
-    pub(crate) fn shared_descriptor(&self, i: usize) -> Result<&Arc<Descriptor>> {
-        let e = self.reader_entry(i)?;
-        e.shared_descriptor().ok_or_else(|| {
-            let p = e.problem().map_or_else(
-                || Error::new(ErrorKind::Internal, "entry without descriptor or problem"),
-                Clone::clone,
-            );
-            p.context(format!("tensor {:?}: the descriptor", e.name()))
-        })
-    }
-
-    /// Tensor `i` (`INDEX_OUT_OF_BOUNDS` past the end).
-    pub(crate) fn reader_entry(&self, i: usize) -> Result<TensorEntry<'_>> {
-        self.reader.entry(i).ok_or_else(|| {
-            Error::new(
-                ErrorKind::IndexOutOfBounds,
-                format!(
-                    "tensor index {i} is out of range (the file has {})",
-                    self.reader.len()
-                ),
-            )
-        })
-    }
-}
 
 /// An open `.tdf` file: every tensor's name, descriptor and buffers, parsed once.
 /// Immutable; may be read from several threads at once. Created by `tdesc_file_open` or

@@ -13,6 +13,8 @@ use tensordesc::file::MetaValue;
 
 use super::args::{out_arg, prefix_out, slice_arg};
 use super::file::tdesc_file;
+
+pub(crate) mod strings;
 use super::status::{guard, guard_value, invalid, tdesc_status};
 
 /// The type of a metadata value (`tdesc_file_metadata_type`); 0 for none.
@@ -31,46 +33,6 @@ pub const TDESC_METADATA_STRING: tdesc_metadata_type = 5;
 pub const TDESC_METADATA_ARRAY: tdesc_metadata_type = 6;
 /// The `item` that addresses a metadata value itself rather than an item of an array.
 pub const TDESC_METADATA_WHOLE: usize = usize::MAX;
-
-/// Every key and string value of a file's metadata, NUL-terminated, made on the first
-/// metadata call so that C callers can borrow them until `tdesc_file_free`.
-#[derive(Default)]
-pub(crate) struct MetaStrings {
-    /// Key `i` followed by a NUL byte.
-    keys: Vec<Box<[u8]>>,
-    /// (key index, item or WHOLE) → the string value followed by a NUL byte.
-    strings: std::collections::HashMap<(usize, usize), Box<[u8]>>,
-}
-
-fn with_nul(s: &str) -> Box<[u8]> {
-    let mut v = Vec::with_capacity(s.len() + 1);
-    v.extend_from_slice(s.as_bytes());
-    v.push(0);
-    v.into_boxed_slice()
-}
-
-impl MetaStrings {
-    pub(crate) fn new(m: &[(String, MetaValue)]) -> MetaStrings {
-        let mut out = MetaStrings::default();
-        for (i, (k, v)) in m.iter().enumerate() {
-            out.keys.push(with_nul(k));
-            match v {
-                MetaValue::Str(s) => {
-                    out.strings.insert((i, TDESC_METADATA_WHOLE), with_nul(s));
-                }
-                MetaValue::Array(items) => {
-                    for (j, it) in items.iter().enumerate() {
-                        if let MetaValue::Str(s) = it {
-                            out.strings.insert((i, j), with_nul(s));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-}
 
 fn type_of(v: &MetaValue) -> tdesc_metadata_type {
     match v {

@@ -17,7 +17,7 @@ use tensordesc::error::{Error, ErrorKind, Result};
 
 use super::args::{buffer_slices, index_arg, out_arg, out_handle, ref_arg};
 use super::descriptor::{desc_arg, tdesc_descriptor};
-use super::file::FileData;
+use super::file::data::FileData;
 use super::handle;
 use super::status::{guard, guard_value, in_c_terms, invalid, tdesc_status};
 

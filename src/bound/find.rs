@@ -33,20 +33,19 @@
 //! CSR / CSC, CSF) in `find/sparse.rs`, BLOCK_PAGED in `find/paged.rs`, the errors a
 //! lookup reports in `find/errors.rs`, and reading the element out in `find/slot.rs`.
 
-mod errors;
+pub(in crate::bound) mod errors;
 mod paged;
-mod slot;
+pub(in crate::bound) mod slot;
 mod sparse;
 mod words;
 
 pub(super) use errors::{
-    bad_children, bad_page, bad_root, bad_segment, duplicate, internal, no_lookup,
-    not_canonical_coo,
+    bad_children, bad_page, bad_root, bad_segment, duplicate, internal, not_canonical_coo,
 };
 pub(crate) use errors::{content_error, owner_name};
 pub(super) use paged::find_paged;
 pub(super) use slot::{copy_fixed, copy_sized, zero_fixed};
-pub(crate) use slot::{read_slot, read_slot_sized};
+pub(crate) use slot::{read_slot, read_slot_sized, ElementPlace};
 pub(super) use sparse::{find_compressed, find_coo, find_csf};
 pub(crate) use words::{search_words, U64Array};
 
@@ -54,27 +53,9 @@ use crate::descriptor::{Descriptor, Node};
 use crate::error::Result;
 use crate::format::element::ElementType;
 
-use super::leaf::LeafKind;
+use super::window::leaf::LeafKind;
 use crate::layout::kind::with_kind;
 use crate::layout::{self, dense, ggml, BufferRole};
-
-/// Where the stored bits of one element are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ElementPlace {
-    /// At byte `byte` of effective buffer `buffer`; for 4-bit types the nibble starting at
-    /// bit `shift` (0 or 4) of that byte.
-    At {
-        buffer: usize,
-        byte: usize,
-        shift: u8,
-    },
-    /// Not stored: an implicit zero (all-zero bits).
-    Zero,
-    /// Not stored as bits of its own: a value computed from its block (GGML_BLOCKS), the
-    /// bits of an `f32`, whose bytes are that value in the element type
-    /// ([`read_slot`] rounds it once).
-    Value(u32),
-}
 
 /// Number of layout (non-quantization) buffers of a leaf node.
 pub(crate) fn layout_buffer_count(d: &Descriptor, node: &Node) -> usize {

@@ -66,7 +66,6 @@ use crate::format::value;
 
 mod batch;
 pub(crate) mod find;
-mod leaf;
 mod read;
 mod shortcut;
 mod validate;

@@ -101,7 +101,7 @@ pub(crate) use with_kind;
 
 /// The arms of [`with_kind!`], one per family.
 macro_rules! with_kind_arms {
-    ([$t:expr, $K:ident, $e:expr] $($class:ident => $kind:path, $doc:literal;)*) => {{
+    ([$t:expr, $K:ident, $e:expr] _ => $other:path; $($class:ident => $kind:path, $doc:literal;)*) => {{
         match $crate::layout::family_of($t) {
             $(Some($crate::layout::LayoutClass::$class) => {
                 type $K = $kind;
@@ -109,7 +109,7 @@ macro_rules! with_kind_arms {
             })*
             // Private extensions, parts kept opaque and tags no family claims.
             _ => {
-                type $K = $crate::layout::opaque::Opaque;
+                type $K = $other;
                 $e
             }
         }

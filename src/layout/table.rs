@@ -143,14 +143,17 @@ macro_rules! layout_table {
 for_each_layout!(layout_table);
 
 /// The families of layouts: each class of the table's rows and the [`LayoutKind`] that
-/// implements its layouts (`crate::layout::kind`). [`LayoutClass`] and the dispatch of
-/// `with_kind!` are generated from it, so a new family is one line here and its module.
+/// implements its layouts (`crate::layout::kind`), after the kind of every other tag
+/// (`_`: private extensions, unassigned tags, parts kept opaque). [`LayoutClass`] and the
+/// dispatch of `with_kind!` are generated from it, so a new family is one line here and
+/// its module.
 ///
 /// [`LayoutKind`]: crate::layout::kind::LayoutKind
 macro_rules! for_each_family {
     ($($m:tt)::+ $(; $($args:tt)*)?) => {
         $($m)::+! {
             [$($($args)*)?]
+            _ => $crate::layout::opaque::Opaque;
             Dense => $crate::layout::dense::Dense, "Addressed by arithmetic alone.";
             Container => $crate::layout::container::Subpaving, "A container of regions (subpaving).";
             Sparse => $crate::layout::sparse::Sparse, "Needs index/pointer buffer contents (COO, CSR, CSC, CSF).";
@@ -163,7 +166,7 @@ macro_rules! for_each_family {
 pub(crate) use for_each_family;
 
 macro_rules! class_enum {
-    ([] $($class:ident => $kind:path, $doc:literal;)*) => {
+    ([] _ => $other:path; $($class:ident => $kind:path, $doc:literal;)*) => {
         /// What a tag is, as far as this version knows: the family of a known layout, or
         /// why it has none.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@ use crate::tensor::{tdesc_tensor_free, tdesc_tensor_get_f64};
 use std::ffi::{c_void, CStr};
 use std::ptr;
 use tensordesc::builder::{NodeSpec, RegionSpec, TensorBuilder};
+use tensordesc::descriptor::Descriptor;
 use tensordesc::element::ElementType;
 
 fn paving() -> Descriptor {

@@ -1,10 +1,28 @@
 //! Reading an element out once it is found: the stored bits at an [`ElementPlace`] (by
 //! fixed-size copies), an implicit zero, or a computed value's bytes.
 
-use super::{internal, ElementPlace};
+use super::internal;
 use crate::error::Result;
 use crate::format::element::ElementType;
 use crate::layout::ggml;
+
+/// Where the stored bits of one element are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ElementPlace {
+    /// At byte `byte` of effective buffer `buffer`; for 4-bit types the nibble starting at
+    /// bit `shift` (0 or 4) of that byte.
+    At {
+        buffer: usize,
+        byte: usize,
+        shift: u8,
+    },
+    /// Not stored: an implicit zero (all-zero bits).
+    Zero,
+    /// Not stored as bits of its own: a value computed from its block (GGML_BLOCKS), the
+    /// bits of an `f32`, whose bytes are that value in the element type
+    /// ([`read_slot`] rounds it once).
+    Value(u32),
+}
 
 /// Copy `N` bytes at `at` of `src` to `out[..N]`; false when either is out of range.
 #[inline(always)]

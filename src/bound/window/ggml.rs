@@ -9,10 +9,10 @@
 //! straight into the output.
 
 use super::convert::{oob, Values};
+use super::leaf::LeafKind;
 use super::DenseLeaf;
 use super::Window;
 use crate::bound::find::{find_ggml, internal, ElementPlace};
-use crate::bound::leaf::LeafKind;
 use crate::descriptor::Descriptor;
 use crate::descriptor::Node;
 use crate::error::Result;

@@ -13,8 +13,10 @@
 
 mod convert;
 mod dense;
+mod dense_kind;
 mod dense_leaf;
 mod ggml;
+pub(in crate::bound) mod leaf;
 mod paged;
 mod plan;
 mod sparse;
@@ -23,8 +25,7 @@ pub(in crate::bound) use dense_leaf::DenseLeaf;
 
 use std::ops::ControlFlow;
 
-use super::find::no_lookup;
-use super::leaf::LeafKind;
+use super::find::errors::no_lookup;
 use super::BoundTensor;
 use crate::descriptor::Node;
 use crate::error::{Error, ErrorKind, Result};
@@ -32,6 +33,7 @@ use crate::format::element::ElementType;
 use crate::layout::kind::with_kind;
 use crate::layout::{Layout, MAX_RANK};
 use convert::Values;
+use leaf::LeafKind;
 
 /// What [`BoundTensor::read_box`] writes per element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

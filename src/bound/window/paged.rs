@@ -6,11 +6,11 @@
 
 use super::convert::{oob, Values};
 use super::dense::{copy_box, Source};
+use super::leaf::LeafKind;
 use super::DenseLeaf;
 use super::Window;
 use crate::bound::find::{bad_page, U64Array};
 use crate::bound::find::{find_paged, internal, ElementPlace};
-use crate::bound::leaf::LeafKind;
 use crate::bound::validate::Codes;
 use crate::bound::BoundTensor;
 use crate::descriptor::{Descriptor, Node};

@@ -16,11 +16,11 @@
 
 use super::convert::{oob, Values};
 use super::dense::{copy_box, fill_box, Source};
+use super::leaf::LeafKind;
 use super::DenseLeaf;
 use super::Window;
 use crate::bound::find::{bad_children, bad_root, bad_segment, content_error, duplicate, U64Array};
 use crate::bound::find::{find_compressed, find_coo, find_csf, internal, ElementPlace};
-use crate::bound::leaf::LeafKind;
 use crate::bound::validate::Codes;
 use crate::bound::BoundTensor;
 use crate::descriptor::{Descriptor, Node};

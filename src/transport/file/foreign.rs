@@ -2,8 +2,9 @@
 //! the container is told from the first bytes, its parser describes each tensor over the
 //! file's bytes, and the table keeps names, descriptors and buffer offsets as for `.tdf`.
 
-use super::directory::{self, Header, Parsed};
+use super::directory;
 use super::entries::DescriptorMemo;
+use super::parsed::{Header, Parsed};
 use super::table::Table;
 use super::*;
 use crate::transport::foreign::conventions::{self, Hints};

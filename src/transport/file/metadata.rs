@@ -258,7 +258,7 @@ pub(super) fn parse(dir: &mut Reader<'_>, mode: crate::Mode) -> Result<Vec<(Stri
     let pad = de.next_multiple_of(8) - de;
     let padding = dir.bytes(pad, "entry padding").map_err(ctx)?;
     if mode == crate::Mode::Strict {
-        super::directory::check_zero(padding, de, "padding after the metadata").map_err(ctx)?;
+        super::parsed::check_zero(padding, de, "padding after the metadata").map_err(ctx)?;
     }
     Ok(out)
 }

@@ -55,6 +55,7 @@ mod map;
 mod metadata;
 mod names;
 mod output;
+mod parsed;
 mod reader;
 mod sharded;
 mod table;

@@ -6,10 +6,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::directory::Parsed;
 use super::entries::{Descriptors, Entry};
 use super::foreign::parse_any as parse;
 use super::names::NameIndex;
+use super::parsed::Parsed;
 use super::*;
 use crate::bound::BoundTensor;
 use crate::transport::foreign::{Container, MetaValue, ReadOptions};
@@ -451,7 +451,7 @@ impl<'a> FileReader<'a> {
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "data regions out of order"))?;
             let bytes = r.bytes(n, "padding")?;
             match zero {
-                Some(what) => super::directory::check_zero(bytes, at, what),
+                Some(what) => super::parsed::check_zero(bytes, at, what),
                 None => Ok(()),
             }
         };

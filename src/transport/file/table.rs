@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::directory::{Header, Parsed};
 use super::entries::{DescriptorMemo, Descriptors, Entry, NO_DESCRIPTOR};
 use super::names::NameIndex;
+use super::parsed::{Header, Parsed};
 use super::*;
 use crate::transport::foreign::{Container, ForeignTensor, OpaqueTensor};
 use crate::Mode;

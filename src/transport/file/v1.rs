@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::io::{BufWriter, Write};
 
-use super::directory::{check_zero, framed_descriptor, Header, Parsed};
+use super::directory::framed_descriptor;
 use super::entries::DescriptorMemo;
+use super::parsed::{check_zero, Header, Parsed};
 use super::table::{NewEntry, Table};
 use super::writer::{SizedSink, ZEROS};
 use super::*;

@@ -2,14 +2,15 @@
 //! `layout/`) implements [`LeafKind`] — how an element of one of its leaves is found in the
 //! bound buffers, how a box of the leaf is read, and what content validation checks of
 //! it — in the window file of its kernels
-//! (`window/dense_leaf.rs`, `window/sparse.rs`, `window/paged.rs`, `window/ggml.rs`; the
-//! kinds without elements below). [`find`](super::find::find), the window read and
+//! (`window/dense_kind.rs`, `window/sparse.rs`, `window/paged.rs`, `window/ggml.rs`; the
+//! kinds without elements below). [`find`](crate::bound::find::find), the window read and
 //! `validate` dispatch through `with_kind!`, and name no layout.
 
-use super::find::{internal, no_lookup, owner_name, ElementPlace};
-use super::validate::Codes;
-use super::window::{DenseLeaf, Window};
-use super::BoundTensor;
+use super::{DenseLeaf, Window};
+use crate::bound::find::errors::{internal, no_lookup, owner_name};
+use crate::bound::find::slot::ElementPlace;
+use crate::bound::validate::codes::Codes;
+use crate::bound::BoundTensor;
 use crate::descriptor::{Descriptor, Node};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::container::Subpaving;
