@@ -293,14 +293,15 @@ fn brute_leaves(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec
     if d.region_count() == 0 {
         return vec![(None, lo.to_vec(), hi.to_vec())];
     }
+    let rank = lo.len();
     d.regions()
         .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
         .filter_map(|r| {
             let o = r.global_origin();
             let s = r.shape();
-            let l: Vec<u64> = (0..2).map(|a| lo[a].max(o[a])).collect();
-            let h: Vec<u64> = (0..2).map(|a| hi[a].min(o[a] + s[a])).collect();
-            (0..2)
+            let l: Vec<u64> = (0..rank).map(|a| lo[a].max(o[a])).collect();
+            let h: Vec<u64> = (0..rank).map(|a| hi[a].min(o[a] + s[a])).collect();
+            (0..rank)
                 .all(|a| l[a] < h[a])
                 .then_some((Some(r.index()), l, h))
         })
@@ -908,21 +909,6 @@ fn rank_three_box_queries_cost_polylog_per_region_reported() {
     }
 }
 
-/// Leaves of a rank-3 descriptor meeting `[lo, hi)`, clipped, in pre-order.
-fn brute_leaves3(d: &Descriptor, lo: &[u64], hi: &[u64]) -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
-    d.regions()
-        .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
-        .filter_map(|r| {
-            let (o, s) = (r.global_origin(), r.shape());
-            let l: Vec<u64> = (0..3).map(|a| lo[a].max(o[a])).collect();
-            let h: Vec<u64> = (0..3).map(|a| hi[a].min(o[a] + s[a])).collect();
-            (0..3)
-                .all(|a| l[a] < h[a])
-                .then_some((Some(r.index()), l, h))
-        })
-        .collect()
-}
-
 /// `regions_in_box` on decoded rank-3 descriptors: pinwheel shells and a staircase whose
 /// larger regions are nested levels of random splits (with pinwheel and crossed-slab
 /// pieces), against brute force over the leaves.
@@ -935,12 +921,7 @@ fn rank_three_descriptors_agree_with_brute_force() {
             .map(|&(o, s)| {
                 let node = if s.iter().all(|&e| e >= 3) && next(&mut seed) % 2 == 0 {
                     let (inner, _) = random_splits3_of(40, s, next(&mut seed));
-                    NodeSpec::subpaving(
-                        inner
-                            .into_iter()
-                            .map(|(io, is)| RegionSpec::new(&io, &is, NodeSpec::splat()))
-                            .collect(),
-                    )
+                    splats(inner)
                 } else {
                     NodeSpec::splat()
                 };
@@ -950,23 +931,44 @@ fn rank_three_descriptors_agree_with_brute_force() {
         let d = TensorBuilder::subpaving(ElementType::Float32, &extent, regions)
             .build()
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        for q in 0..400 {
-            let (mut lo, mut hi) = ([0u64; 3], [0u64; 3]);
-            for a in 0..3 {
-                lo[a] = next(&mut seed) % extent[a];
-                let w = if q % 2 == 0 {
-                    extent[a] / 8
-                } else {
-                    extent[a] - lo[a]
-                };
-                hi[a] = (lo[a] + 1 + next(&mut seed) % w.max(1)).min(extent[a]);
-            }
-            assert_eq!(
-                hits(&d, &lo, &hi),
-                brute_leaves3(&d, &lo, &hi),
-                "{name}: [{lo:?}, {hi:?})"
-            );
+        agrees_on_random_boxes(&d, extent, &mut seed, name);
+    }
+}
+
+/// A subpaving of SPLAT regions at `boxes`.
+fn splats<const R: usize>(boxes: Vec<([u64; R], [u64; R])>) -> NodeSpec {
+    NodeSpec::subpaving(
+        boxes
+            .into_iter()
+            .map(|(o, s)| RegionSpec::new(&o, &s, NodeSpec::splat()))
+            .collect(),
+    )
+}
+
+/// 400 boxes, alternately small (up to an eighth of the extent) and reaching the far end,
+/// for which `regions_in_box` of `d` agrees with brute force over the leaves.
+fn agrees_on_random_boxes<const R: usize>(
+    d: &Descriptor,
+    extent: [u64; R],
+    seed: &mut u64,
+    name: &str,
+) {
+    for q in 0..400 {
+        let (mut lo, mut hi) = ([0u64; R], [0u64; R]);
+        for a in 0..R {
+            lo[a] = next(seed) % extent[a];
+            let w = if q % 2 == 0 {
+                extent[a] / 8
+            } else {
+                extent[a] - lo[a]
+            };
+            hi[a] = (lo[a] + 1 + next(seed) % w.max(1)).min(extent[a]);
         }
+        assert_eq!(
+            hits(d, &lo, &hi),
+            brute_leaves(d, &lo, &hi),
+            "{name}: [{lo:?}, {hi:?})"
+        );
     }
 }
 
@@ -1242,12 +1244,7 @@ fn rank_four_descriptors_cut_along_three_axes_agree_with_brute_force() {
             let (o4, s4) = ([0, o[0], o[1], o[2]], [3, s[0], s[1], s[2]]);
             let node = if next(&mut seed) % 3 == 0 {
                 let inner = random_splits_n::<4>(12, s4, next(&mut seed));
-                NodeSpec::subpaving(
-                    inner
-                        .into_iter()
-                        .map(|(io, is)| RegionSpec::new(&io, &is, NodeSpec::splat()))
-                        .collect(),
-                )
+                splats(inner)
             } else {
                 NodeSpec::splat()
             };
@@ -1258,30 +1255,5 @@ fn rank_four_descriptors_cut_along_three_axes_agree_with_brute_force() {
     let d = TensorBuilder::subpaving(ElementType::Float32, &extent, regions)
         .build()
         .expect("a partition");
-    let brute = |lo: &[u64], hi: &[u64]| -> Vec<(Option<u32>, Vec<u64>, Vec<u64>)> {
-        d.regions()
-            .filter(|r| r.layout_tag() != tensordesc::layout::tag::SUBPAVING)
-            .filter_map(|r| {
-                let (o, s) = (r.global_origin(), r.shape());
-                let l: Vec<u64> = (0..4).map(|a| lo[a].max(o[a])).collect();
-                let h: Vec<u64> = (0..4).map(|a| hi[a].min(o[a] + s[a])).collect();
-                (0..4)
-                    .all(|a| l[a] < h[a])
-                    .then_some((Some(r.index()), l, h))
-            })
-            .collect()
-    };
-    for q in 0..400 {
-        let (mut lo, mut hi) = ([0u64; 4], [0u64; 4]);
-        for a in 0..4 {
-            lo[a] = next(&mut seed) % extent[a];
-            let w = if q % 2 == 0 {
-                extent[a] / 8
-            } else {
-                extent[a] - lo[a]
-            };
-            hi[a] = (lo[a] + 1 + next(&mut seed) % w.max(1)).min(extent[a]);
-        }
-        assert_eq!(hits(&d, &lo, &hi), brute(&lo, &hi), "[{lo:?}, {hi:?})");
-    }
+    agrees_on_random_boxes(&d, extent, &mut seed, "lifted pinwheel3");
 }
