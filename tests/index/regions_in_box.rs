@@ -438,6 +438,35 @@ fn brute3(boxes: &[Box3], lo: [u64; 3], hi: [u64; 3]) -> Vec<u32> {
         .collect()
 }
 
+/// The counting checks of one box query of `probe` over `[lo, hi)` that reported `got`
+/// examining `visits` entries: within [`LevelIndexProbe::box_bound`] and
+/// `c · (k + 1) · log2² n` (`log2` = log2 n), and the scan (the former query) reporting the
+/// same regions. Returns the entries the query and the scan examined per
+/// `(k + 1) · log2² n`, and the entries the scan examined.
+fn counted(
+    probe: &LevelIndexProbe,
+    (lo, hi): (&[u64], &[u64]),
+    (got, visits): (&[u32], u64),
+    (c, log2): (f64, f64),
+    what: &str,
+) -> (f64, f64, u64) {
+    let k = got.len() as u64;
+    let bound = probe.box_bound(k).expect("a level the sweep serves");
+    assert!(
+        visits <= bound,
+        "{what}: [{lo:?}, {hi:?}): {visits} > {bound}"
+    );
+    let scale = (k + 1) as f64 * log2 * log2;
+    let per = visits as f64 / scale;
+    assert!(
+        per <= c,
+        "{what}: [{lo:?}, {hi:?}): {visits} visits for {k} regions"
+    );
+    let (scan_hits, scan) = probe.query_box_scan(lo, hi).expect("a level of boxes");
+    assert_eq!(scan_hits, got, "{what}: [{lo:?}, {hi:?})");
+    (per, scan as f64 / scale, scan)
+}
+
 /// Rank 3, bucket lists under one huge region: half of a 64³ cube is one region, the
 /// other half is cut into 2 × 2 × 8 bricks staggered along axis 2 column by column (no
 /// grid). Box queries agree with brute force; a box inside the huge region costs one
@@ -872,21 +901,16 @@ fn rank_three_box_queries_cost_polylog_per_region_reported() {
                 if n <= 10_000 {
                     assert_eq!(got, brute3(&boxes, lo, hi), "{name}: [{lo:?}, {hi:?})");
                 }
-                let bound = probe.box_bound(k).expect("a split tree");
-                assert!(
-                    visits <= bound,
-                    "{name}: [{lo:?}, {hi:?}): {visits} > {bound}"
-                );
-                let per = visits as f64 / ((k + 1) as f64 * log2 * log2);
-                assert!(
-                    per <= C,
-                    "{name}, {n}: [{lo:?}, {hi:?}): {visits} visits for {k} regions"
+                let (per, scan_per, scan) = counted(
+                    &probe,
+                    (&lo, &hi),
+                    (&got, visits),
+                    (C, log2),
+                    &format!("{name}, {n}"),
                 );
                 worst = worst.max(per);
+                worst_scan = worst_scan.max(scan_per);
                 most = most.max(visits / (k + 1));
-                let (scan_hits, scan) = probe.query_box_scan(&lo, &hi).expect("a split tree");
-                assert_eq!(scan_hits, got);
-                worst_scan = worst_scan.max(scan as f64 / ((k + 1) as f64 * log2 * log2));
                 most_scan = most_scan.max(scan / (k + 1));
             }
             let (bytes, limit) = probe.box_index_bytes();
@@ -1072,21 +1096,13 @@ fn rank_three_bucket_lists_cost_polylog_per_region_reported() {
                 random_box3(&boxes, &probe, extent, &mut seed, 1 + q % 4)
             };
             let (got, visits) = probe.query_box(&lo, &hi);
-            let k = got.len() as u64;
             if boxes.len() <= 20_000 {
                 assert_eq!(got, brute3(&boxes, lo, hi), "[{lo:?}, {hi:?})");
             }
-            let bound = probe.box_bound(k).expect("a rank-3 level of boxes");
-            assert!(visits <= bound, "[{lo:?}, {hi:?}): {visits} > {bound}");
-            let per = visits as f64 / ((k + 1) as f64 * log2 * log2);
-            assert!(
-                per <= C,
-                "[{lo:?}, {hi:?}): {visits} visits for {k} regions"
-            );
+            let (per, scan_per, _) =
+                counted(&probe, (&lo, &hi), (&got, visits), (C, log2), "buckets");
             worst = worst.max(per);
-            let (scan_hits, scan) = probe.query_box_scan(&lo, &hi).unwrap();
-            assert_eq!(scan_hits, got);
-            worst_scan = worst_scan.max(scan as f64 / ((k + 1) as f64 * log2 * log2));
+            worst_scan = worst_scan.max(scan_per);
         }
         println!(
             "{} regions in bucket lists: visits/((k+1)·log2²n) at most {worst:.3} (the bucket scan alone {worst_scan:.3})",
@@ -1180,23 +1196,16 @@ fn rank_four_and_five_levels_cut_along_three_axes_cost_polylog_per_region() {
                     let b3 = random_box3(&boxes, &flat, aim, &mut seed, 1 + q % 4);
                     let (lo, hi) = lift_box(b3, axes, &extra, &mut seed);
                     let (got, visits) = probe.query_box(&lo, &hi);
-                    let k = got.len() as u64;
                     assert_eq!(
                         got,
                         brute3(&boxes, b3.0, b3.1),
                         "{name}, rank {rank}: [{lo:?}, {hi:?})"
                     );
-                    let bound = probe.box_bound(k).expect("a level cut along three axes");
-                    assert!(visits <= bound, "{name}, rank {rank}: {visits} > {bound}");
-                    let per = visits as f64 / ((k + 1) as f64 * log2 * log2);
-                    assert!(
-                        per <= C,
-                        "{name}, rank {rank}, {n}: [{lo:?}, {hi:?}): {visits} visits for {k} regions"
-                    );
+                    let what = format!("{name}, rank {rank}, {n}");
+                    let (per, scan_per, _) =
+                        counted(&probe, (&lo, &hi), (&got, visits), (C, log2), &what);
                     worst = worst.max(per);
-                    let (scan_hits, scan) = probe.query_box_scan(&lo, &hi).expect("boxes");
-                    assert_eq!(scan_hits, got);
-                    worst_scan = worst_scan.max(scan as f64 / ((k + 1) as f64 * log2 * log2));
+                    worst_scan = worst_scan.max(scan_per);
                 }
                 println!(
                     "{name}, rank {rank}, {} regions ({}): visits/((k+1)·log2²n) at most {worst:.3} (scan {worst_scan:.3})",
