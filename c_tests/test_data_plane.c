@@ -636,10 +636,80 @@ static void test_region_types(void) {
     tdesc_builder_free(b);
 }
 
+/* Rank 4, cut along axes 1-3 only (axis 0 spans every region): 72 regions, each 1 x 1
+ * column of a 6 x 6 grid split along axis 3 where (x, y) says, no grid. Box queries take
+ * the rank-3 sweep on the cut axes (docs/data-plane.md); every hit list equals brute
+ * force over the regions, in region order, with the clipped boxes. */
+static void test_rank4_cut_along_three_axes(void) {
+    enum { NR = 72 };
+    uint64_t ro[NR][4], rs[NR][4];
+    tdesc_node_spec *sp = NULL;
+    OK(tdesc_node_new_subpaving(&sp));
+    int n = 0;
+    for (uint64_t x = 0; x < 6; ++x) {
+        for (uint64_t y = 0; y < 6; ++y) {
+            const uint64_t cut = 2 + (x * 5 + y * 3) % 5;
+            for (int part = 0; part < 2; ++part) {
+                const uint64_t z0 = part ? cut : 0, z1 = part ? 8 : cut;
+                const uint64_t o[4] = {0, x, y, z0}, sh[4] = {2, 1, 1, z1 - z0};
+                memcpy(ro[n], o, sizeof o);
+                memcpy(rs[n], sh, sizeof sh);
+                tdesc_node_spec *leaf = NULL;
+                OK(tdesc_node_new_row_major(&leaf));
+                OK(tdesc_node_add_region(sp, o, sh, 4, leaf));
+                ++n;
+            }
+        }
+    }
+    CHECK(n == NR);
+    tdesc_builder *b = NULL;
+    tdesc_descriptor *d = NULL;
+    const uint64_t shape[4] = {2, 6, 6, 8};
+    OK(tdesc_builder_new(TDESC_ELEMENT_FLOAT32, shape, 4, sp, &b));
+    OK(tdesc_builder_build(b, &d));
+    tdesc_builder_free(b);
+    uint32_t seed = 12345, regions[NR];
+    uint64_t boxes[NR * 8];
+    int agree = 1;
+    for (int q = 0; q < 200 && agree; ++q) {
+        uint64_t lo[4], hi[4];
+        for (int a = 0; a < 4; ++a) {
+            seed = seed * 1103515245u + 12345u;
+            lo[a] = (seed >> 8) % shape[a];
+            seed = seed * 1103515245u + 12345u;
+            hi[a] = lo[a] + 1 + (seed >> 8) % (shape[a] - lo[a]);
+        }
+        size_t count = 0;
+        OK(tdesc_descriptor_regions_in_box_array(d, lo, hi, 4, regions, boxes, NR, &count));
+        size_t want = 0;
+        for (int r = 0; r < NR; ++r) {
+            int meets = 1;
+            uint64_t cl[4], ch[4];
+            for (int a = 0; a < 4; ++a) {
+                cl[a] = lo[a] > ro[r][a] ? lo[a] : ro[r][a];
+                ch[a] = hi[a] < ro[r][a] + rs[r][a] ? hi[a] : ro[r][a] + rs[r][a];
+                meets &= cl[a] < ch[a];
+            }
+            if (!meets) continue;
+            if (want >= count || regions[want] != (uint32_t)r) {
+                agree = 0;
+                break;
+            }
+            for (int a = 0; a < 4; ++a)
+                agree &= boxes[want * 8 + a] == cl[a] && boxes[want * 8 + 4 + a] == ch[a];
+            ++want;
+        }
+        agree &= want == count;
+    }
+    CHECK(agree);
+    tdesc_descriptor_free(d);
+}
+
 int main(void) {
     test_quant_1_1();
     test_ggml_q8_0();
     test_region_types();
+    test_rank4_cut_along_three_axes();
     fixture f = make_fixture();
     test_regions_in_box(&f);
     test_read_box(&f);

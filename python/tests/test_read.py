@@ -375,6 +375,29 @@ def test_scalars_and_rank_zero():
     assert isinstance(q[()], np.float32) and q[()] == -1.5
 
 
+def test_rank_four_subpaving_cut_along_three_axes_reads_as_numpy():
+    """A rank-4 tensor cut along its last three axes only (the first spans every region):
+    1 x 1 columns of a 6 x 6 grid split along axis 3 where (x, y) says, 72 regions, no
+    grid. Windows, which find their regions through the box query of such levels (the
+    rank-3 sweep on the cut axes), read as numpy indexes the whole array."""
+    full = np.arange(2 * 6 * 6 * 8, dtype=np.float32).reshape(2, 6, 6, 8)
+    parts = []
+    for x in range(6):
+        for y in range(6):
+            cut = 2 + (x * 5 + y * 3) % 5
+            for z0, z1 in ((0, cut), (cut, 8)):
+                part = np.ascontiguousarray(full[:, x : x + 1, y : y + 1, z0:z1])
+                parts.append(((0, x, y, z0), part))
+    t = td.subpaving(full.shape, parts)
+    assert len(t.regions) == 72
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        lo = [int(rng.integers(0, e)) for e in full.shape]
+        hi = [int(rng.integers(a + 1, e + 1)) for a, e in zip(lo, full.shape)]
+        key = tuple(slice(a, b) for a, b in zip(lo, hi))
+        np.testing.assert_array_equal(t[key], full[key])
+
+
 def python_calls_of_the_package(fn):
     """The functions of the package's Python modules that run while ``fn()`` runs."""
     package = os.path.dirname(td.__file__)
