@@ -807,6 +807,39 @@ fn built() -> Vec<(String, TensorBuilder)> {
             TensorBuilder::subpaving(Float32, &shape, regions),
         );
     }
+    // Rank 4 cut along its last three axes only (box queries sweep the cut axes), and
+    // cut along all four (the scan): guillotine boxes of plain leaves.
+    for (k, (shape, lift)) in [(vec![6u64, 5, 4], true), (vec![4, 4, 4, 4], false)]
+        .into_iter()
+        .enumerate()
+    {
+        // Level 4: leaves are never nested subpavings, so only their boxes matter here;
+        // the first seed whose partition has more regions than a scanned level (15).
+        let mut boxes = Vec::new();
+        for t in 0..64u64 {
+            let mut seed = 0x5EED_4D00u64 ^ (k as u64) << 8 ^ t;
+            boxes.clear();
+            guillotine(&vec![0; shape.len()], &shape, &mut seed, 7, 4, &mut boxes);
+            if boxes.len() > 15 {
+                break;
+            }
+        }
+        let up = |v: &[u64], first: u64| -> Vec<u64> {
+            if lift {
+                std::iter::once(first).chain(v.iter().copied()).collect()
+            } else {
+                v.to_vec()
+            }
+        };
+        let regions: Vec<RegionSpec> = boxes
+            .iter()
+            .map(|b| r(&up(&b.origin, 0), &up(&b.shape, 2), NodeSpec::row_major()))
+            .collect();
+        add(
+            &format!("sub_rank4_{k}"),
+            TensorBuilder::subpaving(Float32, &up(&shape, 2), regions),
+        );
+    }
     // A uniform grid with clipped edge cells, larger than the k-d tree's leaf size.
     let mut grid = Vec::new();
     for i in 0..5u64 {
