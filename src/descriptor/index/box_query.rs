@@ -2,7 +2,7 @@
 //! levels of arbitrary boxes by walking their partition (rank 2, and the rank-3 sweep over
 //! the corner index) within the cost of a scan, else by the scan itself.
 
-use super::frame::{self, Frame};
+use super::frame::Frame;
 use super::*;
 
 impl LevelIndex {
@@ -40,11 +40,7 @@ impl LevelIndex {
                 // level's regions are cut along, when at most three are.
                 let frame = match b.rank {
                     3 => Some(Frame::identity(b)),
-                    r if r >= 4 => t
-                        .corners
-                        .1
-                        .get_or_init(|| frame::cut_axes(b, &t.region_ids()))
-                        .map(|axes| Frame::project(b, axes, lo)),
+                    r if r >= 4 => t.cut_axes(b).map(|axes| Frame::project(b, axes, lo)),
                     _ => None,
                 };
                 if let Some(fr) = frame {

@@ -257,6 +257,15 @@ pub(crate) struct TreeLevel {
 pub(crate) struct LazyCorners(OnceLock<Corners>, OnceLock<Option<[usize; 3]>>);
 
 impl TreeLevel {
+    /// At rank 4 and up, the axes the level's regions are cut along when at most three are
+    /// ([`frame::cut_axes`]), found on the first call and kept; `None` otherwise.
+    pub(super) fn cut_axes(&self, b: Boxes<'_>) -> Option<[usize; 3]> {
+        *self
+            .corners
+            .1
+            .get_or_init(|| frame::cut_axes(b, &self.region_ids()))
+    }
+
     /// The level's region ids (a copy: the sweep's structures are built over it).
     pub(super) fn region_ids(&self) -> Vec<u32> {
         if self.buckets.has_lists() {

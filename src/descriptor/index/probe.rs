@@ -79,9 +79,7 @@ impl LevelIndexProbe {
     /// and at most one bucket's list, then the sweep). `None` for other levels.
     pub fn box_bound(&self, k: u64) -> Option<u64> {
         let n = self.coords.len() / (2 * self.rank).max(1);
-        let swept = |t: &TreeLevel| {
-            self.rank == 3 || super::frame::cut_axes(self.boxes(), &t.region_ids()).is_some()
-        };
+        let swept = |t: &TreeLevel| self.rank == 3 || t.cut_axes(self.boxes()).is_some();
         match &self.index {
             LevelIndex::Tree(t) if swept(t) => {
                 let lists = t.buckets.has_lists();
