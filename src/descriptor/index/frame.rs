@@ -105,14 +105,14 @@ pub(crate) fn cut_axes(b: Boxes<'_>, ids: &[u32]) -> Option<[usize; 3]> {
             *c |= b.lo(r, a) != b.lo(first, a) || b.hi(r, a) != b.hi(first, a);
         }
     }
-    let mut axes = [0usize; 3];
-    let order = (0..rank)
-        .filter(|&a| cut[a])
-        .chain((0..rank).filter(|&a| !cut[a]));
-    if (0..rank).filter(|&a| cut[a]).count() > 3 {
+    if cut[..rank].iter().filter(|&&c| c).count() > 3 {
         return None;
     }
-    for (slot, a) in axes.iter_mut().zip(order) {
+    let mut axes = [0usize; 3];
+    let cut_first = (0..rank)
+        .filter(|&a| cut[a])
+        .chain((0..rank).filter(|&a| !cut[a]));
+    for (slot, a) in axes.iter_mut().zip(cut_first) {
         *slot = a;
     }
     Some(axes)
