@@ -87,17 +87,14 @@ pub fn layout_name(l: &LayoutRef<'_>) -> String {
     }
 }
 
-/// The names of the SORTED (bit 0) and UNIQUE (bit 1) bits set in a sparse layout's
-/// flags, in that order.
+/// The names of the SORTED and UNIQUE bits set in a sparse layout's flags, in that order.
 pub fn sparse_flag_names(f: u8) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    if f & 1 != 0 {
-        v.push("SORTED");
-    }
-    if f & 2 != 0 {
-        v.push("UNIQUE");
-    }
-    v
+    use tensordesc::layout::sparse_flags::{SORTED, UNIQUE};
+    [(SORTED, "SORTED"), (UNIQUE, "UNIQUE")]
+        .into_iter()
+        .filter(|&(bit, _)| f & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// A short description of a layout with its fields, for `repr`.
