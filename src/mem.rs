@@ -328,12 +328,22 @@ pub(crate) fn populate<T>(v: &Vec<T>) {
 // ---------------------------------------------------------------------------------------
 
 /// Outputs of at least this many bytes are written with [`copy_streaming`]: the size of the
-/// last-level cache as the C library reports it (`sysconf(_SC_LEVEL3_CACHE_SIZE)`), or
-/// 32 MiB where it reports none. An output larger than the cache cannot stay in it, so
-/// caching its lines only costs the read of every destination line before it is written.
+/// last-level cache this core shares, as Linux describes it
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/size` of level 3), else as the C library
+/// reports it (`sysconf(_SC_LEVEL3_CACHE_SIZE)`, which on some processors is the whole
+/// chip's: 256 MiB where each core shares 32), else 32 MiB. An output larger than the
+/// cache cannot stay in it, so caching its lines only costs the read of every destination
+/// line before it is written.
 pub(crate) fn stream_min_bytes() -> usize {
+    #[cfg(test)]
+    if let Some(min) = STREAM_MIN_IN_TESTS.with(|m| m.get()) {
+        return min;
+    }
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| {
+        if let Some(llc) = shared_llc_bytes() {
+            return llc.max(1 << 20);
+        }
         #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
         {
             // SAFETY: sysconf only reads a configuration value; an unknown name returns -1
@@ -345,6 +355,44 @@ pub(crate) fn stream_min_bytes() -> usize {
         }
         32 << 20
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests set this to have [`stream_min_bytes`] return it on their thread, to read
+    /// small outputs the way outputs larger than the cache are read.
+    pub(crate) static STREAM_MIN_IN_TESTS: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The level-3 cache of CPU 0 as sysfs describes it (`size` of the `index*` whose `level`
+/// is 3: "32768K"), or `None` where there is none to read.
+fn shared_llc_bytes() -> Option<usize> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    (0..16).find_map(|k| {
+        let index = dir.join(format!("index{k}"));
+        let level = std::fs::read_to_string(index.join("level")).ok()?;
+        if level.trim() != "3" {
+            return None;
+        }
+        parse_cache_size(&std::fs::read_to_string(index.join("size")).ok()?)
+    })
+}
+
+/// A sysfs cache size ("32768K", "8M", "512"): bytes, or `None` when it is not one.
+fn parse_cache_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (digits, unit) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1usize << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<usize>()
+        .ok()?
+        .checked_mul(unit)
+        .filter(|&b| b > 0)
 }
 
 /// Copy `src` into `dst` (the shorter length of the two) with non-temporal stores, which
@@ -589,6 +637,19 @@ fn bytes_affine_f32_loop(dst: &mut [f32], codes: &[u8], signed: bool, zp: i32, s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cache sizes as sysfs writes them, and what is not one.
+    #[test]
+    fn cache_sizes_parse_with_their_units() {
+        assert_eq!(parse_cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_cache_size("8M"), Some(8 << 20));
+        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+        assert_eq!(parse_cache_size("524288"), Some(512 << 10));
+        for bad in ["", "K", "0K", "-1K", "12Q", "99999999999999999999K"] {
+            assert_eq!(parse_cache_size(bad), None, "{bad:?}");
+        }
+        assert!(stream_min_bytes() >= 1 << 20);
+    }
 
     /// The shuffle lookups write what a scalar lookup writes, for 2- and 4-byte elements,
     /// and refuse short buffers and other table counts (writing nothing).

@@ -11,6 +11,10 @@
 //! also bounded by the node count, so pointers that overlap cannot make it revisit nodes
 //! without end.
 //!
+//! Into an output larger than the last-level cache ([`Window::stream`]), the rows of copied
+//! entries are composed in a cache-resident stage and streamed out (`sparse/stage.rs`)
+//! rather than zeroed in place.
+//!
 //! COO leaves are read in `sparse/coo.rs`, the banded CSC read is in
 //! `sparse/bucketed.rs`, the tests in `sparse/tests.rs`.
 
@@ -91,6 +95,10 @@ macro_rules! by_size {
 // After `by_size!`, which they use.
 mod bucketed;
 mod coo;
+mod stage;
+
+use stage::Stage;
+use std::ops::Range;
 
 pub(super) use coo::coo;
 
@@ -383,7 +391,8 @@ pub(super) fn compressed(
 /// The lines of a copied read ([`Compressed::copied_rows`]): pointers `ip` (one past the
 /// last line), minor coordinates `ix` and the entries' bytes `values` (both `nnz` long),
 /// the box's lines and minor range, where its first line starts in the output and how far
-/// apart lines are, and whether each row is zeroed first.
+/// apart lines are, whether each row is zeroed first, and whether the output is streamed
+/// ([`Window::stream`]).
 struct Rows<'a> {
     ip: &'a [u64],
     ix: &'a [u64],
@@ -393,14 +402,20 @@ struct Rows<'a> {
     off: i64,
     line_step: i64,
     fill: bool,
+    stream: bool,
 }
 
 /// Write the stored entries of `r`'s lines into their output rows of `N`-byte elements
-/// (each row zeroed first when `r.fill`): `Err(m)` for the first line whose pointers are
-/// out of order or past the entries, or whose row lies outside `buf`.
+/// (each row zeroed first when `r.fill`: composed in a [`Stage`] and streamed out when the
+/// output is): `Err(m)` for the first line whose pointers are out of order or past the
+/// entries, or whose row lies outside `buf`.
 fn copy_rows<const N: usize>(r: &Rows<'_>, buf: &mut [u8]) -> std::result::Result<(), u64> {
     let width = (r.minor.end - r.minor.start) as usize * N;
     let nnz = r.ix.len();
+    let mut stage = match r.fill && r.stream {
+        true => Stage::new([0u8; N], width, 1),
+        false => None,
+    };
     for m in r.lines.clone() {
         let (s, e) = (r.ip[m as usize], r.ip[m as usize + 1]);
         let (s, e) = match (usize::try_from(s), usize::try_from(e)) {
@@ -409,30 +424,53 @@ fn copy_rows<const N: usize>(r: &Rows<'_>, buf: &mut [u8]) -> std::result::Resul
         };
         // Inside the checked output: the offset does not overflow.
         let at = r.off + (m - r.lines.start) as i64 * r.line_step;
-        let row = usize::try_from(at)
+        let (at, row) = usize::try_from(at)
             .ok()
-            .and_then(|at| buf.get_mut(at..at.checked_add(width)?))
+            .and_then(|at| Some((at, buf.get_mut(at..at.checked_add(width)?)?)))
             .ok_or(m)?;
-        if r.fill {
-            row.fill(0);
-        }
         let seg = &r.ix[s..e];
         // As the general loop's lower bound finds it (also on unsorted contents).
         let k0 = first_at_least(seg, r.minor.start);
         // Elements as arrays of N bytes (alignment 1: the casts cannot fail).
-        let cells: &mut [[u8; N]] = bytemuck::cast_slice_mut(row);
         let vs: &[[u8; N]] = bytemuck::cast_slice(&r.values[(s + k0) * N..e * N]);
-        for (&v, src) in seg[k0..].iter().zip(vs) {
-            if v >= r.minor.end {
-                break;
+        let seg = &seg[k0..];
+        match &mut stage {
+            Some(st) => {
+                put_row(st.bytes_mut(), seg, vs, &r.minor);
+                if !st.stream(buf, at, 0, 1) {
+                    return Err(m);
+                }
+                for v in seg.iter().take_while(|&&v| v < r.minor.end) {
+                    if let Some(c) = v.checked_sub(r.minor.start) {
+                        st.clear(c as usize * N);
+                    }
+                }
             }
-            if v < r.minor.start {
-                continue; // only unsorted contents (despite SORTED)
+            None => {
+                if r.fill {
+                    row.fill(0);
+                }
+                put_row(row, seg, vs, &r.minor);
             }
-            cells[(v - r.minor.start) as usize] = *src;
         }
     }
     Ok(())
+}
+
+/// A line's entries (minor coordinates `seg`, values `vs`) moved into its output row of
+/// `N`-byte elements (minor coordinate `minor.start` first), up to the first coordinate
+/// past the range; coordinates below it (only in unsorted contents) passed over.
+fn put_row<const N: usize>(row: &mut [u8], seg: &[u64], vs: &[[u8; N]], minor: &Range<u64>) {
+    let cells: &mut [[u8; N]] = bytemuck::cast_slice_mut(row);
+    for (&v, src) in seg.iter().zip(vs) {
+        if v >= minor.end {
+            break;
+        }
+        if v < minor.start {
+            continue; // only unsorted contents (despite SORTED)
+        }
+        cells[(v - minor.start) as usize] = *src;
+    }
 }
 
 /// A CSR or CSC leaf's buffers and how to walk them (`ma` the major axis of its lines,
@@ -491,6 +529,7 @@ impl Compressed<'_, '_> {
             off,
             line_step: w.strides[ma],
             fill: !w.zeroed,
+            stream: w.stream,
         };
         Some(match by_size!(n, copy_rows, (&rows, &mut *w.buf)) {
             Ok(()) => Ok(()),

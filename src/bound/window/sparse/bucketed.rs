@@ -2,7 +2,8 @@
 //! inside the box sorted into bands of output rows, then each band zeroed and filled while
 //! it stays in the cache.
 
-use super::{entry_bytes, first_at_least, Compressed, Values, Window};
+use super::stage::STAGE_BYTES;
+use super::{entry_bytes, first_at_least, Compressed, Stage, Values, Window};
 use crate::bound::window::convert::oob;
 use crate::error::Result;
 
@@ -10,7 +11,7 @@ use crate::error::Result;
 /// a 2 MiB L2, so that a band stays there from its zeroing to its last entry (bands of
 /// 64 KiB to 1 MiB read a 4096 × 4096 CSC leaf to FLOAT32 alike, 512 KiB a little
 /// better; 2 MiB bands are slower).
-const BUCKET_BYTES: u64 = 1 << 19;
+const BUCKET_BYTES: usize = 1 << 19;
 
 /// Most bands of the bucketed read (where each band's entries start and end: 24 bytes).
 const BUCKET_MAX_BANDS: u64 = 1 << 12;
@@ -52,7 +53,28 @@ fn bucketed_n<const N: usize>(
     let (ma, mi) = (leaf.ma, leaf.mi);
     let (step_ma, step_mi) = (w.strides[ma], w.strides[mi]);
     let (lines, rows) = (hi[ma] - lo[ma], hi[mi] - lo[mi]);
-    let (shift, bands) = band_rows::<N>(step_ma, step_mi, lines, rows)?;
+    // A streamed output whose lines are its contiguous axis: the bands composed in a
+    // stage (its rows packed, `lines` elements each) and streamed out.
+    let zero: [u8; N] = leaf.zero.0?.get(..N)?.try_into().ok()?;
+    let staged = (w.stream && step_ma == N as i64)
+        .then(|| {
+            let row = usize::try_from(lines).ok()?.checked_mul(N)?;
+            let (shift, bands) = band_rows::<N>(N as i64, row as i64, lines, rows, STAGE_BYTES)?;
+            let stage = Stage::new(zero, row, 1usize << shift)?;
+            Some((shift, bands, stage))
+        })
+        .flatten();
+    let (shift, bands, mut stage) = match staged {
+        Some((shift, bands, stage)) => (shift, bands, Some(stage)),
+        None => {
+            let (shift, bands) = band_rows::<N>(step_ma, step_mi, lines, rows, BUCKET_BYTES)?;
+            (shift, bands, None)
+        }
+    };
+    let (step_ma, step_mi) = match &stage {
+        Some(st) => (N as i64, st.row() as i64),
+        None => (step_ma, step_mi),
+    };
     let words = leaf.indices.words()?;
     let ptrs = leaf.indptr.words()?;
     let ptrs = ptrs.get(usize::try_from(lo[ma]).ok()?..=usize::try_from(hi[ma]).ok()?)?;
@@ -69,23 +91,28 @@ fn bucketed_n<const N: usize>(
         step_mi: step_mi as u64,
     };
     let placed = spread.placed::<N>(bands as usize, inside)?;
-    Some(leaf.write_bands(vals, lo, hi, w, off, shift, &placed))
+    Some(match &mut stage {
+        Some(st) => leaf.stream_bands(lo, hi, w, off, shift, &placed, st),
+        None => leaf.write_bands(vals, lo, hi, w, off, shift, &placed),
+    })
 }
 
 /// The rows of a band of the bucketed read as a power of two (its log2) and the number of
-/// bands, for a box of `lines` lines and `rows` rows whose output strides are `step_ma`
-/// along the lines and `step_mi` along the rows; `None` when the box is not read so.
+/// bands, for a box of `lines` lines and `rows` rows whose strides are `step_ma` along the
+/// lines and `step_mi` along the rows (in the output, or in a stage), bands of at most
+/// `band_bytes`; `None` when the box is not read so.
 fn band_rows<const N: usize>(
     step_ma: i64,
     step_mi: i64,
     lines: u64,
     rows: u64,
+    band_bytes: usize,
 ) -> Option<(u32, u64)> {
     if step_ma <= 0 || step_mi <= 0 || rows == 0 || lines == 0 || lines > BUCKET_MAX_LINES {
         return None;
     }
-    // Rows per band: the largest power of two whose rows fit in BUCKET_BYTES (at least 1).
-    let shift = (BUCKET_BYTES / step_mi as u64).max(1).ilog2();
+    // Rows per band: the largest power of two whose rows fit in band_bytes (at least 1).
+    let shift = (band_bytes as u64 / step_mi as u64).max(1).ilog2();
     let bands = ((rows - 1) >> shift) + 1;
     if !(2..=BUCKET_MAX_BANDS).contains(&bands) {
         return None;
@@ -172,6 +199,48 @@ impl Compressed<'_, '_> {
                 .ok_or_else(|| oob(self.region))?;
             if !put_entries(band, entries) {
                 return Err(oob(self.region));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Compressed<'_, '_> {
+    /// [`write_bands`](Self::write_bands) through `stage` (whose rows are the box's rows,
+    /// packed): each band's entries put in the stage, its rows streamed to the output, the
+    /// entries cleared again.
+    #[allow(clippy::too_many_arguments)]
+    fn stream_bands<const N: usize>(
+        &self,
+        lo: &[u64],
+        hi: &[u64],
+        w: &mut Window<'_>,
+        off: i64,
+        shift: u32,
+        placed: &Placed<N>,
+        stage: &mut Stage<N>,
+    ) -> Result<()> {
+        let mi = self.mi;
+        let (mlo, mhi, step_mi) = (lo[mi], hi[mi], w.strides[mi]);
+        for (k, (&first, &(end, _))) in placed.start.iter().zip(&placed.range).enumerate() {
+            let b0 = mlo + ((k as u64) << shift);
+            let rows = mhi.min(b0.saturating_add(1u64 << shift)) - b0;
+            let band_off = usize::try_from(off + (b0 - mlo) as i64 * step_mi);
+            let entries = placed
+                .pool
+                .get(first..end)
+                .ok_or_else(|| oob(self.region))?;
+            if !put_entries(stage.bytes_mut(), entries) {
+                return Err(oob(self.region));
+            }
+            // Positive strides: the rows of the band lie in the checked output.
+            let streamed =
+                band_off.is_ok_and(|at| stage.stream(w.buf, at, step_mi as usize, rows as usize));
+            if !streamed {
+                return Err(oob(self.region));
+            }
+            for (at, _) in entries {
+                stage.clear(*at as usize);
             }
         }
         Ok(())

@@ -1,7 +1,7 @@
 //! COO leaves: the tuples inside the box scattered over its zeros, a sorted list slab by
 //! slab of its first coordinate.
 
-use super::{entry_bytes, sub, Scatter, Zeros};
+use super::{entry_bytes, sub, Scatter, Stage, Zeros};
 use crate::bound::find::{not_canonical_coo, U64Array};
 use crate::bound::window::convert::{oob, Values};
 use crate::bound::window::Window;
@@ -68,6 +68,14 @@ pub(in crate::bound::window) fn coo(
     // written, so that it is still in the cache for them.
     let slowest = (1..rank).all(|a| w.strides[0].unsigned_abs() >= w.strides[a].unsigned_abs());
     if sorted && rank >= 2 && slowest && zero.uniform() {
+        if let (Some(size), Some(e)) = (leaf.moved, zero.0) {
+            if w.stream && !w.zeroed && rank == 2 {
+                let done = by_size!(size, staged_rows, (&leaf, w, e, start, n));
+                if let Some(r) = done {
+                    return r;
+                }
+            }
+        }
         let mut slo = [0u64; MAX_RANK];
         let mut shi = [0u64; MAX_RANK];
         slo[..rank].copy_from_slice(lo);
@@ -121,11 +129,11 @@ impl Leaf<'_, '_> {
                 off,
             };
             let done = match (size, rank) {
-                (1, 2) => t.write::<1, 2>(w, a, b),
-                (2, 2) => t.write::<2, 2>(w, a, b),
-                (4, 2) => t.write::<4, 2>(w, a, b),
-                (8, 2) => t.write::<8, 2>(w, a, b),
-                (16, 2) => t.write::<16, 2>(w, a, b),
+                (1, 2) => t.write::<1, 2>(w, a, b, u64::MAX),
+                (2, 2) => t.write::<2, 2>(w, a, b, u64::MAX),
+                (4, 2) => t.write::<4, 2>(w, a, b, u64::MAX),
+                (8, 2) => t.write::<8, 2>(w, a, b, u64::MAX),
+                (16, 2) => t.write::<16, 2>(w, a, b, u64::MAX),
                 _ => by_size!(size, tuples_any_rank, (&t, w, a, b)),
             };
             if let Some(r) = done {
@@ -177,14 +185,15 @@ struct Tuples<'a> {
 
 impl Tuples<'_> {
     /// Tuples `[a, b)` (`N`-byte entries, rank `R`, or the box's rank when `R` is 0) in
-    /// reverse, those inside the box moved whole; `None` when the words or the values do
-    /// not hold them all (the caller then takes the general loop, which reports a missing
-    /// one where it meets it).
+    /// reverse, those inside the box whose first coordinate is not `skip` moved whole;
+    /// `None` when the words or the values do not hold them all (the caller then takes
+    /// the general loop, which reports a missing one where it meets it).
     fn write<const N: usize, const R: usize>(
         &self,
         w: &mut Window<'_>,
         a: u64,
         b: u64,
+        skip: u64,
     ) -> Option<Result<()>> {
         let rank = if R == 0 { self.lo.len() } else { R };
         let (lo, hi, strides) = (
@@ -213,7 +222,7 @@ impl Tuples<'_> {
                 inside &= v >= lo[ax] && v < hi[ax];
                 o = o.wrapping_add((v.wrapping_sub(lo[ax]) as i64).wrapping_mul(strides[ax]));
             }
-            if inside {
+            if inside && t[0] != skip {
                 // Inside the box: the offset lies in the checked output.
                 let Some(dst) = usize::try_from(o)
                     .ok()
@@ -235,5 +244,84 @@ fn tuples_any_rank<const N: usize>(
     a: u64,
     b: u64,
 ) -> Option<Result<()>> {
-    t.write::<N, 0>(w, a, b)
+    t.write::<N, 0>(w, a, b, u64::MAX)
+}
+
+/// Sorted tuples `[a, n)` of a rank-2 leaf (`N`-byte entries, copied whole) read into an
+/// output that is streamed ([`Window::stream`]), its rows contiguous: each row of the box
+/// composed in a [`Stage`] over the zero element `zero` and streamed out. `None`, having
+/// written nothing, when the coordinates are not in place, the rows not contiguous or a
+/// row too wide for a stage; the caller then zeroes and scatters slab by slab.
+fn staged_rows<const N: usize>(
+    leaf: &Leaf<'_, '_>,
+    w: &mut Window<'_>,
+    zero: [u8; 16],
+    a: u64,
+    n: u64,
+) -> Option<Result<()>> {
+    let (lo, hi) = (leaf.lo, leaf.hi);
+    if w.strides.get(1) != Some(&(N as i64)) || w.strides[0] <= 0 {
+        return None;
+    }
+    let width = usize::try_from(hi[1] - lo[1]).ok()?.checked_mul(N)?;
+    let mut stage = Stage::<N>::new(zero.get(..N)?.try_into().ok()?, width, 1)?;
+    let words = leaf.words?;
+    let (step, off) = (w.strides[0] as u64, leaf.off as u64);
+    let rows = usize::try_from(n - a).ok()?;
+    let tuples = words.get(usize::try_from(a).ok()?.checked_mul(2)?..)?;
+    let tuples = tuples.get(..rows.checked_mul(2)?)?;
+    let vs = entry_bytes(leaf.values, a, rows, N)?;
+    let (tuples, vs): (&[[u64; 2]], &[[u8; N]]) =
+        (bytemuck::cast_slice(tuples), bytemuck::cast_slice(vs));
+    let mut k = 0usize;
+    for s0 in lo[0]..hi[0] {
+        let first = k;
+        while k < rows && tuples[k][0] <= s0 {
+            k += 1;
+        }
+        // Reverse, so that of two equal tuples the first one is written last.
+        let mut stray = false;
+        for (t, v) in tuples[first..k].iter().zip(&vs[first..k]).rev() {
+            let c = t[1].wrapping_sub(lo[1]);
+            if t[0] != s0 {
+                stray |= t[0] >= lo[0] && t[1] >= lo[1] && t[1] < hi[1];
+            } else if t[1] >= lo[1] && t[1] < hi[1] {
+                let at = c as usize * N;
+                stage.bytes_mut()[at..at + N].copy_from_slice(v);
+            }
+        }
+        // Inside the checked output: the row's offset does not overflow.
+        let at = (s0 - lo[0])
+            .checked_mul(step)
+            .and_then(|o| o.checked_add(off))
+            .and_then(|o| usize::try_from(o).ok());
+        if !at.is_some_and(|at| stage.stream(w.buf, at, 0, 1)) {
+            return Some(Err(oob(w.region)));
+        }
+        for t in &tuples[first..k] {
+            if t[0] == s0 && t[1] >= lo[1] && t[1] < hi[1] {
+                stage.clear((t[1] - lo[1]) as usize * N);
+            }
+        }
+        if stray {
+            // Tuples of rows already written (only in contents that claim SORTED and are
+            // not): written in place after the streamed rows, as the slab loop does.
+            crate::mem::store_fence();
+            let t = Tuples {
+                words,
+                values: leaf.values,
+                lo,
+                hi,
+                off: leaf.off,
+            };
+            let (b, e) = (a + first as u64, a + k as u64);
+            match t.write::<N, 2>(w, b, e, s0) {
+                Some(Ok(())) => {}
+                Some(Err(err)) => return Some(Err(err)),
+                // The tuples and values were checked above.
+                None => return Some(Err(oob(w.region))),
+            }
+        }
+    }
+    Some(Ok(()))
 }

@@ -43,6 +43,18 @@ fn elements(out: &[u8], n: [u64; 2], strides: [i64; 2]) -> Vec<u32> {
     v
 }
 
+/// `f` run with every output of this thread's reads streamed ([`Window::stream`]: written
+/// as outputs larger than the last-level cache are) when `on`, with none streamed when not.
+///
+/// [`Window::stream`]: crate::bound::window::Window
+fn streamed<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let min = if on { 1 } else { usize::MAX };
+    crate::mem::STREAM_MIN_IN_TESTS.with(|m| m.set(Some(min)));
+    let r = f();
+    crate::mem::STREAM_MIN_IN_TESTS.with(|m| m.set(None));
+    r
+}
+
 /// `t` read over `[lo, hi)` into C order padded by `pad` elements a row, once into an
 /// output of garbage and once into a zeroed output (which skips the bucketed read, the
 /// line-by-line read the reference): the same result, element for element.
@@ -69,11 +81,12 @@ fn read_both(t: &BoundTensor<'_>, lo: [u64; 2], hi: [u64; 2], pad: u64) -> Resul
 }
 
 /// A CSC leaf read into C order across bands of output rows (1100 rows of 140
-/// FLOAT32 columns: bands of 512 rows), its entries sorted into the bands first: the
-/// same elements as the line-by-line read and as single reads, over boxes inside one
-/// band, across bands and whole, packed and padded; and, with indices or pointers
-/// made hostile (unsorted, duplicated, out of range, decreasing), the same elements or
-/// the same error as the line-by-line read.
+/// FLOAT32 columns: bands of 512 rows, or 256 when the output is streamed and the bands
+/// composed in a stage), its entries sorted into the bands first: the same elements as
+/// the line-by-line read and as single reads, over boxes inside one band, across bands
+/// and whole, packed and padded, streamed and not; and, with indices or pointers made
+/// hostile (unsorted, duplicated, out of range, decreasing), the same elements or the
+/// same error as the line-by-line read.
 #[test]
 #[cfg_attr(miri, ignore = "reads of hundreds of KiB")]
 fn bucketed_csc_reads_equal_the_line_by_line_read() {
@@ -127,9 +140,12 @@ fn bucketed_csc_reads_equal_the_line_by_line_read() {
         }
         let bufs = [aligned(&p), aligned(&x), aligned(&vals)];
         let t = BoundTensor::bind(&d, bufs.iter().map(|b| &b[..]).collect()).unwrap();
-        for (lo, hi) in boxes {
-            for pad in [0, 3] {
-                let got = read_both(&t, lo, hi, pad);
+        for ((lo, hi), pad, stream) in boxes
+            .into_iter()
+            .flat_map(|b| [(b, 0, false), (b, 3, false), (b, 0, true), (b, 3, true)])
+        {
+            {
+                let got = streamed(stream, || read_both(&t, lo, hi, pad));
                 if trial == 0 {
                     let got = got.unwrap();
                     let mut k = 0;
@@ -148,7 +164,9 @@ fn bucketed_csc_reads_equal_the_line_by_line_read() {
 
 /// The tight loops of copied entries (CSR lines, COO tuples) against the general
 /// per-entry writes (the same leaf read as FLOAT64): the same values, over windows of
-/// valid and of hostile contents; reads that fail fail alike.
+/// valid and of hostile contents, streamed (rows composed in a stage) and not; reads
+/// that fail fail alike. Streamed into padded rows, the same as the unstaged read into a
+/// zeroed output.
 #[test]
 #[cfg_attr(miri, ignore = "reads of hundreds of KiB")]
 fn copied_entries_equal_converted_ones() {
@@ -201,7 +219,12 @@ fn copied_entries_equal_converted_ones() {
             ] {
                 let n = ((hi[0] - lo[0]) * (hi[1] - lo[1])) as usize;
                 let (mut a, mut b) = (vec![0x5Au8; n * 4], vec![0x5Au8; n * 8]);
-                let ra = t.read_box(&lo, &hi, OutputType::Float32, &mut a, None);
+                let stream = trial % 2 == 1;
+                let ra = streamed(stream, || {
+                    t.read_box(&lo, &hi, OutputType::Float32, &mut a, None)
+                });
+                // Staged into padded rows against the unstaged read (it asserts both agree).
+                let _ = streamed(true, || read_both(t, lo, hi, 3));
                 let rb = t.read_box(&lo, &hi, OutputType::Float64, &mut b, None);
                 match (ra, rb) {
                     (Ok(()), Ok(())) => {
