@@ -41,6 +41,13 @@ pub mod transport;
 pub mod bench_support {
     pub use crate::descriptor::index::{build_index_for_bench, LevelIndexProbe};
 
+    /// `f` run with every output of this thread's reads written as outputs larger than
+    /// the last-level cache are (non-temporal stores, leaves read in bands of a few KiB
+    /// through a stage) when `on`, as usual when not.
+    pub fn streamed<R>(on: bool, f: impl FnOnce() -> R) -> R {
+        crate::mem::streamed_in_tests(on, f)
+    }
+
     /// Decode as [`crate::decode`] does, but through the general path alone: region
     /// records for every level (also a top-level grid of plain tiles), and no tile pass
     /// (the reference the fast paths are tested against).

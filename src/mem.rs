@@ -327,22 +327,21 @@ pub(crate) fn populate<T>(v: &Vec<T>) {
 // Copies that bypass the caches
 // ---------------------------------------------------------------------------------------
 
-/// Outputs of at least this many bytes are written with [`copy_streaming`]: the size of the
+/// Outputs of at least this many bytes are written with [`copy_streaming`]: half the
 /// last-level cache this core shares, as Linux describes it
 /// (`/sys/devices/system/cpu/cpu0/cache/index*/size` of level 3), else as the C library
 /// reports it (`sysconf(_SC_LEVEL3_CACHE_SIZE)`, which on some processors is the whole
-/// chip's: 256 MiB where each core shares 32), else 32 MiB. An output larger than the
-/// cache cannot stay in it, so caching its lines only costs the read of every destination
-/// line before it is written.
+/// chip's: 256 MiB where each core shares 32), else of 32 MiB; at least 1 MiB. An output
+/// that large cannot stay in the cache beside the source it is read from, so caching its
+/// lines only costs the read of every destination line before it is written.
 pub(crate) fn stream_min_bytes() -> usize {
-    #[cfg(test)]
-    if let Some(min) = STREAM_MIN_IN_TESTS.with(|m| m.get()) {
-        return min;
+    if streaming_all_in_tests() {
+        return 1;
     }
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| {
         if let Some(llc) = shared_llc_bytes() {
-            return llc.max(1 << 20);
+            return (llc / 2).max(1 << 20);
         }
         #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
         {
@@ -350,19 +349,42 @@ pub(crate) fn stream_min_bytes() -> usize {
             // (and 0 means unknown), both mapped to the fallback below.
             let llc = unsafe { libc::sysconf(libc::_SC_LEVEL3_CACHE_SIZE) };
             if llc > 0 {
-                return usize::try_from(llc).unwrap_or(usize::MAX).max(1 << 20);
+                return (usize::try_from(llc).unwrap_or(usize::MAX) / 2).max(1 << 20);
             }
         }
-        32 << 20
+        16 << 20
     })
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "internals"))]
 thread_local! {
-    /// Unit tests set this to have [`stream_min_bytes`] return it on their thread, to read
-    /// small outputs the way outputs larger than the cache are read.
-    pub(crate) static STREAM_MIN_IN_TESTS: std::cell::Cell<Option<usize>> =
-        const { std::cell::Cell::new(None) };
+    /// Set on this thread while [`streamed_in_tests`] runs its closure with streaming on.
+    static STREAM_ALL_IN_TESTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` run with every output of this thread's reads streamed (written as outputs larger
+/// than the cache are: [`copy_streaming`], the bands of `window/banded.rs` made a few KiB
+/// so that small leaves take them too) when `on`, as usual when not: tests read small
+/// outputs both ways.
+#[cfg(any(test, feature = "internals"))]
+pub(crate) fn streamed_in_tests<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let was = STREAM_ALL_IN_TESTS.with(|m| m.replace(on));
+    let r = f();
+    STREAM_ALL_IN_TESTS.with(|m| m.set(was));
+    r
+}
+
+/// Whether this thread runs inside [`streamed_in_tests`] with streaming on (never outside
+/// tests).
+pub(crate) fn streaming_all_in_tests() -> bool {
+    #[cfg(any(test, feature = "internals"))]
+    {
+        STREAM_ALL_IN_TESTS.with(|m| m.get())
+    }
+    #[cfg(not(any(test, feature = "internals")))]
+    {
+        false
+    }
 }
 
 /// The level-3 cache of CPU 0 as sysfs describes it (`size` of the `index*` whose `level`

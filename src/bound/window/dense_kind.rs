@@ -27,6 +27,12 @@ impl LeafKind for Dense {
         find_dense(d, region, node, shape, x)
     }
 
+    /// Not for RAW reads: the runs of a ROW_MAJOR leaf are streamed from its buffer
+    /// straight to the output, which a band would only copy once more.
+    fn bands(leaf: &DenseLeaf<'_, '_>) -> bool {
+        !leaf.vals.is_raw()
+    }
+
     fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
         match leaf.node.layout {
             Layout::Strided { strides } => leaf.strided(strides, w),

@@ -34,6 +34,16 @@ pub(in crate::bound) trait LeafKind {
     /// Read the leaf's part of the box (`leaf.llo..leaf.lhi`, leaf-local) into `w`.
     fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()>;
 
+    /// Whether `leaf`'s part read as bands of rows along axis 0 (each band a [`read_box`]
+    /// of its own, into a stage streamed out: `window/banded.rs`) costs what one read of
+    /// the part costs. True by default; false where each band would repeat a walk over
+    /// the whole leaf (a CSC leaf's lines searched again for every band).
+    ///
+    /// [`read_box`]: LeafKind::read_box
+    fn bands(_leaf: &DenseLeaf<'_, '_>) -> bool {
+        true
+    }
+
     /// Content validation (spec §4.17) of the leaf's own structure (its indices,
     /// pointers, page tables), before its quantization parameters; CONTENT_INVALID naming
     /// the region, buffer and entry. Nothing to check by default: every byte pattern is a

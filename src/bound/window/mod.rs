@@ -11,6 +11,7 @@
 //! box ([`sparse`]), block tables page by page ([`paged`]), ggml blocks row by row, each
 //! block dequantized once ([`ggml`]). Codes become output elements in [`convert`].
 
+mod banded;
 mod convert;
 mod dense;
 mod dense_kind;
@@ -100,6 +101,8 @@ pub(in crate::bound) struct Window<'o> {
     buf: &'o mut [u8],
     strides: &'o [i64],
     scratch: Vec<u8>,
+    /// The bands of a streamed output's leaves ([`banded`]), kept across the leaves.
+    stage: Vec<u8>,
     /// The tables of the scaled-code kernels, kept across the runs of the read.
     tables: convert::Tables,
     region: Option<u32>,
@@ -268,6 +271,7 @@ impl<'a> BoundTensor<'a> {
             buf: out,
             strides: &strides[..rank],
             scratch: Vec::new(),
+            stage: Vec::new(),
             tables: convert::Tables::default(),
             region: None,
             stream: need >= crate::mem::stream_min_bytes() as i128,
@@ -394,9 +398,13 @@ impl<'a> BoundTensor<'a> {
             vals: &vals,
             off,
         };
-        with_kind!(node.layout.kind_tag(), |K| <K as LeafKind>::read_box(
-            &leaf, w
-        ))
+        with_kind!(
+            node.layout.kind_tag(),
+            |K| match banded::read_banded::<K>(&leaf, w) {
+                Some(r) => r,
+                None => <K as LeafKind>::read_box(&leaf, w),
+            }
+        )
     }
 }
 

@@ -322,6 +322,24 @@ fn copy_pieces<const N: usize>(
     Ok(())
 }
 
+/// Row `i` of every region of `chunk` to its place in `dst` ([`copy_pieces`]), pieces of
+/// `same_len` bytes copied as such when that is a common size.
+fn copy_chunk_row(
+    same_len: usize,
+    chunk: &[Part<'_>],
+    i: usize,
+    dst: &mut [u8],
+    c_first: usize,
+) -> Result<()> {
+    match same_len {
+        16 => copy_pieces::<16>(chunk, i, dst, c_first),
+        32 => copy_pieces::<32>(chunk, i, dst, c_first),
+        64 => copy_pieces::<64>(chunk, i, dst, c_first),
+        128 => copy_pieces::<128>(chunk, i, dst, c_first),
+        _ => copy_pieces::<0>(chunk, i, dst, c_first),
+    }
+}
+
 /// `dst.copy_from_slice(src)` (equal lengths), short rows inline in 16-byte pieces rather
 /// than through a call.
 #[inline(always)]
@@ -583,12 +601,16 @@ impl<'a> Planned<'_, 'a> {
                         .checked_add(c_end)
                         .and_then(|end| w.buf.get_mut(at + c_first..end))
                         .ok_or_else(|| oob(region))?;
-                    match same_len {
-                        16 => copy_pieces::<16>(chunk, i, dst, c_first)?,
-                        32 => copy_pieces::<32>(chunk, i, dst, c_first)?,
-                        64 => copy_pieces::<64>(chunk, i, dst, c_first)?,
-                        128 => copy_pieces::<128>(chunk, i, dst, c_first)?,
-                        _ => copy_pieces::<0>(chunk, i, dst, c_first)?,
+                    if w.stream {
+                        // Composed in the scratch (in the L1), then streamed: each output
+                        // line written once, never read from memory first.
+                        let mut row = std::mem::take(&mut w.scratch);
+                        row.resize(dst.len(), 0);
+                        copy_chunk_row(same_len, chunk, i, &mut row, c_first)?;
+                        crate::mem::copy_streaming(dst, &row, &[]);
+                        w.scratch = row;
+                    } else {
+                        copy_chunk_row(same_len, chunk, i, dst, c_first)?;
                     }
                 } else {
                     x[0] = c0.lo + i as u64;

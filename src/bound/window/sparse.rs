@@ -820,6 +820,15 @@ impl LeafKind for Sparse {
         }
     }
 
+    /// CSR only: its lines are the rows of the bands, each read as the whole box reads
+    /// it. The lines of CSC and the fibres of CSF would be searched again for every band
+    /// (CSC's copied entries are banded by [`Compressed::bucketed`]); a sorted COO list
+    /// whose contents are not sorted would lose the tuples a band's search passes over
+    /// (its copied entries are streamed row by row by the slab read).
+    fn bands(leaf: &DenseLeaf<'_, '_>) -> bool {
+        matches!(leaf.node.layout, Layout::Csr { .. })
+    }
+
     fn read_box(leaf: &DenseLeaf<'_, '_>, w: &mut Window<'_>) -> Result<()> {
         let DenseLeaf {
             d,

@@ -74,12 +74,19 @@ fn check(
     let mut b = vec![0u64; span as usize / 8 + 2];
     let ab: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut a)[..span as usize];
     let bb: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut b)[..span as usize];
-    let ra = t.read_box(&lo, &hi, ot, ab, Some(&s));
     let rb = t.read_box_unplanned(&lo, &hi, ot, bb, Some(&s));
-    assert_eq!(
-        ra.as_ref().map_err(|e| e.kind()),
-        rb.as_ref().map_err(|e| e.kind())
-    );
+    // Planned, its rows streamed out (composed in the scratch first) and not.
+    let mut c = vec![0u64; span as usize / 8 + 2];
+    let cb: &mut [u8] = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut c)[..span as usize];
+    let rc = crate::mem::streamed_in_tests(true, || t.read_box(&lo, &hi, ot, cb, Some(&s)));
+    let ra = crate::mem::streamed_in_tests(false, || t.read_box(&lo, &hi, ot, ab, Some(&s)));
+    for r in [&ra, &rc] {
+        assert_eq!(
+            r.as_ref().map_err(|e| e.kind()),
+            rb.as_ref().map_err(|e| e.kind())
+        );
+    }
+    assert!(ra.is_err() || ab == cb, "{lo:?}..{hi:?} streamed");
     if ra.is_err() {
         return;
     }

@@ -1,4 +1,5 @@
 use crate::layout::sparse_flags;
+use crate::mem::streamed_in_tests as streamed;
 use crate::mem::AlignedBuf;
 use crate::{BoundTensor, ElementType, NodeSpec, OutputType, Result, TensorBuilder};
 
@@ -41,18 +42,6 @@ fn elements(out: &[u8], n: [u64; 2], strides: [i64; 2]) -> Vec<u32> {
         }
     }
     v
-}
-
-/// `f` run with every output of this thread's reads streamed ([`Window::stream`]: written
-/// as outputs larger than the last-level cache are) when `on`, with none streamed when not.
-///
-/// [`Window::stream`]: crate::bound::window::Window
-fn streamed<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let min = if on { 1 } else { usize::MAX };
-    crate::mem::STREAM_MIN_IN_TESTS.with(|m| m.set(Some(min)));
-    let r = f();
-    crate::mem::STREAM_MIN_IN_TESTS.with(|m| m.set(None));
-    r
 }
 
 /// `t` read over `[lo, hi)` into C order padded by `pad` elements a row, once into an
