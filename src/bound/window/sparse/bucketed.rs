@@ -183,20 +183,15 @@ impl Compressed<'_, '_> {
         let mut bhi = [0u64; 2];
         blo[ma] = lo[ma];
         bhi[ma] = hi[ma];
-        for (k, (&first, &(end, _))) in placed.start.iter().zip(&placed.range).enumerate() {
-            let b0 = mlo + ((k as u64) << shift);
-            blo[mi] = b0;
-            bhi[mi] = mhi.min(b0.saturating_add(1u64 << shift));
+        for (b0, b1, entries) in placed.bands(mlo, mhi, shift) {
+            (blo[mi], bhi[mi]) = (b0, b1);
             let band_off = off + (b0 - mlo) as i64 * step_mi;
             self.zero.fill(vals, w, &blo, &bhi, band_off)?;
             let band = usize::try_from(band_off)
                 .ok()
                 .and_then(|at| w.buf.get_mut(at..))
                 .ok_or_else(|| oob(self.region))?;
-            let entries = placed
-                .pool
-                .get(first..end)
-                .ok_or_else(|| oob(self.region))?;
+            let entries = entries.ok_or_else(|| oob(self.region))?;
             if !put_entries(band, entries) {
                 return Err(oob(self.region));
             }
@@ -222,14 +217,10 @@ impl Compressed<'_, '_> {
     ) -> Result<()> {
         let mi = self.mi;
         let (mlo, mhi, step_mi) = (lo[mi], hi[mi], w.strides[mi]);
-        for (k, (&first, &(end, _))) in placed.start.iter().zip(&placed.range).enumerate() {
-            let b0 = mlo + ((k as u64) << shift);
-            let rows = mhi.min(b0.saturating_add(1u64 << shift)) - b0;
+        for (b0, b1, entries) in placed.bands(mlo, mhi, shift) {
+            let rows = b1 - b0;
             let band_off = usize::try_from(off + (b0 - mlo) as i64 * step_mi);
-            let entries = placed
-                .pool
-                .get(first..end)
-                .ok_or_else(|| oob(self.region))?;
+            let entries = entries.ok_or_else(|| oob(self.region))?;
             if !put_entries(stage.bytes_mut(), entries) {
                 return Err(oob(self.region));
             }
@@ -255,6 +246,25 @@ struct Placed<const N: usize> {
     start: Vec<usize>,
     range: Vec<(usize, usize)>,
     pool: Vec<(u32, [u8; N])>,
+}
+
+impl<const N: usize> Placed<N> {
+    /// Each band of 2^`shift` rows of `[mlo, mhi)`: its first row, one past its last, and
+    /// its entries (`None` when its range lies outside the pool).
+    #[allow(clippy::type_complexity)]
+    fn bands(
+        &self,
+        mlo: u64,
+        mhi: u64,
+        shift: u32,
+    ) -> impl Iterator<Item = (u64, u64, Option<&[(u32, [u8; N])]>)> {
+        let ranges = self.start.iter().zip(&self.range).enumerate();
+        ranges.map(move |(k, (&first, &(end, _)))| {
+            let b0 = mlo + ((k as u64) << shift);
+            let b1 = mhi.min(b0.saturating_add(1u64 << shift));
+            (b0, b1, self.pool.get(first..end))
+        })
+    }
 }
 
 /// A band's entries (their byte in `band`, their bytes) moved into it, one checked move
