@@ -99,18 +99,33 @@ pub(super) fn read_banded<K: LeafKind>(
             break Err(e);
         }
         // Inside the checked output: the leaf's rows lie in it.
-        let first = leaf.off + (b0 - leaf.llo[0]) as i64 * step;
-        for (i, src) in stage[..rows * row].chunks_exact(row).enumerate() {
-            let dst = usize::try_from(first + i as i64 * step)
-                .ok()
-                .and_then(|at| w.buf.get_mut(at..at.checked_add(row)?));
-            match dst {
-                Some(dst) => crate::mem::copy_streaming(dst, src, &[]),
-                None => return Some(Err(super::convert::oob(w.region))),
-            }
+        let first = usize::try_from(leaf.off + (b0 - leaf.llo[0]) as i64 * step);
+        let band_rows = &stage[..rows * row];
+        if !first.is_ok_and(|at| stream_rows(band_rows, row, w.buf, at, step as usize)) {
+            break Err(super::convert::oob(w.region));
         }
         b0 = b1;
     };
     w.stage = stage;
     Some(res)
+}
+
+/// The whole rows of `src` (`row` bytes each, not 0) written to `out`, row `r` at byte
+/// `at + r · step`, with non-temporal stores (the window fences once its read is done);
+/// false, writing nothing, when a row would fall outside `out`.
+pub(super) fn stream_rows(src: &[u8], row: usize, out: &mut [u8], at: usize, step: usize) -> bool {
+    let rows = src.len() / row.max(1);
+    let end = rows
+        .checked_sub(1)
+        .and_then(|r| r.checked_mul(step))
+        .and_then(|o| o.checked_add(at))
+        .and_then(|o| o.checked_add(row));
+    if end.is_some_and(|end| end > out.len()) || (rows > 0 && end.is_none()) {
+        return false;
+    }
+    for (r, src) in src.chunks_exact(row.max(1)).enumerate() {
+        let o = at + r * step;
+        crate::mem::copy_streaming(&mut out[o..o + row], src, &[]);
+    }
+    true
 }

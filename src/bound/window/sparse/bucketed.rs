@@ -55,9 +55,9 @@ fn bucketed_n<const N: usize>(
     let (lines, rows) = (hi[ma] - lo[ma], hi[mi] - lo[mi]);
     // A streamed output whose lines are its contiguous axis: the bands composed in a
     // stage (its rows packed, `lines` elements each) and streamed out.
-    let zero: [u8; N] = leaf.zero.0?.get(..N)?.try_into().ok()?;
     let staged = (w.stream && step_ma == N as i64)
         .then(|| {
+            let zero: [u8; N] = leaf.zero.0?.get(..N)?.try_into().ok()?;
             let row = usize::try_from(lines).ok()?.checked_mul(N)?;
             let (shift, bands) = band_rows::<N>(N as i64, row as i64, lines, rows, STAGE_BYTES)?;
             let stage = Stage::new(zero, row, 1usize << shift)?;

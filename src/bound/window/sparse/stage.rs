@@ -6,7 +6,7 @@
 //! row's entries) and streaming it writes each line once, and the entries cost no cache
 //! miss of their own.
 
-use crate::mem::copy_streaming;
+use crate::bound::window::banded::stream_rows;
 
 /// Most bytes of a stage: a quarter of a 1 MiB L2, so that the scratch stays in the cache
 /// from one band to the next (a band of a CSC read into C order is one stage).
@@ -64,25 +64,15 @@ impl<const N: usize> Stage<N> {
     }
 
     /// The first `rows` rows of the scratch written to `out`, row `r` at byte `at + r ·
-    /// step`, with non-temporal stores (the caller fences once its read is done: the
-    /// window does). False, writing nothing, when a row would fall outside `out` or the
-    /// scratch has fewer rows.
+    /// step`, with non-temporal stores ([`stream_rows`]). False, writing nothing, when a
+    /// row would fall outside `out` or the scratch has fewer rows.
     pub fn stream(&self, out: &mut [u8], at: usize, step: usize, rows: usize) -> bool {
-        let Some(used) = rows.checked_mul(self.row) else {
-            return false;
-        };
-        let last = rows
-            .checked_sub(1)
-            .and_then(|r| r.checked_mul(step))
-            .and_then(|o| o.checked_add(at))
-            .and_then(|o| o.checked_add(self.row));
-        if used > self.bytes.len() || rows == 0 || last.is_none_or(|end| end > out.len()) {
-            return rows == 0;
+        match rows
+            .checked_mul(self.row)
+            .and_then(|used| self.bytes.get(..used))
+        {
+            Some(used) => stream_rows(used, self.row, out, at, step),
+            None => false,
         }
-        for (r, src) in self.bytes[..used].chunks_exact(self.row).enumerate() {
-            let o = at + r * step;
-            copy_streaming(&mut out[o..o + self.row], src, &[]);
-        }
-        true
     }
 }
