@@ -120,7 +120,7 @@ pub(super) fn stream_rows(src: &[u8], row: usize, out: &mut [u8], at: usize, ste
         .and_then(|r| r.checked_mul(step))
         .and_then(|o| o.checked_add(at))
         .and_then(|o| o.checked_add(row));
-    if end.is_some_and(|end| end > out.len()) || (rows > 0 && end.is_none()) {
+    if rows > 0 && end.is_none_or(|end| end > out.len()) {
         return false;
     }
     for (r, src) in src.chunks_exact(row.max(1)).enumerate() {
