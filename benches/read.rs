@@ -1538,7 +1538,11 @@ fn tile_grid(n: u64, t: u64) -> (tensordesc::Descriptor, Aligned) {
 
 fn tile_grids(small: bool) {
     let n = if small { 256u64 } else { 2048 };
-    let rounds = if small { 5 } else { 15 };
+    // Best of this many rounds (`TDESC_BENCH_ROUNDS` to take more).
+    let rounds = std::env::var("TDESC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if small { 5 } else { 15 });
     for (t, target) in [(8u64, 0.5), (16, 0.7)] {
         let (d, data) = tile_grid(n, t);
         let tb = (t * t * 4) as usize;

@@ -135,6 +135,17 @@ impl<'a> BoundTensor<'a> {
             out_type,
             o0,
             vals: None,
+            tiles: d
+                .grid_tiles()
+                .filter(|t| matches!(t.layout, Layout::RowMajor) && t.len() == d.region_count())
+                .map(|t| t.node(0))
+                .filter(|n| {
+                    // Every tile stores the tensor's type (no region carries its own).
+                    first_region == 0
+                        && n.quant.is_none()
+                        && !d.has_region_types()
+                        && !d.element_type.is_packed()
+                }),
         };
         let oes = out_type.element_bytes(d.element_type) as i64;
         if rank == 2 && w.strides[1] == oes {
@@ -322,20 +333,100 @@ fn copy_pieces<const N: usize>(
     Ok(())
 }
 
-/// Row `i` of every region of `chunk` to its place in `dst` ([`copy_pieces`]), pieces of
-/// `same_len` bytes copied as such when that is a common size.
+/// Row `i` of the regions of one shape (`parts`: pieces of `N` bytes, row `i` at byte
+/// `at` of each region's rows) to their places in `dst`: each piece one check of each
+/// side and one fixed-size copy.
+#[inline(always)]
+fn copy_uniform<const N: usize>(
+    parts: &[Part<'_>],
+    at: usize,
+    dst: &mut [u8],
+    c_first: usize,
+) -> Result<()> {
+    let end = at.checked_add(N);
+    for p in parts {
+        let col = p.col - c_first;
+        let src = end
+            .and_then(|end| p.rows.get(at..end))
+            .and_then(|s| <&[u8; N]>::try_from(s).ok());
+        let d = dst
+            .get_mut(col..col + N)
+            .and_then(|d| <&mut [u8; N]>::try_from(d).ok());
+        match (src, d) {
+            (Some(s), Some(d)) => *d = *s,
+            _ => return Err(oob(Some(p.region))),
+        }
+    }
+    Ok(())
+}
+
+/// The regions of a chunk whose pieces are all alike: `chunk[a..b]` (all but at most the
+/// first and the last, which a box may cut) have pieces of the middle region's length,
+/// rows a `step` apart.
+#[derive(Clone, Copy)]
+struct Alike {
+    a: usize,
+    b: usize,
+    step: usize,
+}
+
+impl Alike {
+    /// The alike run of `chunk`, when every region but perhaps its first and last has
+    /// the pieces of its middle one.
+    fn of(chunk: &[Part<'_>]) -> Option<Alike> {
+        let m = chunk.get(chunk.len() / 2)?;
+        let same = |p: &Part<'_>| p.len == m.len && p.step == m.step;
+        let a = usize::from(!chunk.first().is_some_and(same));
+        let b = chunk.len() - usize::from(!chunk.last().is_some_and(same));
+        chunk
+            .get(a..b)?
+            .iter()
+            .all(same)
+            .then_some(Alike { a, b, step: m.step })
+    }
+}
+
+/// Row `i` of every region of `chunk` to its place in `dst`: the alike run `alike` of
+/// pieces of a common size by [`copy_uniform`], the others by [`copy_pieces`].
+#[inline(always)]
+fn copy_alike<const N: usize>(
+    alike: Option<Alike>,
+    chunk: &[Part<'_>],
+    i: usize,
+    dst: &mut [u8],
+    c_first: usize,
+) -> Result<()> {
+    match alike {
+        Some(Alike { a, b, step, .. }) if N != 0 => {
+            let (head, rest) = chunk.split_at(a.min(chunk.len()));
+            let (mid, tail) = rest.split_at(b.saturating_sub(a).min(rest.len()));
+            copy_pieces::<N>(head, i, dst, c_first)?;
+            let at = i
+                .checked_mul(step)
+                .ok_or_else(|| oob(mid.first().map(|p| p.region)))?;
+            copy_uniform::<N>(mid, at, dst, c_first)?;
+            copy_pieces::<N>(tail, i, dst, c_first)
+        }
+        _ => copy_pieces::<N>(chunk, i, dst, c_first),
+    }
+}
+
+/// Row `i` of every region of `chunk` to its place in `dst` ([`copy_alike`]), pieces of
+/// `same_len` bytes (the alike run's, when there is one) copied as such when that is a
+/// common size.
 fn copy_chunk_row(
     same_len: usize,
+    alike: Option<Alike>,
     chunk: &[Part<'_>],
     i: usize,
     dst: &mut [u8],
     c_first: usize,
 ) -> Result<()> {
     match same_len {
-        16 => copy_pieces::<16>(chunk, i, dst, c_first),
-        32 => copy_pieces::<32>(chunk, i, dst, c_first),
-        64 => copy_pieces::<64>(chunk, i, dst, c_first),
-        128 => copy_pieces::<128>(chunk, i, dst, c_first),
+        16 => copy_alike::<16>(alike, chunk, i, dst, c_first),
+        32 => copy_alike::<32>(alike, chunk, i, dst, c_first),
+        64 => copy_alike::<64>(alike, chunk, i, dst, c_first),
+        128 => copy_alike::<128>(alike, chunk, i, dst, c_first),
         _ => copy_pieces::<0>(chunk, i, dst, c_first),
     }
 }
@@ -370,6 +461,10 @@ struct Planned<'p, 'a> {
     out_type: OutputType,
     o0: i64,
     vals: Option<Values<'a>>,
+    /// The level is a grid of plain ROW_MAJOR tiles held without records, numbered from
+    /// 0 (region `k`'s record would be `TileGrid::node(k)`: byte offset 0, buffer `k`):
+    /// a band's regions are set up from the plan alone ([`Planned::band_of_tiles`]).
+    tiles: Option<Node>,
 }
 
 /// The regions of one row of cells read as a band, one [`Part`] each (the vector is
@@ -392,6 +487,51 @@ struct Part<'a> {
     /// Leaf-local index of the region's first element in the box along axis 1.
     lo1: u64,
     region: u32,
+}
+
+/// Where the rows `c0` of the box lie in a ROW_MAJOR region of a band: row `i` at
+/// `start + i·step`, `len` bytes, the last ending at `end`.
+#[derive(Clone, Copy, Default)]
+struct Rows {
+    step: usize,
+    len: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Rows {
+    /// The rows `c0` (cell-local, not empty) of the cell `c1` along axis 1, codes of
+    /// `cs` bytes from byte `byte_offset` of the region's buffer; `region` is named in
+    /// the error when a figure overflows.
+    fn of(
+        c0: &AxisCell,
+        c1: &AxisCell,
+        cs: u64,
+        byte_offset: u64,
+        region: Option<u32>,
+    ) -> Result<Rows> {
+        // Row i of the box starts at code (c0.lo + i)·ext1 + c1.lo.
+        let step = c1.ext.checked_mul(cs).ok_or_else(|| oob(region))?;
+        let len = (c1.hi - c1.lo) * cs;
+        let start = c0
+            .lo
+            .checked_mul(step)
+            .and_then(|b| b.checked_add(c1.lo * cs))
+            .and_then(|b| b.checked_add(byte_offset))
+            .ok_or_else(|| oob(region))?;
+        let end = step
+            .checked_mul(c0.hi - c0.lo - 1)
+            .and_then(|b| b.checked_add(start))
+            .and_then(|b| b.checked_add(len))
+            .ok_or_else(|| oob(region))?;
+        let to = |v: u64| usize::try_from(v).map_err(|_| oob(region));
+        Ok(Rows {
+            step: to(step)?,
+            len: to(len)?,
+            start: to(start)?,
+            end: to(end)?,
+        })
+    }
 }
 
 impl<'a> Planned<'_, 'a> {
@@ -495,6 +635,12 @@ impl<'a> Planned<'_, 'a> {
     /// `cols` as one band when every region is a plain ROW_MAJOR leaf (`false`, nothing
     /// written, otherwise). Each region's rows are checked against its buffer once, in
     /// region order, before anything is written.
+    ///
+    /// A band of a grid of tiles held without records whose rows fit in [`L1_BYTES`] is
+    /// set up from the plan alone ([`band_of_tiles`](Self::band_of_tiles): about 114
+    /// instructions a region instead of 300). A longer band (a whole read's) is set up
+    /// region by region as any other: set up from the plan, whole reads of 16 × 16 tiles
+    /// lost 10–20 % in every build measured (decision 168).
     fn band(
         &mut self,
         k0: usize,
@@ -502,6 +648,11 @@ impl<'a> Planned<'_, 'a> {
         band: &mut Band<'a>,
         w: &mut Window<'_>,
     ) -> Result<bool> {
+        if let Some(node) = self.tiles {
+            if self.band_bytes(k0, &cols) <= L1_BYTES as u64 {
+                return self.band_of_tiles(node, k0, cols, band, w);
+            }
+        }
         let c0 = self.plan[k0];
         band.parts.clear();
         for k1 in cols.clone() {
@@ -519,25 +670,8 @@ impl<'a> Planned<'_, 'a> {
                 .ok_or_else(|| oob(Some(r)))?;
             let cs = self.vals(r, &node, &[c0.ext, c1.ext])?.cs as u64;
             let region = Some(r);
-            // Row i of the box starts at code (c0.lo + i)·ext1 + c1.lo.
-            let step = c1.ext.checked_mul(cs).ok_or_else(|| oob(region))?;
-            let len = (c1.hi - c1.lo) * cs;
-            let start = c0
-                .lo
-                .checked_mul(step)
-                .and_then(|b| b.checked_add(c1.lo * cs))
-                .and_then(|b| b.checked_add(node.byte_offset))
-                .ok_or_else(|| oob(region))?;
-            let end = step
-                .checked_mul(c0.hi - c0.lo - 1)
-                .and_then(|b| b.checked_add(start))
-                .and_then(|b| b.checked_add(len))
-                .ok_or_else(|| oob(region))?;
-            let rows = usize::try_from(start)
-                .ok()
-                .zip(usize::try_from(end).ok())
-                .and_then(|(s, e)| buf.get(s..e))
-                .ok_or_else(|| oob(region))?;
+            let at = Rows::of(&c0, &c1, cs, node.byte_offset, region)?;
+            let rows = buf.get(at.start..at.end).ok_or_else(|| oob(region))?;
             let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
             // The rows are read one piece per output row, each a stride away from the
             // last: ask for their lines now.
@@ -546,8 +680,79 @@ impl<'a> Planned<'_, 'a> {
             }
             band.parts.push(Part {
                 rows,
-                step: step as usize,
-                len: len as usize,
+                step: at.step,
+                len: at.len,
+                col,
+                lo1: c1.lo,
+                region: r,
+            });
+        }
+        self.copy_band(c0, band, w)
+    }
+
+    /// The source bytes of the box's rows in the cells `(k0, k1)` for `k1` in `cols` (the
+    /// tensor's element type: plain tiles store it), saturating.
+    fn band_bytes(&self, k0: usize, cols: &std::ops::Range<usize>) -> u64 {
+        let (Some(c0), Some(a), Some(b)) = (
+            self.plan.get(k0),
+            self.plan.get(cols.start),
+            cols.end.checked_sub(1).and_then(|k| self.plan.get(k)),
+        ) else {
+            return 0;
+        };
+        let width = (b.origin + b.hi).saturating_sub(a.origin + a.lo);
+        let cs = self.t.desc.element_type.storage_bytes();
+        width.saturating_mul(c0.hi - c0.lo).saturating_mul(cs)
+    }
+
+    /// [`band`](Self::band) over a grid of plain ROW_MAJOR tiles held without records
+    /// (`node`, tile 0's record; tile `k` differs only in reading buffer `k`): the band's
+    /// regions are consecutive numbers, checked against the region count at both ends,
+    /// and the byte range of each region's rows is computed once for every run of cells
+    /// of one shape and checked against each region's buffer.
+    fn band_of_tiles(
+        &mut self,
+        node: Node,
+        k0: usize,
+        cols: std::ops::Range<usize>,
+        band: &mut Band<'a>,
+        w: &mut Window<'_>,
+    ) -> Result<bool> {
+        let c0 = self.plan[k0];
+        band.parts.clear();
+        let (Some(&k1_first), Some(k1_last)) = (self.plan.get(cols.start), cols.end.checked_sub(1))
+        else {
+            return Ok(true);
+        };
+        let r_first = self.region(&[k0, cols.start])?;
+        self.region(&[k0, k1_last])?;
+        let c1 = k1_first;
+        let cs = self.vals(r_first, &node, &[c0.ext, c1.ext])?.cs as u64;
+        // The last shape computed, (extent, lo, hi) of the cell along axis 1, and where
+        // its rows lie in a tile's buffer.
+        let mut shape = (u64::MAX, 0, 0);
+        let mut at = Rows::default();
+        for (j, c1) in self.plan[cols].iter().enumerate() {
+            let r = r_first + j as u32;
+            let region = Some(r);
+            w.region = region;
+            if (c1.ext, c1.lo, c1.hi) != shape {
+                shape = (c1.ext, c1.lo, c1.hi);
+                at = Rows::of(&c0, c1, cs, node.byte_offset, region)?;
+            }
+            let rows = self
+                .bufs
+                .get(r as usize)
+                .and_then(|b| b.get(at.start..at.end))
+                .ok_or_else(|| oob(region))?;
+            let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
+            for at in (0..rows.len()).step_by(64) {
+                crate::mem::prefetch(rows, at);
+            }
+            band.parts.push(Part {
+                rows,
+                step: at.step,
+                len: at.len,
                 col,
                 lo1: c1.lo,
                 region: r,
@@ -590,8 +795,9 @@ impl<'a> Planned<'_, 'a> {
                 chunk[to - from - 1].col + chunk[to - from - 1].len / vals.cs * oes,
             );
             // Regions of one shape (the usual grid; the box may cut the first and last):
-            // pieces of a fixed length.
+            // pieces of a fixed length, a fixed step apart.
             let same_len = chunk[chunk.len() / 2].len;
+            let alike = Alike::of(chunk);
             for i in 0..(c0.hi - c0.lo) as usize {
                 let o = self.o0 + c0.off + i as i64 * os;
                 if copy {
@@ -606,11 +812,11 @@ impl<'a> Planned<'_, 'a> {
                         // line written once, never read from memory first.
                         let mut row = std::mem::take(&mut w.scratch);
                         row.resize(dst.len(), 0);
-                        copy_chunk_row(same_len, chunk, i, &mut row, c_first)?;
+                        copy_chunk_row(same_len, alike, chunk, i, &mut row, c_first)?;
                         crate::mem::copy_streaming(dst, &row, &[]);
                         w.scratch = row;
                     } else {
-                        copy_chunk_row(same_len, chunk, i, dst, c_first)?;
+                        copy_chunk_row(same_len, alike, chunk, i, dst, c_first)?;
                     }
                 } else {
                     x[0] = c0.lo + i as u64;

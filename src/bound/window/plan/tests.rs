@@ -146,6 +146,8 @@ fn planned_reads_equal_the_general_walk() {
     ] {
         for tile in [[8, 8], [5, 16], [1, 3]] {
             let d = grid(et, [37, 45], tile, |_, _| NodeSpec::row_major());
+            // Held without records: bands set up from the plan alone.
+            assert!(d.grid_tiles().is_some());
             let bufs = buffers(&d);
             let t = bind(&d, &bufs);
             for (lo, hi) in BOXES {
@@ -284,6 +286,42 @@ fn long_bands_are_read_in_chunks() {
             for ot in [OutputType::Raw, OutputType::Float32, OutputType::Float64] {
                 check(&t, lo, hi, ot, None);
             }
+        }
+    }
+}
+
+/// A rectilinear grid of tiles held without records, its columns of four widths: the
+/// bands set up from the plan change shape from cell to cell, and every window, in C
+/// order and strided, reads what the general walk reads.
+#[test]
+fn rectilinear_tiles_change_shape_within_a_band() {
+    let (rows, cols) = ([0u64, 5, 13, 14, 30], [0u64, 3, 11, 12, 28, 33, 41]);
+    let mut regions = Vec::new();
+    for r in rows.windows(2) {
+        for c in cols.windows(2) {
+            regions.push(RegionSpec::new(
+                &[r[0], c[0]],
+                &[r[1] - r[0], c[1] - c[0]],
+                NodeSpec::row_major(),
+            ));
+        }
+    }
+    let d = TensorBuilder::subpaving(ElementType::Float32, &[30, 41], regions)
+        .alignment(3)
+        .build()
+        .unwrap();
+    assert!(d.grid_tiles().is_some());
+    let bufs = buffers(&d);
+    let t = bind(&d, &bufs);
+    for (lo, hi) in [
+        ([0, 0], [30, 41]),
+        ([2, 2], [29, 40]),
+        ([4, 10], [14, 12]),
+        ([13, 11], [14, 29]),
+    ] {
+        for ot in [OutputType::Raw, OutputType::Float32, OutputType::Float64] {
+            check(&t, lo, hi, ot, None);
+            check(&t, lo, hi, ot, Some([(hi[1] - lo[1]) as i64 + 5, 1]));
         }
     }
 }
