@@ -333,9 +333,10 @@ fn copy_pieces<const N: usize>(
     Ok(())
 }
 
-/// Row `i` of the regions of one shape (`parts`: pieces of `N` bytes, row `i` at byte
-/// `at` of each region's rows) to their places in `dst`: each piece one check of each
-/// side and one fixed-size copy.
+/// Row `i` of the regions of one shape side by side in the output (`parts`: pieces of
+/// `N` bytes, row `i` at byte `at` of each region's rows, each piece's place right after
+/// the last one's) to their places in `dst`: the run of places checked once, each piece
+/// one check of its source and one fixed-size copy.
 #[inline(always)]
 fn copy_uniform<const N: usize>(
     parts: &[Part<'_>],
@@ -343,26 +344,27 @@ fn copy_uniform<const N: usize>(
     dst: &mut [u8],
     c_first: usize,
 ) -> Result<()> {
+    let Some(first) = parts.first() else {
+        return Ok(());
+    };
+    let col = first.col - c_first;
+    let run = N
+        .checked_mul(parts.len())
+        .and_then(|n| dst.get_mut(col..col.checked_add(n)?))
+        .ok_or_else(|| oob(Some(first.region)))?;
     let end = at.checked_add(N);
-    for p in parts {
-        let col = p.col - c_first;
+    for (d, p) in run.chunks_exact_mut(N).zip(parts) {
         let src = end
             .and_then(|end| p.rows.get(at..end))
-            .and_then(|s| <&[u8; N]>::try_from(s).ok());
-        let d = dst
-            .get_mut(col..col + N)
-            .and_then(|d| <&mut [u8; N]>::try_from(d).ok());
-        match (src, d) {
-            (Some(s), Some(d)) => *d = *s,
-            _ => return Err(oob(Some(p.region))),
-        }
+            .ok_or_else(|| oob(Some(p.region)))?;
+        d.copy_from_slice(src);
     }
     Ok(())
 }
 
 /// The regions of a chunk whose pieces are all alike: `chunk[a..b]` (all but at most the
 /// first and the last, which a box may cut) have pieces of the middle region's length,
-/// rows a `step` apart.
+/// rows a `step` apart, each piece's place in the output right after the last one's.
 #[derive(Clone, Copy)]
 struct Alike {
     a: usize,
@@ -372,17 +374,18 @@ struct Alike {
 
 impl Alike {
     /// The alike run of `chunk`, when every region but perhaps its first and last has
-    /// the pieces of its middle one.
+    /// the pieces of its middle one, side by side in the output (as a grid's row of
+    /// cells copied into an output contiguous along the row).
     fn of(chunk: &[Part<'_>]) -> Option<Alike> {
         let m = chunk.get(chunk.len() / 2)?;
         let same = |p: &Part<'_>| p.len == m.len && p.step == m.step;
         let a = usize::from(!chunk.first().is_some_and(same));
         let b = chunk.len() - usize::from(!chunk.last().is_some_and(same));
-        chunk
-            .get(a..b)?
-            .iter()
-            .all(same)
-            .then_some(Alike { a, b, step: m.step })
+        let run = chunk.get(a..b)?;
+        let side_by_side = run
+            .windows(2)
+            .all(|w| w[0].col.checked_add(m.len) == Some(w[1].col));
+        (run.iter().all(same) && side_by_side).then_some(Alike { a, b, step: m.step })
     }
 }
 
@@ -397,7 +400,7 @@ fn copy_alike<const N: usize>(
     c_first: usize,
 ) -> Result<()> {
     match alike {
-        Some(Alike { a, b, step, .. }) if N != 0 => {
+        Some(Alike { a, b, step }) if N != 0 => {
             let (head, rest) = chunk.split_at(a.min(chunk.len()));
             let (mid, tail) = rest.split_at(b.saturating_sub(a).min(rest.len()));
             copy_pieces::<N>(head, i, dst, c_first)?;
@@ -732,10 +735,10 @@ impl<'a> Planned<'_, 'a> {
         // its rows lie in a tile's buffer.
         let mut shape = (u64::MAX, 0, 0);
         let mut at = Rows::default();
+        let mut asked = 0usize;
         for (j, c1) in self.plan[cols].iter().enumerate() {
             let r = r_first + j as u32;
             let region = Some(r);
-            w.region = region;
             if (c1.ext, c1.lo, c1.hi) != shape {
                 shape = (c1.ext, c1.lo, c1.hi);
                 at = Rows::of(&c0, c1, cs, node.byte_offset, region)?;
@@ -746,8 +749,11 @@ impl<'a> Planned<'_, 'a> {
                 .and_then(|b| b.get(at.start..at.end))
                 .ok_or_else(|| oob(region))?;
             let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
-            for at in (0..rows.len()).step_by(64) {
-                crate::mem::prefetch(rows, at);
+            if asked < CHUNK_BYTES {
+                asked += rows.len();
+                for line in rows.chunks(64) {
+                    crate::mem::prefetch(line, 0);
+                }
             }
             band.parts.push(Part {
                 rows,
@@ -758,6 +764,7 @@ impl<'a> Planned<'_, 'a> {
                 region: r,
             });
         }
+        w.region = band.parts.last().map(|p| p.region);
         self.copy_band(c0, band, w)
     }
 
