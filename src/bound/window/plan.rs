@@ -449,7 +449,36 @@ fn copy_row(dst: &mut [u8], src: &[u8]) {
             *d = *s;
         }
     }
-    d.into_remainder().copy_from_slice(s.remainder());
+    copy_short(d.into_remainder(), s.remainder());
+}
+
+/// `dst.copy_from_slice(src)` for fewer than 16 bytes of equal lengths, inline: two
+/// overlapping 8- (or 4-) byte copies, or byte by byte below 4.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if dst.len() != n {
+        dst.copy_from_slice(src);
+        return;
+    }
+    fn pair<const K: usize>(dst: &mut [u8], src: &[u8], n: usize) {
+        for at in [0, n - K] {
+            if let (Some(d), Some(s)) = (
+                dst.get_mut(at..at + K)
+                    .and_then(|d| <&mut [u8; K]>::try_from(d).ok()),
+                src.get(at..at + K)
+                    .and_then(|s| <&[u8; K]>::try_from(s).ok()),
+            ) {
+                *d = *s;
+            }
+        }
+    }
+    match n {
+        0..=3 => dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s),
+        4..=7 => pair::<4>(dst, src, n),
+        8..=15 => pair::<8>(dst, src, n),
+        _ => dst.copy_from_slice(src),
+    }
 }
 
 /// A planned read in progress: the plan, and the conversion of the level's plain leaves

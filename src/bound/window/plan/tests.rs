@@ -325,3 +325,23 @@ fn rectilinear_tiles_change_shape_within_a_band() {
         }
     }
 }
+
+/// The plan's inline row copies equal `copy_from_slice` at every length, at every
+/// offset within a line.
+#[test]
+fn row_copies_equal_copy_from_slice() {
+    let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+    for len in 0..=140 {
+        for off in [0usize, 1, 7, 8, 15] {
+            let s = &src[off..off + len];
+            let mut a = vec![0xAAu8; len];
+            super::copy_row(&mut a, s);
+            assert_eq!(a, s, "copy_row, {len} bytes at {off}");
+            if len < 16 {
+                let mut b = vec![0x55u8; len];
+                super::copy_short(&mut b, s);
+                assert_eq!(b, s, "copy_short, {len} bytes at {off}");
+            }
+        }
+    }
+}
