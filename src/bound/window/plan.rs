@@ -669,8 +669,8 @@ impl<'a> Planned<'_, 'a> {
     /// region order, before anything is written.
     ///
     /// A band of a grid of tiles held without records whose rows fit in [`L1_BYTES`] is
-    /// set up from the plan alone ([`band_of_tiles`](Self::band_of_tiles): about 114
-    /// instructions a region instead of 300). A longer band (a whole read's) is set up
+    /// set up from the plan alone ([`band_of_tiles`](Self::band_of_tiles): about 100
+    /// instructions a region instead of about 270). A longer band (a whole read's) is set up
     /// region by region as any other: set up from the plan, whole reads of 16 × 16 tiles
     /// lost 10–20 % in every build measured (decision 168).
     fn band(
@@ -752,14 +752,13 @@ impl<'a> Planned<'_, 'a> {
     ) -> Result<bool> {
         let c0 = self.plan[k0];
         band.parts.clear();
-        let (Some(&k1_first), Some(k1_last)) = (self.plan.get(cols.start), cols.end.checked_sub(1))
+        let (Some(c1_first), Some(k1_last)) = (self.plan.get(cols.start), cols.end.checked_sub(1))
         else {
             return Ok(true);
         };
         let r_first = self.region(&[k0, cols.start])?;
         self.region(&[k0, k1_last])?;
-        let c1 = k1_first;
-        let cs = self.vals(r_first, &node, &[c0.ext, c1.ext])?.cs as u64;
+        let cs = self.vals(r_first, &node, &[c0.ext, c1_first.ext])?.cs as u64;
         // The last shape computed, (extent, lo, hi) of the cell along axis 1, and where
         // its rows lie in a tile's buffer.
         let mut shape = (u64::MAX, 0, 0);
@@ -833,7 +832,7 @@ impl<'a> Planned<'_, 'a> {
             // Regions of one shape (the usual grid; the box may cut the first and last):
             // pieces of a fixed length, a fixed step apart.
             let same_len = chunk[chunk.len() / 2].len;
-            let alike = Alike::of(chunk);
+            let alike = if copy { Alike::of(chunk) } else { None };
             for i in 0..(c0.hi - c0.lo) as usize {
                 let o = self.o0 + c0.off + i as i64 * os;
                 if copy {
