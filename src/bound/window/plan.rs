@@ -135,18 +135,14 @@ impl<'a> BoundTensor<'a> {
             out_type,
             o0,
             vals: None,
-            tiles: d
-                .grid_tiles()
-                .filter(|t| matches!(t.layout, Layout::RowMajor) && t.len() == d.region_count())
-                .map(|t| t.node(0))
-                .filter(|n| {
-                    // Every tile stores the tensor's type (no region carries its own).
-                    first_region == 0
-                        && n.quant.is_none()
-                        && !d.has_region_types()
-                        && !d.element_type.is_packed()
-                }),
+            tiles: None,
         };
+        // Every tile is as plain as tile 0 when no region carries its own element type.
+        p.tiles = d
+            .grid_tiles()
+            .filter(|t| matches!(t.layout, Layout::RowMajor) && t.len() == d.region_count())
+            .map(|t| t.node(0))
+            .filter(|n| first_region == 0 && !d.has_region_types() && p.plain(0, n));
         let oes = out_type.element_bytes(d.element_type) as i64;
         if rank == 2 && w.strides[1] == oes {
             let mut band = Band::default();
@@ -382,10 +378,12 @@ impl Alike {
         let a = usize::from(!chunk.first().is_some_and(same));
         let b = chunk.len() - usize::from(!chunk.last().is_some_and(same));
         let run = chunk.get(a..b)?;
-        let side_by_side = run
-            .windows(2)
-            .all(|w| w[0].col.checked_add(m.len) == Some(w[1].col));
-        (run.iter().all(same) && side_by_side).then_some(Alike { a, b, step: m.step })
+        let side_by_side = |w: &[Part<'_>]| w[0].col.checked_add(m.len) == Some(w[1].col);
+        (run.iter().all(same) && run.windows(2).all(side_by_side)).then_some(Alike {
+            a,
+            b,
+            step: m.step,
+        })
     }
 }
 
