@@ -543,6 +543,14 @@ struct Part<'a> {
     region: u32,
 }
 
+/// Ask for every line of a region's rows `rows` (a band's set-up).
+#[inline(always)]
+fn ask_rows(rows: &[u8]) {
+    for line in rows.chunks(64) {
+        crate::mem::prefetch(line, 0);
+    }
+}
+
 impl Part<'_> {
     /// Ask for the line of row `i +` [`PACE_ROWS`] (nothing past the last row).
     #[inline(always)]
@@ -745,9 +753,7 @@ impl<'a> Planned<'_, 'a> {
             let ask_now = asked_bytes < CHUNK_BYTES || at.step < 64;
             if ask_now {
                 asked_bytes += rows.len();
-                for at in (0..rows.len()).step_by(64) {
-                    crate::mem::prefetch(rows, at);
-                }
+                ask_rows(rows);
             }
             if ask_now && band.asked == band.parts.len() {
                 band.asked += 1;
@@ -808,7 +814,7 @@ impl<'a> Planned<'_, 'a> {
         // its rows lie in a tile's buffer.
         let mut shape = (u64::MAX, 0, 0);
         let mut at = Rows::default();
-        let mut asked = 0usize;
+        let mut asked_bytes = 0usize;
         for (j, c1) in self.plan[cols].iter().enumerate() {
             let r = r_first + j as u32;
             let region = Some(r);
@@ -822,11 +828,9 @@ impl<'a> Planned<'_, 'a> {
                 .and_then(|b| b.get(at.start..at.end))
                 .ok_or_else(|| oob(region))?;
             let col = usize::try_from(c1.off).map_err(|_| oob(region))?;
-            if asked < CHUNK_BYTES {
-                asked += rows.len();
-                for line in rows.chunks(64) {
-                    crate::mem::prefetch(line, 0);
-                }
+            if asked_bytes < CHUNK_BYTES {
+                asked_bytes += rows.len();
+                ask_rows(rows);
             }
             band.parts.push(Part {
                 rows,
