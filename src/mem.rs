@@ -422,8 +422,8 @@ fn parse_cache_size(s: &str) -> Option<usize> {
 /// for the lines of `ahead` (the next copy's source, if known; may be empty) one by one as
 /// the copy goes — so that a row-by-row copy of a strided window streams like one large
 /// `memcpy` (docs/decisions/098-non-temporal-stores-for-outputs-last-level.md). The stores
-/// are 32 bytes wide where the CPU has AVX2 (16-byte ones cost 15–30 % more on the same
-/// lines: docs/decisions/170-streamed-outputs-stored-32-bytes-at-a-time.md), else 16.
+/// are 32 bytes wide where the CPU has AVX2 (on one VM they took 0.64–0.87 of the 16-byte
+/// ones' time: docs/decisions/170-streamed-outputs-stored-32-bytes-at-a-time.md), else 16.
 /// Call [`store_fence`] once the copies of a call are done. Plain `copy_from_slice` off
 /// x86-64.
 pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
@@ -446,66 +446,72 @@ pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
     }
 }
 
-/// [`copy_streaming`] with 16-byte stores (SSE2, part of every x86-64 target), `dst` and
-/// `src` of the same length.
+/// The frame of [`copy_streaming`]'s copies, `dst` and `src` of the same length: the bytes
+/// up to the first `ALIGN`-byte aligned destination byte copied plainly, then each whole
+/// 64-byte line by `line(dst, src)` (asking for the line of `ahead` at the same offset
+/// first), then the tail. `line` is handed pointers to 64 bytes inside `dst` and `src`, the
+/// destination `ALIGN`-byte aligned (`ALIGN` divides 64).
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-fn copy_streaming_sse2(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+#[inline(always)]
+fn stream_lines<const ALIGN: usize>(
+    dst: &mut [u8],
+    src: &[u8],
+    ahead: &[u8],
+    line: impl Fn(*mut u8, *const u8),
+) {
     let n = dst.len().min(src.len());
-    // Up to the first 16-byte aligned destination byte, then whole 64-byte lines.
-    let head = dst.as_ptr().align_offset(16).min(n);
+    let head = dst.as_ptr().align_offset(ALIGN).min(n);
     dst[..head].copy_from_slice(&src[..head]);
     let lines = (n - head) / 64;
     let (d, s) = (dst[head..].as_mut_ptr(), src[head..].as_ptr());
     for k in 0..lines {
         prefetch(ahead, head + 64 * k);
-        let at = 64 * k;
-        // SAFETY: bytes [head + at, head + at + 64) lie inside both slices (at + 64 <=
-        // 64 · lines <= n - head); the loads are unaligned loads, the stores go to
-        // `d + at`, 16-byte aligned (`d` is, by `head`), as MOVNTDQ requires. SSE2 is
-        // part of every x86-64 target.
-        unsafe {
-            let a = _mm_loadu_si128(s.add(at).cast::<__m128i>());
-            let b = _mm_loadu_si128(s.add(at + 16).cast::<__m128i>());
-            let c = _mm_loadu_si128(s.add(at + 32).cast::<__m128i>());
-            let e = _mm_loadu_si128(s.add(at + 48).cast::<__m128i>());
-            _mm_stream_si128(d.add(at).cast::<__m128i>(), a);
-            _mm_stream_si128(d.add(at + 16).cast::<__m128i>(), b);
-            _mm_stream_si128(d.add(at + 32).cast::<__m128i>(), c);
-            _mm_stream_si128(d.add(at + 48).cast::<__m128i>(), e);
-        }
+        // SAFETY: bytes [head + 64k, head + 64k + 64) lie inside both slices (64k + 64 <=
+        // 64 · lines <= n - head), so both offsets stay inside their allocations.
+        let (dk, sk) = unsafe { (d.add(64 * k), s.add(64 * k)) };
+        line(dk, sk);
     }
     let done = head + 64 * lines;
     dst[done..n].copy_from_slice(&src[done..n]);
 }
 
-/// [`copy_streaming`] with 32-byte stores (AVX), `dst` and `src` of the same length.
+/// [`copy_streaming`] with 16-byte stores (SSE2, part of every x86-64 target).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn copy_streaming_sse2(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+    stream_lines::<16>(dst, src, ahead, |d, s| {
+        // SAFETY: `stream_lines` hands over 64 bytes inside both slices, the destination
+        // 16-byte aligned, as MOVNTDQ requires; the loads are unaligned loads. SSE2 is
+        // part of every x86-64 target.
+        unsafe {
+            let a = _mm_loadu_si128(s.cast::<__m128i>());
+            let b = _mm_loadu_si128(s.add(16).cast::<__m128i>());
+            let c = _mm_loadu_si128(s.add(32).cast::<__m128i>());
+            let e = _mm_loadu_si128(s.add(48).cast::<__m128i>());
+            _mm_stream_si128(d.cast::<__m128i>(), a);
+            _mm_stream_si128(d.add(16).cast::<__m128i>(), b);
+            _mm_stream_si128(d.add(32).cast::<__m128i>(), c);
+            _mm_stream_si128(d.add(48).cast::<__m128i>(), e);
+        }
+    });
+}
+
+/// [`copy_streaming`] with 32-byte stores (AVX).
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 #[target_feature(enable = "avx")]
 fn copy_streaming_avx(dst: &mut [u8], src: &[u8], ahead: &[u8]) {
     use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
-    let n = dst.len().min(src.len());
-    // Up to the first 32-byte aligned destination byte, then whole 64-byte lines.
-    let head = dst.as_ptr().align_offset(32).min(n);
-    dst[..head].copy_from_slice(&src[..head]);
-    let lines = (n - head) / 64;
-    let (d, s) = (dst[head..].as_mut_ptr(), src[head..].as_ptr());
-    for k in 0..lines {
-        prefetch(ahead, head + 64 * k);
-        let at = 64 * k;
-        // SAFETY: bytes [head + at, head + at + 64) lie inside both slices (at + 64 <=
-        // 64 · lines <= n - head); the loads are unaligned loads, the stores go to
-        // `d + at`, 32-byte aligned (`d` is, by `head`), as VMOVNTDQ requires; the
+    stream_lines::<32>(dst, src, ahead, |d, s| {
+        // SAFETY: `stream_lines` hands over 64 bytes inside both slices, the destination
+        // 32-byte aligned, as VMOVNTDQ requires; the loads are unaligned loads; the
         // function is only called where the CPU has AVX.
         unsafe {
-            let a = _mm256_loadu_si256(s.add(at).cast::<__m256i>());
-            let b = _mm256_loadu_si256(s.add(at + 32).cast::<__m256i>());
-            _mm256_stream_si256(d.add(at).cast::<__m256i>(), a);
-            _mm256_stream_si256(d.add(at + 32).cast::<__m256i>(), b);
+            let a = _mm256_loadu_si256(s.cast::<__m256i>());
+            let b = _mm256_loadu_si256(s.add(32).cast::<__m256i>());
+            _mm256_stream_si256(d.cast::<__m256i>(), a);
+            _mm256_stream_si256(d.add(32).cast::<__m256i>(), b);
         }
-    }
-    let done = head + 64 * lines;
-    dst[done..n].copy_from_slice(&src[done..n]);
+    });
 }
 
 /// Order the non-temporal stores of [`copy_streaming`] before every later store (SFENCE),
