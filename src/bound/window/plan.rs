@@ -754,9 +754,9 @@ impl<'a> Planned<'_, 'a> {
             if ask_now {
                 asked_bytes += rows.len();
                 ask_rows(rows);
-            }
-            if ask_now && band.asked == band.parts.len() {
-                band.asked += 1;
+                if band.asked == band.parts.len() {
+                    band.asked += 1;
+                }
             }
             band.parts.push(Part {
                 rows,
